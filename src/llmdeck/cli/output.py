@@ -1,0 +1,60 @@
+"""Output helpers: data to stdout (tables or --json), diagnostics to stderr."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON to stdout.")
+
+
+def err_console() -> Console:
+    """A rich console on stderr, for progress and diagnostics."""
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def out_console() -> Console:
+    """A rich console on stdout, for human-readable data (tables)."""
+    from rich.console import Console
+
+    return Console(soft_wrap=True)
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Turn pydantic models (or lists/dicts of them) into plain JSON data."""
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump(mode="json")
+    if isinstance(obj, list | tuple):
+        return [to_jsonable(x) for x in obj]
+    if isinstance(obj, dict):
+        return {k: to_jsonable(v) for k, v in obj.items()}
+    return obj
+
+
+def print_json(obj: Any) -> None:
+    """Write one JSON document to stdout."""
+    sys.stdout.write(json.dumps(to_jsonable(obj), indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def info(message: str) -> None:
+    """A diagnostic line on stderr."""
+    err_console().print(message, highlight=False)
+
+
+def get_settings(ctx: typer.Context) -> Any:
+    """The Settings built once by the root callback (typed as Any to keep typer imports light)."""
+    root = ctx.find_root()
+    if root.obj is None:
+        from llmdeck.settings import Settings
+
+        root.obj = Settings()
+    return root.obj
