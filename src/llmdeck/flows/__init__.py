@@ -1,0 +1,1 @@
+"""Flows: multi-step jobs built from the library (quickstart)."""
