@@ -1,9 +1,47 @@
-"""CLI group: model (stub; filled in by its issue)."""
+"""CLI group: model (make-tiny: a tiny random-weight Qwen3 for the CPU engine)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
+
+from llmdeck.cli.output import JSON_OPTION, err_console, out_console, print_json
 
 
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
+    model_app = typer.Typer(
+        name="model",
+        help="Model folders: make a tiny test model.",
+        no_args_is_help=True,
+    )
+
+    @model_app.command("make-tiny")
+    def make_tiny(
+        dir: Path = typer.Argument(..., help="Directory to write the model into (created if missing)."),
+        force: bool = typer.Option(False, "--force", help="Replace the contents of a non-empty DIR."),
+        layers: int = typer.Option(2, "--layers", help="Number of decoder layers."),
+        hidden: int = typer.Option(128, "--hidden", help="Hidden size (a multiple of 32)."),
+        seed: int = typer.Option(0, "--seed", help="Random seed for the weights."),
+        json_out: bool = JSON_OPTION,
+    ) -> None:
+        """Make a tiny random-weight Qwen3ForCausalLM with a real Qwen3 tokenizer (needs the cpu extra).
+
+        Example: llmdeck model make-tiny ./tiny
+        """
+        from llmdeck.model.tiny import make_tiny_model
+
+        err_console().print(f"Making a tiny Qwen3 model in {dir} ...", highlight=False)
+        info = make_tiny_model(dir, force=force, layers=layers, hidden=hidden, seed=seed)
+        if json_out:
+            print_json(info)
+            return
+        out_console().print(
+            f"Made {info.architecture} in {info.path}: {info.layers} layers, hidden {info.hidden_size}, "
+            f"vocab {info.vocab_size}, {info.parameters / 1e6:.1f} M parameters ({info.dtype}); "
+            f"tokenizer matches tiktoken on {info.tokenizer_checked_strings} checks; {info.seconds:.1f} s.",
+            highlight=False,
+        )
+
+    app.add_typer(model_app)

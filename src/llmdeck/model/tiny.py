@@ -1,0 +1,243 @@
+"""``make_tiny_model``: a tiny random-weight Qwen3ForCausalLM with a real Qwen3 tokenizer.
+
+It is what the embedded CPU engine serves in demos and tests: the architecture, vocabulary,
+tokenizer, added tokens and chat template are Qwen3's, only the weights are random and the model
+is small (2 layers, hidden 128: about 20 M parameters, most of them the tied embedding).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from llmdeck import __version__
+from llmdeck.errors import AlreadyExistsError, ModelPathError
+from llmdeck.util.atomic import atomic_write_json
+
+MARKER_FILE = "llmdeck-tiny.json"
+MARKER_SCHEMA_VERSION = 1
+VOCAB_SIZE = 151936
+MAX_POSITION_EMBEDDINGS = 40960
+HEAD_DIM = 32
+
+
+class TinyModelInfo(BaseModel):
+    """What ``make_tiny_model`` made; also written to ``llmdeck-tiny.json`` in the model dir."""
+
+    schema_version: int = MARKER_SCHEMA_VERSION
+    kind: str = "llmdeck-tiny"
+    path: str
+    architecture: str = "Qwen3ForCausalLM"
+    model_type: str = "qwen3"
+    layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    max_position_embeddings: int
+    dtype: str
+    seed: int
+    parameters: int
+    tokenizer_checked_strings: int
+    files: list[str] = Field(default_factory=list)
+    seconds: float
+    llmdeck_version: str = __version__
+    transformers_version: str | None = None
+    host: dict[str, str] = Field(default_factory=dict)
+
+
+def is_tiny_model(dir: Path) -> bool:
+    """True if ``dir`` holds a complete model made by :func:`make_tiny_model`."""
+    dir = Path(dir)
+    marker = dir / MARKER_FILE
+    if not marker.is_file() or not (dir / "config.json").is_file():
+        return False
+    try:
+        data = json.loads(marker.read_text("utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(data, dict) or data.get("kind") != "llmdeck-tiny":
+        return False
+    files = data.get("files") or []
+    return all((dir / name).is_file() for name in files)
+
+
+def _check_target(dir: Path, force: bool) -> None:
+    if dir.exists() and not dir.is_dir():
+        raise ModelPathError(
+            f"{dir} exists and is not a directory; make-tiny needs a directory to write the model into.",
+            hint="Pick another path.",
+        )
+    if dir.is_dir() and any(dir.iterdir()):
+        if not force:
+            raise AlreadyExistsError(
+                f"{dir} is not empty; make-tiny will not write a model over existing files.",
+                hint="Pass --force to replace its contents, or pick an empty or new directory.",
+            )
+
+
+def _clear(dir: Path) -> None:
+    for child in dir.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+
+
+def _model_config(layers: int, hidden: int) -> dict[str, Any]:
+    heads = max(1, hidden // HEAD_DIM)
+    kv_heads = max(1, heads // 2)
+    return {
+        "architectures": ["Qwen3ForCausalLM"],
+        "model_type": "qwen3",
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "bos_token_id": 151643,
+        "eos_token_id": 151645,
+        "pad_token_id": 151643,
+        "head_dim": HEAD_DIM,
+        "hidden_act": "silu",
+        "hidden_size": hidden,
+        "initializer_range": 0.02,
+        "intermediate_size": hidden * 2,
+        "max_position_embeddings": MAX_POSITION_EMBEDDINGS,
+        "max_window_layers": layers,
+        "num_attention_heads": heads,
+        "num_hidden_layers": layers,
+        "num_key_value_heads": kv_heads,
+        "rms_norm_eps": 1e-06,
+        "rope_scaling": None,
+        "rope_theta": 1000000,
+        "sliding_window": None,
+        "tie_word_embeddings": True,
+        "use_cache": True,
+        "use_sliding_window": False,
+        "vocab_size": VOCAB_SIZE,
+    }
+
+
+def _random_weights(config: dict[str, Any], rng: Any) -> dict[str, Any]:
+    """Qwen3ForCausalLM's tensors under Hugging Face names: N(0, 0.02) matrices, norms of ones.
+
+    The embedding is tied to the LM head, so there is no ``lm_head.weight``.
+    """
+    import numpy as np
+
+    hidden = int(config["hidden_size"])
+    head_dim = int(config["head_dim"])
+    q_dim = int(config["num_attention_heads"]) * head_dim
+    kv_dim = int(config["num_key_value_heads"]) * head_dim
+    inter = int(config["intermediate_size"])
+    std = float(config["initializer_range"])
+
+    def normal(*shape: int) -> Any:
+        return (rng.standard_normal(shape, dtype=np.float32) * std).astype(np.float32)
+
+    def ones(n: int) -> Any:
+        return np.ones((n,), dtype=np.float32)
+
+    tensors: dict[str, Any] = {"model.embed_tokens.weight": normal(int(config["vocab_size"]), hidden)}
+    for i in range(int(config["num_hidden_layers"])):
+        p = f"model.layers.{i}."
+        tensors[p + "input_layernorm.weight"] = ones(hidden)
+        tensors[p + "self_attn.q_proj.weight"] = normal(q_dim, hidden)
+        tensors[p + "self_attn.k_proj.weight"] = normal(kv_dim, hidden)
+        tensors[p + "self_attn.v_proj.weight"] = normal(kv_dim, hidden)
+        tensors[p + "self_attn.o_proj.weight"] = normal(hidden, q_dim)
+        tensors[p + "self_attn.q_norm.weight"] = ones(head_dim)
+        tensors[p + "self_attn.k_norm.weight"] = ones(head_dim)
+        tensors[p + "post_attention_layernorm.weight"] = ones(hidden)
+        tensors[p + "mlp.gate_proj.weight"] = normal(inter, hidden)
+        tensors[p + "mlp.up_proj.weight"] = normal(inter, hidden)
+        tensors[p + "mlp.down_proj.weight"] = normal(hidden, inter)
+    tensors["model.norm.weight"] = ones(hidden)
+    return tensors
+
+
+GENERATION_CONFIG: dict[str, Any] = {
+    "bos_token_id": 151643,
+    "eos_token_id": [151645, 151643],
+    "pad_token_id": 151643,
+    "do_sample": True,
+    "temperature": 0.6,
+    # Qwen ships top_k 20 / top_p 0.95: top-k over a 152k vocabulary costs more than this model
+    # itself on a CPU, so the tiny model turns both off.
+    "top_k": 0,
+    "top_p": 1.0,
+}
+
+
+def make_tiny_model(
+    dir: Path, *, force: bool = False, layers: int = 2, hidden: int = 128, seed: int = 0
+) -> TinyModelInfo:
+    """Write a tiny random-weight Qwen3ForCausalLM with a real Qwen3 tokenizer into ``dir``.
+
+    Raises :class:`AlreadyExistsError` if ``dir`` is not empty and ``force`` is false,
+    :class:`MissingDependencyError` if the ``cpu`` extra is missing, and :class:`OperationError`
+    if the built tokenizer does not encode exactly like tiktoken on the same ranks.
+    """
+    from llmdeck.errors import UsageError
+    from llmdeck.model.tokenizer import _require_cpu_extra, verify_tokenizer, write_tokenizer
+
+    dir = Path(dir).expanduser()
+    if layers < 1 or layers > 64:
+        raise UsageError(f"--layers must be between 1 and 64, got {layers}.")
+    if hidden < HEAD_DIM or hidden % HEAD_DIM or hidden > 4096:
+        raise UsageError(
+            f"--hidden must be a multiple of {HEAD_DIM} between {HEAD_DIM} and 4096, got {hidden}.",
+            hint="Use e.g. --hidden 128 (the default) or 256.",
+        )
+    _check_target(dir, force)
+    _require_cpu_extra()
+
+    import numpy as np
+    import transformers
+    from safetensors.numpy import save_file
+
+    started = time.monotonic()
+    dir.mkdir(parents=True, exist_ok=True)
+    _clear(dir)
+
+    config_dict = _model_config(layers, hidden)
+    tensors = _random_weights(config_dict, np.random.default_rng(seed))
+    n_params = sum(int(t.size) for t in tensors.values())
+    # Plain float32: CPUs without AVX512-BF16 run vLLM's CPU backend fastest in fp32.
+    save_file(tensors, str(dir / "model.safetensors"), metadata={"format": "pt"})
+    (dir / "generation_config.json").write_text(json.dumps(GENERATION_CONFIG, indent=2) + "\n", "utf-8")
+    write_tokenizer(dir)
+    checked = verify_tokenizer(dir)
+    # config.json last: whoever waits for it finds a complete folder.
+    config_dict["torch_dtype"] = "float32"
+    config_dict["transformers_version"] = transformers.__version__
+    atomic_write_json(dir / "config.json", config_dict)
+
+    files = sorted(p.name for p in dir.iterdir() if p.is_file())
+    info = TinyModelInfo(
+        path=str(dir.resolve()),
+        layers=layers,
+        hidden_size=hidden,
+        num_attention_heads=config_dict["num_attention_heads"],
+        num_key_value_heads=config_dict["num_key_value_heads"],
+        head_dim=HEAD_DIM,
+        intermediate_size=config_dict["intermediate_size"],
+        vocab_size=VOCAB_SIZE,
+        max_position_embeddings=MAX_POSITION_EMBEDDINGS,
+        dtype="float32",
+        seed=seed,
+        parameters=int(n_params),
+        tokenizer_checked_strings=checked,
+        files=files,
+        seconds=round(time.monotonic() - started, 2),
+        transformers_version=str(transformers.__version__),
+        host={"python": platform.python_version(), "platform": platform.platform()},
+    )
+    atomic_write_json(dir / MARKER_FILE, info)
+    return info
