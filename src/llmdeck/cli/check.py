@@ -1,9 +1,83 @@
-"""CLI group: check (stub; filled in by its issue)."""
+"""CLI group: check — is this endpoint ready for my agent?"""
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
+
+from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
+
+CHECK_HELP = """Probe an OpenAI-compatible server for what a client needs, with evidence and fixes.
+
+TARGET is a URL (http://127.0.0.1:8000, with or without /v1) or a server name from `llmdeck \
+status`; without it: the only server llmdeck runs, else the default host and port.
+
+Each probe reports pass / warn / fail / inconclusive / n/a. Exit 1 when a probe the chosen \
+client needs fails, 2 for a bad URL or name.
+
+Examples:
+
+  llmdeck check http://127.0.0.1:8000 --client opencode
+
+  llmdeck check default --client continue --json > check.json
+"""
 
 
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
+
+    @app.command("check", help=CHECK_HELP)
+    def check(
+        ctx: typer.Context,
+        target: str | None = typer.Argument(None, help="Server URL or llmdeck server name."),
+        client: str | None = typer.Option(
+            None, "--client", "-c", help="opencode, openclaw, continue, cline or openai: whose needs decide."
+        ),
+        model: str | None = typer.Option(
+            None, "--model", "-m", help="Served model name (default: the first)."
+        ),
+        api_key: str | None = typer.Option(
+            None, "--api-key", help="API key to send (default: LLMDECK_API_KEY).", envvar=None
+        ),
+        long_context_tokens: int | None = typer.Option(
+            None,
+            "--long-context-tokens",
+            min=16,
+            help="Cap the long-context prompt (default max_model_len-8).",
+        ),
+        verbose: bool = typer.Option(False, "--verbose", "-v", help="Also print every request and reply."),
+        json_out: bool = JSON_OPTION,
+    ) -> None:
+        from llmdeck.checks import print_report, resolve_target, run_checks
+        from llmdeck.checks.clients import validate_client
+        from llmdeck.errors import CheckFailedError
+
+        settings = get_settings(ctx)
+        client = validate_client(client)
+        tgt = resolve_target(target, settings)
+        err = err_console()
+        err.print(f"checking {tgt.base_url} for {client or 'any OpenAI client'} …", highlight=False)
+
+        def progress(result: Any) -> None:
+            err.print(f"  {result.id}: {result.status}", highlight=False)
+
+        report = run_checks(
+            tgt.base_url,
+            client=client,
+            model=model or tgt.model,
+            api_key=api_key,
+            settings=settings,
+            long_context_tokens=long_context_tokens,
+            on_probe=progress,
+        )
+        if json_out:
+            print_json(report)
+        else:
+            print_report(report, out_console(), verbose=verbose)
+        if not report.ok:
+            names = ", ".join(p.id for p in report.failed_required)
+            raise CheckFailedError(
+                f"{tgt.base_url} is not ready for {client or 'a plain OpenAI client'}: {names} failed.",
+                hint="Apply the fixes shown in the report, restart the server, and check again.",
+            )

@@ -1,9 +1,87 @@
-"""CLI group: connect (stub; filled in by its issue)."""
+"""CLI group: connect — wire a client (opencode, openclaw, Continue, Cline, OpenAI SDK) to a server."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
+
+from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
+
+CONNECT_HELP = """Write (or print) CLIENT's configuration for a running server.
+
+Reads the served model name, base URL, context length, tool and thinking behaviour from the live \
+server, then merges the client's block into its config file, keeping every other key and backing \
+the old file up first (FILE.bak-<timestamp>).
+
+Default files: opencode → ./opencode.json, openclaw → ~/.openclaw/openclaw.json, continue → \
+~/.continue/config.yaml; cline and openai are printed unless --file is given.
+
+Examples:
+
+  llmdeck connect opencode --server http://127.0.0.1:8000
+
+  llmdeck connect continue --server default --print
+
+  eval "$(llmdeck connect openai --print)"
+"""
 
 
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
+
+    @app.command("connect", help=CONNECT_HELP)
+    def connect(
+        ctx: typer.Context,
+        client: str = typer.Argument(..., help="opencode, openclaw, continue, cline or openai."),
+        server: str | None = typer.Option(None, "--server", "-s", help="Server URL or llmdeck server name."),
+        file: Path | None = typer.Option(None, "--file", "-f", help="Config file to merge into (or create)."),
+        print_only: bool = typer.Option(False, "--print", help="Print the configuration; write nothing."),
+        model: str | None = typer.Option(
+            None, "--model", "-m", help="Served model name (default: the first)."
+        ),
+        api_key: str | None = typer.Option(None, "--api-key", help="API key (default: LLMDECK_API_KEY)."),
+        provider_id: str = typer.Option("vllm", "--provider-id", help="Provider key in the client config."),
+        thinking: str = typer.Option(
+            "server",
+            "--thinking",
+            help="server: leave thinking to the server; on/off: send chat_template_kwargs.",
+        ),
+        json_out: bool = JSON_OPTION,
+    ) -> None:
+        from llmdeck.checks.target import resolve_target
+        from llmdeck.connect import connect_client, gather_info
+        from llmdeck.connect.run import CONNECT_CLIENTS, THINKING_CHOICES
+        from llmdeck.errors import UsageError
+
+        name = client.strip().lower()
+        if name not in CONNECT_CLIENTS:
+            raise UsageError(f"Unknown client {client!r}.", hint=f"Use one of: {', '.join(CONNECT_CLIENTS)}.")
+        if thinking not in THINKING_CHOICES:
+            raise UsageError(f"--thinking {thinking!r} is not valid.", hint="Use server, on or off.")
+        settings = get_settings(ctx)
+        tgt = resolve_target(server, settings)
+        err = err_console()
+        err.print(f"reading {tgt.base_url} …", highlight=False)
+        info = gather_info(tgt.base_url, model=model or tgt.model, api_key=api_key, settings=settings)
+        result = connect_client(
+            name, info, file=file, print_only=print_only, provider_id=provider_id, thinking=thinking
+        )
+        if json_out:
+            print_json(result)
+            return
+        if result.action == "printed":
+            out_console().print(result.text, markup=False, highlight=False, end="")
+        else:
+            where = {
+                "created": f"wrote {result.path}",
+                "updated": f"updated {result.path} (backup: {result.backup})",
+                "unchanged": f"{result.path} already up to date",
+            }[result.action]
+            out_console().print(
+                f"{name}: {where} — model {info.model}, base URL {info.api_base}, context {info.context}",
+                markup=False,
+                highlight=False,
+            )
+        for note in result.notes:
+            err.print(f"note: {note}", highlight=False, markup=False)

@@ -1,0 +1,198 @@
+"""A thin httpx wrapper that keeps trimmed evidence of every exchange."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from llmdeck.checks.report import Exchange
+from llmdeck.errors import EndpointError
+
+TRIM = 600
+
+
+def trim(text: str | None, limit: int = TRIM) -> str | None:
+    if text is None:
+        return None
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"… [{len(text) - limit} more chars]"
+
+
+def _dump(body: Any) -> str:
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
+def summarize_body(body: Any) -> Any:
+    """A copy of a request body with long prompts shortened (evidence, not a replay)."""
+    if isinstance(body, dict):
+        out: dict[str, Any] = {}
+        for key, value in body.items():
+            if key == "prompt" and isinstance(value, list) and len(value) > 8:
+                out[key] = f"<{len(value)} token ids>"
+            elif isinstance(value, str) and len(value) > 200:
+                out[key] = value[:80] + f"… <{len(value)} chars>"
+            else:
+                out[key] = summarize_body(value)
+        return out
+    if isinstance(body, list):
+        return [summarize_body(v) for v in body]
+    return body
+
+
+@dataclass
+class Reply:
+    status_code: int
+    text: str
+    exchange: Exchange
+    data: Any = None
+    chunks: list[dict[str, Any]] = field(default_factory=list)
+    done: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status_code < 300
+
+    def error_message(self) -> str:
+        """vLLM's error text: ``{"error": {"message": ...}}`` (or older ``{"message": ...}``)."""
+        data = self.data
+        if isinstance(data, dict):
+            err = data.get("error")
+            if isinstance(err, dict) and isinstance(err.get("message"), str):
+                return str(err["message"])
+            if isinstance(data.get("message"), str):
+                return str(data["message"])
+            if isinstance(data.get("detail"), str):
+                return str(data["detail"])
+        return self.text.strip()[:300]
+
+
+class Http:
+    """Requests to one server, each recorded as an :class:`Exchange`."""
+
+    def __init__(self, base_url: str, api_key: str | None, timeout: float = 60.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.client = httpx.Client(base_url=self.base_url, timeout=timeout)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def headers(self, api_key: str | bool | None = True) -> dict[str, str]:
+        """Auth header: ``True`` = the configured key, ``False``/None = none, a str = that key."""
+        key = self.api_key if api_key is True else (api_key or None)
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def _unreachable(self, exc: Exception) -> EndpointError:
+        return EndpointError(
+            f"The server at {self.base_url} is not reachable ({type(exc).__name__}: {exc}).",
+            hint="Start one with `llmdeck up --model <dir>` (or `vllm serve ...`), check the host and "
+            "port, then run the check again; `llmdeck status` lists the servers llmdeck started.",
+        )
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        api_key: str | bool | None = True,
+        timeout: float | None = None,
+    ) -> Reply:
+        t0 = time.monotonic()
+        try:
+            resp = self.client.request(
+                method,
+                path,
+                json=body,
+                headers=self.headers(api_key),
+                timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
+            )
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise self._unreachable(exc) from exc
+        seconds = round(time.monotonic() - t0, 3)
+        text = resp.text
+        data: Any = None
+        try:
+            data = resp.json()
+        except ValueError:
+            data = None
+        ex = Exchange(
+            method=method,
+            path=path,
+            sent=trim(_dump(summarize_body(body))) if body is not None else None,
+            status_code=resp.status_code,
+            received=trim(text),
+            seconds=seconds,
+        )
+        return Reply(status_code=resp.status_code, text=text, exchange=ex, data=data)
+
+    def stream(self, path: str, body: Any, *, timeout: float | None = None) -> Reply:
+        """POST with ``stream: true``; collects every SSE ``data:`` chunk and whether ``[DONE]`` came."""
+        t0 = time.monotonic()
+        chunks: list[dict[str, Any]] = []
+        raw_lines: list[str] = []
+        done = False
+        try:
+            with self.client.stream(
+                "POST",
+                path,
+                json=body,
+                headers=self.headers(True),
+                timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
+            ) as resp:
+                if resp.status_code >= 300:
+                    resp.read()
+                    text = resp.text
+                    data: Any = None
+                    try:
+                        data = resp.json()
+                    except ValueError:
+                        data = None
+                    ex = Exchange(
+                        method="POST",
+                        path=path,
+                        sent=trim(_dump(summarize_body(body))),
+                        status_code=resp.status_code,
+                        received=trim(text),
+                        seconds=round(time.monotonic() - t0, 3),
+                    )
+                    return Reply(status_code=resp.status_code, text=text, exchange=ex, data=data)
+                for line in resp.iter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    payload = line[len("data:") :].strip()
+                    if len(raw_lines) < 3 and payload != "[DONE]":
+                        raw_lines.append(line)
+                    if payload == "[DONE]":
+                        done = True
+                        break
+                    try:
+                        chunk = json.loads(payload)
+                    except ValueError:
+                        continue
+                    if isinstance(chunk, dict):
+                        chunks.append(chunk)
+                status = resp.status_code
+        except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+            raise self._unreachable(exc) from exc
+        usage_chunk = next((c for c in reversed(chunks) if c.get("usage")), None)
+        shown = list(raw_lines[:3])
+        if usage_chunk is not None:
+            shown.append("… data: " + _dump(usage_chunk))
+        if done:
+            shown.append("data: [DONE]")
+        ex = Exchange(
+            method="POST",
+            path=path,
+            sent=trim(_dump(summarize_body(body))),
+            status_code=status,
+            received=trim(f"{len(chunks)} chunks; " + "\n".join(shown), 900),
+            seconds=round(time.monotonic() - t0, 3),
+        )
+        return Reply(status_code=status, text="", exchange=ex, chunks=chunks, done=done)

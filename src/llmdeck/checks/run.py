@@ -1,0 +1,58 @@
+"""run_checks: every probe against one server, in order, into a CheckReport."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from llmdeck.checks.clients import validate_client
+from llmdeck.checks.http import Http
+from llmdeck.checks.probes import PROBE_ORDER, ProbeContext, learn_thinking, run_probe
+from llmdeck.checks.report import CheckReport, ProbeResult, ServerFacts
+from llmdeck.util.net import normalize_base_url
+
+
+def run_checks(
+    base_url: str,
+    *,
+    client: str | None,
+    model: str | None,
+    api_key: str | None,
+    settings: Any,
+    probes: Iterable[str] | None = None,
+    long_context_tokens: int | None = None,
+    timeout: float = 120.0,
+    on_probe: Callable[[ProbeResult], None] | None = None,
+) -> CheckReport:
+    """Probe the OpenAI-compatible server at ``base_url`` for ``client`` and return the report.
+
+    ``api_key`` falls back to ``settings.api_key``. ``probes`` limits the run to some probe ids (the
+    order stays fixed; health, api_key and models always run because the others need their facts).
+    ``long_context_tokens`` caps the long-context prompt (default: max_model_len - 8).
+    Raises :class:`llmdeck.errors.EndpointError` when the server cannot be reached at all.
+    """
+    client = validate_client(client)
+    base_url = normalize_base_url(base_url)
+    key = api_key if api_key is not None else getattr(settings, "api_key", None)
+    wanted = set(probes) if probes is not None else set(PROBE_ORDER)
+    wanted |= {"health", "api_key", "models"}
+    http = Http(base_url, key, timeout=timeout)
+    facts = ServerFacts(base_url=base_url, model=model)
+    ctx = ProbeContext(
+        http=http, facts=facts, client=client, requested_model=model, long_context_tokens=long_context_tokens
+    )
+    report = CheckReport(client=client, server=facts)
+    try:
+        for probe_id in PROBE_ORDER:
+            if probe_id not in wanted:
+                continue
+            result = run_probe(ctx, probe_id)
+            report.probes.append(result)
+            if on_probe is not None:
+                on_probe(result)
+            if probe_id == "models" and not ctx.blocked and result.status == "pass":
+                learn_thinking(ctx)
+    finally:
+        http.close()
+    report.server = ctx.facts
+    return report
