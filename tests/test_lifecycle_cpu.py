@@ -1,0 +1,94 @@
+"""The lifecycle end to end on the real CPU engine (venv path), through the CLI.
+
+up in the background -> status (next to the session's other named servers) -> the server is
+killed -> status reports it dead with its log tail -> restart -> down. The logs survive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from llmdeck.cli.app import main
+from llmdeck.util.net import free_port
+
+pytestmark = pytest.mark.integration
+
+
+def cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as info:
+        main(args)
+    out, err = capsys.readouterr()
+    code = info.value.code
+    return (code if isinstance(code, int) else 1), out, err
+
+
+def test_up_status_kill_restart_down(
+    cpu_server: object,
+    cpu_server_plain: object,
+    tiny_model_dir: Path,
+    session_settings: object,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    state_dir = session_settings.state_dir  # type: ignore[attr-defined]
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(state_dir))
+    monkeypatch.setenv("LLMDECK_CACHE_DIR", str(session_settings.cache_dir))  # type: ignore[attr-defined]
+    port = free_port()
+
+    code, out, err = cli(
+        ["up", "--model", str(tiny_model_dir), "--engine", "cpu", "--name", "life", "--port", str(port),
+         "--served-model-name", "life-tiny", "--json", "--", "--max-model-len", "2048"],
+        capsys,
+    )
+    assert code == 0, err
+    record = json.loads(out)
+    assert record["name"] == "life" and record["spec"]["port"] == port
+    assert "loading" in err.lower() or "api" in err.lower(), "startup phases were not shown"
+    models = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=10).json()
+    assert models["data"][0]["id"] == "life-tiny"
+
+    # a second named server at the same time: the session's servers are in the same state dir
+    code, out, _ = cli(["status", "--json"], capsys)
+    assert code == 0
+    states = {s["name"]: s for s in json.loads(out)}
+    assert {"life", "ci-tools", "ci-plain"} <= set(states)
+    assert states["life"]["state"] == "ready" and states["ci-tools"]["state"] == "ready"
+    assert states["life"]["port"] != states["ci-tools"]["port"]
+    assert states["life"]["metrics"] is not None and "kv_cache_usage" in states["life"]["metrics"]
+
+    # the server dies (as if OOM-killed): status says dead and shows its log tail
+    os.killpg(os.getpgid(record["pid"]), signal.SIGKILL)
+    for _ in range(50):
+        code, out, _ = cli(["status", "life", "--json"], capsys)
+        if json.loads(out)[0]["state"] == "dead":
+            break
+        time.sleep(0.2)
+    dead = json.loads(out)[0]
+    assert dead["state"] == "dead"
+    assert dead["log_tail"] and "vllm" in dead["log_tail"].lower()
+
+    # restart brings it back on the same port with the same model; the old log is kept
+    code, out, err = cli(["restart", "life", "--json"], capsys)
+    assert code == 0, err
+    again = json.loads(out)
+    assert again["spec"]["port"] == port and again["pid"] != record["pid"]
+    assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).status_code == 200
+    log_path = Path(again["log_path"])
+    assert log_path.with_name(log_path.name + ".1").exists(), "the crashed run's log must survive"
+
+    code, out, _ = cli(["logs", "life", "-n", "5"], capsys)
+    assert code == 0 and out.strip()
+
+    code, out, _ = cli(["down", "life", "--json"], capsys)
+    assert code == 0 and json.loads(out)["life"] in {"stopped", "killed"}
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+    code, _, err = cli(["down", "life"], capsys)
+    assert code == 2 and "life" in err
