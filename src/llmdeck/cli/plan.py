@@ -1,9 +1,279 @@
-"""CLI group: plan (stub; filled in by its issue)."""
+"""CLI group: plan, models, recommend — will it fit, which flags are wrong, what to run."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import typer
+
+from llmdeck.cli.output import JSON_OPTION, get_settings, out_console, print_json
+
+PLAN_HELP = """Plan a vLLM server before starting it: memory, KV tokens, concurrency, flag lint, commands.
+
+MODEL is a catalog name (llmdeck models), a Hugging Face repo id, or a local model folder.
+vLLM flags go after `--`. Exit 1 when the lint finds errors (the plan is still printed),
+exit 2 for an unknown model, a broken config.json or a context beyond memory.
+
+Example:
+
+  llmdeck plan Qwen3.6-35B-A3B-FP8 --machine dgx-spark --context 131072 -- --kv-cache-dtype fp8
+"""
+
+
+def _gib(x: float) -> str:
+    return f"{x:,.2f} GiB"
+
+
+def _print_plan(plan: Any) -> None:
+    from rich.table import Table
+
+    from llmdeck.plan.render import shell_join
+
+    con = out_console()
+    mem, f = plan.memory, plan.facts
+    con.print(
+        f"[bold]{plan.model.name}[/] ({f.architecture}, {f.kind}, {f.dtype}"
+        + (f", {f.quantization.method}" if f.quantization else "")
+        + f") on [bold]{plan.machine.name}[/] — {plan.machine.description}",
+        highlight=False,
+    )
+    con.print(
+        f"config: {plan.model.config_source}; target vLLM: {plan.target_vllm or 'recent'} "
+        f"({plan.target_vllm_source})",
+        highlight=False,
+        style="dim",
+    )
+    t = Table(title="Memory plan", show_header=True, header_style="bold")
+    t.add_column("item")
+    t.add_column("value", justify="right")
+    t.add_column("how")
+    t.add_row("device memory", _gib(mem.total_gib), plan.machine.source)
+    t.add_row("requested", _gib(mem.requested_gib), f"--gpu-memory-utilization {mem.gpu_memory_utilization}")
+    t.add_row(
+        "weights", _gib(mem.weights_gib), "safetensors index" if f.checkpoint_bytes else "params × dtype"
+    )
+    o = mem.overhead
+    t.add_row(
+        "non-weight overhead",
+        _gib(o.total_gib),
+        f"non-torch {o.non_torch_gib:.2f} + activations {o.activation_gib:.2f} + sampler {o.sampler_gib:.2f}"
+        f" + CUDA graphs {o.cuda_graph_gib:.2f}",
+    )
+    t.add_row("available KV cache", _gib(mem.available_kv_gib), mem.kv_source)
+    lay = mem.layout
+    t.add_row(
+        "KV per token",
+        f"{lay.kv_bytes_per_token / 1024:,.1f} KiB",
+        f"{f.full_attention_layers} full-attention layers, kv dtype {lay.kv_dtype_bytes} B",
+    )
+    if lay.hybrid:
+        t.add_row(
+            "mamba state / request",
+            f"{lay.mamba_state_bytes_per_request / 2**20:,.1f} MiB",
+            f"{f.linear_attention_layers} linear-attention layers; cache mode {mem.mamba_cache_mode}",
+        )
+    t.add_row("block size", f"{lay.block_size}", "hybrid: attention page >= mamba page" if lay.hybrid else "")
+    t.add_row(
+        "KV blocks", f"{mem.capacity.num_blocks:,}", f"{lay.bytes_per_block / 2**20:,.2f} MiB per block"
+    )
+    t.add_row("GPU KV cache size", f"{mem.capacity.kv_cache_tokens:,} tokens", "as vLLM prints it")
+    t.add_row(
+        f"max concurrency @ {mem.max_model_len:,}",
+        f"{mem.capacity.max_concurrency:.2f}x",
+        f"{mem.capacity.blocks_per_request} blocks per request",
+    )
+    t.add_row(
+        "scheduler",
+        f"{mem.max_num_seqs} seqs / {mem.max_num_batched_tokens} tokens",
+        "max_num_seqs / batched",
+    )
+    con.print(t)
+    if plan.findings:
+        con.print("[bold]Lint[/]")
+        colors = {"error": "red", "warning": "yellow", "info": "cyan"}
+        for fd in plan.findings:
+            con.print(
+                f"[{colors[fd.severity]}]{fd.severity:7}[/] [bold]{fd.rule}[/]: {fd.message}",
+                highlight=False,
+            )
+            if fd.fix:
+                con.print(f"         fix: {fd.fix}", highlight=False, markup=False)
+            con.print(
+                f"         evidence: {'; '.join(fd.evidence)}", style="dim", highlight=False, markup=False
+            )
+    else:
+        con.print("[green]Lint: no findings.[/]")
+    con.print("[bold]docker[/]")
+    con.print(shell_join(plan.commands["docker"]), markup=False, highlight=False)
+    con.print("[bold]venv[/]")
+    con.print(shell_join(plan.commands["vllm_serve"]), markup=False, highlight=False)
 
 
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
+
+    @app.command(
+        "plan",
+        help=PLAN_HELP,
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    )
+    def plan_cmd(
+        ctx: typer.Context,
+        model: str = typer.Argument(..., help="Catalog name, HF repo id, or local model folder."),
+        machine: str = typer.Option("auto", "--machine", help="dgx-spark | h200 | auto (read this machine)."),
+        context: int | None = typer.Option(None, "--context", min=1, help="--max-model-len (tokens)."),
+        concurrency: int = typer.Option(1, "--concurrency", min=1, help="Full-context requests to hold."),
+        gpu_memory_utilization: float | None = typer.Option(
+            None, "--gpu-memory-utilization", min=0.01, max=1.0, help="Fraction of device memory for vLLM."
+        ),
+        kv_cache_dtype: str | None = typer.Option(None, "--kv-cache-dtype", help="auto | fp8"),
+        kv_cache_memory_gib: float | None = typer.Option(
+            None,
+            "--kv-cache-memory-gib",
+            min=0.001,
+            help="Plan from a known KV budget (skips the overhead model).",
+        ),
+        engine: str = typer.Option("docker", "--engine", help="docker | venv"),
+        image: str | None = typer.Option(
+            None, "--image", help="Docker image (default vllm/vllm-openai:latest)."
+        ),
+        host: str = typer.Option("127.0.0.1", "--host", help="Address the server binds to."),
+        port: int = typer.Option(8000, "--port", min=1, max=65535, help="Server port."),
+        name: str = typer.Option("default", "--name", help="Server name (for llmdeck up)."),
+        workload: str = typer.Option("agent", "--workload", help="agent | multi-user | long-context"),
+        vllm_version: str | None = typer.Option(
+            None, "--vllm-version", help="vLLM version of the venv/image."
+        ),
+        spec_out: Path | None = typer.Option(
+            None, "--spec-out", help="Write the LaunchSpec JSON for `llmdeck up`."
+        ),
+        as_json: bool = JSON_OPTION,
+    ) -> None:
+        from pydantic import ValidationError
+
+        from llmdeck.errors import CheckFailedError, UsageError
+        from llmdeck.plan.planner import PlanRequest, make_plan
+        from llmdeck.util.atomic import atomic_write_json
+
+        settings = get_settings(ctx)
+        if engine not in {"docker", "venv"}:
+            raise UsageError(
+                f"--engine {engine!r} is not known.", hint="Use --engine docker or --engine venv."
+            )
+        if workload not in {"agent", "multi-user", "long-context"}:
+            raise UsageError(
+                f"--workload {workload!r} is not known.", hint="Use agent, multi-user or long-context."
+            )
+        if kv_cache_dtype is not None and kv_cache_dtype not in {
+            "auto",
+            "fp8",
+            "fp8_e4m3",
+            "fp8_e5m2",
+            "bfloat16",
+        }:
+            raise UsageError(f"--kv-cache-dtype {kv_cache_dtype!r} is not known.", hint="Use auto or fp8.")
+        try:
+            req = PlanRequest(
+                model=model,
+                machine=machine,
+                context=context,
+                concurrency=concurrency,
+                gpu_memory_utilization=gpu_memory_utilization,
+                kv_cache_dtype=kv_cache_dtype,
+                kv_cache_memory_gib=kv_cache_memory_gib,
+                engine=engine,
+                image=image,
+                host=host,
+                port=port,
+                name=name,
+                workload=workload,
+                vllm_version=vllm_version,
+                vllm_args=list(ctx.args),
+            )
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise UsageError(
+                f"Invalid option {first['loc'][0]}: {first['msg']}.", hint="See llmdeck plan --help."
+            ) from exc
+        plan = make_plan(req, catalog_paths=list(settings.catalog_paths), models_dir=settings.models_dir)
+        if spec_out is not None:
+            atomic_write_json(spec_out, plan.spec)
+        if as_json:
+            print_json(plan)
+        else:
+            _print_plan(plan)
+            if spec_out is not None:
+                out_console().print(f"launch spec written to {spec_out} (llmdeck up --spec {spec_out})")
+        if plan.errors:
+            raise CheckFailedError(
+                f"The plan has {len(plan.errors)} lint error(s): "
+                + "; ".join(f"{f.rule} (fix: {f.fix})" for f in plan.errors),
+                hint="Apply the fixes above and plan again.",
+            )
+
+    @app.command("models")
+    def models_cmd(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
+        """List the models in the catalogs (bundled + LLMDECK_CATALOG_PATHS)."""
+        from rich.table import Table
+
+        from llmdeck.catalog.models import load_catalog
+
+        catalog = load_catalog(list(get_settings(ctx).catalog_paths))
+        if as_json:
+            print_json({"schema_version": 1, "catalog_files": catalog.files, "models": catalog.models})
+            return
+        t = Table(show_header=True, header_style="bold")
+        for col in (
+            "name",
+            "repo",
+            "GB",
+            "architecture",
+            "kind",
+            "quant",
+            "tool parser",
+            "reasoning",
+            "min vLLM",
+        ):
+            t.add_column(col)
+        for e in catalog.models:
+            arch = catalog.min_vllm_for(e.architecture)
+            t.add_row(
+                e.name,
+                e.repo_id,
+                f"{e.size_on_disk_gb:g}" if e.size_on_disk_gb else "?",
+                (e.architecture or "?") + ("" if e.architecture_verified else " (unverified)"),
+                e.kind or "",
+                e.quantization or "bf16",
+                e.tool_call_parser or "-",
+                e.reasoning_parser or "-",
+                arch.min_vllm if arch else "?",
+            )
+        out_console().print(t)
+
+    @app.command("recommend")
+    def recommend_cmd(
+        ctx: typer.Context,
+        machine: str = typer.Option("auto", "--machine", help="dgx-spark | h200 | auto"),
+        workload: str = typer.Option("agent", "--workload", help="agent | multi-user | long-context"),
+        as_json: bool = JSON_OPTION,
+    ) -> None:
+        """Pick a model for a machine and a workload, and explain why (seed 004 §1 and §10)."""
+        from llmdeck.catalog.recommend import recommend
+
+        settings = get_settings(ctx)
+        rec = recommend(machine, workload, catalog_paths=list(settings.catalog_paths))
+        if as_json:
+            print_json(rec)
+            return
+        con = out_console()
+        con.print(
+            f"[bold]{rec.pick}[/] for {rec.workload} on {rec.machine} at {rec.context:,} tokens",
+            highlight=False,
+        )
+        con.print(rec.why, highlight=False)
+        if rec.memory_summary:
+            con.print(rec.memory_summary, highlight=False)
+        if rec.alternatives:
+            con.print("alternatives: " + ", ".join(rec.alternatives), highlight=False)
+        con.print(f"next: {rec.next_command}", highlight=False, markup=False)

@@ -1,0 +1,232 @@
+"""The model catalog: YAML data files bundled with llmdeck plus the user's own "
+"(``settings.catalog_paths``)."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field, ValidationError
+
+from llmdeck.errors import ConfigError, UnknownModelError
+
+CATALOG_SCHEMA_VERSION = 1
+
+
+class Provenance(BaseModel):
+    source: str = Field(..., description="Seed file + section, fixture path, or vllm-facts.md section.")
+    result: str
+
+
+class CatalogEntry(BaseModel):
+    """One model llmdeck knows by name."""
+
+    name: str
+    repo_id: str
+    size_on_disk_gb: float | None = None
+    architecture: str | None = None
+    architecture_verified: bool = True
+    kind: str | None = None
+    quantization: str | None = None
+    family: str | None = None
+    tool_call_parser: str | None = None
+    reasoning_parser: str | None = None
+    thinking: bool = False
+    multimodal: bool = False
+    config: str | None = Field(None, description="Bundled config.json file name, or a path (user catalogs).")
+    config_overrides: dict[str, Any] = Field(default_factory=dict)
+    engine: str | None = None
+    provenance: list[Provenance] = Field(default_factory=list)
+    catalog_file: str | None = None
+
+
+class ArchitectureInfo(BaseModel):
+    min_vllm: str
+    evidence: str
+
+
+class ImageInfo(BaseModel):
+    image: str
+    vllm: str | None = None
+    below: str | None = None
+    evidence: str
+
+
+class Recommendation(BaseModel):
+    machine: str
+    workload: str
+    pick: str
+    context: int
+    alternatives: list[str] = Field(default_factory=list)
+    why: str
+
+
+class CatalogFile(BaseModel):
+    schema_version: int = CATALOG_SCHEMA_VERSION
+    architectures: dict[str, ArchitectureInfo] = Field(default_factory=dict)
+    images: list[ImageInfo] = Field(default_factory=list)
+    models: list[CatalogEntry] = Field(default_factory=list)
+    recommendations: list[Recommendation] = Field(default_factory=list)
+
+
+class Catalog(BaseModel):
+    """All catalogs merged; later files (user catalogs) override earlier entries of the same name."""
+
+    architectures: dict[str, ArchitectureInfo] = Field(default_factory=dict)
+    images: list[ImageInfo] = Field(default_factory=list)
+    models: list[CatalogEntry] = Field(default_factory=list)
+    recommendations: list[Recommendation] = Field(default_factory=list)
+    files: list[str] = Field(default_factory=list)
+
+    def find(self, name: str) -> CatalogEntry | None:
+        """By catalog name or HF repo id, case-insensitively."""
+        key = name.strip().lower()
+        for entry in self.models:
+            if entry.name.lower() == key or entry.repo_id.lower() == key:
+                return entry
+        return None
+
+    def get(self, name: str) -> CatalogEntry:
+        entry = self.find(name)
+        if entry is None:
+            known = ", ".join(e.name for e in self.models)
+            raise UnknownModelError(
+                f"No catalog knows a model named {name!r} (known: {known}).",
+                hint="Pass a local model folder or a Hugging Face repo id whose config.json is in the HF "
+                "cache, "
+                "or add the model to a catalog of your own (LLMDECK_CATALOG_PATHS).",
+            )
+        return entry
+
+    def min_vllm_for(self, architecture: str | None) -> ArchitectureInfo | None:
+        if not architecture:
+            return None
+        return self.architectures.get(architecture)
+
+    def image_info(self, image: str) -> ImageInfo | None:
+        for info in self.images:
+            if info.image == image:
+                return info
+        return None
+
+    def config_for(self, entry: CatalogEntry) -> dict[str, Any] | None:
+        """The entry's config.json (bundled or a user path) with its overrides merged, or None."""
+        if not entry.config:
+            return None
+        path = Path(entry.config)
+        if not path.is_absolute():
+            candidate = None
+            if entry.catalog_file:
+                candidate = Path(entry.catalog_file).parent / entry.config
+            if candidate is not None and candidate.is_file():
+                path = candidate
+            else:
+                bundled = resources.files("llmdeck.catalog").joinpath("data", "configs", entry.config)
+                try:
+                    text = bundled.read_text(encoding="utf-8")
+                except (FileNotFoundError, OSError) as exc:
+                    raise ConfigError(
+                        f"Catalog entry {entry.name} names config {entry.config}, which is not bundled.",
+                        hint="Fix the catalog entry's `config` field.",
+                    ) from exc
+                return _merge(_parse_json(text, entry.config), entry.config_overrides)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(
+                f"Catalog entry {entry.name} names config {path}, which cannot be read ({exc}).",
+                hint="Fix the catalog entry's `config` path.",
+            ) from exc
+        return _merge(_parse_json(text, str(path)), entry.config_overrides)
+
+
+def _parse_json(text: str, where: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where} is not valid JSON ({exc.msg}).", hint="Fix or re-download it.") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where} is not a JSON object.", hint="Fix or re-download it.")
+    return data
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _load_file(text: str, where: str) -> CatalogFile:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"The catalog {where} is not valid YAML ({exc}).", hint="Fix the file.") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"The catalog {where} is not a YAML mapping.", hint="Start it with `models:`.")
+    try:
+        parsed = CatalogFile.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"])
+        raise ConfigError(
+            f"The catalog {where} is invalid at {loc}: {first['msg']}.",
+            hint="Compare it with llmdeck's bundled catalog (llmdeck models --json).",
+        ) from exc
+    if parsed.schema_version != CATALOG_SCHEMA_VERSION:
+        raise ConfigError(
+            f"The catalog {where} has schema_version {parsed.schema_version}; llmdeck reads "
+            f"{CATALOG_SCHEMA_VERSION}.",
+            hint="Update the file or llmdeck.",
+        )
+    for entry in parsed.models:
+        entry.catalog_file = where
+    return parsed
+
+
+def _user_files(paths: list[Path]) -> list[Path]:
+    files: list[Path] = []
+    for p in paths:
+        p = Path(p).expanduser()
+        if p.is_dir():
+            files.extend(sorted([*p.glob("*.yaml"), *p.glob("*.yml")]))
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise ConfigError(
+                f"The catalog path {p} (from LLMDECK_CATALOG_PATHS) does not exist.",
+                hint="Fix LLMDECK_CATALOG_PATHS or create the file.",
+            )
+    return files
+
+
+def load_catalog(catalog_paths: list[Path] | None = None) -> Catalog:
+    """The bundled catalog plus user catalogs (files or folders of *.yaml), in that order."""
+    bundled = resources.files("llmdeck.catalog").joinpath("data", "models.yaml")
+    parts = [_load_file(bundled.read_text(encoding="utf-8"), "llmdeck:catalog/data/models.yaml")]
+    files = ["llmdeck:catalog/data/models.yaml"]
+    for path in _user_files(list(catalog_paths or [])):
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"Cannot read the catalog {path}: {exc}.", hint="Check the file.") from exc
+        parts.append(_load_file(text, str(path)))
+        files.append(str(path))
+    catalog = Catalog(files=files)
+    for part in parts:
+        catalog.architectures.update(part.architectures)
+        catalog.images = [i for i in catalog.images if i.image not in {x.image for x in part.images}]
+        catalog.images.extend(part.images)
+        names = {m.name.lower() for m in part.models}
+        catalog.models = [m for m in catalog.models if m.name.lower() not in names] + list(part.models)
+        keys = {(r.machine, r.workload) for r in part.recommendations}
+        catalog.recommendations = [
+            r for r in catalog.recommendations if (r.machine, r.workload) not in keys
+        ] + list(part.recommendations)
+    return catalog

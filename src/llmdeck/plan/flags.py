@@ -1,0 +1,188 @@
+"""Parse the ``vllm serve`` flags a user passes after ``--``.
+
+Accepts ``--flag value``, ``--flag=value``, bare booleans, ``--no-<flag>`` negations and the
+``-tp`` short alias; keeps the order so the flags can be rendered back unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from llmdeck.errors import UsageError
+
+# vllm serve flags that take no value (argparse BooleanOptionalAction or store_true).
+BOOLEAN_FLAGS = frozenset(
+    {
+        "enable-prefix-caching",
+        "enable-chunked-prefill",
+        "enable-auto-tool-choice",
+        "enforce-eager",
+        "language-model-only",
+        "trust-remote-code",
+        "disable-log-requests",
+        "enable-log-requests",
+        "disable-log-stats",
+        "enable-expert-parallel",
+        "disable-custom-all-reduce",
+        "async-scheduling",
+        "disable-sliding-window",
+        "disable-cascade-attn",
+        "enable-prompt-tokens-details",
+        "enable-force-include-usage",
+        "disable-fastapi-docs",
+        "enable-request-id-headers",
+        "enable-lora",
+        "headless",
+        "disable-frontend-multiprocessing",
+        "enable-sleep-mode",
+        "enable-server-load-tracking",
+        "skip-tokenizer-init",
+        "disable-hybrid-kv-cache-manager",
+        "enable-log-outputs",
+    }
+)
+SHORT_ALIASES = {"-tp": "tensor-parallel-size", "-pp": "pipeline-parallel-size", "-dp": "data-parallel-size"}
+# Flags llmdeck sets itself from the launch spec (never duplicated in vllm_args).
+SPEC_FLAGS = frozenset({"host", "port", "served-model-name", "model"})
+
+
+class VllmFlags(BaseModel):
+    """Parsed flags: ``values`` maps flag name (no dashes prefix) to its value, in order."""
+
+    values: dict[str, str | bool] = Field(default_factory=dict)
+    positional: list[str] = Field(default_factory=list)
+
+    def get(self, name: str) -> str | bool | None:
+        return self.values.get(name)
+
+    def has(self, name: str) -> bool:
+        return name in self.values
+
+    def get_int(self, name: str) -> int | None:
+        value = self.values.get(name)
+        if value is None or isinstance(value, bool):
+            return None
+        try:
+            return int(float(value)) if "." in value or "e" in value.lower() else int(value)
+        except ValueError as exc:
+            raise UsageError(
+                f"--{name} needs a whole number, got {value!r}.", hint=f"Write e.g. --{name} 8192."
+            ) from exc
+
+    def get_float(self, name: str) -> float | None:
+        value = self.values.get(name)
+        if value is None or isinstance(value, bool):
+            return None
+        try:
+            return float(value)
+        except ValueError as exc:
+            raise UsageError(
+                f"--{name} needs a number, got {value!r}.", hint=f"Write e.g. --{name} 0.85."
+            ) from exc
+
+    def get_bool(self, name: str) -> bool | None:
+        """True/False when set (``--x``, ``--no-x``, ``--x=false``), None when absent."""
+        value = self.values.get(name)
+        if value is None:
+            return None
+        if isinstance(value, bool):
+            return value
+        return value.strip().lower() not in {"0", "false", "no", "off"}
+
+    def get_json(self, name: str) -> Any:
+        value = self.values.get(name)
+        if not isinstance(value, str):
+            return None
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return None
+
+    def set(self, name: str, value: str | bool) -> None:
+        self.values[name] = value
+
+    def remove(self, name: str) -> None:
+        self.values.pop(name, None)
+
+    def to_argv(self, *, skip: frozenset[str] = frozenset()) -> list[str]:
+        """Render the flags back to ``vllm serve`` argv (``--no-x`` for False booleans; no positionals)."""
+        argv: list[str] = []
+        for name, value in self.values.items():
+            if name in skip:
+                continue
+            if value is True:
+                argv.append(f"--{name}")
+            elif value is False:
+                argv.append(f"--no-{name}")
+            else:
+                argv.extend([f"--{name}", value])
+        return argv
+
+
+def _normalize(name: str) -> str:
+    return name.strip().lstrip("-").replace("_", "-")
+
+
+def parse_vllm_flags(args: list[str] | tuple[str, ...]) -> VllmFlags:
+    """Parse ``vllm serve`` flags; raise UsageError (exit 2) for a value-less non-boolean flag."""
+    flags = VllmFlags()
+    tokens = list(args)
+    if tokens and tokens[0] == "--":
+        tokens = tokens[1:]
+    if tokens[:2] == ["vllm", "serve"]:
+        tokens = tokens[2:]
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok in SHORT_ALIASES:
+            if i + 1 >= len(tokens):
+                raise UsageError(f"{tok} needs a value.", hint=f"Write e.g. {tok} 1.")
+            flags.set(SHORT_ALIASES[tok], tokens[i + 1])
+            i += 2
+            continue
+        if not tok.startswith("--") or tok == "--":
+            if tok != "--":
+                flags.positional.append(tok)
+            i += 1
+            continue
+        body = tok[2:]
+        if "=" in body:
+            name, value = body.split("=", 1)
+            name = _normalize(name)
+            if name.startswith("no-") and name[3:] in BOOLEAN_FLAGS:
+                raise UsageError(f"{tok}: a --no- flag takes no value.", hint=f"Write --{name} alone.")
+            flags.set(name, value)
+            i += 1
+            continue
+        name = _normalize(body)
+        if name.startswith("no-") and name[3:] in BOOLEAN_FLAGS:
+            flags.set(name[3:], False)
+            i += 1
+            continue
+        if name in BOOLEAN_FLAGS:
+            # argparse BooleanOptionalAction takes no value; accept an explicit true/false anyway
+            nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+            if nxt is not None and nxt.lower() in {"true", "false"}:
+                flags.set(name, nxt.lower() == "true")
+                i += 2
+            else:
+                flags.set(name, True)
+                i += 1
+            continue
+        nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+        if nxt is None or (nxt.startswith("--") and len(nxt) > 2):
+            raise UsageError(
+                f"The vLLM flag {tok} has no value.",
+                hint=f"Write {tok} VALUE (or {tok}=VALUE); boolean flags llmdeck knows take none.",
+            )
+        flags.set(name, nxt)
+        i += 2
+    if flags.positional and flags.has("model"):
+        raise UsageError(
+            "The vLLM flags name the model twice (a positional model and --model).",
+            hint="Name the model once, as llmdeck plan's MODEL argument.",
+        )
+    return flags

@@ -1,0 +1,330 @@
+"""The memory plan, computed the way vLLM computes it at start-up.
+
+Two halves:
+
+1. **KV math (exact).** Given the bytes vLLM makes available for the KV cache, the block size,
+   block count, KV-cache tokens and maximum concurrency follow vLLM's own code:
+
+   * ``vllm/platforms/interface.py::_align_hybrid_block_size``: for hybrid models the attention
+     block size becomes ``16 * ceil(mamba_page / (16 * attn_page_per_token))`` so one attention
+     page holds at least one Gated-DeltaNet state page (vllm-facts.md, "Hybrid").
+   * ``vllm/v1/core/kv_cache_utils.py::_get_kv_cache_groups_uniform_page_size``: layers of each
+     kind are split into groups of ``group_size`` layers (the smallest kind's layer count, or the
+     largest when within 1.5x); every group shares one block pool; ``bytes_per_block =
+     page_size * group_size`` and ``num_blocks = available // bytes_per_block``.
+   * ``get_max_concurrency_for_kv_cache_config``: ``max_concurrency = num_blocks /
+     sum(cdiv(max_memory_usage_bytes(group), page_size))`` where a full-attention group needs
+     ``cdiv(max_model_len, block_size)`` blocks and a mamba group 1 (2 + spec tokens in
+     ``align`` mode, i.e. with prefix caching; ``vllm/v1/kv_cache_interface.py::MambaSpec``).
+   * ``GPU KV cache size: N tokens`` is ``int(max_concurrency * max_model_len)``.
+
+2. **Available KV memory (modelled).** vLLM 0.22 ``gpu_worker.determine_available_memory``:
+   ``available = ceil(total * utilization) - weights - transient_peak - non_torch -
+   cuda_graph_estimate``. The non-weight terms come from profiling and cannot be read from a
+   config; llmdeck models each with an explicit term (``OverheadModel``) calibrated on the real
+   vLLM 0.22.0 H200 logs in ``shared/fixtures/vllm-0.22.0-h200/``. Pass a known budget with
+   ``kv_cache_memory_gib`` (``--kv-cache-memory-gib``) to skip the model entirely.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, Field
+
+from llmdeck.plan.machine import GIB, MachineProfile
+from llmdeck.plan.modelinfo import DTYPE_BYTES, ModelFacts
+
+KERNEL_BLOCK_ALIGN = 16  # FLASH_ATTN / TRITON_ATTN: MultipleOf(16); also vLLM's default block size
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # vllm/config/cache.py (vllm PR #38284)
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class ServeSettings(BaseModel):
+    """The engine settings that shape memory, resolved from flags, machine and model defaults."""
+
+    max_model_len: int
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    kv_cache_dtype: str = "auto"
+    max_num_seqs: int = 1024
+    max_num_batched_tokens: int = 8192
+    enable_prefix_caching: bool = True
+    enforce_eager: bool = False
+    tensor_parallel_size: int = 1
+    block_size: int | None = Field(None, description="--block-size when the user set one.")
+    num_speculative_tokens: int = 0
+    language_model_only: bool = True
+    kv_cache_memory_gib: float | None = Field(None, description="A known KV budget (skips the model).")
+
+    @property
+    def mamba_cache_mode(self) -> str:
+        return "align" if self.enable_prefix_caching else "none"
+
+
+class OverheadModel(BaseModel):
+    """Non-weight memory vLLM subtracts before the KV cache (GiB); each term is documented.
+
+    * ``non_torch``: memory the process gains outside PyTorch after the start-up snapshot
+      (cuBLAS/cuDNN workspaces, attention-backend buffers, NCCL); a constant, larger on unified
+      memory where host-side growth counts as well.
+    * ``activation``: the transient peak of the profiling forward pass over
+      ``max_num_batched_tokens`` tokens: ``tokens * 2 B * (8*hidden + 3*ffn_per_token)`` where
+      ``ffn_per_token`` is ``intermediate_size`` (dense) or ``top_k * (3*moe_intermediate +
+      hidden)`` (MoE: fused-MoE intermediate caches), plus for Gated-DeltaNet hybrids the fp32
+      chunked-prefill scratch ``tokens * 6 B * nv * (dk + dv)`` (1.5 fp32 copies) and chunk states
+      ``tokens/64 * nv * dk * dv * 4 B``.
+    * ``sampler``: the dummy sampler pass, one fp32 logits row per sequence:
+      ``max_num_seqs * vocab * 4 B``.
+    * ``cuda_graph``: vLLM ≥ 0.21 subtracts its CUDA-graph estimate on the V1 model runner
+      (hybrid models in 0.22; the dense V2 runner does not), ≈13 MiB per captured graph;
+      zero with ``--enforce-eager``.
+
+    Calibration (vLLM 0.22.0, H200): Qwen3-0.6B, defaults, 8192 context → log 126.35 GiB
+    available; Qwen3.6-35B-A3B with seed 000's flags → 52.73 GiB (see tests/test_plan_memory.py).
+    """
+
+    non_torch_gib: float
+    activation_gib: float
+    sampler_gib: float
+    cuda_graph_gib: float
+
+    @property
+    def total_gib(self) -> float:
+        return self.non_torch_gib + self.activation_gib + self.sampler_gib + self.cuda_graph_gib
+
+
+NON_TORCH_GIB = 0.30
+# On unified memory (GB10) vLLM's "free memory" is MemAvailable, so host-side growth after the
+# start-up snapshot (Python heap, torch.compile, tokenizer) counts too. Calibrated on seed 004
+# §5.1 (Qwen3.6-35B-A3B-FP8, 74.67 GiB KV) and §5.3 (Qwen3.5-35B-A3B, 3.91 GiB): ±0.6 GiB.
+NON_TORCH_UNIFIED_GIB = 2.5
+CUDA_GRAPH_BYTES_PER_GRAPH = 13 * (1 << 20)
+
+
+def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int) -> list[int]:
+    """vLLM's default capture list: [1, 2, 4] + range(8, 256, 8) + range(256, max+1, 16)."""
+    max_size = min(512, 2 * max_num_seqs, max_num_batched_tokens)
+    sizes = [1, 2, 4, *range(8, 256, 8), *range(256, max_size + 1, 16)]
+    return [s for s in sizes if s <= max_size]
+
+
+def estimate_overhead(facts: ModelFacts, s: ServeSettings, *, unified_memory: bool = False) -> OverheadModel:
+    tokens = s.max_num_batched_tokens
+    h = facts.hidden_size
+    tp = max(1, s.tensor_parallel_size)
+    if facts.is_moe:
+        ffn = facts.num_experts_per_tok * (3 * facts.moe_intermediate_size + h)
+    else:
+        ffn = facts.intermediate_size
+    activation = tokens * 2 * (8 * h + 3 * ffn) / tp
+    if facts.is_hybrid:
+        nv, dk, dv = facts.linear_num_value_heads, facts.linear_key_head_dim, facts.linear_value_head_dim
+        activation += tokens * 6 * nv * (dk + dv) / tp
+        activation += cdiv(tokens, 64) * nv * dk * dv * 4 / tp
+    sampler = s.max_num_seqs * facts.vocab_size * 4
+    graphs = 0
+    if not s.enforce_eager and facts.is_hybrid:
+        sizes = cudagraph_capture_sizes(s.max_num_seqs, s.max_num_batched_tokens)
+        graphs = len(sizes) + len([x for x in sizes if x <= s.max_num_seqs])
+    return OverheadModel(
+        non_torch_gib=NON_TORCH_UNIFIED_GIB if unified_memory else NON_TORCH_GIB,
+        activation_gib=activation / GIB,
+        sampler_gib=sampler / GIB,
+        cuda_graph_gib=graphs * CUDA_GRAPH_BYTES_PER_GRAPH / GIB,
+    )
+
+
+class KVLayout(BaseModel):
+    """How vLLM lays out the KV cache for one model and settings (independent of the budget)."""
+
+    kv_dtype_bytes: int
+    attn_bytes_per_token_per_layer: int
+    kv_bytes_per_token: int = Field(..., description="All full-attention layers, one token.")
+    block_size: int
+    hybrid: bool
+    mamba_state_bytes_per_layer: int = 0
+    mamba_state_bytes_per_request: int = Field(0, description="All linear-attention layers, unpadded.")
+    page_size_bytes: int
+    group_size: int
+    attention_groups: int
+    mamba_groups: int
+    bytes_per_block: int
+    mamba_blocks_per_group: int = 0
+
+    def blocks_per_request(self, max_model_len: int) -> int:
+        return self.attention_groups * cdiv(max_model_len, self.block_size) + (
+            self.mamba_groups * self.mamba_blocks_per_group
+        )
+
+    def max_model_len_for_blocks(self, num_blocks: int) -> int:
+        """Largest context one request can have with ``num_blocks`` blocks (0 if none)."""
+        spare = num_blocks - self.mamba_groups * self.mamba_blocks_per_group
+        if spare <= 0:
+            return 0
+        return (spare // self.attention_groups) * self.block_size
+
+
+def kv_dtype_bytes(facts: ModelFacts, kv_cache_dtype: str) -> int:
+    if kv_cache_dtype in {"auto", ""}:
+        return facts.dtype_bytes
+    if kv_cache_dtype.startswith("fp8"):
+        return 1
+    return DTYPE_BYTES.get(kv_cache_dtype, facts.dtype_bytes)
+
+
+def kv_layout(facts: ModelFacts, s: ServeSettings) -> KVLayout:
+    """Block size, page size and groups exactly as vLLM derives them."""
+    tp = max(1, s.tensor_parallel_size)
+    kvb = kv_dtype_bytes(facts, s.kv_cache_dtype)
+    kv_heads = max(1, facts.num_key_value_heads // tp)
+    attn_tok = 2 * kv_heads * facts.head_dim * kvb
+    n_full = facts.full_attention_layers
+    block = s.block_size or KERNEL_BLOCK_ALIGN
+    if not facts.is_hybrid:
+        return KVLayout(
+            kv_dtype_bytes=kvb,
+            attn_bytes_per_token_per_layer=attn_tok,
+            kv_bytes_per_token=attn_tok * n_full,
+            block_size=block,
+            hybrid=False,
+            page_size_bytes=block * attn_tok,
+            group_size=n_full,
+            attention_groups=1,
+            mamba_groups=0,
+            bytes_per_block=block * attn_tok * n_full,
+        )
+    nk, nv = facts.linear_num_key_heads // tp, facts.linear_num_value_heads // tp
+    dk, dv = facts.linear_key_head_dim, facts.linear_value_head_dim
+    conv_dim = 2 * nk * dk + nv * dv
+    conv_bytes = conv_dim * (facts.linear_conv_kernel_dim - 1 + s.num_speculative_tokens) * facts.dtype_bytes
+    ssm_bytes = nv * dk * dv * facts.ssm_dtype_bytes
+    mamba_page = conv_bytes + ssm_bytes
+    align = max(KERNEL_BLOCK_ALIGN, block)
+    attn_block = align * cdiv(mamba_page, align * attn_tok)
+    block = max(block, attn_block)
+    page = block * attn_tok
+    n_lin = facts.linear_attention_layers
+    group_size = min(n_full, n_lin)
+    if max(n_full, n_lin) < group_size * 1.5:
+        group_size = max(n_full, n_lin)
+    per_group_mamba = (2 + s.num_speculative_tokens) if s.mamba_cache_mode == "align" else 1
+    return KVLayout(
+        kv_dtype_bytes=kvb,
+        attn_bytes_per_token_per_layer=attn_tok,
+        kv_bytes_per_token=attn_tok * n_full,
+        block_size=block,
+        hybrid=True,
+        mamba_state_bytes_per_layer=mamba_page,
+        mamba_state_bytes_per_request=mamba_page * n_lin,
+        page_size_bytes=page,
+        group_size=group_size,
+        attention_groups=cdiv(n_full, group_size),
+        mamba_groups=cdiv(n_lin, group_size),
+        bytes_per_block=page * group_size,
+        mamba_blocks_per_group=per_group_mamba,
+    )
+
+
+class KVCapacity(BaseModel):
+    """What vLLM prints after ``Available KV cache memory``."""
+
+    available_kv_bytes: int
+    num_blocks: int
+    blocks_per_request: int
+    max_concurrency: float
+    kv_cache_tokens: int
+    max_model_len: int
+
+    @property
+    def fits_one_request(self) -> bool:
+        return self.max_concurrency >= 1.0
+
+
+def kv_capacity(layout: KVLayout, available_kv_bytes: int, max_model_len: int) -> KVCapacity:
+    num_blocks = max(0, available_kv_bytes) // layout.bytes_per_block
+    per_req = layout.blocks_per_request(max_model_len)
+    conc = num_blocks / per_req
+    return KVCapacity(
+        available_kv_bytes=available_kv_bytes,
+        num_blocks=num_blocks,
+        blocks_per_request=per_req,
+        max_concurrency=conc,
+        kv_cache_tokens=int(conc * max_model_len),
+        max_model_len=max_model_len,
+    )
+
+
+class MemoryPlan(BaseModel):
+    """Everything the memory plan says, in GiB and tokens."""
+
+    machine: str
+    total_gib: float
+    gpu_memory_utilization: float
+    requested_gib: float
+    weights_gib: float
+    overhead: OverheadModel
+    kv_source: str = Field(..., description="predicted (overhead model) | given (--kv-cache-memory-gib)")
+    available_kv_gib: float
+    layout: KVLayout
+    capacity: KVCapacity
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    enable_prefix_caching: bool
+    mamba_cache_mode: str
+    max_context_one_request: int = Field(..., description="Longest context one request could have.")
+    utilization_for_context: float | None = Field(
+        None, description="--gpu-memory-utilization that holds `target_concurrency` requests at context."
+    )
+    target_concurrency: int = 1
+    free_budget_gib: float | None = None
+
+    @property
+    def fits(self) -> bool:
+        return self.capacity.max_concurrency >= 1.0
+
+
+def plan_memory(
+    facts: ModelFacts, s: ServeSettings, machine: MachineProfile, *, target_concurrency: int = 1
+) -> MemoryPlan:
+    tp = max(1, s.tensor_parallel_size)
+    weights = facts.weight_bytes(language_model_only=s.language_model_only) / tp
+    overhead = estimate_overhead(facts, s, unified_memory=machine.unified_memory)
+    requested = math.ceil(machine.total_gib * GIB * s.gpu_memory_utilization)
+    if s.kv_cache_memory_gib is not None:
+        available = int(s.kv_cache_memory_gib * GIB)
+        source = "given"
+    else:
+        available = int(requested - weights - overhead.total_gib * GIB)
+        source = "predicted"
+    layout = kv_layout(facts, s)
+    cap = kv_capacity(layout, available, s.max_model_len)
+    need_blocks = target_concurrency * layout.blocks_per_request(s.max_model_len)
+    need_bytes = need_blocks * layout.bytes_per_block + weights + overhead.total_gib * GIB
+    util_needed = math.ceil(need_bytes / (machine.total_gib * GIB) * 1000) / 1000
+    return MemoryPlan(
+        machine=machine.name,
+        total_gib=machine.total_gib,
+        gpu_memory_utilization=s.gpu_memory_utilization,
+        requested_gib=requested / GIB,
+        weights_gib=weights / GIB,
+        overhead=overhead,
+        kv_source=source,
+        available_kv_gib=available / GIB,
+        layout=layout,
+        capacity=cap,
+        max_model_len=s.max_model_len,
+        max_num_seqs=s.max_num_seqs,
+        max_num_batched_tokens=s.max_num_batched_tokens,
+        enable_prefix_caching=s.enable_prefix_caching,
+        mamba_cache_mode=s.mamba_cache_mode if facts.is_hybrid else "n/a",
+        max_context_one_request=min(
+            layout.max_model_len_for_blocks(cap.num_blocks), facts.max_position_embeddings
+        ),
+        utilization_for_context=util_needed if util_needed <= 1.0 else None,
+        target_concurrency=target_concurrency,
+        free_budget_gib=machine.free_budget_gib,
+    )

@@ -1,0 +1,413 @@
+"""``llmdeck plan``: resolve a model, size it for a machine, lint the flags, render the commands."""
+
+from __future__ import annotations
+
+import os
+import platform
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from llmdeck import __version__
+from llmdeck.catalog.models import Catalog, CatalogEntry, load_catalog
+from llmdeck.engines.docker import DEFAULT_IMAGE, split_image
+from llmdeck.engines.spec import LaunchSpec
+from llmdeck.errors import ConfigError, PlanError, UnknownModelError, UsageError
+from llmdeck.plan.flags import SPEC_FLAGS, VllmFlags, parse_vllm_flags
+from llmdeck.plan.lint import Finding, LintContext, lint, version_tuple
+from llmdeck.plan.machine import GB10_CEILING, MachineProfile, get_machine
+from llmdeck.plan.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryPlan, ServeSettings, plan_memory
+from llmdeck.plan.modelinfo import ModelFacts, facts_from_config, facts_from_dir
+
+PLAN_SCHEMA_VERSION = 1
+DEFAULT_VLLM_VERSION = "0.22.0"  # the version of the field reports (seed 004 §5) and of ../shared/gpu-lab
+HYBRID_PREFIX_CACHING_DEFAULT_SINCE = "0.29.0"  # vllm PR #50991
+Workload = Literal["agent", "multi-user", "long-context"]
+
+
+class PlanRequest(BaseModel):
+    """What the user asked ``llmdeck plan`` for."""
+
+    model: str
+    machine: str = "auto"
+    context: int | None = Field(None, gt=0)
+    concurrency: int = Field(1, ge=1)
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    kv_cache_dtype: str | None = None
+    kv_cache_memory_gib: float | None = Field(None, gt=0)
+    engine: Literal["docker", "venv"] = "docker"
+    image: str | None = None
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    name: str = "default"
+    workload: Workload = "agent"
+    vllm_version: str | None = None
+    vllm_args: list[str] = Field(default_factory=list)
+    total_gib: float | None = Field(None, gt=0, description="Override the machine's device memory total.")
+
+
+class ResolvedModel(BaseModel):
+    name: str
+    repo_id: str | None = None
+    local_path: str | None = None
+    config_source: str
+
+
+class Plan(BaseModel):
+    """The result of ``llmdeck plan`` (``--json``)."""
+
+    schema_version: int = PLAN_SCHEMA_VERSION
+    llmdeck_version: str = __version__
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    host: dict[str, str] = Field(
+        default_factory=lambda: {"platform": platform.platform(), "python": platform.python_version()}
+    )
+    request: PlanRequest
+    model: ResolvedModel
+    catalog_entry: CatalogEntry | None = None
+    facts: ModelFacts
+    machine: MachineProfile
+    target_vllm: str | None
+    target_vllm_source: str
+    settings: ServeSettings
+    memory: MemoryPlan
+    findings: list[Finding]
+    spec: LaunchSpec
+    commands: dict[str, list[str]]
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "error"]
+
+
+# ---- model resolution ----------------------------------------------------------------------
+
+
+def _hf_hub_dirs() -> list[Path]:
+    dirs = []
+    if os.environ.get("HF_HUB_CACHE"):
+        dirs.append(Path(os.environ["HF_HUB_CACHE"]))
+    if os.environ.get("HF_HOME"):
+        dirs.append(Path(os.environ["HF_HOME"]) / "hub")
+    dirs.append(Path.home() / ".cache" / "huggingface" / "hub")
+    return dirs
+
+
+def find_in_hf_cache(repo_id: str) -> Path | None:
+    """A snapshot folder of ``repo_id`` in the HF hub cache that holds config.json."""
+    folder = "models--" + repo_id.replace("/", "--")
+    for hub in _hf_hub_dirs():
+        snaps = hub / folder / "snapshots"
+        if not snaps.is_dir():
+            continue
+        candidates = sorted(
+            (p for p in snaps.iterdir() if (p / "config.json").is_file()),
+            key=lambda p: p.stat().st_mtime,
+            reverse=True,
+        )
+        if candidates:
+            return candidates[0]
+    return None
+
+
+def find_local_copy(entry_or_repo: str, models_dir: Path | None) -> Path | None:
+    """seed 004's layout: ``~/.cache/huggingface/models/<name>`` with config.json."""
+    if models_dir is None:
+        return None
+    base = entry_or_repo.rstrip("/").split("/")[-1]
+    for cand in (models_dir / base, models_dir / entry_or_repo):
+        if (cand / "config.json").is_file():
+            return cand
+    return None
+
+
+def resolve_model(
+    model: str, catalog: Catalog, models_dir: Path | None = None
+) -> tuple[ModelFacts, CatalogEntry | None, ResolvedModel]:
+    """Local folder, catalog name / repo id (local copy, HF cache, or bundled config), or "
+    "HF-cached repo id."""
+    path = Path(model).expanduser()
+    if path.exists() or model.startswith(("/", "./", "../", "~")):
+        facts = facts_from_dir(path)
+        entry = catalog.find(path.resolve().name)
+        return (
+            facts,
+            entry,
+            ResolvedModel(
+                name=path.resolve().name,
+                repo_id=entry.repo_id if entry else None,
+                local_path=str(path.resolve()),
+                config_source=str(path.resolve() / "config.json"),
+            ),
+        )
+    entry = catalog.find(model)
+    repo_id = entry.repo_id if entry else model
+    name = entry.name if entry else model.split("/")[-1]
+    local = find_local_copy(entry.name if entry else model, models_dir) or (
+        find_local_copy(repo_id, models_dir) if entry else None
+    )
+    if local is not None:
+        facts = facts_from_dir(local)
+        return (
+            facts,
+            entry,
+            ResolvedModel(
+                name=name, repo_id=repo_id, local_path=str(local), config_source=str(local / "config.json")
+            ),
+        )
+    if "/" in repo_id:
+        snap = find_in_hf_cache(repo_id)
+        if snap is not None:
+            facts = facts_from_dir(snap)
+            return (
+                facts,
+                entry,
+                ResolvedModel(
+                    name=name, repo_id=repo_id, local_path=None, config_source=str(snap / "config.json")
+                ),
+            )
+    if entry is not None:
+        cfg = catalog.config_for(entry)
+        if cfg is None:
+            raise ConfigError(
+                f"{entry.name} is in the catalog, but llmdeck has no config.json for it offline "
+                "(none bundled, "
+                "none in the Hugging Face cache or the models folder), so it cannot size it.",
+                hint=f"Fetch just the config: `hf download {entry.repo_id} config.json --local-dir "
+                f"~/.cache/huggingface/models/{entry.name}`, then run llmdeck plan again.",
+            )
+        facts = facts_from_config(cfg, source=f"catalog:{entry.name} ({entry.config})")
+        return (
+            facts,
+            entry,
+            ResolvedModel(name=entry.name, repo_id=entry.repo_id, config_source=f"bundled:{entry.config}"),
+        )
+    if "/" in model:
+        raise UnknownModelError(
+            f"{model} is not in a catalog and its config.json is not in the Hugging Face cache.",
+            hint=f"Fetch the config first (`hf download {model} config.json`), or pass a local model folder.",
+        )
+    known = ", ".join(e.name for e in catalog.models)
+    raise UnknownModelError(
+        f"Unknown model {model!r}: not a folder, not a catalog name (known: {known}), not a repo id.",
+        hint="Run `llmdeck models` for the catalog, or pass a model folder or an org/name repo id.",
+    )
+
+
+# ---- settings -----------------------------------------------------------------------------------
+
+
+def _merge_option(flags: VllmFlags, flag: str, value: str | None) -> None:
+    """Put a CLI option into the vLLM flags; refuse a contradiction with the flags after `--`."""
+    if value is None:
+        return
+    existing = flags.get(flag)
+    if existing is not None and str(existing) != value:
+        try:
+            same = float(str(existing)) == float(value)
+        except ValueError:
+            same = False
+        if not same:
+            raise UsageError(
+                f"--{flag} is given twice with different values ({value} and {existing} after `--`).",
+                hint="Give it once.",
+            )
+    flags.set(flag, value)
+
+
+def parse_bytes(text: str) -> int:
+    """``--kv-cache-memory-bytes``: an integer, or with a K/M/G/T suffix (binary, as vLLM reads it)."""
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    try:
+        if t and t[-1] in mult:
+            return int(float(t[:-1]) * mult[t[-1]])
+        return int(float(t))
+    except ValueError as exc:
+        raise UsageError(
+            f"--kv-cache-memory-bytes {text!r} is not a size.", hint="Write e.g. 60G or 64424509440."
+        ) from exc
+
+
+def image_version(image: str | None, catalog: Catalog) -> tuple[str | None, str | None, str]:
+    """(version, upper bound, source) of the vLLM inside an image."""
+    if image is None:
+        return None, None, "none"
+    info = catalog.image_info(image)
+    if info is not None:
+        return info.vllm, info.below, f"catalog: {info.evidence}"
+    repo, tag = split_image(image)
+    if tag and repo.endswith("vllm-openai") and version_tuple(tag):
+        return tag.lstrip("v").split("-")[0], None, f"image tag {tag}"
+    return None, None, f"unknown (image {image}; assumed recent)"
+
+
+def resolve_settings(
+    req: PlanRequest, facts: ModelFacts, flags: VllmFlags, machine: MachineProfile, target_vllm: str | None
+) -> ServeSettings:
+    _merge_option(flags, "max-model-len", str(req.context) if req.context else None)
+    util = req.gpu_memory_utilization
+    if util is None and not flags.has("gpu-memory-utilization") and machine.unified_memory:
+        util = GB10_CEILING  # the planner's choice on GB10: vLLM's 0.92 default does not boot there
+    _merge_option(flags, "gpu-memory-utilization", str(util) if util is not None else None)
+    _merge_option(flags, "kv-cache-dtype", req.kv_cache_dtype)
+    max_len = flags.get_int("max-model-len") or facts.max_position_embeddings
+    hybrid_default = target_vllm is None or version_tuple(target_vllm) >= version_tuple(
+        HYBRID_PREFIX_CACHING_DEFAULT_SINCE
+    )
+    prefix = flags.get_bool("enable-prefix-caching")
+    if prefix is None:
+        prefix = hybrid_default if facts.is_hybrid else True
+    spec_tokens = 0
+    spec_cfg = flags.get_json("speculative-config")
+    if isinstance(spec_cfg, dict):
+        spec_tokens = int(spec_cfg.get("num_speculative_tokens", 0) or 0)
+    kv_gib = req.kv_cache_memory_gib
+    raw_bytes = flags.get("kv-cache-memory-bytes")
+    if kv_gib is None and isinstance(raw_bytes, str):
+        kv_gib = parse_bytes(raw_bytes) / (1 << 30)
+    util_value = flags.get_float("gpu-memory-utilization") or DEFAULT_GPU_MEMORY_UTILIZATION
+    if not 0 < util_value <= 1:
+        raise UsageError(
+            f"--gpu-memory-utilization {util_value} is outside (0, 1].", hint="It is a fraction, e.g. 0.85."
+        )
+    if max_len <= 0:
+        raise UsageError(
+            f"--max-model-len {max_len} must be positive.", hint="Write e.g. --max-model-len 32768."
+        )
+    return ServeSettings(
+        max_model_len=max_len,
+        gpu_memory_utilization=util_value,
+        kv_cache_dtype=str(flags.get("kv-cache-dtype") or "auto"),
+        max_num_seqs=flags.get_int("max-num-seqs") or machine.default_max_num_seqs,
+        max_num_batched_tokens=flags.get_int("max-num-batched-tokens")
+        or machine.default_max_num_batched_tokens,
+        enable_prefix_caching=prefix,
+        enforce_eager=bool(flags.get_bool("enforce-eager")),
+        tensor_parallel_size=flags.get_int("tensor-parallel-size") or 1,
+        block_size=flags.get_int("block-size"),
+        num_speculative_tokens=spec_tokens,
+        language_model_only=bool(flags.get_bool("language-model-only")) or not facts.has_vision,
+        kv_cache_memory_gib=kv_gib,
+    )
+
+
+# ---- the plan -----------------------------------------------------------------------------------
+
+
+def _impossible(memory: MemoryPlan, facts: ModelFacts, model: str) -> PlanError:
+    if memory.available_kv_gib <= 0:
+        msg = (
+            f"{model} does not fit: weights {memory.weights_gib:.2f} GiB plus overheads "
+            f"{memory.overhead.total_gib:.2f} GiB exceed the {memory.requested_gib:.2f} GiB that "
+            f"--gpu-memory-utilization {memory.gpu_memory_utilization} gives on {memory.machine} "
+            f"({memory.total_gib} GiB)."
+        )
+    else:
+        msg = (
+            f"A {memory.max_model_len}-token context does not fit: one request needs "
+            f"{memory.capacity.blocks_per_request} KV blocks but {memory.available_kv_gib:.2f} "
+            "GiB of KV cache holds "
+            f"{memory.capacity.num_blocks} on {memory.machine} at --gpu-memory-utilization "
+            f"{memory.gpu_memory_utilization}."
+        )
+    options = []
+    if memory.max_context_one_request > 0:
+        options.append(f"--context {memory.max_context_one_request} fits at this utilization")
+    if memory.utilization_for_context is not None:
+        options.append(f"--gpu-memory-utilization {memory.utilization_for_context} would hold this context")
+    hint = (
+        "; ".join(options) if options else "Pick a smaller or quantized model, or a machine with more memory."
+    )
+    return PlanError(msg + " What would fit instead: " + hint + ".", hint=None)
+
+
+def make_plan(
+    req: PlanRequest,
+    *,
+    catalog: Catalog | None = None,
+    catalog_paths: list[Path] | None = None,
+    models_dir: Path | None = None,
+    machine: MachineProfile | None = None,
+    raise_if_impossible: bool = True,
+) -> Plan:
+    """Build the whole plan. Raises PlanError (exit 2) for a context beyond memory when asked to."""
+    catalog = catalog or load_catalog(catalog_paths)
+    facts, entry, resolved = resolve_model(req.model, catalog, models_dir)
+    machine = machine or get_machine(req.machine, total_gib=req.total_gib)
+    flags = parse_vllm_flags(req.vllm_args)
+    image = (req.image or DEFAULT_IMAGE) if req.engine == "docker" else None
+    img_version, img_below, img_source = image_version(image, catalog)
+    target: str | None
+    if req.vllm_version:
+        target, source = req.vllm_version, "--vllm-version"
+    elif req.engine == "docker":
+        target, source = img_version, img_source
+    else:
+        target, source = DEFAULT_VLLM_VERSION, f"assumed (the field reports' vLLM {DEFAULT_VLLM_VERSION})"
+    settings = resolve_settings(req, facts, flags, machine, target)
+    memory = plan_memory(facts, settings, machine, target_concurrency=req.concurrency)
+    arch = catalog.min_vllm_for(facts.architecture)
+    ctx = LintContext(
+        facts=facts,
+        entry=entry,
+        model_name=entry.name if entry else resolved.name,
+        flags=flags,
+        settings=settings,
+        machine=machine,
+        memory=memory,
+        workload=req.workload,
+        target_vllm=target,
+        min_vllm=arch.min_vllm if arch else None,
+        min_vllm_evidence=arch.evidence if arch else None,
+        image=image,
+        image_vllm_below=img_below if not req.vllm_version else None,
+        target_concurrency=req.concurrency,
+    )
+    findings = lint(ctx)
+    if raise_if_impossible and not memory.fits:
+        raise _impossible(memory, facts, ctx.model_name)
+    spec = build_spec(req, resolved, flags, image)
+    from llmdeck.plan.render import docker_argv, vllm_serve_argv
+
+    commands = {"vllm_serve": vllm_serve_argv(spec.model_copy(update={"engine": "venv", "image": None}))}
+    commands["docker"] = docker_argv(
+        spec.model_copy(update={"engine": "docker", "image": image or DEFAULT_IMAGE})
+    )
+    return Plan(
+        request=req,
+        model=resolved,
+        catalog_entry=entry,
+        facts=facts,
+        machine=machine,
+        target_vllm=target,
+        target_vllm_source=source,
+        settings=settings,
+        memory=memory,
+        findings=findings,
+        spec=spec,
+        commands=commands,
+    )
+
+
+def build_spec(req: PlanRequest, resolved: ResolvedModel, flags: VllmFlags, image: str | None) -> LaunchSpec:
+    model_ref = resolved.local_path or resolved.repo_id or req.model
+    env: dict[str, str] = {}
+    if resolved.local_path:
+        env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    served = flags.get("served-model-name")
+    host = flags.get("host")
+    return LaunchSpec(
+        name=req.name,
+        engine=req.engine,
+        model=model_ref,
+        served_model_name=served if isinstance(served, str) else resolved.name,
+        host=host if isinstance(host, str) else req.host,
+        port=flags.get_int("port") or req.port,
+        vllm_args=flags.to_argv(skip=SPEC_FLAGS),
+        env=env if req.engine != "docker" else {},
+        image=image,
+        hf_cache=str(Path("~/.cache/huggingface").expanduser()) if req.engine == "docker" else None,
+    )

@@ -1,0 +1,49 @@
+"""Render a plan as commands: ``docker run``, ``vllm serve``, and the LaunchSpec ``llmdeck up`` consumes.
+
+The ``docker run`` argv has exactly one implementation, :func:`llmdeck.engines.docker.docker_run_argv`
+(owned by the lifecycle engine); :func:`docker_argv` is the planner's name for it.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from llmdeck.engines.docker import docker_run_argv
+from llmdeck.engines.spec import LaunchSpec
+
+
+def docker_argv(spec: LaunchSpec) -> list[str]:
+    """The ``docker run -d ...`` argv that starts ``spec`` (pure)."""
+    return docker_run_argv(spec, detach=True)
+
+
+def vllm_serve_argv(spec: LaunchSpec) -> list[str]:
+    """The ``vllm serve MODEL ...`` argv for a venv that has vLLM (pure)."""
+    return [
+        "vllm",
+        "serve",
+        spec.model,
+        "--served-model-name",
+        spec.effective_served_name,
+        "--host",
+        spec.host,
+        "--port",
+        str(spec.port),
+        *spec.vllm_args,
+    ]
+
+
+def shell_join(argv: list[str], *, multiline: bool = True) -> str:
+    """A copy-pasteable shell command; one flag per line when ``multiline``."""
+    if not multiline:
+        return shlex.join(argv)
+    lines: list[str] = []
+    current: list[str] = []
+    for tok in argv:
+        if tok.startswith("-") and current:
+            lines.append(" ".join(shlex.quote(t) for t in current))
+            current = []
+        current.append(tok)
+    if current:
+        lines.append(" ".join(shlex.quote(t) for t in current))
+    return " \\\n  ".join(lines)
