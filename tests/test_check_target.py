@@ -74,6 +74,8 @@ def test_connection_refused_is_a_clear_error(tmp_path: Path) -> None:
 
     port = free_port()
     with pytest.raises(EndpointError) as exc:
-        run_checks(f"http://127.0.0.1:{port}", client=None, model=None, api_key=None, settings=settings(tmp_path))
+        run_checks(
+            f"http://127.0.0.1:{port}", client=None, model=None, api_key=None, settings=settings(tmp_path)
+        )
     assert exc.value.exit_code == 1
     assert "not reachable" in exc.value.message and "llmdeck up" in (exc.value.hint or "")

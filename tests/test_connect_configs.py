@@ -86,7 +86,11 @@ def test_opencode_merge_keeps_unrelated_keys_and_backs_up(tmp_path: Path) -> Non
     assert doc["model"] == "anthropic/claude-sonnet-4-5"
     assert doc["provider"]["anthropic"] == user["provider"]["anthropic"]
     vllm = doc["provider"]["vllm"]
-    assert vllm["options"] == {"baseURL": "http://127.0.0.1:8101/v1", "headers": {"X-Team": "a"}, "apiKey": "sk-local"}
+    assert vllm["options"] == {
+        "baseURL": "http://127.0.0.1:8101/v1",
+        "headers": {"X-Team": "a"},
+        "apiKey": "sk-local",
+    }
     assert set(vllm["models"]) == {"older-model", "tiny-qwen3"}
     # a second run changes nothing and makes no second backup
     again = connect_client("opencode", info(api_key="sk-local"), file=path)

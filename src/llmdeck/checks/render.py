@@ -36,15 +36,13 @@ def report_table(report: CheckReport) -> Table:
     table.add_column("probe", no_wrap=True)
     table.add_column("verdict", no_wrap=True)
     table.add_column("*", no_wrap=True)
-    table.add_column("finding")
+    table.add_column("finding", ratio=1, min_width=30)
     for probe in report.probes:
         finding = Text(probe.summary)
         if probe.fix:
             finding.append("\nfix: ", style="bold")
             finding.append(probe.fix)
-        table.add_row(
-            probe.title, STYLE.get(probe.status, probe.status), "*" if probe.required else "", finding
-        )
+        table.add_row(probe.id, STYLE.get(probe.status, probe.status), "*" if probe.required else "", finding)
     return table
 
 
