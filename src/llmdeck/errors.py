@@ -94,3 +94,7 @@ class EndpointError(OperationError):
 
 class CheckFailedError(OperationError):
     """A check the user asked for failed (the report has been printed already)."""
+
+
+class DownloadError(OperationError):
+    """A model download failed (network, hub outage) or the downloaded files did not verify."""

@@ -1,9 +1,84 @@
-"""CLI group: fetch (stub; filled in by its issue)."""
+"""CLI command: fetch (download a model from the Hugging Face Hub or a mirror, then verify it)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
+
+from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
 
 
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
+
+    @app.command("fetch")
+    def fetch(
+        ctx: typer.Context,
+        repo_id: str = typer.Argument(
+            ..., metavar="REPO_ID", help="Hugging Face repo id, e.g. Qwen/Qwen3-0.6B."
+        ),
+        local_dir: Path | None = typer.Option(
+            None, "--local-dir", help="Where to put the files (default: LLMDECK_MODELS_DIR/NAME)."
+        ),
+        revision: str | None = typer.Option(None, "--revision", help="Branch, tag or commit (default main)."),
+        endpoint: str | None = typer.Option(
+            None,
+            "--endpoint",
+            help="Hub endpoint or mirror, e.g. https://hf-mirror.com (default: HF_ENDPOINT).",
+        ),
+        include: list[str] | None = typer.Option(
+            None, "--include", help="Only files matching this glob (repeatable), e.g. --include '*.json'."
+        ),
+        config_only: bool = typer.Option(
+            False, "--config-only", help="Only config.json, tokenizer files and the safetensors index."
+        ),
+        json_out: bool = JSON_OPTION,
+    ) -> None:
+        """Download a model and verify it (resumable: run it again to continue an interrupted download).
+
+        Examples:
+
+          llmdeck fetch Qwen/Qwen3-0.6B
+
+          llmdeck fetch Qwen/Qwen3-Coder-30B-A3B-Instruct-FP8 --endpoint https://hf-mirror.com
+
+          llmdeck fetch Qwen/Qwen3-30B-A3B --config-only --json
+        """
+        from llmdeck.fetch.hub import fetch_model
+
+        settings = get_settings(ctx)
+        console = err_console()
+
+        def warn(message: str) -> None:
+            console.print(f"[yellow]warning:[/] {message}", highlight=False, markup=True, soft_wrap=True)
+
+        what = "config and tokenizer of " if config_only else ""
+        console.print(
+            f"Fetching {what}{repo_id} (resumable; progress below) ...", highlight=False, markup=False
+        )
+        result = fetch_model(
+            repo_id,
+            models_dir=settings.models_dir,
+            local_dir=local_dir,
+            revision=revision,
+            endpoint=endpoint,
+            include=include or None,
+            config_only=config_only,
+            warn=warn,
+        )
+        if json_out:
+            print_json(result)
+            return
+        checked = len(result.verify.checked_files)
+        sizes = "sizes match the hub" if result.verify.sizes_checked else "hub sizes unavailable"
+        out_console().print(
+            f"{result.repo_id} -> {result.local_dir}\n"
+            f"  {result.files} files, {result.total_bytes / 1e9:.2f} GB from {result.endpoint} "
+            f"in {result.seconds:.1f} s\n"
+            f"  verified: {checked} files checked, {sizes}"
+            + (f"\n  architecture: {result.architecture}" if result.architecture else "")
+            + f"\n  serve it: llmdeck up --model {result.local_dir}",
+            highlight=False,
+            markup=False,
+        )

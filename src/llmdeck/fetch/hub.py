@@ -1,0 +1,296 @@
+"""Download a model repo with ``huggingface_hub.snapshot_download`` and verify what arrived.
+
+Downloads honour ``HF_ENDPOINT`` (e.g. ``https://hf-mirror.com``; ``--endpoint`` sets it for one
+call), ``HF_TOKEN`` for gated repos, and resume by themselves: huggingface_hub keeps partial files
+under ``LOCAL_DIR/.cache/huggingface`` and continues them when the same command runs again.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from llmdeck import __version__
+from llmdeck.errors import DownloadError, LlmdeckError, MissingDependencyError, UsageError
+from llmdeck.fetch.verify import VerifyReport, verify_model_files
+
+FETCH_RESULT_SCHEMA_VERSION = 1
+DEFAULT_ENDPOINT = "https://huggingface.co"
+MIRROR_HINT = (
+    "If huggingface.co is blocked or slow where you are, use a mirror: "
+    "`export HF_ENDPOINT=https://hf-mirror.com` or `--endpoint https://hf-mirror.com`."
+)
+# What `llmdeck plan` needs: the config, the tokenizer and the safetensors index (no weights).
+CONFIG_ONLY_PATTERNS: tuple[str, ...] = (
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "tokenizer.model",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "merges.txt",
+    "*.tiktoken",
+    "chat_template.jinja",
+    "chat_template.json",
+    "*.safetensors.index.json",
+)
+OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
+REPO_ID_RE = re.compile(rf"^(?:{_NAME}/)?{_NAME}$")
+
+
+class FetchResult(BaseModel):
+    """What ``llmdeck fetch`` downloaded and how it verified (``--json`` prints this)."""
+
+    schema_version: int = FETCH_RESULT_SCHEMA_VERSION
+    repo_id: str
+    revision: str | None = None
+    endpoint: str
+    local_dir: str
+    config_only: bool = False
+    include: list[str] = Field(default_factory=list)
+    files: int = 0
+    total_bytes: int = 0
+    verify: VerifyReport
+    architecture: str | None = None
+    model_type: str | None = None
+    seconds: float = 0.0
+    warnings: list[str] = Field(default_factory=list)
+    llmdeck_version: str = __version__
+    huggingface_hub_version: str | None = None
+
+
+def _is_true(value: str | None) -> bool:
+    return value is not None and value.strip().upper() in {"1", "ON", "YES", "TRUE"}
+
+
+def validate_repo_id(repo_id: str) -> str:
+    """Return ``repo_id`` if it looks like ``owner/name`` (or a bare ``name``), else raise UsageError."""
+    value = repo_id.strip()
+    if value.startswith(("http://", "https://")):
+        tail = re.sub(r"^https?://[^/]+/", "", value).split("/tree/")[0].strip("/")
+        raise UsageError(
+            f"{repo_id!r} is a URL; `llmdeck fetch` takes a repo id like Qwen/Qwen3-0.6B.",
+            hint=f"Try `llmdeck fetch {tail}`; set a mirror with --endpoint.",
+        )
+    if value.startswith((".", "/", "~")) or Path(value).expanduser().exists():
+        raise UsageError(
+            f"{repo_id!r} looks like a local path; `llmdeck fetch` downloads a Hub repo id like "
+            "Qwen/Qwen3-0.6B.",
+            hint="A local model folder needs no fetch: pass it to `llmdeck up --model`.",
+        )
+    if not REPO_ID_RE.match(value) or "--" in value or ".." in value:
+        raise UsageError(
+            f"{repo_id!r} is not a valid Hugging Face repo id: it must be `owner/name` (letters, digits, "
+            "'-', '_', '.'; at most 96 characters each, no '--' or '..').",
+            hint="For example: llmdeck fetch Qwen/Qwen3-0.6B",
+        )
+    return value
+
+
+def validate_endpoint(endpoint: str) -> str:
+    value = endpoint.strip().rstrip("/")
+    if not re.match(r"^https?://[^/\s]+", value):
+        raise UsageError(
+            f"--endpoint {endpoint!r} is not an http(s) URL.",
+            hint="For example: --endpoint https://hf-mirror.com",
+        )
+    return value
+
+
+def environment_warnings(env: Mapping[str, str] | None = None) -> list[str]:
+    """Warnings about variables that break or bend downloads (seed 004 §2: check them first)."""
+    env = os.environ if env is None else env
+    warnings: list[str] = []
+    offline = [v for v in OFFLINE_VARS if _is_true(env.get(v))]
+    if offline:
+        warnings.append(
+            f"{' and '.join(offline)} {'is' if len(offline) == 1 else 'are'} set: huggingface_hub will not "
+            f"download anything. Unset {'it' if len(offline) == 1 else 'them'} before fetching: "
+            f"`unset {' '.join(OFFLINE_VARS)}`."
+        )
+    proxies = [v for v in PROXY_VARS if env.get(v)]
+    if proxies:
+        warnings.append(
+            f"Proxy variables are set ({', '.join(proxies)}); downloads go through them. If the download "
+            f"fails, check the proxy or unset them: `unset {' '.join(PROXY_VARS)}`."
+        )
+    return warnings
+
+
+def default_local_dir(models_dir: Path, repo_id: str) -> Path:
+    """``models_dir / NAME`` for ``owner/NAME`` (seed 004's ~/.cache/huggingface/models layout)."""
+    return Path(models_dir).expanduser() / repo_id.split("/")[-1]
+
+
+def map_hub_error(exc: BaseException, repo_id: str, endpoint: str, revision: str | None) -> LlmdeckError:
+    """Turn a huggingface_hub (or network) exception into an llmdeck error with a hint."""
+    from huggingface_hub import errors as hub_errors
+
+    where = f"on {endpoint}"
+    if isinstance(exc, hub_errors.GatedRepoError):
+        return UsageError(
+            f"{repo_id} is a gated repo {where}: you must accept its terms and be logged in to download it.",
+            hint=f"Accept the terms at {endpoint}/{repo_id}, then `hf auth login` and retry.",
+        )
+    if isinstance(exc, hub_errors.RepositoryNotFoundError):
+        return UsageError(
+            f"The repo {repo_id} was not found {where} (or it is private and you are not logged in).",
+            hint="Check the spelling (owner/name, case matters) on the model page; for a private repo "
+            "set HF_TOKEN or run `hf auth login`.",
+        )
+    if isinstance(exc, hub_errors.RevisionNotFoundError):
+        return UsageError(
+            f"The revision {revision!r} does not exist in {repo_id} {where}.",
+            hint="Use a branch, tag or commit hash that exists (default: main), or drop --revision.",
+        )
+    if isinstance(exc, hub_errors.DisabledRepoError):
+        return UsageError(f"The repo {repo_id} has been disabled {where}.", hint="Pick another repo.")
+    if isinstance(exc, hub_errors.HFValidationError):
+        return UsageError(f"{repo_id!r} is not a valid repo id: {exc}", hint="Use owner/name.")
+    if isinstance(exc, hub_errors.LocalEntryNotFoundError):
+        if "HF_HUB_OFFLINE" in str(exc) or "outgoing traffic has been disabled" in str(exc):
+            return UsageError(
+                f"Cannot download {repo_id}: Hugging Face offline mode is on (HF_HUB_OFFLINE or "
+                "TRANSFORMERS_OFFLINE) and no complete copy is on disk.",
+                hint=f"Unset them before fetching: `unset {' '.join(OFFLINE_VARS)}`.",
+            )
+        return DownloadError(
+            f"Cannot reach {endpoint} to download {repo_id}, and no complete copy is on disk "
+            f"({str(exc).splitlines()[0]}).",
+            hint="Check the network (and any proxy variables). " + MIRROR_HINT,
+        )
+    if isinstance(exc, hub_errors.HfHubHTTPError):
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        if status == 401:
+            return UsageError(
+                f"{endpoint} refused access to {repo_id} (HTTP 401): it needs a valid token.",
+                hint="Set HF_TOKEN or run `hf auth login`, then retry.",
+            )
+        return DownloadError(
+            f"The hub at {endpoint} failed while downloading {repo_id}: {str(exc).splitlines()[0]}",
+            hint="Run the same command again: finished files are kept and partial ones resume. "
+            + MIRROR_HINT,
+        )
+    return DownloadError(
+        f"Downloading {repo_id} from {endpoint} failed: {type(exc).__name__}: {exc}",
+        hint="Check the network, then run the same command again: the download resumes. " + MIRROR_HINT,
+    )
+
+
+def _hub_sizes(endpoint: str, repo_id: str, revision: str | None) -> dict[str, int] | None:
+    """File sizes from the hub's metadata, or None if they cannot be had."""
+    try:
+        from huggingface_hub import HfApi
+
+        info = HfApi(endpoint=endpoint).model_info(
+            repo_id, revision=revision, files_metadata=True, timeout=30
+        )
+    except Exception:
+        return None
+    sizes = {s.rfilename: int(s.size) for s in (info.siblings or []) if s.size is not None}
+    return sizes or None
+
+
+def fetch_model(
+    repo_id: str,
+    *,
+    models_dir: Path,
+    local_dir: Path | None = None,
+    revision: str | None = None,
+    endpoint: str | None = None,
+    include: list[str] | None = None,
+    config_only: bool = False,
+    warn: Callable[[str], None] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> FetchResult:
+    """Download ``repo_id`` into ``local_dir`` (default ``models_dir / NAME``) and verify it.
+
+    Raises :class:`UsageError` for a bad repo id or endpoint, a missing/gated repo or revision, or
+    offline mode; :class:`MissingDependencyError` without huggingface_hub; :class:`DownloadError`
+    (exit 1) for network failures and files that do not verify.
+    """
+    repo_id = validate_repo_id(repo_id)
+    env = os.environ if env is None else env
+    effective_endpoint = validate_endpoint(endpoint or env.get("HF_ENDPOINT") or DEFAULT_ENDPOINT)
+    target = Path(local_dir).expanduser() if local_dir else default_local_dir(models_dir, repo_id)
+    if target.exists() and not target.is_dir():
+        raise UsageError(f"--local-dir {target} exists and is not a directory.", hint="Pick a folder.")
+    try:
+        import huggingface_hub
+        from huggingface_hub import snapshot_download
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "`llmdeck fetch` needs huggingface_hub, which is not installed.",
+            hint="Install it with: pip install 'llmdeck[hub]'",
+        ) from exc
+
+    warnings = environment_warnings(env)
+    for message in warnings:
+        if warn:
+            warn(message)
+    patterns: list[str] | None = None
+    if config_only:
+        patterns = list(CONFIG_ONLY_PATTERNS) + list(include or [])
+    elif include:
+        patterns = list(include)
+
+    started = time.monotonic()
+    try:
+        snapshot_download(
+            repo_id,
+            revision=revision,
+            local_dir=str(target),
+            allow_patterns=patterns,
+            endpoint=effective_endpoint,
+        )
+    except LlmdeckError:
+        raise
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        raise map_hub_error(exc, repo_id, effective_endpoint, revision) from exc
+
+    sizes = _hub_sizes(effective_endpoint, repo_id, revision)
+    report = verify_model_files(target, expected_sizes=sizes, require_shards=not config_only and not include)
+    if not report.ok:
+        shown = "; ".join(report.problems[:5]) + (" ..." if len(report.problems) > 5 else "")
+        raise DownloadError(
+            f"The download of {repo_id} into {target} did not verify: {shown}.",
+            hint="Delete the broken or partial files named above and run the same command again "
+            "(finished files are kept, missing ones are downloaded).",
+        )
+    files = [p for p in target.rglob("*") if p.is_file() and ".cache" not in p.relative_to(target).parts]
+    arch = model_type = None
+    if (target / "config.json").is_file():
+        from llmdeck.model.inspect import validate_model_dir
+
+        try:
+            info = validate_model_dir(target)
+            arch, model_type = info.architecture, info.model_type
+        except UsageError as exc:
+            report.notes.append(f"config.json: {exc.message}")
+    return FetchResult(
+        repo_id=repo_id,
+        revision=revision,
+        endpoint=effective_endpoint,
+        local_dir=str(target.resolve()),
+        config_only=config_only,
+        include=list(include or []),
+        files=len(files),
+        total_bytes=sum(p.stat().st_size for p in files),
+        verify=report,
+        architecture=arch,
+        model_type=model_type,
+        seconds=round(time.monotonic() - started, 2),
+        warnings=warnings,
+        huggingface_hub_version=str(huggingface_hub.__version__),
+    )
