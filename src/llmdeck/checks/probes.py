@@ -471,8 +471,8 @@ def probe_thinking_default(ctx: ProbeContext) -> Outcome:
             "--default-chat-template-kwargs '{\"enable_thinking\": false}').",
         )
     fix = (
-        "Start the server with --default-chat-template-kwargs '{\"enable_thinking\": false}' (vLLM >= 0.12, "
-        "vllm PR #31343), or have the client send chat_template_kwargs on every request."
+        "Start the server with --default-chat-template-kwargs '{\"enable_thinking\": false}' "
+        "(vllm PR #31343), or have the client send chat_template_kwargs on every request."
     )
     if ctx.client in AGENT_CLIENTS:
         return Outcome(

@@ -1,0 +1,164 @@
+"""Unit tests of probe logic against tiny fake HTTP servers (named for what they fake).
+
+These cover what the real CPU engine cannot show in CI: a stream that breaks off without usage or
+[DONE], and a server started with --api-key (401 without the key). The integration tests in
+test_check_integration.py cover the real engine.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llmdeck.checks import run_checks
+from llmdeck.settings import Settings
+
+MODELS = {"object": "list", "data": [{"id": "m", "object": "model", "root": "/m", "max_model_len": 2048}]}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    key: str | None = None
+    broken_stream = False
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _json(self, code: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _authorized(self) -> bool:
+        if self.key is None or not self.path.startswith("/v1"):
+            return True
+        return self.headers.get("Authorization") == f"Bearer {self.key}"
+
+    def do_GET(self) -> None:
+        if self.path == "/health":
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+        elif not self._authorized():
+            self._json(401, {"error": "Unauthorized"})
+        elif self.path == "/v1/models":
+            self._json(200, MODELS)
+        else:
+            self._json(404, {"detail": "Not Found"})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        if not self._authorized():
+            self._json(401, {"error": "Unauthorized"})
+        elif self.path == "/v1/chat/completions" and body.get("stream"):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            chunk = {"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": None}]}
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            if not self.broken_stream:
+                usage = {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
+                self.wfile.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+            self.wfile.flush()
+            self.close_connection = True
+        elif self.path == "/v1/chat/completions":
+            msg = {"role": "assistant", "content": "hi"}
+            self._json(200, {"choices": [{"index": 0, "message": msg, "finish_reason": "stop"}], "usage": {}})
+        else:
+            self._json(404, {"detail": "Not Found"})
+
+
+def _serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture()
+def fake_broken_sse_server() -> Iterator[str]:
+    """FakeBrokenSSEServer: streams one chunk, then drops the connection (no usage, no [DONE])."""
+    handler = type("FakeBrokenSSEServer", (_Handler,), {"broken_stream": True})
+    yield from _serve(handler)
+
+
+@pytest.fixture()
+def fake_api_key_server() -> Iterator[str]:
+    """FakeApiKeyServer: like `vllm serve --api-key sk-right`: /v1/* answers 401 without the key."""
+    handler = type("FakeApiKeyServer", (_Handler,), {"key": "sk-right"})
+    yield from _serve(handler)
+
+
+def _settings(tmp_path: Path, key: str | None = None) -> Settings:
+    return Settings(state_dir=tmp_path / "state", api_key=key)
+
+
+def test_stream_without_done_or_usage_fails(fake_broken_sse_server: str, tmp_path: Path) -> None:
+    report = run_checks(
+        fake_broken_sse_server,
+        client="openai",
+        model=None,
+        api_key=None,
+        settings=_settings(tmp_path),
+        probes=["streaming_usage"],
+    )
+    probe = report.probe("streaming_usage")
+    assert probe.status == "fail" and probe.required
+    assert "[DONE]" in probe.summary
+    assert probe.data["chunks"] == 1 and probe.data["usage"] is None
+    assert not report.ok
+
+
+def test_missing_api_key_fails_and_skips_the_rest(fake_api_key_server: str, tmp_path: Path) -> None:
+    report = run_checks(
+        fake_api_key_server,
+        client="openai",
+        model=None,
+        api_key=None,
+        settings=_settings(tmp_path),
+        probes=["chat"],
+    )
+    key = report.probe("api_key")
+    assert key.status == "fail" and "401" in key.summary and "--api-key" in (key.fix or "")
+    assert report.server.api_key_required is True
+    assert report.probe("models").status == "skipped"
+    assert report.probe("chat").status == "skipped"
+    assert not report.ok
+
+
+def test_wrong_and_right_api_key(fake_api_key_server: str, tmp_path: Path) -> None:
+    wrong = run_checks(
+        fake_api_key_server,
+        client=None,
+        model=None,
+        api_key="sk-wrong",
+        settings=_settings(tmp_path),
+        probes=[],
+    )
+    assert wrong.probe("api_key").status == "fail" and "rejects" in wrong.probe("api_key").summary
+    # the key from settings (LLMDECK_API_KEY) is used when none is passed
+    right = run_checks(
+        fake_api_key_server,
+        client="openai",
+        model=None,
+        api_key=None,
+        settings=_settings(tmp_path, "sk-right"),
+        probes=["chat", "streaming_usage"],
+    )
+    assert right.probe("api_key").status == "pass"
+    assert right.probe("models").status == "pass" and right.server.max_model_len == 2048
+    assert right.probe("chat").status == "pass" and right.probe("streaming_usage").status == "pass"
+    assert right.ok
