@@ -25,6 +25,8 @@ MODELS = {"object": "list", "data": [{"id": "m", "object": "model", "root": "/m"
 class _Handler(BaseHTTPRequestHandler):
     key: str | None = None
     broken_stream = False
+    models: dict[str, Any] = MODELS
+    tool_text: str | None = None  # a model that writes its tool call as text the parser did not catch
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -50,7 +52,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif not self._authorized():
             self._json(401, {"error": "Unauthorized"})
         elif self.path == "/v1/models":
-            self._json(200, MODELS)
+            self._json(200, self.models)
         else:
             self._json(404, {"detail": "Not Found"})
 
@@ -71,7 +73,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
             self.close_connection = True
         elif self.path == "/v1/chat/completions":
-            msg = {"role": "assistant", "content": "hi"}
+            text = self.tool_text if (self.tool_text and body.get("tools")) else "hi"
+            msg = {"role": "assistant", "content": text, "tool_calls": []}
             self._json(200, {"choices": [{"index": 0, "message": msg, "finish_reason": "stop"}], "usage": {}})
         else:
             self._json(404, {"detail": "Not Found"})
@@ -99,6 +102,18 @@ def fake_broken_sse_server() -> Iterator[str]:
 def fake_api_key_server() -> Iterator[str]:
     """FakeApiKeyServer: like `vllm serve --api-key sk-right`: /v1/* answers 401 without the key."""
     handler = type("FakeApiKeyServer", (_Handler,), {"key": "sk-right"})
+    yield from _serve(handler)
+
+
+@pytest.fixture()
+def fake_wrong_parser_server() -> Iterator[str]:
+    """FakeWrongParserServer: Qwen3.6 served with a parser that misses its XML tool calls (seed 004)."""
+    qwen = {"object": "list", "data": [{"id": "qwen3.6-35b-a3b", "root": "/m", "max_model_len": 131072}]}
+    text = (
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n"
+        "</tool_call>"
+    )
+    handler = type("FakeWrongParserServer", (_Handler,), {"models": qwen, "tool_text": text})
     yield from _serve(handler)
 
 
@@ -162,3 +177,19 @@ def test_wrong_and_right_api_key(fake_api_key_server: str, tmp_path: Path) -> No
     assert right.probe("models").status == "pass" and right.server.max_model_len == 2048
     assert right.probe("chat").status == "pass" and right.probe("streaming_usage").status == "pass"
     assert right.ok
+
+
+def test_tool_call_left_in_content_means_wrong_parser(fake_wrong_parser_server: str, tmp_path: Path) -> None:
+    report = run_checks(
+        fake_wrong_parser_server,
+        client="opencode",
+        model=None,
+        api_key=None,
+        settings=_settings(tmp_path),
+        probes=["tool_auto"],
+    )
+    probe = report.probe("tool_auto")
+    assert probe.status == "fail" and probe.required
+    assert "--tool-call-parser qwen3_coder" in (probe.fix or "")
+    assert report.server.auto_tool_choice is True
+    assert not report.ready

@@ -7,7 +7,7 @@ import socket
 from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 from llmdeck import __version__
 
@@ -77,6 +77,12 @@ class CheckReport(BaseModel):
     client: str | None = None
     server: ServerFacts
     probes: list[ProbeResult] = Field(default_factory=list)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ready(self) -> bool:
+        """No probe the chosen client needs has failed (also in the JSON)."""
+        return self.ok
 
     @property
     def failed_required(self) -> list[ProbeResult]:
