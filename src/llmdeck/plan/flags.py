@@ -154,7 +154,10 @@ def parse_vllm_flags(args: list[str] | tuple[str, ...]) -> VllmFlags:
             name = _normalize(name)
             if name.startswith("no-") and name[3:] in BOOLEAN_FLAGS:
                 raise UsageError(f"{tok}: a --no- flag takes no value.", hint=f"Write --{name} alone.")
-            flags.set(name, value)
+            if name in BOOLEAN_FLAGS:
+                flags.set(name, value.strip().lower() not in {"0", "false", "no", "off"})
+            else:
+                flags.set(name, value)
             i += 1
             continue
         name = _normalize(body)
