@@ -1,9 +1,290 @@
-"""CLI group: bench (stub; filled in by its issue)."""
+"""CLI group: `llmdeck bench` (serving benchmarks) and `llmdeck report` (re-render a result)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import typer
+
+from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
+
+BENCH_HELP = """Benchmark a server the way `vllm bench serve` does, plus server/host state and a verdict.
+
+TARGET is a URL (http://127.0.0.1:8000) or a server name from `llmdeck status`.
+
+Examples:
+
+  llmdeck bench mysrv --suite seeds                 # the seeds' scenarios (skips what exceeds max_model_len)
+
+  llmdeck bench http://127.0.0.1:8000 --input-len 2048 --output-len 512 --num-prompts 30 --request-rate 3
+
+  llmdeck bench mysrv --max-concurrency 1,4,16 --num-prompts 64   # a concurrency sweep
+
+  llmdeck bench mysrv --suite agent --slo ttft_p99=2s --out agent.json
+"""
+
+
+def _floats(values: list[str], flag: str) -> list[float | None]:
+    out: list[float | None] = []
+    for v in values:
+        for part in v.split(","):
+            p = part.strip().lower()
+            if not p:
+                continue
+            if p in {"inf", "none", "max"}:
+                out.append(None)
+                continue
+            try:
+                f = float(p)
+            except ValueError:
+                from llmdeck.errors import UsageError
+
+                raise UsageError(
+                    f"{flag} {part!r} is not a number.", hint=f"Use e.g. {flag} 1,2,4 or inf."
+                ) from None
+            if f <= 0:
+                from llmdeck.errors import UsageError
+
+                raise UsageError(f"{flag} must be positive, not {part!r}.", hint=f"Use e.g. {flag} 1 or inf.")
+            out.append(f)
+    return out
+
+
+class _RichProgress:
+    """Live progress on stderr."""
+
+    def __init__(self, console: Any) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.console = console
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("failed {task.fields[failed]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self.task: Any = None
+
+    def __enter__(self) -> _RichProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def scenario_start(self, index: int, total: int, spec: Any) -> None:
+        if self.task is not None:
+            self.progress.remove_task(self.task)
+        self.task = self.progress.add_task(
+            f"[{index + 1}/{total}] {spec.label()}",
+            total=spec.num_prompts if spec.duration_s is None else None,
+            failed=0,
+        )
+
+    def request_done(self, done: int, failed: int, total: int) -> None:
+        if self.task is not None:
+            self.progress.update(self.task, completed=done, failed=failed)
+
+    def scenario_end(self, result: Any) -> None:
+        from llmdeck.bench.render import scenario_row
+
+        row = scenario_row(result)
+        self.console.print(
+            f"[bold]{row[0]}[/]: {row[1]} ok/failed, TTFT mean {row[2]} p99 {row[3]}, TPOT mean {row[4]}, "
+            f"{row[5]} tok/s -> {row[6]}",
+            highlight=False,
+        )
+
+    def message(self, text: str) -> None:
+        self.console.print(f"[dim]{text}[/]", highlight=False)
+
+
+def bench(
+    ctx: typer.Context,
+    target: str = typer.Argument(..., help="Server URL or server name."),
+    suite: str | None = typer.Option(None, "--suite", help="Named preset: seeds, quick, agent, smoke."),
+    model: str | None = typer.Option(
+        None, "--model", help="Served model name (default: the server's first)."
+    ),
+    tokenizer: str | None = typer.Option(
+        None, "--tokenizer", help="Model folder with the tokenizer (default: the server's model folder)."
+    ),
+    workload: str = typer.Option("random", "--workload", help="random, shared-prefix, multi-turn or jsonl."),
+    prompts: Path | None = typer.Option(
+        None, "--prompts", help="JSONL prompt file (implies --workload jsonl)."
+    ),
+    endpoint: str = typer.Option("completions", "--endpoint", help="completions or chat (multi-turn: chat)."),
+    input_len: int = typer.Option(512, "--input-len", min=1, help="Prompt tokens (shared-prefix: suffix)."),
+    output_len: int = typer.Option(
+        256, "--output-len", min=1, help="Output tokens per request (max_tokens)."
+    ),
+    num_prompts: int | None = typer.Option(None, "--num-prompts", min=1, help="Requests per scenario [20]."),
+    range_ratio: float = typer.Option(
+        0.0, "--range-ratio", min=0.0, max=0.999, help="Length spread, like vLLM."
+    ),
+    prefix_len: int = typer.Option(2048, "--prefix-len", min=0, help="shared-prefix: fixed prefix tokens."),
+    num_turns: int = typer.Option(4, "--num-turns", min=1, help="multi-turn: turns per session."),
+    request_rate: list[str] = typer.Option(
+        [], "--request-rate", help="Arrivals/s (Poisson/gamma); comma list sweeps; inf = all at once."
+    ),
+    max_concurrency: list[str] = typer.Option(
+        [], "--max-concurrency", help="Client concurrency; comma list sweeps."
+    ),
+    burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape (1 = Poisson)."),
+    warmup: int = typer.Option(0, "--warmup", min=0, help="Warmup requests, not measured."),
+    duration: float | None = typer.Option(None, "--duration", help="Stop dispatching after N seconds."),
+    seed: int = typer.Option(0, "--seed", help="Seed for prompts and arrivals."),
+    no_ignore_eos: bool = typer.Option(False, "--no-ignore-eos", help="Let the model stop early."),
+    slo: list[str] = typer.Option(
+        [], "--slo", help="Verdict rule, e.g. ttft_p99=10s tpot_mean=150ms failed=0."
+    ),
+    goodput: list[str] = typer.Option(
+        [], "--goodput", help="vLLM goodput SLOs in ms: ttft:500 tpot:50 e2el:..."
+    ),
+    timeout_connect: float = typer.Option(10.0, "--timeout-connect", help="Connect timeout (s)."),
+    timeout_read: float = typer.Option(600.0, "--timeout-read", help="Longest silence in a stream (s)."),
+    timeout_total: float | None = typer.Option(None, "--timeout-total", help="Per-request limit (s)."),
+    metrics_interval: float = typer.Option(
+        1.0, "--metrics-interval", help="Sampling period of /metrics (s)."
+    ),
+    no_metrics: bool = typer.Option(False, "--no-metrics", help="Do not scrape the server's /metrics."),
+    out: Path | None = typer.Option(
+        None, "--out", help="Result JSON file [LLMDECK_RESULTS_DIR/bench-*.json]."
+    ),
+    json_out: bool = JSON_OPTION,
+) -> None:
+    """Benchmark a server (TTFT/TPOT/ITL/E2EL/throughput like vllm bench serve) and give a verdict."""
+    from datetime import datetime
+
+    from llmdeck.bench.metrics import parse_goodput
+    from llmdeck.bench.models import ScenarioSpec
+    from llmdeck.bench.render import render_result
+    from llmdeck.bench.runner import BenchOptions, resolve_target, run_bench
+    from llmdeck.bench.suites import get_suite
+    from llmdeck.bench.verdict import parse_slo
+    from llmdeck.client.types import Timeouts
+    from llmdeck.errors import OperationError, UsageError
+
+    settings = get_settings(ctx)
+    if prompts is not None:
+        workload = "jsonl"
+    if workload not in {"random", "shared-prefix", "multi-turn", "jsonl"}:
+        raise UsageError(
+            f"--workload {workload!r} is unknown.", hint="Use random, shared-prefix, multi-turn or jsonl."
+        )
+    if endpoint not in {"completions", "chat"}:
+        raise UsageError(f"--endpoint {endpoint!r} is unknown.", hint="Use completions or chat.")
+    if workload == "multi-turn":
+        endpoint = "chat"
+    try:
+        goodput_ms = parse_goodput(goodput)
+    except ValueError as exc:
+        raise UsageError(str(exc), hint="Write --goodput ttft:500 (milliseconds).") from exc
+    rules = parse_slo(slo)
+    rates = _floats(request_rate, "--request-rate") or [None]
+    concs = [None if c is None else int(c) for c in _floats(max_concurrency, "--max-concurrency")] or [None]
+
+    scenarios: list[ScenarioSpec]
+    if suite:
+        scenarios = get_suite(suite)
+        for s in scenarios:
+            s.seed = seed
+            if warmup:
+                s.warmup = warmup
+    else:
+        scenarios = []
+        for rate in rates:
+            for conc in concs:
+                if num_prompts:
+                    n = num_prompts
+                elif duration is None:
+                    n = 20
+                else:  # a pool of prompts, reused in turn when the duration outlasts it
+                    n = min(4096, int(rate * duration * 1.2) + 8) if rate else 256
+                try:
+                    spec = ScenarioSpec(
+                        name=f"{workload}-{input_len}-{output_len}",
+                        workload=workload,
+                        endpoint=endpoint,
+                        input_len=input_len,
+                        output_len=output_len,
+                        num_prompts=n,
+                        range_ratio=range_ratio,
+                        request_rate=rate,
+                        burstiness=burstiness,
+                        max_concurrency=conc,
+                        warmup=warmup,
+                        duration_s=duration,
+                        prefix_len=prefix_len if workload == "shared-prefix" else 0,
+                        num_turns=num_turns,
+                        jsonl_path=prompts,
+                        ignore_eos=not no_ignore_eos,
+                        seed=seed,
+                    )
+                except ValueError as exc:
+                    raise UsageError(
+                        f"Invalid bench parameters: {exc}", hint="See `llmdeck bench --help`."
+                    ) from exc
+                if len(rates) * len(concs) > 1:
+                    spec.name += f"-r{rate or 'inf'}-c{conc or 'inf'}"
+                scenarios.append(spec)
+
+    tgt = resolve_target(target, settings, model=model, tokenizer=tokenizer)
+    out_path = out or Path(settings.results_dir) / f"bench-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
+    options = BenchOptions(
+        slo=rules,
+        goodput_slos_ms=goodput_ms,
+        timeouts=Timeouts(connect=timeout_connect, read=timeout_read, total=timeout_total),
+        monitor_interval_s=metrics_interval,
+        scrape_metrics=not no_metrics,
+        out_path=out_path,
+        api_key=settings.api_key,
+    )
+    console = err_console()
+    console.print(f"[dim]benchmarking {tgt.base_url}; result file: {out_path}[/]", highlight=False)
+    try:
+        with _RichProgress(console) as progress:
+            result = run_bench(tgt, scenarios, options, progress=progress, suite=suite)
+    except KeyboardInterrupt:
+        console.print(f"interrupted: the partial result is in {out_path}", highlight=False)
+        raise
+    if json_out:
+        print_json(result)
+    else:
+        render_result(result, out_console())
+        console.print(f"[dim]result: {out_path}[/]", highlight=False)
+    if result.status == "aborted":
+        raise OperationError(
+            f"{result.error} Finished requests and the failures are saved in {out_path}.",
+            hint="Check the server's log (`llmdeck logs`), restart it, and run the bench again.",
+        )
+
+
+def report(
+    ctx: typer.Context,
+    result_file: Path = typer.Argument(..., help="A result JSON written by `llmdeck bench`."),
+    plot: Path | None = typer.Option(None, "--plot", help="Also draw TTFT/TPOT/throughput to a PNG."),
+    json_out: bool = JSON_OPTION,
+) -> None:
+    """Re-render a saved bench result (table, or --json; --plot needs matplotlib)."""
+    from llmdeck.bench.render import render_result
+    from llmdeck.bench.report import load_result, plot_result
+
+    result = load_result(result_file)
+    if plot is not None:
+        plot_result(result, plot)
+        err_console().print(f"[dim]plot written to {plot}[/]", highlight=False)
+    if json_out:
+        print_json(result)
+    else:
+        render_result(result, out_console())
 
 
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
+    app.command("bench", help=BENCH_HELP, no_args_is_help=True)(bench)
+    app.command("report", no_args_is_help=True)(report)

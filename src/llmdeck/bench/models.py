@@ -1,0 +1,241 @@
+"""Pydantic models of bench specs and results (the versioned JSON written by `llmdeck bench`)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from llmdeck import __version__
+
+BENCH_SCHEMA_VERSION = 1
+BENCH_RESULT_KIND = "llmdeck.bench.result"
+
+Workload = Literal["random", "shared-prefix", "multi-turn", "jsonl"]
+Endpoint = Literal["completions", "chat"]
+
+
+class ScenarioSpec(BaseModel):
+    """One load scenario: what to send and how fast."""
+
+    name: str
+    workload: Workload = "random"
+    endpoint: Endpoint = "completions"
+    input_len: int = Field(512, ge=1, description="Prompt tokens (random: exact; shared-prefix: suffix).")
+    output_len: int = Field(256, ge=1, description="max_tokens per request.")
+    num_prompts: int = Field(20, ge=1, description="Requests to send (excluding warmup).")
+    range_ratio: float = Field(0.0, ge=0.0, lt=1.0, description="Uniform length spread, like vLLM's.")
+    request_rate: float | None = Field(None, gt=0, description="Arrivals per second; None = all at once.")
+    burstiness: float = Field(1.0, gt=0, description="Gamma shape; 1 = Poisson.")
+    max_concurrency: int | None = Field(None, ge=1, description="Client-side semaphore.")
+    warmup: int = Field(0, ge=0, description="Warmup requests, excluded from the metrics.")
+    duration_s: float | None = Field(None, gt=0, description="Stop dispatching after this many seconds.")
+    prefix_len: int = Field(0, ge=0, description="shared-prefix: tokens of the fixed system prompt.")
+    num_turns: int = Field(4, ge=1, description="multi-turn: turns per session.")
+    jsonl_path: Path | None = None
+    ignore_eos: bool = True
+    seed: int = 0
+    description: str = ""
+
+    @property
+    def max_context(self) -> int:
+        """Longest context a request of this scenario needs (prompt + output)."""
+        hi_in = int(self.input_len * (1 + self.range_ratio)) + 1 if self.range_ratio else self.input_len
+        hi_out = int(self.output_len * (1 + self.range_ratio)) + 1 if self.range_ratio else self.output_len
+        base = hi_in + self.prefix_len
+        if self.workload == "multi-turn":
+            base = self.num_turns * (hi_in + hi_out) - hi_out + 16 * self.num_turns
+        return base + hi_out
+
+    def label(self) -> str:
+        load = f"@{self.request_rate:g} req/s" if self.request_rate else "@inf"
+        if self.max_concurrency:
+            load += f" c{self.max_concurrency}"
+        extra = ""
+        if self.workload == "shared-prefix":
+            extra = f" prefix {self.prefix_len}"
+        elif self.workload == "multi-turn":
+            extra = f" {self.num_turns} turns"
+        elif self.workload == "jsonl":
+            extra = " jsonl"
+        return f"{self.input_len}/{self.output_len} x{self.num_prompts} {load}{extra}"
+
+
+class RequestRecord(BaseModel):
+    """One measured request; times are seconds relative to the scenario's start."""
+
+    index: int
+    ok: bool
+    error: str | None = None
+    error_kind: str | None = Field(None, description="unreachable/http/malformed/timeout/dropped/not_run/...")
+    session: int | None = None
+    turn: int | None = None
+    arrival: float | None = Field(None, description="When the request became due (schedule).")
+    start: float | None = Field(None, description="When the POST was sent (after any client queueing).")
+    queue_time: float | None = Field(None, description="start - arrival: client-side wait, not in TTFT.")
+    ttft: float | None = None
+    latency: float | None = Field(None, description="E2EL: last output chunk - start.")
+    end: float | None = Field(None, description="When the request finished or failed.")
+    itl: list[float] = Field(default_factory=list)
+    prompt_len: int = Field(0, description="Prompt tokens the workload built.")
+    prompt_tokens: int | None = Field(None, description="usage.prompt_tokens from the server.")
+    output_len: int = Field(0, description="max_tokens asked for.")
+    output_tokens: int | None = Field(None, description="usage.completion_tokens from the server.")
+    num_chunks: int = 0
+    finish_reason: str | None = None
+
+
+class Stats(BaseModel):
+    """Distribution of one latency metric in milliseconds (numpy's default percentiles)."""
+
+    n: int
+    mean: float
+    median: float
+    std: float
+    percentiles: dict[str, float] = Field(description='e.g. {"p50": .., "p90": .., "p99": ..}')
+
+    def p(self, q: int | float) -> float | None:
+        return self.percentiles.get(f"p{q:g}")
+
+
+class ScenarioMetrics(BaseModel):
+    """The numbers `vllm bench serve` prints, plus exact peaks and client queue time."""
+
+    completed: int
+    failed: int
+    duration_s: float
+    total_input_tokens: int
+    total_output_tokens: int
+    request_throughput: float
+    output_throughput: float
+    total_token_throughput: float
+    request_goodput: float | None = None
+    goodput_slos_ms: dict[str, float] = Field(default_factory=dict)
+    ttft_ms: Stats | None = None
+    tpot_ms: Stats | None = None
+    itl_ms: Stats | None = None
+    e2el_ms: Stats | None = None
+    queue_time_ms: Stats | None = None
+    peak_concurrency: int = Field(0, description="Exact: most requests in flight at one instant.")
+    peak_output_tokens_per_s: float = Field(0.0, description="Exact: most output tokens in any 1-s window.")
+    vllm_compatible_peak_concurrent_requests: int = Field(
+        0, description="vLLM's 1-s-bucket count (over-counts; shown only for comparison)."
+    )
+    vllm_compatible_peak_output_tokens_per_s: float = Field(
+        0.0, description="vLLM's 1-s-bucket chunk count (for comparison)."
+    )
+    output_tokens_from_chunks: int = Field(
+        0, description="Requests whose usage was missing (chunk count used)."
+    )
+    prompt_len_mismatches: int = Field(0, description="Requests where usage.prompt_tokens != built length.")
+
+
+class ServerMetricsSummary(BaseModel):
+    """Deltas and ranges of the server's /metrics over a scenario."""
+
+    engine: str | None = Field(None, description="vllm / sglang / llamacpp, from the metric names seen.")
+    samples: int = 0
+    interval_s: float = 0.0
+    running_max: float | None = None
+    running_mean: float | None = None
+    waiting_max: float | None = None
+    waiting_mean: float | None = None
+    waiting_last: float | None = None
+    waiting_never_drained: bool | None = None
+    kv_cache_usage_max_pct: float | None = None
+    prefix_cache_hit_rate_pct: float | None = None
+    preemptions: float | None = None
+    prompt_tokens_per_s: float | None = None
+    generation_tokens_per_s: float | None = None
+    not_reported: list[str] = Field(default_factory=list, description="Metrics the server did not expose.")
+    note: str | None = None
+
+
+class GpuMemory(BaseModel):
+    index: int
+    name: str
+    used_gib_max: float | None = None
+    total_gib: float | None = None
+    note: str | None = Field(None, description='e.g. "not reported by NVML" (GB10); never 0 for unknown.')
+
+
+class HostSummary(BaseModel):
+    """Host memory during a scenario (MemAvailable, swap, page cache, GPU memory)."""
+
+    samples: int = 0
+    mem_available_gib_min: float | None = None
+    mem_available_gib_start: float | None = None
+    swap_used_gib_max: float | None = None
+    page_cache_gib_max: float | None = None
+    gpus: list[GpuMemory] = Field(default_factory=list)
+    gpu_note: str | None = None
+
+
+class VerdictCheck(BaseModel):
+    rule: str
+    metric: str
+    value: float | None
+    limit: float
+    unit: str
+    passed: bool | None = Field(description="None when the metric is not available.")
+    says: str = Field(description="What a failure means, e.g. 'not for multi-user'.")
+
+
+class Verdict(BaseModel):
+    label: str = Field(description='"ok" or the failed rules in words.')
+    passed: bool
+    checks: list[VerdictCheck] = Field(default_factory=list)
+
+
+ScenarioStatus = Literal["pending", "running", "done", "skipped", "failed", "interrupted"]
+
+
+class ScenarioResult(BaseModel):
+    spec: ScenarioSpec
+    status: ScenarioStatus = "pending"
+    skip_reason: str | None = None
+    error: str | None = None
+    started_at: datetime | None = None
+    metrics: ScenarioMetrics | None = None
+    server_metrics: ServerMetricsSummary | None = None
+    host: HostSummary | None = None
+    verdict: Verdict | None = None
+    requests: list[RequestRecord] = Field(default_factory=list)
+
+
+class TargetInfo(BaseModel):
+    base_url: str
+    server_name: str | None = None
+    model: str
+    tokenizer: str | None = None
+    max_model_len: int | None = None
+    server_version: str | None = None
+    server_args: list[str] | None = Field(None, description="argv of the server when llmdeck started it.")
+
+
+class HostFacts(BaseModel):
+    hostname: str
+    platform: str
+    python: str
+    cpu_count: int | None
+    mem_total_gib: float | None
+    gpus: list[str] = Field(default_factory=list)
+
+
+class BenchResult(BaseModel):
+    """The whole result file (``schema_version`` bumps on breaking changes)."""
+
+    schema_version: int = BENCH_SCHEMA_VERSION
+    kind: str = BENCH_RESULT_KIND
+    llmdeck_version: str = __version__
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    finished_at: datetime | None = None
+    status: Literal["running", "complete", "interrupted", "aborted"] = "running"
+    error: str | None = None
+    suite: str | None = None
+    target: TargetInfo
+    host: HostFacts
+    slo: dict[str, float] = Field(default_factory=dict, description="Verdict limits in effect.")
+    scenarios: list[ScenarioResult] = Field(default_factory=list)

@@ -1,0 +1,77 @@
+"""Reading a server's Prometheus ``/metrics`` page (vLLM, SGLang, llama.cpp names).
+
+Only the few samples we use are kept: lines are filtered by name before the (pure-Python)
+``prometheus_client`` parser sees them, so sampling every second stays cheap even on pages with
+hundreds of histogram buckets. Values of the same name are summed across label sets (engines).
+A name that is absent means "not reported", never zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# logical name -> sample names per engine, in preference order
+SAMPLE_NAMES: dict[str, tuple[str, ...]] = {
+    "running": ("vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing"),
+    "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred"),
+    "kv_usage": ("vllm:kv_cache_usage_perc", "sglang:token_usage", "llamacpp:kv_cache_usage_ratio"),
+    "prefix_queries": ("vllm:prefix_cache_queries_total",),
+    "prefix_hits": ("vllm:prefix_cache_hits_total",),
+    "cache_hit_rate": ("sglang:cache_hit_rate",),
+    "preemptions": ("vllm:num_preemptions_total",),
+    "prompt_tokens": (
+        "vllm:prompt_tokens_total",
+        "sglang:prompt_tokens_total",
+        "llamacpp:prompt_tokens_total",
+    ),
+    "generation_tokens": (
+        "vllm:generation_tokens_total",
+        "sglang:generation_tokens_total",
+        "llamacpp:tokens_predicted_total",
+    ),
+}
+_WANTED: dict[str, str] = {name: key for key, names in SAMPLE_NAMES.items() for name in names}
+
+
+@dataclass
+class MetricsSnapshot:
+    """One scrape: logical name -> value (summed over label sets), plus which engine it came from."""
+
+    t: float
+    values: dict[str, float] = field(default_factory=dict)
+    engine: str | None = None
+
+
+def _filter(text: str) -> str:
+    keep: list[str] = []
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        end = len(line)
+        for sep in ("{", " "):
+            i = line.find(sep)
+            if 0 <= i < end:
+                end = i
+        if line[:end] in _WANTED:
+            keep.append(line)
+    return "\n".join(keep) + "\n"
+
+
+def parse_metrics(text: str, t: float = 0.0) -> MetricsSnapshot:
+    """Parse a /metrics page into a snapshot of the values llmdeck reports."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    snap = MetricsSnapshot(t=t)
+    sums: dict[str, float] = {}
+    for family in text_string_to_metric_families(_filter(text)):
+        for sample in family.samples:
+            if sample.name in _WANTED:
+                sums[sample.name] = sums.get(sample.name, 0.0) + float(sample.value)
+    for key, names in SAMPLE_NAMES.items():
+        for name in names:
+            if name in sums:
+                snap.values[key] = sums[name]
+                if snap.engine is None:
+                    snap.engine = name.split(":", 1)[0]
+                break
+    return snap

@@ -1,0 +1,80 @@
+"""Loading saved results (`llmdeck report`) and an optional plot (matplotlib, if installed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from llmdeck.bench.models import BENCH_RESULT_KIND, BENCH_SCHEMA_VERSION, BenchResult
+from llmdeck.errors import MissingDependencyError, ResultFileError
+
+
+def load_result(path: Path) -> BenchResult:
+    """Read and validate a result file. Raises ResultFileError (exit 2) with what is wrong."""
+    p = Path(path)
+    if not p.is_file():
+        raise ResultFileError(
+            f"{p} does not exist or is not a file.", hint="Pass a file written by `llmdeck bench`."
+        )
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ResultFileError(
+            f"{p} is not a JSON file ({exc}).", hint="Pass a file written by `llmdeck bench`."
+        ) from exc
+    if not isinstance(data, dict) or data.get("kind") != BENCH_RESULT_KIND:
+        kind = data.get("kind") if isinstance(data, dict) else None
+        raise ResultFileError(
+            f'{p} is not an llmdeck bench result (its "kind" is {kind!r}).',
+            hint="Pass a file written by `llmdeck bench --out`.",
+        )
+    version = data.get("schema_version")
+    if version != BENCH_SCHEMA_VERSION:
+        raise ResultFileError(
+            f"{p} has result schema version {version!r}; this llmdeck reads version {BENCH_SCHEMA_VERSION}.",
+            hint="Re-render it with the llmdeck version that wrote it, or run the bench again.",
+        )
+    try:
+        return BenchResult.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        raise ResultFileError(
+            f"{p} is not a valid bench result: {where}: {first.get('msg')}.",
+            hint="The file may be truncated or edited by hand; run the bench again.",
+        ) from exc
+
+
+def plot_result(result: BenchResult, out: Path) -> None:
+    """TTFT of each request over time (one series per scenario) and output tok/s per scenario."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "--plot needs matplotlib, which is not installed.",
+            hint="pip install 'llmdeck[plot]' (or matplotlib).",
+        ) from exc
+    done = [sr for sr in result.scenarios if sr.metrics is not None]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for sr in done:
+        pts = [(r.start, r.ttft) for r in sr.requests if r.ok and r.start is not None and r.ttft is not None]
+        if pts:
+            ax1.scatter([p[0] for p in pts], [p[1] for p in pts], s=10, label=sr.spec.label())
+    ax1.set_xlabel("request start (s from scenario start)")
+    ax1.set_ylabel("TTFT (s)")
+    ax1.set_title("TTFT per request")
+    if done:
+        ax1.legend(fontsize=7)
+    labels = [sr.spec.label() for sr in done]
+    ax2.barh(labels, [sr.metrics.output_throughput if sr.metrics else 0.0 for sr in done])
+    ax2.set_xlabel("output tok/s")
+    ax2.set_title("Output throughput")
+    fig.tight_layout()
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)

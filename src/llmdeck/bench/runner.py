@@ -1,0 +1,321 @@
+"""Running a list of scenarios against one server and writing the result file as it goes.
+
+The result file is rewritten atomically at most once a second while requests finish, and once
+more at the end; when the run is interrupted (Ctrl-C) or the server dies, the last write holds
+every finished request and marks the rest failed (``error_kind`` ``interrupted``/``aborted``/
+``not_run``), with ``status`` saying what happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from llmdeck.bench.load import ScenarioRun, ServerGone
+from llmdeck.bench.metrics import compute_metrics
+from llmdeck.bench.models import (
+    BenchResult,
+    RequestRecord,
+    ScenarioResult,
+    ScenarioSpec,
+    TargetInfo,
+)
+from llmdeck.bench.monitor import Monitor, host_facts
+from llmdeck.bench.verdict import DEFAULT_SLO, judge
+from llmdeck.bench.workloads import build_workload, load_tokenizer
+from llmdeck.client.errors import ClientEndpointError
+from llmdeck.client.openai import OpenAIClient
+from llmdeck.client.types import Timeouts
+from llmdeck.errors import OperationError, UsageError
+from llmdeck.util.atomic import atomic_write_json
+from llmdeck.util.net import normalize_base_url
+
+
+class Progress(Protocol):
+    """Receives live progress (the CLI draws it on stderr)."""
+
+    def scenario_start(self, index: int, total: int, spec: ScenarioSpec) -> None: ...
+    def request_done(self, done: int, failed: int, total: int) -> None: ...
+    def scenario_end(self, result: ScenarioResult) -> None: ...
+    def message(self, text: str) -> None: ...
+
+
+@dataclass
+class BenchOptions:
+    """How to run: verdict limits, goodput SLOs, timeouts, sampling, where to write."""
+
+    slo: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SLO))
+    goodput_slos_ms: dict[str, float] = field(default_factory=dict)
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    monitor_interval_s: float = 1.0
+    scrape_metrics: bool = True
+    out_path: Path | None = None
+    api_key: str | None = None
+
+
+class ResultWriter:
+    """Atomic, throttled writes of the result file."""
+
+    def __init__(self, path: Path | None, result: BenchResult, min_interval_s: float = 1.0) -> None:
+        self.path = path
+        self.result = result
+        self.min_interval_s = min_interval_s
+        self._last = 0.0
+
+    def write(self) -> None:
+        if self.path is None:
+            return
+        atomic_write_json(self.path, self.result)
+        self._last = time.monotonic()
+
+    def maybe_write(self) -> None:
+        if self.path is not None and time.monotonic() - self._last >= self.min_interval_s:
+            self.write()
+
+
+def is_url(target: str) -> bool:
+    t = target.strip()
+    return "://" in t or ":" in t or t.startswith("localhost") or t.replace(".", "").isdigit()
+
+
+def resolve_target(
+    target: str, settings: Any, *, model: str | None = None, tokenizer: str | None = None
+) -> TargetInfo:
+    """A URL or a server name (from ``llmdeck up``) -> what to bench."""
+    if is_url(target):
+        return TargetInfo(base_url=normalize_base_url(target), model=model or "", tokenizer=tokenizer)
+    from llmdeck.runtime.state import StateStore
+
+    rec = StateStore(settings.servers_dir).load(target)
+    tok = tokenizer
+    if tok is None and Path(rec.spec.model).expanduser().is_dir():
+        tok = str(Path(rec.spec.model).expanduser())
+    return TargetInfo(
+        base_url=rec.base_url,
+        server_name=rec.name,
+        model=model or rec.served_model_name,
+        tokenizer=tok,
+        server_args=list(rec.argv),
+    )
+
+
+async def probe_target(client: OpenAIClient, target: TargetInfo) -> None:
+    """Fill the model name, ``max_model_len`` and server version from the server itself."""
+    try:
+        models = await client.models()
+    except ClientEndpointError as exc:
+        raise type(exc)(
+            f"Cannot bench {target.base_url}: {exc.message}",
+            hint=exc.hint or "Check that the server is running.",
+            url=target.base_url,
+        ) from exc
+    if not models:
+        raise OperationError(
+            f"{target.base_url}/v1/models lists no model.", hint="Check that the server finished loading."
+        )
+    ids = [str(m.get("id")) for m in models]
+    if not target.model:
+        target.model = ids[0]
+    elif target.model not in ids:
+        raise UsageError(
+            f"The server at {target.base_url} does not serve {target.model!r} (it serves: {', '.join(ids)}).",
+            hint="Pass --model with one of those names.",
+        )
+    entry = next(m for m in models if str(m.get("id")) == target.model)
+    mml = entry.get("max_model_len")
+    target.max_model_len = int(mml) if isinstance(mml, int | float) else None
+    if target.tokenizer is None:
+        root = entry.get("root")
+        if isinstance(root, str) and Path(root).expanduser().is_dir():
+            target.tokenizer = root
+    target.server_version = await client.version()
+
+
+def new_result(
+    target: TargetInfo, scenarios: list[ScenarioSpec], options: BenchOptions, suite: str | None
+) -> BenchResult:
+    return BenchResult(
+        suite=suite,
+        target=target,
+        host=host_facts(),
+        slo=dict(options.slo),
+        scenarios=[ScenarioResult(spec=s) for s in scenarios],
+    )
+
+
+async def run_bench_async(
+    target: TargetInfo,
+    scenarios: list[ScenarioSpec],
+    options: BenchOptions,
+    *,
+    tokenizer: Any | None = None,
+    progress: Progress | None = None,
+    suite: str | None = None,
+) -> BenchResult:
+    """Run every scenario; returns the result (``status`` ``aborted`` when the server died).
+
+    Cancellation (Ctrl-C) writes the partial result and propagates."""
+    result = new_result(target, scenarios, options, suite)
+    writer = ResultWriter(options.out_path, result)
+    async with OpenAIClient(target.base_url, api_key=options.api_key, timeouts=options.timeouts) as client:
+        await probe_target(client, target)
+        if tokenizer is None and target.tokenizer and any(s.workload != "jsonl" for s in scenarios):
+            if progress:
+                progress.message(f"loading tokenizer from {target.tokenizer}")
+            tokenizer = await asyncio.to_thread(load_tokenizer, target.tokenizer)
+        writer.write()
+        try:
+            for i, sr in enumerate(result.scenarios):
+                spec = sr.spec
+                mml = target.max_model_len
+                if mml is not None and spec.max_context > mml:
+                    sr.status = "skipped"
+                    sr.skip_reason = (
+                        f"needs {spec.max_context} tokens of context but the server's max_model_len is {mml}"
+                    )
+                    if progress:
+                        progress.scenario_end(sr)
+                    writer.write()
+                    continue
+                if progress:
+                    progress.scenario_start(i, len(result.scenarios), spec)
+                await _run_scenario(client, target, sr, options, tokenizer, writer, progress)
+                if progress:
+                    progress.scenario_end(sr)
+            result.status = "complete"
+        except ServerGone as exc:
+            result.status = "aborted"
+            result.error = f"The run stopped: {exc}."
+            for sr in result.scenarios:
+                if sr.status == "pending":
+                    sr.status = "skipped"
+                    sr.skip_reason = "not run: the server went away"
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            result.status = "interrupted"
+            result.error = "The run was interrupted."
+            for sr in result.scenarios:
+                if sr.status == "pending":
+                    sr.status = "skipped"
+                    sr.skip_reason = "not run: interrupted"
+            result.finished_at = datetime.now(UTC)
+            writer.write()
+            raise
+        result.finished_at = datetime.now(UTC)
+        writer.write()
+    return result
+
+
+async def _run_scenario(
+    client: OpenAIClient,
+    target: TargetInfo,
+    sr: ScenarioResult,
+    options: BenchOptions,
+    tokenizer: Any | None,
+    writer: ResultWriter,
+    progress: Progress | None,
+) -> None:
+    spec = sr.spec
+    sr.status = "running"
+    sr.started_at = datetime.now(UTC)
+    items = await asyncio.to_thread(build_workload, spec, tokenizer)
+    warm = []
+    if spec.warmup:
+        warm = await asyncio.to_thread(
+            build_workload, spec.model_copy(update={"seed": spec.seed + 1}), tokenizer, spec.warmup
+        )
+    total = len(items) if spec.duration_s is None else 0
+    failed = 0
+
+    def on_record(rec: RequestRecord) -> None:
+        nonlocal failed
+        sr.requests.append(rec)
+        if not rec.ok:
+            failed += 1
+        if progress:
+            progress.request_done(len(sr.requests), failed, total or max(run.dispatched, len(sr.requests)))
+        writer.maybe_write()
+
+    run = ScenarioRun(client, spec, target.model, items, warmup_items=warm, on_record=on_record)
+    if warm:
+        if progress:
+            progress.message(f"warmup: {len(warm)} request(s)")
+        await run.warmup()
+    monitor = Monitor(
+        client, options.monitor_interval_s, scrape_metrics=options.scrape_metrics, on_failure=run.check_server
+    )
+    await monitor.start()
+    stop_kind: str | None = None
+    reason = ""
+    duration: float | None = None
+    try:
+        duration = await run.run()
+    except ServerGone as exc:
+        stop_kind, reason = "aborted", str(exc)
+        raise
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        stop_kind, reason = "interrupted", "the run was interrupted"
+        raise
+    finally:
+        if stop_kind is not None:
+            sr.requests.extend(run.unfinished(stop_kind, reason))
+            sr.status = "failed" if stop_kind == "aborted" else "interrupted"
+            sr.error = reason
+        if duration is None:
+            duration = max(run.t_last - run.t0, 1e-9)
+        try:
+            server_sum, host_sum = await asyncio.wait_for(monitor.stop(), timeout=5.0)
+        except (TimeoutError, asyncio.CancelledError):
+            server_sum, host_sum = monitor.summaries()
+        sr.server_metrics, sr.host = server_sum, host_sum
+        sr.requests.sort(key=lambda r: r.index)
+        check_prompt = spec.endpoint == "completions"
+        sr.metrics = compute_metrics(
+            sr.requests if check_prompt else [r.model_copy(update={"prompt_len": 0}) for r in sr.requests],
+            duration,
+            goodput_slos_ms=options.goodput_slos_ms,
+        )
+        sr.verdict = judge(sr.metrics, sr.server_metrics, options.slo)
+        if stop_kind is None:
+            sr.status = "done"
+        writer.write()
+
+
+def run_bench(
+    target: TargetInfo,
+    scenarios: list[ScenarioSpec],
+    options: BenchOptions,
+    *,
+    tokenizer: Any | None = None,
+    progress: Progress | None = None,
+    suite: str | None = None,
+) -> BenchResult:
+    """Synchronous wrapper of :func:`run_bench_async`."""
+    return asyncio.run(
+        run_bench_async(target, scenarios, options, tokenizer=tokenizer, progress=progress, suite=suite)
+    )
+
+
+def run_smoke_bench(
+    base_url: str,
+    model: str,
+    tokenizer_dir: Path | None,
+    settings: Any,
+    *,
+    out_path: Path | None = None,
+    progress: Progress | None = None,
+) -> BenchResult:
+    """The quickstart's short bench (suite ``smoke``: 6 short requests, 2 at a time; ~20 s on the
+    tiny CPU model). Raises an EndpointError when the server is unreachable."""
+    from llmdeck.bench.suites import get_suite
+
+    target = TargetInfo(
+        base_url=normalize_base_url(base_url),
+        model=model,
+        tokenizer=str(tokenizer_dir) if tokenizer_dir else None,
+    )
+    options = BenchOptions(out_path=out_path, api_key=getattr(settings, "api_key", None))
+    return run_bench(target, get_suite("smoke"), options, progress=progress, suite="smoke")

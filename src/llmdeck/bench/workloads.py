@@ -1,0 +1,228 @@
+"""Workloads: what each request sends.
+
+* ``random``: prompts of an exact token length, built like vLLM's RandomDataset (token ids from the
+  vocabulary minus special tokens, decode -> re-encode -> trim/extend until the length holds),
+  lengths spread uniformly by ``range_ratio``.
+* ``shared-prefix``: one fixed prefix of ``prefix_len`` tokens (an agent's system prompt) + a
+  different suffix of ``input_len`` tokens per request: the prefix-cache case.
+* ``multi-turn``: chat sessions of ``num_turns`` turns; each turn appends a user message of
+  ``input_len`` tokens and the model's reply, so the context grows.
+* ``jsonl``: one request per line: ``{"prompt": "..."}`` or ``{"messages": [...]}``, optional
+  ``"max_tokens"``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from llmdeck.bench.models import ScenarioSpec
+from llmdeck.errors import ConfigError, ModelPathError, UsageError
+
+
+@dataclass
+class WorkItem:
+    index: int
+    output_len: int
+    prompt: str | None = None  # completions
+    messages: list[dict[str, Any]] | None = None  # chat (fixed)
+    user_text: str | None = None  # multi-turn: the user message of this turn
+    prompt_len: int = 0
+    session: int | None = None
+    turn: int | None = None
+
+
+def load_tokenizer(path_or_id: str | Path) -> Any:
+    """``transformers.AutoTokenizer`` from a model folder (or a local hub cache id)."""
+    try:
+        from transformers import AutoTokenizer
+    except ImportError as exc:  # pragma: no cover - transformers comes with the cpu extra
+        raise UsageError(
+            "Building exact-length prompts needs the `transformers` package, which is not installed.",
+            hint="Install llmdeck with the cpu extra, or use `--workload jsonl`.",
+        ) from exc
+    p = Path(path_or_id).expanduser()
+    try:
+        return AutoTokenizer.from_pretrained(str(p) if p.exists() else str(path_or_id), local_files_only=True)
+    except Exception as exc:
+        raise ModelPathError(
+            f"Cannot load a tokenizer from {str(path_or_id)!r} ({type(exc).__name__}: {str(exc)[:200]}).",
+            hint="Pass --tokenizer with the served model's folder (the one holding tokenizer.json).",
+        ) from exc
+
+
+class PromptMaker:
+    """Exact-length random text, reproducible from a seed (vLLM's RandomDataset procedure)."""
+
+    def __init__(self, tokenizer: Any, seed: int = 0) -> None:
+        self.tok = tokenizer
+        self.rng = np.random.default_rng(seed)
+        vocab = int(tokenizer.vocab_size)
+        special = set(int(i) for i in (tokenizer.all_special_ids or []))
+        self.allowed = np.array([i for i in range(vocab) if i not in special], dtype=np.int64)
+        self.vocab = vocab
+
+    def fit(self, ids: list[int], target: int, max_retry: int = 10) -> tuple[str, int]:
+        """decode -> re-encode -> trim/extend until the text encodes to ``target`` tokens."""
+        tries = max_retry
+        while True:
+            text: str = self.tok.decode(ids)
+            ids = list(self.tok.encode(text, add_special_tokens=False))
+            if len(ids) == target or tries <= 0:
+                return text, len(ids)
+            if len(ids) < target:
+                ids.extend(
+                    int(x) for x in self.allowed[self.rng.integers(0, len(self.allowed), target - len(ids))]
+                )
+            else:
+                ids = ids[:target]
+            tries -= 1
+
+    def ids(self, n: int, offset: int) -> list[int]:
+        a = self.allowed
+        return [int(x) for x in a[(offset + np.arange(n)) % len(a)]]
+
+    def text(self, n: int, offset: int | None = None, prefix: list[int] | None = None) -> tuple[str, int]:
+        off = int(self.rng.integers(0, self.vocab)) if offset is None else offset
+        pre = prefix or []
+        return self.fit(pre + self.ids(n, off), len(pre) + n)
+
+
+def sample_lengths(spec: ScenarioSpec, n: int, rng: np.random.Generator) -> tuple[list[int], list[int]]:
+    r = spec.range_ratio
+    in_lo, in_hi = math.floor(spec.input_len * (1 - r)), math.ceil(spec.input_len * (1 + r))
+    out_lo, out_hi = (
+        max(1, math.floor(spec.output_len * (1 - r))),
+        max(1, math.ceil(spec.output_len * (1 + r))),
+    )
+    ins = rng.integers(max(1, in_lo), max(1, in_hi) + 1, size=n)
+    outs = rng.integers(out_lo, out_hi + 1, size=n)
+    return [int(x) for x in ins], [int(x) for x in outs]
+
+
+def build_workload(spec: ScenarioSpec, tokenizer: Any | None, count: int | None = None) -> list[WorkItem]:
+    """The requests of a scenario (``count`` defaults to ``spec.num_prompts``)."""
+    n = count if count is not None else spec.num_prompts
+    if spec.workload == "jsonl":
+        return _jsonl(spec, tokenizer, n)
+    if tokenizer is None and spec.workload == "random":
+        return _approximate(spec, n)
+    if tokenizer is None:
+        raise UsageError(
+            f"The {spec.workload!r} workload needs the served model's tokenizer to build prompts of exact "
+            "token length, and none is known.",
+            hint="Pass --tokenizer PATH (the model folder), or bench a server started by llmdeck.",
+        )
+    maker = PromptMaker(tokenizer, spec.seed)
+    ins, outs = sample_lengths(spec, n, maker.rng)
+    offsets = maker.rng.integers(0, maker.vocab, size=n)
+    items: list[WorkItem] = []
+    if spec.workload == "random":
+        for i in range(n):
+            text, plen = maker.fit(maker.ids(ins[i], int(offsets[i]) + i), ins[i])
+            items.append(WorkItem(index=i, output_len=outs[i], prompt_len=plen, **_as(spec, text)))
+    elif spec.workload == "shared-prefix":
+        prefix_text, plen_prefix = maker.text(spec.prefix_len) if spec.prefix_len else ("", 0)
+        prefix_ids = list(tokenizer.encode(prefix_text, add_special_tokens=False)) if prefix_text else []
+        for i in range(n):
+            if spec.endpoint == "chat":
+                suffix, slen = maker.fit(maker.ids(ins[i], int(offsets[i]) + i), ins[i])
+                msgs = [{"role": "system", "content": prefix_text}, {"role": "user", "content": suffix}]
+                items.append(
+                    WorkItem(index=i, output_len=outs[i], messages=msgs, prompt_len=plen_prefix + slen)
+                )
+            else:
+                text, plen = maker.fit(
+                    prefix_ids + maker.ids(ins[i], int(offsets[i]) + i), len(prefix_ids) + ins[i]
+                )
+                items.append(WorkItem(index=i, output_len=outs[i], prompt=text, prompt_len=plen))
+    elif spec.workload == "multi-turn":
+        turns = spec.num_turns
+        for i in range(n):
+            text, plen = maker.fit(maker.ids(ins[i], int(offsets[i]) + i), ins[i])
+            items.append(
+                WorkItem(
+                    index=i,
+                    output_len=outs[i],
+                    user_text=text,
+                    prompt_len=plen,
+                    session=i // turns,
+                    turn=i % turns,
+                )
+            )
+    return items
+
+
+_WORDS = "the of and to in is that for it as with was on be by at this from or an are not".split()  # noqa: SIM905
+
+
+def _approximate(spec: ScenarioSpec, n: int) -> list[WorkItem]:
+    """Without a tokenizer: common one-token words (length approximate; ``prompt_len`` 0 = unknown,
+    the server's usage.prompt_tokens is used instead)."""
+    rng = np.random.default_rng(spec.seed)
+    ins, outs = sample_lengths(spec, n, rng)
+    items = []
+    for i in range(n):
+        words = [_WORDS[(i + k * 7) % len(_WORDS)] for k in range(ins[i])]
+        items.append(WorkItem(index=i, output_len=outs[i], prompt_len=0, **_as(spec, " ".join(words))))
+    return items
+
+
+def _as(spec: ScenarioSpec, text: str) -> dict[str, Any]:
+    if spec.endpoint == "chat":
+        return {"messages": [{"role": "user", "content": text}]}
+    return {"prompt": text}
+
+
+def _jsonl(spec: ScenarioSpec, tokenizer: Any | None, n: int) -> list[WorkItem]:
+    path = spec.jsonl_path
+    if path is None or not Path(path).is_file():
+        raise UsageError(
+            f"The jsonl workload needs a prompt file; {str(path)!r} is not a file.",
+            hint='Pass --prompts FILE.jsonl with one {"prompt": "..."} or {"messages": [...]} per line.',
+        )
+    rows: list[dict[str, Any]] = []
+    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"{path}:{lineno} is not JSON ({exc.msg}).", hint="Write one JSON object per line."
+            ) from exc
+        if not isinstance(row, dict) or not ("prompt" in row or "messages" in row):
+            raise ConfigError(
+                f'{path}:{lineno} has neither "prompt" nor "messages".',
+                hint='Each line must be {"prompt": ".."} or {"messages": [{"role": "user", "content": ..}]}.',
+            )
+        rows.append(row)
+    if not rows:
+        raise ConfigError(f"{path} holds no prompts.", hint="Add at least one JSON line.")
+    items: list[WorkItem] = []
+    for i in range(n):
+        row = rows[i % len(rows)]
+        out = int(row.get("max_tokens") or row.get("output_len") or spec.output_len)
+        if "messages" in row:
+            msgs = row["messages"]
+            items.append(WorkItem(index=i, output_len=out, messages=msgs))
+        else:
+            prompt = str(row["prompt"])
+            plen = len(tokenizer.encode(prompt, add_special_tokens=False)) if tokenizer is not None else 0
+            if spec.endpoint == "chat":
+                items.append(
+                    WorkItem(
+                        index=i,
+                        output_len=out,
+                        messages=[{"role": "user", "content": prompt}],
+                        prompt_len=plen,
+                    )
+                )
+            else:
+                items.append(WorkItem(index=i, output_len=out, prompt=prompt, prompt_len=plen))
+    return items

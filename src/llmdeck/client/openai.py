@@ -1,0 +1,438 @@
+"""An async OpenAI-compatible client built for measurement (httpx + a cheap SSE parser).
+
+Usage::
+
+    async with OpenAIClient("http://127.0.0.1:8000", api_key=None) as client:
+        res = await client.stream_completion("tiny-qwen3", "Hello", max_tokens=16, ignore_eos=True)
+        print(res.ttft, res.itl, res.completion_tokens)
+
+Streams ask for ``stream_options.include_usage``; each chunk is parsed with ``json.loads`` and a
+few dict lookups only (no per-chunk validation), and stamped with ``time.perf_counter()`` when
+its bytes arrive. Every failure is a :class:`llmdeck.client.errors.ClientEndpointError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+from llmdeck.client.errors import (
+    ClientEndpointError,
+    ConnectionDroppedError,
+    HTTPStatusError,
+    MalformedStreamError,
+    ServerUnreachableError,
+    StreamErrorEvent,
+    StreamTimeoutError,
+)
+from llmdeck.client.types import StreamResult, Timeouts
+
+_HINT_UNREACHABLE = "Check that the server is running (`llmdeck status`) and that the URL and port are right."
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+@contextlib.contextmanager
+def _map_httpx_errors(url: str, partial: StreamResult | None = None) -> Iterator[None]:
+    """Turn httpx's exceptions into the client's typed errors."""
+    try:
+        yield
+    except httpx.ConnectTimeout as exc:
+        raise StreamTimeoutError(
+            f"Connecting to {url} timed out.", which="connect", url=url, hint=_HINT_UNREACHABLE
+        ) from exc
+    except httpx.ConnectError as exc:
+        raise ServerUnreachableError(
+            f"Cannot connect to {url} ({exc or 'connection refused'}).", url=url, hint=_HINT_UNREACHABLE
+        ) from exc
+    except httpx.ReadTimeout as exc:
+        raise StreamTimeoutError(
+            f"No data from {url} within the read timeout; the server stalled.",
+            which="read",
+            url=url,
+            partial=partial,
+            hint="Raise the read timeout if the server is just slow (long prefill), else check its log.",
+        ) from exc
+    except (httpx.WriteTimeout, httpx.PoolTimeout) as exc:
+        raise StreamTimeoutError(f"Sending to {url} timed out.", which="write", url=url) from exc
+    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.CloseError) as exc:
+        raise ConnectionDroppedError(
+            f"The connection to {url} dropped mid-response ({exc or type(exc).__name__}).",
+            url=url,
+            partial=partial,
+            hint="The server may have crashed or restarted; check its log.",
+        ) from exc
+    except httpx.HTTPError as exc:
+        raise ClientEndpointError(f"Request to {url} failed: {exc or type(exc).__name__}.", url=url) from exc
+
+
+def _merge_tool_calls(tools: dict[int, dict[str, Any]], deltas: list[dict[str, Any]]) -> None:
+    """Accumulate streamed tool-call deltas by ``index`` (name once, arguments concatenated)."""
+    for d in deltas:
+        idx = int(d.get("index", 0))
+        cur = tools.get(idx)
+        fn = d.get("function") or {}
+        if cur is None:
+            cur = tools[idx] = {
+                "id": d.get("id"),
+                "type": d.get("type", "function"),
+                "function": {"name": fn.get("name") or "", "arguments": ""},
+            }
+        elif d.get("id") and not cur.get("id"):
+            cur["id"] = d["id"]
+        if fn.get("name") and not cur["function"]["name"]:
+            cur["function"]["name"] = fn["name"]
+        if fn.get("arguments"):
+            cur["function"]["arguments"] += fn["arguments"]
+
+
+class OpenAIClient:
+    """Async client for one OpenAI-compatible server (``base_url`` without ``/v1``)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeouts: Timeouts | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.timeouts = timeouts or Timeouts()
+        t = self.timeouts
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers=_headers(api_key),
+            timeout=httpx.Timeout(connect=t.connect, read=t.read, write=t.read, pool=None),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
+        )
+
+    async def __aenter__(self) -> OpenAIClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # ---- streaming -------------------------------------------------------------------------
+
+    async def stream_completion(
+        self,
+        model: str,
+        prompt: str | list[int],
+        *,
+        max_tokens: int,
+        ignore_eos: bool = False,
+        extra: dict[str, Any] | None = None,
+    ) -> StreamResult:
+        """Stream ``POST /v1/completions``; returns the timed result or raises a ClientEndpointError."""
+        payload: dict[str, Any] = {
+            "model": model,
+            "prompt": prompt,
+            "max_tokens": max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if ignore_eos:
+            payload["ignore_eos"] = True
+        if extra:
+            payload.update(extra)
+        return await self._stream("/v1/completions", payload, chat=False)
+
+    async def stream_chat(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        *,
+        max_tokens: int | None = None,
+        ignore_eos: bool = False,
+        tools: list[dict[str, Any]] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> StreamResult:
+        """Stream ``POST /v1/chat/completions`` (content, reasoning and tool-call deltas kept apart)."""
+        payload: dict[str, Any] = {
+            "model": model,
+            "messages": messages,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if max_tokens is not None:
+            payload["max_tokens"] = max_tokens
+        if ignore_eos:
+            payload["ignore_eos"] = True
+        if tools:
+            payload["tools"] = tools
+        if extra:
+            payload.update(extra)
+        return await self._stream("/v1/chat/completions", payload, chat=True)
+
+    async def _stream(self, path: str, payload: dict[str, Any], *, chat: bool) -> StreamResult:
+        url = self.base_url + path
+        perf = time.perf_counter
+        res = StreamResult(start=perf())
+        try:
+            with _map_httpx_errors(url, res):
+                if self.timeouts.total is None:
+                    await self._consume(path, payload, chat, res, url)
+                else:
+                    async with asyncio.timeout(self.timeouts.total):
+                        await self._consume(path, payload, chat, res, url)
+        except TimeoutError as exc:
+            raise StreamTimeoutError(
+                f"The request to {url} did not finish within {self.timeouts.total:g} s.",
+                which="total",
+                url=url,
+                partial=res,
+            ) from exc
+        return res
+
+    async def _consume(
+        self, path: str, payload: dict[str, Any], chat: bool, res: StreamResult, url: str
+    ) -> None:
+        perf = time.perf_counter
+        times = res.chunk_times
+        text_parts: list[str] = []
+        reasoning_parts: list[str] = []
+        tools: dict[int, dict[str, Any]] = {}
+        async with self._http.stream("POST", path, json=payload) as resp:
+            if resp.status_code != 200:
+                body = (await resp.aread())[:4000].decode("utf-8", "replace")
+                raise HTTPStatusError(
+                    f"{url} answered HTTP {resp.status_code}: {body.strip()[:500]}",
+                    status=resp.status_code,
+                    body=body,
+                    url=url,
+                    hint="Check the model name, the request size against max_model_len, and the server log.",
+                )
+            pending = b""
+            data: list[bytes] = []
+            async for raw in resp.aiter_raw():
+                now = perf()
+                if pending:
+                    raw = pending + raw
+                lines = raw.split(b"\n")
+                pending = lines.pop()
+                for line in lines:
+                    if line[-1:] == b"\r":
+                        line = line[:-1]
+                    if not line:
+                        if data:
+                            payload_bytes = data[0] if len(data) == 1 else b"\n".join(data)
+                            data.clear()
+                            self._event(
+                                payload_bytes, now, chat, res, times, text_parts, reasoning_parts, tools
+                            )
+                        continue
+                    if line[:5] == b"data:":
+                        data.append(line[6:] if line[5:6] == b" " else line[5:])
+                    # comments (":"), "event:", "id:", "retry:" lines carry nothing we use
+            now = perf()
+            if pending.startswith(b"data:"):
+                data.append(pending[5:].strip())
+            if data:
+                self._event(b"\n".join(data), now, chat, res, times, text_parts, reasoning_parts, tools)
+            res.end = now
+        res.text = "".join(text_parts)
+        res.reasoning = "".join(reasoning_parts)
+        res.tool_calls = [tools[i] for i in sorted(tools)]
+        if not res.done and res.finish_reason is None:
+            raise ConnectionDroppedError(
+                f"The stream from {url} ended before it was complete (no finish_reason, no [DONE]).",
+                url=url,
+                partial=res,
+                hint="The server may have crashed or closed the connection; check its log.",
+            )
+        if not times:
+            raise MalformedStreamError(
+                f"The stream from {url} finished without any generated output chunk.",
+                url=url,
+                partial=res,
+            )
+
+    @staticmethod
+    def _event(
+        payload: bytes,
+        now: float,
+        chat: bool,
+        res: StreamResult,
+        times: list[float],
+        text_parts: list[str],
+        reasoning_parts: list[str],
+        tools: dict[int, dict[str, Any]],
+    ) -> None:
+        if payload == b"[DONE]":
+            res.done = True
+            return
+        try:
+            obj = json.loads(payload)
+            choices = obj.get("choices")
+            if choices:
+                c = choices[0]
+                if chat:
+                    delta = c.get("delta") or {}
+                    content = delta.get("content")
+                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                    tc = delta.get("tool_calls")
+                    if content:
+                        text_parts.append(content)
+                    if reasoning:
+                        reasoning_parts.append(reasoning)
+                    if tc:
+                        _merge_tool_calls(tools, tc)
+                    if content or reasoning or tc or "role" not in delta:
+                        times.append(now)
+                else:
+                    text = c.get("text")
+                    if text:
+                        text_parts.append(text)
+                    times.append(now)
+                fr = c.get("finish_reason")
+                if fr is not None:
+                    res.finish_reason = fr
+            elif "error" in obj:
+                err = obj["error"]
+                msg = err.get("message", err) if isinstance(err, dict) else err
+                raise StreamErrorEvent(f"The server reported an error mid-stream: {msg}", partial=res)
+            usage = obj.get("usage")
+            if usage:
+                res.prompt_tokens = usage.get("prompt_tokens")
+                res.completion_tokens = usage.get("completion_tokens")
+        except ClientEndpointError:
+            raise
+        except (ValueError, AttributeError, TypeError, KeyError, IndexError) as exc:
+            snippet = payload[:200].decode("utf-8", "replace")
+            raise MalformedStreamError(
+                f"The server sent a malformed stream event: {snippet!r} ({type(exc).__name__}).",
+                partial=res,
+                hint="The server is not speaking OpenAI-compatible SSE; check the URL and the server.",
+            ) from exc
+
+    # ---- non-streaming ---------------------------------------------------------------------
+
+    async def _json(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        url = self.base_url + path
+        with _map_httpx_errors(url):
+            resp = await self._http.request(method, path, json=body)
+            if resp.status_code >= 400:
+                raise HTTPStatusError(
+                    f"{url} answered HTTP {resp.status_code}: {resp.text.strip()[:500]}",
+                    status=resp.status_code,
+                    body=resp.text[:4000],
+                    url=url,
+                )
+        try:
+            return resp.json()
+        except ValueError as exc:
+            raise MalformedStreamError(f"{url} did not answer JSON: {resp.text[:200]!r}", url=url) from exc
+
+    async def complete(
+        self, model: str, prompt: str | list[int], *, max_tokens: int, extra: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Non-streaming ``/v1/completions``; returns the response JSON."""
+        body: dict[str, Any] = {"model": model, "prompt": prompt, "max_tokens": max_tokens, **(extra or {})}
+        out: dict[str, Any] = await self._json("POST", "/v1/completions", body)
+        return out
+
+    async def chat(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        *,
+        max_tokens: int | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Non-streaming ``/v1/chat/completions``; returns the response JSON."""
+        body: dict[str, Any] = {"model": model, "messages": messages, **(extra or {})}
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        out: dict[str, Any] = await self._json("POST", "/v1/chat/completions", body)
+        return out
+
+    async def models(self) -> list[dict[str, Any]]:
+        """``GET /v1/models`` -> the ``data`` list (vLLM adds ``max_model_len`` and ``root``)."""
+        data = await self._json("GET", "/v1/models")
+        items = data.get("data") if isinstance(data, dict) else None
+        return list(items) if isinstance(items, list) else []
+
+    async def health(self) -> bool:
+        """True when ``GET /health`` answers 200."""
+        try:
+            with _map_httpx_errors(self.base_url + "/health"):
+                resp = await self._http.get("/health", timeout=self.timeouts.connect)
+        except ClientEndpointError:
+            return False
+        return resp.status_code == 200
+
+    async def version(self) -> str | None:
+        """The server's version from ``GET /version`` (vLLM), or None."""
+        try:
+            data = await self._json("GET", "/version")
+        except ClientEndpointError:
+            return None
+        v = data.get("version") if isinstance(data, dict) else None
+        return str(v) if v is not None else None
+
+    async def metrics_text(self) -> str | None:
+        """The Prometheus text of ``GET /metrics``, or None when the server has none (404)."""
+        url = self.base_url + "/metrics"
+        with _map_httpx_errors(url):
+            resp = await self._http.get("/metrics")
+        if resp.status_code != 200:
+            return None
+        return resp.text
+
+
+# ---- small synchronous helpers for other modules (checks, quickstart, connect) -------------
+
+
+def _sync_get(base_url: str, path: str, api_key: str | None, timeout_s: float) -> httpx.Response:
+    url = base_url.rstrip("/") + path
+    with _map_httpx_errors(url), httpx.Client(timeout=timeout_s, headers=_headers(api_key)) as http:
+        return http.get(url)
+
+
+def get_models(base_url: str, *, api_key: str | None = None, timeout_s: float = 10.0) -> list[dict[str, Any]]:
+    """``GET {base_url}/v1/models`` -> the list of model objects. Raises ClientEndpointError."""
+    resp = _sync_get(base_url, "/v1/models", api_key, timeout_s)
+    if resp.status_code != 200:
+        raise HTTPStatusError(
+            f"{base_url}/v1/models answered HTTP {resp.status_code}: {resp.text.strip()[:300]}",
+            status=resp.status_code,
+            body=resp.text[:4000],
+            url=base_url,
+            hint="Pass the API key with LLMDECK_API_KEY if the server needs one.",
+        )
+    try:
+        data = resp.json()
+    except ValueError as exc:
+        raise MalformedStreamError(f"{base_url}/v1/models did not answer JSON.", url=base_url) from exc
+    items = data.get("data") if isinstance(data, dict) else None
+    return list(items) if isinstance(items, list) else []
+
+
+def health(base_url: str, *, api_key: str | None = None, timeout_s: float = 5.0) -> bool:
+    """True when ``GET {base_url}/health`` answers 200; False when unreachable or not healthy."""
+    try:
+        return _sync_get(base_url, "/health", api_key, timeout_s).status_code == 200
+    except ClientEndpointError:
+        return False
+
+
+def server_version(base_url: str, *, api_key: str | None = None, timeout_s: float = 5.0) -> str | None:
+    """The server's version from ``GET /version`` (vLLM), or None when it does not say."""
+    try:
+        resp = _sync_get(base_url, "/version", api_key, timeout_s)
+        v = resp.json().get("version") if resp.status_code == 200 else None
+    except (ClientEndpointError, ValueError, AttributeError):
+        return None
+    return str(v) if v is not None else None

@@ -1,0 +1,249 @@
+"""Bench building blocks: /metrics parsing, verdict rules, suites, workloads, result files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from llmdeck.bench.models import (
+    BenchResult,
+    HostFacts,
+    ScenarioMetrics,
+    ScenarioResult,
+    ScenarioSpec,
+    ServerMetricsSummary,
+    Stats,
+    TargetInfo,
+)
+from llmdeck.bench.monitor import summarize_server
+from llmdeck.bench.prom import parse_metrics
+from llmdeck.bench.report import load_result
+from llmdeck.bench.suites import SUITES, get_suite
+from llmdeck.bench.verdict import DEFAULT_SLO, judge, parse_duration_s, parse_slo
+from llmdeck.errors import ResultFileError, UsageError
+from llmdeck.util.atomic import atomic_write_json
+
+ROOT = Path(__file__).resolve().parents[1]
+FIX = ROOT.parent / "shared" / "fixtures" / "vllm-0.22.0-h200"
+
+
+# ---- /metrics ---------------------------------------------------------------------------------
+
+
+def test_parse_real_vllm_metrics_and_deltas() -> None:
+    before = parse_metrics((FIX / "metrics-qwen3-0.6b-before.txt").read_text(), t=0.0)
+    after = parse_metrics((FIX / "metrics-qwen3-0.6b-after.txt").read_text(), t=20.0)
+    assert before.engine == "vllm"
+    assert after.values["prompt_tokens"] == 10253.0
+    assert after.values["generation_tokens"] == 5128.0
+    assert after.values["running"] == 0.0 and after.values["kv_usage"] == 0.0
+    s = summarize_server([before, after], 1.0)
+    assert s.engine == "vllm"
+    # the fixture bench sent 20 x 256 output tokens: 5120 generated between the scrapes
+    assert s.generation_tokens_per_s == pytest.approx((5128 - 8) / 20.0)
+    assert s.prompt_tokens_per_s == pytest.approx((10253 - 13) / 20.0)
+    assert s.preemptions == 0.0
+    assert s.prefix_cache_hit_rate_pct == 0.0
+    assert s.not_reported == []
+
+
+def test_prefix_cache_hit_rate_from_hybrid_fixture() -> None:
+    snap = parse_metrics((FIX / "hybrid-metrics-after-prefix-bench.txt").read_text(), t=10.0)
+    zero = parse_metrics("vllm:prefix_cache_queries_total 0\nvllm:prefix_cache_hits_total 0\n", t=0.0)
+    s = summarize_server([zero, snap], 1.0)
+    assert s.prefix_cache_hit_rate_pct == pytest.approx(100 * 85936 / 191840)
+
+
+def test_sglang_and_llamacpp_names_and_missing_means_not_reported() -> None:
+    sg = parse_metrics(
+        'sglang:num_running_reqs{model_name="m"} 3\nsglang:num_queue_reqs 1\nsglang:token_usage 0.5\n'
+    )
+    assert sg.engine == "sglang" and sg.values == {"running": 3.0, "waiting": 1.0, "kv_usage": 0.5}
+    lc = parse_metrics("llamacpp:requests_processing 2\nllamacpp:tokens_predicted_total 100\n")
+    assert lc.engine == "llamacpp" and lc.values["generation_tokens"] == 100.0
+    s = summarize_server([sg, sg], 1.0)
+    assert s.preemptions is None and "preemptions" in s.not_reported  # absent, never 0
+
+
+def test_labelled_samples_are_summed_across_engines() -> None:
+    text = 'vllm:num_requests_waiting{engine="0"} 2\nvllm:num_requests_waiting{engine="1"} 3\n'
+    assert parse_metrics(text).values["waiting"] == 5.0
+
+
+def test_waiting_that_never_drains_is_detected() -> None:
+    snaps = [parse_metrics(f"vllm:num_requests_waiting {w}\n", t=i) for i, w in enumerate([0, 3, 5, 6, 4, 7])]
+    assert summarize_server(snaps, 1.0).waiting_never_drained is True
+    snaps2 = [
+        parse_metrics(f"vllm:num_requests_waiting {w}\n", t=i) for i, w in enumerate([0, 3, 5, 0, 0, 0])
+    ]
+    assert summarize_server(snaps2, 1.0).waiting_never_drained is False
+
+
+# ---- verdicts ----------------------------------------------------------------------------------
+
+
+def _metrics(ttft_p99_ms: float, tpot_mean_ms: float, failed: int = 0) -> ScenarioMetrics:
+    def st(mean: float, p99: float) -> Stats:
+        return Stats(n=10, mean=mean, median=mean, std=0.0, percentiles={"p50": mean, "p99": p99})
+
+    return ScenarioMetrics(
+        completed=10,
+        failed=failed,
+        duration_s=10.0,
+        total_input_tokens=100,
+        total_output_tokens=100,
+        request_throughput=1.0,
+        output_throughput=10.0,
+        total_token_throughput=20.0,
+        ttft_ms=st(ttft_p99_ms / 2, ttft_p99_ms),
+        tpot_ms=st(tpot_mean_ms, tpot_mean_ms),
+    )
+
+
+def test_default_verdict_and_numbers_behind_it() -> None:
+    v = judge(_metrics(2000, 50), None, DEFAULT_SLO)
+    assert v.passed and v.label == "ok"
+    bad = judge(_metrics(12300, 50), None, DEFAULT_SLO)
+    assert not bad.passed
+    assert "not for multi-user" in bad.label and "12.30 s > 10.00 s" in bad.label
+    check = next(c for c in bad.checks if c.rule == "ttft_p99")
+    assert check.value == pytest.approx(12.3) and check.limit == 10.0 and check.passed is False
+    failed = judge(_metrics(100, 50, failed=2), None, DEFAULT_SLO)
+    assert "2 of 12 requests failed" in failed.label
+
+
+def test_waiting_queue_rule() -> None:
+    server = ServerMetricsSummary(samples=8, waiting_never_drained=True, waiting_mean=4.0, waiting_last=6.0)
+    v = judge(_metrics(100, 50), server, DEFAULT_SLO)
+    assert not v.passed and "waiting queue never drains" in v.label
+
+
+def test_slo_overrides() -> None:
+    rules = parse_slo(["ttft_p99=500ms", "tpot_mean=off", "e2el_p90=2m,failed=3"])
+    assert rules["ttft_p99"] == 0.5 and "tpot_mean" not in rules
+    assert rules["e2el_p90"] == 120.0 and rules["failed"] == 3.0
+    v = judge(_metrics(800, 999), None, rules)
+    assert "800 ms > 500 ms" in v.label and "slow decode" not in v.label
+    for bad in ["ttft=1s", "nonsense", "ttft_p99=fast"]:
+        with pytest.raises(UsageError):
+            parse_slo([bad])
+    assert parse_duration_s("1.5") == 1.5 and parse_duration_s("250ms") == 0.25
+
+
+# ---- suites --------------------------------------------------------------------------------------
+
+
+def test_seed_suite_matches_the_seeds_and_skips_by_context() -> None:
+    seeds = get_suite("seeds")
+    shapes = [(s.input_len, s.output_len, s.num_prompts, s.request_rate) for s in seeds]
+    assert shapes[:5] == [
+        (512, 256, 20, 1.0),
+        (2048, 512, 20, 1.0),
+        (2048, 512, 30, 3.0),
+        (2048, 512, 50, 4.0),
+        (14336, 1024, 3, 0.1),
+    ]
+    assert [(s.input_len, s.output_len, s.num_prompts) for s in seeds[5:]] == [
+        (28672, 1024, 1),
+        (57344, 2048, 1),
+        (122880, 1024, 1),
+    ]
+    fits_32k = [s.name for s in seeds if s.max_context <= 32768]
+    assert fits_32k == [s.name for s in seeds[:6]]
+    assert "smoke" in SUITES and get_suite("smoke")[0].num_prompts <= 8
+    with pytest.raises(UsageError):
+        get_suite("nope")
+
+
+# ---- workloads (real Qwen3 tokenizer when present) ---------------------------------------------
+
+TOKENIZER_DIRS = [ROOT / ".cache" / "test-tiny", ROOT / ".cache" / "dev-tiny", ROOT / ".gpu" / "tok-qwen3"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> object:
+    pytest.importorskip("transformers")
+    from llmdeck.bench.workloads import load_tokenizer
+
+    for d in TOKENIZER_DIRS:
+        if (d / "tokenizer.json").is_file():
+            return load_tokenizer(d)
+    pytest.skip("no Qwen3 tokenizer folder in .cache/")
+
+
+def test_random_prompts_have_exact_token_length(tokenizer: object) -> None:
+    from llmdeck.bench.workloads import build_workload
+
+    spec = ScenarioSpec(name="r", input_len=300, output_len=16, num_prompts=6, range_ratio=0.5, seed=4)
+    items = build_workload(spec, tokenizer)
+    assert len(items) == 6
+    for it in items:
+        assert it.prompt is not None
+        assert len(tokenizer.encode(it.prompt, add_special_tokens=False)) == it.prompt_len  # type: ignore[attr-defined]
+        assert 150 <= it.prompt_len <= 450 and 8 <= it.output_len <= 24
+    assert len({it.prompt_len for it in items}) > 1
+    again = build_workload(spec, tokenizer)
+    assert [i.prompt for i in again] == [i.prompt for i in items]  # seeded
+
+
+def test_shared_prefix_and_multi_turn(tokenizer: object) -> None:
+    from llmdeck.bench.workloads import build_workload
+
+    sp = ScenarioSpec(name="p", workload="shared-prefix", prefix_len=200, input_len=50, num_prompts=4)
+    items = build_workload(sp, tokenizer)
+    heads = {it.prompt[:300] for it in items if it.prompt}
+    assert len(heads) == 1 and len({it.prompt for it in items}) == 4
+    assert all(it.prompt_len == 250 for it in items)
+    mt = ScenarioSpec(
+        name="m", workload="multi-turn", endpoint="chat", num_turns=3, input_len=20, num_prompts=6
+    )
+    turns = build_workload(mt, tokenizer)
+    assert [(t.session, t.turn) for t in turns] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+
+
+def test_jsonl_workload(tmp_path: Path) -> None:
+    from llmdeck.bench.workloads import build_workload
+
+    f = tmp_path / "p.jsonl"
+    f.write_text('{"prompt": "hi"}\n\n{"messages": [{"role": "user", "content": "yo"}], "max_tokens": 5}\n')
+    items = build_workload(ScenarioSpec(name="j", workload="jsonl", jsonl_path=f, num_prompts=3), None)
+    assert (
+        items[0].prompt == "hi" and items[1].messages and items[1].output_len == 5 and items[2].prompt == "hi"
+    )
+    f.write_text("{not json}\n")
+    with pytest.raises(UsageError, match="not JSON"):
+        build_workload(ScenarioSpec(name="j", workload="jsonl", jsonl_path=f), None)
+
+
+# ---- result files --------------------------------------------------------------------------------
+
+
+def _result() -> BenchResult:
+    return BenchResult(
+        target=TargetInfo(base_url="http://127.0.0.1:1", model="m"),
+        host=HostFacts(hostname="h", platform="p", python="3.11", cpu_count=2, mem_total_gib=1.0),
+        scenarios=[ScenarioResult(spec=ScenarioSpec(name="s"), status="skipped", skip_reason="too long")],
+    )
+
+
+def test_result_file_roundtrip_and_errors(tmp_path: Path) -> None:
+    p = tmp_path / "r.json"
+    atomic_write_json(p, _result())
+    loaded = load_result(p)
+    assert loaded.schema_version == 1 and loaded.scenarios[0].skip_reason == "too long"
+    assert loaded.llmdeck_version
+    with pytest.raises(ResultFileError):
+        load_result(tmp_path / "missing.json")
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(ResultFileError, match="not a JSON"):
+        load_result(tmp_path / "bad.json")
+    data = json.loads(p.read_text())
+    data["schema_version"] = 99
+    (tmp_path / "v99.json").write_text(json.dumps(data))
+    with pytest.raises(ResultFileError, match="schema version 99"):
+        load_result(tmp_path / "v99.json")
+    (tmp_path / "other.json").write_text('{"kind": "something"}')
+    with pytest.raises(ResultFileError, match="not an llmdeck bench result"):
+        load_result(tmp_path / "other.json")

@@ -1,0 +1,269 @@
+"""The streaming client against tiny fake HTTP servers that misbehave on purpose.
+
+Each fake is a raw asyncio TCP server that writes exactly the bytes a test scripts, so the
+failure modes (malformed SSE, HTTP errors, a hanging stream, a dropped connection) are exact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from llmdeck.client import (
+    ConnectionDroppedError,
+    HTTPStatusError,
+    MalformedStreamError,
+    OpenAIClient,
+    ServerUnreachableError,
+    StreamErrorEvent,
+    StreamResult,
+    StreamTimeoutError,
+    Timeouts,
+)
+from llmdeck.errors import EndpointError
+from llmdeck.util.net import free_port
+
+Step = tuple[bytes, float]  # bytes to write, then seconds to sleep
+
+
+class FakeScriptedHTTPServer:
+    """Answers every request with a scripted sequence of raw writes (then closes or hangs)."""
+
+    def __init__(self, steps: list[Step], *, hang_after: bool = False) -> None:
+        self.steps = steps
+        self.hang_after = hang_after
+        self.requests: list[dict[str, Any]] = []
+        self.server: asyncio.base_events.Server | None = None
+        self.port = 0
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+        body = await reader.readexactly(length) if length else b""
+        self.requests.append({"head": head.decode(), "body": json.loads(body) if body else None})
+        try:
+            for data, delay in self.steps:
+                writer.write(data)
+                await writer.drain()
+                if delay:
+                    await asyncio.sleep(delay)
+            if self.hang_after:
+                await asyncio.sleep(3600)
+        finally:
+            writer.close()
+
+    async def __aenter__(self) -> FakeScriptedHTTPServer:
+        self.server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+SSE_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+
+
+def chunk(payload: bytes) -> bytes:
+    """One HTTP/1.1 chunked-encoding chunk."""
+    return f"{len(payload):x}\r\n".encode() + payload + b"\r\n"
+
+
+def sse(obj: Any) -> bytes:
+    return chunk(b"data: " + json.dumps(obj).encode() + b"\n\n")
+
+
+def comp(text: str, finish: str | None = None) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "text": text, "finish_reason": finish}]}
+
+
+def delta(d: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "delta": d, "finish_reason": finish}]}
+
+
+USAGE = {"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}}
+END = chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
+
+
+def run(coro: Callable[[], Awaitable[Any]]) -> Any:
+    return asyncio.run(coro())  # type: ignore[arg-type]
+
+
+def test_good_completion_stream_timing_usage_and_request_body() -> None:
+    async def main() -> tuple[StreamResult, dict[str, Any]]:
+        steps: list[Step] = [(SSE_HEAD, 0), (sse(comp("a")), 0.05), (sse(comp("b")), 0.05)]
+        steps += [(sse(comp("c", "length")), 0), (sse(USAGE), 0), (END, 0)]
+        async with FakeScriptedHTTPServer(steps) as srv, OpenAIClient(srv.url, api_key="sk-test") as c:
+            res = await c.stream_completion("m", "hello", max_tokens=3, ignore_eos=True)
+            return res, srv.requests[0]
+
+    res, req = run(main)
+    assert res.text == "abc"
+    assert res.num_chunks == 3
+    assert res.prompt_tokens == 7 and res.completion_tokens == 3
+    assert res.finish_reason == "length" and res.done
+    assert len(res.itl) == 2 and all(g >= 0.04 for g in res.itl)
+    assert res.latency == pytest.approx(res.ttft + sum(res.itl))
+    body = req["body"]
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["ignore_eos"] is True and body["max_tokens"] == 3
+    assert "authorization: bearer sk-test" in req["head"].lower()
+
+
+def test_chat_stream_splits_content_reasoning_tool_calls_and_skips_role_chunk() -> None:
+    tc1 = [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "ls", "arguments": '{"pa'}}]
+    tc2 = [{"index": 0, "function": {"arguments": 'th": "."}'}}]
+    events = [
+        delta({"role": "assistant", "content": ""}),
+        delta({"reasoning": "think "}),
+        delta({"reasoning_content": "more"}),
+        delta({"content": "Hi"}),
+        delta({"tool_calls": tc1}),
+        delta({"tool_calls": tc2}, "tool_calls"),
+        USAGE,
+    ]
+    # one event split across two TCP writes, and CRLF line endings in another
+    raw = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events[:3])
+    steps: list[Step] = [(SSE_HEAD, 0), (chunk(raw[:40]), 0.02), (chunk(raw[40:]), 0)]
+    steps += [(chunk(b"data: " + json.dumps(events[3]).encode() + b"\r\n\r\n"), 0)]
+    steps += [(chunk(b": keep-alive comment\n\n"), 0)]
+    steps += [(sse(e), 0) for e in events[4:]] + [(END, 0)]
+
+    async def main() -> StreamResult:
+        async with FakeScriptedHTTPServer(steps) as srv, OpenAIClient(srv.url) as c:
+            return await c.stream_chat("m", [{"role": "user", "content": "x"}], max_tokens=8)
+
+    res = run(main)
+    assert res.reasoning == "think more"
+    assert res.text == "Hi"
+    assert res.tool_calls == [
+        {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": '{"path": "."}'}}
+    ]
+    assert res.finish_reason == "tool_calls"
+    assert res.num_chunks == 5  # the role-only chunk is not a token chunk
+    assert res.completion_tokens == 3
+
+
+def test_malformed_sse_raises_typed_error() -> None:
+    steps: list[Step] = [(SSE_HEAD, 0), (sse(comp("a")), 0), (chunk(b"data: {not json\n\n"), 0), (END, 0)]
+
+    async def main() -> None:
+        async with FakeScriptedHTTPServer(steps) as srv, OpenAIClient(srv.url) as c:
+            await c.stream_completion("m", "p", max_tokens=4)
+
+    with pytest.raises(MalformedStreamError) as info:
+        run(main)
+    assert isinstance(info.value, EndpointError) and info.value.exit_code == 1
+    assert info.value.kind == "malformed"
+    assert info.value.partial is not None and info.value.partial.num_chunks == 1
+
+
+def test_error_event_inside_stream() -> None:
+    err = {"error": {"message": "out of KV cache", "type": "InternalServerError"}}
+    steps: list[Step] = [(SSE_HEAD, 0), (sse(err), 0), (END, 0)]
+
+    async def main() -> None:
+        async with FakeScriptedHTTPServer(steps) as srv, OpenAIClient(srv.url) as c:
+            await c.stream_completion("m", "p", max_tokens=4)
+
+    with pytest.raises(StreamErrorEvent, match="out of KV cache"):
+        run(main)
+
+
+@pytest.mark.parametrize("status", [400, 404, 500, 503])
+def test_http_4xx_5xx_carry_status_and_body(status: int) -> None:
+    body = json.dumps({"error": {"message": f"boom {status}"}}).encode()
+    head = f"HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n\r\n"
+    steps: list[Step] = [(head.encode() + body, 0)]
+
+    async def main() -> None:
+        async with FakeScriptedHTTPServer(steps) as srv, OpenAIClient(srv.url) as c:
+            await c.stream_chat("m", [{"role": "user", "content": "x"}], max_tokens=4)
+
+    with pytest.raises(HTTPStatusError) as info:
+        run(main)
+    assert info.value.status == status
+    assert f"boom {status}" in info.value.body
+    assert str(status) in info.value.message
+
+
+def test_hanging_stream_hits_read_timeout() -> None:
+    steps: list[Step] = [(SSE_HEAD, 0), (sse(comp("a")), 0)]
+
+    async def main() -> None:
+        async with (
+            FakeScriptedHTTPServer(steps, hang_after=True) as srv,
+            OpenAIClient(srv.url, timeouts=Timeouts(connect=2, read=0.5)) as c,
+        ):
+            await c.stream_completion("m", "p", max_tokens=4)
+
+    t = time.monotonic()
+    with pytest.raises(StreamTimeoutError) as info:
+        run(main)
+    assert info.value.which == "read"
+    assert time.monotonic() - t < 5
+    assert info.value.partial is not None and info.value.partial.num_chunks == 1
+
+
+def test_slow_trickle_hits_total_timeout() -> None:
+    steps: list[Step] = [(SSE_HEAD, 0)] + [(sse(comp("a")), 0.2) for _ in range(30)]
+
+    async def main() -> None:
+        async with (
+            FakeScriptedHTTPServer(steps) as srv,
+            OpenAIClient(srv.url, timeouts=Timeouts(connect=2, read=5, total=0.8)) as c,
+        ):
+            await c.stream_completion("m", "p", max_tokens=40)
+
+    with pytest.raises(StreamTimeoutError) as info:
+        run(main)
+    assert info.value.which == "total"
+
+
+def test_dropped_connection_mid_stream() -> None:
+    # chunked body cut off: no terminating chunk, no [DONE]
+    steps: list[Step] = [(SSE_HEAD, 0), (sse(comp("a")), 0), (sse(comp("b")), 0)]
+
+    async def main() -> None:
+        async with FakeScriptedHTTPServer(steps) as srv, OpenAIClient(srv.url) as c:
+            await c.stream_completion("m", "p", max_tokens=4)
+
+    with pytest.raises(ConnectionDroppedError) as info:
+        run(main)
+    assert info.value.partial is not None and info.value.partial.num_chunks == 2
+
+
+def test_stream_ending_cleanly_without_done_or_finish_is_dropped() -> None:
+    steps: list[Step] = [(SSE_HEAD, 0), (sse(comp("a")), 0), (b"0\r\n\r\n", 0)]
+
+    async def main() -> None:
+        async with FakeScriptedHTTPServer(steps) as srv, OpenAIClient(srv.url) as c:
+            await c.stream_completion("m", "p", max_tokens=4)
+
+    with pytest.raises(ConnectionDroppedError):
+        run(main)
+
+
+def test_connection_refused_is_unreachable() -> None:
+    port = free_port()
+
+    async def main() -> None:
+        async with OpenAIClient(f"http://127.0.0.1:{port}", timeouts=Timeouts(connect=2)) as c:
+            await c.stream_completion("m", "p", max_tokens=4)
+
+    with pytest.raises(ServerUnreachableError) as info:
+        run(main)
+    assert info.value.kind == "unreachable" and info.value.hint
