@@ -41,6 +41,16 @@ def test_make_tiny_into_non_empty_dir_without_force_is_exit_2(
     assert sorted(p.name for p in target.iterdir()) == ["precious.txt"]
 
 
+def test_force_never_wipes_a_folder_with_subfolders(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "main.py").write_text("print(1)")
+    code, _, err = run_cli(["model", "make-tiny", str(tmp_path), "--force"], capsys)
+    assert code == 2 and "sub-folders" in err
+    assert (tmp_path / "src" / "main.py").is_file()
+
+
 def test_make_tiny_into_a_file_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     target = tmp_path / "afile"
     target.write_text("x")

@@ -76,10 +76,22 @@ def _check_target(dir: Path, force: bool) -> None:
             f"{dir} exists and is not a directory; make-tiny needs a directory to write the model into.",
             hint="Pick another path.",
         )
-    if dir.is_dir() and any(dir.iterdir()) and not force:
+    if not dir.is_dir() or not any(dir.iterdir()):
+        return
+    if not force:
         raise AlreadyExistsError(
             f"{dir} is not empty; make-tiny will not write a model over existing files.",
             hint="Pass --force to replace its contents, or pick an empty or new directory.",
+        )
+    # --force deletes DIR's contents: only do that to something that looks like a model folder,
+    # never to a home directory or a project checkout given by mistake.
+    subdirs = [p.name for p in dir.iterdir() if p.is_dir() and p.name != ".cache"]
+    if subdirs and not (dir / MARKER_FILE).is_file():
+        shown = ", ".join(sorted(subdirs)[:3])
+        raise AlreadyExistsError(
+            f"{dir} holds sub-folders ({shown}) and was not made by make-tiny; it does not look like a "
+            "model folder, so make-tiny will not delete its contents even with --force.",
+            hint="Pick an empty or new directory for the tiny model.",
         )
 
 
