@@ -82,8 +82,6 @@ def _debug() -> bool:
 
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app, map every error to a message and an exit code."""
-    import click
-
     from llmdeck.errors import LlmdeckError
 
     app = build_app()
@@ -94,14 +92,19 @@ def main(argv: list[str] | None = None) -> None:
             raise
         _print_error(exc)
         sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except typer.Abort:
         sys.stderr.write("Aborted.\n")
         sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(2 if exc.exit_code in (1, 2) else exc.exit_code)
+    except typer.TyperException as exc:  # click's usage errors (typer vendors click)
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            sys.stderr.write(f"error: {exc}\n")
+        code = getattr(exc, "exit_code", 2)
+        sys.exit(2 if code in (1, 2) else code)
     except KeyboardInterrupt:
         sys.stderr.write("Interrupted.\n")
         sys.exit(130)

@@ -63,16 +63,11 @@ def _render_extras(result: object) -> None:
     bench = getattr(result, "bench", None)
     check = getattr(result, "check", None)
     if bench is not None:
-        try:
-            from llmdeck.bench.api import render_bench_table  # type: ignore[import-not-found,unused-ignore]
+        from llmdeck.bench.models import BenchResult
+        from llmdeck.bench.render import render_result
 
-            render_bench_table(bench)
-        except ImportError:
-            pass
+        render_result(BenchResult.model_validate(bench), out_console(), details=False)
     if check is not None:
-        try:
-            from llmdeck.checks.api import render_check_report  # type: ignore[import-not-found,unused-ignore]
+        from llmdeck.checks import CheckReport, print_report
 
-            render_check_report(check)
-        except ImportError:
-            pass
+        print_report(CheckReport.model_validate(check), out_console())

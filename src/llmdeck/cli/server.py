@@ -123,7 +123,8 @@ def _phase_printer() -> Any:
 
     def on_line(line: str) -> None:
         for event in tracker.feed(line):
-            console.print(f"[cyan]{time.monotonic() - t0:6.1f}s[/] {event.describe()}", highlight=False)
+            detail = f" — {event.detail}" if event.detail else ""
+            console.print(f"[cyan]{time.monotonic() - t0:6.1f}s[/] {event.label}{detail}", highlight=False)
 
     return on_line
 
@@ -354,9 +355,11 @@ def _wait_memory_settles(max_s: float = 30.0) -> int:
 def _run_up(
     spec: LaunchSpec, settings: Settings, *, force: bool, timeout: float | None, attach: bool, warmup: bool
 ) -> ServerRecord | None:
-    from llmdeck.runtime.launcher import start_background, wait_ready
+    from llmdeck.runtime.launcher import check_port, start_background, validate_spec, wait_ready
 
     console = err_console()
+    validate_spec(spec)
+    check_port(spec.host, spec.port)
     _preflight(spec, settings, force=force)
     console.print(f"starting {spec.name} ({spec.engine}): {spec.model} on port {spec.port}")
     record = start_background(spec, settings)

@@ -179,21 +179,23 @@ def run_quickstart(settings: Settings, say: Say, *, keep: bool = False, port: in
 
 
 def _short_bench(record: Any, settings: Settings, say: Say) -> dict[str, Any] | None:
-    try:
-        from llmdeck.bench.api import run_smoke_bench  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return None
+    from llmdeck.bench.runner import run_smoke_bench
+
     say("short bench (smoke suite) …")
-    result = run_smoke_bench(record.base_url, record.served_model_name, Path(record.spec.model), settings)
-    return result.model_dump(mode="json")  # type: ignore[no-any-return]
+    out = settings.results_dir / "quickstart-bench.json"
+    result = run_smoke_bench(
+        record.base_url, record.served_model_name, Path(record.spec.model), settings, out_path=out
+    )
+    say(f"bench result written to {out}")
+    return result.model_dump(mode="json")
 
 
 def _check(record: Any, settings: Settings, say: Say) -> dict[str, Any] | None:
-    try:
-        from llmdeck.checks.api import run_checks  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return None
+    from llmdeck.checks import run_checks
+
     say("agent-readiness check …")
-    report = run_checks(record.base_url, client="openai", model=record.served_model_name,
-                        api_key=settings.api_key, settings=settings)
-    return report.model_dump(mode="json")  # type: ignore[no-any-return]
+    report = run_checks(
+        record.base_url, client="openai", model=record.served_model_name, api_key=settings.api_key,
+        settings=settings,
+    )
+    return report.model_dump(mode="json")
