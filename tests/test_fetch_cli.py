@@ -275,3 +275,36 @@ def test_broken_download_fails_verification_exit_1(
     assert code == 1
     assert "did not verify" in err and "model-00001-of-00002.safetensors" in err
     assert out == ""
+
+
+def _run_real(args: list[str], env_extra: dict[str, str], tmp_path: Path) -> Any:
+    import os
+    import subprocess
+
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    env.update(
+        {
+            "PYTHONPATH": src + os.pathsep + env.get("PYTHONPATH", ""),
+            "LLMDECK_MODELS_DIR": str(tmp_path / "models"),
+            "HF_HOME": str(tmp_path / "hf-home"),
+            **env_extra,
+        }
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "llmdeck", "fetch", *args], capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+def test_real_hub_client_unreachable_endpoint_exit_1(tmp_path: Path) -> None:
+    """The real snapshot_download against a closed port on 127.0.0.1: a network failure, exit 1."""
+    result = _run_real(["acme/thing", "--endpoint", CLOSED], {}, tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "Cannot reach http://127.0.0.1:9" in result.stderr and "hf-mirror.com" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_real_hub_client_offline_mode_exit_2(tmp_path: Path) -> None:
+    result = _run_real(["acme/thing"], {"HF_HUB_OFFLINE": "1", "HF_ENDPOINT": CLOSED}, tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "warning:" in result.stderr and "offline mode is on" in result.stderr
