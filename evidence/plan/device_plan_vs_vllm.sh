@@ -1,0 +1,71 @@
+#!/bin/bash
+# Evidence for issue 4: `llmdeck plan` against the lines real vLLM 0.22.0 prints at start-up, on the H200.
+#
+# Runs on the device machine after ../shared/gpu-lab is installed there (device-install.sh), from the
+# repository root:   bash evidence/plan/device_plan_vs_vllm.sh [BUDGET_SECONDS]   (default 540)
+#
+# For qwen3-0.6b, qwen3-30b-a3b and qwen3.6-35b-a3b, each at two contexts and two
+# --gpu-memory-utilization values, it starts vLLM (random weights, --enforce-eager, --max-num-seqs 8),
+# keeps the start-up log, stops it, and then evidence/plan/compare.py runs `llmdeck plan` for the same
+# settings and writes $OUT/compare.json and $OUT/compare.md (relative errors, pass/fail at 2%).
+# Runs are ordered so every model gets one run early (smallest first), then the rest; a run is
+# skipped, not started, when the remaining budget is below its usual start time. Logs: $OUT/logs.tar.gz.
+set -uo pipefail
+BUDGET=${1:-540}
+T0=$(date +%s)
+OUT=${OUT:-/tmp/plan-evidence}
+mkdir -p "$OUT" /root/plan-logs
+ls /tmp/site/.done >/dev/null 2>&1 || { echo "COLD: gpu-lab not installed (run device-install.sh first)"; exit 3; }
+RUNS="$OUT/runs.jsonl"
+: > "$RUNS"
+PORT=8000
+# the device total as vLLM sees it (cudaMemGetInfo), for the record
+PYTHONPATH=/tmp/site python3 -c 'import torch,json;f,t=torch.cuda.mem_get_info();print(json.dumps({"gpu_total_bytes":t,"gpu_free_bytes":f,"gpu":torch.cuda.get_device_name(0)}))' > "$OUT/device.json" 2>/dev/null || echo '{}' > "$OUT/device.json"
+
+HYB="--language-model-only --gdn-prefill-backend triton --kv-cache-dtype fp8"
+# name | context | utilization | usual start seconds | extra flags     (order = run order)
+PLAN=(
+  "qwen3-0.6b|8192|0.90|75|"
+  "qwen3-30b-a3b|8192|0.90|110|"
+  "qwen3.6-35b-a3b|32768|0.90|150|$HYB --enable-prefix-caching --max-num-batched-tokens 4192"
+  "qwen3-0.6b|32768|0.60|75|"
+  "qwen3-0.6b|8192|0.60|75|"
+  "qwen3-0.6b|32768|0.90|75|"
+  "qwen3-30b-a3b|32768|0.70|110|"
+  "qwen3.6-35b-a3b|131072|0.75|150|$HYB"
+  "qwen3-30b-a3b|8192|0.70|110|"
+  "qwen3-30b-a3b|32768|0.90|110|"
+  "qwen3.6-35b-a3b|131072|0.90|150|$HYB --enable-prefix-caching --max-num-batched-tokens 4192"
+  "qwen3.6-35b-a3b|32768|0.75|150|$HYB"
+)
+i=0
+for row in "${PLAN[@]}"; do
+  i=$((i + 1))
+  IFS='|' read -r NAME CTX UTIL EST EXTRA <<< "$row"
+  LEFT=$(( BUDGET - ($(date +%s) - T0) ))
+  FLAGS="--max-model-len $CTX --gpu-memory-utilization $UTIL --enforce-eager --max-num-seqs 8 $EXTRA"
+  if [ "$LEFT" -lt $(( EST + 15 )) ]; then
+    echo "skip run $i ($NAME ctx=$CTX util=$UTIL): ${LEFT}s left, needs ~${EST}s"
+    printf '{"run":%d,"model":"%s","context":%s,"utilization":%s,"flags":"%s","status":"skipped","log":null}\n' \
+      $i "$NAME" "$CTX" "$UTIL" "$FLAGS" >> "$RUNS"
+    continue
+  fi
+  echo "=== run $i: $NAME ctx=$CTX util=$UTIL (${LEFT}s left)"
+  S0=$(date +%s)
+  # shellcheck disable=SC2086
+  OUT= timeout $(( LEFT - 10 )) bash .gpu/bin/device-serve.sh "$NAME" $PORT -- $FLAGS > /root/plan-logs/serve-$i.txt 2>&1
+  RC=$?
+  SECS=$(( $(date +%s) - S0 ))
+  LOG=/root/plan-logs/run-$i-$NAME.log
+  cp "/root/vllm-$NAME-$PORT.log" "$LOG" 2>/dev/null
+  bash .gpu/bin/device-stop.sh "$NAME" $PORT > /dev/null 2>&1
+  grep -E "Setting attention block size|Model loading took|Available KV cache|KV cache size|Maximum concurrency" "$LOG" | sed 's/^.*\] //'
+  STATUS=ok; [ $RC -eq 0 ] || STATUS=failed
+  printf '{"run":%d,"model":"%s","context":%s,"utilization":%s,"flags":"%s","status":"%s","seconds":%d,"log":"%s"}\n' \
+    $i "$NAME" "$CTX" "$UTIL" "$FLAGS" "$STATUS" "$SECS" "$LOG" >> "$RUNS"
+  sleep 3  # let the driver hand the memory back before the next start
+done
+tar czf "$OUT/logs.tar.gz" -C /root plan-logs 2>/dev/null
+PYTHONPATH=src:/tmp/site python3 evidence/plan/compare.py "$RUNS" --models-root /root/models \
+  --device "$OUT/device.json" --out "$OUT"
+echo "total $(( $(date +%s) - T0 )) s"
