@@ -102,7 +102,7 @@ def _detect() -> MachineProfile:
         raise PlanError(
             "--machine auto needs NVML to see this machine's GPU, and nvidia-ml-py is not installed "
             "(or this machine has no NVIDIA GPU).",
-            hint="Install the gpu extra (pip install 'llmdeck[gpu]'), or name the target machine with "
+            hint="Install nvidia-ml-py (llmdeck's gpu extra), or name the target machine with "
             "--machine dgx-spark or --machine h200.",
         ) from exc
     try:
