@@ -12,6 +12,7 @@
 # skipped, not started, when the remaining budget is below its usual start time. Logs: $OUT/logs.tar.gz.
 set -uo pipefail
 BUDGET=${1:-540}
+FIRST=${2:-1}
 T0=$(date +%s)
 OUT=${OUT:-/tmp/plan-evidence}
 mkdir -p "$OUT" /root/plan-logs
@@ -42,6 +43,7 @@ i=0
 for row in "${PLAN[@]}"; do
   i=$((i + 1))
   IFS='|' read -r NAME CTX UTIL EST EXTRA <<< "$row"
+  [ "$i" -lt "$FIRST" ] && continue
   LEFT=$(( BUDGET - ($(date +%s) - T0) ))
   FLAGS="--max-model-len $CTX --gpu-memory-utilization $UTIL --enforce-eager --max-num-seqs 8 $EXTRA"
   if [ "$LEFT" -lt $(( EST + 15 )) ]; then
