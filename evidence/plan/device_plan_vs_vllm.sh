@@ -2,7 +2,8 @@
 # Evidence for issue 4: `llmdeck plan` against the lines real vLLM 0.22.0 prints at start-up, on the H200.
 #
 # Runs on the device machine after ../shared/gpu-lab is installed there (device-install.sh), from the
-# repository root:   bash evidence/plan/device_plan_vs_vllm.sh [BUDGET_SECONDS]   (default 540)
+# repository root:   bash evidence/plan/device_plan_vs_vllm.sh [BUDGET_SECONDS [FIRST_RUN]]  (540, 1)
+# FIRST_RUN lets a second device call continue where the first ran out of budget.
 #
 # For qwen3-0.6b, qwen3-30b-a3b and qwen3.6-35b-a3b, each at two contexts and two
 # --gpu-memory-utilization values, it starts vLLM (random weights, --enforce-eager, --max-num-seqs 8),
