@@ -117,9 +117,11 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _print_error(exc: Any) -> None:
+    from rich.markup import escape
+
     from llmdeck.cli.output import err_console
 
-    text = exc.render()
+    text = escape(exc.render())
     tail = getattr(exc, "log_tail", "")
     console = err_console()
     console.print(f"[bold red]error:[/] {text}", highlight=False, markup=True, soft_wrap=True)
