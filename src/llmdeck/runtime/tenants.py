@@ -1,0 +1,287 @@
+"""Other tenants of the box: Ollama models, other vLLM / llama.cpp servers, other GPU processes.
+
+Seed 000 lost hours restarting vLLM into memory that Ollama (or an old vLLM) still held. These
+functions find them and say how to free the memory; :mod:`llmdeck.runtime.preflight` turns them
+into findings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from llmdeck.errors import EndpointError
+
+OLLAMA_URL = "http://127.0.0.1:11434"
+
+
+# ---- Ollama ---------------------------------------------------------------------------------
+
+
+class OllamaModel(BaseModel):
+    """One entry of Ollama's ``GET /api/ps`` (docs.ollama.com/api/ps)."""
+
+    name: str
+    model: str = ""
+    size: int = Field(0, description="Bytes in memory (RAM + VRAM)")
+    size_vram: int = Field(0, description="Bytes of it in GPU memory")
+    expires_at: str | None = None
+    context_length: int | None = None
+    parameter_size: str | None = None
+    quantization_level: str | None = None
+
+
+class OllamaStatus(BaseModel):
+    url: str
+    reachable: bool
+    models: list[OllamaModel] = Field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(m.size for m in self.models)
+
+
+def parse_ollama_ps(data: Any) -> list[OllamaModel]:
+    """Parse the JSON body of ``GET /api/ps``."""
+    models = data.get("models") if isinstance(data, dict) else None
+    out: list[OllamaModel] = []
+    for m in models or []:
+        if not isinstance(m, dict):
+            continue
+        details = m.get("details") or {}
+        out.append(
+            OllamaModel(
+                name=str(m.get("name") or m.get("model") or "?"),
+                model=str(m.get("model") or m.get("name") or ""),
+                size=int(m.get("size") or 0),
+                size_vram=int(m.get("size_vram") or 0),
+                expires_at=m.get("expires_at"),
+                context_length=m.get("context_length"),
+                parameter_size=details.get("parameter_size") if isinstance(details, dict) else None,
+                quantization_level=details.get("quantization_level") if isinstance(details, dict) else None,
+            )
+        )
+    return out
+
+
+def ollama_ps(base_url: str = OLLAMA_URL, *, timeout_s: float = 1.5) -> OllamaStatus:
+    """Which models Ollama holds in memory now. Unreachable Ollama -> ``reachable=False``."""
+    import httpx
+
+    url = base_url.rstrip("/")
+    try:
+        resp = httpx.get(f"{url}/api/ps", timeout=timeout_s)
+        resp.raise_for_status()
+        return OllamaStatus(url=url, reachable=True, models=parse_ollama_ps(resp.json()))
+    except (httpx.HTTPError, ValueError) as exc:
+        return OllamaStatus(url=url, reachable=False, error=f"{exc.__class__.__name__}: {exc}")
+
+
+def ollama_unload_command(model: str, base_url: str = OLLAMA_URL) -> str:
+    """The shell command that unloads ``model`` (``keep_alive: 0``)."""
+    import json
+
+    body = json.dumps({"model": model, "keep_alive": 0})
+    return f"curl -s -X POST {base_url.rstrip('/')}/api/generate -d {shlex.quote(body)}"
+
+
+def ollama_unload(model: str, base_url: str = OLLAMA_URL, *, timeout_s: float = 30.0) -> None:
+    """Ask Ollama to unload ``model`` now (``POST /api/generate`` with ``keep_alive: 0``)."""
+    import httpx
+
+    url = base_url.rstrip("/")
+    try:
+        resp = httpx.post(f"{url}/api/generate", json={"model": model, "keep_alive": 0}, timeout=timeout_s)
+        resp.raise_for_status()
+    except httpx.HTTPError as exc:
+        raise EndpointError(
+            f"Ollama at {url} did not unload {model!r} ({exc.__class__.__name__}: {exc}).",
+            hint=f"Try by hand: {ollama_unload_command(model, url)}  (or `ollama stop {model}`).",
+        ) from exc
+
+
+def ollama_unload_all(base_url: str = OLLAMA_URL) -> list[str]:
+    """Unload every model Ollama holds; returns their names."""
+    status = ollama_ps(base_url)
+    for m in status.models:
+        ollama_unload(m.name, base_url)
+    return [m.name for m in status.models]
+
+
+# ---- other inference servers (processes) ----------------------------------------------------
+
+ServerKind = Literal["vllm", "llama.cpp", "sglang"]
+
+
+class InferenceProcess(BaseModel):
+    """A running inference server found among the processes."""
+
+    pid: int
+    kind: ServerKind
+    port: int | None = None
+    model: str | None = None
+    rss_bytes: int | None = None
+    cmdline: str = ""
+
+
+def _flag(argv: list[str], *names: str) -> str | None:
+    for i, arg in enumerate(argv):
+        for name in names:
+            if arg == name and i + 1 < len(argv):
+                return argv[i + 1]
+            if arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+    return None
+
+
+def classify_cmdline(argv: list[str]) -> tuple[ServerKind, int | None, str | None] | None:
+    """(kind, port, model) when ``argv`` is an inference server, else None."""
+    if not argv:
+        return None
+    base = [os.path.basename(a) for a in argv[:4]]
+    joined = " ".join(argv)
+    port_text = _flag(argv, "--port")
+    port = int(port_text) if port_text and port_text.isdigit() else None
+    if "vllm.entrypoints" in joined or ("vllm" in base and "serve" in argv[:5]):
+        model = _flag(argv, "--model")
+        if model is None and "serve" in argv:
+            i = argv.index("serve")
+            if i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+                model = argv[i + 1]
+        # vLLM's EngineCore / worker children share the cmdline: only the API server listens
+        return "vllm", port or 8000, model
+    if any(b in {"llama-server", "llama-server.exe"} for b in base):
+        return "llama.cpp", port or 8080, _flag(argv, "-m", "--model")
+    if "sglang.launch_server" in joined:
+        return "sglang", port or 30000, _flag(argv, "--model-path", "--model")
+    return None
+
+
+def find_inference_processes(*, exclude_pids: Iterable[int] = ()) -> list[InferenceProcess]:
+    """vLLM (``vllm serve`` / ``vllm.entrypoints``), llama.cpp ``llama-server`` and SGLang processes.
+
+    Child processes of a server that carry the same command line (vLLM's engine core) are folded
+    into their parent.
+    """
+    import psutil
+
+    excluded = set(exclude_pids) | {os.getpid()}
+    found: dict[int, InferenceProcess] = {}
+    parents: dict[int, int] = {}
+    for proc in psutil.process_iter(["pid", "ppid", "cmdline", "memory_info"]):
+        try:
+            info = proc.info
+            argv = info.get("cmdline") or []
+            hit = classify_cmdline(list(argv))
+            if hit is None or info["pid"] in excluded:
+                continue
+            kind, port, model = hit
+            mem = info.get("memory_info")
+            found[info["pid"]] = InferenceProcess(
+                pid=info["pid"],
+                kind=kind,
+                port=port,
+                model=model,
+                rss_bytes=int(mem.rss) if mem is not None else None,
+                cmdline=" ".join(argv)[:300],
+            )
+            parents[info["pid"]] = info.get("ppid") or 0
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    roots = [p for pid, p in found.items() if parents.get(pid) not in found]
+    return sorted(roots, key=lambda p: p.pid)
+
+
+# ---- GPUs through NVML ----------------------------------------------------------------------
+
+
+class GpuInfo(BaseModel):
+    index: int
+    name: str
+    total_bytes: int | None = Field(None, description="None where NVML says NotSupported (unified memory)")
+    used_bytes: int | None = None
+    free_bytes: int | None = None
+
+
+class GpuProcess(BaseModel):
+    pid: int
+    gpu_index: int
+    used_bytes: int | None = None
+    name: str = ""
+
+
+class NvmlReport(BaseModel):
+    available: bool
+    reason: str = Field("", description="Why NVML gave no answer (not installed, no driver, ...)")
+    gpus: list[GpuInfo] = Field(default_factory=list)
+    processes: list[GpuProcess] = Field(default_factory=list)
+    memory_not_supported: bool = Field(
+        False, description="nvmlDeviceGetMemoryInfo raised NotSupported (GB10 / unified memory)"
+    )
+
+
+def nvml_snapshot() -> NvmlReport:
+    """GPUs and the processes using them, through NVML (package nvidia-ml-py, optional)."""
+    try:
+        import pynvml
+    except ImportError:
+        return NvmlReport(
+            available=False,
+            reason="NVML bindings are not installed (pip install nvidia-ml-py, or `llmdeck[gpu]`)",
+        )
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # pynvml.NVMLError and driver load failures
+        return NvmlReport(available=False, reason=f"NVML could not start: {exc}")
+    report = NvmlReport(available=True)
+    try:
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            name = pynvml.nvmlDeviceGetName(handle)
+            name = name.decode() if isinstance(name, bytes) else str(name)
+            gpu = GpuInfo(index=i, name=name)
+            try:
+                mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
+                gpu.total_bytes, gpu.used_bytes, gpu.free_bytes = int(mem.total), int(mem.used), int(mem.free)
+            except pynvml.NVMLError_NotSupported:
+                report.memory_not_supported = True
+            report.gpus.append(gpu)
+            procs: list[Any] = []
+            for getter in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+                try:
+                    procs += list(getattr(pynvml, getter)(handle))
+                except Exception:  # NotSupported on some boards
+                    continue
+            seen: set[int] = set()
+            for p in procs:
+                if p.pid in seen:
+                    continue
+                seen.add(p.pid)
+                used = getattr(p, "usedGpuMemory", None)
+                report.processes.append(
+                    GpuProcess(
+                        pid=int(p.pid),
+                        gpu_index=i,
+                        used_bytes=int(used) if used else None,
+                        name=_pname(p.pid),
+                    )
+                )
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+    return report
+
+
+def _pname(pid: int) -> str:
+    import psutil
+
+    try:
+        return " ".join(psutil.Process(pid).cmdline())[:120] or psutil.Process(pid).name()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return ""
