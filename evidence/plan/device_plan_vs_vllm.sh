@@ -18,9 +18,14 @@ T0=$(date +%s)
 OUT=${OUT:-/tmp/plan-evidence}
 mkdir -p "$OUT" /root/plan-logs
 ls /tmp/site/.done >/dev/null 2>&1 || { echo "COLD: gpu-lab not installed (run device-install.sh first)"; exit 3; }
-RUNS="$OUT/runs.jsonl"
+# Lanes: on a machine with several GPUs, run lanes in parallel, one GPU each
+# (LANE=0 NLANES=2 CUDA_VISIBLE_DEVICES=0 PORT=8000 … & LANE=1 … CUDA_VISIBLE_DEVICES=1 PORT=8001 …),
+# then merge the runs-*.jsonl files and run compare.py once (evidence/device/plan_lanes.sh does this).
+LANE=${LANE:-0}
+NLANES=${NLANES:-1}
+RUNS="$OUT/runs-$LANE-${CALL:-1}.jsonl"   # CALL: a later device call continues with RUN_ONLY="i j …"
 : > "$RUNS"
-PORT=8000
+PORT=${PORT:-8000}
 # the device total as vLLM sees it (cudaMemGetInfo), for the record
 PYTHONPATH=/tmp/site python3 -c 'import torch,json;f,t=torch.cuda.mem_get_info();print(json.dumps({"gpu_total_bytes":t,"gpu_free_bytes":f,"gpu":torch.cuda.get_device_name(0)}))' > "$OUT/device.json" 2>/dev/null || echo '{}' > "$OUT/device.json"
 
@@ -45,6 +50,8 @@ for row in "${PLAN[@]}"; do
   i=$((i + 1))
   IFS='|' read -r NAME CTX UTIL EST EXTRA <<< "$row"
   [ "$i" -lt "$FIRST" ] && continue
+  [ $(( (i - 1) % NLANES )) -ne "$LANE" ] && continue
+  if [ -n "${RUN_ONLY:-}" ] && ! [[ " $RUN_ONLY " == *" $i "* ]]; then continue; fi
   LEFT=$(( BUDGET - ($(date +%s) - T0) ))
   FLAGS="--max-model-len $CTX --gpu-memory-utilization $UTIL --enforce-eager --max-num-seqs 8 $EXTRA"
   if [ "$LEFT" -lt $(( EST + 15 )) ]; then
@@ -68,6 +75,7 @@ for row in "${PLAN[@]}"; do
     $i "$NAME" "$CTX" "$UTIL" "$FLAGS" "$STATUS" "$SECS" "$LOG" >> "$RUNS"
   sleep 3  # let the driver hand the memory back before the next start
 done
+[ "$NLANES" -gt 1 ] && { echo "lane $LANE done in $(( $(date +%s) - T0 )) s"; exit 0; }
 tar czf "$OUT/logs.tar.gz" -C /root plan-logs 2>/dev/null
 PYTHONPATH=src:/tmp/site python3 evidence/plan/compare.py "$RUNS" --models-root /root/models \
   --device "$OUT/device.json" --out "$OUT"

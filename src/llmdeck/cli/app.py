@@ -76,6 +76,15 @@ def build_app() -> typer.Typer:
     return app
 
 
+def _click_exceptions() -> Any:
+    """click's exception module: typer >= 0.2x vendors click as typer._click, older typer uses click."""
+    try:
+        from typer._click import exceptions
+    except ImportError:  # pragma: no cover - depends on the installed typer
+        from click import exceptions  # type: ignore[no-redef]
+    return exceptions
+
+
 def _debug() -> bool:
     return os.environ.get("LLMDECK_DEBUG", "").lower() in {"1", "true", "yes", "on"}
 
@@ -84,6 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app, map every error to a message and an exit code."""
     from llmdeck.errors import LlmdeckError
 
+    click_exc = _click_exceptions()
     app = build_app()
     try:
         app(args=argv, prog_name="llmdeck", standalone_mode=False)
@@ -97,14 +107,9 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Abort:
         sys.stderr.write("Aborted.\n")
         sys.exit(130)
-    except typer.TyperException as exc:  # click's usage errors (typer vendors click)
-        show = getattr(exc, "show", None)
-        if callable(show):
-            show()
-        else:
-            sys.stderr.write(f"error: {exc}\n")
-        code = getattr(exc, "exit_code", 2)
-        sys.exit(2 if code in (1, 2) else code)
+    except click_exc.ClickException as exc:  # usage errors: unknown command, bad option value …
+        exc.show()
+        sys.exit(2 if exc.exit_code in (1, 2) else exc.exit_code)
     except KeyboardInterrupt:
         sys.stderr.write("Interrupted.\n")
         sys.exit(130)
