@@ -31,6 +31,7 @@ from llmdeck.client.errors import (
     StreamErrorEvent,
     StreamTimeoutError,
 )
+from llmdeck.client.transport import LeanTransport
 from llmdeck.client.types import StreamResult, Timeouts
 
 _HINT_UNREACHABLE = "Check that the server is running (`llmdeck status`) and that the URL and port are right."
@@ -114,6 +115,13 @@ class OpenAIClient:
             timeout=httpx.Timeout(connect=t.connect, read=t.read, write=t.read, pool=None),
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=None),
         )
+        # Streams go through the lean transport (same httpx API and errors, far less CPU per chunk).
+        self._stream_http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers={**_headers(api_key), "Accept-Encoding": "identity"},
+            timeout=httpx.Timeout(connect=t.connect, read=t.read, write=t.read, pool=None),
+            transport=LeanTransport(),
+        )
 
     async def __aenter__(self) -> OpenAIClient:
         return self
@@ -122,6 +130,7 @@ class OpenAIClient:
         await self.aclose()
 
     async def aclose(self) -> None:
+        await self._stream_http.aclose()
         await self._http.aclose()
 
     # ---- streaming -------------------------------------------------------------------------
@@ -204,7 +213,7 @@ class OpenAIClient:
         text_parts: list[str] = []
         reasoning_parts: list[str] = []
         tools: dict[int, dict[str, Any]] = {}
-        async with self._http.stream("POST", path, json=payload) as resp:
+        async with self._stream_http.stream("POST", path, json=payload) as resp:
             if resp.status_code != 200:
                 body = (await resp.aread())[:4000].decode("utf-8", "replace")
                 raise HTTPStatusError(

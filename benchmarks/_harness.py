@@ -1,0 +1,234 @@
+"""Shared harness of the bench benchmarks: run one tool (llmdeck or `vllm bench serve`) on one
+workload in a child process and report its metrics and the client's CPU time.
+
+Child mode (``python benchmarks/_harness.py child TOOL OUT.json [workload flags]``) runs the tool
+in-process and times the load phase with ``time.process_time()`` (all threads of the client
+process): for vLLM the ``benchmark()`` coroutine of ``vllm.benchmarks.serve``, for llmdeck
+``ScenarioRun.run`` plus the /metrics + host sampler that runs beside it. Tokenizer loading and
+prompt building are outside both phases. The whole child's rusage is reported too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def add_workload_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--base-url", default="http://127.0.0.1:8100")
+    p.add_argument("--model", default="tiny-qwen3")
+    p.add_argument("--tokenizer", default=str(ROOT / ".cache" / "dev-tiny"))
+    p.add_argument("--input-len", type=int, default=256)
+    p.add_argument("--output-len", type=int, default=64)
+    p.add_argument("--num-prompts", type=int, default=24)
+    p.add_argument("--max-concurrency", type=int, default=None)
+    p.add_argument("--request-rate", type=float, default=None, help="req/s; default: all at once")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-metrics", action="store_true", help="llmdeck: do not sample /metrics")
+
+
+def workload_argv(a: argparse.Namespace) -> list[str]:
+    out = [
+        "--base-url",
+        a.base_url,
+        "--model",
+        a.model,
+        "--tokenizer",
+        a.tokenizer,
+        "--input-len",
+        str(a.input_len),
+        "--output-len",
+        str(a.output_len),
+        "--num-prompts",
+        str(a.num_prompts),
+        "--seed",
+        str(a.seed),
+    ]
+    if a.max_concurrency:
+        out += ["--max-concurrency", str(a.max_concurrency)]
+    if a.request_rate:
+        out += ["--request-rate", str(a.request_rate)]
+    return out
+
+
+def run_child(tool: str, a: argparse.Namespace, *, no_metrics: bool = False) -> dict[str, Any]:
+    """Run one measurement in a fresh Python process; returns its JSON report."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "child.json"
+        argv = [sys.executable, str(Path(__file__)), "child", tool, str(out), *workload_argv(a)]
+        if no_metrics:
+            argv.append("--no-metrics")
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1800)
+        if proc.returncode != 0 or not out.exists():
+            raise RuntimeError(
+                f"{tool} child failed (rc {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+            )
+        report: dict[str, Any] = json.loads(out.read_text())
+        return report
+
+
+# ---- child side ------------------------------------------------------------------------------
+
+
+def _rusage_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def child_vllm(a: argparse.Namespace) -> dict[str, Any]:
+    import vllm.benchmarks.serve as serve
+
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:  # older vLLM (e.g. 0.22)
+        from vllm.utils import FlexibleArgumentParser  # type: ignore[no-redef,attr-defined]
+
+    phase: dict[str, float] = {}
+    orig = serve.benchmark
+
+    async def timed(*args: Any, **kw: Any) -> Any:
+        c0, w0 = time.process_time(), time.perf_counter()
+        try:
+            return await orig(*args, **kw)
+        finally:
+            phase["cpu_s"] = time.process_time() - c0
+            phase["wall_s"] = time.perf_counter() - w0
+
+    serve.benchmark = timed
+    parser = FlexibleArgumentParser()
+    serve.add_cli_args(parser)
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = [
+            "--backend",
+            "openai",
+            "--base-url",
+            a.base_url,
+            "--endpoint",
+            "/v1/completions",
+            "--model",
+            a.model,
+            "--tokenizer",
+            a.tokenizer,
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            str(a.input_len),
+            "--random-output-len",
+            str(a.output_len),
+            "--num-prompts",
+            str(a.num_prompts),
+            "--ignore-eos",
+            "--seed",
+            str(a.seed),
+            "--disable-tqdm",
+            "--save-result",
+            "--save-detailed",
+            "--result-dir",
+            tmp,
+            "--result-filename",
+            "vllm.json",
+        ]
+        if a.max_concurrency:
+            argv += ["--max-concurrency", str(a.max_concurrency)]
+        if a.request_rate:
+            argv += ["--request-rate", str(a.request_rate)]
+        result = serve.main(parser.parse_args(argv))
+        saved = json.loads((Path(tmp) / "vllm.json").read_text())
+    if not isinstance(result, dict) or "itls" not in result:
+        result = saved
+    itls = result.get("itls") or []
+    errors = result.get("errors") or [""] * len(itls)
+    chunks = sum(len(itl) + 1 for itl, err in zip(itls, errors, strict=False) if not err)
+    return {
+        "tool": "vllm bench serve",
+        "completed": saved["completed"],
+        "failed": saved.get("failed", 0),
+        "mean_ttft_ms": saved["mean_ttft_ms"],
+        "mean_tpot_ms": saved["mean_tpot_ms"],
+        "mean_itl_ms": saved["mean_itl_ms"],
+        "output_throughput": saved["output_throughput"],
+        "duration_s": saved["duration"],
+        "chunks": chunks,
+        "phase_cpu_s": phase.get("cpu_s"),
+        "phase_wall_s": phase.get("wall_s"),
+    }
+
+
+def child_llmdeck(a: argparse.Namespace) -> dict[str, Any]:
+    from llmdeck.bench import load as load_mod
+    from llmdeck.bench.models import ScenarioSpec, TargetInfo
+    from llmdeck.bench.runner import BenchOptions, run_bench
+    from llmdeck.bench.verdict import DEFAULT_SLO
+    from llmdeck.bench.workloads import load_tokenizer
+
+    phase: dict[str, float] = {}
+    orig = load_mod.ScenarioRun.run
+
+    async def timed(self: Any) -> float:
+        c0, w0 = time.process_time(), time.perf_counter()
+        try:
+            return await orig(self)
+        finally:
+            phase["cpu_s"] = time.process_time() - c0
+            phase["wall_s"] = time.perf_counter() - w0
+
+    load_mod.ScenarioRun.run = timed  # type: ignore[method-assign]
+    tok = load_tokenizer(a.tokenizer)
+    spec = ScenarioSpec(
+        name="agreement",
+        input_len=a.input_len,
+        output_len=a.output_len,
+        num_prompts=a.num_prompts,
+        max_concurrency=a.max_concurrency,
+        request_rate=a.request_rate,
+        seed=a.seed,
+    )
+    target = TargetInfo(base_url=a.base_url, model=a.model, tokenizer=a.tokenizer)
+    opts = BenchOptions(slo=dict(DEFAULT_SLO), scrape_metrics=not a.no_metrics)
+    res = run_bench(target, [spec], opts, tokenizer=tok)
+    sr = res.scenarios[0]
+    m = sr.metrics
+    assert m is not None and m.ttft_ms and m.tpot_ms and m.itl_ms
+    return {
+        "tool": "llmdeck" + (" (no /metrics sampling)" if a.no_metrics else ""),
+        "completed": m.completed,
+        "failed": m.failed,
+        "mean_ttft_ms": m.ttft_ms.mean,
+        "mean_tpot_ms": m.tpot_ms.mean,
+        "mean_itl_ms": m.itl_ms.mean,
+        "output_throughput": m.output_throughput,
+        "duration_s": m.duration_s,
+        "chunks": sum(r.num_chunks for r in sr.requests if r.ok),
+        "prompt_len_mismatches": m.prompt_len_mismatches,
+        "phase_cpu_s": phase.get("cpu_s"),
+        "phase_wall_s": phase.get("wall_s"),
+    }
+
+
+def child_main(argv: list[str]) -> None:
+    tool, out = argv[0], Path(argv[1])
+    p = argparse.ArgumentParser()
+    add_workload_args(p)
+    a = p.parse_args(argv[2:])
+    rep = child_vllm(a) if tool == "vllm" else child_llmdeck(a)
+    rep["process_cpu_s"] = _rusage_cpu()
+    out.write_text(json.dumps(rep))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "child":
+        child_main(sys.argv[2:])
+    else:
+        sys.exit("usage: _harness.py child TOOL OUT.json [workload flags]")

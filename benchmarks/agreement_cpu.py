@@ -1,0 +1,81 @@
+"""Agreement of llmdeck's measurements with `vllm bench serve` on the same server and workload.
+
+Runs vLLM, llmdeck, vLLM, llmdeck, ... (interleaved, ``--runs`` each, default 3) on one random
+workload against one server and compares the medians of mean TTFT, mean TPOT, mean ITL and
+output throughput; acceptance: every ratio within 3%.
+
+  python benchmarks/agreement_cpu.py                          # the CPU dev server (tiny Qwen3)
+  python benchmarks/agreement_cpu.py --base-url http://127.0.0.1:8000 --model qwen3-0.6b \\
+      --tokenizer /root/models/qwen3-0.6b --input-len 512 --output-len 256 --num-prompts 60 \\
+      --request-rate 1                                        # H200, 1 req/s
+  ... --max-concurrency 16 --num-prompts 160                  # H200, 16 concurrent
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import ROOT, add_workload_args, run_child
+
+KEYS = ("mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms", "output_throughput")
+TOLERANCE = 0.03
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_workload_args(p)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--label", default="cpu")
+    p.add_argument("--out", type=Path, default=None)
+    a = p.parse_args()
+    out = a.out or ROOT / "benchmarks" / "results" / f"agreement_{a.label}.json"
+    runs: dict[str, list[dict[str, float]]] = {"vllm": [], "llmdeck": []}
+    for i in range(a.runs):
+        for tool in ("vllm", "llmdeck"):
+            rep = run_child(tool, a)
+            runs[tool].append(rep)
+            print(f"run {i + 1} {tool:8s} " + " ".join(f"{k}={rep[k]:.3f}" for k in KEYS), flush=True)
+    medians = {tool: {k: statistics.median(r[k] for r in rs) for k in KEYS} for tool, rs in runs.items()}
+    ratios = {k: medians["llmdeck"][k] / medians["vllm"][k] for k in KEYS}
+    ok = all(abs(r - 1) <= TOLERANCE for r in ratios.values())
+    report = {
+        "benchmark": "agreement",
+        "label": a.label,
+        "date": datetime.now(UTC).isoformat(),
+        "host": platform.node(),
+        "workload": {
+            "base_url": a.base_url,
+            "model": a.model,
+            "input_len": a.input_len,
+            "output_len": a.output_len,
+            "num_prompts": a.num_prompts,
+            "max_concurrency": a.max_concurrency,
+            "request_rate": a.request_rate or "inf",
+            "endpoint": "/v1/completions",
+            "ignore_eos": True,
+        },
+        "runs": runs,
+        "medians": medians,
+        "ratios_llmdeck_over_vllm": ratios,
+        "tolerance": TOLERANCE,
+        "within_tolerance": ok,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nmedian of {a.runs} interleaved runs each ({out}):")
+    print(f"{'metric':20s} {'vllm bench serve':>18s} {'llmdeck':>12s} {'ratio':>8s}")
+    for k in KEYS:
+        print(f"{k:20s} {medians['vllm'][k]:18.3f} {medians['llmdeck'][k]:12.3f} {ratios[k]:8.4f}")
+    print("within 3%: " + ("yes" if ok else "NO"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,274 @@
+"""A lean HTTP/1.1 transport for httpx, used for the streaming requests.
+
+httpx's default stack (httpcore + h11 + anyio) spends most of a benchmark client's CPU time on
+each small SSE chunk. This transport plugs into ``httpx.AsyncClient(transport=...)`` and reads
+with a plain ``asyncio.Protocol``: bytes are appended to a buffer, chunked framing is cut with
+``bytes.find``, and the read timeout is one timer re-armed only when it fires. It raises httpx's
+own exceptions (ConnectError, ConnectTimeout, ReadTimeout, RemoteProtocolError), so callers see
+the same errors as with the default transport. Keep-alive connections are pooled per host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+
+
+class _Conn(asyncio.Protocol):
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.eof = False
+        self.waiter: asyncio.Future[None] | None = None
+        self.last = loop.time()
+        self.timeout: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
+
+    # -- protocol callbacks
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        self.last = self.loop.time()
+        w = self.waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        self._wake()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.eof = True
+        self._wake()
+
+    def _wake(self) -> None:
+        w = self.waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    # -- reading
+    def _on_timer(self) -> None:
+        self._timer = None
+        w = self.waiter
+        if w is None or w.done() or self.timeout is None:
+            return
+        due = self.last + self.timeout
+        if self.loop.time() >= due - 1e-3:
+            w.set_exception(httpx.ReadTimeout(f"no data for {self.timeout:g} s"))
+        else:
+            self._timer = self.loop.call_at(due, self._on_timer)
+
+    async def wait(self) -> None:
+        """Wait until more bytes arrive (or EOF); raises httpx.ReadTimeout after ``timeout`` of silence."""
+        if self.eof:
+            return
+        self.waiter = self.loop.create_future()
+        if self.timeout is not None and self._timer is None:
+            self._timer = self.loop.call_at(self.last + self.timeout, self._on_timer)
+        try:
+            await self.waiter
+        finally:
+            self.waiter = None
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self.transport is not None:
+            self.transport.close()
+
+    @property
+    def usable(self) -> bool:
+        return (
+            not self.eof and self.transport is not None and not self.transport.is_closing() and not self.buf
+        )
+
+
+class _Body(httpx.AsyncByteStream):
+    """The response body, de-framed (chunked, content-length or until close)."""
+
+    def __init__(
+        self, pool: LeanTransport, key: tuple[str, str, int], conn: _Conn, headers: dict[str, str]
+    ) -> None:
+        self.pool = pool
+        self.key = key
+        self.conn = conn
+        self.chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        cl = headers.get("content-length")
+        self.remaining: int | None = int(cl) if cl is not None and not self.chunked else None
+        self.keep_alive = headers.get("connection", "").lower() != "close" and (
+            self.chunked or self.remaining is not None
+        )
+        self.done = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        conn = self.conn
+        buf = conn.buf
+        if self.chunked:
+            while True:
+                i = buf.find(b"\r\n")
+                if i < 0:
+                    await self._more()
+                    continue
+                size = int(bytes(buf[:i]).split(b";", 1)[0].strip() or b"0", 16)
+                if size == 0:
+                    end = buf.find(b"\r\n\r\n", i)
+                    while end < 0:
+                        await self._more()
+                        end = buf.find(b"\r\n\r\n", i)
+                    del buf[: end + 4]
+                    break
+                need = i + 2 + size + 2
+                while len(buf) < need:
+                    await self._more()
+                data = bytes(buf[i + 2 : i + 2 + size])
+                del buf[:need]
+                yield data
+        elif self.remaining is not None:
+            while self.remaining > 0:
+                if not buf:
+                    await self._more()
+                    continue
+                take = min(len(buf), self.remaining)
+                data = bytes(buf[:take])
+                del buf[:take]
+                self.remaining -= take
+                yield data
+        else:
+            while True:
+                if buf:
+                    data = bytes(buf)
+                    buf.clear()
+                    yield data
+                if conn.eof:
+                    break
+                await conn.wait()
+        self.done = True
+
+    async def _more(self) -> None:
+        if self.conn.eof:
+            raise httpx.RemoteProtocolError("peer closed connection without sending complete message body")
+        await self.conn.wait()
+
+    async def aclose(self) -> None:
+        if self.done and self.keep_alive and self.conn.usable:
+            self.pool._release(self.key, self.conn)
+        else:
+            self.conn.close()
+
+
+class LeanTransport(httpx.AsyncBaseTransport):
+    """HTTP/1.1 (http and https) with keep-alive pooling; no compression, no HTTP/2, no proxies."""
+
+    def __init__(self) -> None:
+        self._idle: dict[tuple[str, str, int], list[_Conn]] = {}
+        self._ssl: ssl.SSLContext | None = None
+
+    def _release(self, key: tuple[str, str, int], conn: _Conn) -> None:
+        conn.timeout = None
+        self._idle.setdefault(key, []).append(conn)
+
+    async def _connect(self, key: tuple[str, str, int], timeout: float | None) -> _Conn:
+        scheme, host, port = key
+        loop = asyncio.get_running_loop()
+        kwargs: dict[str, Any] = {}
+        if scheme == "https":
+            if self._ssl is None:
+                self._ssl = ssl.create_default_context()
+            kwargs = {"ssl": self._ssl, "server_hostname": host}
+        try:
+            _, proto = await asyncio.wait_for(
+                loop.create_connection(lambda: _Conn(loop), host, port, **kwargs), timeout
+            )
+        except TimeoutError as exc:
+            raise httpx.ConnectTimeout(f"connecting to {host}:{port} timed out") from exc
+        except OSError as exc:
+            raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
+        return proto
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        scheme = url.scheme
+        port = url.port or (443 if scheme == "https" else 80)
+        key = (scheme, url.host, port)
+        timeouts = request.extensions.get("timeout", {})
+        body = await request.aread()
+        head = [f"{request.method} ".encode() + url.raw_path + b" HTTP/1.1\r\n"]
+        for k, v in request.headers.raw:
+            head.append(k + b": " + v + b"\r\n")
+        head.append(b"\r\n")
+        payload = b"".join(head) + body
+        for attempt in range(2):
+            idle = self._idle.get(key)
+            conn = None
+            while idle:
+                c = idle.pop()
+                if c.usable:
+                    conn = c
+                    break
+                c.close()
+            reused = conn is not None
+            if conn is None:
+                conn = await self._connect(key, timeouts.get("connect"))
+            assert conn.transport is not None
+            conn.timeout = timeouts.get("read")
+            conn.last = conn.loop.time()
+            conn.transport.write(payload)
+            try:
+                status, headers = await self._read_head(conn)
+            except httpx.RemoteProtocolError:
+                conn.close()
+                if reused and attempt == 0:
+                    continue  # a stale keep-alive connection: retry once on a fresh one
+                raise
+            except BaseException:
+                conn.close()
+                raise
+            hdict = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers}
+            return httpx.Response(
+                status_code=status,
+                headers=headers,
+                stream=_Body(self, key, conn, hdict),
+                extensions={"http_version": b"HTTP/1.1"},
+            )
+        raise httpx.RemoteProtocolError("server disconnected without sending a response")  # pragma: no cover
+
+    async def _read_head(self, conn: _Conn) -> tuple[int, list[tuple[bytes, bytes]]]:
+        while True:
+            i = conn.buf.find(b"\r\n\r\n")
+            if i >= 0:
+                break
+            if conn.eof:
+                raise httpx.RemoteProtocolError("server disconnected without sending a response")
+            await conn.wait()
+        raw = bytes(conn.buf[:i])
+        del conn.buf[: i + 4]
+        lines = raw.split(b"\r\n")
+        parts = lines[0].split(b" ", 2)
+        try:
+            status = int(parts[1])
+        except (IndexError, ValueError) as exc:
+            raise httpx.RemoteProtocolError(f"bad HTTP status line {lines[0][:80]!r}") from exc
+        if status == 100:
+            return await self._read_head(conn)
+        headers: list[tuple[bytes, bytes]] = []
+        for line in lines[1:]:
+            k, sep, v = line.partition(b":")
+            if sep:
+                headers.append((k.strip(), v.strip()))
+        return status, headers
+
+    async def aclose(self) -> None:
+        for conns in self._idle.values():
+            for c in conns:
+                c.close()
+        self._idle.clear()
