@@ -78,6 +78,7 @@ class ScenarioRun:
         self.gone = asyncio.Event()
         self.gone_reason = ""
         self._checking = False
+        self.suspect = False  # a request failed in a way that suggests the server is gone
         self._freed = asyncio.Event()
         self._sem: asyncio.Semaphore | contextlib.nullcontext[None] = (
             asyncio.Semaphore(spec.max_concurrency) if spec.max_concurrency else contextlib.nullcontext()
@@ -125,6 +126,7 @@ class ScenarioRun:
                     )
                 )
                 if exc.kind in _SERVER_GONE_KINDS:
+                    self.suspect = True
                     self.check_server()
                 return None
         end = time.perf_counter()
@@ -216,23 +218,28 @@ class ScenarioRun:
         self.t_last = self.t0
         dispatcher = asyncio.create_task(self._dispatch(tasks, rng))
         gone = asyncio.create_task(self.gone.wait())
+        pending: asyncio.Future[list[Any]] | None = None
         try:
             await asyncio.wait({dispatcher, gone}, return_when=asyncio.FIRST_COMPLETED)
             if not self.gone.is_set() and tasks:
-                pending: asyncio.Future[list[Any]] = asyncio.gather(*tasks)
+                pending = asyncio.gather(*tasks, return_exceptions=True)
                 waitables: list[asyncio.Future[Any]] = [pending, gone]
                 await asyncio.wait(waitables, return_when=asyncio.FIRST_COMPLETED)
-                if not pending.done():
-                    pending.cancel()
-                    with contextlib.suppress(asyncio.CancelledError, Exception):
-                        await pending
+            if not self.gone.is_set() and self.suspect and not await self._health():
+                await asyncio.sleep(0.5)
+                if not await self._health():
+                    self.gone_reason = f"the server at {self.client.base_url} stopped answering /health"
+                    self.gone.set()
             if self.gone.is_set():
                 raise ServerGone(self.gone_reason)
         finally:
-            for t in [dispatcher, gone, *tasks]:
+            waits: list[asyncio.Future[Any]] = [dispatcher, gone, *tasks]
+            if pending is not None:
+                waits.append(pending)
+            for t in waits:
                 if not t.done():
                     t.cancel()
-            for t in [dispatcher, gone, *tasks]:
+            for t in waits:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await t
         return max(self.t_last - self.t0, 1e-9)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from llmdeck.bench.models import BenchResult, ScenarioResult, Stats
 
 if TYPE_CHECKING:
-    from rich.console import Console, RenderableType
+    from rich.console import Console
     from rich.table import Table
 
 
@@ -64,58 +64,51 @@ def summary_table(result: BenchResult) -> Table:
     return table
 
 
-def details_table(result: BenchResult) -> Table:
-    """Per scenario: peaks (exact and vLLM-compatible), queue time, server and host state."""
-    from rich.table import Table
-
-    table = Table(title="Details", title_justify="left")
-    for col in (
-        "Scenario",
-        "Peak conc. (vLLM-compat)",
-        "Peak out tok/s (vLLM-compat)",
-        "Mean ITL",
-        "Client queue mean",
-        "Server: running/waiting max, KV max, prefix hit, preempt",
-        "Host: MemAvailable min, swap max, GPU mem",
-    ):
-        table.add_column(col, overflow="fold")
+def detail_lines(result: BenchResult) -> list[str]:
+    """Per scenario: exact peaks (vLLM-compatible values labelled), ITL, client queue time, the
+    server's /metrics over the run and the host's memory. Unknown values print as "n/r" (not
+    reported), never as 0."""
+    lines: list[str] = []
     for sr in result.scenarios:
         m = sr.metrics
         if m is None:
             continue
+        compat_conc = m.vllm_compatible_peak_concurrent_requests
+        lines.append(
+            f"{sr.spec.name}: peak concurrency {m.peak_concurrency} (vLLM-compatible {compat_conc}), "
+            f"peak output {m.peak_output_tokens_per_s:.0f} tok/s (vLLM-compatible "
+            f"{m.vllm_compatible_peak_output_tokens_per_s:.0f}), mean ITL {fmt_ms(_mean(m.itl_ms))}, "
+            f"mean E2EL {fmt_ms(_mean(m.e2el_ms))}, "
+            f"client queue mean {fmt_ms(_mean(m.queue_time_ms))} (not in TTFT)"
+        )
         s = sr.server_metrics
         if s is None or s.samples == 0:
-            server = (s.note if s else None) or "not sampled"
+            lines.append(f"  server: {(s.note if s else None) or 'not sampled'}")
         else:
             parts = [
-                f"{_n(s.running_max)}/{_n(s.waiting_max)}",
-                f"KV {_pct(s.kv_cache_usage_max_pct)}",
-                f"hit {_pct(s.prefix_cache_hit_rate_pct)}",
-                f"preempt {_n(s.preemptions)}",
+                f"running max {_n(s.running_max)}",
+                f"waiting max {_n(s.waiting_max)} (last {_n(s.waiting_last)})",
+                f"KV cache max {_pct(s.kv_cache_usage_max_pct)}",
+                f"prefix-cache hit {_pct(s.prefix_cache_hit_rate_pct)}",
+                f"preemptions {_n(s.preemptions)}",
+                f"prompt {_rate(s.prompt_tokens_per_s)}",
+                f"generation {_rate(s.generation_tokens_per_s)}",
             ]
-            if s.generation_tokens_per_s is not None:
-                parts.append(f"gen {s.generation_tokens_per_s:.0f} tok/s")
-            server = ", ".join(parts)
+            lines.append(f"  server ({s.engine or '?'} /metrics, {s.samples} samples): " + ", ".join(parts))
         h = sr.host
-        host = "-"
         if h is not None:
             gpu = "; ".join(
-                f"GPU{g.index} {g.note}"
+                f"GPU{g.index} {g.name}: {g.note}"
                 if g.used_gib_max is None
-                else f"GPU{g.index} {g.used_gib_max:.1f} GiB"
+                else f"GPU{g.index} max {g.used_gib_max:.1f} GiB"
                 for g in h.gpus
             ) or (h.gpu_note or "no GPU")
-            host = f"{_gib(h.mem_available_gib_min)}, swap {_gib(h.swap_used_gib_max)}, {gpu}"
-        table.add_row(
-            sr.spec.label(),
-            f"{m.peak_concurrency} ({m.vllm_compatible_peak_concurrent_requests})",
-            f"{m.peak_output_tokens_per_s:.0f} ({m.vllm_compatible_peak_output_tokens_per_s:.0f})",
-            fmt_ms(_mean(m.itl_ms)),
-            fmt_ms(_mean(m.queue_time_ms)),
-            server,
-            host,
-        )
-    return table
+            lines.append(
+                f"  host: MemAvailable min {_gib(h.mem_available_gib_min)}, "
+                f"swap used max {_gib(h.swap_used_gib_max)}, "
+                f"page cache max {_gib(h.page_cache_gib_max)}, {gpu}"
+            )
+    return lines
 
 
 def verdict_lines(result: BenchResult) -> list[str]:
@@ -146,15 +139,12 @@ def render_result(result: BenchResult, console: Console, *, details: bool = True
     """Print the summary table (and details, verdict rules, status) to ``console``."""
     console.print(summary_table(result))
     if details and any(sr.metrics for sr in result.scenarios):
-        console.print(details_table(result))
+        for line in detail_lines(result):
+            console.print(line, highlight=False, markup=False)
         for line in verdict_lines(result):
             console.print(f"[dim]{line}[/]", highlight=False)
     if result.status != "complete":
         console.print(f"[bold yellow]run {result.status}[/]: {result.error or ''}", highlight=False)
-
-
-def renderables(result: BenchResult) -> list[RenderableType]:
-    return [summary_table(result), details_table(result)]
 
 
 def _n(v: float | None) -> str:
@@ -163,6 +153,10 @@ def _n(v: float | None) -> str:
 
 def _pct(v: float | None) -> str:
     return "n/r" if v is None else f"{v:.0f}%"
+
+
+def _rate(v: float | None) -> str:
+    return "n/r" if v is None else f"{v:.0f} tok/s"
 
 
 def _gib(v: float | None) -> str:

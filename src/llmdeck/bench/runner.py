@@ -35,6 +35,12 @@ from llmdeck.util.atomic import atomic_write_json
 from llmdeck.util.net import normalize_base_url
 
 
+class BenchInterrupted(OperationError):
+    """The user interrupted the run (Ctrl-C); exit code 130 like any interrupted command."""
+
+    exit_code = 130
+
+
 class Progress(Protocol):
     """Receives live progress (the CLI draws it on stderr)."""
 

@@ -250,8 +250,13 @@ def bench(
         with _RichProgress(console) as progress:
             result = run_bench(tgt, scenarios, options, progress=progress, suite=suite)
     except KeyboardInterrupt:
-        console.print(f"interrupted: the partial result is in {out_path}", highlight=False)
-        raise
+        from llmdeck.bench.runner import BenchInterrupted
+
+        raise BenchInterrupted(
+            "The bench was interrupted; the partial result (finished requests, the rest marked failed) "
+            f"is in {out_path}.",
+            hint=f"Re-render it with `llmdeck report {out_path}`.",
+        ) from None
     if json_out:
         print_json(result)
     else:
