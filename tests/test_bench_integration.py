@@ -1,0 +1,160 @@
+"""`llmdeck bench` against the real CPU vLLM server (tiny random-weight Qwen3, real tokenizer)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _env(settings: Any) -> dict[str, str]:
+    e = dict(os.environ)
+    e["LLMDECK_STATE_DIR"] = str(settings.state_dir)
+    e["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + e.get("PYTHONPATH", "")
+    return e
+
+
+def test_smoke_bench_library_entry(cpu_server: Any) -> None:
+    """What quickstart calls: a short run with exact prompt lengths, usage-based token counts."""
+    from llmdeck.bench.runner import run_smoke_bench
+    from llmdeck.settings import Settings
+
+    t = time.monotonic()
+    res = run_smoke_bench(cpu_server.base_url, cpu_server.served_model_name, cpu_server.model_dir, Settings())
+    assert time.monotonic() - t < 120
+    assert res.status == "complete" and res.target.max_model_len == cpu_server.max_model_len
+    assert res.target.server_version  # vLLM's /version
+    sc = res.scenarios[0]
+    m = sc.metrics
+    assert m is not None and m.failed == 0 and m.completed == sc.spec.num_prompts
+    # ignore_eos + usage: every request produced exactly max_tokens tokens
+    assert all(r.output_tokens == r.output_len for r in sc.requests)
+    # the prompts have exactly the token length the server counted
+    assert m.prompt_len_mismatches == 0 and all(r.prompt_tokens == sc.spec.input_len for r in sc.requests)
+    assert m.ttft_ms and m.tpot_ms and m.itl_ms and m.tpot_ms.mean > 0
+    assert m.peak_concurrency <= (sc.spec.max_concurrency or 99)
+    assert sc.server_metrics and sc.server_metrics.engine == "vllm" and sc.server_metrics.samples >= 2
+    assert sc.server_metrics.generation_tokens_per_s and sc.server_metrics.generation_tokens_per_s > 0
+    assert sc.host and sc.host.mem_available_gib_min and sc.host.mem_available_gib_min > 0
+
+
+def test_cli_by_server_name_chat_and_skip_by_context(cpu_server: Any, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    args = [
+        sys.executable,
+        "-m",
+        "llmdeck",
+        "bench",
+        cpu_server.name,
+        "--endpoint",
+        "chat",
+        "--input-len",
+        "32",
+        "--output-len",
+        "8",
+        "--num-prompts",
+        "3",
+        "--request-rate",
+        "5",
+        "--out",
+        str(out),
+        "--json",
+    ]
+    proc = subprocess.run(args, env=_env(cpu_server.settings), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["target"]["server_name"] == cpu_server.name and data["target"]["server_args"]
+    sc = data["scenarios"][0]
+    assert sc["metrics"]["completed"] == 3
+    # the qwen3 reasoning parser streams `reasoning` deltas: still token chunks
+    assert all(r["num_chunks"] >= 1 and r["output_tokens"] == 8 for r in sc["requests"])
+    # seeds suite on a 4096-token server: the long scenarios are skipped with the reason
+    from llmdeck.bench.models import TargetInfo
+    from llmdeck.bench.runner import BenchOptions, run_bench
+    from llmdeck.bench.suites import get_suite
+
+    long_ones = get_suite("seeds")[4:]
+    res = run_bench(TargetInfo(base_url=cpu_server.base_url, model=""), long_ones, BenchOptions())
+    assert [s.status for s in res.scenarios] == ["skipped"] * len(long_ones)
+    assert all("max_model_len is 4096" in (s.skip_reason or "") for s in res.scenarios)
+
+
+def test_server_killed_mid_run(cpu_server: Any, tmp_path: Path) -> None:
+    """A separate real server is started, benched, and SIGKILLed mid-run: exit 1 within 10 s and
+    the file holds the finished requests with the rest marked failed."""
+    from llmdeck.engines.spec import LaunchSpec
+    from llmdeck.runtime.launcher import down, start_background, wait_ready
+    from llmdeck.util.net import free_port
+
+    settings = cpu_server.settings
+    spec = LaunchSpec(
+        name="bench-victim",
+        engine="cpu",
+        model=str(cpu_server.model_dir),
+        served_model_name="victim",
+        port=free_port(),
+        vllm_args=["--max-model-len", "1024", "--max-num-seqs", "4"],
+    )
+    rec = wait_ready(start_background(spec, settings), settings, timeout_s=600)
+    out = tmp_path / "victim.json"
+    try:
+        cli = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "llmdeck",
+                "bench",
+                rec.name,
+                "--input-len",
+                "16",
+                "--output-len",
+                "64",
+                "--num-prompts",
+                "40",
+                "--max-concurrency",
+                "2",
+                "--out",
+                str(out),
+            ],
+            env=_env(settings),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            if out.exists():
+                data = json.loads(out.read_text())
+                if data["scenarios"] and sum(r["ok"] for r in data["scenarios"][0]["requests"]) >= 2:
+                    break
+            time.sleep(0.2)
+        else:
+            pytest.fail("no request finished on the victim server")
+        assert rec.pid is not None
+        os.killpg(os.getpgid(rec.pid), signal.SIGKILL)
+        killed = time.monotonic()
+        _, stderr = cli.communicate(timeout=60)
+        elapsed = time.monotonic() - killed
+    finally:
+        with contextlib.suppress(Exception):
+            down(rec.name, settings)
+    assert cli.returncode == 1, stderr
+    assert elapsed < 10
+    data = json.loads(out.read_text())
+    assert data["status"] == "aborted"
+    reqs = data["scenarios"][0]["requests"]
+    assert len(reqs) == 40
+    assert sum(r["ok"] for r in reqs) >= 2
+    assert all(r["error_kind"] for r in reqs if not r["ok"])
