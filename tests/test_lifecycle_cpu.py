@@ -43,8 +43,23 @@ def test_up_status_kill_restart_down(
     port = free_port()
 
     code, out, err = cli(
-        ["up", "--model", str(tiny_model_dir), "--engine", "cpu", "--name", "life", "--port", str(port),
-         "--served-model-name", "life-tiny", "--json", "--", "--max-model-len", "2048"],
+        [
+            "up",
+            "--model",
+            str(tiny_model_dir),
+            "--engine",
+            "cpu",
+            "--name",
+            "life",
+            "--port",
+            str(port),
+            "--served-model-name",
+            "life-tiny",
+            "--json",
+            "--",
+            "--max-model-len",
+            "2048",
+        ],
         capsys,
     )
     assert code == 0, err

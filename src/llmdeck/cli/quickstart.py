@@ -41,14 +41,17 @@ def register(app: typer.Typer) -> None:
 
         from llmdeck.cli.server import _phase_printer
 
-        result = run_quickstart(settings, say, keep=keep, port=port, with_bench=bench, with_check=check,
-                                on_line=_phase_printer())
+        result = run_quickstart(
+            settings, say, keep=keep, port=port, with_bench=bench, with_check=check, on_line=_phase_printer()
+        )
         if as_json:
             print_json(result)
             return
         out = out_console()
         s = result.stream
-        out.print(f"[bold]served model[/]  {result.served_model_name} at {result.base_url}/v1 ({result.engine})")
+        out.print(
+            f"[bold]served model[/]  {result.served_model_name} at {result.base_url}/v1 ({result.engine})"
+        )
         out.print(f"[bold]chat reply[/]    {result.chat_reply!r} (finish: {result.chat_finish_reason})")
         out.print(f"[bold]streamed[/]      {s.text!r}")
         rate = f"{s.tokens_per_s:.1f} tok/s" if s.tokens_per_s else "n/a"

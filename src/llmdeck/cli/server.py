@@ -24,7 +24,8 @@ Examples:
 
   llmdeck up --model ./tiny --name demo --port 8000
 
-  llmdeck up --model ~/models/Qwen3-Coder-30B-A3B-Instruct-FP8 --engine venv --python ~/.venv/bin/python -- --max-model-len 65536
+  llmdeck up --model ~/models/Qwen3-Coder-30B-A3B-Instruct-FP8 --engine venv \\
+      --python ~/.venv/bin/python -- --max-model-len 65536
 
   llmdeck up --spec plan.json          # a launch spec written by `llmdeck plan --spec-out`
 """
@@ -77,7 +78,10 @@ def _build_spec(
         try:
             data = LaunchSpec.model_validate_json(spec_file.read_text(encoding="utf-8")).model_dump()
         except FileNotFoundError as exc:
-            raise UsageError(f"Launch spec {spec_file} does not exist.", hint="Write one with `llmdeck plan MODEL --spec-out FILE`.") from exc
+            raise UsageError(
+                f"Launch spec {spec_file} does not exist.",
+                hint="Write one with `llmdeck plan MODEL --spec-out FILE`.",
+            ) from exc
         except ValidationError as exc:
             raise ConfigError(
                 f"Launch spec {spec_file} is not valid: {exc.errors()[0]['msg']} at "
@@ -85,8 +89,10 @@ def _build_spec(
                 hint="Regenerate it with `llmdeck plan MODEL --spec-out FILE`.",
             ) from exc
     elif model is None:
-        raise UsageError("Nothing to start: give --model DIR (or a repo id) or --spec FILE.",
-                         hint="Example: llmdeck up --model ./tiny --port 8000")
+        raise UsageError(
+            "Nothing to start: give --model DIR (or a repo id) or --spec FILE.",
+            hint="Example: llmdeck up --model ./tiny --port 8000",
+        )
     overrides = {
         "model": model,
         "name": name,
@@ -194,12 +200,20 @@ def register(app: typer.Typer) -> None:
         name: str = typer.Option(None, "--name", "-n", help="Server name (default: 'default')."),
         port: int = typer.Option(None, "--port", "-p", help="Port (default: LLMDECK_PORT or 8000)."),
         host: str = typer.Option(None, "--host", help="Bind address (0.0.0.0 to serve the LAN)."),
-        engine: str = typer.Option(None, "--engine", help="cpu | venv | docker (default: venv with a GPU, else cpu)."),
+        engine: str = typer.Option(
+            None, "--engine", help="cpu | venv | docker (default: venv with a GPU, else cpu)."
+        ),
         python: str = typer.Option(None, "--python", help="venv engine: the Python that has vLLM."),
-        served_model_name: str = typer.Option(None, "--served-model-name", help="Name clients send as `model`."),
+        served_model_name: str = typer.Option(
+            None, "--served-model-name", help="Name clients send as `model`."
+        ),
         image: str = typer.Option(None, "--image", help="docker engine: the image."),
-        spec_file: Path = typer.Option(None, "--spec", help="A launch spec JSON from `llmdeck plan --spec-out`."),
-        attach: bool = typer.Option(False, "--attach", help="Stay in the foreground, streaming the log; Ctrl-C stops."),
+        spec_file: Path = typer.Option(
+            None, "--spec", help="A launch spec JSON from `llmdeck plan --spec-out`."
+        ),
+        attach: bool = typer.Option(
+            False, "--attach", help="Stay in the foreground, streaming the log; Ctrl-C stops."
+        ),
         timeout: float = typer.Option(None, "--timeout", help="Seconds to wait for readiness."),
         force: bool = typer.Option(False, "--force", help="Start even when preflight finds problems."),
         warmup: bool = typer.Option(False, "--warmup/--no-warmup", help="Send warmup requests once ready."),
@@ -211,8 +225,16 @@ def register(app: typer.Typer) -> None:
         if engine is not None and engine not in {"cpu", "venv", "docker"}:
             raise UsageError(f"Unknown engine {engine!r}.", hint="Use --engine cpu, venv or docker.")
         spec = _build_spec(
-            spec_file=spec_file, model=model, name=name, port=port, host=host, engine=engine,
-            python=python, served_model_name=served_model_name, image=image, extra=list(ctx.args),
+            spec_file=spec_file,
+            model=model,
+            name=name,
+            port=port,
+            host=host,
+            engine=engine,
+            python=python,
+            served_model_name=served_model_name,
+            image=image,
+            extra=list(ctx.args),
             settings=settings,
         )
         record = _run_up(spec, settings, force=force, timeout=timeout, attach=attach, warmup=warmup)
@@ -239,7 +261,11 @@ def register(app: typer.Typer) -> None:
         from llmdeck.runtime.state import StateStore
 
         settings = get_settings(ctx)
-        names = [r.name for r in StateStore(settings.servers_dir).list()] if all_ else [_pick_name(settings, name)]
+        names = (
+            [r.name for r in StateStore(settings.servers_dir).list()]
+            if all_
+            else [_pick_name(settings, name)]
+        )
         results = {n: down(n, settings) for n in names}
         if as_json:
             print_json(results)
@@ -328,13 +354,40 @@ def register(app: typer.Typer) -> None:
         down(record.name, settings)
         freed = _wait_memory_settles()
         console.print(f"memory settled: MemAvailable {freed / 2**30:.1f} GiB")
-        new = _run_up(record.spec, settings, force=force, timeout=timeout, attach=False, warmup=False)
+        new = _run_up(
+            record.spec,
+            settings,
+            force=force,
+            timeout=timeout,
+            attach=False,
+            warmup=False,
+            exclude_pids=(record.pid,) if record.pid else (),
+        )
         if new is None:
             return
         if as_json:
             print_json(new)
         else:
-            out_console().print(f"[green]ready[/] {new.name} at {new.base_url}/v1 (pid {new.pid})", highlight=False)
+            out_console().print(
+                f"[green]ready[/] {new.name} at {new.base_url}/v1 (pid {new.pid})", highlight=False
+            )
+
+
+def _attach_docker(spec: LaunchSpec) -> None:
+    """Foreground container (`docker run --rm`, like seed 004's `docker run -it`): Ctrl-C stops it."""
+    import subprocess
+
+    from llmdeck.engines.docker import docker_run_argv
+    from llmdeck.errors import OperationError
+
+    argv = docker_run_argv(spec, detach=False, tty=sys.stdin.isatty())
+    err_console().print(" ".join(argv), highlight=False, markup=False)
+    try:
+        code = subprocess.call(argv)
+    except FileNotFoundError as exc:
+        raise OperationError("The docker client is not installed.", hint="Use --engine venv.") from exc
+    if code not in (0, 130):
+        raise OperationError(f"The container exited with code {code}.", hint="Read its output above.")
 
 
 def _wait_memory_settles(max_s: float = 30.0) -> int:
@@ -353,15 +406,25 @@ def _wait_memory_settles(max_s: float = 30.0) -> int:
 
 
 def _run_up(
-    spec: LaunchSpec, settings: Settings, *, force: bool, timeout: float | None, attach: bool, warmup: bool
+    spec: LaunchSpec,
+    settings: Settings,
+    *,
+    force: bool,
+    timeout: float | None,
+    attach: bool,
+    warmup: bool,
+    exclude_pids: tuple[int, ...] = (),
 ) -> ServerRecord | None:
     from llmdeck.runtime.launcher import check_port, start_background, validate_spec, wait_ready
 
     console = err_console()
     validate_spec(spec)
     check_port(spec.host, spec.port)
-    _preflight(spec, settings, force=force)
+    _preflight(spec, settings, force=force, exclude_pids=exclude_pids)
     console.print(f"starting {spec.name} ({spec.engine}): {spec.model} on port {spec.port}")
+    if attach and spec.engine == "docker":
+        _attach_docker(spec)
+        return None
     record = start_background(spec, settings)
     console.print(f"log: {record.log_path}")
     if attach:
@@ -373,17 +436,19 @@ def _run_up(
     return record
 
 
-def _preflight(spec: LaunchSpec, settings: Settings, *, force: bool) -> None:
+def _preflight(
+    spec: LaunchSpec, settings: Settings, *, force: bool, exclude_pids: tuple[int, ...] = ()
+) -> None:
     from llmdeck.errors import PortInUseError, UsageError
     from llmdeck.runtime.launcher import check_port
     from llmdeck.runtime.preflight import run_preflight
 
-    report = run_preflight(spec, need_bytes=None, settings=settings)
+    report = run_preflight(spec, need_bytes=None, settings=settings, exclude_pids=exclude_pids)
     console = err_console()
     blocking = [f for f in report.findings if f.severity == "error"]
     for finding in report.findings:
-        if finding.severity != "ok":
-            console.print(f"preflight {finding.severity}: {finding.message} Fix: {finding.fix}", highlight=False)
+        fix = f" Fix: {finding.fix}" if finding.fix else ""
+        console.print(f"preflight {finding.severity}: {finding.message}{fix}", highlight=False)
     if blocking and not force:
         port_issue = next((f for f in blocking if "port" in f.id), None)
         if port_issue is not None:
@@ -398,7 +463,13 @@ def _preflight(spec: LaunchSpec, settings: Settings, *, force: bool) -> None:
 def _warmup(record: ServerRecord) -> None:
     import asyncio
 
+    import httpx
+
     from llmdeck.runtime.warmup import warmup
 
-    report = asyncio.run(warmup(record.base_url, record.served_model_name, max_model_len=2048))
-    err_console().print(report.summary() if hasattr(report, "summary") else str(report), highlight=False)
+    models = httpx.get(f"{record.base_url}/v1/models", timeout=10).json()
+    max_len = int(models["data"][0].get("max_model_len") or 2048)
+    console = err_console()
+    console.print(f"warming up {record.name} (prompt lengths up to {max_len} tokens) …")
+    report = asyncio.run(warmup(record.base_url, record.served_model_name, max_model_len=max_len))
+    console.print(report.summary(), highlight=False)

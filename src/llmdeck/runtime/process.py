@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import time
@@ -50,10 +51,8 @@ def stop_process_group(pid: int, *, grace_s: float = 20.0) -> str:
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _kill_leftovers(pgid: int) -> None:
@@ -68,7 +67,5 @@ def _kill_leftovers(pgid: int) -> None:
 
 def _reap(pid: int) -> None:
     """Collect our own exited child so it does not linger as a zombie."""
-    try:
+    with contextlib.suppress(ChildProcessError, OSError):
         os.waitpid(pid, os.WNOHANG)
-    except (ChildProcessError, OSError):
-        pass

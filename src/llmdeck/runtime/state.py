@@ -22,7 +22,9 @@ class ServerRecord(BaseModel):
     name: str
     spec: LaunchSpec
     argv: list[str]
-    env: dict[str, str] = Field(default_factory=dict, description="Variables llmdeck set (not the whole env).")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="Variables llmdeck set (not the whole env)."
+    )
     pid: int | None = None
     container_id: str | None = None
     log_path: Path
