@@ -8,6 +8,7 @@ A name that is absent means "not reported", never zero.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 # logical name -> sample names per engine, in preference order
@@ -42,19 +43,17 @@ class MetricsSnapshot:
     engine: str | None = None
 
 
+# One C-level pass picks the sample lines we use (name, then labels or a space).
+_LINE_RE = re.compile(
+    r"^(?:"
+    + "|".join(re.escape(n) for n in sorted(_WANTED, key=len, reverse=True))
+    + r")(?:\{[^\n]*\})? [^\n]*$",
+    re.M,
+)
+
+
 def _filter(text: str) -> str:
-    keep: list[str] = []
-    for line in text.splitlines():
-        if not line or line[0] == "#":
-            continue
-        end = len(line)
-        for sep in ("{", " "):
-            i = line.find(sep)
-            if 0 <= i < end:
-                end = i
-        if line[:end] in _WANTED:
-            keep.append(line)
-    return "\n".join(keep) + "\n"
+    return "\n".join(m.group(0) for m in _LINE_RE.finditer(text)) + "\n"
 
 
 def parse_metrics(text: str, t: float = 0.0) -> MetricsSnapshot:

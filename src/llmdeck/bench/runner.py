@@ -57,7 +57,7 @@ class BenchOptions:
     slo: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SLO))
     goodput_slos_ms: dict[str, float] = field(default_factory=dict)
     timeouts: Timeouts = field(default_factory=Timeouts)
-    monitor_interval_s: float = 1.0
+    monitor_interval_s: float = 2.0
     scrape_metrics: bool = True
     out_path: Path | None = None
     api_key: str | None = None

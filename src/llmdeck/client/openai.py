@@ -394,8 +394,8 @@ class OpenAIClient:
     async def metrics_text(self) -> str | None:
         """The Prometheus text of ``GET /metrics``, or None when the server has none (404)."""
         url = self.base_url + "/metrics"
-        with _map_httpx_errors(url):
-            resp = await self._http.get("/metrics")
+        with _map_httpx_errors(url):  # the lean transport: parsing a 100 KB page costs little
+            resp = await self._stream_http.get("/metrics")
         if resp.status_code != 200:
             return None
         return resp.text
