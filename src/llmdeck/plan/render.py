@@ -39,8 +39,9 @@ def shell_join(argv: list[str], *, multiline: bool = True) -> str:
         return shlex.join(argv)
     lines: list[str] = []
     current: list[str] = []
-    for tok in argv:
-        if tok.startswith("-") and current:
+    for i, tok in enumerate(argv):
+        flag_full = len(current) >= 2 and current[0].startswith("-")  # a flag already has its value
+        if current and i > 1 and (tok.startswith("-") or flag_full):
             lines.append(" ".join(shlex.quote(t) for t in current))
             current = []
         current.append(tok)
