@@ -34,7 +34,35 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--label", default="cpu")
     p.add_argument("--out", type=Path, default=None)
+    p.add_argument(
+        "--fake-paced",
+        action="store_true",
+        help="measure benchmarks/fake_paced_server.py (exact TTFT 40 ms, ITL 10 ms) instead of --base-url",
+    )
     a = p.parse_args()
+    fake = None
+    if a.fake_paced:
+        import socket
+        import subprocess
+        import time
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        script = Path(__file__).resolve().parent / "fake_paced_server.py"
+        fake = subprocess.Popen([sys.executable, str(script), "--port", str(port)])
+        time.sleep(1.0)
+        a.base_url, a.model = f"http://127.0.0.1:{port}", "fake-paced"
+        a.label = a.label if a.label != "cpu" else "fake-paced"
+    try:
+        return _run(a)
+    finally:
+        if fake is not None:
+            fake.terminate()
+            fake.wait(10)
+
+
+def _run(a: argparse.Namespace) -> int:
     out = a.out or ROOT / "benchmarks" / "results" / f"agreement_{a.label}.json"
     runs: dict[str, list[dict[str, float]]] = {"vllm": [], "llmdeck": []}
     for i in range(a.runs):

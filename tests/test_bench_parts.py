@@ -247,3 +247,35 @@ def test_result_file_roundtrip_and_errors(tmp_path: Path) -> None:
     (tmp_path / "other.json").write_text('{"kind": "something"}')
     with pytest.raises(ResultFileError, match="not an llmdeck bench result"):
         load_result(tmp_path / "other.json")
+
+
+# ---- host sampling: NVML that cannot report memory (GB10) ------------------------------------
+
+
+def test_nvml_not_supported_is_recorded_never_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import types
+
+    from llmdeck.bench.monitor import NVML_NOT_REPORTED, _Nvml, sample_host, summarize_host
+
+    class NVMLError_NotSupported(Exception):
+        pass
+
+    def mem(_h: object) -> object:
+        raise NVMLError_NotSupported("Not Supported")
+
+    fake = types.ModuleType("pynvml")
+    fake.nvmlInit = lambda: None  # type: ignore[attr-defined]
+    fake.nvmlDeviceGetCount = lambda: 1  # type: ignore[attr-defined]
+    fake.nvmlDeviceGetHandleByIndex = lambda i: object()  # type: ignore[attr-defined]
+    fake.nvmlDeviceGetName = lambda h: b"NVIDIA GB10"  # type: ignore[attr-defined]
+    fake.nvmlDeviceGetMemoryInfo = mem  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    nv = _Nvml()
+    samples = [sample_host(nv), sample_host(nv)]
+    summary = summarize_host(samples, nv)
+    gpu = summary.gpus[0]
+    assert gpu.name == "NVIDIA GB10"
+    assert gpu.used_gib_max is None and gpu.total_gib is None
+    assert gpu.note == NVML_NOT_REPORTED
+    assert summary.mem_available_gib_min is not None and summary.mem_available_gib_min > 0

@@ -1,0 +1,95 @@
+"""FakePacedServer: an OpenAI-compatible completions server with exact, known timing.
+
+Every streamed completion waits ``--ttft-ms`` before its first token, then ``--itl-ms`` between
+tokens, and sends ``max_tokens`` tokens (one per chunk) plus a usage chunk and ``[DONE]``, the
+way vLLM streams. The true TTFT/TPOT/ITL are known, and unlike a real engine it adds no
+run-to-run noise, so two clients measuring it can be compared to well under 3%.
+
+  python benchmarks/fake_paced_server.py --port 8199 --ttft-ms 40 --itl-ms 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+
+
+async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, a: argparse.Namespace) -> None:
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            method, path, _ = lines[0].split(" ", 2)
+            length = 0
+            for line in lines[1:]:
+                k, _, v = line.partition(":")
+                if k.strip().lower() == "content-length":
+                    length = int(v.strip())
+            body = json.loads(await reader.readexactly(length)) if length else {}
+            if method == "GET":
+                if path == "/v1/models":
+                    obj = {
+                        "object": "list",
+                        "data": [{"id": a.model, "object": "model", "max_model_len": 32768}],
+                    }
+                elif path == "/version":
+                    obj = {"version": "fake-paced"}
+                else:
+                    obj = {}
+                data = json.dumps(obj).encode()
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s"
+                    % (len(data), data)
+                )
+                await writer.drain()
+                continue
+            n = int(body.get("max_tokens") or 16)
+            prompt = body.get("prompt", "")
+            writer.write(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            )
+            await writer.drain()
+            t0 = time.perf_counter()
+
+            def event(obj: object) -> bytes:
+                data = b"data: " + json.dumps(obj).encode() + b"\n\n"
+                return b"%x\r\n%s\r\n" % (len(data), data)
+
+            for i in range(n):
+                due = t0 + (a.ttft_ms + i * a.itl_ms) / 1000.0
+                delay = due - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                fin = "length" if i == n - 1 else None
+                writer.write(
+                    event(
+                        {"id": f"{t0:.6f}", "choices": [{"index": 0, "text": " tok", "finish_reason": fin}]}
+                    )
+                )
+                await writer.drain()
+            ptoks = len(prompt.split()) if isinstance(prompt, str) else len(prompt)
+            usage = {"prompt_tokens": ptoks, "completion_tokens": n, "total_tokens": ptoks + n}
+            writer.write(event({"id": "x", "choices": [], "usage": usage}))
+            writer.write(b"%x\r\n%s\r\n" % (len(b"data: [DONE]\n\n"), b"data: [DONE]\n\n") + b"0\r\n\r\n")
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    finally:
+        writer.close()
+
+
+async def main(a: argparse.Namespace) -> None:
+    server = await asyncio.start_server(lambda r, w: handle(r, w, a), "127.0.0.1", a.port)
+    async with server:
+        await server.serve_forever()
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--port", type=int, default=8199)
+    p.add_argument("--model", default="fake-paced")
+    p.add_argument("--ttft-ms", type=float, default=40.0)
+    p.add_argument("--itl-ms", type=float, default=10.0)
+    asyncio.run(main(p.parse_args()))
