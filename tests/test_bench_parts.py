@@ -150,6 +150,7 @@ def test_seed_suite_matches_the_seeds_and_skips_by_context() -> None:
         (57344, 2048, 1),
         (122880, 1024, 1),
     ]
+    assert len({s.seed for s in seeds}) == len(seeds)  # no scenario reuses another's prompts
     fits_32k = [s.name for s in seeds if s.max_context <= 32768]
     assert fits_32k == [s.name for s in seeds[:6]]
     assert "smoke" in SUITES and get_suite("smoke")[0].num_prompts <= 8
@@ -279,3 +280,17 @@ def test_nvml_not_supported_is_recorded_never_zero(monkeypatch: pytest.MonkeyPat
     assert gpu.used_gib_max is None and gpu.total_gib is None
     assert gpu.note == NVML_NOT_REPORTED
     assert summary.mem_available_gib_min is not None and summary.mem_available_gib_min > 0
+
+
+def test_plot_without_matplotlib_is_a_clear_usage_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import sys
+
+    from llmdeck.bench.report import plot_result
+    from llmdeck.errors import MissingDependencyError
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails as if not installed
+    with pytest.raises(MissingDependencyError, match="matplotlib") as info:
+        plot_result(_result(), tmp_path / "p.png")
+    assert info.value.exit_code == 2 and info.value.hint

@@ -50,7 +50,8 @@ class ScenarioSpec(BaseModel):
         return base + hi_out
 
     def label(self) -> str:
-        load = f"@{self.request_rate:g} req/s" if self.request_rate else "@inf"
+        unit = "sessions/s" if self.workload == "multi-turn" else "req/s"
+        load = f"@{self.request_rate:g} {unit}" if self.request_rate else "@inf"
         if self.max_concurrency:
             load += f" c{self.max_concurrency}"
         extra = ""

@@ -66,8 +66,10 @@ SUITES: dict[str, list[ScenarioSpec]] = {
 
 
 def get_suite(name: str) -> list[ScenarioSpec]:
+    """Copies of a suite's scenarios, each with its own seed (no scenario reuses another's prompts,
+    which would turn into prefix-cache hits and flatter TTFT)."""
     try:
-        return [s.model_copy(deep=True) for s in SUITES[name]]
+        return [s.model_copy(deep=True, update={"seed": i}) for i, s in enumerate(SUITES[name])]
     except KeyError:
         raise UsageError(
             f"There is no bench suite named {name!r}.",

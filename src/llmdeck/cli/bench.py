@@ -191,8 +191,9 @@ def bench(
     scenarios: list[ScenarioSpec]
     if suite:
         scenarios = get_suite(suite)
-        for s in scenarios:
-            s.seed = seed
+        for k, s in enumerate(scenarios):
+            # a different seed per scenario: no scenario reuses an earlier one's prompts (prefix cache)
+            s.seed = seed + k
             if warmup:
                 s.warmup = warmup
     else:
@@ -231,6 +232,7 @@ def bench(
                     ) from exc
                 if len(rates) * len(concs) > 1:
                     spec.name += f"-r{rate or 'inf'}-c{conc or 'inf'}"
+                    spec.seed = seed + len(scenarios)  # fresh prompts per sweep point (no cache reuse)
                 scenarios.append(spec)
 
     tgt = resolve_target(target, settings, model=model, tokenizer=tokenizer)
