@@ -225,10 +225,16 @@ class OpenAIClient:
                 )
             pending = b""
             data: list[bytes] = []
+            event = self._event
             async for raw in resp.aiter_raw():
                 now = perf()
                 if pending:
                     raw = pending + raw
+                    pending = b""
+                # fast path (vLLM's shape): whole "data: {...}\n\n" events, one line each
+                if not data and raw[:6] == b"data: " and raw[-2:] == b"\n\n" and raw.count(b"\n") == 2:
+                    event(raw[6:-2], now, chat, res, times, text_parts, reasoning_parts, tools)
+                    continue
                 lines = raw.split(b"\n")
                 pending = lines.pop()
                 for line in lines:
@@ -238,9 +244,7 @@ class OpenAIClient:
                         if data:
                             payload_bytes = data[0] if len(data) == 1 else b"\n".join(data)
                             data.clear()
-                            self._event(
-                                payload_bytes, now, chat, res, times, text_parts, reasoning_parts, tools
-                            )
+                            event(payload_bytes, now, chat, res, times, text_parts, reasoning_parts, tools)
                         continue
                     if line[:5] == b"data:":
                         data.append(line[6:] if line[5:6] == b" " else line[5:])
