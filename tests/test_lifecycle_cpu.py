@@ -76,7 +76,7 @@ def test_up_status_kill_restart_down(
     assert {"life", "ci-tools", "ci-plain"} <= set(states)
     assert states["life"]["state"] == "ready" and states["ci-tools"]["state"] == "ready"
     assert states["life"]["port"] != states["ci-tools"]["port"]
-    assert states["life"]["metrics"] is not None and "kv_cache_usage" in states["life"]["metrics"]
+    assert states["life"]["metrics"] is not None and "kv_usage" in states["life"]["metrics"]
 
     # the server dies (as if OOM-killed): status says dead and shows its log tail
     os.killpg(os.getpgid(record["pid"]), signal.SIGKILL)

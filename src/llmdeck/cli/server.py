@@ -147,7 +147,7 @@ def _print_records_json_or_table(statuses: list[Any], as_json: bool) -> None:
     for st in statuses:
         m = st.metrics or {}
         uptime = f"{st.uptime_s / 60:.1f} min" if st.uptime_s is not None else "-"
-        kv = f"{m['kv_cache_usage'] * 100:.1f}%" if "kv_cache_usage" in m else "-"
+        kv = f"{m['kv_usage'] * 100:.1f}%" if "kv_usage" in m else "-"
         table.add_row(
             st.name,
             st.state,

