@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import httpx
-import psutil
 from pydantic import BaseModel
 
 from llmdeck.engines.argv import engine_env, local_argv
@@ -33,7 +32,7 @@ from llmdeck.errors import (
 from llmdeck.runtime.process import pid_alive, stop_process_group
 from llmdeck.runtime.state import ServerRecord, StateStore
 from llmdeck.settings import Settings
-from llmdeck.util.net import port_is_free, validate_port
+from llmdeck.util.net import validate_port
 
 if TYPE_CHECKING:
     from llmdeck.engines.docker import DockerCLI
@@ -62,33 +61,14 @@ class ServerStatus(BaseModel):
 # ---- validation -----------------------------------------------------------------------------
 
 
-def who_listens(port: int) -> str | None:
-    """A short description of the process listening on ``port``, if we can see it."""
-    try:
-        for conn in psutil.net_connections(kind="inet"):
-            if conn.laddr and conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
-                try:
-                    proc = psutil.Process(conn.pid)
-                    cmd = " ".join(proc.cmdline()[:4])
-                    return f"pid {conn.pid} ({cmd})"
-                except psutil.Error:
-                    return f"pid {conn.pid}"
-    except (psutil.AccessDenied, OSError):
-        return None
-    return None
-
-
 def check_port(host: str, port: int) -> None:
+    """Raise PortInUseError (exit 2) naming the holder when ``host:port`` cannot be bound."""
+    from llmdeck.runtime.preflight import check_port as port_findings
+
     validate_port(port)
-    bind_host = "0.0.0.0" if host in {"0.0.0.0", "::"} else host
-    if not port_is_free(port, bind_host):
-        holder = who_listens(port)
-        by = f" by {holder}" if holder else ""
-        raise PortInUseError(
-            f"Port {port} is already in use{by}.",
-            hint=f"Pick another port with --port, or stop what holds it (`ss -lntp | grep :{port}`; "
-            "`llmdeck status` lists llmdeck's own servers).",
-        )
+    for finding in port_findings(host, port):
+        if finding.severity == "error":
+            raise PortInUseError(finding.message, hint=finding.fix)
 
 
 def validate_spec(spec: LaunchSpec) -> None:
