@@ -13,15 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import run_cli
 from llmdeck.cli.app import main
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as info:
-        main(args)
-    out, err = capsys.readouterr()
-    code = info.value.code
-    return (code if isinstance(code, int) else 1), out, err
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,7 @@ import huggingface_hub
 import pytest
 from huggingface_hub import errors as hub_errors
 
-from llmdeck.cli.app import main
+from cli_helpers import run_cli
 from llmdeck.fetch.hub import environment_warnings, validate_repo_id
 
 CLOSED = "http://127.0.0.1:9"
@@ -39,14 +39,6 @@ def write_sharded_model(folder: Path) -> None:
         weight_map.update(dict.fromkeys(tensors, name))
     (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
     (folder / "config.json").write_text(json.dumps({"architectures": ["Qwen3ForCausalLM"]}))
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as info:
-        main(args)
-    out, err = capsys.readouterr()
-    code = info.value.code
-    return (code if isinstance(code, int) else 1), out, err
 
 
 class FakeSnapshotDownload:

@@ -15,18 +15,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from llmdeck.cli.app import main
+from cli_helpers import run_cli as cli
 from llmdeck.util.net import free_port
 
 pytestmark = pytest.mark.integration
-
-
-def cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as info:
-        main(args)
-    out, err = capsys.readouterr()
-    code = info.value.code
-    return (code if isinstance(code, int) else 1), out, err
 
 
 def test_up_status_kill_restart_down(

@@ -8,16 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from llmdeck.cli.app import main
+from cli_helpers import run_cli
 from llmdeck.errors import AlreadyExistsError, MissingDependencyError, UsageError
-
-
-def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    with pytest.raises(SystemExit) as info:
-        main(args)
-    out, err = capsys.readouterr()
-    code = info.value.code
-    return (code if isinstance(code, int) else 1), out, err
 
 
 @pytest.fixture(autouse=True)
