@@ -8,7 +8,7 @@
 set -uo pipefail
 ls /tmp/site/.done >/dev/null 2>&1 || { echo COLD; exit 3; }
 OUT=${OUT:-/tmp/llmdeck-evidence}; mkdir -p "$OUT"
-NAME=qwen3.6-35b-a3b; PORT=8000; URL=http://127.0.0.1:$PORT
+NAME=qwen3.6-35b-a3b; PORT=${PORT:-8000}; URL=http://127.0.0.1:$PORT
 trap 'bash .gpu/bin/device-stop.sh $NAME $PORT >/dev/null 2>&1' EXIT
 bash .gpu/bin/device-serve.sh $NAME $PORT -- \
   --language-model-only --gdn-prefill-backend triton \
