@@ -16,6 +16,9 @@ import pytest
 from cli_helpers import run_cli
 from llmdeck.cli.app import main
 
+# the public Qwen3-0.6B config.json that llmdeck bundles (same bytes as shared/fixtures/configs)
+BUNDLED_CONFIGS = Path(__file__).resolve().parents[1] / "src" / "llmdeck" / "catalog" / "data" / "configs"
+
 
 @pytest.fixture(autouse=True)
 def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -158,7 +161,7 @@ def test_debug_shows_traceback(capsys: pytest.CaptureFixture[str], monkeypatch: 
 @pytest.fixture
 def tiny_config_dir(tmp_path: Path) -> Path:
     """A model folder with a real Qwen3 config.json (no weights): enough to pass validation."""
-    src = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "configs" / "Qwen3-0.6B.config.json"
+    src = BUNDLED_CONFIGS / "Qwen3-0.6B.config.json"
     model = tmp_path / "qwen3-0.6b"
     model.mkdir()
     (model / "config.json").write_text(src.read_text())

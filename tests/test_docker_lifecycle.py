@@ -24,6 +24,9 @@ from llmdeck.util.net import free_port
 DOCKER_FIXTURES = Path(__file__).parent / "fixtures" / "docker"
 VERSION_OK = json.dumps({"Client": {"Version": "28.2.2"}, "Server": {"Version": "28.2.2"}})
 
+# the public Qwen3-0.6B config.json that llmdeck bundles (same bytes as shared/fixtures/configs)
+BUNDLED_CONFIGS = Path(__file__).resolve().parents[1] / "src" / "llmdeck" / "catalog" / "data" / "configs"
+
 
 class RecordingDocker:
     """Records every docker argv and answers with real output formats."""
@@ -58,7 +61,7 @@ def settings(tmp_path: Path) -> Settings:
 def docker_spec(tmp_path: Path) -> LaunchSpec:
     model = tmp_path / "qwen3"
     model.mkdir()
-    src = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "configs" / "Qwen3-0.6B.config.json"
+    src = BUNDLED_CONFIGS / "Qwen3-0.6B.config.json"
     (model / "config.json").write_text(src.read_text())
     return LaunchSpec(
         name="dock",

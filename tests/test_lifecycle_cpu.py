@@ -79,7 +79,8 @@ def test_up_status_kill_restart_down(
         time.sleep(0.2)
     dead = json.loads(out)[0]
     assert dead["state"] == "dead"
-    assert dead["log_tail"] and "vllm" in dead["log_tail"].lower()
+    last_line = Path(dead["log_path"]).read_text().strip().splitlines()[-1]
+    assert dead["log_tail"] and last_line.strip() in dead["log_tail"]
 
     # restart brings it back on the same port with the same model; the old log is kept
     code, out, err = cli(["restart", "life", "--json"], capsys)

@@ -96,7 +96,9 @@ def main(argv: list[str] | None = None) -> None:
     click_exc = _click_exceptions()
     app = build_app()
     try:
-        app(args=argv, prog_name="llmdeck", standalone_mode=False)
+        rv = app(args=argv, prog_name="llmdeck", standalone_mode=False)
+        if isinstance(rv, int) and rv != 0:  # click returns 130 (not raising) on Ctrl-C here
+            sys.exit(rv)
     except LlmdeckError as exc:
         if _debug():
             raise
