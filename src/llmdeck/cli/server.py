@@ -139,10 +139,12 @@ def _print_records_json_or_table(statuses: list[Any], as_json: bool) -> None:
     if as_json:
         print_json(statuses)
         return
+    if not statuses:
+        return
     from rich.table import Table
 
     table = Table(title="llmdeck servers")
-    for col in ("name", "state", "engine", "model", "url", "pid", "uptime", "running", "waiting", "KV use"):
+    for col in ("name", "state", "engine", "model", "url", "pid", "uptime", "run", "wait", "KV"):
         table.add_column(col)
     for st in statuses:
         m = st.metrics or {}
