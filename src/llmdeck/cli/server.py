@@ -57,66 +57,15 @@ def _default_engine() -> str:
 def _build_spec(
     *,
     spec_file: Path | None,
-    model: str | None,
-    name: str | None,
-    port: int | None,
-    host: str | None,
-    engine: str | None,
-    python: str | None,
-    served_model_name: str | None,
-    image: str | None,
+    overrides: dict[str, Any],
     extra: list[str],
     settings: Settings,
 ) -> LaunchSpec:
-    from pydantic import ValidationError
+    from llmdeck.engines.spec import build_spec, read_spec_file
 
-    from llmdeck.engines.spec import LaunchSpec
-    from llmdeck.errors import ConfigError, UsageError
-
-    data: dict[str, Any] = {}
-    if spec_file is not None:
-        try:
-            data = LaunchSpec.model_validate_json(spec_file.read_text(encoding="utf-8")).model_dump()
-        except FileNotFoundError as exc:
-            raise UsageError(
-                f"Launch spec {spec_file} does not exist.",
-                hint="Write one with `llmdeck plan MODEL --spec-out FILE`.",
-            ) from exc
-        except ValidationError as exc:
-            raise ConfigError(
-                f"Launch spec {spec_file} is not valid: {exc.errors()[0]['msg']} at "
-                f"{'.'.join(str(p) for p in exc.errors()[0]['loc']) or 'top level'}.",
-                hint="Regenerate it with `llmdeck plan MODEL --spec-out FILE`.",
-            ) from exc
-    elif model is None:
-        raise UsageError(
-            "Nothing to start: give --model DIR (or a repo id) or --spec FILE.",
-            hint="Example: llmdeck up --model ./tiny --port 8000",
-        )
-    overrides = {
-        "model": model,
-        "name": name,
-        "port": port,
-        "host": host,
-        "engine": engine,
-        "python": python,
-        "served_model_name": served_model_name,
-        "image": image,
-    }
-    for key, value in overrides.items():
-        if value is not None:
-            data[key] = value
-    data.setdefault("port", settings.port)
-    data.setdefault("host", settings.host)
-    data.setdefault("engine", _default_engine())
-    if extra:
-        data["vllm_args"] = [*data.get("vllm_args", []), *extra]
-    try:
-        return LaunchSpec.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"])
-        raise UsageError(f"Invalid {field}: {err['msg']}.", hint="See `llmdeck up --help`.") from exc
+    base = read_spec_file(spec_file) if spec_file is not None else None
+    defaults = {"port": settings.port, "host": settings.host, "engine": _default_engine()}
+    return build_spec(base, overrides=overrides, extra_args=extra, defaults=defaults)
 
 
 def _phase_printer() -> Any:
@@ -226,19 +175,17 @@ def register(app: typer.Typer) -> None:
         settings = get_settings(ctx)
         if engine is not None and engine not in {"cpu", "venv", "docker"}:
             raise UsageError(f"Unknown engine {engine!r}.", hint="Use --engine cpu, venv or docker.")
-        spec = _build_spec(
-            spec_file=spec_file,
-            model=model,
-            name=name,
-            port=port,
-            host=host,
-            engine=engine,
-            python=python,
-            served_model_name=served_model_name,
-            image=image,
-            extra=list(ctx.args),
-            settings=settings,
-        )
+        overrides = {
+            "model": model,
+            "name": name,
+            "port": port,
+            "host": host,
+            "engine": engine,
+            "python": python,
+            "served_model_name": served_model_name,
+            "image": image,
+        }
+        spec = _build_spec(spec_file=spec_file, overrides=overrides, extra=list(ctx.args), settings=settings)
         record = _run_up(spec, settings, force=force, timeout=timeout, attach=attach, warmup=warmup)
         if record is None:
             return

@@ -7,9 +7,12 @@ engine modules turn it into an argv. Versioned: ``schema_version`` changes on br
 from __future__ import annotations
 
 import re
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator
+
+from llmdeck.errors import ConfigError, UsageError
 
 LAUNCH_SPEC_SCHEMA_VERSION = 1
 
@@ -48,3 +51,48 @@ class LaunchSpec(BaseModel):
         if self.served_model_name:
             return self.served_model_name
         return self.model.rstrip("/").split("/")[-1] or self.model
+
+
+def read_spec_file(path: Path) -> LaunchSpec:
+    """A launch spec written by `llmdeck plan --spec-out` (exit 2 when missing or invalid)."""
+    try:
+        return LaunchSpec.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise UsageError(
+            f"Launch spec {path} does not exist.", hint="Write one with `llmdeck plan MODEL --spec-out FILE`."
+        ) from exc
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "top level"
+        raise ConfigError(
+            f"Launch spec {path} is not valid: {err['msg']} at {where}.",
+            hint="Regenerate it with `llmdeck plan MODEL --spec-out FILE`.",
+        ) from exc
+
+
+def build_spec(
+    base: LaunchSpec | None,
+    *,
+    overrides: dict[str, Any],
+    extra_args: list[str],
+    defaults: dict[str, Any],
+) -> LaunchSpec:
+    """A spec from an optional base (a spec file), the options given (None = not given), extra
+    `vllm serve` flags appended, and defaults for what neither sets. Bad values exit 2."""
+    data: dict[str, Any] = base.model_dump() if base is not None else {}
+    if base is None and overrides.get("model") is None:
+        raise UsageError(
+            "Nothing to start: give --model DIR (or a repo id) or --spec FILE.",
+            hint="Example: llmdeck up --model ./tiny --port 8000",
+        )
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    for key, value in defaults.items():
+        data.setdefault(key, value)
+    if extra_args:
+        data["vllm_args"] = [*data.get("vllm_args", []), *extra_args]
+    try:
+        return LaunchSpec.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"])
+        raise UsageError(f"Invalid {field}: {err['msg']}.", hint="See `llmdeck up --help`.") from exc
