@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field
 
@@ -35,21 +35,7 @@ Phase = Literal[
     "api_up",
 ]
 
-PHASE_ORDER: tuple[Phase, ...] = (
-    "process_start",
-    "config_resolved",
-    "engine_init",
-    "loading_weights",
-    "weights_loaded",
-    "compiling",
-    "compiled",
-    "kv_cache_sized",
-    "cuda_graphs",
-    "graphs_captured",
-    "engine_ready",
-    "api_starting",
-    "api_up",
-)
+PHASE_ORDER: tuple[Phase, ...] = get_args(Phase)  # the order a start-up goes through
 
 PHASE_LABELS: dict[str, str] = {
     "process_start": "process started",
