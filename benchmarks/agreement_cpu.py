@@ -1,6 +1,7 @@
 """Agreement of llmdeck's measurements with `vllm bench serve` on the same server and workload.
 
-Runs vLLM, llmdeck, vLLM, llmdeck, ... (interleaved, ``--runs`` each, default 3) on one random
+Runs vLLM, llmdeck, llmdeck, vLLM, ... (interleaved, order alternating, a fresh seed per run,
+``--runs`` each, default 3) on one random
 workload against one server and compares the medians of mean TTFT, mean TPOT, mean ITL and
 output throughput; acceptance: every ratio within 3%.
 
@@ -20,6 +21,7 @@ import statistics
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import ROOT, add_workload_args, run_child
@@ -33,6 +35,11 @@ def main() -> int:
     add_workload_args(p)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--label", default="cpu")
+    p.add_argument(
+        "--warmup",
+        action="store_true",
+        help="first one unmeasured run of each tool (JIT, CUDA graphs and caches warm before measuring)",
+    )
     p.add_argument("--out", type=Path, default=None)
     p.add_argument(
         "--fake-paced",
@@ -62,18 +69,15 @@ def main() -> int:
             fake.wait(10)
 
 
-def _run(a: argparse.Namespace) -> int:
-    out = a.out or ROOT / "benchmarks" / "results" / f"agreement_{a.label}.json"
-    runs: dict[str, list[dict[str, float]]] = {"vllm": [], "llmdeck": []}
-    for i in range(a.runs):
-        for tool in ("vllm", "llmdeck"):
-            rep = run_child(tool, a)
-            runs[tool].append(rep)
-            print(f"run {i + 1} {tool:8s} " + " ".join(f"{k}={rep[k]:.3f}" for k in KEYS), flush=True)
-    medians = {tool: {k: statistics.median(r[k] for r in rs) for k in KEYS} for tool, rs in runs.items()}
-    ratios = {k: medians["llmdeck"][k] / medians["vllm"][k] for k in KEYS}
-    ok = all(abs(r - 1) <= TOLERANCE for r in ratios.values())
-    report = {
+def _report(a: argparse.Namespace, runs: dict[str, list[dict[str, Any]]], base_seed: int) -> dict[str, Any]:
+    done = min(len(runs["vllm"]), len(runs["llmdeck"]))
+    medians = (
+        {tool: {k: statistics.median(r[k] for r in rs) for k in KEYS} for tool, rs in runs.items()}
+        if done
+        else {}
+    )
+    ratios = {k: medians["llmdeck"][k] / medians["vllm"][k] for k in KEYS} if done else {}
+    return {
         "benchmark": "agreement",
         "label": a.label,
         "date": datetime.now(UTC).isoformat(),
@@ -88,15 +92,54 @@ def _run(a: argparse.Namespace) -> int:
             "request_rate": a.request_rate or "inf",
             "endpoint": "/v1/completions",
             "ignore_eos": True,
+            "seeds": [base_seed + i for i in range(a.runs)],
+            "warmup": a.warmup,
+            "order": "alternating (vllm first in odd runs, llmdeck first in even runs)",
         },
+        "runs_planned": a.runs,
+        "runs_done": done,
         "runs": runs,
         "medians": medians,
         "ratios_llmdeck_over_vllm": ratios,
         "tolerance": TOLERANCE,
-        "within_tolerance": ok,
+        "within_tolerance": bool(done) and all(abs(r - 1) <= TOLERANCE for r in ratios.values()),
     }
+
+
+def _save(out: Path, report: dict[str, Any]) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=2) + "\n")
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n")
+    tmp.replace(out)
+
+
+def _run(a: argparse.Namespace) -> int:
+    out = a.out or ROOT / "benchmarks" / "results" / f"agreement_{a.label}.json"
+    runs: dict[str, list[dict[str, Any]]] = {"vllm": [], "llmdeck": []}
+    base_seed = a.seed
+    if a.warmup:
+        # a short burst at 16 concurrent through each tool: the server's batch shapes, JIT kernels and
+        # both clients' code paths are warm before anything is measured
+        warm = argparse.Namespace(**vars(a))
+        warm.seed, warm.num_prompts, warm.max_concurrency, warm.request_rate = base_seed + 999, 48, 16, None
+        for tool in ("vllm", "llmdeck"):
+            rep = run_child(tool, warm)
+            print(f"warmup {tool:8s} " + " ".join(f"{k}={rep[k]:.3f}" for k in KEYS), flush=True)
+    for i in range(a.runs):
+        # A fresh seed per run (never a prefix-cache hit on an earlier run's prompts), and the order
+        # alternates (vLLM first, then llmdeck first) so drift of the server does not favour one tool.
+        a.seed = base_seed + i
+        order = ("vllm", "llmdeck") if i % 2 == 0 else ("llmdeck", "vllm")
+        for tool in order:
+            rep = run_child(tool, a)
+            rep["seed"] = a.seed
+            runs[tool].append(rep)
+            print(f"run {i + 1} {tool:8s} " + " ".join(f"{k}={rep[k]:.3f}" for k in KEYS), flush=True)
+        _save(out, _report(a, runs, base_seed))  # every finished pair is kept
+    a.seed = base_seed
+    report = _report(a, runs, base_seed)
+    _save(out, report)
+    medians, ratios, ok = report["medians"], report["ratios_llmdeck_over_vllm"], report["within_tolerance"]
     print(f"\nmedian of {a.runs} interleaved runs each ({out}):")
     print(f"{'metric':20s} {'vllm bench serve':>18s} {'llmdeck':>12s} {'ratio':>8s}")
     for k in KEYS:

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Evidence for issue 6 (llmdeck check on real vLLM 0.22.0, H200, random weights of real shapes).
-# Starts qwen3.6-35b-a3b through gpu-lab with seed 000's flags (bf16 shape; hybrid model needs
+# Starts qwen3.6-35b-a3b through gpu-lab with seed 000's flags plus --enforce-eager (a functional test:
+# half the start-up time; bf16 shape; hybrid model needs
 # --language-model-only --gdn-prefill-backend triton on this kit), runs `llmdeck check --client opencode`
 # (JSON + human table) and `llmdeck connect opencode --print`, then stops the server.
 # Run on the device from the repo root, after gpu-lab's stage/carry/install:
@@ -14,7 +15,7 @@ bash .gpu/bin/device-serve.sh $NAME $PORT -- \
   --language-model-only --gdn-prefill-backend triton \
   --max-model-len 131072 --gpu-memory-utilization 0.85 --enable-prefix-caching \
   --reasoning-parser qwen3 --enable-auto-tool-choice --tool-call-parser qwen3_coder \
-  --kv-cache-dtype fp8 --max-num-seqs 8 --max-num-batched-tokens 4096 \
+  --kv-cache-dtype fp8 --max-num-seqs 8 --max-num-batched-tokens 4096 --enforce-eager \
   | tee "$OUT/serve-qwen36.txt" || exit 1
 export PYTHONPATH=src:/tmp/site COLUMNS=120
 python3 -m llmdeck check $URL --client opencode --json > "$OUT/check-qwen36.json" 2> "$OUT/check-qwen36.stderr"

@@ -7,7 +7,7 @@
 #
 # For qwen3-0.6b, qwen3-30b-a3b and qwen3.6-35b-a3b, each at two contexts and two
 # --gpu-memory-utilization values, it starts vLLM (random weights, --enforce-eager, --max-num-seqs 8),
-# keeps the start-up log, stops it, and then evidence/plan/compare.py runs `llmdeck plan` for the same
+# keeps the start-up log, stops it once the KV-cache lines are printed, and then evidence/plan/compare.py runs `llmdeck plan` for the same
 # settings and writes $OUT/compare.json and $OUT/compare.md (relative errors, pass/fail at 2%).
 # Runs are ordered so every model gets one run early (smallest first), then the rest; a run is
 # skipped, not started, when the remaining budget is below its usual start time. Logs: $OUT/logs.tar.gz.
@@ -29,21 +29,45 @@ PORT=${PORT:-8000}
 # the device total as vLLM sees it (cudaMemGetInfo), for the record
 PYTHONPATH=/tmp/site python3 -c 'import torch,json;f,t=torch.cuda.mem_get_info();print(json.dumps({"gpu_total_bytes":t,"gpu_free_bytes":f,"gpu":torch.cuda.get_device_name(0)}))' > "$OUT/device.json" 2>/dev/null || echo '{}' > "$OUT/device.json"
 
+# Start vLLM like gpu-lab's device-serve.sh, but stop it as soon as it has printed its KV-cache lines
+# (the numbers compared here): the API server's own start-up is not needed and costs device time.
+serve_until_kv() {  # NAME TIMEOUT_S FLAGS...
+  local name=$1 limit=$2; shift 2
+  local log=/root/vllm-$name-$PORT.log pid t
+  PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+    VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 \
+    setsid python3 -m vllm.entrypoints.cli.main serve "/root/models/$name" --served-model-name "$name" \
+    --port "$PORT" --load-format dummy "$@" > "$log" 2>&1 < /dev/null &
+  pid=$!
+  local rc=1
+  for t in $(seq 1 "$limit"); do
+    if grep -q "Maximum concurrency for" "$log"; then rc=0; sleep 1; break; fi
+    kill -0 $pid 2>/dev/null || { echo "vllm exited after ${t}s"; tail -30 "$log"; break; }
+    sleep 1
+  done
+  [ $rc -eq 0 ] || tail -5 "$log"
+  kill -- -$pid 2>/dev/null
+  for t in $(seq 1 20); do pgrep -g $pid >/dev/null 2>&1 || break; sleep 1; done
+  pkill -9 -g $pid 2>/dev/null
+  for t in $(seq 1 10); do pgrep -g $pid >/dev/null 2>&1 || break; sleep 1; done
+  return $rc
+}
+
 HYB="--language-model-only --gdn-prefill-backend triton --kv-cache-dtype fp8"
 # name | context | utilization | usual start seconds | extra flags     (order = run order)
 PLAN=(
-  "qwen3-0.6b|8192|0.90|75|"
-  "qwen3-30b-a3b|8192|0.90|110|"
-  "qwen3.6-35b-a3b|32768|0.90|150|$HYB --enable-prefix-caching --max-num-batched-tokens 4192"
-  "qwen3-0.6b|32768|0.60|75|"
-  "qwen3-0.6b|8192|0.60|75|"
-  "qwen3-0.6b|32768|0.90|75|"
-  "qwen3-30b-a3b|32768|0.70|110|"
-  "qwen3.6-35b-a3b|131072|0.75|150|$HYB"
-  "qwen3-30b-a3b|8192|0.70|110|"
-  "qwen3-30b-a3b|32768|0.90|110|"
-  "qwen3.6-35b-a3b|131072|0.90|150|$HYB --enable-prefix-caching --max-num-batched-tokens 4192"
-  "qwen3.6-35b-a3b|32768|0.75|150|$HYB"
+  "qwen3-0.6b|8192|0.90|55|"
+  "qwen3-30b-a3b|8192|0.90|75|"
+  "qwen3.6-35b-a3b|32768|0.90|95|$HYB --enable-prefix-caching --max-num-batched-tokens 4192"
+  "qwen3-0.6b|32768|0.60|55|"
+  "qwen3-0.6b|8192|0.60|55|"
+  "qwen3-0.6b|32768|0.90|55|"
+  "qwen3-30b-a3b|32768|0.70|75|"
+  "qwen3.6-35b-a3b|131072|0.75|95|$HYB"
+  "qwen3-30b-a3b|8192|0.70|75|"
+  "qwen3-30b-a3b|32768|0.90|75|"
+  "qwen3.6-35b-a3b|131072|0.90|95|$HYB --enable-prefix-caching --max-num-batched-tokens 4192"
+  "qwen3.6-35b-a3b|32768|0.75|95|$HYB"
 )
 i=0
 for row in "${PLAN[@]}"; do
@@ -63,14 +87,14 @@ for row in "${PLAN[@]}"; do
   echo "=== run $i: $NAME ctx=$CTX util=$UTIL (${LEFT}s left)"
   S0=$(date +%s)
   # shellcheck disable=SC2086
-  OUT= timeout $(( LEFT - 10 )) bash .gpu/bin/device-serve.sh "$NAME" $PORT -- $FLAGS > /root/plan-logs/serve-$i.txt 2>&1
+  serve_until_kv "$NAME" $(( LEFT - 10 )) $FLAGS > /root/plan-logs/serve-$i.txt 2>&1
   RC=$?
   SECS=$(( $(date +%s) - S0 ))
   LOG=/root/plan-logs/run-$i-$NAME.log
   cp "/root/vllm-$NAME-$PORT.log" "$LOG" 2>/dev/null
-  bash .gpu/bin/device-stop.sh "$NAME" $PORT > /dev/null 2>&1
   grep -E "Setting attention block size|Model loading took|Available KV cache|KV cache size|Maximum concurrency" "$LOG" | sed 's/^.*\] //'
   STATUS=ok; [ $RC -eq 0 ] || STATUS=failed
+  echo "    $STATUS in ${SECS}s"
   printf '{"run":%d,"model":"%s","context":%s,"utilization":%s,"flags":"%s","status":"%s","seconds":%d,"log":"%s"}\n' \
     $i "$NAME" "$CTX" "$UTIL" "$FLAGS" "$STATUS" "$SECS" "$LOG" >> "$RUNS"
   sleep 3  # let the driver hand the memory back before the next start
