@@ -212,6 +212,24 @@ def write_outputs(rows: list[dict[str, Any]], out: Path, device: dict[str, Any],
     print("\n".join(lines))
 
 
+BUNDLED = {
+    "qwen3-0.6b": "Qwen3-0.6B",
+    "qwen3-30b-a3b": "Qwen3-30B-A3B",
+    "qwen3-coder-30b-a3b": "Qwen3-Coder-30B-A3B-Instruct",
+    "qwen3.6-35b-a3b": "Qwen3.6-35B-A3B",
+}
+
+
+def bundled_models(tmp: Path) -> Path:
+    """gpu-lab's model folders (the same public configs), built from llmdeck's bundled copies."""
+    configs = REPO / "src" / "llmdeck" / "catalog" / "data" / "configs"
+    root = tmp / "models"
+    for name, cfg in BUNDLED.items():
+        (root / name).mkdir(parents=True, exist_ok=True)
+        (root / name / "config.json").write_bytes((configs / f"{cfg}.config.json").read_bytes())
+    return root
+
+
 def selftest_runs(tmp: Path) -> tuple[list[dict[str, Any]], Path]:
     fixtures = REPO.parent / "shared" / "fixtures" / "vllm-0.22.0-h200"
     configs = REPO / "src" / "llmdeck" / "catalog" / "data" / "configs"
@@ -252,6 +270,13 @@ def main() -> int:
     ap.add_argument("--device", type=Path, default=None, help="device.json (GPU name and total)")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--selftest", action="store_true", help="use the committed fixture logs (no GPU)")
+    ap.add_argument(
+        "--logs-dir",
+        type=Path,
+        default=None,
+        help="re-run the comparison on logs copied here (each run's log is looked up by its file name), "
+        "with the bundled configs as models: e.g. evidence/plan/results/logs, no GPU needed",
+    )
     args = ap.parse_args()
     device: dict[str, Any] = {}
     if args.device and args.device.is_file():
@@ -270,8 +295,17 @@ def main() -> int:
         if args.runs is None:
             ap.error("give runs.jsonl or --selftest")
         runs = [json.loads(line) for line in args.runs.read_text().splitlines() if line.strip()]
-        rows = compare(runs, args.models_root)
-        write_outputs(rows, args.out, device, "device run")
+        if args.logs_dir is None:
+            rows = compare(runs, args.models_root)
+            write_outputs(rows, args.out, device, "device run")
+            return 0
+        for run in runs:
+            if run.get("log"):
+                run["log"] = str(args.logs_dir / Path(run["log"]).name)
+        with tempfile.TemporaryDirectory() as tmp:
+            root = bundled_models(Path(tmp))
+            rows = compare(runs, root)
+        write_outputs(rows, args.out, device, f"device logs in {args.logs_dir}, re-compared")
     return 0
 
 
