@@ -92,7 +92,10 @@ def _report(a: argparse.Namespace, runs: dict[str, list[dict[str, Any]]], base_s
             "request_rate": a.request_rate or "inf",
             "endpoint": "/v1/completions",
             "ignore_eos": True,
-            "seeds": [base_seed + i for i in range(a.runs)],
+            "seeds": {
+                "vllm": [base_seed + 2 * i for i in range(a.runs)],
+                "llmdeck": [base_seed + 2 * i + 1 for i in range(a.runs)],
+            },
             "warmup": a.warmup,
             "order": "alternating (vllm first in odd runs, llmdeck first in even runs)",
         },
@@ -126,11 +129,13 @@ def _run(a: argparse.Namespace) -> int:
             rep = run_child(tool, warm)
             print(f"warmup {tool:8s} " + " ".join(f"{k}={rep[k]:.3f}" for k in KEYS), flush=True)
     for i in range(a.runs):
-        # A fresh seed per run (never a prefix-cache hit on an earlier run's prompts), and the order
-        # alternates (vLLM first, then llmdeck first) so drift of the server does not favour one tool.
-        a.seed = base_seed + i
+        # A fresh seed per run AND per tool: llmdeck builds random prompts with vLLM's RandomDataset
+        # procedure, so with one seed the second tool of a pair sent the first tool's prompts again and
+        # could hit vLLM's prefix cache (in the H200 runs of 2026-11-29/30 whichever tool ran second had
+        # the lower mean TTFT in 11 of 14 pairs). The order alternates so drift favours neither tool.
         order = ("vllm", "llmdeck") if i % 2 == 0 else ("llmdeck", "vllm")
         for tool in order:
+            a.seed = base_seed + 2 * i + (0 if tool == "vllm" else 1)
             rep = run_child(tool, a)
             rep["seed"] = a.seed
             runs[tool].append(rep)
