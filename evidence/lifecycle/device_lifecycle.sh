@@ -9,6 +9,7 @@
 #   03-warmup.json / .txt        warm-up report: first vs steady-state TTFT
 #   04-phases-qwen3-0.6b.json    llmdeck.runtime.phases.parse_startup_facts on the server's log
 #   05-down.txt                  `llmdeck down`
+#   06a-up-hybrid-mnbt2048-preflight.txt  the same without --force: refused by preflight's lint (exit 2)
 #   06-up-hybrid-mnbt2048.txt    seed 000's flags + --max-num-batched-tokens 2048 on qwen3.6-35b-a3b: must fail
 #                                with the mamba-align diagnosis and its fix
 #   07-diagnosis-hybrid.json     llmdeck.runtime.diagnosis.diagnose on that log (+ log_tail)
@@ -77,9 +78,19 @@ EOF
 stamp "down"
 $LLMDECK down small 2>&1 | tee "$OUT/05-down.txt"
 
-# 6. seed 000's flags with --max-num-batched-tokens 2048 on the hybrid: dies in engine start-up (~70 s in)
-stamp "up hybrid with --max-num-batched-tokens 2048 (expected to fail)"
-$LLMDECK up --model $HYBRID --engine venv --python "$PY" --name hybrid --port 8001 --no-warmup \
+# 6. seed 000's flags with --max-num-batched-tokens 2048 on the hybrid. First without --force: preflight
+#    runs plan's lint and refuses (exit 2) with vLLM's assertion and the fix, in a second. Then with
+#    --force: vLLM dies in engine start-up (~70-230 s in) and the log is diagnosed.
+HFLAGS="--load-format dummy --max-model-len 131072 --gpu-memory-utilization 0.85 --kv-cache-dtype fp8 \
+  --enable-prefix-caching --language-model-only --gdn-prefill-backend triton --max-num-seqs 8 \
+  --enable-auto-tool-choice --tool-call-parser qwen3_coder --reasoning-parser qwen3 --max-num-batched-tokens 2048"
+stamp "up hybrid with --max-num-batched-tokens 2048, no --force (expected: refused by preflight)"
+# shellcheck disable=SC2086
+$LLMDECK up --model $HYBRID --engine venv --python "$PY" --name hybrid --port 8001 --no-warmup -- $HFLAGS \
+  2>&1 | tee "$OUT/06a-up-hybrid-mnbt2048-preflight.txt"
+echo "exit=${PIPESTATUS[0]}" >> "$OUT/06a-up-hybrid-mnbt2048-preflight.txt"
+stamp "up hybrid with --max-num-batched-tokens 2048 --force (expected to fail)"
+$LLMDECK up --model $HYBRID --engine venv --python "$PY" --name hybrid --port 8001 --no-warmup --force \
   -- --load-format dummy --max-model-len 131072 --gpu-memory-utilization 0.85 --kv-cache-dtype fp8 \
      --enable-prefix-caching --language-model-only --gdn-prefill-backend triton --max-num-seqs 8 \
      --enable-auto-tool-choice --tool-call-parser qwen3_coder --reasoning-parser qwen3 \
