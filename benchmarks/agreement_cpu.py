@@ -1,8 +1,9 @@
 """Agreement of llmdeck's measurements with `vllm bench serve` on the same server and workload.
 
-Runs vLLM, llmdeck, llmdeck, vLLM, ... (interleaved, order alternating, a fresh seed per run,
-``--runs`` each, default 3) on one random
-workload against one server and compares the medians of mean TTFT, mean TPOT, mean ITL and
+Runs vLLM, llmdeck, llmdeck, vLLM, ... (interleaved, order alternating; both tools of a pair send
+the same prompts, a fresh seed per pair; ``--runs`` each, default 3) on one random
+workload against one server (start it with --no-enable-prefix-caching: the harness records the
+server's prefix-cache hits per run) and compares the medians of mean TTFT, mean TPOT, mean ITL and
 output throughput; acceptance: every ratio within 3%.
 
   python benchmarks/agreement_cpu.py                          # the CPU dev server (tiny Qwen3)
@@ -69,6 +70,23 @@ def main() -> int:
             fake.wait(10)
 
 
+def prefix_cache_hits(base_url: str) -> float | None:
+    """vLLM's ``vllm:prefix_cache_hits_total`` (summed over engines), None when not exposed."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(base_url.rstrip("/") + "/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return None
+    vals = [
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("vllm:prefix_cache_hits_total")
+    ]
+    return sum(vals) if vals else None
+
+
 def _report(a: argparse.Namespace, runs: dict[str, list[dict[str, Any]]], base_seed: int) -> dict[str, Any]:
     done = min(len(runs["vllm"]), len(runs["llmdeck"]))
     medians = (
@@ -92,10 +110,8 @@ def _report(a: argparse.Namespace, runs: dict[str, list[dict[str, Any]]], base_s
             "request_rate": a.request_rate or "inf",
             "endpoint": "/v1/completions",
             "ignore_eos": True,
-            "seeds": {
-                "vllm": [base_seed + 2 * i for i in range(a.runs)],
-                "llmdeck": [base_seed + 2 * i + 1 for i in range(a.runs)],
-            },
+            "seeds": [base_seed + i for i in range(a.runs)],
+            "same_prompts_for_both_tools": True,
             "warmup": a.warmup,
             "order": "alternating (vllm first in odd runs, llmdeck first in even runs)",
         },
@@ -129,15 +145,26 @@ def _run(a: argparse.Namespace) -> int:
             rep = run_child(tool, warm)
             print(f"warmup {tool:8s} " + " ".join(f"{k}={rep[k]:.3f}" for k in KEYS), flush=True)
     for i in range(a.runs):
-        # A fresh seed per run AND per tool: llmdeck builds random prompts with vLLM's RandomDataset
-        # procedure, so with one seed the second tool of a pair sent the first tool's prompts again and
-        # could hit vLLM's prefix cache (in the H200 runs of 2026-11-29/30 whichever tool ran second had
-        # the lower mean TTFT in 11 of 14 pairs). The order alternates so drift favours neither tool.
+        # Same server, same workload: both tools of a pair send the same prompts (one seed per pair;
+        # llmdeck builds them with vLLM's RandomDataset procedure, so they are identical), and a fresh
+        # seed per pair. The server must run with --no-enable-prefix-caching, or the second tool of a
+        # pair is served from the first one's cache: in the H200 runs of 2026-11-29/30 the tool that ran
+        # second had the lower mean TTFT in 11 of 14 pairs. Each run records the server's prefix-cache
+        # hits to prove it. The order alternates so drift favours neither tool.
+        a.seed = base_seed + i
         order = ("vllm", "llmdeck") if i % 2 == 0 else ("llmdeck", "vllm")
         for tool in order:
-            a.seed = base_seed + 2 * i + (0 if tool == "vllm" else 1)
+            hits0 = prefix_cache_hits(a.base_url)
             rep = run_child(tool, a)
+            hits1 = prefix_cache_hits(a.base_url)
             rep["seed"] = a.seed
+            rep["prefix_cache_hits"] = None if hits0 is None or hits1 is None else hits1 - hits0
+            if rep["prefix_cache_hits"]:
+                print(
+                    f"WARNING: {rep['prefix_cache_hits']:.0f} prefix-cache hits during this run: start the "
+                    "server with --no-enable-prefix-caching",
+                    flush=True,
+                )
             runs[tool].append(rep)
             print(f"run {i + 1} {tool:8s} " + " ".join(f"{k}={rep[k]:.3f}" for k in KEYS), flush=True)
         _save(out, _report(a, runs, base_seed))  # every finished pair is kept

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from llmdeck.bench.load import arrival_offsets
+from llmdeck.bench.load import arrival_offsets, vllm_arrival_rng
 from llmdeck.bench.metrics import (
     compute_metrics,
     exact_peak_concurrency,
@@ -216,3 +216,14 @@ def test_parse_goodput() -> None:
     }
     with pytest.raises(ValueError):
         parse_goodput(["latency:5"])
+
+
+def test_arrivals_are_vllm_bench_serves_for_the_same_seed() -> None:
+    """vllm bench serve: np.random.seed(seed), then one np.random.gamma(shape=b, scale=1/(rate*b)) per
+    request, cumulated and rescaled to n / rate (vllm/benchmarks/serve.py get_request)."""
+    n, rate, b, seed = 25, 3.0, 1.0, 11
+    np.random.seed(seed)
+    delays = list(np.cumsum([np.random.gamma(shape=b, scale=1.0 / (rate * b)) for _ in range(n)]))
+    expected = [d * (n / rate) / delays[-1] for d in delays]
+    assert arrival_offsets(n, rate, b, vllm_arrival_rng(seed)) == pytest.approx(expected, rel=1e-12)
+    assert arrival_offsets(n, rate, b, vllm_arrival_rng(seed + 1)) != pytest.approx(expected, rel=1e-3)

@@ -21,7 +21,18 @@ from llmdeck.client.types import StreamResult
 _SERVER_GONE_KINDS = {"unreachable", "dropped"}
 
 
-def arrival_offsets(n: int, rate: float | None, burstiness: float, rng: np.random.Generator) -> list[float]:
+Rng = np.random.Generator | np.random.RandomState
+
+
+def vllm_arrival_rng(seed: int) -> np.random.RandomState:
+    """The random stream ``vllm bench serve --seed SEED`` draws its request gaps from: it seeds NumPy's
+    legacy global state (``np.random.seed(args.seed)``) and draws one ``np.random.gamma`` per request
+    (its random dataset has a generator of its own). With it, one seed gives the same arrival times in
+    both tools, as it gives the same prompts."""
+    return np.random.RandomState(seed)
+
+
+def arrival_offsets(n: int, rate: float | None, burstiness: float, rng: Rng) -> list[float]:
     """Cumulative send times (s) of ``n`` requests, as ``vllm bench serve`` schedules them:
     gamma(shape=burstiness, scale=1/(rate*burstiness)) gaps, rescaled so the last one lands at
     ``n / rate``. ``rate=None`` sends everything at once."""
@@ -35,7 +46,7 @@ def arrival_offsets(n: int, rate: float | None, burstiness: float, rng: np.rando
     return [float(x) for x in cum]
 
 
-def arrival_stream(rate: float | None, burstiness: float, rng: np.random.Generator) -> Iterator[float]:
+def arrival_stream(rate: float | None, burstiness: float, rng: Rng) -> Iterator[float]:
     """Unbounded cumulative send times for duration-limited runs (no rescaling)."""
     t = 0.0
     while True:
@@ -260,7 +271,8 @@ class ScenarioRun:
             return
         n = len(self.items)
         if spec.duration_s is None:
-            times: Iterator[float] = iter(arrival_offsets(n, spec.request_rate, spec.burstiness, rng))
+            arrivals = vllm_arrival_rng(spec.seed)
+            times: Iterator[float] = iter(arrival_offsets(n, spec.request_rate, spec.burstiness, arrivals))
             limit: int | None = n
         else:
             times = arrival_stream(spec.request_rate, spec.burstiness, rng)
