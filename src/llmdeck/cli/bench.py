@@ -137,7 +137,12 @@ def bench(
     burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape (1 = Poisson)."),
     warmup: int = typer.Option(0, "--warmup", min=0, help="Warmup requests, not measured."),
     duration: float | None = typer.Option(None, "--duration", help="Stop dispatching after N seconds."),
-    seed: int = typer.Option(0, "--seed", help="Seed for prompts and arrivals."),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        help="Seed for prompts and arrivals: the random workload's prompts and send times are "
+        "those of `vllm bench serve --seed N`.",
+    ),
     no_ignore_eos: bool = typer.Option(False, "--no-ignore-eos", help="Let the model stop early."),
     slo: list[str] = typer.Option(
         [], "--slo", help="Verdict rule, e.g. ttft_p99=10s tpot_mean=150ms failed=0."
