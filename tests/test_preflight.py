@@ -416,3 +416,32 @@ def test_flags_lint_warns_about_a_wrong_tool_parser(qwen36_dir: Path) -> None:
     ]
     found = check_flags(LaunchSpec(model=str(qwen36_dir), engine="venv", vllm_args=flags), "0.22.0")
     assert any(f.id == "lint:tool-call-parser-wrong" and f.severity == "warning" for f in found)
+
+
+def test_up_refuses_seed000_mnbt_2048_at_preflight(
+    qwen36_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`llmdeck up` stops before launching (exit 2) and prints findings verbatim (no rich markup eaten)."""
+    from cli_helpers import run_cli
+
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "state"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code, _out, err = run_cli(
+        ["up", "--model", str(qwen36_dir), "--engine", "venv", "--python", sys.executable,
+         "--name", "h", "--port", str(port), "--", *SEED000_FLAGS, "--max-num-batched-tokens", "2048"],
+        capsys,
+    )  # fmt: skip
+    flat = " ".join(err.split())
+    assert code == 2
+    assert (
+        "preflight error: In Mamba cache align mode, block_size (2096) must be <= max_num_batched_tokens"
+        in flat
+    )
+    assert "--max-num-batched-tokens 4192" in flat and "--force" in flat
+    if "NVML bindings are not installed" in flat:
+        assert "llmdeck[gpu]" in flat  # square brackets survive the console
+    assert not (tmp_path / "state" / "servers").exists() or not any(
+        (tmp_path / "state" / "servers").iterdir()
+    )

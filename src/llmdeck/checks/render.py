@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich.markup import escape
+
 from llmdeck.checks.report import CheckReport
 
 if TYPE_CHECKING:
@@ -63,6 +65,6 @@ def print_report(report: CheckReport, console: Console, *, verbose: bool = False
     who = report.client or "a plain OpenAI client"
     if failed:
         names = ", ".join(p.id for p in failed)
-        console.print(f"[bold red]NOT READY[/] for {who}: {names} failed.", highlight=False)
+        console.print(f"[bold red]NOT READY[/] for {escape(who)}: {escape(names)} failed.", highlight=False)
     else:
-        console.print(f"[bold green]READY[/] for {who}.", highlight=False)
+        console.print(f"[bold green]READY[/] for {escape(who)}.", highlight=False)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
 
@@ -100,7 +101,7 @@ class _RichProgress:
         )
 
     def message(self, text: str) -> None:
-        self.console.print(f"[dim]{text}[/]", highlight=False)
+        self.console.print(f"[dim]{escape(text)}[/]", highlight=False)
 
 
 def bench(
@@ -252,7 +253,9 @@ def bench(
         api_key=settings.api_key,
     )
     console = err_console()
-    console.print(f"[dim]benchmarking {tgt.base_url}; result file: {out_path}[/]", highlight=False)
+    console.print(
+        f"[dim]benchmarking {escape(tgt.base_url)}; result file: {escape(str(out_path))}[/]", highlight=False
+    )
     try:
         with _RichProgress(console) as progress:
             result = run_bench(tgt, scenarios, options, progress=progress, suite=suite)
@@ -268,7 +271,7 @@ def bench(
         print_json(result)
     else:
         render_result(result, out_console())
-        console.print(f"[dim]result: {out_path}[/]", highlight=False)
+        console.print(f"[dim]result: {escape(str(out_path))}[/]", highlight=False)
     if result.status == "aborted":
         raise OperationError(
             f"{result.error} Finished requests and the failures are saved in {out_path}.",
@@ -289,7 +292,7 @@ def report(
     result = load_result(result_file)
     if plot is not None:
         plot_result(result, plot)
-        err_console().print(f"[dim]plot written to {plot}[/]", highlight=False)
+        err_console().print(f"[dim]plot written to {escape(str(plot))}[/]", highlight=False)
     if json_out:
         print_json(result)
     else:

@@ -57,10 +57,12 @@ def register(app: typer.Typer) -> None:
         client = validate_client(client)
         tgt = resolve_target(target, settings)
         err = err_console()
-        err.print(f"checking {tgt.base_url} for {client or 'any OpenAI client'} …", highlight=False)
+        err.print(
+            f"checking {tgt.base_url} for {client or 'any OpenAI client'} …", highlight=False, markup=False
+        )
 
         def progress(result: Any) -> None:
-            err.print(f"  {result.id}: {result.status}", highlight=False)
+            err.print(f"  {result.id}: {result.status}", highlight=False, markup=False)
 
         report = run_checks(
             tgt.base_url,

@@ -62,7 +62,7 @@ def register(app: typer.Typer) -> None:
         settings = get_settings(ctx)
         tgt = resolve_target(server, settings)
         err = err_console()
-        err.print(f"reading {tgt.base_url} …", highlight=False)
+        err.print(f"reading {tgt.base_url} …", highlight=False, markup=False)
         info = gather_info(tgt.base_url, model=model or tgt.model, api_key=api_key, settings=settings)
         result = connect_client(
             name, info, file=file, print_only=print_only, provider_id=provider_id, thinking=thinking

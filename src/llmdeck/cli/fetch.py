@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
 
@@ -51,7 +52,9 @@ def register(app: typer.Typer) -> None:
         console = err_console()
 
         def warn(message: str) -> None:
-            console.print(f"[yellow]warning:[/] {message}", highlight=False, markup=True, soft_wrap=True)
+            console.print(
+                f"[yellow]warning:[/] {escape(message)}", highlight=False, markup=True, soft_wrap=True
+            )
 
         what = "config and tokenizer of " if config_only else ""
         console.print(

@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
         """
         from llmdeck.model.tiny import make_tiny_model
 
-        err_console().print(f"Making a tiny Qwen3 model in {dir} ...", highlight=False)
+        err_console().print(f"Making a tiny Qwen3 model in {dir} ...", highlight=False, markup=False)
         info = make_tiny_model(dir, force=force, layers=layers, hidden=hidden, seed=seed)
         if json_out:
             print_json(info)

@@ -204,7 +204,9 @@ def register(app: typer.Typer) -> None:
         else:
             _print_plan(plan)
             if spec_out is not None:
-                out_console().print(f"launch spec written to {spec_out} (llmdeck up --spec {spec_out})")
+                out_console().print(
+                    f"launch spec written to {spec_out} (llmdeck up --spec {spec_out})", markup=False
+                )
         if plan.errors:
             raise CheckFailedError(
                 f"The plan has {len(plan.errors)} lint error(s): "

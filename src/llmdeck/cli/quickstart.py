@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typer
+from rich.markup import escape
 
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
 
@@ -37,7 +38,7 @@ def register(app: typer.Typer) -> None:
         console = err_console()
 
         def say(msg: str) -> None:
-            console.print(f"[bold cyan]quickstart[/] {msg}", highlight=False)
+            console.print(f"[bold cyan]quickstart[/] {escape(msg)}", highlight=False)
 
         from llmdeck.cli.server import _phase_printer
 
@@ -52,8 +53,10 @@ def register(app: typer.Typer) -> None:
         out.print(
             f"[bold]served model[/]  {result.served_model_name} at {result.base_url}/v1 ({result.engine})"
         )
-        out.print(f"[bold]chat reply[/]    {result.chat_reply!r} (finish: {result.chat_finish_reason})")
-        out.print(f"[bold]streamed[/]      {s.text!r}")
+        out.print(
+            f"[bold]chat reply[/]    {escape(repr(result.chat_reply))} (finish: {result.chat_finish_reason})"
+        )
+        out.print(f"[bold]streamed[/]      {escape(repr(s.text))}")
         rate = f"{s.tokens_per_s:.1f} tok/s" if s.tokens_per_s else "n/a"
         out.print(
             f"[bold]speed[/]         TTFT {s.ttft_s * 1000:.0f} ms, {s.completion_tokens} tokens, {rate} "

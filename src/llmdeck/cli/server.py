@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
+from rich.markup import escape
 
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
 
@@ -79,7 +80,10 @@ def _phase_printer() -> Any:
     def on_line(line: str) -> None:
         for event in tracker.feed(line):
             detail = f" — {event.detail}" if event.detail else ""
-            console.print(f"[cyan]{time.monotonic() - t0:6.1f}s[/] {event.label}{detail}", highlight=False)
+            console.print(
+                f"[cyan]{time.monotonic() - t0:6.1f}s[/] {escape(event.label)}{escape(detail)}",
+                highlight=False,
+            )
 
     return on_line
 
@@ -114,7 +118,9 @@ def _print_records_json_or_table(statuses: list[Any], as_json: bool) -> None:
     out_console().print(table)
     for st in statuses:
         if st.state == "dead" and st.log_tail:
-            err_console().print(f"[red]{st.name} is dead[/]; last lines of {st.log_path}:")
+            err_console().print(
+                f"[red]{escape(st.name)} is dead[/]; last lines of {escape(str(st.log_path))}:"
+            )
             err_console().print(st.log_tail, markup=False, highlight=False)
 
 
@@ -137,7 +143,7 @@ def _attach(record: ServerRecord, settings: Settings) -> None:
                 break
             time.sleep(0.3)
     except KeyboardInterrupt:
-        err_console().print(f"stopping {record.name} …")
+        err_console().print(f"stopping {record.name} …", markup=False)
         down(record.name, settings)
 
 
@@ -220,7 +226,7 @@ def register(app: typer.Typer) -> None:
             print_json(results)
         else:
             for n, outcome in results.items():
-                out_console().print(f"{n}: {outcome}")
+                out_console().print(f"{n}: {outcome}", markup=False)
 
     @app.command("status")
     def status_cmd(
@@ -299,7 +305,7 @@ def register(app: typer.Typer) -> None:
         settings = get_settings(ctx)
         record = StateStore(settings.servers_dir).load(_pick_name(settings, name))
         console = err_console()
-        console.print(f"stopping {record.name} …")
+        console.print(f"stopping {record.name} …", markup=False)
         down(record.name, settings)
         freed = _wait_memory_settles()
         console.print(f"memory settled: MemAvailable {freed / 2**30:.1f} GiB")
@@ -370,12 +376,12 @@ def _run_up(
     validate_spec(spec)
     check_port(spec.host, spec.port)
     _preflight(spec, settings, force=force, exclude_pids=exclude_pids)
-    console.print(f"starting {spec.name} ({spec.engine}): {spec.model} on port {spec.port}")
+    console.print(f"starting {spec.name} ({spec.engine}): {spec.model} on port {spec.port}", markup=False)
     if attach and spec.engine == "docker":
         _attach_docker(spec)
         return None
     record = start_background(spec, settings)
-    console.print(f"log: {record.log_path}")
+    console.print(f"log: {record.log_path}", markup=False)
     if attach:
         _attach(record, settings)
         return None
@@ -397,7 +403,7 @@ def _preflight(
     blocking = [f for f in report.findings if f.severity == "error"]
     for finding in report.findings:
         fix = f" Fix: {finding.fix}" if finding.fix else ""
-        console.print(f"preflight {finding.severity}: {finding.message}{fix}", highlight=False)
+        console.print(f"preflight {finding.severity}: {finding.message}{fix}", highlight=False, markup=False)
     if blocking and not force:
         port_issue = next((f for f in blocking if "port" in f.id), None)
         if port_issue is not None:
@@ -419,6 +425,6 @@ def _warmup(record: ServerRecord) -> None:
     models = httpx.get(f"{record.base_url}/v1/models", timeout=10).json()
     max_len = int(models["data"][0].get("max_model_len") or 2048)
     console = err_console()
-    console.print(f"warming up {record.name} (prompt lengths up to {max_len} tokens) …")
+    console.print(f"warming up {record.name} (prompt lengths up to {max_len} tokens) …", markup=False)
     report = asyncio.run(warmup(record.base_url, record.served_model_name, max_model_len=max_len))
     console.print(report.summary(), highlight=False)
