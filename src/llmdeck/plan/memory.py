@@ -104,8 +104,9 @@ class OverheadModel(BaseModel):
 NON_TORCH_GIB = 0.25
 NON_TORCH_COMPILED_GIB = 0.35
 # Compiled hybrids (Gated DeltaNet) keep more during profiling than the eager formula: vLLM 0.22 logs
-# show 1.41 GiB of overhead at max_num_batched_tokens 4096 and 1.39 GiB at 2048 (the eager slope would
-# give 0.33 GiB less): a constant for the compiled GDN path, the middle of the two.
+# of Qwen3.6-35B-A3B with seed 000's flags show 1.41 GiB of overhead at max_num_batched_tokens 4096
+# (shared/fixtures/vllm-0.22.0-h200) and 1.39 GiB at 2048 (evidence/lifecycle/results/logs; the eager
+# slope would give 0.33 GiB less): a constant for the compiled GDN path, the middle of the two.
 COMPILED_HYBRID_EXTRA_GIB = 0.43
 # On unified memory (GB10) vLLM's "free memory" is MemAvailable, so host-side growth after the
 # start-up snapshot (Python heap, torch.compile, tokenizer) counts too. Calibrated on seed 004
