@@ -34,6 +34,13 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-concurrency", type=int, default=None)
     p.add_argument("--request-rate", type=float, default=None, help="req/s; default: all at once")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--range-ratio",
+        type=float,
+        default=0.0,
+        help="spread lengths uniformly by this ratio (vLLM's --random-range-ratio); unequal output lengths "
+        "keep the requests of a fixed-concurrency run from starting and finishing in lockstep",
+    )
     p.add_argument("--no-metrics", action="store_true", help="llmdeck: do not sample /metrics")
 
 
@@ -53,6 +60,8 @@ def workload_argv(a: argparse.Namespace) -> list[str]:
         str(a.num_prompts),
         "--seed",
         str(a.seed),
+        "--range-ratio",
+        str(a.range_ratio),
     ]
     if a.max_concurrency:
         out += ["--max-concurrency", str(a.max_concurrency)]
@@ -132,6 +141,8 @@ def child_vllm(a: argparse.Namespace) -> dict[str, Any]:
             "--ignore-eos",
             "--seed",
             str(a.seed),
+            "--random-range-ratio",
+            str(a.range_ratio),
             "--disable-tqdm",
             "--save-result",
             "--save-detailed",
@@ -160,6 +171,8 @@ def child_vllm(a: argparse.Namespace) -> dict[str, Any]:
         "mean_itl_ms": saved["mean_itl_ms"],
         "output_throughput": saved["output_throughput"],
         "duration_s": saved["duration"],
+        "total_input_tokens": saved.get("total_input_tokens"),
+        "total_output_tokens": saved.get("total_output_tokens"),
         "chunks": chunks,
         "phase_cpu_s": phase.get("cpu_s"),
         "phase_wall_s": phase.get("wall_s"),
@@ -194,6 +207,7 @@ def child_llmdeck(a: argparse.Namespace) -> dict[str, Any]:
         max_concurrency=a.max_concurrency,
         request_rate=a.request_rate,
         seed=a.seed,
+        range_ratio=a.range_ratio,
     )
     target = TargetInfo(base_url=a.base_url, model=a.model, tokenizer=a.tokenizer)
     opts = BenchOptions(slo=dict(DEFAULT_SLO), scrape_metrics=not a.no_metrics)
@@ -210,6 +224,8 @@ def child_llmdeck(a: argparse.Namespace) -> dict[str, Any]:
         "mean_itl_ms": m.itl_ms.mean,
         "output_throughput": m.output_throughput,
         "duration_s": m.duration_s,
+        "total_input_tokens": m.total_input_tokens,
+        "total_output_tokens": m.total_output_tokens,
         "chunks": sum(r.num_chunks for r in sr.requests if r.ok),
         "prompt_len_mismatches": m.prompt_len_mismatches,
         "phase_cpu_s": phase.get("cpu_s"),

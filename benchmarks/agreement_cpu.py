@@ -70,8 +70,21 @@ def main() -> int:
             fake.wait(10)
 
 
-def prefix_cache_hits(base_url: str) -> float | None:
-    """vLLM's ``vllm:prefix_cache_hits_total`` (summed over engines), None when not exposed."""
+SERVER_SERIES = {
+    "prefix_cache_hits": "vllm:prefix_cache_hits_total",
+    "ttft_sum": "vllm:time_to_first_token_seconds_sum",
+    "ttft_count": "vllm:time_to_first_token_seconds_count",
+    "itl_sum": "vllm:inter_token_latency_seconds_sum",
+    "itl_count": "vllm:inter_token_latency_seconds_count",
+}
+
+
+def server_counters(base_url: str) -> dict[str, float] | None:
+    """The server's own counters (summed over engines), None when /metrics is not there.
+
+    Besides the prefix-cache hits, vLLM's TTFT and inter-token-latency histograms: their deltas over
+    one run give the server's mean TTFT (request arrival in the API server to first token) and ITL,
+    a reference that no client overhead is part of."""
     import urllib.request
 
     try:
@@ -79,12 +92,31 @@ def prefix_cache_hits(base_url: str) -> float | None:
             text = resp.read().decode()
     except OSError:
         return None
-    vals = [
-        float(line.rsplit(" ", 1)[1])
-        for line in text.splitlines()
-        if line.startswith("vllm:prefix_cache_hits_total")
-    ]
-    return sum(vals) if vals else None
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        for key, name in SERVER_SERIES.items():
+            if line.startswith(name) and line[len(name) : len(name) + 1] in ("{", " "):
+                out[key] = out.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def server_view(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float | None]:
+    """Deltas of one run: prefix-cache hits, and the server's mean TTFT / ITL in ms."""
+    if before is None or after is None:
+        return {"prefix_cache_hits": None, "server_mean_ttft_ms": None, "server_mean_itl_ms": None}
+
+    def delta(key: str) -> float | None:
+        return after[key] - before[key] if key in after and key in before else None
+
+    def mean_ms(kind: str) -> float | None:
+        s, n = delta(f"{kind}_sum"), delta(f"{kind}_count")
+        return 1000 * s / n if s is not None and n else None
+
+    return {
+        "prefix_cache_hits": delta("prefix_cache_hits"),
+        "server_mean_ttft_ms": mean_ms("ttft"),
+        "server_mean_itl_ms": mean_ms("itl"),
+    }
 
 
 def _report(a: argparse.Namespace, runs: dict[str, list[dict[str, Any]]], base_seed: int) -> dict[str, Any]:
@@ -95,6 +127,11 @@ def _report(a: argparse.Namespace, runs: dict[str, list[dict[str, Any]]], base_s
         else {}
     )
     ratios = {k: medians["llmdeck"][k] / medians["vllm"][k] for k in KEYS} if done else {}
+    overhead = {
+        tool: statistics.median(r["client_ttft_overhead_ms"] for r in rs)
+        for tool, rs in runs.items()
+        if rs and all(r.get("client_ttft_overhead_ms") is not None for r in rs)
+    }
     return {
         "benchmark": "agreement",
         "label": a.label,
@@ -109,6 +146,7 @@ def _report(a: argparse.Namespace, runs: dict[str, list[dict[str, Any]]], base_s
             "max_concurrency": a.max_concurrency,
             "request_rate": a.request_rate or "inf",
             "endpoint": "/v1/completions",
+            "range_ratio": a.range_ratio,
             "ignore_eos": True,
             "seeds": [base_seed + i for i in range(a.runs)],
             "same_prompts_for_both_tools": True,
@@ -120,6 +158,7 @@ def _report(a: argparse.Namespace, runs: dict[str, list[dict[str, Any]]], base_s
         "runs": runs,
         "medians": medians,
         "ratios_llmdeck_over_vllm": ratios,
+        "median_client_ttft_overhead_ms": overhead,
         "tolerance": TOLERANCE,
         "within_tolerance": bool(done) and all(abs(r - 1) <= TOLERANCE for r in ratios.values()),
     }
@@ -154,11 +193,13 @@ def _run(a: argparse.Namespace) -> int:
         a.seed = base_seed + i
         order = ("vllm", "llmdeck") if i % 2 == 0 else ("llmdeck", "vllm")
         for tool in order:
-            hits0 = prefix_cache_hits(a.base_url)
+            before = server_counters(a.base_url)
             rep = run_child(tool, a)
-            hits1 = prefix_cache_hits(a.base_url)
             rep["seed"] = a.seed
-            rep["prefix_cache_hits"] = None if hits0 is None or hits1 is None else hits1 - hits0
+            rep.update(server_view(before, server_counters(a.base_url)))
+            if rep["server_mean_ttft_ms"]:
+                # what the client adds to the server's own TTFT: HTTP, SSE and the client's event loop
+                rep["client_ttft_overhead_ms"] = rep["mean_ttft_ms"] - rep["server_mean_ttft_ms"]
             if rep["prefix_cache_hits"]:
                 print(
                     f"WARNING: {rep['prefix_cache_hits']:.0f} prefix-cache hits during this run: start the "
@@ -166,7 +207,16 @@ def _run(a: argparse.Namespace) -> int:
                     flush=True,
                 )
             runs[tool].append(rep)
-            print(f"run {i + 1} {tool:8s} " + " ".join(f"{k}={rep[k]:.3f}" for k in KEYS), flush=True)
+            extra = (
+                f" server_ttft_ms={rep['server_mean_ttft_ms']:.3f}" if rep.get("server_mean_ttft_ms") else ""
+            )
+            print(f"run {i + 1} {tool:8s} " + " ".join(f"{k}={rep[k]:.3f}" for k in KEYS) + extra, flush=True)
+        pair = [runs[t][-1] for t in ("vllm", "llmdeck")]
+        totals = [(r.get("total_input_tokens"), r.get("total_output_tokens")) for r in pair]
+        for r in pair:
+            r["same_token_totals_as_peer"] = totals[0] == totals[1]
+        if totals[0] != totals[1]:
+            print(f"WARNING: the tools sent different workloads (input, output tokens): {totals}", flush=True)
         _save(out, _report(a, runs, base_seed))  # every finished pair is kept
     a.seed = base_seed
     report = _report(a, runs, base_seed)
@@ -176,6 +226,8 @@ def _run(a: argparse.Namespace) -> int:
     print(f"{'metric':20s} {'vllm bench serve':>18s} {'llmdeck':>12s} {'ratio':>8s}")
     for k in KEYS:
         print(f"{k:20s} {medians['vllm'][k]:18.3f} {medians['llmdeck'][k]:12.3f} {ratios[k]:8.4f}")
+    for tool, ms in report["median_client_ttft_overhead_ms"].items():
+        print(f"client TTFT overhead over the server's own TTFT, median: {tool} {ms:.3f} ms")
     print("within 3%: " + ("yes" if ok else "NO"))
     return 0 if ok else 1
 
