@@ -47,6 +47,13 @@ def test_smoke_bench_library_entry(cpu_server: Any) -> None:
     assert m.peak_concurrency <= (sc.spec.max_concurrency or 99)
     assert sc.server_metrics and sc.server_metrics.engine == "vllm" and sc.server_metrics.samples >= 2
     assert sc.server_metrics.generation_tokens_per_s and sc.server_metrics.generation_tokens_per_s > 0
+    # the server's own TTFT starts when the request reaches it: below what the client measured
+    own = sc.server_metrics.server_mean_ttft_ms
+    assert own is not None and 0 < own <= m.ttft_ms.mean
+    assert sc.server_metrics.server_mean_itl_ms and sc.server_metrics.server_mean_itl_ms > 0
+    from llmdeck.bench.render import detail_lines
+
+    assert "own mean TTFT" in "\n".join(detail_lines(res))
     assert sc.host and sc.host.mem_available_gib_min and sc.host.mem_available_gib_min > 0
 
 

@@ -49,6 +49,22 @@ def test_parse_real_vllm_metrics_and_deltas() -> None:
     assert s.not_reported == []
 
 
+def test_server_own_ttft_and_itl_from_real_histograms() -> None:
+    """Between the fixture scrapes vLLM served the 20 requests of the fixture's `vllm bench serve`
+    run: the server's own mean TTFT is 4.2 ms below what vLLM's client measured (HTTP, SSE and the
+    client's loop), and its own mean ITL matches the client's to 0.2%."""
+    before = parse_metrics((FIX / "metrics-qwen3-0.6b-before.txt").read_text(), t=0.0)
+    after = parse_metrics((FIX / "metrics-qwen3-0.6b-after.txt").read_text(), t=20.0)
+    s = summarize_server([before, after], 1.0)
+    assert s.server_mean_ttft_ms == pytest.approx(1000 * (0.785158634185791 - 0.14227557182312012) / 20)
+    assert s.server_mean_itl_ms == pytest.approx(1000 * (13.544875088999902 - 0.015968705000034333) / 5100)
+    client = json.loads((FIX / "vllm-bench-serve-random-512in-256out-20req-1rps.json").read_text())
+    assert client["mean_ttft_ms"] - s.server_mean_ttft_ms == pytest.approx(4.24, abs=0.01)
+    assert s.server_mean_itl_ms == pytest.approx(client["mean_itl_ms"], rel=0.002)
+    # one scrape, or histograms that did not move: unknown, not 0
+    assert summarize_server([after, after], 1.0).server_mean_ttft_ms is None
+
+
 def test_prefix_cache_hit_rate_from_hybrid_fixture() -> None:
     snap = parse_metrics((FIX / "hybrid-metrics-after-prefix-bench.txt").read_text(), t=10.0)
     zero = parse_metrics("vllm:prefix_cache_queries_total 0\nvllm:prefix_cache_hits_total 0\n", t=0.0)

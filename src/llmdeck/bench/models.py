@@ -150,6 +150,15 @@ class ServerMetricsSummary(BaseModel):
     preemptions: float | None = None
     prompt_tokens_per_s: float | None = None
     generation_tokens_per_s: float | None = None
+    server_mean_ttft_ms: float | None = Field(
+        None,
+        description="The server's own mean TTFT over the run (vLLM's TTFT histogram: request arrival in the "
+        "API server to first token), all of its clients; the client's mean TTFT minus this is what HTTP, "
+        "SSE and the client add.",
+    )
+    server_mean_itl_ms: float | None = Field(
+        None, description="The server's own mean inter-token latency over the run (vLLM's ITL histogram)."
+    )
     not_reported: list[str] = Field(default_factory=list, description="Metrics the server did not expose.")
     note: str | None = None
 

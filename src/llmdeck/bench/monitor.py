@@ -186,6 +186,10 @@ def summarize_server(
         d = delta(key)
         return d / dt if d is not None and dt > 0 else None
 
+    def mean_ms(kind: str) -> float | None:
+        total, n = delta(f"{kind}_sum"), delta(f"{kind}_count")
+        return 1000.0 * total / n if total is not None and n else None
+
     running, waiting, kv = series("running"), series("waiting"), series("kv_usage")
     hit_rate: float | None = None
     dq, dh = delta("prefix_queries"), delta("prefix_hits")
@@ -215,6 +219,8 @@ def summarize_server(
         preemptions=delta("preemptions"),
         prompt_tokens_per_s=rate("prompt_tokens"),
         generation_tokens_per_s=rate("generation_tokens"),
+        server_mean_ttft_ms=mean_ms("ttft"),
+        server_mean_itl_ms=mean_ms("itl"),
         not_reported=[k for k in _REPORTED if k not in present],
         note=note,
     )

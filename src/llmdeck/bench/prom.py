@@ -30,6 +30,11 @@ SAMPLE_NAMES: dict[str, tuple[str, ...]] = {
         "sglang:generation_tokens_total",
         "llamacpp:tokens_predicted_total",
     ),
+    # the server's own latency histograms (sum and count; their deltas give the mean over a run)
+    "ttft_sum": ("vllm:time_to_first_token_seconds_sum",),
+    "ttft_count": ("vllm:time_to_first_token_seconds_count",),
+    "itl_sum": ("vllm:inter_token_latency_seconds_sum",),
+    "itl_count": ("vllm:inter_token_latency_seconds_count",),
 }
 _WANTED: dict[str, str] = {name: key for key, names in SAMPLE_NAMES.items() for name in names}
 

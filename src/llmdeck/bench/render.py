@@ -94,6 +94,13 @@ def detail_lines(result: BenchResult) -> list[str]:
                 f"prompt {_rate(s.prompt_tokens_per_s)}",
                 f"generation {_rate(s.generation_tokens_per_s)}",
             ]
+            if s.server_mean_ttft_ms is not None:
+                own = f"own mean TTFT {_fine_ms(s.server_mean_ttft_ms)}"
+                if m.ttft_ms is not None:
+                    own += f" (client adds {m.ttft_ms.mean - s.server_mean_ttft_ms:+.1f} ms)"
+                parts.append(own)
+            if s.server_mean_itl_ms is not None:
+                parts.append(f"own mean ITL {_fine_ms(s.server_mean_itl_ms)}")
             lines.append(f"  server ({s.engine or '?'} /metrics, {s.samples} samples): " + ", ".join(parts))
         h = sr.host
         if h is not None:
@@ -145,6 +152,10 @@ def render_result(result: BenchResult, console: Console, *, details: bool = True
             console.print(f"[dim]{line}[/]", highlight=False)
     if result.status != "complete":
         console.print(f"[bold yellow]run {result.status}[/]: {result.error or ''}", highlight=False)
+
+
+def _fine_ms(ms: float) -> str:
+    return f"{ms:.2f} ms" if ms < 10 else f"{ms:.1f} ms" if ms < 1000 else f"{ms / 1000:.2f} s"
 
 
 def _n(v: float | None) -> str:

@@ -14,6 +14,10 @@ BENCH_HELP = """Benchmark a server the way `vllm bench serve` does, plus server/
 
 TARGET is a URL (http://127.0.0.1:8000) or a server name from `llmdeck status`.
 
+Besides the table, each scenario prints the server's /metrics over the run (queue, KV cache,
+prefix-cache hits, token rates, and vLLM's own mean TTFT and ITL from its histograms, with what
+the client adds on top) and the host's memory.
+
 Examples:
 
   llmdeck bench mysrv --suite seeds                 # the seeds' scenarios (skips what exceeds max_model_len)
