@@ -42,6 +42,12 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
         "keep the requests of a fixed-concurrency run from starting and finishing in lockstep",
     )
     p.add_argument("--no-metrics", action="store_true", help="llmdeck: do not sample /metrics")
+    p.add_argument(
+        "--start-at",
+        type=float,
+        default=None,
+        help="(child) wall-clock time to start the load at, so that two tools can run side by side",
+    )
 
 
 def workload_argv(a: argparse.Namespace) -> list[str]:
@@ -67,6 +73,8 @@ def workload_argv(a: argparse.Namespace) -> list[str]:
         out += ["--max-concurrency", str(a.max_concurrency)]
     if a.request_rate:
         out += ["--request-rate", str(a.request_rate)]
+    if getattr(a, "start_at", None):
+        out += ["--start-at", str(a.start_at)]
     return out
 
 
@@ -96,6 +104,13 @@ def _rusage_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+async def _wait_until(start_at: float | None) -> None:
+    if start_at is not None:
+        import asyncio
+
+        await asyncio.sleep(max(0.0, start_at - time.time()))
+
+
 def child_vllm(a: argparse.Namespace) -> dict[str, Any]:
     import vllm.benchmarks.serve as serve
 
@@ -108,6 +123,7 @@ def child_vllm(a: argparse.Namespace) -> dict[str, Any]:
     orig = serve.benchmark
 
     async def timed(*args: Any, **kw: Any) -> Any:
+        await _wait_until(a.start_at)
         c0, w0 = time.process_time(), time.perf_counter()
         try:
             return await orig(*args, **kw)
@@ -190,6 +206,7 @@ def child_llmdeck(a: argparse.Namespace) -> dict[str, Any]:
     orig = load_mod.ScenarioRun.run
 
     async def timed(self: Any) -> float:
+        await _wait_until(a.start_at)
         c0, w0 = time.process_time(), time.perf_counter()
         try:
             return await orig(self)

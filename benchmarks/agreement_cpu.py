@@ -43,6 +43,12 @@ def main() -> int:
     )
     p.add_argument("--out", type=Path, default=None)
     p.add_argument(
+        "--side-by-side",
+        action="store_true",
+        help="run both tools of a pair at the same time (same prompts, started together), so that both "
+        "measure the same engine state; the server's counters then cover both",
+    )
+    p.add_argument(
         "--fake-paced",
         action="store_true",
         help="measure benchmarks/fake_paced_server.py (exact TTFT 40 ms, ITL 10 ms) instead of --base-url",
@@ -151,7 +157,9 @@ def _report(a: argparse.Namespace, runs: dict[str, list[dict[str, Any]]], base_s
             "seeds": [base_seed + i for i in range(a.runs)],
             "same_prompts_for_both_tools": True,
             "warmup": a.warmup,
-            "order": "alternating (vllm first in odd runs, llmdeck first in even runs)",
+            "order": "side by side (both tools at once)"
+            if a.side_by_side
+            else "alternating (vllm first in odd runs, llmdeck first in even runs)",
         },
         "runs_planned": a.runs,
         "runs_done": done,
@@ -169,6 +177,28 @@ def _save(out: Path, report: dict[str, Any]) -> None:
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(report, indent=2) + "\n")
     tmp.replace(out)
+
+
+def _side_by_side(a: argparse.Namespace, runs: dict[str, list[dict[str, Any]]], i: int) -> None:
+    """Both tools at once: each child builds its prompts, then waits for a common start time."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    b = argparse.Namespace(**vars(a))
+    b.start_at = time.time() + 40.0  # > the vLLM child's import + tokenizer + prompt time
+    before = server_counters(a.base_url)
+    with ThreadPoolExecutor(2) as pool:
+        futs = {tool: pool.submit(run_child, tool, b) for tool in ("vllm", "llmdeck")}
+        reps = {tool: f.result() for tool, f in futs.items()}
+    shared = server_view(before, server_counters(a.base_url))
+    for tool, rep in reps.items():
+        rep["seed"] = a.seed
+        rep["side_by_side"] = True
+        rep.update(shared)  # the server's counters cover both tools' requests
+        if rep["server_mean_ttft_ms"]:
+            rep["client_ttft_overhead_ms"] = rep["mean_ttft_ms"] - rep["server_mean_ttft_ms"]
+        runs[tool].append(rep)
+        print(f"run {i + 1} {tool:8s} " + " ".join(f"{k}={rep[k]:.3f}" for k in KEYS), flush=True)
 
 
 def _run(a: argparse.Namespace) -> int:
@@ -192,6 +222,10 @@ def _run(a: argparse.Namespace) -> int:
         # hits to prove it. The order alternates so drift favours neither tool.
         a.seed = base_seed + i
         order = ("vllm", "llmdeck") if i % 2 == 0 else ("llmdeck", "vllm")
+        if a.side_by_side:
+            _side_by_side(a, runs, i)
+            _save(out, _report(a, runs, base_seed))
+            continue
         for tool in order:
             before = server_counters(a.base_url)
             rep = run_child(tool, a)
