@@ -35,6 +35,13 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--request-rate", type=float, default=None, help="req/s; default: all at once")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
+        "--burstiness",
+        type=float,
+        default=1.0,
+        help="gamma shape of the arrivals at --request-rate (vLLM's --burstiness; 1 = Poisson, higher = "
+        "more even gaps, fewer requests arriving within one prefill of each other)",
+    )
+    p.add_argument(
         "--range-ratio",
         type=float,
         default=0.0,
@@ -72,7 +79,7 @@ def workload_argv(a: argparse.Namespace) -> list[str]:
     if a.max_concurrency:
         out += ["--max-concurrency", str(a.max_concurrency)]
     if a.request_rate:
-        out += ["--request-rate", str(a.request_rate)]
+        out += ["--request-rate", str(a.request_rate), "--burstiness", str(a.burstiness)]
     if getattr(a, "start_at", None):
         out += ["--start-at", str(a.start_at)]
     return out
@@ -170,7 +177,7 @@ def child_vllm(a: argparse.Namespace) -> dict[str, Any]:
         if a.max_concurrency:
             argv += ["--max-concurrency", str(a.max_concurrency)]
         if a.request_rate:
-            argv += ["--request-rate", str(a.request_rate)]
+            argv += ["--request-rate", str(a.request_rate), "--burstiness", str(a.burstiness)]
         result = serve.main(parser.parse_args(argv))
         saved = json.loads((Path(tmp) / "vllm.json").read_text())
     if not isinstance(result, dict) or "itls" not in result:
@@ -223,6 +230,7 @@ def child_llmdeck(a: argparse.Namespace) -> dict[str, Any]:
         num_prompts=a.num_prompts,
         max_concurrency=a.max_concurrency,
         request_rate=a.request_rate,
+        burstiness=a.burstiness,
         seed=a.seed,
         range_ratio=a.range_ratio,
     )

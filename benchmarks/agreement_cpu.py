@@ -26,6 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import ROOT, add_workload_args, run_child
+from server_referenced import referenced
 
 KEYS = ("mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms", "output_throughput")
 TOLERANCE = 0.03
@@ -41,12 +42,22 @@ def main() -> int:
         action="store_true",
         help="first one unmeasured run of each tool (JIT, CUDA graphs and caches warm before measuring)",
     )
+    p.add_argument("--warmup-prompts", type=int, default=48, help="prompts of each tool's warm-up run")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument(
         "--side-by-side",
         action="store_true",
         help="run both tools of a pair at the same time (same prompts, started together), so that both "
         "measure the same engine state; the server's counters then cover both",
+    )
+    p.add_argument(
+        "--blocks",
+        type=int,
+        default=1,
+        help="split each run into this many blocks and interleave the two tools block by block "
+        "(vLLM, llmdeck, llmdeck, vLLM, ...; the same prompts per block): a run is then the union of "
+        "its blocks' requests, so both tools sample the engine over the same minutes. Engine drift "
+        "slower than a block cancels; --num-prompts is per run and must divide by --blocks",
     )
     p.add_argument(
         "--fake-paced",
@@ -151,15 +162,18 @@ def _report(a: argparse.Namespace, runs: dict[str, list[dict[str, Any]]], base_s
             "num_prompts": a.num_prompts,
             "max_concurrency": a.max_concurrency,
             "request_rate": a.request_rate or "inf",
+            "burstiness": a.burstiness if a.request_rate else None,
             "endpoint": "/v1/completions",
             "range_ratio": a.range_ratio,
             "ignore_eos": True,
             "seeds": [base_seed + i for i in range(a.runs)],
             "same_prompts_for_both_tools": True,
             "warmup": a.warmup,
+            "blocks_per_run": a.blocks,
             "order": "side by side (both tools at once)"
             if a.side_by_side
-            else "alternating (vllm first in odd runs, llmdeck first in even runs)",
+            else "alternating (vllm first in odd runs, llmdeck first in even runs)"
+            + (f"; each run is {a.blocks} blocks, interleaved block by block" if a.blocks > 1 else ""),
         },
         "runs_planned": a.runs,
         "runs_done": done,
@@ -167,6 +181,9 @@ def _report(a: argparse.Namespace, runs: dict[str, list[dict[str, Any]]], base_s
         "medians": medians,
         "ratios_llmdeck_over_vllm": ratios,
         "median_client_ttft_overhead_ms": overhead,
+        # each run's client figure over the server's own figure for the same run (None when the
+        # server has no /metrics or the runs were side by side): the engine's drift divided out
+        "server_referenced": referenced({"runs": runs}) if done else None,
         "tolerance": TOLERANCE,
         "within_tolerance": bool(done) and all(abs(r - 1) <= TOLERANCE for r in ratios.values()),
     }
@@ -201,6 +218,69 @@ def _side_by_side(a: argparse.Namespace, runs: dict[str, list[dict[str, Any]]], 
         print(f"run {i + 1} {tool:8s} " + " ".join(f"{k}={rep[k]:.3f}" for k in KEYS), flush=True)
 
 
+def _union(blocks: list[dict[str, Any]]) -> dict[str, Any]:
+    """One run's figures from its blocks, as vLLM computes them over all of the run's requests.
+
+    Means over requests weight each block by its completed requests (TTFT, TPOT: every request has
+    more than one output token here), ITL by its inter-token gaps (chunks - requests, one token per
+    chunk), and output throughput is all output tokens over the blocks' summed durations."""
+    n = sum(b["completed"] for b in blocks)
+    gaps = sum(b["chunks"] - b["completed"] for b in blocks)
+    dur = sum(b["duration_s"] for b in blocks)
+    out: dict[str, Any] = {
+        "tool": blocks[0]["tool"],
+        "completed": n,
+        "failed": sum(b["failed"] for b in blocks),
+        "mean_ttft_ms": sum(b["mean_ttft_ms"] * b["completed"] for b in blocks) / n,
+        "mean_tpot_ms": sum(b["mean_tpot_ms"] * b["completed"] for b in blocks) / n,
+        "mean_itl_ms": sum(b["mean_itl_ms"] * (b["chunks"] - b["completed"]) for b in blocks) / gaps,
+        "output_throughput": sum(b["total_output_tokens"] for b in blocks) / dur,
+        "duration_s": dur,
+    }
+    for k in (
+        "total_input_tokens",
+        "total_output_tokens",
+        "chunks",
+        "phase_cpu_s",
+        "phase_wall_s",
+        "process_cpu_s",
+    ):
+        out[k] = sum(b.get(k) or 0 for b in blocks)
+    out["blocks"] = blocks
+    return out
+
+
+def _blocked_pair(a: argparse.Namespace, i: int) -> dict[str, dict[str, Any]]:
+    """Pair i as --blocks interleaved blocks; the server's counters are summed over each tool's blocks."""
+    if a.num_prompts % a.blocks:
+        raise SystemExit(f"--num-prompts {a.num_prompts} does not divide into {a.blocks} blocks")
+    b = argparse.Namespace(**vars(a))
+    b.num_prompts = a.num_prompts // a.blocks
+    blocks: dict[str, list[dict[str, Any]]] = {"vllm": [], "llmdeck": []}
+    counters: dict[str, dict[str, float]] = {"vllm": {}, "llmdeck": {}}
+    for j in range(a.blocks):
+        b.seed = 1000 * (a.seed + 1) + j  # same prompts for both tools of a block, fresh per block
+        order = ("vllm", "llmdeck") if (i * a.blocks + j) % 2 == 0 else ("llmdeck", "vllm")
+        for tool in order:
+            before = server_counters(a.base_url)
+            rep = run_child(tool, b)
+            after = server_counters(a.base_url)
+            rep["seed"] = b.seed
+            if before is not None and after is not None:
+                for k in after:
+                    counters[tool][k] = counters[tool].get(k, 0.0) + after[k] - before.get(k, 0.0)
+            blocks[tool].append(rep)
+            print(f"  block {j + 1} {tool:8s} " + " ".join(f"{k}={rep[k]:.3f}" for k in KEYS), flush=True)
+    out = {}
+    for tool, bs in blocks.items():
+        rep = _union(bs)
+        rep["seed"] = a.seed
+        zero = {k: 0.0 for k in counters[tool]}
+        rep.update(server_view(zero, counters[tool]) if counters[tool] else server_view(None, None))
+        out[tool] = rep
+    return out
+
+
 def _run(a: argparse.Namespace) -> int:
     out = a.out or ROOT / "benchmarks" / "results" / f"agreement_{a.label}.json"
     runs: dict[str, list[dict[str, Any]]] = {"vllm": [], "llmdeck": []}
@@ -209,7 +289,12 @@ def _run(a: argparse.Namespace) -> int:
         # a short burst at 16 concurrent through each tool: the server's batch shapes, JIT kernels and
         # both clients' code paths are warm before anything is measured
         warm = argparse.Namespace(**vars(a))
-        warm.seed, warm.num_prompts, warm.max_concurrency, warm.request_rate = base_seed + 999, 48, 16, None
+        warm.seed, warm.num_prompts, warm.max_concurrency, warm.request_rate = (
+            base_seed + 999,
+            a.warmup_prompts,
+            16,
+            None,
+        )
         for tool in ("vllm", "llmdeck"):
             rep = run_child(tool, warm)
             print(f"warmup {tool:8s} " + " ".join(f"{k}={rep[k]:.3f}" for k in KEYS), flush=True)
@@ -226,11 +311,16 @@ def _run(a: argparse.Namespace) -> int:
             _side_by_side(a, runs, i)
             _save(out, _report(a, runs, base_seed))
             continue
+        if a.blocks > 1:
+            reps = _blocked_pair(a, i)
         for tool in order:
-            before = server_counters(a.base_url)
-            rep = run_child(tool, a)
-            rep["seed"] = a.seed
-            rep.update(server_view(before, server_counters(a.base_url)))
+            if a.blocks > 1:
+                rep = reps[tool]
+            else:
+                before = server_counters(a.base_url)
+                rep = run_child(tool, a)
+                rep["seed"] = a.seed
+                rep.update(server_view(before, server_counters(a.base_url)))
             if rep["server_mean_ttft_ms"]:
                 # what the client adds to the server's own TTFT: HTTP, SSE and the client's event loop
                 rep["client_ttft_overhead_ms"] = rep["mean_ttft_ms"] - rep["server_mean_ttft_ms"]
@@ -262,6 +352,12 @@ def _run(a: argparse.Namespace) -> int:
         print(f"{k:20s} {medians['vllm'][k]:18.3f} {medians['llmdeck'][k]:12.3f} {ratios[k]:8.4f}")
     for tool, ms in report["median_client_ttft_overhead_ms"].items():
         print(f"client TTFT overhead over the server's own TTFT, median: {tool} {ms:.3f} ms")
+    ref = report["server_referenced"]
+    if ref:
+        print(
+            "referenced to the server's own figures per run, llmdeck / vllm: "
+            + " ".join(f"{k}={v:.4f}" for k, v in ref["ratios_llmdeck_over_vllm"].items())
+        )
     print("within 3%: " + ("yes" if ok else "NO"))
     return 0 if ok else 1
 

@@ -13,18 +13,24 @@
 #      one tool); unequal lengths spread the arrivals, as in real traffic.
 # Results come back in $OUT (agreement_*.json, the lane logs).
 #   bash evidence/device/bench_lanes.sh [BUDGET_S] [LABEL_SUFFIX] [C16_PROMPTS] [C16_RANGE_RATIO]
+# Environment: MODEL (a /root/models folder, default qwen3-0.6b), ILEN / OLEN (default 512 / 256),
+# N1 (1 req/s prompts, default 20), PARALLEL=1 (both loads at once). v6 (2026-11-30):
+#   MODEL=qwen3-coder-30b-a3b ILEN=2048 OLEN=512 PARALLEL=1 bash evidence/device/bench_lanes.sh 560 v6 96 0.5
+# the seeds' coding model shape and their second scenario (2048 in / 512 out): a TTFT of ~100 ms
+# instead of ~35 ms, and a decode step bound by the GPU rather than the host CPU.
 set -uo pipefail
 ls /tmp/site/.done >/dev/null 2>&1 || { echo COLD; exit 3; }
 BUDGET=${1:-520}; SUF=${2:-v4}; N16=${3:-480}; RR=${4:-0.5}
 T0=$(date +%s)
 export PYTHONUNBUFFERED=1
 B=/root/ev/bench; mkdir -p $B
-TOK=/root/models/qwen3-0.6b
+MODEL=${MODEL:-qwen3-0.6b}; ILEN=${ILEN:-512}; OLEN=${OLEN:-256}; N1=${N1:-20}
+TOK=/root/models/$MODEL
 TS=""; command -v taskset >/dev/null && TS="taskset -c"
 pin() { [ -n "$TS" ] && echo "$TS $1"; }
-W=(--model qwen3-0.6b --tokenizer $TOK --input-len 512 --output-len 256)
+W=(--model $MODEL --tokenizer $TOK --input-len $ILEN --output-len $OLEN)
 serve() {  # GPU PORT SERVER_CPUS LABEL
-  CUDA_VISIBLE_DEVICES=$1 $(pin $3) bash .gpu/bin/device-serve.sh qwen3-0.6b $2 -- \
+  CUDA_VISIBLE_DEVICES=$1 $(pin $3) bash .gpu/bin/device-serve.sh $MODEL $2 -- \
     --max-model-len 8192 --no-enable-prefix-caching > $B/serve-$4.txt 2>&1 || { echo "server $4 failed"; tail -30 $B/serve-$4.txt; return 1; }
 }
 measure() {  # PORT CLIENT_CPUS LABEL ARGS...
@@ -39,12 +45,12 @@ serve 1 8011 16-27 $L16 & P1=$!
 wait $P0; R0=$?; wait $P1; R1=$?
 echo "servers up at $(( $(date +%s) - T0 )) s"
 # PARALLEL=1: both loads at once (v3's layout; fits a shorter device budget)
-[ $R0 = 0 ] && measure 8010 12-15 $L1 --num-prompts 20 --request-rate 1 --runs 3 --warmup > $B/lane0.txt 2>&1 &
+[ $R0 = 0 ] && measure 8010 12-15 $L1 --num-prompts $N1 --request-rate 1 --runs 3 --warmup > $B/lane0.txt 2>&1 &
 [ "${PARALLEL:-0}" = 1 ] || wait
 [ $R1 = 0 ] && measure 8011 28-31 $L16 --num-prompts $N16 --max-concurrency 16 --range-ratio $RR --runs 3 --warmup > $B/lane1.txt 2>&1
 wait
-for p in 8010 8011; do cp /root/vllm-qwen3-0.6b-$p.log $B/vllm-qwen3-0.6b-$p.log 2>/dev/null; done
-bash .gpu/bin/device-stop.sh qwen3-0.6b 8010 >/dev/null 2>&1; bash .gpu/bin/device-stop.sh qwen3-0.6b 8011 >/dev/null 2>&1
+for p in 8010 8011; do cp /root/vllm-$MODEL-$p.log $B/vllm-$MODEL-$p.log 2>/dev/null; done
+bash .gpu/bin/device-stop.sh $MODEL 8010 >/dev/null 2>&1; bash .gpu/bin/device-stop.sh $MODEL 8011 >/dev/null 2>&1
 cp $B/*.json "$OUT/" 2>/dev/null
 tar czf "$OUT/bench-logs.tar.gz" -C /root/ev bench
 cat $B/lane0.txt $B/lane1.txt
