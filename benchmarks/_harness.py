@@ -6,6 +6,11 @@ in-process and times the load phase with ``time.process_time()`` (all threads of
 process): for vLLM the ``benchmark()`` coroutine of ``vllm.benchmarks.serve``, for llmdeck
 ``ScenarioRun.run`` plus the /metrics + host sampler that runs beside it. Tokenizer loading and
 prompt building are outside both phases. The whole child's rusage is reported too.
+
+Worker mode (``python benchmarks/_harness.py worker TOOL``, driven by :class:`Worker`) keeps one
+process per tool for a whole block-interleaved benchmark and runs one measurement per stdin line.
+Each report also holds the per-request TTFTs in the dataset's order (``ttfts_ms``), so two tools'
+runs on the same prompts and send times can be compared request by request.
 """
 
 from __future__ import annotations
@@ -50,6 +55,12 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-metrics", action="store_true", help="llmdeck: do not sample /metrics")
     p.add_argument(
+        "--no-ready-check",
+        action="store_true",
+        help="vLLM: --ready-check-timeout-sec 0, no initial test request before the run (it is the run's "
+        "first prompt with its full output length: one more request on the server, outside the metrics)",
+    )
+    p.add_argument(
         "--start-at",
         type=float,
         default=None,
@@ -82,6 +93,8 @@ def workload_argv(a: argparse.Namespace) -> list[str]:
         out += ["--request-rate", str(a.request_rate), "--burstiness", str(a.burstiness)]
     if getattr(a, "start_at", None):
         out += ["--start-at", str(a.start_at)]
+    if getattr(a, "no_ready_check", False):
+        out.append("--no-ready-check")
     return out
 
 
@@ -127,7 +140,8 @@ def child_vllm(a: argparse.Namespace) -> dict[str, Any]:
         from vllm.utils import FlexibleArgumentParser  # type: ignore[no-redef,attr-defined]
 
     phase: dict[str, float] = {}
-    orig = serve.benchmark
+    # a worker runs many measurements in one process: always wrap the original coroutine, once
+    orig = serve.__dict__.setdefault("_harness_orig_benchmark", serve.benchmark)
 
     async def timed(*args: Any, **kw: Any) -> Any:
         await _wait_until(a.start_at)
@@ -178,6 +192,8 @@ def child_vllm(a: argparse.Namespace) -> dict[str, Any]:
             argv += ["--max-concurrency", str(a.max_concurrency)]
         if a.request_rate:
             argv += ["--request-rate", str(a.request_rate), "--burstiness", str(a.burstiness)]
+        if a.no_ready_check:
+            argv += ["--ready-check-timeout-sec", "0"]
         result = serve.main(parser.parse_args(argv))
         saved = json.loads((Path(tmp) / "vllm.json").read_text())
     if not isinstance(result, dict) or "itls" not in result:
@@ -199,7 +215,16 @@ def child_vllm(a: argparse.Namespace) -> dict[str, Any]:
         "chunks": chunks,
         "phase_cpu_s": phase.get("cpu_s"),
         "phase_wall_s": phase.get("wall_s"),
+        # per request, in the dataset's order (the same prompts and send times as the peer's list)
+        "ttfts_ms": [
+            round(1000 * t, 3) if not e else None
+            for t, e in zip(result.get("ttfts") or [], errors, strict=False)
+        ],
     }
+
+
+_ORIG: dict[str, Any] = {}
+_TOKENIZERS: dict[str, Any] = {}
 
 
 def child_llmdeck(a: argparse.Namespace) -> dict[str, Any]:
@@ -210,7 +235,7 @@ def child_llmdeck(a: argparse.Namespace) -> dict[str, Any]:
     from llmdeck.bench.workloads import load_tokenizer
 
     phase: dict[str, float] = {}
-    orig = load_mod.ScenarioRun.run
+    orig = _ORIG.setdefault("llmdeck_run", load_mod.ScenarioRun.run)
 
     async def timed(self: Any) -> float:
         await _wait_until(a.start_at)
@@ -222,7 +247,7 @@ def child_llmdeck(a: argparse.Namespace) -> dict[str, Any]:
             phase["wall_s"] = time.perf_counter() - w0
 
     load_mod.ScenarioRun.run = timed  # type: ignore[method-assign]
-    tok = load_tokenizer(a.tokenizer)
+    tok = _TOKENIZERS.get(a.tokenizer) or _TOKENIZERS.setdefault(a.tokenizer, load_tokenizer(a.tokenizer))
     spec = ScenarioSpec(
         name="agreement",
         input_len=a.input_len,
@@ -255,6 +280,10 @@ def child_llmdeck(a: argparse.Namespace) -> dict[str, Any]:
         "prompt_len_mismatches": m.prompt_len_mismatches,
         "phase_cpu_s": phase.get("cpu_s"),
         "phase_wall_s": phase.get("wall_s"),
+        "ttfts_ms": [
+            round(1000 * r.ttft, 3) if r.ok and r.ttft is not None else None
+            for r in sorted(sr.requests, key=lambda r: r.index)
+        ],
     }
 
 
@@ -268,8 +297,87 @@ def child_main(argv: list[str]) -> None:
     out.write_text(json.dumps(rep))
 
 
+DONE = "@@harness-done@@"
+
+
+def worker_main(tool: str) -> None:
+    """A long-lived child: one JSON job per stdin line ({"argv": [...], "out": path}); each result is
+    written to its path, then DONE is printed. The tool's imports, tokenizer and code paths are paid
+    once, not per block (a fresh `vllm bench serve` process costs ~15 s before its first request)."""
+    import traceback
+
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        job = json.loads(line)
+        out = Path(job["out"])
+        try:
+            p = argparse.ArgumentParser()
+            add_workload_args(p)
+            a = p.parse_args(job["argv"])
+            c0 = _rusage_cpu()
+            rep = child_vllm(a) if tool == "vllm" else child_llmdeck(a)
+            rep["process_cpu_s"] = _rusage_cpu() - c0  # this job's share of the worker's CPU time
+        except Exception:  # reported to the parent, which raises it
+            rep = {"error": traceback.format_exc()}
+        out.write_text(json.dumps(rep))
+        print(DONE, flush=True)
+
+
+class Worker:
+    """Parent side of worker_main: ``Worker("vllm").run(namespace)`` returns the same report as
+    run_child, from one process kept for the whole benchmark."""
+
+    def __init__(self, tool: str, log: Path | None = None) -> None:
+        self.tool = tool
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+        env["PYTHONUNBUFFERED"] = "1"
+        self._tmp = tempfile.TemporaryDirectory()
+        self._log = open(log or Path(self._tmp.name) / "worker.log", "a")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__)), "worker", tool],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+            env=env,
+        )
+        self._n = 0
+
+    def run(self, a: argparse.Namespace) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._n += 1
+        out = Path(self._tmp.name) / f"job{self._n}.json"
+        self.proc.stdin.write(json.dumps({"argv": workload_argv(a), "out": str(out)}) + "\n")
+        self.proc.stdin.flush()
+        tail: list[str] = []
+        for line in self.proc.stdout:
+            if line.strip() == DONE:
+                break
+            tail = [*tail, line][-50:]
+        else:
+            raise RuntimeError(f"{self.tool} worker died (rc {self.proc.wait()}):\n{''.join(tail)}")
+        rep: dict[str, Any] = json.loads(out.read_text())
+        if "error" in rep:
+            raise RuntimeError(f"{self.tool} worker job failed:\n{rep['error']}")
+        return rep
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self._log.close()
+        self._tmp.cleanup()
+
+
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "child":
+    if len(sys.argv) > 2 and sys.argv[1] == "child":
         child_main(sys.argv[2:])
+    elif len(sys.argv) == 3 and sys.argv[1] == "worker":
+        worker_main(sys.argv[2])
     else:
-        sys.exit("usage: _harness.py child TOOL OUT.json [workload flags]")
+        sys.exit("usage: _harness.py child TOOL OUT.json [workload flags] | _harness.py worker TOOL")

@@ -60,6 +60,31 @@ def main() -> int:
         "slower than a block cancels; --num-prompts is per run and must divide by --blocks",
     )
     p.add_argument(
+        "--workers",
+        action="store_true",
+        help="one long-lived process per tool for all blocks (imports, tokenizer and code paths paid once; "
+        "a fresh `vllm bench serve` costs ~15 s before its first request) instead of a process per run",
+    )
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the block pairs already saved in --out (same workload): a benchmark longer than one "
+        "call of a lent machine runs over several calls against the same server",
+    )
+    p.add_argument(
+        "--stop-after",
+        type=float,
+        default=None,
+        help="seconds: start no block pair that would end after this (estimated from the pairs so far); "
+        "with --resume, the next invocation carries on",
+    )
+    p.add_argument(
+        "--pair-estimate",
+        type=float,
+        default=None,
+        help="seconds one block pair takes, for --stop-after before any pair has been timed",
+    )
+    p.add_argument(
         "--fake-paced",
         action="store_true",
         help="measure benchmarks/fake_paced_server.py (exact TTFT 40 ms, ITL 10 ms) instead of --base-url",
@@ -96,6 +121,9 @@ SERVER_SERIES = {
 }
 
 
+TTFT_BUCKET = "vllm:time_to_first_token_seconds_bucket{"
+
+
 def server_counters(base_url: str) -> dict[str, float] | None:
     """The server's own counters (summed over engines), None when /metrics is not there.
 
@@ -111,16 +139,26 @@ def server_counters(base_url: str) -> dict[str, float] | None:
         return None
     out: dict[str, float] = {}
     for line in text.splitlines():
+        if line.startswith(TTFT_BUCKET) and 'le="' in line:
+            # the TTFT histogram's cumulative buckets: where in the distribution a run's mean moved
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            out[f"ttft_le_{le}"] = out.get(f"ttft_le_{le}", 0.0) + float(line.rsplit(" ", 1)[1])
+            continue
         for key, name in SERVER_SERIES.items():
             if line.startswith(name) and line[len(name) : len(name) + 1] in ("{", " "):
                 out[key] = out.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
     return out
 
 
-def server_view(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, float | None]:
+def server_view(before: dict[str, float] | None, after: dict[str, float] | None) -> dict[str, Any]:
     """Deltas of one run: prefix-cache hits, and the server's mean TTFT / ITL in ms."""
     if before is None or after is None:
-        return {"prefix_cache_hits": None, "server_mean_ttft_ms": None, "server_mean_itl_ms": None}
+        return {
+            "prefix_cache_hits": None,
+            "server_mean_ttft_ms": None,
+            "server_mean_itl_ms": None,
+            "server_ttft_le_s": None,
+        }
 
     def delta(key: str) -> float | None:
         return after[key] - before[key] if key in after and key in before else None
@@ -129,10 +167,12 @@ def server_view(before: dict[str, float] | None, after: dict[str, float] | None)
         s, n = delta(f"{kind}_sum"), delta(f"{kind}_count")
         return 1000 * s / n if s is not None and n else None
 
+    buckets = {k[len("ttft_le_") :]: delta(k) for k in after if k.startswith("ttft_le_")}
     return {
         "prefix_cache_hits": delta("prefix_cache_hits"),
         "server_mean_ttft_ms": mean_ms("ttft"),
         "server_mean_itl_ms": mean_ms("itl"),
+        "server_ttft_le_s": buckets or None,  # cumulative counts of the server's TTFT histogram
     }
 
 
@@ -250,54 +290,167 @@ def _union(blocks: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _blocked_pair(a: argparse.Namespace, i: int) -> dict[str, dict[str, Any]]:
-    """Pair i as --blocks interleaved blocks; the server's counters are summed over each tool's blocks."""
+def _block_seed(base_seed: int, idx: int, blocks: int) -> int:
+    """Block idx (0-based over the whole benchmark) of run idx // blocks: same prompts for both tools."""
+    return 1000 * (base_seed + idx // blocks + 1) + idx % blocks
+
+
+def _measure(tool: str, b: argparse.Namespace, workers: dict[str, Any] | None) -> dict[str, Any]:
+    """One measurement of one tool, with the server's counters read around it."""
+    before = server_counters(b.base_url)
+    rep = workers[tool].run(b) if workers else run_child(tool, b)
+    after = server_counters(b.base_url)
+    rep.update(server_view(before, after))
+    if before is not None and after is not None:
+        rep["server_counters"] = {k: after[k] - before.get(k, 0.0) for k in SERVER_SERIES if k in after}
+    rep["seed"] = b.seed
+    return rep
+
+
+def _runs_from_pairs(
+    pairs: list[dict[str, Any]], blocks: int, base_seed: int
+) -> dict[str, list[dict[str, Any]]]:
+    """Complete runs (``blocks`` consecutive block pairs each) as vLLM would compute them over the
+    union of their requests; the server's counters are summed over each tool's blocks."""
+    runs: dict[str, list[dict[str, Any]]] = {"vllm": [], "llmdeck": []}
+    for i in range(len(pairs) // blocks):
+        chunk = pairs[i * blocks : (i + 1) * blocks]
+        for tool in runs:
+            bs = [pr[tool] for pr in chunk]
+            rep = _union(bs)
+            rep["seed"] = base_seed + i
+            keys = ("ttft_sum", "ttft_count", "itl_sum", "itl_count", "prefix_cache_hits")
+            summed = {k: sum(b.get("server_counters", {}).get(k, 0.0) for b in bs) for k in keys}
+            have = all(b.get("server_counters") for b in bs)
+            zero = {k: 0.0 for k in keys}
+            view = server_view(zero, summed) if have else server_view(None, None)
+            view.pop("server_ttft_le_s", None)
+            rep.update(view)
+            if rep["server_mean_ttft_ms"]:
+                rep["client_ttft_overhead_ms"] = rep["mean_ttft_ms"] - rep["server_mean_ttft_ms"]
+            tot = [
+                (b.get("total_input_tokens"), b.get("total_output_tokens"))
+                for b in (pr["vllm"] for pr in chunk)
+            ]
+            tot2 = [
+                (b.get("total_input_tokens"), b.get("total_output_tokens"))
+                for b in (pr["llmdeck"] for pr in chunk)
+            ]
+            rep["same_token_totals_as_peer"] = tot == tot2
+            runs[tool].append(rep)
+    return runs
+
+
+def _run_blocks(a: argparse.Namespace, out: Path, base_seed: int) -> dict[str, Any]:
+    """--runs x --blocks block pairs, saved after each; --resume continues a saved file, --stop-after
+    ends this invocation before a pair that would not finish in time."""
+    import time
+
     if a.num_prompts % a.blocks:
         raise SystemExit(f"--num-prompts {a.num_prompts} does not divide into {a.blocks} blocks")
+    t0 = time.monotonic()
+    pairs: list[dict[str, Any]] = []
+    if a.resume and out.exists():
+        saved = json.loads(out.read_text())
+        same = {
+            k: saved["workload"].get(k)
+            for k in ("model", "input_len", "output_len", "num_prompts", "blocks_per_run")
+        }
+        want = {
+            "model": a.model,
+            "input_len": a.input_len,
+            "output_len": a.output_len,
+            "num_prompts": a.num_prompts,
+            "blocks_per_run": a.blocks,
+        }
+        if same != want:
+            raise SystemExit(f"--resume: {out} holds another workload ({same}, not {want})")
+        pairs = saved.get("block_pairs") or []
+        print(f"resuming after {len(pairs)} block pairs", flush=True)
     b = argparse.Namespace(**vars(a))
     b.num_prompts = a.num_prompts // a.blocks
-    blocks: dict[str, list[dict[str, Any]]] = {"vllm": [], "llmdeck": []}
-    counters: dict[str, dict[str, float]] = {"vllm": {}, "llmdeck": {}}
-    for j in range(a.blocks):
-        b.seed = 1000 * (a.seed + 1) + j  # same prompts for both tools of a block, fresh per block
-        order = ("vllm", "llmdeck") if (i * a.blocks + j) % 2 == 0 else ("llmdeck", "vllm")
-        for tool in order:
-            before = server_counters(a.base_url)
-            rep = run_child(tool, b)
-            after = server_counters(a.base_url)
-            rep["seed"] = b.seed
-            if before is not None and after is not None:
-                for k in after:
-                    counters[tool][k] = counters[tool].get(k, 0.0) + after[k] - before.get(k, 0.0)
-            blocks[tool].append(rep)
-            print(f"  block {j + 1} {tool:8s} " + " ".join(f"{k}={rep[k]:.3f}" for k in KEYS), flush=True)
-    out = {}
-    for tool, bs in blocks.items():
-        rep = _union(bs)
-        rep["seed"] = a.seed
-        zero = {k: 0.0 for k in counters[tool]}
-        rep.update(server_view(zero, counters[tool]) if counters[tool] else server_view(None, None))
-        out[tool] = rep
-    return out
+    workers = None
+    if a.workers:
+        from _harness import Worker
+
+        workers = {tool: Worker(tool) for tool in ("vllm", "llmdeck")}
+    try:
+        if a.warmup and not pairs:
+            _warmup(a, workers)
+        spent: list[float] = []
+        for idx in range(len(pairs), a.runs * a.blocks):
+            est = max(spent) if spent else max((pr.get("pair_wall_s") or 0.0 for pr in pairs), default=0.0)
+            est = est or (a.pair_estimate or 0.0)
+            if a.stop_after is not None and time.monotonic() - t0 + est > a.stop_after:
+                print(
+                    f"stopping before block pair {idx + 1}: {est:.0f} s would pass --stop-after", flush=True
+                )
+                break
+            b.seed = _block_seed(base_seed, idx, a.blocks)
+            order = ("vllm", "llmdeck") if idx % 2 == 0 else ("llmdeck", "vllm")
+            w0 = time.monotonic()
+            pair: dict[str, Any] = {
+                "index": idx,
+                "run": idx // a.blocks,
+                "seed": b.seed,
+                "order": list(order),
+            }
+            for tool in order:
+                rep = pair[tool] = _measure(tool, b, workers)
+                extra = (
+                    f" server_ttft_ms={rep['server_mean_ttft_ms']:.3f}"
+                    if rep.get("server_mean_ttft_ms")
+                    else ""
+                )
+                print(
+                    f"  block {idx + 1} {tool:8s} " + " ".join(f"{k}={rep[k]:.3f}" for k in KEYS) + extra,
+                    flush=True,
+                )
+            pair["pair_wall_s"] = time.monotonic() - w0
+            spent.append(pair["pair_wall_s"])
+            pairs.append(pair)
+            runs = _runs_from_pairs(pairs, a.blocks, base_seed)
+            _save(out, _report(a, runs, base_seed) | {"block_pairs": pairs})
+    finally:
+        if workers:
+            for w in workers.values():
+                w.close()
+    runs = _runs_from_pairs(pairs, a.blocks, base_seed)
+    return _report(a, runs, base_seed) | {"block_pairs": pairs}
+
+
+def _warmup(a: argparse.Namespace, workers: dict[str, Any] | None) -> None:
+    """A short burst at 16 concurrent through each tool, then (for a rate) a short run at twice the
+    rate: the server's batch shapes, JIT kernels and both clients' code paths are warm before anything
+    is measured."""
+    warm = argparse.Namespace(**vars(a))
+    warm.seed, warm.num_prompts, warm.max_concurrency, warm.request_rate = (
+        a.seed + 999,
+        a.warmup_prompts,
+        16,
+        None,
+    )
+    shapes = [warm]
+    if a.request_rate:
+        paced = argparse.Namespace(**vars(a))
+        paced.seed, paced.num_prompts, paced.request_rate = a.seed + 998, 12, 2 * a.request_rate
+        shapes.append(paced)
+    for w in shapes:
+        for tool in ("vllm", "llmdeck"):
+            rep = workers[tool].run(w) if workers else run_child(tool, w)
+            print(f"warmup {tool:8s} " + " ".join(f"{k}={rep[k]:.3f}" for k in KEYS), flush=True)
 
 
 def _run(a: argparse.Namespace) -> int:
     out = a.out or ROOT / "benchmarks" / "results" / f"agreement_{a.label}.json"
     runs: dict[str, list[dict[str, Any]]] = {"vllm": [], "llmdeck": []}
     base_seed = a.seed
+    if a.blocks > 1 or a.workers or a.resume:
+        report = _run_blocks(a, out, base_seed)
+        _save(out, report)
+        return _summary(a, out, report)
     if a.warmup:
-        # a short burst at 16 concurrent through each tool: the server's batch shapes, JIT kernels and
-        # both clients' code paths are warm before anything is measured
-        warm = argparse.Namespace(**vars(a))
-        warm.seed, warm.num_prompts, warm.max_concurrency, warm.request_rate = (
-            base_seed + 999,
-            a.warmup_prompts,
-            16,
-            None,
-        )
-        for tool in ("vllm", "llmdeck"):
-            rep = run_child(tool, warm)
-            print(f"warmup {tool:8s} " + " ".join(f"{k}={rep[k]:.3f}" for k in KEYS), flush=True)
+        _warmup(a, None)
     for i in range(a.runs):
         # Same server, same workload: both tools of a pair send the same prompts (one seed per pair;
         # llmdeck builds them with vLLM's RandomDataset procedure, so they are identical), and a fresh
@@ -311,16 +464,8 @@ def _run(a: argparse.Namespace) -> int:
             _side_by_side(a, runs, i)
             _save(out, _report(a, runs, base_seed))
             continue
-        if a.blocks > 1:
-            reps = _blocked_pair(a, i)
         for tool in order:
-            if a.blocks > 1:
-                rep = reps[tool]
-            else:
-                before = server_counters(a.base_url)
-                rep = run_child(tool, a)
-                rep["seed"] = a.seed
-                rep.update(server_view(before, server_counters(a.base_url)))
+            rep = _measure(tool, a, None)
             if rep["server_mean_ttft_ms"]:
                 # what the client adds to the server's own TTFT: HTTP, SSE and the client's event loop
                 rep["client_ttft_overhead_ms"] = rep["mean_ttft_ms"] - rep["server_mean_ttft_ms"]
@@ -345,8 +490,15 @@ def _run(a: argparse.Namespace) -> int:
     a.seed = base_seed
     report = _report(a, runs, base_seed)
     _save(out, report)
+    return _summary(a, out, report)
+
+
+def _summary(a: argparse.Namespace, out: Path, report: dict[str, Any]) -> int:
     medians, ratios, ok = report["medians"], report["ratios_llmdeck_over_vllm"], report["within_tolerance"]
-    print(f"\nmedian of {a.runs} interleaved runs each ({out}):")
+    if not report["runs_done"]:
+        print(f"\nno complete run yet ({out})")
+        return 1
+    print(f"\nmedian of {report['runs_done']} interleaved runs each ({out}):")
     print(f"{'metric':20s} {'vllm bench serve':>18s} {'llmdeck':>12s} {'ratio':>8s}")
     for k in KEYS:
         print(f"{k:20s} {medians['vllm'][k]:18.3f} {medians['llmdeck'][k]:12.3f} {ratios[k]:8.4f}")
@@ -358,8 +510,12 @@ def _run(a: argparse.Namespace) -> int:
             "referenced to the server's own figures per run, llmdeck / vllm: "
             + " ".join(f"{k}={v:.4f}" for k, v in ref["ratios_llmdeck_over_vllm"].items())
         )
-    print("within 3%: " + ("yes" if ok else "NO"))
-    return 0 if ok else 1
+    print(
+        "within 3%: "
+        + ("yes" if ok else "NO")
+        + ("" if report["runs_done"] == a.runs else " (runs not all done)")
+    )
+    return 0 if ok and report["runs_done"] == a.runs else 1
 
 
 if __name__ == "__main__":

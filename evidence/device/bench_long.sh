@@ -1,0 +1,55 @@
+#!/bin/bash
+# Issue 3, session 5: agreement with `vllm bench serve` on ONE H200 (kind nvidia-h200), the two loads
+# one after the other on one server, over several back-to-back device calls.
+#
+# Why: in v6-v8 (two lanes on two GPUs at once, a fresh client process per run, 20-40 requests a
+# run) the server's own mean TTFT moved 5-15% between two runs of the same prompts and send times;
+# TPOT did not. A 2048-token prefill runs outside CUDA graphs, so its time depends on the host CPU,
+# which the other lane shared. Here: one server, nothing beside it, server and client on separate
+# cores; each tool in one long-lived worker process (no ~15 s `vllm bench serve` start per run, no
+# initial test request); each run = 3 blocks interleaved block by block with the other tool's
+# (same prompts and send times per block); 96 requests a run at 1 req/s, 180 at 16 concurrent;
+# per-request TTFTs and the server's TTFT histogram kept for every block.
+#
+#   call 1:  bash evidence/device/bench_long.sh start BUDGET_S     (server start, warm-up, pairs)
+#   call 2+: bash evidence/device/bench_long.sh cont BUDGET_S      (same server: more pairs)
+# Every call resumes the saved block pairs and stops before a pair that would pass BUDGET_S; the
+# server outlives the call while the machine stays warm (the next call must follow within ~30 s).
+# Environment: SUF (label suffix, default v9), MODEL (default qwen3-coder-30b-a3b).
+set -uo pipefail
+ls /tmp/site/.done >/dev/null 2>&1 || { echo COLD; exit 3; }
+PHASE=${1:-start}; BUDGET=${2:-580}; SUF=${SUF:-v9}
+T0=$(date +%s)
+export PYTHONUNBUFFERED=1
+B=/root/ev/long; mkdir -p $B
+MODEL=${MODEL:-qwen3-coder-30b-a3b}; TOK=/root/models/$MODEL
+NC=$(nproc); SCPU=0-$((NC - 5)); CCPU=$((NC - 4))-$((NC - 1))
+pin() { if command -v taskset >/dev/null; then taskset -c "$@"; else shift; "$@"; fi; }  # CPUS CMD...
+left() { echo $((BUDGET - ($(date +%s) - T0) - 20)); }
+WARM=""
+if [ "$PHASE" = start ]; then
+  { nproc; lscpu; nvidia-smi topo -m; nvidia-smi -q -d CLOCK | head -30; } > $B/host.txt 2>&1
+  CUDA_VISIBLE_DEVICES=0 pin $SCPU bash .gpu/bin/device-serve.sh $MODEL 8010 -- \
+    --max-model-len 8192 --no-enable-prefix-caching > $B/serve.txt 2>&1 || { echo "server failed"; tail -30 $B/serve.txt; exit 1; }
+  echo "server up at $(($(date +%s) - T0)) s (cores $SCPU; clients on $CCPU)"
+  WARM=--warmup
+fi
+curl -sf http://127.0.0.1:8010/health >/dev/null || { echo "no server on 8010"; exit 4; }
+W=(--base-url http://127.0.0.1:8010 --model $MODEL --tokenizer $TOK --input-len 2048 --output-len 512
+   --workers --no-ready-check --resume --runs 3 --blocks 3)
+agree() {  # LABEL LIMIT_S ARGS...
+  local label=$1 lim=$2; shift 2
+  [ "$lim" -gt 60 ] || { echo "$label: no time left"; return; }
+  echo "== $label: up to $lim s"
+  PYTHONPATH=src:/tmp/site pin $CCPU timeout $lim python3 benchmarks/agreement_cpu.py "${W[@]}" "$@" \
+    --stop-after $((lim - 10)) --label $label --out $B/agreement_$label.json 2>&1 | tee -a $B/lane-$label.txt
+  cp $B/agreement_$label.json "$OUT/" 2>/dev/null
+}
+L=$(left)
+agree h200-1rps-$SUF $((L * 52 / 100)) --request-rate 1 --num-prompts 96 --pair-estimate 80 $WARM
+agree h200-c16-$SUF $(left) --max-concurrency 16 --range-ratio 0.5 --num-prompts 180 --pair-estimate 80 \
+  $WARM --warmup-prompts 32
+cp /root/vllm-$MODEL-8010.log $B/ 2>/dev/null
+tar czf "$OUT/long-logs.tar.gz" -C /root/ev long
+tail -3 $B/lane-*.txt
+echo "total $(($(date +%s) - T0)) s"
