@@ -34,7 +34,7 @@ if [ "$PHASE" = start ]; then
   echo "server up at $(($(date +%s) - T0)) s (cores $SCPU; clients on $CCPU)"
   WARM=--warmup
 fi
-curl -sf http://127.0.0.1:8010/health >/dev/null || { echo "no server on 8010"; exit 4; }
+python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:8010/health', timeout=5)" 2>/dev/null || { echo "no server on 8010"; exit 4; }
 W=(--base-url http://127.0.0.1:8010 --model $MODEL --tokenizer $TOK --input-len 2048 --output-len 512
    --workers --no-ready-check --resume --runs 3 --blocks 3)
 agree() {  # LABEL LIMIT_S ARGS...
