@@ -11,6 +11,12 @@ output throughput; acceptance: every ratio within 3%.
       --tokenizer /root/models/qwen3-0.6b --input-len 512 --output-len 256 --num-prompts 60 \\
       --request-rate 1                                        # H200, 1 req/s
   ... --max-concurrency 16 --num-prompts 160                  # H200, 16 concurrent
+
+Block-interleaved (each run = --blocks blocks alternating with the other tool's, the same prompts per
+block), one long-lived process per tool, spread over several invocations against one server:
+
+  ... --num-prompts 96 --blocks 3 --workers --no-ready-check --stop-after 500 --out r.json  # call 1
+  ... (same flags) --resume --out r.json                                                   # call 2, ...
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ KEYS = ("mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms", "output_throughput")
 TOLERANCE = 0.03
 
 
-def main() -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_workload_args(p)
     p.add_argument("--runs", type=int, default=3)
@@ -43,6 +49,14 @@ def main() -> int:
         help="first one unmeasured run of each tool (JIT, CUDA graphs and caches warm before measuring)",
     )
     p.add_argument("--warmup-prompts", type=int, default=48, help="prompts of each tool's warm-up run")
+    p.add_argument(
+        "--warmup-seconds",
+        type=float,
+        default=0.0,
+        help="with --warmup: keep warming (16 concurrent, lengths spread by a range ratio of 0.5, the tools "
+        "in turn) until this many seconds have passed; on the H200 the server's own TTFT at 1 req/s fell "
+        "from ~105 to ~72 ms over its first ~20 minutes of traffic (v9)",
+    )
     p.add_argument("--out", type=Path, default=None)
     p.add_argument(
         "--side-by-side",
@@ -89,7 +103,11 @@ def main() -> int:
         action="store_true",
         help="measure benchmarks/fake_paced_server.py (exact TTFT 40 ms, ITL 10 ms) instead of --base-url",
     )
-    a = p.parse_args()
+    return p
+
+
+def main() -> int:
+    a = build_parser().parse_args()
     fake = None
     if a.fake_paced:
         import socket
@@ -435,10 +453,25 @@ def _warmup(a: argparse.Namespace, workers: dict[str, Any] | None) -> None:
         paced = argparse.Namespace(**vars(a))
         paced.seed, paced.num_prompts, paced.request_rate = a.seed + 998, 12, 2 * a.request_rate
         shapes.append(paced)
+    import time
+
+    t0 = time.monotonic()
     for w in shapes:
         for tool in ("vllm", "llmdeck"):
             rep = workers[tool].run(w) if workers else run_child(tool, w)
             print(f"warmup {tool:8s} " + " ".join(f"{k}={rep[k]:.3f}" for k in KEYS), flush=True)
+    more = argparse.Namespace(**vars(warm))
+    more.range_ratio = max(a.range_ratio, 0.5)
+    i = 0
+    while time.monotonic() - t0 < a.warmup_seconds:
+        more.seed = a.seed + 2000 + i
+        tool = ("vllm", "llmdeck")[i % 2]
+        rep = workers[tool].run(more) if workers else run_child(tool, more)
+        i += 1
+        print(
+            f"warmup {tool:8s} +{time.monotonic() - t0:.0f}s mean_ttft_ms={rep['mean_ttft_ms']:.3f}",
+            flush=True,
+        )
 
 
 def _run(a: argparse.Namespace) -> int:

@@ -64,3 +64,172 @@ def test_blocks_union_is_the_mean_over_all_requests() -> None:
     assert run["mean_itl_ms"] == pytest.approx((8 * 2.0 + 4 * 5.0) / 12)  # over the 12 gaps
     assert run["output_throughput"] == pytest.approx(15 / 4.0)
     assert len(run["blocks"]) == 2
+
+
+def test_block_runs_are_vllms_means_over_all_their_requests() -> None:
+    # v9 (H200, 16 concurrent): each run is the union of 3 interleaved blocks; its mean TTFT must be
+    # the mean over every request of those blocks, as `vllm bench serve` would compute it in one run
+    from agreement_cpu import _runs_from_pairs
+
+    rep = _load("agreement_h200-c16-v9.json")
+    pairs = rep["block_pairs"]
+    blocks = rep["workload"]["blocks_per_run"]
+    assert len(pairs) == rep["runs_planned"] * blocks
+    for pr in pairs:
+        for tool in ("vllm", "llmdeck"):
+            b = pr[tool]
+            assert len(b["ttfts_ms"]) == b["completed"]
+            assert statistics.fmean(b["ttfts_ms"]) == pytest.approx(b["mean_ttft_ms"], abs=1e-3)
+    runs = _runs_from_pairs(pairs, blocks, 0)
+    for tool in ("vllm", "llmdeck"):
+        for i, run in enumerate(runs[tool]):
+            every = [t for pr in pairs[i * blocks : (i + 1) * blocks] for t in pr[tool]["ttfts_ms"]]
+            assert run["mean_ttft_ms"] == pytest.approx(statistics.fmean(every), abs=1e-3)
+            assert run["mean_ttft_ms"] == pytest.approx(rep["runs"][tool][i]["mean_ttft_ms"])
+            assert run["same_token_totals_as_peer"]
+    med = {t: statistics.median(r["mean_ttft_ms"] for r in runs[t]) for t in runs}
+    assert rep["ratios_llmdeck_over_vllm"]["mean_ttft_ms"] == pytest.approx(med["llmdeck"] / med["vllm"])
+    assert rep["within_tolerance"]  # the committed H200 16-concurrent result is within 3% on all four
+
+
+def test_paired_requests_difference_is_the_difference_of_block_means() -> None:
+    from paired_requests import _longest_run, analyse
+
+    rep = _load("agreement_h200-1rps-v9.json")
+    res = analyse(rep)
+    assert len(res["pairs"]) == len(rep["block_pairs"]) > 0
+    for view, pr in zip(res["pairs"], rep["block_pairs"], strict=True):
+        want = pr["vllm"]["mean_ttft_ms"] - pr["llmdeck"]["mean_ttft_ms"]
+        assert view["mean_d_ms"] == pytest.approx(want, abs=1e-3)
+    # what the clients themselves differ by is small next to what the server moved (< 2 ms here)
+    assert 0 < res["client_d_ms"]["median"] < 2
+    assert _longest_run([30, 40, -30, 50, 60, 70, 0, 26], 25) == 3
+    assert _longest_run([1, 2, 3], 25) == 0
+
+
+def test_block_pairs_resume_after_stop_after_as_if_never_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--stop-after ends an invocation between block pairs; --resume continues from the saved file
+    with the same seeds and order, so the result equals one uninterrupted invocation."""
+    import time
+
+    import agreement_cpu
+
+    def fake_measure(tool: str, b: object, workers: object) -> dict:
+        time.sleep(0.15)
+        seed = b.seed  # type: ignore[attr-defined]
+        n = b.num_prompts  # type: ignore[attr-defined]
+        ttft = 50.0 + seed % 7 + (1.0 if tool == "vllm" else 0.0)
+        return {
+            "tool": tool,
+            "completed": n,
+            "failed": 0,
+            "mean_ttft_ms": ttft,
+            "mean_tpot_ms": 10.0,
+            "mean_itl_ms": 10.0,
+            "output_throughput": 100.0,
+            "duration_s": 1.0,
+            "total_input_tokens": 10 * n,
+            "total_output_tokens": 100,
+            "chunks": 100 + n,
+            "ttfts_ms": [ttft] * n,
+            "seed": seed,
+            "prefix_cache_hits": 0.0,
+            "server_mean_ttft_ms": ttft - 5,
+            "server_mean_itl_ms": 10.0,
+            "server_counters": {
+                "ttft_sum": (ttft - 5) * n / 1000,
+                "ttft_count": n,
+                "itl_sum": 1.0,
+                "itl_count": 100,
+            },
+        }
+
+    monkeypatch.setattr(agreement_cpu, "_measure", fake_measure)
+    argv = ["--num-prompts", "4", "--blocks", "2", "--runs", "2"]
+    out = tmp_path / "a.json"
+    first = agreement_cpu.build_parser().parse_args([*argv, "--out", str(out), "--stop-after", "0.5"])
+    rep1 = agreement_cpu._run_blocks(first, out, 0)
+    assert 1 <= len(rep1["block_pairs"]) < 4 and rep1["runs_done"] < 2
+    assert json.loads(out.read_text())["block_pairs"] == rep1["block_pairs"]  # saved after each pair
+    again = agreement_cpu.build_parser().parse_args([*argv, "--out", str(out), "--resume"])
+    rep2 = agreement_cpu._run_blocks(again, out, 0)
+    whole = agreement_cpu.build_parser().parse_args([*argv, "--out", str(tmp_path / "b.json")])
+    rep3 = agreement_cpu._run_blocks(whole, tmp_path / "b.json", 0)
+
+    def strip(rep: dict) -> list:
+        return [(p["index"], p["seed"], p["order"], p["vllm"]["mean_ttft_ms"]) for p in rep["block_pairs"]]
+
+    assert strip(rep2) == strip(rep3) and len(rep2["block_pairs"]) == 4
+    assert rep2["runs_done"] == 2 and rep2["ratios_llmdeck_over_vllm"] == rep3["ratios_llmdeck_over_vllm"]
+    # a resume against another workload is refused rather than mixed in
+    other = agreement_cpu.build_parser().parse_args(
+        ["--num-prompts", "6", "--blocks", "2", "--out", str(out), "--resume"]
+    )
+    with pytest.raises(SystemExit, match="another workload"):
+        agreement_cpu._run_blocks(other, out, 0)
+
+
+def test_llmdeck_worker_runs_many_measurements_in_one_process(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """The long-lived worker against FakePacedServer (a fake with exact timing, not an engine)."""
+    import argparse
+    import socket
+    import subprocess
+    import time
+
+    from _harness import Worker, add_workload_args
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    fake = subprocess.Popen(
+        [
+            sys.executable,
+            str(BENCH / "fake_paced_server.py"),
+            "--port",
+            str(port),
+            "--ttft-ms",
+            "40",
+            "--itl-ms",
+            "5",
+        ]
+    )
+    try:
+        time.sleep(1.0)
+        p = argparse.ArgumentParser()
+        add_workload_args(p)
+        a = p.parse_args(
+            [
+                "--base-url",
+                f"http://127.0.0.1:{port}",
+                "--tokenizer",
+                str(tiny_model_dir),
+                "--model",
+                "fake-paced",
+                "--num-prompts",
+                "3",
+                "--input-len",
+                "16",
+                "--output-len",
+                "4",
+                "--max-concurrency",
+                "1",
+                "--no-metrics",
+            ]
+        )
+        w = Worker("llmdeck", log=tmp_path / "w.log")
+        try:
+            reps = [w.run(a), w.run(a)]
+            pid = w.proc.pid
+            assert w.proc.poll() is None  # still the same process, waiting for the next job
+        finally:
+            w.close()
+        for rep in reps:
+            assert rep["completed"] == 3 and rep["failed"] == 0
+            assert len(rep["ttfts_ms"]) == 3 and all(t >= 40 for t in rep["ttfts_ms"])
+            assert rep["mean_ttft_ms"] == pytest.approx(statistics.fmean(rep["ttfts_ms"]), abs=1e-3)
+        assert pid > 0 and w.proc.returncode == 0
+    finally:
+        fake.terminate()
+        fake.wait(10)

@@ -15,7 +15,11 @@
 #   call 2+: bash evidence/device/bench_long.sh cont BUDGET_S      (same server: more pairs)
 # Every call resumes the saved block pairs and stops before a pair that would pass BUDGET_S; the
 # server outlives the call while the machine stays warm (the next call must follow within ~30 s).
-# Environment: SUF (label suffix, default v9), MODEL (default qwen3-coder-30b-a3b).
+# Environment: SUF (label suffix, default v9), MODEL (default qwen3-coder-30b-a3b), LOADS ("1rps c16",
+# the default, or one of them), WARM_S (extra warm-up seconds in the start call, default 0: in v9 the
+# server's own TTFT at 1 req/s fell from ~105 to ~72 ms over its first ~20 minutes of traffic).
+# v9 (2026-11-30): SUF=v9 ... start 575, then cont 578 and two shorter calls; 16 concurrent met.
+# Next: LOADS=1rps WARM_S=300 SUF=v10 bash evidence/device/bench_long.sh start 575; then cont 580 x2.
 set -uo pipefail
 ls /tmp/site/.done >/dev/null 2>&1 || { echo COLD; exit 3; }
 PHASE=${1:-start}; BUDGET=${2:-580}; SUF=${SUF:-v9}
@@ -45,11 +49,16 @@ agree() {  # LABEL LIMIT_S ARGS...
     --stop-after $((lim - 10)) --label $label --out $B/agreement_$label.json 2>&1 | tee -a $B/lane-$label.txt
   cp $B/agreement_$label.json "$OUT/" 2>/dev/null
 }
-L=$(left)
-agree h200-1rps-$SUF $((L * 52 / 100)) --request-rate 1 --num-prompts 96 --pair-estimate 80 $WARM
-agree h200-c16-$SUF $(left) --max-concurrency 16 --range-ratio 0.5 --num-prompts 180 --pair-estimate 80 \
-  $WARM --warmup-prompts 32
+LOADS=${LOADS:-1rps c16}; WARM_S=${WARM_S:-0}
+[ -n "$WARM" ] && WARM="--warmup --warmup-seconds $WARM_S"
+L=$(left); SHARE=$L; [ "$LOADS" = "1rps c16" ] && SHARE=$((L * 52 / 100))
+case " $LOADS " in *" 1rps "*)
+  agree h200-1rps-$SUF $SHARE --request-rate 1 --num-prompts 96 --pair-estimate 100 $WARM
+  WARM="" ;; esac
+case " $LOADS " in *" c16 "*)
+  agree h200-c16-$SUF $(left) --max-concurrency 16 --range-ratio 0.5 --num-prompts 180 --pair-estimate 100 \
+    $WARM --warmup-prompts 32 ;; esac
 cp /root/vllm-$MODEL-8010.log $B/ 2>/dev/null
 tar czf "$OUT/long-logs.tar.gz" -C /root/ev long
-tail -3 $B/lane-*.txt
+for f in $B/lane-*.txt; do echo "-- $f"; tail -n 3 "$f"; done
 echo "total $(($(date +%s) - T0)) s"
