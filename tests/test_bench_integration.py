@@ -36,6 +36,10 @@ def test_smoke_bench_library_entry(cpu_server: Any) -> None:
     assert time.monotonic() - t < 120
     assert res.status == "complete" and res.target.max_model_len == cpu_server.max_model_len
     assert res.target.server_version  # vLLM's /version
+    # when the server started (its /metrics process_start_time_seconds): before this run, after boot
+    started = res.target.server_started_at
+    assert started is not None and started <= res.created_at
+    assert (res.created_at - started).total_seconds() < 24 * 3600
     sc = res.scenarios[0]
     m = sc.metrics
     assert m is not None and m.failed == 0 and m.completed == sc.spec.num_prompts

@@ -65,6 +65,27 @@ def test_server_own_ttft_and_itl_from_real_histograms() -> None:
     assert summarize_server([after, after], 1.0).server_mean_ttft_ms is None
 
 
+def test_server_start_time_from_real_metrics_and_the_age_in_the_table() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from llmdeck.bench.models import BenchResult, HostFacts, TargetInfo
+    from llmdeck.bench.prom import process_start_time
+    from llmdeck.bench.render import summary_table
+
+    page = (FIX / "metrics-qwen3-0.6b-before.txt").read_text()
+    assert process_start_time(page) == pytest.approx(1.79598448995e9)
+    assert process_start_time("vllm:num_requests_running 1\n") is None  # not reported: unknown
+    started = datetime.fromtimestamp(1.79598448995e9, UTC)
+    res = BenchResult(
+        target=TargetInfo(base_url="http://x", model="m", server_version="0.22.0", server_started_at=started),
+        host=HostFacts(hostname="h", platform="p", python="3", cpu_count=1, mem_total_gib=1.0),
+        created_at=started + timedelta(minutes=3),
+    )
+    assert summary_table(res).title.endswith("(server 0.22.0, up 3 min at the start)")
+    # the field round-trips through the result file
+    assert BenchResult.model_validate_json(res.model_dump_json()).target.server_started_at == started
+
+
 def test_prefix_cache_hit_rate_from_hybrid_fixture() -> None:
     snap = parse_metrics((FIX / "hybrid-metrics-after-prefix-bench.txt").read_text(), t=10.0)
     zero = parse_metrics("vllm:prefix_cache_queries_total 0\nvllm:prefix_cache_hits_total 0\n", t=0.0)

@@ -223,6 +223,11 @@ class TargetInfo(BaseModel):
     max_model_len: int | None = None
     server_version: str | None = None
     server_args: list[str] | None = Field(None, description="argv of the server when llmdeck started it.")
+    server_started_at: datetime | None = Field(
+        None,
+        description="When the server's API process started (process_start_time_seconds on /metrics): "
+        "a young server can still be warming up.",
+    )
 
 
 class HostFacts(BaseModel):

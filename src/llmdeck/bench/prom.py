@@ -79,3 +79,18 @@ def parse_metrics(text: str, t: float = 0.0) -> MetricsSnapshot:
                     snap.engine = name.split(":", 1)[0]
                 break
     return snap
+
+
+_START_RE = re.compile(r"^process_start_time_seconds(?:\{[^\n]*\})? ([0-9.eE+-]+)$", re.M)
+
+
+def process_start_time(text: str) -> float | None:
+    """``process_start_time_seconds`` (Unix time) of the process that served the page: for vLLM the
+    API server, i.e. when the server was started. None when the page does not have it."""
+    m = _START_RE.search(text)
+    if m is None:
+        return None
+    try:
+        return float(m.group(1))
+    except ValueError:
+        return None

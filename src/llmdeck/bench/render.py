@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from llmdeck.bench.models import BenchResult, ScenarioResult, Stats
@@ -46,14 +47,22 @@ def scenario_row(sr: ScenarioResult) -> list[str]:
     ]
 
 
+def _age(delta: timedelta) -> str:
+    s = max(0.0, delta.total_seconds())
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.1f} h"
+
+
 def summary_table(result: BenchResult) -> Table:
     """One row per scenario: ok/failed, mean and P99 TTFT, mean TPOT, output tok/s, verdict."""
     from rich.table import Table
 
     t = result.target
     title = f"llmdeck bench: {t.model} at {t.base_url}"
-    if t.server_version:
-        title += f" (server {t.server_version})"
+    about = [f"server {t.server_version}"] if t.server_version else []
+    if t.server_started_at:
+        about.append(f"up {_age(result.created_at - t.server_started_at)} at the start")
+    if about:
+        title += f" ({', '.join(about)})"
     table = Table(title=title, title_justify="left")
     for col in ("Scenario", "OK / failed", "Mean TTFT", "P99 TTFT", "Mean TPOT", "Output tok/s", "Verdict"):
         table.add_column(

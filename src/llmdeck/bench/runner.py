@@ -139,6 +139,19 @@ async def probe_target(client: OpenAIClient, target: TargetInfo) -> None:
         if isinstance(root, str) and Path(root).expanduser().is_dir():
             target.tokenizer = root
     target.server_version = await client.version()
+    target.server_started_at = await _server_started_at(client)
+
+
+async def _server_started_at(client: OpenAIClient) -> datetime | None:
+    """From /metrics when the server has it (vLLM does); a missing or odd page is no error here."""
+    from llmdeck.bench.prom import process_start_time
+
+    try:
+        text = await client.metrics_text()
+    except ClientEndpointError:
+        return None
+    t = process_start_time(text) if text else None
+    return datetime.fromtimestamp(t, UTC) if t else None
 
 
 def new_result(
