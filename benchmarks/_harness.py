@@ -93,6 +93,8 @@ def workload_argv(a: argparse.Namespace) -> list[str]:
         out += ["--request-rate", str(a.request_rate), "--burstiness", str(a.burstiness)]
     if getattr(a, "start_at", None):
         out += ["--start-at", str(a.start_at)]
+    if getattr(a, "no_metrics", False):
+        out.append("--no-metrics")
     if getattr(a, "no_ready_check", False):
         out.append("--no-ready-check")
     return out

@@ -99,6 +99,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds one block pair takes, for --stop-after before any pair has been timed",
     )
     p.add_argument(
+        "--control",
+        choices=("vllm", "llmdeck"),
+        default=None,
+        help="A/A control: both slots (still named vllm and llmdeck in the result) run this one tool, so the "
+        "ratios show how far two runs of the same client on the same prompts and send times differ on this "
+        "server: the noise floor the 3%% test sits on",
+    )
+    p.add_argument(
         "--fake-paced",
         action="store_true",
         help="measure benchmarks/fake_paced_server.py (exact TTFT 40 ms, ITL 10 ms) instead of --base-url",
@@ -210,6 +218,8 @@ def _report(a: argparse.Namespace, runs: dict[str, list[dict[str, Any]]], base_s
     return {
         "benchmark": "agreement",
         "label": a.label,
+        # A/A control: both slots ran this one tool (None: the vllm slot ran vLLM, the llmdeck slot llmdeck)
+        "control": getattr(a, "control", None),
         "date": datetime.now(UTC).isoformat(),
         "host": platform.node(),
         "workload": {
@@ -263,7 +273,7 @@ def _side_by_side(a: argparse.Namespace, runs: dict[str, list[dict[str, Any]]], 
     b.start_at = time.time() + 40.0  # > the vLLM child's import + tokenizer + prompt time
     before = server_counters(a.base_url)
     with ThreadPoolExecutor(2) as pool:
-        futs = {tool: pool.submit(run_child, tool, b) for tool in ("vllm", "llmdeck")}
+        futs = {tool: pool.submit(run_child, _tool(a, tool), b) for tool in ("vllm", "llmdeck")}
         reps = {tool: f.result() for tool, f in futs.items()}
     shared = server_view(before, server_counters(a.base_url))
     for tool, rep in reps.items():
@@ -313,10 +323,15 @@ def _block_seed(base_seed: int, idx: int, blocks: int) -> int:
     return 1000 * (base_seed + idx // blocks + 1) + idx % blocks
 
 
+def _tool(a: argparse.Namespace, slot: str) -> str:
+    """The client that fills a slot ("vllm" or "llmdeck"): itself, or the --control tool in both."""
+    return getattr(a, "control", None) or slot
+
+
 def _measure(tool: str, b: argparse.Namespace, workers: dict[str, Any] | None) -> dict[str, Any]:
     """One measurement of one tool, with the server's counters read around it."""
     before = server_counters(b.base_url)
-    rep = workers[tool].run(b) if workers else run_child(tool, b)
+    rep = workers[tool].run(b) if workers else run_child(_tool(b, tool), b)
     after = server_counters(b.base_url)
     rep.update(server_view(before, after))
     if before is not None and after is not None:
@@ -383,6 +398,9 @@ def _run_blocks(a: argparse.Namespace, out: Path, base_seed: int) -> dict[str, A
         }
         if same != want:
             raise SystemExit(f"--resume: {out} holds another workload ({same}, not {want})")
+        if saved.get("control") != getattr(a, "control", None):
+            had = saved.get("control")
+            raise SystemExit(f"--resume: {out} holds a run with --control {had}, not {a.control}")
         pairs = saved.get("block_pairs") or []
         print(f"resuming after {len(pairs)} block pairs", flush=True)
     b = argparse.Namespace(**vars(a))
@@ -391,7 +409,7 @@ def _run_blocks(a: argparse.Namespace, out: Path, base_seed: int) -> dict[str, A
     if a.workers:
         from _harness import Worker
 
-        workers = {tool: Worker(tool) for tool in ("vllm", "llmdeck")}
+        workers = {slot: Worker(_tool(a, slot)) for slot in ("vllm", "llmdeck")}
     try:
         if a.warmup and not pairs:
             _warmup(a, workers)
@@ -458,7 +476,7 @@ def _warmup(a: argparse.Namespace, workers: dict[str, Any] | None) -> None:
     t0 = time.monotonic()
     for w in shapes:
         for tool in ("vllm", "llmdeck"):
-            rep = workers[tool].run(w) if workers else run_child(tool, w)
+            rep = workers[tool].run(w) if workers else run_child(_tool(a, tool), w)
             print(f"warmup {tool:8s} " + " ".join(f"{k}={rep[k]:.3f}" for k in KEYS), flush=True)
     more = argparse.Namespace(**vars(warm))
     more.range_ratio = max(a.range_ratio, 0.5)
@@ -466,7 +484,7 @@ def _warmup(a: argparse.Namespace, workers: dict[str, Any] | None) -> None:
     while time.monotonic() - t0 < a.warmup_seconds:
         more.seed = a.seed + 2000 + i
         tool = ("vllm", "llmdeck")[i % 2]
-        rep = workers[tool].run(more) if workers else run_child(tool, more)
+        rep = workers[tool].run(more) if workers else run_child(_tool(a, tool), more)
         i += 1
         print(
             f"warmup {tool:8s} +{time.monotonic() - t0:.0f}s mean_ttft_ms={rep['mean_ttft_ms']:.3f}",
@@ -532,7 +550,11 @@ def _summary(a: argparse.Namespace, out: Path, report: dict[str, Any]) -> int:
         print(f"\nno complete run yet ({out})")
         return 1
     print(f"\nmedian of {report['runs_done']} interleaved runs each ({out}):")
-    print(f"{'metric':20s} {'vllm bench serve':>18s} {'llmdeck':>12s} {'ratio':>8s}")
+    if report.get("control"):
+        print(f"A/A CONTROL: both columns are {report['control']} (the slots keep their names)")
+    c = report.get("control")
+    heads = (f"{c} (slot 1)", f"{c} (slot 2)") if c else ("vllm bench serve", "llmdeck")
+    print(f"{'metric':20s} {heads[0]:>18s} {heads[1]:>12s} {'ratio':>8s}")
     for k in KEYS:
         print(f"{k:20s} {medians['vllm'][k]:18.3f} {medians['llmdeck'][k]:12.3f} {ratios[k]:8.4f}")
     for tool, ms in report["median_client_ttft_overhead_ms"].items():

@@ -15,6 +15,11 @@ served it the second time. This script shows which of the two moves a block's me
 
   python benchmarks/paired_requests.py benchmarks/results/agreement_h200-1rps-v9.json
   python benchmarks/paired_requests.py --json out.json benchmarks/results/agreement_h200-*-v9.json
+  python benchmarks/paired_requests.py --pool benchmarks/results/agreement_h200-1rps-v{9,10}.json
+
+``pooled`` (per file, and over all files with --pool) treats every paired request as one sample per
+tool: the two mean TTFTs and their ratio, and in how many block pairs the server itself was slower
+during llmdeck's block.
 """
 
 from __future__ import annotations
@@ -73,6 +78,40 @@ def analyse(report: dict[str, Any], big: float = 25.0) -> dict[str, Any]:
             "max": max(client, default=None),
         },
         "median_of_median_d_ms": statistics.median(p["median_d_ms"] for p in pairs) if pairs else None,
+        "pooled": pooled([report]),
+    }
+
+
+def pooled(reports: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Every paired request of every block pair in ``reports``, as one sample per tool: the mean
+    TTFT each tool measured over all of them and its ratio, and in how many block pairs the server
+    itself was slower during llmdeck's block than during vLLM's (a client that slowed the server
+    would show up as most of them; chance as about half)."""
+    tv: list[float] = []
+    tl: list[float] = []
+    slower = counted = 0
+    for rep in reports:
+        for pr in rep.get("block_pairs") or []:
+            a, b = pr["vllm"].get("ttfts_ms"), pr["llmdeck"].get("ttfts_ms")
+            if not a or not b or len(a) != len(b):
+                continue
+            for x, y in zip(a, b, strict=True):
+                if x is not None and y is not None:
+                    tv.append(x)
+                    tl.append(y)
+            sv, sl = pr["vllm"].get("server_mean_ttft_ms"), pr["llmdeck"].get("server_mean_ttft_ms")
+            if sv is not None and sl is not None:
+                counted += 1
+                slower += sl > sv
+    if not tv:
+        return None
+    mv, ml = statistics.fmean(tv), statistics.fmean(tl)
+    return {
+        "requests": len(tv),
+        "mean_ttft_ms": {"vllm": mv, "llmdeck": ml},
+        "ratio": ml / mv,
+        "pairs_server_slower_for_llmdeck": slower,
+        "pairs_with_server_figures": counted,
     }
 
 
@@ -91,6 +130,18 @@ def _print(a: dict[str, Any]) -> None:
     if c["median"] is not None:
         rng = f"{c['min']:.2f} .. {c['max']:.2f}"
         print(f"client part (mean_d - server_d): median {c['median']:.2f} ms, range {rng} ms")
+    _print_pooled("pooled", a["pooled"])
+
+
+def _print_pooled(name: str, po: dict[str, Any] | None) -> None:
+    if po is None:
+        return
+    m = po["mean_ttft_ms"]
+    print(
+        f"{name}: {po['requests']} requests each, mean TTFT vllm {m['vllm']:.2f} ms, llmdeck "
+        f"{m['llmdeck']:.2f} ms, ratio {po['ratio']:.4f}; server slower in llmdeck's block in "
+        f"{po['pairs_server_slower_for_llmdeck']} of {po['pairs_with_server_figures']} pairs"
+    )
 
 
 def main() -> int:
@@ -98,16 +149,27 @@ def main() -> int:
     p.add_argument("files", nargs="+", type=Path)
     p.add_argument("--big", type=float, default=25.0, help="ms: a request difference counted as big")
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument(
+        "--pool", action="store_true", help="also pool every paired request of all the files (same workload)"
+    )
     a = p.parse_args()
     out = []
+    reports = []
     for f in a.files:
         rep = json.loads(f.read_text())
+        reports.append(rep)
         res = analyse(rep, a.big)
         res["file"] = f.name
         out.append(res)
         _print(res)
+    result: Any = out
+    if a.pool:
+        all_files = pooled(reports)
+        print()
+        _print_pooled("all files pooled", all_files)
+        result = {"files": out, "pooled": all_files}
     if a.json:
-        a.json.write_text(json.dumps(out, indent=2) + "\n")
+        a.json.write_text(json.dumps(result, indent=2) + "\n")
     return 0
 
 

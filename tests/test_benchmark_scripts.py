@@ -107,6 +107,25 @@ def test_paired_requests_difference_is_the_difference_of_block_means() -> None:
     assert _longest_run([1, 2, 3], 25) == 0
 
 
+def test_pooled_requests_are_one_sample_per_tool_over_all_files() -> None:
+    from paired_requests import pooled
+
+    reps = [_load("agreement_h200-1rps-v9.json"), _load("agreement_h200-1rps-v10.json")]
+    po = pooled(reps)
+    assert po is not None
+    tv = [t for r in reps for pr in r["block_pairs"] for t in pr["vllm"]["ttfts_ms"]]
+    tl = [t for r in reps for pr in r["block_pairs"] for t in pr["llmdeck"]["ttfts_ms"]]
+    assert po["requests"] == len(tv) == len(tl) == 16 * 32
+    assert po["ratio"] == pytest.approx(statistics.fmean(tl) / statistics.fmean(tv))
+    slower = sum(
+        pr["llmdeck"]["server_mean_ttft_ms"] > pr["vllm"]["server_mean_ttft_ms"]
+        for r in reps
+        for pr in r["block_pairs"]
+    )
+    assert po["pairs_server_slower_for_llmdeck"] == slower and po["pairs_with_server_figures"] == 16
+    assert pooled([{"block_pairs": []}]) is None
+
+
 def test_block_pairs_resume_after_stop_after_as_if_never_stopped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -171,6 +190,48 @@ def test_block_pairs_resume_after_stop_after_as_if_never_stopped(
         agreement_cpu._run_blocks(other, out, 0)
 
 
+def test_control_runs_one_tool_in_both_slots_and_is_not_resumed_as_a_comparison(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--control vllm (an A/A run): the llmdeck slot runs `vllm bench serve` too, the result says so,
+    and a saved A/A file is not continued as an A/B comparison (or the reverse)."""
+    import agreement_cpu
+
+    called: list[tuple[str, int]] = []
+
+    def fake_child(tool: str, b: object, **_: object) -> dict:
+        called.append((tool, b.seed))  # type: ignore[attr-defined]
+        n = b.num_prompts  # type: ignore[attr-defined]
+        return {
+            "tool": tool,
+            "completed": n,
+            "failed": 0,
+            "mean_ttft_ms": 50.0,
+            "mean_tpot_ms": 10.0,
+            "mean_itl_ms": 10.0,
+            "output_throughput": 100.0,
+            "duration_s": 1.0,
+            "total_input_tokens": 10 * n,
+            "total_output_tokens": 100,
+            "chunks": 100,
+            "ttfts_ms": [50.0] * n,
+        }
+
+    monkeypatch.setattr(agreement_cpu, "run_child", fake_child)
+    monkeypatch.setattr(agreement_cpu, "server_counters", lambda url: None)
+    out = tmp_path / "aa.json"
+    argv = ["--num-prompts", "4", "--blocks", "2", "--runs", "1", "--out", str(out)]
+    a = agreement_cpu.build_parser().parse_args([*argv, "--control", "vllm"])
+    rep = agreement_cpu._run_blocks(a, out, 0)
+    assert [t for t, _ in called] == ["vllm"] * 4  # both slots of both block pairs
+    assert called[0][1] == called[1][1] != called[2][1]  # same prompts within a pair, new ones per pair
+    assert rep["control"] == "vllm" and rep["runs_done"] == 1
+    agreement_cpu._save(out, rep)
+    ab = agreement_cpu.build_parser().parse_args([*argv, "--resume"])
+    with pytest.raises(SystemExit, match="--control vllm"):
+        agreement_cpu._run_blocks(ab, out, 0)
+
+
 def test_llmdeck_worker_runs_many_measurements_in_one_process(tmp_path: Path, tiny_model_dir: Path) -> None:
     """The long-lived worker against FakePacedServer (a fake with exact timing, not an engine)."""
     import argparse
@@ -227,6 +288,7 @@ def test_llmdeck_worker_runs_many_measurements_in_one_process(tmp_path: Path, ti
             w.close()
         for rep in reps:
             assert rep["completed"] == 3 and rep["failed"] == 0
+            assert rep["tool"] == "llmdeck (no /metrics sampling)"  # --no-metrics reaches the worker
             assert len(rep["ttfts_ms"]) == 3 and all(t >= 40 for t in rep["ttfts_ms"])
             assert rep["mean_ttft_ms"] == pytest.approx(statistics.fmean(rep["ttfts_ms"]), abs=1e-3)
         assert pid > 0 and w.proc.returncode == 0

@@ -18,8 +18,14 @@
 # Environment: SUF (label suffix, default v9), MODEL (default qwen3-coder-30b-a3b), LOADS ("1rps c16",
 # the default, or one of them), WARM_S (extra warm-up seconds in the start call, default 0: in v9 the
 # server's own TTFT at 1 req/s fell from ~105 to ~72 ms over its first ~20 minutes of traffic).
+# BURST (gamma shape of the 1 req/s arrivals, default 1 = Poisson, as `vllm bench serve`); LOADS may
+# also name "1rps-aa": an A/A control after the 1 req/s comparison (both slots run `vllm bench serve`,
+# `agreement_cpu.py --control vllm`) in whatever time the call has left: how far two runs of the SAME
+# client on the same prompts and send times differ on this server.
 # v9 (2026-11-30): SUF=v9 ... start 575, then cont 578 and two shorter calls; 16 concurrent met.
-# Next: LOADS=1rps WARM_S=300 SUF=v10 bash evidence/device/bench_long.sh start 575; then cont 580 x2.
+# v10 (session 6): LOADS=1rps WARM_S=260 SUF=v10 ... start 575, cont 580, cont 560: 1 req/s 3 runs, TTFT
+#   1.040 (the server slower during llmdeck's blocks in 7 of 9 pairs; in v9 during vLLM's in 7 of 7).
+# Next: LOADS="1rps 1rps-aa" BURST=16 WARM_S=60 SUF=v11 ... start 575; then cont 580 while time lasts.
 set -uo pipefail
 ls /tmp/site/.done >/dev/null 2>&1 || { echo COLD; exit 3; }
 PHASE=${1:-start}; BUDGET=${2:-580}; SUF=${SUF:-v9}
@@ -49,12 +55,20 @@ agree() {  # LABEL LIMIT_S ARGS...
     --stop-after $((lim - 10)) --label $label --out $B/agreement_$label.json 2>&1 | tee -a $B/lane-$label.txt
   cp $B/agreement_$label.json "$OUT/" 2>/dev/null
 }
-LOADS=${LOADS:-1rps c16}; WARM_S=${WARM_S:-0}
+LOADS=${LOADS:-1rps c16}; WARM_S=${WARM_S:-0}; BURST=${BURST:-1}
+R1=(--request-rate 1 --burstiness $BURST --num-prompts 96 --pair-estimate 100)
 [ -n "$WARM" ] && WARM="--warmup --warmup-seconds $WARM_S"
 L=$(left); SHARE=$L; [ "$LOADS" = "1rps c16" ] && SHARE=$((L * 52 / 100))
 case " $LOADS " in *" 1rps "*)
-  agree h200-1rps-$SUF $SHARE --request-rate 1 --num-prompts 96 --pair-estimate 100 $WARM
+  agree h200-1rps-$SUF $SHARE "${R1[@]}" $WARM --warmup-prompts 32
   WARM="" ;; esac
+case " $LOADS " in *" 1rps-aa "*)
+  # only once the comparison above has all its runs (agreement_cpu.py exits 0 only then, or 1 if it
+  # finished outside 3%: both mean "done" here; the saved file says which)
+  if python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(d['runs_done'] < d['runs_planned'])" \
+      $B/agreement_h200-1rps-$SUF.json 2>/dev/null || [[ " $LOADS " != *" 1rps "* ]]; then
+    agree h200-1rps-aa-$SUF $(left) "${R1[@]}" --control vllm $WARM
+  fi ;; esac
 case " $LOADS " in *" c16 "*)
   agree h200-c16-$SUF $(left) --max-concurrency 16 --range-ratio 0.5 --num-prompts 180 --pair-estimate 100 \
     $WARM --warmup-prompts 32 ;; esac
