@@ -55,6 +55,14 @@ def add_workload_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-metrics", action="store_true", help="llmdeck: do not sample /metrics")
     p.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        help="sent by both tools (vLLM's --temperature, llmdeck's --temperature); default: none, the "
+        "server's default applies (random sampling). 0 = greedy: on random weights the same prompt then "
+        "yields the same tokens, so the MoE routing of the decode steps repeats between the two servings",
+    )
+    p.add_argument(
         "--no-ready-check",
         action="store_true",
         help="vLLM: --ready-check-timeout-sec 0, no initial test request before the run (it is the run's "
@@ -95,6 +103,8 @@ def workload_argv(a: argparse.Namespace) -> list[str]:
         out += ["--start-at", str(a.start_at)]
     if getattr(a, "no_metrics", False):
         out.append("--no-metrics")
+    if getattr(a, "temperature", None) is not None:
+        out += ["--temperature", str(a.temperature)]
     if getattr(a, "no_ready_check", False):
         out.append("--no-ready-check")
     return out
@@ -196,6 +206,8 @@ def child_vllm(a: argparse.Namespace) -> dict[str, Any]:
             argv += ["--request-rate", str(a.request_rate), "--burstiness", str(a.burstiness)]
         if a.no_ready_check:
             argv += ["--ready-check-timeout-sec", "0"]
+        if a.temperature is not None:
+            argv += ["--temperature", str(a.temperature)]
         result = serve.main(parser.parse_args(argv))
         saved = json.loads((Path(tmp) / "vllm.json").read_text())
     if not isinstance(result, dict) or "itls" not in result:
@@ -260,6 +272,7 @@ def child_llmdeck(a: argparse.Namespace) -> dict[str, Any]:
         burstiness=a.burstiness,
         seed=a.seed,
         range_ratio=a.range_ratio,
+        temperature=a.temperature,
     )
     target = TargetInfo(base_url=a.base_url, model=a.model, tokenizer=a.tokenizer)
     opts = BenchOptions(slo=dict(DEFAULT_SLO), scrape_metrics=not a.no_metrics)

@@ -233,6 +233,7 @@ def _report(a: argparse.Namespace, runs: dict[str, list[dict[str, Any]]], base_s
             "burstiness": a.burstiness if a.request_rate else None,
             "endpoint": "/v1/completions",
             "range_ratio": a.range_ratio,
+            "temperature": a.temperature,  # None: not sent, the server's default
             "ignore_eos": True,
             "seeds": [base_seed + i for i in range(a.runs)],
             "same_prompts_for_both_tools": True,
@@ -387,7 +388,7 @@ def _run_blocks(a: argparse.Namespace, out: Path, base_seed: int) -> dict[str, A
         saved = json.loads(out.read_text())
         same = {
             k: saved["workload"].get(k)
-            for k in ("model", "input_len", "output_len", "num_prompts", "blocks_per_run")
+            for k in ("model", "input_len", "output_len", "num_prompts", "blocks_per_run", "temperature")
         }
         want = {
             "model": a.model,
@@ -395,6 +396,7 @@ def _run_blocks(a: argparse.Namespace, out: Path, base_seed: int) -> dict[str, A
             "output_len": a.output_len,
             "num_prompts": a.num_prompts,
             "blocks_per_run": a.blocks,
+            "temperature": a.temperature,
         }
         if same != want:
             raise SystemExit(f"--resume: {out} holds another workload ({same}, not {want})")

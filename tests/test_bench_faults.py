@@ -291,7 +291,15 @@ def test_unreachable_server_is_exit_1_with_hint(tmp_path: Path) -> None:
 
 
 def test_bad_flags_are_usage_errors(tmp_path: Path) -> None:
-    for extra in (["--slo", "bogus"], ["--request-rate", "fast"], ["--workload", "weird"]):
+    bad = (
+        ["--slo", "bogus"],
+        ["--request-rate", "fast"],
+        ["--workload", "weird"],
+        ["--temperature", "-1"],
+        ["--top-p", "1.5"],
+        ["--suite", "smoke", "--top-k", "-5"],
+    )
+    for extra in bad:
         proc = subprocess.run(
             bench_cmd("http://127.0.0.1:9", tmp_path / "r.json", *extra),
             env=env(tmp_path),

@@ -79,6 +79,8 @@ def test_cli_by_server_name_chat_and_skip_by_context(cpu_server: Any, tmp_path: 
         "3",
         "--request-rate",
         "5",
+        "--temperature",
+        "0",
         "--out",
         str(out),
         "--json",
@@ -88,7 +90,9 @@ def test_cli_by_server_name_chat_and_skip_by_context(cpu_server: Any, tmp_path: 
     data = json.loads(proc.stdout)
     assert data["target"]["server_name"] == cpu_server.name and data["target"]["server_args"]
     sc = data["scenarios"][0]
-    assert sc["metrics"]["completed"] == 3
+    # greedy decoding, accepted by the real server and recorded with the scenario
+    assert sc["metrics"]["completed"] == 3 and sc["metrics"]["failed"] == 0
+    assert sc["spec"]["temperature"] == 0 and sc["spec"]["top_p"] is None
     # the qwen3 reasoning parser streams `reasoning` deltas: still token chunks
     assert all(r["num_chunks"] >= 1 and r["output_tokens"] == 8 for r in sc["requests"])
     # seeds suite on a 4096-token server: the long scenarios are skipped with the reason

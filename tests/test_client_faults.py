@@ -267,3 +267,33 @@ def test_connection_refused_is_unreachable() -> None:
     with pytest.raises(ServerUnreachableError) as info:
         run(main)
     assert info.value.kind == "unreachable" and info.value.hint
+
+
+def test_bench_sends_the_sampling_flags_in_every_request_body() -> None:
+    """`llmdeck bench --temperature 0 --top-k 20`: both endpoints carry them; unset ones are not sent
+    (the server's default applies, as with `vllm bench serve` without --temperature)."""
+    from llmdeck.bench.load import ScenarioRun
+    from llmdeck.bench.models import ScenarioSpec
+    from llmdeck.bench.workloads import WorkItem
+
+    async def main(spec: ScenarioSpec, chat: bool) -> list[dict[str, Any]]:
+        if chat:
+            steps: list[Step] = [(SSE_HEAD, 0), (sse(delta({"content": "a"}, "length")), 0)]
+            msgs = [{"role": "user", "content": "x"}]
+            items = [WorkItem(index=i, output_len=1, messages=msgs) for i in range(2)]
+        else:
+            steps = [(SSE_HEAD, 0), (sse(comp("a", "length")), 0)]
+            items = [WorkItem(index=i, output_len=1, prompt="x") for i in range(2)]
+        steps += [(sse(USAGE), 0), (END, 0)]
+        async with FakeScriptedHTTPServer(steps) as srv, OpenAIClient(srv.url) as c:
+            await ScenarioRun(c, spec, "m", items).run()
+            return [r["body"] for r in srv.requests]
+
+    greedy = ScenarioSpec(name="t", num_prompts=2, temperature=0.0, top_k=20)
+    for chat in (False, True):
+        bodies = run(lambda chat=chat: main(greedy, chat))  # type: ignore[misc]
+        assert len(bodies) == 2
+        assert all(b["temperature"] == 0.0 and b["top_k"] == 20 and "top_p" not in b for b in bodies)
+    plain = run(lambda: main(ScenarioSpec(name="t", num_prompts=2), False))
+    assert all("temperature" not in b and "top_k" not in b for b in plain)
+    assert greedy.label().endswith("T=0") and greedy.sampling() == {"temperature": 0.0, "top_k": 20}

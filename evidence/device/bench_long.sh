@@ -25,7 +25,9 @@
 # v9 (2026-11-30): SUF=v9 ... start 575, then cont 578 and two shorter calls; 16 concurrent met.
 # v10 (session 6): LOADS=1rps WARM_S=260 SUF=v10 ... start 575, cont 580, cont 560: 1 req/s 3 runs, TTFT
 #   1.040 (the server slower during llmdeck's blocks in 7 of 9 pairs; in v9 during vLLM's in 7 of 7).
-# Next: LOADS="1rps 1rps-aa" BURST=16 WARM_S=60 SUF=v11 ... start 575; then cont 580 while time lasts.
+# TEMP: a temperature both tools send (unset: none, the server's default = random sampling; 0 = greedy,
+# the same tokens in both servings of a prompt, so the decode steps' MoE routing repeats too).
+# Next: LOADS="1rps 1rps-aa" BURST=16 TEMP=0 WARM_S=60 SUF=v11 ... start 575; then cont 580 while time lasts.
 set -uo pipefail
 ls /tmp/site/.done >/dev/null 2>&1 || { echo COLD; exit 3; }
 PHASE=${1:-start}; BUDGET=${2:-580}; SUF=${SUF:-v9}
@@ -56,6 +58,7 @@ agree() {  # LABEL LIMIT_S ARGS...
   cp $B/agreement_$label.json "$OUT/" 2>/dev/null
 }
 LOADS=${LOADS:-1rps c16}; WARM_S=${WARM_S:-0}; BURST=${BURST:-1}
+[ -n "${TEMP:-}" ] && W+=(--temperature "$TEMP")
 R1=(--request-rate 1 --burstiness $BURST --num-prompts 96 --pair-estimate 100)
 [ -n "$WARM" ] && WARM="--warmup --warmup-seconds $WARM_S"
 L=$(left); SHARE=$L; [ "$LOADS" = "1rps c16" ] && SHARE=$((L * 52 / 100))

@@ -81,6 +81,7 @@ class ScenarioRun:
         self.on_record = on_record
         self.on_dispatch = on_dispatch
         self.ignore_eos = spec.ignore_eos and spec.workload != "jsonl"
+        self.sampling = spec.sampling() or None
         self.records: dict[int, RequestRecord] = {}
         self.inflight: dict[int, tuple[WorkItem, float, float | None]] = {}
         self.dispatched = 0
@@ -102,11 +103,19 @@ class ScenarioRun:
             messages = item.messages
         if messages is not None:
             return await self.client.stream_chat(
-                self.model, messages, max_tokens=item.output_len, ignore_eos=self.ignore_eos
+                self.model,
+                messages,
+                max_tokens=item.output_len,
+                ignore_eos=self.ignore_eos,
+                extra=self.sampling,
             )
         assert item.prompt is not None
         return await self.client.stream_completion(
-            self.model, item.prompt, max_tokens=item.output_len, ignore_eos=self.ignore_eos
+            self.model,
+            item.prompt,
+            max_tokens=item.output_len,
+            ignore_eos=self.ignore_eos,
+            extra=self.sampling,
         )
 
     async def _one(

@@ -37,7 +37,20 @@ class ScenarioSpec(BaseModel):
     jsonl_path: Path | None = None
     ignore_eos: bool = True
     seed: int = 0
+    temperature: float | None = Field(
+        None,
+        ge=0,
+        description="Sent with every request; None = the server's default (what `vllm bench serve` does "
+        "unless given --temperature; 0 = greedy, the same tokens every time).",
+    )
+    top_p: float | None = Field(None, gt=0, le=1, description="Sent with every request when set.")
+    top_k: int | None = Field(None, ge=-1, description="Sent with every request when set (-1/0: off).")
     description: str = ""
+
+    def sampling(self) -> dict[str, float | int]:
+        """The sampling parameters this scenario sends (only those set), as in the request body."""
+        params = {"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k}
+        return {k: v for k, v in params.items() if v is not None}
 
     @property
     def max_context(self) -> int:
@@ -61,6 +74,8 @@ class ScenarioSpec(BaseModel):
             extra = f" {self.num_turns} turns"
         elif self.workload == "jsonl":
             extra = " jsonl"
+        if self.temperature is not None:
+            extra += f" T={self.temperature:g}"
         return f"{self.input_len}/{self.output_len} x{self.num_prompts} {load}{extra}"
 
 

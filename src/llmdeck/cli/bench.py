@@ -29,7 +29,30 @@ Examples:
   llmdeck bench mysrv --max-concurrency 1,4,16 --num-prompts 64   # a concurrency sweep
 
   llmdeck bench mysrv --suite agent --slo ttft_p99=2s --out agent.json
+
+  llmdeck bench mysrv --suite seeds --temperature 0   # greedy, like `vllm bench serve --temperature 0`
+
+Sampling: like `vllm bench serve`, requests carry no temperature unless you give one, so the
+server's default applies (often the model's generation_config). Numbers published with
+`vllm bench serve --temperature 0` compare with `--temperature 0` here.
 """
+
+
+def _sampling(temperature: float | None, top_p: float | None, top_k: int | None) -> dict[str, float | int]:
+    """The sampling flags that were given, checked like vLLM checks them (a bad one is exit 2 here,
+    not a failed request for every prompt of the run)."""
+    from llmdeck.errors import UsageError
+
+    if temperature is not None and temperature < 0:
+        raise UsageError(
+            f"--temperature must be 0 or more, not {temperature:g}.", hint="Use 0 for greedy decoding."
+        )
+    if top_p is not None and not 0 < top_p <= 1:
+        raise UsageError(f"--top-p must be in (0, 1], not {top_p:g}.", hint="Use e.g. --top-p 0.95.")
+    if top_k is not None and top_k < -1:
+        raise UsageError(f"--top-k must be -1 (off) or more, not {top_k}.", hint="Use e.g. --top-k 20.")
+    given = {"temperature": temperature, "top_p": top_p, "top_k": top_k}
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def _floats(values: list[str], flag: str) -> list[float | None]:
@@ -151,6 +174,14 @@ def bench(
         "those of `vllm bench serve --seed N`.",
     ),
     no_ignore_eos: bool = typer.Option(False, "--no-ignore-eos", help="Let the model stop early."),
+    temperature: float | None = typer.Option(
+        None,
+        "--temperature",
+        help="Sampling temperature sent with every request (default: the server's, as `vllm bench "
+        "serve`; 0 = greedy, the same tokens on every run).",
+    ),
+    top_p: float | None = typer.Option(None, "--top-p", help="top_p sent with every request."),
+    top_k: int | None = typer.Option(None, "--top-k", help="top_k sent with every request (-1: off)."),
     slo: list[str] = typer.Option(
         [], "--slo", help="Verdict rule, e.g. ttft_p99=10s tpot_mean=150ms failed=0."
     ),
@@ -200,6 +231,7 @@ def bench(
     rates = _floats(request_rate, "--request-rate") or [None]
     concs = [None if c is None else int(c) for c in _floats(max_concurrency, "--max-concurrency")] or [None]
 
+    sampling = _sampling(temperature, top_p, top_k)
     scenarios: list[ScenarioSpec]
     if suite:
         scenarios = get_suite(suite)
@@ -208,6 +240,8 @@ def bench(
             s.seed = seed + k
             if warmup:
                 s.warmup = warmup
+            for key, value in sampling.items():
+                setattr(s, key, value)
     else:
         scenarios = []
         for rate in rates:
@@ -237,6 +271,9 @@ def bench(
                         jsonl_path=prompts,
                         ignore_eos=not no_ignore_eos,
                         seed=seed,
+                        temperature=temperature,
+                        top_p=top_p,
+                        top_k=top_k,
                     )
                 except ValueError as exc:
                     raise UsageError(
