@@ -126,6 +126,24 @@ def test_pooled_requests_are_one_sample_per_tool_over_all_files() -> None:
     assert pooled([{"block_pairs": []}]) is None
 
 
+def _block_report(tool: str, n: int, ttft: float) -> dict:
+    """What one tool's measurement of one block reports (the fields the block logic reads)."""
+    return {
+        "tool": tool,
+        "completed": n,
+        "failed": 0,
+        "mean_ttft_ms": ttft,
+        "mean_tpot_ms": 10.0,
+        "mean_itl_ms": 10.0,
+        "output_throughput": 100.0,
+        "duration_s": 1.0,
+        "total_input_tokens": 10 * n,
+        "total_output_tokens": 100,
+        "chunks": 100 + n,
+        "ttfts_ms": [ttft] * n,
+    }
+
+
 def test_block_pairs_resume_after_stop_after_as_if_never_stopped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -140,19 +158,7 @@ def test_block_pairs_resume_after_stop_after_as_if_never_stopped(
         seed = b.seed  # type: ignore[attr-defined]
         n = b.num_prompts  # type: ignore[attr-defined]
         ttft = 50.0 + seed % 7 + (1.0 if tool == "vllm" else 0.0)
-        return {
-            "tool": tool,
-            "completed": n,
-            "failed": 0,
-            "mean_ttft_ms": ttft,
-            "mean_tpot_ms": 10.0,
-            "mean_itl_ms": 10.0,
-            "output_throughput": 100.0,
-            "duration_s": 1.0,
-            "total_input_tokens": 10 * n,
-            "total_output_tokens": 100,
-            "chunks": 100 + n,
-            "ttfts_ms": [ttft] * n,
+        return _block_report(tool, n, ttft) | {
             "seed": seed,
             "prefix_cache_hits": 0.0,
             "server_mean_ttft_ms": ttft - 5,
@@ -201,21 +207,7 @@ def test_control_runs_one_tool_in_both_slots_and_is_not_resumed_as_a_comparison(
 
     def fake_child(tool: str, b: object, **_: object) -> dict:
         called.append((tool, b.seed))  # type: ignore[attr-defined]
-        n = b.num_prompts  # type: ignore[attr-defined]
-        return {
-            "tool": tool,
-            "completed": n,
-            "failed": 0,
-            "mean_ttft_ms": 50.0,
-            "mean_tpot_ms": 10.0,
-            "mean_itl_ms": 10.0,
-            "output_throughput": 100.0,
-            "duration_s": 1.0,
-            "total_input_tokens": 10 * n,
-            "total_output_tokens": 100,
-            "chunks": 100,
-            "ttfts_ms": [50.0] * n,
-        }
+        return _block_report(tool, b.num_prompts, 50.0)  # type: ignore[attr-defined]
 
     monkeypatch.setattr(agreement_cpu, "run_child", fake_child)
     monkeypatch.setattr(agreement_cpu, "server_counters", lambda url: None)
