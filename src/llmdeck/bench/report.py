@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -11,19 +12,27 @@ from llmdeck.bench.models import BENCH_RESULT_KIND, BENCH_SCHEMA_VERSION, BenchR
 from llmdeck.errors import MissingDependencyError, ResultFileError
 
 
+def read_json_file(p: Path, hint: str) -> Any:
+    """A JSON file's content; ResultFileError (exit 2) when it is missing or not JSON."""
+    if not p.is_file():
+        raise ResultFileError(f"{p} does not exist or is not a file.", hint=hint)
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ResultFileError(f"{p} is not a JSON file ({exc}).", hint=hint) from exc
+
+
+def first_problem(exc: ValidationError) -> str:
+    """``where: what`` of a validation error's first problem, for a one-line message."""
+    first = exc.errors()[0]
+    where = ".".join(str(x) for x in first.get("loc", ()))
+    return f"{where}: {first.get('msg')}"
+
+
 def load_result(path: Path) -> BenchResult:
     """Read and validate a result file. Raises ResultFileError (exit 2) with what is wrong."""
     p = Path(path)
-    if not p.is_file():
-        raise ResultFileError(
-            f"{p} does not exist or is not a file.", hint="Pass a file written by `llmdeck bench`."
-        )
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ResultFileError(
-            f"{p} is not a JSON file ({exc}).", hint="Pass a file written by `llmdeck bench`."
-        ) from exc
+    data = read_json_file(p, "Pass a file written by `llmdeck bench`.")
     if not isinstance(data, dict) or data.get("kind") != BENCH_RESULT_KIND:
         kind = data.get("kind") if isinstance(data, dict) else None
         raise ResultFileError(
@@ -39,10 +48,8 @@ def load_result(path: Path) -> BenchResult:
     try:
         return BenchResult.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(x) for x in first.get("loc", ()))
         raise ResultFileError(
-            f"{p} is not a valid bench result: {where}: {first.get('msg')}.",
+            f"{p} is not a valid bench result: {first_problem(exc)}.",
             hint="The file may be truncated or edited by hand; run the bench again.",
         ) from exc
 

@@ -326,13 +326,51 @@ def report(
     ctx: typer.Context,
     result_file: Path = typer.Argument(..., help="A result JSON written by `llmdeck bench`."),
     plot: Path | None = typer.Option(None, "--plot", help="Also draw TTFT/TPOT/throughput to a PNG."),
+    against: Path | None = typer.Option(
+        None,
+        "--against",
+        help="A `vllm bench serve --save-result` JSON: show its metrics next to a scenario's, with ratios "
+        "and every way the two workloads differ.",
+    ),
+    scenario: str | None = typer.Option(
+        None,
+        "--scenario",
+        help="With --against: the scenario to compare (default: the only one, or the one that matches).",
+    ),
     json_out: bool = JSON_OPTION,
 ) -> None:
-    """Re-render a saved bench result (table, or --json; --plot needs matplotlib)."""
+    """Re-render a saved bench result (table, or --json; --plot needs matplotlib), or compare it
+    with a `vllm bench serve` result (--against).
+
+    Examples:
+
+      llmdeck report r.json --plot r.png
+
+      llmdeck report r.json --against vllm-result.json --scenario random-2048-512
+    """
     from llmdeck.bench.render import render_result
     from llmdeck.bench.report import load_result, plot_result
 
     result = load_result(result_file)
+    if against is not None:
+        from llmdeck.bench.compare import compare, load_vllm_result, render_comparison
+
+        cmp = compare(
+            result,
+            load_vllm_result(against),
+            scenario=scenario,
+            llmdeck_file=str(result_file),
+            vllm_file=str(against),
+        )
+        if json_out:
+            print_json(cmp)
+        else:
+            render_comparison(cmp, out_console())
+        return
+    if scenario is not None:
+        from llmdeck.errors import UsageError
+
+        raise UsageError("--scenario only applies with --against.", hint="Add --against VLLM_RESULT.json.")
     if plot is not None:
         plot_result(result, plot)
         err_console().print(f"[dim]plot written to {escape(str(plot))}[/]", highlight=False)
