@@ -107,6 +107,23 @@ def test_paired_requests_difference_is_the_difference_of_block_means() -> None:
     assert _longest_run([1, 2, 3], 25) == 0
 
 
+def test_client_part_is_nil_when_one_client_sits_in_both_slots() -> None:
+    """The A/A control of v11 (both slots `vllm bench serve`, same prompts and send times as the A/B)
+    checks the decomposition on real data: with one client there is nothing for the client part to
+    find, while the A/B of the same session finds vLLM's client adding ~1 ms more than llmdeck's."""
+    from paired_requests import analyse
+
+    aa, ab = _load("agreement_h200-1rps-aa-v11.json"), _load("agreement_h200-1rps-v11.json")
+    assert aa["control"] == "vllm" and ab["control"] is None
+    assert aa["workload"]["seeds"] == ab["workload"]["seeds"] and aa["workload"]["temperature"] == 0
+    res_aa, res_ab = analyse(aa), analyse(ab)
+    assert abs(res_aa["client_d_ms"]["median"]) < 0.3
+    assert 0.3 < res_ab["client_d_ms"]["median"] < 2
+    # ... while the server alone moved a block's mean TTFT by more than 10 ms in both
+    for res in (res_aa, res_ab):
+        assert max(abs(p["server_d_ms"]) for p in res["pairs"]) > 10
+
+
 def test_pooled_requests_are_one_sample_per_tool_over_all_files() -> None:
     from paired_requests import pooled
 

@@ -27,7 +27,8 @@
 #   1.040 (the server slower during llmdeck's blocks in 7 of 9 pairs; in v9 during vLLM's in 7 of 7).
 # TEMP: a temperature both tools send (unset: none, the server's default = random sampling; 0 = greedy,
 # the same tokens in both servings of a prompt, so the decode steps' MoE routing repeats too).
-# Next: LOADS="1rps 1rps-aa" BURST=16 TEMP=0 WARM_S=60 SUF=v11 ... start 575; then cont 580 while time lasts.
+# v11 (session 7): LOADS="1rps 1rps-aa" BURST=16 TEMP=0 WARM_S=60 SUF=v11 ... start 575, cont 580, cont 580,
+#   cont 232: A/B TTFT 0.969 (TPOT 0.999, tok/s 1.000); A/A (vllm vs vllm) runs 1.043 and 0.936.
 set -uo pipefail
 ls /tmp/site/.done >/dev/null 2>&1 || { echo COLD; exit 3; }
 PHASE=${1:-start}; BUDGET=${2:-580}; SUF=${SUF:-v9}
