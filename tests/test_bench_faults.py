@@ -298,6 +298,7 @@ def test_bad_flags_are_usage_errors(tmp_path: Path) -> None:
         ["--temperature", "-1"],
         ["--top-p", "1.5"],
         ["--suite", "smoke", "--top-k", "-5"],
+        ["--repeat", "0"],
     )
     for extra in bad:
         proc = subprocess.run(

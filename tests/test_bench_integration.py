@@ -221,3 +221,42 @@ def test_report_against_a_vllm_bench_serve_run_on_the_same_server(cpu_server: An
         assert r["llmdeck"] > 0 and r["vllm"] > 0 and r["ratio"] == pytest.approx(r["llmdeck"] / r["vllm"])
     table = subprocess.run(report, env=env, capture_output=True, text=True, timeout=120)
     assert table.returncode == 0 and "Same workload shape" in table.stdout and "mean TTFT" in table.stdout
+
+
+def test_repeat_runs_each_scenario_with_fresh_prompts_and_reports_the_range(
+    cpu_server: Any, tmp_path: Path
+) -> None:
+    """--repeat 2 on the real server: two runs with prompts of their own (prefix caching is on in
+    vLLM by default: the same prompts would be cache hits the second time), a median and range per
+    metric in the file, and the run-to-run table when the file is rendered again."""
+    out = tmp_path / "r.json"
+    common = [sys.executable, "-m", "llmdeck"]
+    args = ["bench", cpu_server.base_url, "--input-len", "300", "--output-len", "8", "--num-prompts", "3"]
+    args += ["--max-concurrency", "1", "--repeat", "2", "--out", str(out), "--json"]
+    env = _env(cpu_server.settings)
+    proc = subprocess.run(common + args, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    scs = data["scenarios"]
+    assert [s["spec"]["name"] for s in scs] == ["random-300-8#1", "random-300-8#2"]
+    assert scs[0]["spec"]["seed"] != scs[1]["spec"]["seed"]
+    assert all(s["status"] == "done" and s["metrics"]["completed"] == 3 for s in scs)
+    # different prompts per run: the server's prefix cache (on by default) found nothing to reuse in
+    # run 2; the same 300-token prompts would have hit on their two full 128-token blocks (85%, as
+    # measured with the seed held fixed)
+    assert scs[1]["server_metrics"]["prefix_cache_hit_rate_pct"] == 0
+    [su] = data["repeats"]
+    assert su["scenario"] == "random-300-8" and su["runs_measured"] == 2 and su["runs_planned"] == 2
+    ttfts = [s["metrics"]["ttft_ms"]["mean"] for s in scs]
+    assert su["metrics"]["mean_ttft_ms"]["min"] == min(ttfts)
+    assert su["metrics"]["mean_ttft_ms"]["max"] == max(ttfts)
+    assert su["metrics"]["server_mean_ttft_ms"]["median"] > 0  # vLLM's own, from /metrics
+    assert json.loads(out.read_text())["repeats"] == data["repeats"]
+    rendered = subprocess.run(
+        [*common, "report", str(out)],
+        env={**env, "COLUMNS": "220"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert rendered.returncode == 0 and "Run to run" in rendered.stdout and "2 of 2" in rendered.stdout

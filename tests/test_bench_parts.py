@@ -287,6 +287,59 @@ def test_result_file_roundtrip_and_errors(tmp_path: Path) -> None:
         load_result(tmp_path / "other.json")
 
 
+# ---- --repeat: runs in rounds, fresh prompts, median and range ------------------------------
+
+
+def test_repeats_go_in_rounds_with_a_seed_of_their_own() -> None:
+    from llmdeck.bench.repeats import expand_repeats
+
+    specs = [ScenarioSpec(name="a", seed=5, request_rate=1), ScenarioSpec(name="b", seed=6)]
+    assert expand_repeats(specs, 1) == specs
+    runs = expand_repeats(specs, 3)
+    assert [s.name for s in runs] == ["a#1", "b#1", "a#2", "b#2", "a#3", "b#3"]
+    assert [s.repeat for s in runs] == [1, 1, 2, 2, 3, 3]
+    assert {s.repeat_of for s in runs[::2]} == {"a"} and {s.repeat_of for s in runs[1::2]} == {"b"}
+    # no two runs share prompts (a prefix cache would serve the repeats otherwise)
+    assert len({s.seed for s in runs}) == 6 and runs[0].seed == 5
+    # everything else is the scenario's own, and the table label says which run it is
+    assert all(s.request_rate == 1 for s in runs[::2]) and runs[2].label().endswith("#2")
+    assert specs[0].name == "a" and specs[0].repeat is None  # the originals are not changed
+
+
+def test_repeat_summary_is_median_and_range_over_finished_runs() -> None:
+    from llmdeck.bench.render import render_result
+    from llmdeck.bench.repeats import expand_repeats, summarize_repeats
+
+    runs = expand_repeats([ScenarioSpec(name="a", request_rate=1)], 4)
+    res = _result()
+    res.scenarios = [ScenarioResult(spec=s) for s in runs]
+    for sr, p99 in zip(res.scenarios[:3], (180.0, 200.0, 190.0), strict=True):
+        sr.status, sr.metrics = "done", _metrics(p99, 7.0)
+    res.scenarios[1].server_metrics = ServerMetricsSummary(server_mean_ttft_ms=93.0)
+    res.scenarios[3].status = "failed"  # a run that died is planned, not measured
+    res.scenarios[3].metrics = _metrics(5000.0, 70.0, failed=10)
+    [su] = summarize_repeats(res)
+    assert su.scenario == "a" and su.runs_planned == 4 and su.runs_measured == 3
+    ttft = su.metrics["mean_ttft_ms"]  # _metrics: mean = p99 / 2
+    assert (ttft.median, ttft.min, ttft.max) == (95.0, 90.0, 100.0)
+    assert ttft.range_pct == pytest.approx(10 / 95 * 100)
+    assert su.metrics["p99_ttft_ms"].median == 190.0 and su.metrics["mean_tpot_ms"].range_pct == 0
+    assert su.metrics["server_mean_ttft_ms"].median == 93.0  # only where /metrics had it
+    assert "mean_itl_ms" not in su.metrics  # no run measured it: left out, not 0
+    assert "#" not in su.label
+    from rich.console import Console
+
+    con = Console(width=220, record=True)
+    render_result(res, con, details=False)
+    text = con.export_text()
+    assert "Run to run" in text and "3 of 4" in text and "95ms (90ms-100ms, 11%)" in text
+    # nothing repeated: no such table, and no summary
+    assert summarize_repeats(_result()) == []
+    con = Console(width=220, record=True)
+    render_result(_result(), con)
+    assert "Run to run" not in con.export_text()
+
+
 # ---- host sampling: NVML that cannot report memory (GB10) ------------------------------------
 
 

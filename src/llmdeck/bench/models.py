@@ -46,6 +46,12 @@ class ScenarioSpec(BaseModel):
     top_p: float | None = Field(None, gt=0, le=1, description="Sent with every request when set.")
     top_k: int | None = Field(None, ge=-1, description="Sent with every request when set (-1/0: off).")
     description: str = ""
+    repeat: int | None = Field(
+        None, ge=1, description="With --repeat: which run of the scenario this is (1-based)."
+    )
+    repeat_of: str | None = Field(
+        None, description="With --repeat: the scenario's name without the run suffix."
+    )
 
     def sampling(self) -> dict[str, float | int]:
         """The sampling parameters this scenario sends (only those set), as in the request body."""
@@ -76,6 +82,8 @@ class ScenarioSpec(BaseModel):
             extra = " jsonl"
         if self.temperature is not None:
             extra += f" T={self.temperature:g}"
+        if self.repeat is not None:
+            extra += f" #{self.repeat}"
         return f"{self.input_len}/{self.output_len} x{self.num_prompts} {load}{extra}"
 
 
@@ -230,6 +238,29 @@ class ScenarioResult(BaseModel):
     requests: list[RequestRecord] = Field(default_factory=list)
 
 
+class Spread(BaseModel):
+    """One metric over the runs of a repeated scenario."""
+
+    median: float
+    min: float
+    max: float
+    range_pct: float = Field(description="(max - min) / median x 100: how far the runs moved.")
+
+
+class RepeatSummary(BaseModel):
+    """A scenario run several times (``--repeat``): each metric's median and range over its runs."""
+
+    scenario: str = Field(description="The scenario's name without the run suffix.")
+    label: str
+    runs_planned: int
+    runs_measured: int = Field(description="Runs that finished (failed or skipped runs are left out).")
+    metrics: dict[str, Spread] = Field(
+        default_factory=dict,
+        description="By vLLM's names: mean_ttft_ms, p99_ttft_ms, mean_tpot_ms, mean_itl_ms, "
+        "output_throughput, and server_mean_ttft_ms (the server's own, when /metrics had it).",
+    )
+
+
 class TargetInfo(BaseModel):
     base_url: str
     server_name: str | None = None
@@ -269,3 +300,6 @@ class BenchResult(BaseModel):
     host: HostFacts
     slo: dict[str, float] = Field(default_factory=dict, description="Verdict limits in effect.")
     scenarios: list[ScenarioResult] = Field(default_factory=list)
+    repeats: list[RepeatSummary] = Field(
+        default_factory=list, description="With --repeat: the spread of each scenario's runs."
+    )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from llmdeck.bench.models import BenchResult, ScenarioResult, Stats
+from llmdeck.bench.models import BenchResult, RepeatSummary, ScenarioResult, Stats
+from llmdeck.bench.repeats import summarize_repeats
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -70,6 +72,42 @@ def summary_table(result: BenchResult) -> Table:
         )
     for sr in result.scenarios:
         table.add_row(*scenario_row(sr))
+    return table
+
+
+def _range_cell(summary: RepeatSummary, key: str, fmt: Callable[[float], str]) -> str:
+    sp = summary.metrics.get(key)
+    if sp is None:
+        return "-"
+    return f"{fmt(sp.median)} ({fmt(sp.min)}-{fmt(sp.max)}, {sp.range_pct:.0f}%)"
+
+
+def repeats_table(result: BenchResult) -> Table | None:
+    """With --repeat: per scenario, each metric's median over its runs, (min-max, range in % of the
+    median). None when nothing was repeated."""
+    from rich.table import Table
+
+    summaries = result.repeats or summarize_repeats(result)
+    if not summaries:
+        return None
+    table = Table(
+        title="Run to run: median over the runs (min-max, range as % of the median); "
+        "a difference smaller than the range is not shown to be real",
+        title_justify="left",
+    )
+    cols = ("Scenario", "Runs", "Mean TTFT", "P99 TTFT", "Mean TPOT", "Output tok/s", "Server's own TTFT")
+    for col in cols:
+        table.add_column(col, overflow="fold", justify="left" if col == "Scenario" else "right")
+    for su in summaries:
+        table.add_row(
+            su.label,
+            f"{su.runs_measured} of {su.runs_planned}",
+            _range_cell(su, "mean_ttft_ms", fmt_ms),
+            _range_cell(su, "p99_ttft_ms", fmt_ms),
+            _range_cell(su, "mean_tpot_ms", _short_ms),
+            _range_cell(su, "output_throughput", lambda v: f"{v:.1f}"),
+            _range_cell(su, "server_mean_ttft_ms", fmt_ms),
+        )
     return table
 
 
@@ -154,6 +192,9 @@ def verdict_lines(result: BenchResult) -> list[str]:
 def render_result(result: BenchResult, console: Console, *, details: bool = True) -> None:
     """Print the summary table (and details, verdict rules, status) to ``console``."""
     console.print(summary_table(result))
+    spread = repeats_table(result)
+    if spread is not None:
+        console.print(spread)
     if details and any(sr.metrics for sr in result.scenarios):
         for line in detail_lines(result):
             console.print(line, highlight=False, markup=False)
@@ -161,6 +202,10 @@ def render_result(result: BenchResult, console: Console, *, details: bool = True
             console.print(f"[dim]{line}[/]", highlight=False)
     if result.status != "complete":
         console.print(f"[bold yellow]run {result.status}[/]: {result.error or ''}", highlight=False)
+
+
+def _short_ms(ms: float) -> str:
+    return f"{ms:.2f}ms" if ms < 10 else fmt_ms(ms)
 
 
 def _fine_ms(ms: float) -> str:

@@ -25,6 +25,7 @@ from llmdeck.bench.models import (
     TargetInfo,
 )
 from llmdeck.bench.monitor import Monitor, host_facts
+from llmdeck.bench.repeats import summarize_repeats
 from llmdeck.bench.verdict import DEFAULT_SLO, judge
 from llmdeck.bench.workloads import build_workload, load_tokenizer
 from llmdeck.client.errors import ClientEndpointError
@@ -75,6 +76,7 @@ class ResultWriter:
     def write(self) -> None:
         if self.path is None:
             return
+        self.result.repeats = summarize_repeats(self.result)
         atomic_write_json(self.path, self.result)
         self._last = time.monotonic()
 
@@ -224,6 +226,7 @@ async def run_bench_async(
             writer.write()
             raise
         result.finished_at = datetime.now(UTC)
+        result.repeats = summarize_repeats(result)
         writer.write()
     return result
 

@@ -32,6 +32,14 @@ Examples:
 
   llmdeck bench mysrv --suite seeds --temperature 0   # greedy, like `vllm bench serve --temperature 0`
 
+  llmdeck bench mysrv --request-rate 1 --num-prompts 96 --repeat 3   # median and range over 3 runs
+
+Repeats: one run's mean TTFT moves with the server's state. On an H200 at 1 req/s, two runs of
+`vllm bench serve` itself on the same 96 prompts differed by 4.3% and 6.4% (benchmarks/README.md). --repeat N
+runs every scenario N times, in rounds (A1 B1, A2 B2, ...), each run with prompts of its own (so a
+prefix cache cannot serve a repeat), and prints each metric's median and min-max range; compare
+configurations by medians, and trust only differences larger than the range.
+
 Sampling: like `vllm bench serve`, requests carry no temperature unless you give one, so the
 server's default applies (often the model's generation_config). Numbers published with
 `vllm bench serve --temperature 0` compare with `--temperature 0` here.
@@ -195,6 +203,14 @@ def bench(
         1.0, "--metrics-interval", help="Sampling period of /metrics (s)."
     ),
     no_metrics: bool = typer.Option(False, "--no-metrics", help="Do not scrape the server's /metrics."),
+    repeat: int = typer.Option(
+        1,
+        "--repeat",
+        min=1,
+        max=100,
+        help="Run every scenario N times (in rounds, fresh prompts per run) and report each metric's "
+        "median and range.",
+    ),
     out: Path | None = typer.Option(
         None, "--out", help="Result JSON file [LLMDECK_RESULTS_DIR/bench-*.json]."
     ),
@@ -206,6 +222,7 @@ def bench(
     from llmdeck.bench.metrics import parse_goodput
     from llmdeck.bench.models import ScenarioSpec
     from llmdeck.bench.render import render_result
+    from llmdeck.bench.repeats import expand_repeats
     from llmdeck.bench.runner import BenchOptions, resolve_target, run_bench
     from llmdeck.bench.suites import get_suite
     from llmdeck.bench.verdict import parse_slo
@@ -284,6 +301,7 @@ def bench(
                     spec.seed = seed + len(scenarios)  # fresh prompts per sweep point (no cache reuse)
                 scenarios.append(spec)
 
+    scenarios = expand_repeats(scenarios, repeat)
     tgt = resolve_target(target, settings, model=model, tokenizer=tokenizer)
     out_path = out or Path(settings.results_dir) / f"bench-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
     options = BenchOptions(
