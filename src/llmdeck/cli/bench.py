@@ -344,11 +344,12 @@ def report(
     ctx: typer.Context,
     result_file: Path = typer.Argument(..., help="A result JSON written by `llmdeck bench`."),
     plot: Path | None = typer.Option(None, "--plot", help="Also draw TTFT/TPOT/throughput to a PNG."),
-    against: Path | None = typer.Option(
-        None,
+    against: list[Path] = typer.Option(
+        [],
         "--against",
         help="A `vllm bench serve --save-result` JSON: show its metrics next to a scenario's, with ratios "
-        "and every way the two workloads differ.",
+        "and every way the two workloads differ. Give it several times (and bench with --repeat) to "
+        "compare medians over runs.",
     ),
     scenario: str | None = typer.Option(
         None,
@@ -365,20 +366,24 @@ def report(
       llmdeck report r.json --plot r.png
 
       llmdeck report r.json --against vllm-result.json --scenario random-2048-512
+
+      # medians of 3 runs each: llmdeck bench ... --seed S --repeat 3 (one scenario: seeds S, S+1, S+2)
+      # and vllm bench serve ... --seed S, S+1, S+2 --save-result
+      llmdeck report r.json --against v0.json --against v1.json --against v2.json
     """
     from llmdeck.bench.render import render_result
     from llmdeck.bench.report import load_result, plot_result
 
     result = load_result(result_file)
-    if against is not None:
+    if against:
         from llmdeck.bench.compare import compare, load_vllm_result, render_comparison
 
         cmp = compare(
             result,
-            load_vllm_result(against),
+            [load_vllm_result(p) for p in against],
             scenario=scenario,
             llmdeck_file=str(result_file),
-            vllm_file=str(against),
+            vllm_files=[str(p) for p in against],
         )
         if json_out:
             print_json(cmp)
