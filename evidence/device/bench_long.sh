@@ -29,6 +29,10 @@
 # the same tokens in both servings of a prompt, so the decode steps' MoE routing repeats too).
 # v11 (session 7): LOADS="1rps 1rps-aa" BURST=16 TEMP=0 WARM_S=60 SUF=v11 ... start 575, cont 580, cont 580,
 #   cont 232: A/B TTFT 0.969 (TPOT 0.999, tok/s 1.000); A/A (vllm vs vllm) runs 1.043 and 0.936.
+# BLOCKS: block pairs per run (default 3: 96 requests a run at 1 req/s, 32 a block). The A/A showed one
+# 96-request run's mean TTFT moving up to 6.4%; 5 blocks (160 requests a run) shrink that by ~1.3x and
+# still fit one session: start (3 pairs) + cont 580 (6) + cont 580 (6) ~ 25 minutes with staging.
+# Next: LOADS=1rps BLOCKS=5 BURST=16 TEMP=0 WARM_S=60 SUF=v12 ... start 575; then cont 580 twice.
 set -uo pipefail
 ls /tmp/site/.done >/dev/null 2>&1 || { echo COLD; exit 3; }
 PHASE=${1:-start}; BUDGET=${2:-580}; SUF=${SUF:-v9}
@@ -49,7 +53,7 @@ if [ "$PHASE" = start ]; then
 fi
 python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:8010/health', timeout=5)" 2>/dev/null || { echo "no server on 8010"; exit 4; }
 W=(--base-url http://127.0.0.1:8010 --model $MODEL --tokenizer $TOK --input-len 2048 --output-len 512
-   --workers --no-ready-check --resume --runs 3 --blocks 3)
+   --workers --no-ready-check --resume --runs 3 --blocks ${BLOCKS:-3})
 agree() {  # LABEL LIMIT_S ARGS...
   local label=$1 lim=$2; shift 2
   [ "$lim" -gt 60 ] || { echo "$label: no time left"; return; }
@@ -60,7 +64,7 @@ agree() {  # LABEL LIMIT_S ARGS...
 }
 LOADS=${LOADS:-1rps c16}; WARM_S=${WARM_S:-0}; BURST=${BURST:-1}
 [ -n "${TEMP:-}" ] && W+=(--temperature "$TEMP")
-R1=(--request-rate 1 --burstiness $BURST --num-prompts 96 --pair-estimate 100)
+R1=(--request-rate 1 --burstiness $BURST --num-prompts $((32 * ${BLOCKS:-3})) --pair-estimate 100)
 [ -n "$WARM" ] && WARM="--warmup --warmup-seconds $WARM_S"
 L=$(left); SHARE=$L; [ "$LOADS" = "1rps c16" ] && SHARE=$((L * 52 / 100))
 case " $LOADS " in *" 1rps "*)
