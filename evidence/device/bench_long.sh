@@ -32,7 +32,8 @@
 # BLOCKS: block pairs per run (default 3: 96 requests a run at 1 req/s, 32 a block). The A/A showed one
 # 96-request run's mean TTFT moving up to 6.4%; 5 blocks (160 requests a run) shrink that by ~1.3x and
 # still fit one session: start (3 pairs) + cont 580 (6) + cont 580 (6) ~ 25 minutes with staging.
-# Next: LOADS=1rps BLOCKS=5 BURST=16 TEMP=0 WARM_S=60 SUF=v12 ... start 575; then cont 580 twice.
+# v12 (session 8): LOADS=1rps BLOCKS=5 BURST=16 TEMP=0 WARM_S=60 SUF=v12 ... start 575; then cont 580
+#   twice: all 15 pairs; TTFT 0.984, TPOT 0.990, ITL 0.990, tok/s 1.000 (every run within 3%).
 set -uo pipefail
 ls /tmp/site/.done >/dev/null 2>&1 || { echo COLD; exit 3; }
 PHASE=${1:-start}; BUDGET=${2:-580}; SUF=${SUF:-v9}
