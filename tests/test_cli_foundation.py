@@ -166,3 +166,32 @@ def tiny_config_dir(tmp_path: Path) -> Path:
     model.mkdir()
     (model / "config.json").write_text(src.read_text())
     return model
+
+
+def test_help_prose_is_reflowed_but_examples_keep_their_lines() -> None:
+    from llmdeck.cli.app import build_app, reflow_help
+
+    text = (
+        "First line\nstill first.\n\nProse wrapped\nat 100 columns.\n\nExamples:\n\n  llmdeck a\n  llmdeck b"
+    )
+    assert reflow_help(text) == (
+        "First line still first.\n\nProse wrapped at 100 columns.\n\nExamples:\n\n  llmdeck a\n  llmdeck b"
+    )
+    helps = {c.name: c.help or "" for c in build_app().registered_commands}
+    bench = helps["bench"].split("\n\n")
+    prose = next(p for p in bench if p.startswith("Besides the table"))
+    assert "\n" not in prose  # rich wraps it to the terminal, not at the docstring's breaks
+    assert any(p.startswith("  llmdeck bench mysrv --suite seeds") for p in bench)  # examples kept
+
+
+@pytest.mark.parametrize(
+    "command", ["report", "fetch", "down", "status", "logs", "restart", "models", "recommend"]
+)
+def test_help_examples_stay_indented(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # typer dedents everything after the first paragraph, skipping its first line: a help text whose
+    # second paragraph is a lone "Examples:" used to print its examples flush left, like prose
+    code, out, _ = run_cli([command, "--help"], capsys)
+    assert code == 0
+    examples = [line for line in out.splitlines() if line.lstrip().startswith(f"llmdeck {command}")]
+    assert examples, out
+    assert all(line.startswith("   llmdeck") for line in examples), examples

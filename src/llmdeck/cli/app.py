@@ -51,7 +51,7 @@ def _version_callback(value: bool) -> None:
 def build_app() -> typer.Typer:
     app = typer.Typer(
         name="llmdeck",
-        help=HELP,
+        help=reflow_help(HELP),
         no_args_is_help=True,
         rich_markup_mode="rich",
         pretty_exceptions_enable=False,
@@ -73,7 +73,60 @@ def build_app() -> typer.Typer:
     for name in COMMAND_MODULES:
         module = importlib.import_module(f"llmdeck.cli.{name}")
         module.register(app)
+    _reflow_app_help(app)
     return app
+
+
+def reflow_help(text: str) -> str:
+    """Join a help text's prose lines so rich wraps them to the terminal.
+
+    Typer's "rich" markup mode keeps single line breaks, so a docstring wrapped at 100 columns prints
+    ragged on an 80-column terminal. Paragraphs whose lines are indented (examples, tables) keep their
+    breaks; every other paragraph becomes one line.
+    """
+    import inspect
+
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    out = []
+    for para in paragraphs:
+        lines = para.splitlines()
+        if para.startswith("\b") or any(line[:1].isspace() for line in lines):
+            out.append(para)
+        else:
+            out.append(" ".join(line.strip() for line in lines))
+    if len(out) == 1:
+        return out[0]
+    return out[0] + "\n\n" + _survive_cleandoc("\n\n".join(out[1:]))
+
+
+def _survive_cleandoc(rest: str) -> str:
+    """Keep the indent of examples through typer's dedent of the text after the first paragraph.
+
+    Typer runs inspect.cleandoc on it, which skips its first line when it measures the common indent:
+    after a lone "Examples:" every example would lose its indent and print like prose. An empty rich
+    markup tag in front of the first indented line gives that line no indent to measure, so nothing is
+    removed; it renders as nothing (the app uses rich markup mode).
+    """
+    lines = rest.split("\n")
+    body = [i for i, line in enumerate(lines) if i > 0 and line.strip()]
+    if body and all(lines[i][:1].isspace() for i in body):
+        lines[body[0]] = "[dim][/dim]" + lines[body[0]]
+    return "\n".join(lines)
+
+
+def _reflow_app_help(app: typer.Typer) -> None:
+    """reflow_help on every command's help (given, or the callback's docstring), sub-apps included."""
+    import inspect
+
+    for cmd in app.registered_commands:
+        text = cmd.help if isinstance(cmd.help, str) else None
+        if text is None and cmd.callback is not None:
+            text = inspect.getdoc(cmd.callback)
+        if text:
+            cmd.help = reflow_help(text)
+    for group in app.registered_groups:
+        if group.typer_instance is not None:
+            _reflow_app_help(group.typer_instance)
 
 
 def _click_exceptions() -> Any:

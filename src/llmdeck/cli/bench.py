@@ -361,6 +361,9 @@ def report(
     """Re-render a saved bench result (table, or --json; --plot needs matplotlib), or compare it
     with a `vllm bench serve` result (--against).
 
+    With --against, the table puts both tools' metrics side by side with their ratios and lists every
+    workload difference that would make the comparison unfair (lengths, count, rate, seed, endpoint).
+
     Examples:
 
       llmdeck report r.json --plot r.png

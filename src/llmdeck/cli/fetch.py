@@ -38,6 +38,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Download a model and verify it (resumable: run it again to continue an interrupted download).
 
+        Files go to LLMDECK_MODELS_DIR/NAME unless --local-dir says otherwise; a mirror comes from
+        --endpoint or HF_ENDPOINT. What arrived is verified without loading it: every shard of the
+        index present, every safetensors header covering its data, sizes as the hub lists them.
+
         Examples:
 
           llmdeck fetch Qwen/Qwen3-0.6B

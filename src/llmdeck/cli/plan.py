@@ -216,7 +216,14 @@ def register(app: typer.Typer) -> None:
 
     @app.command("models")
     def models_cmd(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
-        """List the models in the catalogs (bundled + LLMDECK_CATALOG_PATHS)."""
+        """List the models in the catalogs (bundled + LLMDECK_CATALOG_PATHS).
+
+        Examples:
+
+          llmdeck models
+
+          llmdeck models --json
+        """
         from rich.table import Table
 
         from llmdeck.catalog.models import load_catalog
@@ -260,7 +267,14 @@ def register(app: typer.Typer) -> None:
         workload: str = typer.Option("agent", "--workload", help="agent | multi-user | long-context"),
         as_json: bool = JSON_OPTION,
     ) -> None:
-        """Pick a model for a machine and a workload, and explain why (seed 004 §1 and §10)."""
+        """Pick a model for a machine and a workload, and explain why (seed 004 §1 and §10).
+
+        Examples:
+
+          llmdeck recommend --machine dgx-spark --workload agent
+
+          llmdeck recommend --machine h200 --workload multi-user --json
+        """
         from llmdeck.catalog.recommend import recommend
 
         settings = get_settings(ctx)

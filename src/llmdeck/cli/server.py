@@ -211,7 +211,14 @@ def register(app: typer.Typer) -> None:
         all_: bool = typer.Option(False, "--all", help="Stop every llmdeck server."),
         as_json: bool = JSON_OPTION,
     ) -> None:
-        """Stop a server: SIGTERM, then SIGKILL after a grace period. Its log stays."""
+        """Stop a server: SIGTERM, then SIGKILL after a grace period. Its log stays.
+
+        Examples:
+
+          llmdeck down demo
+
+          llmdeck down --all --json
+        """
         from llmdeck.runtime.launcher import down
         from llmdeck.runtime.state import StateStore
 
@@ -234,7 +241,14 @@ def register(app: typer.Typer) -> None:
         name: str = typer.Argument(None, help="Only this server."),
         as_json: bool = JSON_OPTION,
     ) -> None:
-        """Every llmdeck server: state, model, URL, uptime and live queue/KV from /metrics."""
+        """Every llmdeck server: state, model, URL, uptime and live queue/KV from /metrics.
+
+        Examples:
+
+          llmdeck status
+
+          llmdeck status demo --json
+        """
         from llmdeck.runtime.launcher import server_status
         from llmdeck.runtime.state import StateStore
 
@@ -253,7 +267,14 @@ def register(app: typer.Typer) -> None:
         follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines."),
         lines: int = typer.Option(50, "--lines", "-n", help="How many lines of the tail."),
     ) -> None:
-        """Print a server's log (it survives crashes and `down`)."""
+        """Print a server's log (it survives crashes and `down`).
+
+        Examples:
+
+          llmdeck logs demo -n 200
+
+          llmdeck logs -f            # follow the only running server until it exits
+        """
         from llmdeck.errors import NotRunningError
         from llmdeck.runtime.launcher import read_tail
         from llmdeck.runtime.process import pid_alive
@@ -298,7 +319,14 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="Start even when preflight finds problems."),
         as_json: bool = JSON_OPTION,
     ) -> None:
-        """The safe restart: stop, wait for memory to come back, check tenants, start, follow to ready."""
+        """The safe restart: stop, wait for memory to come back, check tenants, start, follow to ready.
+
+        Examples:
+
+          llmdeck restart demo
+
+          llmdeck restart demo --timeout 1800 --json
+        """
         from llmdeck.runtime.launcher import down
         from llmdeck.runtime.state import StateStore
 
