@@ -18,6 +18,7 @@ from llmdeck import __version__
 # One place that lists the command groups, in help order.
 COMMAND_MODULES: tuple[str, ...] = (
     "quickstart",
+    "doctor",
     "plan",
     "fetch",
     "server",
