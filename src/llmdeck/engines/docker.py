@@ -39,7 +39,7 @@ CONTAINER_PREFIX = "llmdeck-"
 
 ImageKind = Literal["vllm-openai", "ngc", "other"]
 Network = Literal["publish", "host"]
-Runner = Callable[[list[str]], "subprocess.CompletedProcess[str]"]
+Runner = Callable[..., "subprocess.CompletedProcess[str]"]  # (argv) or (argv, env=…)
 
 
 class DockerError(OperationError):
@@ -101,14 +101,22 @@ def docker_run_argv(
     network: Network = "publish",
     tty: bool = False,
     docker: str = "docker",
+    secret_env: Sequence[str] = (),
 ) -> list[str]:
     """The full ``docker run`` argv that starts ``spec`` (engine ``docker``).
+
+    Secrets never appear in it: ``--api-key X`` and secret variables of ``spec.env`` become
+    ``-e VLLM_API_KEY`` / ``-e HF_TOKEN`` without a value (docker copies the value from its own
+    environment; :meth:`DockerCLI.run_container` puts it there), as do the names in ``secret_env``.
 
     ``detach``: ``-d`` with the spec's restart policy; otherwise attached in the foreground with
     ``--rm`` (and ``-it`` when ``tty``); docker forwards Ctrl-C to vLLM. ``network="publish"``
     maps ``HOST:PORT:PORT`` (vLLM binds 0.0.0.0 inside the container); ``"host"`` shares the
     host network and vLLM binds the spec's host itself.
     """
+    from llmdeck.engines.secrets import split_secrets
+
+    spec, found = split_secrets(spec)
     image = spec.image or DEFAULT_IMAGE
     kind = image_kind(image)
     local = is_local_model(spec.model)
@@ -139,10 +147,11 @@ def docker_run_argv(
         host_dir = str(Path(spec.model).expanduser().resolve())
         argv += ["-v", f"{host_dir}:{container_model_path(spec)}:ro"]
         argv += ["-e", "HF_HUB_OFFLINE=1", "-e", "TRANSFORMERS_OFFLINE=1"]
-    else:
-        argv += ["-e", "HF_TOKEN"]  # passed through from the caller's environment when set
+    pass_through = {*found, *secret_env} | (set() if local else {"HF_TOKEN"})  # HF_TOKEN: the caller's
     for key in sorted(spec.env):
         argv += ["-e", f"{key}={spec.env[key]}"]
+    for key in sorted(pass_through):
+        argv += ["-e", key]
     argv.append(image)
     if kind != "vllm-openai":
         argv += ["vllm", "serve"]
@@ -465,8 +474,10 @@ def docker_error(argv: Sequence[str], rc: int, stderr: str) -> DockerError:
 # ---- executing -------------------------------------------------------------------------------
 
 
-def _subprocess_runner(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, check=False)
+def _subprocess_runner(
+    argv: list[str], env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
 
 
 class DockerCLI:
@@ -476,9 +487,11 @@ class DockerCLI:
         self.docker = docker
         self._run: Runner = run or _subprocess_runner
 
-    def _call(self, argv: list[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def _call(
+        self, argv: list[str], *, check: bool = True, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         try:
-            proc = self._run(argv)
+            proc = self._run(argv, env=env) if env is not None else self._run(argv)
         except FileNotFoundError as exc:
             raise MissingDependencyError(
                 f"The docker client ({self.docker!r}) is not installed or not on PATH.",
@@ -497,14 +510,26 @@ class DockerCLI:
             raise docker_error(argv, proc.returncode, proc.stderr or "")
         return info
 
-    def run_container(self, spec: LaunchSpec, *, network: Network = "publish") -> str:
-        """Start ``spec`` detached; returns the container id docker printed."""
+    def run_container(
+        self, spec: LaunchSpec, *, network: Network = "publish", secrets: dict[str, str] | None = None
+    ) -> str:
+        """Start ``spec`` detached; returns the container id docker printed. Secrets (``secrets``, and
+        any left in ``spec``) reach docker through its environment, never its argv."""
+        import os
+
+        from llmdeck.engines.secrets import split_secrets
+
         if spec.engine != "docker":
             raise UsageError(
                 f"Server {spec.name!r} uses engine {spec.engine!r}, not docker.",
                 hint="Use --engine docker to run vLLM in a container.",
             )
-        proc = self._call(docker_run_argv(spec, detach=True, network=network, docker=self.docker))
+        spec, found = split_secrets(spec)
+        secret = {**found, **(secrets or {})}
+        argv = docker_run_argv(
+            spec, detach=True, network=network, docker=self.docker, secret_env=list(secret)
+        )
+        proc = self._call(argv, env={**os.environ, **secret} if secret else None)
         return (proc.stdout or "").strip().splitlines()[-1] if (proc.stdout or "").strip() else ""
 
     def stop(self, name: str, *, timeout_s: int = 30) -> None:
