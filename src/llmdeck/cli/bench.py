@@ -321,13 +321,9 @@ def bench(
         with _RichProgress(console) as progress:
             result = run_bench(tgt, scenarios, options, progress=progress, suite=suite)
     except KeyboardInterrupt:
-        from llmdeck.bench.runner import BenchInterrupted
+        from llmdeck.bench.runner import interrupted_error
 
-        raise BenchInterrupted(
-            "The bench was interrupted; the partial result (finished requests, the rest marked failed) "
-            f"is in {out_path}.",
-            hint=f"Re-render it with `llmdeck report {out_path}`.",
-        ) from None
+        raise interrupted_error(out_path) from None
     if json_out:
         print_json(result)
     else:

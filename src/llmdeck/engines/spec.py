@@ -93,3 +93,14 @@ def build_spec(
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"])
         raise UsageError(f"Invalid {field}: {err['msg']}.", hint="See `llmdeck up --help`.") from exc
+
+
+def write_spec_file(path: Path, spec: LaunchSpec) -> list[str]:
+    """Write ``spec`` for `llmdeck up --spec` (atomically) without its secrets; returns the names of
+    the variables that were left out (``--api-key X`` -> ``VLLM_API_KEY``), to pass at start time."""
+    from llmdeck.engines.secrets import split_secrets
+    from llmdeck.util.atomic import atomic_write_json
+
+    clean, secrets = split_secrets(spec)
+    atomic_write_json(path, clean)
+    return sorted(secrets)
