@@ -54,10 +54,10 @@ def check_writable(path: Path) -> os.stat_result | None:
     return st
 
 
-def atomic_write_text(path: Path, text: str, *, secret: bool = False) -> None:
-    """Write ``text`` to ``path`` via a temp file in the same folder and an atomic rename.
+def atomic_write_bytes(path: Path, data: bytes, *, secret: bool = False) -> None:
+    """Write ``data`` to ``path`` via a temp file in the same folder and an atomic rename.
 
-    ``secret``: the text holds a key or token; a new file is made 0600 (an existing file keeps its
+    ``secret``: the data holds a key or token; a new file is made 0600 (an existing file keeps its
     own mode: the user chose it)."""
     target = resolve_target(Path(path))
     existing = check_writable(target)
@@ -68,8 +68,8 @@ def atomic_write_text(path: Path, text: str, *, secret: bool = False) -> None:
         mode = SECRET_MODE if secret else _umask_mode()
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fchmod(fh.fileno(), mode)
             if existing is not None:
@@ -81,6 +81,11 @@ def atomic_write_text(path: Path, text: str, *, secret: bool = False) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_text(path: Path, text: str, *, secret: bool = False) -> None:
+    """:func:`atomic_write_bytes` of ``text`` in UTF-8."""
+    atomic_write_bytes(path, text.encode("utf-8"), secret=secret)
 
 
 def atomic_write_json(path: Path, data: Any, *, secret: bool = False) -> None:
