@@ -107,7 +107,7 @@ def run_llmdeck(tmp: Path, *args: str, timeout: float = 60) -> subprocess.Comple
 
 
 def fake_model_dir(tmp: Path) -> Path:
-    """A folder that passes llmdeck's model-folder check (config.json only): the fake engine needs no weights."""
+    """A folder that passes llmdeck's model-folder check (config.json only): no weights needed."""
     d = tmp / "model"
     d.mkdir(exist_ok=True)
     config = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "max_position_embeddings": 4096}

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from cli_helpers import run_cli
 from security_helpers import FakeHostileModelsServer, serve
 

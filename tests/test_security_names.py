@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from cli_helpers import run_cli
 
+from cli_helpers import run_cli
 from llmdeck.engines.spec import LaunchSpec
 
 BAD_NAMES = ["../../secret", "../x", "a/b", "..", ".hidden", "-rf", "x" * 64, "a b", "a\nb", ""]
@@ -67,7 +67,7 @@ def test_down_outside_the_state_dir_deletes_nothing(state: Path, capsys: pytest.
 def test_every_command_taking_a_name_validates_it(
     state: Path, capsys: pytest.CaptureFixture[str], args: list[str], name: str
 ) -> None:
-    code, out, err = run_cli([a.replace("{}", name) for a in args], capsys)
+    code, _, err = run_cli([a.replace("{}", name) for a in args], capsys)
     assert code == 2, err
     if args[0] == "up":
         assert "name" in err and "Traceback" not in err

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_helpers import run_cli
-from security_helpers import SECRET, FakeHostileModelsServer, fake_engine, fake_model_dir, serve
 
+from cli_helpers import run_cli
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.settings import Settings
 from llmdeck.util.net import free_port
+from security_helpers import SECRET, FakeHostileModelsServer, fake_engine, fake_model_dir, serve
 
 
 @pytest.fixture(autouse=True)
@@ -159,7 +159,7 @@ def test_docker_run_line_holds_no_secret(tmp_path: Path) -> None:
     )
     argv = docker_run_argv(spec)
     assert SECRET not in " ".join(argv)
-    assert ["-e", "VLLM_API_KEY"] == argv[argv.index("VLLM_API_KEY") - 1 : argv.index("VLLM_API_KEY") + 1]
+    assert argv[argv.index("VLLM_API_KEY") - 1 : argv.index("VLLM_API_KEY") + 1] == ["-e", "VLLM_API_KEY"]
     assert "HF_TOKEN" in argv and "A=1" in argv and "--api-key" not in argv
     seen: dict[str, Any] = {}
 

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from security_helpers import HOSTILE_IDS, FakeHostileModelsServer, llmdeck_cmd, run_llmdeck, serve
 
 from llmdeck.engines.docker import docker_run_argv, render_shell
 from llmdeck.engines.spec import LaunchSpec
+from security_helpers import HOSTILE_IDS, FakeHostileModelsServer, llmdeck_cmd, run_llmdeck, serve
 
 
 @pytest.fixture(params=HOSTILE_IDS)
@@ -87,3 +87,16 @@ def test_rendered_docker_command_and_log_header_are_quoted(tmp_path: Path) -> No
     proc = _bash(f"set -- {line}; printf '%s\\n' \"$@\"", tmp_path, dict(os.environ))
     _no_pwned(tmp_path)
     assert proc.stdout.splitlines() == argv
+
+
+def test_ollama_unload_hint_quotes_what_ollama_said() -> None:
+    """The model names in preflight's Ollama hints come from Ollama's /api/ps: data, quoted."""
+    import json
+
+    from llmdeck.runtime.tenants import ollama_unload_command
+
+    model = HOSTILE_IDS[2]
+    tokens = shlex.split(ollama_unload_command(model, "http://127.0.0.1:11434/$(touch PWNED)"))
+    assert tokens[:4] == ["curl", "-s", "-X", "POST"]
+    assert tokens[4] == "http://127.0.0.1:11434/$(touch PWNED)/api/generate"
+    assert json.loads(tokens[6])["model"] == model and len(tokens) == 7

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import psutil
 import pytest
-from cli_helpers import run_cli
 
+from cli_helpers import run_cli
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.util.net import free_port
 
