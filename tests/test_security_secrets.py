@@ -232,3 +232,10 @@ def test_wait_ready_sends_the_key_the_server_was_started_with(
     store.save_secrets("k", {"VLLM_API_KEY": SECRET})
     ready = wait_ready(record, settings, timeout_s=10, poll_s=0.1)
     assert ready.ready_at is not None
+
+
+def test_a_password_in_a_url_is_not_echoed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    port = free_port()  # nothing listens there: the error names the URL, without the password
+    code, out, err = run_cli(["bench", f"http://bob:pw-9876@127.0.0.1:{port}", "--num-prompts", "1"], capsys)
+    assert code == 1, err
+    assert "pw-9876" not in out + err and "127.0.0.1" in err

@@ -228,6 +228,7 @@ def bench(
     from llmdeck.bench.verdict import parse_slo
     from llmdeck.client.types import Timeouts
     from llmdeck.errors import OperationError, UsageError
+    from llmdeck.util.redact import redact_url
 
     settings = get_settings(ctx)
     if prompts is not None:
@@ -315,7 +316,8 @@ def bench(
     )
     console = err_console()
     console.print(
-        f"[dim]benchmarking {escape(tgt.base_url)}; result file: {escape(str(out_path))}[/]", highlight=False
+        f"[dim]benchmarking {escape(redact_url(tgt.base_url))}; result file: {escape(str(out_path))}[/]",
+        highlight=False,
     )
     try:
         with _RichProgress(console) as progress:

@@ -343,7 +343,7 @@ def register(app: typer.Typer) -> None:
         secrets = store.load_secrets(record.name)  # the key it was started with, for the new start
         console = err_console()
         console.print(f"stopping {record.name} …", markup=False)
-        down(record.name, settings)
+        outcome = down(record.name, settings)  # "stale": the pid is another program's, left alone
         freed = _wait_memory_settles()
         console.print(f"memory settled: MemAvailable {freed / 2**30:.1f} GiB")
         new = _run_up(
@@ -353,7 +353,7 @@ def register(app: typer.Typer) -> None:
             timeout=timeout,
             attach=False,
             warmup=False,
-            exclude_pids=(record.pid,) if record.pid else (),
+            exclude_pids=(record.pid,) if record.pid and outcome != "stale" else (),
         )
         if new is None:
             return

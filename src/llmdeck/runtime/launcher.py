@@ -221,7 +221,7 @@ def _startup_failure(record: ServerRecord, what: str) -> ServerStartError:
     from llmdeck.runtime.diagnosis import diagnose, log_tail
 
     found = diagnose(text)
-    tail = log_tail(text, 30)
+    tail = redact_text(log_tail(text, 30))
     if found:
         first = found[0]
         return ServerStartError(
