@@ -105,9 +105,8 @@ def docker_run_argv(
 ) -> list[str]:
     """The full ``docker run`` argv that starts ``spec`` (engine ``docker``).
 
-    Secrets never appear in it: ``--api-key X`` and secret variables of ``spec.env`` become
-    ``-e VLLM_API_KEY`` / ``-e HF_TOKEN`` without a value (docker copies the value from its own
-    environment; :meth:`DockerCLI.run_container` puts it there), as do the names in ``secret_env``.
+    No secret in it: ``--api-key X``, secret ``spec.env`` variables and ``secret_env`` become
+    ``-e NAME`` without a value (:meth:`DockerCLI.run_container` gives docker the values).
 
     ``detach``: ``-d`` with the spec's restart policy; otherwise attached in the foreground with
     ``--rm`` (and ``-it`` when ``tty``); docker forwards Ctrl-C to vLLM. ``network="publish"``
@@ -146,12 +145,7 @@ def docker_run_argv(
     if local:
         host_dir = str(Path(spec.model).expanduser().resolve())
         argv += ["-v", f"{host_dir}:{container_model_path(spec)}:ro"]
-        argv += ["-e", "HF_HUB_OFFLINE=1", "-e", "TRANSFORMERS_OFFLINE=1"]
-    pass_through = {*found, *secret_env} | (set() if local else {"HF_TOKEN"})  # HF_TOKEN: the caller's
-    for key in sorted(spec.env):
-        argv += ["-e", f"{key}={spec.env[key]}"]
-    for key in sorted(pass_through):
-        argv += ["-e", key]
+    argv += _env_flags(spec, local, {*found, *secret_env})
     argv.append(image)
     if kind != "vllm-openai":
         argv += ["vllm", "serve"]
@@ -159,6 +153,17 @@ def docker_run_argv(
     argv += ["--served-model-name", spec.effective_served_name, "--host", bind_host, "--port", str(spec.port)]
     argv += list(spec.vllm_args)
     return argv
+
+
+def _env_flags(spec: LaunchSpec, local: bool, secret_names: set[str]) -> list[str]:
+    """``-e KEY=VALUE`` for plain variables, ``-e KEY`` (the value from docker's environment) for
+    secrets and for HF_TOKEN (the caller's, for hub models)."""
+    flags = ["-e", "HF_HUB_OFFLINE=1", "-e", "TRANSFORMERS_OFFLINE=1"] if local else []
+    for key in sorted(spec.env):
+        flags += ["-e", f"{key}={spec.env[key]}"]
+    for key in sorted(secret_names | (set() if local else {"HF_TOKEN"})):
+        flags += ["-e", key]
+    return flags
 
 
 def docker_stop_argv(name: str, *, timeout_s: int = 30, docker: str = "docker") -> list[str]:
