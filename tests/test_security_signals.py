@@ -110,3 +110,17 @@ def test_a_new_up_replaces_a_stale_record(tmp_path: Path, unrelated_sleep: subpr
     record = StateStore(tmp_path / "state" / "servers").load("old")
     assert not is_alive(record)  # so `up --name old` may start again, and nothing is signalled
     assert unrelated_sleep.poll() is None
+
+
+def test_logs_follow_of_a_stale_record_ends(tmp_path: Path, unrelated_sleep: subprocess.Popen[bytes]) -> None:
+    """`logs -f` follows until the server exits; a pid reused by `sleep 300` is not the server."""
+    from security_helpers import run_llmdeck
+
+    _write_record(tmp_path, unrelated_sleep.pid, with_identity=True)
+    log = tmp_path / "state" / "logs" / "old.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("# llmdeck: header\nlast line\n")
+    proc = run_llmdeck(tmp_path, "logs", "old", "-f", timeout=20)
+    assert proc.returncode == 0, proc.stderr
+    assert "last line" in proc.stdout
+    assert unrelated_sleep.poll() is None

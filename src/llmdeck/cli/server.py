@@ -282,21 +282,20 @@ def register(app: typer.Typer) -> None:
           llmdeck logs -f            # follow the only running server until it exits
         """
         from llmdeck.errors import NotRunningError
-        from llmdeck.runtime.launcher import read_tail
-        from llmdeck.runtime.process import pid_alive
+        from llmdeck.runtime.launcher import is_alive, read_tail
         from llmdeck.runtime.state import StateStore
         from llmdeck.util.names import validate_server_name
 
         settings = get_settings(ctx)
         store = StateStore(settings.servers_dir)
-        pid = None
+        record = None
         if name and not store.path(validate_server_name(name)).exists():
             log_path = settings.logs_dir / f"{name}.log"
             if not log_path.exists():
                 raise NotRunningError(f"No server or log named {name!r}.", hint="See `llmdeck status`.")
         else:
             record = store.load(_pick_name(settings, name))
-            log_path, pid = record.log_path, record.pid
+            log_path = record.log_path
         text = read_tail(log_path)
         sys.stdout.write("\n".join(text.splitlines()[-lines:]) + "\n")
         sys.stdout.flush()
@@ -312,7 +311,7 @@ def register(app: typer.Typer) -> None:
                     sys.stdout.write(chunk.decode("utf-8", errors="replace"))
                     sys.stdout.flush()
                     offset += len(chunk)
-                elif pid is not None and not pid_alive(pid):
+                elif record is not None and not is_alive(record):  # a reused pid is not the server
                     break
                 time.sleep(0.5)
         except KeyboardInterrupt:
