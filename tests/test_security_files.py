@@ -115,11 +115,12 @@ def test_atomic_write_refuses_read_only_follows_symlinks_keeps_mode(tmp_path: Pa
 
 def test_plan_spec_out_refuses_a_read_only_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "spec.json"
-    out.write_text("{}")
+    old = '{"schema_version": 1, "engine": "venv", "model": "/m"}'  # a spec llmdeck wrote, then protected
+    out.write_text(old)
     out.chmod(0o444)
     code, _, err = run_cli(["plan", "Qwen3-0.6B", "--machine", "dgx-spark", "--spec-out", str(out)], capsys)
     assert code == 2 and "read-only" in err and "Traceback" not in err
-    assert out.read_text() == "{}" and _mode(out) == 0o444
+    assert out.read_text() == old and _mode(out) == 0o444
 
 
 # ---- connect --file -------------------------------------------------------------------------
@@ -167,3 +168,45 @@ def test_connect_new_file_with_a_key_is_0600(
     code, _, err = _connect(fake_plain_models_server, cfg, capsys, "--api-key", "sk-anything")
     assert code == 0, err
     assert _mode(cfg) == 0o600
+
+
+# ---- output paths never replace the user's own files ---------------------------------------------
+
+
+def test_bench_out_and_spec_out_never_replace_a_users_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from llmdeck.util.net import free_port
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes, not a result\n")
+    url = f"http://127.0.0.1:{free_port()}"  # refused before any connection is tried
+    code, _, err = run_cli(["bench", url, "--num-prompts", "1", "--out", str(notes)], capsys)
+    assert code == 2 and "not a bench result llmdeck wrote" in err, err
+    code, _, err = run_cli(["plan", "Qwen3-0.6B", "--machine", "dgx-spark", "--spec-out", str(notes)], capsys)
+    assert code == 2 and "not a launch spec llmdeck wrote" in err, err
+    assert notes.read_text() == "my notes, not a result\n"
+
+
+def test_what_llmdeck_wrote_may_be_replaced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from llmdeck.util.owned import PNG_MAGIC, is_plot, json_kind_is, refuse_foreign_file
+
+    spec = tmp_path / "spec.json"
+    assert run_cli(["plan", "Qwen3-0.6B", "--machine", "dgx-spark", "--spec-out", str(spec)], capsys)[0] in (
+        0,
+        1,
+    )
+    assert run_cli(["plan", "Qwen3-0.6B", "--machine", "dgx-spark", "--spec-out", str(spec)], capsys)[0] in (
+        0,
+        1,
+    )
+    result = tmp_path / "r.json"
+    result.write_text(
+        '{\n  "schema_version": 1,\n  "kind": "llmdeck.bench.result",\n  "x": "' + "y" * 100000 + '"}'
+    )
+    refuse_foreign_file(result, "bench result", json_kind_is("llmdeck.bench.result"))  # a big one too
+    plot = tmp_path / "p.png"
+    plot.write_bytes(PNG_MAGIC + b"...")
+    refuse_foreign_file(plot, "plot", is_plot)
+    (tmp_path / "empty.json").write_text("")
+    refuse_foreign_file(tmp_path / "empty.json", "bench result", json_kind_is("llmdeck.bench.result"))

@@ -85,7 +85,9 @@ def plot_result(result: BenchResult, out: Path) -> None:
     import io
 
     from llmdeck.util.atomic import atomic_write_bytes
+    from llmdeck.util.owned import is_plot, refuse_foreign_file
 
+    refuse_foreign_file(Path(out), "plot", is_plot)
     buf = io.BytesIO()
     fig.savefig(buf, dpi=110, format=Path(out).suffix.lstrip(".").lower() or "png")
     plt.close(fig)

@@ -18,6 +18,7 @@ from typing import Any, Literal, Protocol
 from llmdeck.bench.load import ScenarioRun, ServerGone
 from llmdeck.bench.metrics import compute_metrics
 from llmdeck.bench.models import (
+    BENCH_RESULT_KIND,
     BenchResult,
     RequestRecord,
     ScenarioResult,
@@ -34,6 +35,7 @@ from llmdeck.client.types import Timeouts
 from llmdeck.errors import OperationError, UsageError
 from llmdeck.util.atomic import atomic_write_json
 from llmdeck.util.net import normalize_base_url
+from llmdeck.util.owned import json_kind_is, refuse_foreign_file
 from llmdeck.util.redact import redact_argv
 
 
@@ -197,6 +199,8 @@ async def run_bench_async(
     Cancellation (Ctrl-C) at any moment — while probing the server, loading the tokenizer or
     measuring — writes the partial result (every finished request; the rest marked not run or
     interrupted) to ``options.out_path``, then propagates."""
+    if options.out_path is not None:  # re-running into its own result is fine; the user's file is not
+        refuse_foreign_file(options.out_path, "bench result", json_kind_is(BENCH_RESULT_KIND))
     result = new_result(target, scenarios, options, suite)
     writer = ResultWriter(options.out_path, result)
     try:

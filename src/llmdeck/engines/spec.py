@@ -100,7 +100,9 @@ def write_spec_file(path: Path, spec: LaunchSpec) -> list[str]:
     the variables that were left out (``--api-key X`` -> ``VLLM_API_KEY``), to pass at start time."""
     from llmdeck.engines.secrets import split_secrets
     from llmdeck.util.atomic import atomic_write_json
+    from llmdeck.util.owned import json_has_keys, refuse_foreign_file
 
+    refuse_foreign_file(path, "launch spec", json_has_keys("schema_version", "engine", "model"))
     clean, secrets = split_secrets(spec)
     atomic_write_json(path, clean)
     return sorted(secrets)

@@ -8,8 +8,10 @@ only when the marker is there; a folder of the user's files is refused (exit 2) 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -68,3 +70,50 @@ def clear_made_dir(dir: Path, what: str, legacy_markers: Iterable[tuple[str, str
             shutil.rmtree(child)
         else:
             child.unlink()
+
+
+def refuse_foreign_file(path: Path, what: str, is_ours: Callable[[bytes], bool]) -> None:
+    """AlreadyExistsError (exit 2) when ``path`` exists, is not empty, and ``is_ours(first bytes)``
+    says llmdeck did not write it: an output path must never replace the user's own file."""
+    target = Path(os.path.realpath(Path(path).expanduser()))
+    try:
+        with open(target, "rb") as fh:
+            head = fh.read(65536)
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        return  # nothing there (or a folder / unreadable: the writer says what is wrong)
+    if not head.strip() or is_ours(head):
+        return
+    raise AlreadyExistsError(
+        f"{path} exists and is not a {what} llmdeck wrote; llmdeck will not replace it.",
+        hint="Give another output path, or move that file away yourself.",
+    )
+
+
+def json_kind_is(*kinds: str) -> Callable[[bytes], bool]:
+    """An ``is_ours`` test: a JSON file whose ``"kind"`` (llmdeck writes it near the top) is one of
+    ``kinds``."""
+    pattern = re.compile(
+        rb'^\s*\{.*?"kind"\s*:\s*"(' + b"|".join(re.escape(k.encode()) for k in kinds) + rb')"', re.S
+    )
+    return lambda head: bool(pattern.match(head))
+
+
+def json_has_keys(*keys: str) -> Callable[[bytes], bool]:
+    """An ``is_ours`` test for small JSON files without a kind (launch specs): an object with ``keys``."""
+
+    def test(head: bytes) -> bool:
+        try:
+            data = json.loads(head)
+        except ValueError:
+            return False
+        return isinstance(data, dict) and all(k in data for k in keys)
+
+    return test
+
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def is_plot(head: bytes) -> bool:
+    """A picture matplotlib writes for `report --plot` (PNG, PDF or SVG)."""
+    return head.startswith((PNG_MAGIC, b"%PDF")) or (head.lstrip().startswith(b"<?xml") and b"<svg" in head)
