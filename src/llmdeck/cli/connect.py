@@ -23,7 +23,7 @@ Examples:
 
   llmdeck connect continue --server default --print
 
-  eval "$(llmdeck connect openai --print)"
+  eval "$(llmdeck connect openai --print)"     # values are shell-quoted: safe to eval
 """
 
 

@@ -30,6 +30,8 @@ Examples:
       --python ~/.venv/bin/python -- --max-model-len 65536
 
   llmdeck up --spec plan.json          # a launch spec written by `llmdeck plan --spec-out`
+
+  llmdeck up --model ./tiny -- --api-key "$KEY"   # to vLLM as VLLM_API_KEY
 """
 
 
