@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_serializer
 
 from llmdeck import __version__
 
@@ -274,6 +274,19 @@ class TargetInfo(BaseModel):
         description="When the server's API process started (process_start_time_seconds on /metrics): "
         "a young server can still be warming up.",
     )
+
+    @field_serializer("server_args")
+    def _args_out(self, args: list[str] | None) -> list[str] | None:
+        """Secrets never reach a result file (or `report --json`): ``--api-key X`` is redacted."""
+        from llmdeck.util.redact import redact_argv
+
+        return redact_argv(args) if args is not None else None
+
+    @field_serializer("base_url")
+    def _url_out(self, url: str) -> str:
+        from llmdeck.util.redact import redact_url
+
+        return redact_url(url)
 
 
 class HostFacts(BaseModel):

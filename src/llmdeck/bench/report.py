@@ -82,6 +82,13 @@ def plot_result(result: BenchResult, out: Path) -> None:
     ax2.set_xlabel("output tok/s")
     ax2.set_title("Output throughput")
     fig.tight_layout()
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
+    import io
+
+    from llmdeck.util.atomic import atomic_write_bytes
+    from llmdeck.util.owned import is_plot, refuse_foreign_file
+
+    refuse_foreign_file(Path(out), "plot", is_plot)
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=110, format=Path(out).suffix.lstrip(".").lower() or "png")
     plt.close(fig)
+    atomic_write_bytes(Path(out), buf.getvalue())

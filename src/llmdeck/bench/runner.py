@@ -13,11 +13,12 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from llmdeck.bench.load import ScenarioRun, ServerGone
 from llmdeck.bench.metrics import compute_metrics
 from llmdeck.bench.models import (
+    BENCH_RESULT_KIND,
     BenchResult,
     RequestRecord,
     ScenarioResult,
@@ -34,12 +35,28 @@ from llmdeck.client.types import Timeouts
 from llmdeck.errors import OperationError, UsageError
 from llmdeck.util.atomic import atomic_write_json
 from llmdeck.util.net import normalize_base_url
+from llmdeck.util.owned import json_kind_is, refuse_foreign_file
+from llmdeck.util.redact import redact_argv
 
 
 class BenchInterrupted(OperationError):
     """The user interrupted the run (Ctrl-C); exit code 130 like any interrupted command."""
 
     exit_code = 130
+
+
+def interrupted_error(out_path: Path) -> BenchInterrupted:
+    """What to say after Ctrl-C: where the partial result is (the runner wrote it), and only if it is."""
+    if out_path.is_file():
+        return BenchInterrupted(
+            "The bench was interrupted; the partial result (every finished request, the rest marked "
+            f"interrupted or not run) is in {out_path}.",
+            hint=f"Re-render it with `llmdeck report {out_path}`.",
+        )
+    return BenchInterrupted(
+        f"The bench was interrupted before it began; nothing was measured and {out_path} was not written.",
+        hint="Run the bench again.",
+    )
 
 
 class Progress(Protocol):
@@ -107,7 +124,7 @@ def resolve_target(
         server_name=rec.name,
         model=model or rec.served_model_name,
         tokenizer=tok,
-        server_args=list(rec.argv),
+        server_args=redact_argv(rec.argv),
     )
 
 
@@ -179,56 +196,76 @@ async def run_bench_async(
 ) -> BenchResult:
     """Run every scenario; returns the result (``status`` ``aborted`` when the server died).
 
-    Cancellation (Ctrl-C) writes the partial result and propagates."""
+    Cancellation (Ctrl-C) at any moment — while probing the server, loading the tokenizer or
+    measuring — writes the partial result (every finished request; the rest marked not run or
+    interrupted) to ``options.out_path``, then propagates."""
+    if options.out_path is not None:  # re-running into its own result is fine; the user's file is not
+        refuse_foreign_file(options.out_path, "bench result", json_kind_is(BENCH_RESULT_KIND))
     result = new_result(target, scenarios, options, suite)
     writer = ResultWriter(options.out_path, result)
-    async with OpenAIClient(target.base_url, api_key=options.api_key, timeouts=options.timeouts) as client:
-        await probe_target(client, target)
-        if tokenizer is None and target.tokenizer and any(s.workload != "jsonl" for s in scenarios):
-            if progress:
-                progress.message(f"loading tokenizer from {target.tokenizer}")
-            tokenizer = await asyncio.to_thread(load_tokenizer, target.tokenizer)
-        writer.write()
-        try:
-            for i, sr in enumerate(result.scenarios):
-                spec = sr.spec
-                mml = target.max_model_len
-                if mml is not None and spec.max_context > mml:
-                    sr.status = "skipped"
-                    sr.skip_reason = (
-                        f"needs {spec.max_context} tokens of context but the server's max_model_len is {mml}"
-                    )
-                    if progress:
-                        progress.scenario_end(sr)
-                    writer.write()
-                    continue
+    try:
+        async with OpenAIClient(
+            target.base_url, api_key=options.api_key, timeouts=options.timeouts
+        ) as client:
+            await probe_target(client, target)
+            if tokenizer is None and target.tokenizer and any(s.workload != "jsonl" for s in scenarios):
                 if progress:
-                    progress.scenario_start(i, len(result.scenarios), spec)
-                await _run_scenario(client, target, sr, options, tokenizer, writer, progress)
+                    progress.message(f"loading tokenizer from {target.tokenizer}")
+                tokenizer = await asyncio.to_thread(load_tokenizer, target.tokenizer)
+            writer.write()
+            await _run_all(client, target, result, options, tokenizer, writer, progress)
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        _mark_stopped(result, "interrupted", "The run was interrupted.", "not run: interrupted")
+        result.finished_at = datetime.now(UTC)
+        writer.write()
+        raise
+    result.finished_at = datetime.now(UTC)
+    result.repeats = summarize_repeats(result)
+    writer.write()
+    return result
+
+
+def _mark_stopped(
+    result: BenchResult, status: Literal["interrupted", "aborted"], error: str, skip_reason: str
+) -> None:
+    result.status = status
+    result.error = error
+    for sr in result.scenarios:
+        if sr.status == "pending":
+            sr.status = "skipped"
+            sr.skip_reason = skip_reason
+
+
+async def _run_all(
+    client: OpenAIClient,
+    target: TargetInfo,
+    result: BenchResult,
+    options: BenchOptions,
+    tokenizer: Any | None,
+    writer: ResultWriter,
+    progress: Progress | None,
+) -> None:
+    try:
+        for i, sr in enumerate(result.scenarios):
+            spec = sr.spec
+            mml = target.max_model_len
+            if mml is not None and spec.max_context > mml:
+                sr.status = "skipped"
+                sr.skip_reason = (
+                    f"needs {spec.max_context} tokens of context but the server's max_model_len is {mml}"
+                )
                 if progress:
                     progress.scenario_end(sr)
-            result.status = "complete"
-        except ServerGone as exc:
-            result.status = "aborted"
-            result.error = f"The run stopped: {exc}."
-            for sr in result.scenarios:
-                if sr.status == "pending":
-                    sr.status = "skipped"
-                    sr.skip_reason = "not run: the server went away"
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            result.status = "interrupted"
-            result.error = "The run was interrupted."
-            for sr in result.scenarios:
-                if sr.status == "pending":
-                    sr.status = "skipped"
-                    sr.skip_reason = "not run: interrupted"
-            result.finished_at = datetime.now(UTC)
-            writer.write()
-            raise
-        result.finished_at = datetime.now(UTC)
-        result.repeats = summarize_repeats(result)
-        writer.write()
-    return result
+                writer.write()
+                continue
+            if progress:
+                progress.scenario_start(i, len(result.scenarios), spec)
+            await _run_scenario(client, target, sr, options, tokenizer, writer, progress)
+            if progress:
+                progress.scenario_end(sr)
+        result.status = "complete"
+    except ServerGone as exc:
+        _mark_stopped(result, "aborted", f"The run stopped: {exc}.", "not run: the server went away")
 
 
 async def _run_scenario(

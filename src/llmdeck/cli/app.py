@@ -181,9 +181,10 @@ def _print_error(exc: Any) -> None:
     from rich.markup import escape
 
     from llmdeck.cli.output import err_console
+    from llmdeck.util.redact import redact_text
 
-    text = escape(exc.render())
-    tail = getattr(exc, "log_tail", "")
+    text = escape(redact_text(exc.render()))
+    tail = redact_text(getattr(exc, "log_tail", "") or "")
     console = err_console()
     console.print(f"[bold red]error:[/] {text}", highlight=False, markup=True, soft_wrap=True)
     if tail:
@@ -192,7 +193,9 @@ def _print_error(exc: Any) -> None:
 
 
 def _print_internal(exc: Exception) -> None:
+    from llmdeck.util.redact import redact_text
+
     sys.stderr.write(
-        f"error: internal error: {type(exc).__name__}: {exc}. This is a bug in llmdeck; "
+        f"error: internal error: {type(exc).__name__}: {redact_text(str(exc))}. This is a bug in llmdeck; "
         "run again with LLMDECK_DEBUG=1 for the traceback and report it.\n"
     )

@@ -228,6 +228,7 @@ def bench(
     from llmdeck.bench.verdict import parse_slo
     from llmdeck.client.types import Timeouts
     from llmdeck.errors import OperationError, UsageError
+    from llmdeck.util.redact import redact_url
 
     settings = get_settings(ctx)
     if prompts is not None:
@@ -315,19 +316,16 @@ def bench(
     )
     console = err_console()
     console.print(
-        f"[dim]benchmarking {escape(tgt.base_url)}; result file: {escape(str(out_path))}[/]", highlight=False
+        f"[dim]benchmarking {escape(redact_url(tgt.base_url))}; result file: {escape(str(out_path))}[/]",
+        highlight=False,
     )
     try:
         with _RichProgress(console) as progress:
             result = run_bench(tgt, scenarios, options, progress=progress, suite=suite)
     except KeyboardInterrupt:
-        from llmdeck.bench.runner import BenchInterrupted
+        from llmdeck.bench.runner import interrupted_error
 
-        raise BenchInterrupted(
-            "The bench was interrupted; the partial result (finished requests, the rest marked failed) "
-            f"is in {out_path}.",
-            hint=f"Re-render it with `llmdeck report {out_path}`.",
-        ) from None
+        raise interrupted_error(out_path) from None
     if json_out:
         print_json(result)
     else:

@@ -23,7 +23,7 @@ Examples:
 
   llmdeck connect continue --server default --print
 
-  eval "$(llmdeck connect openai --print)"
+  eval "$(llmdeck connect openai --print)"     # values are shell-quoted: safe to eval
 """
 
 
@@ -53,6 +53,7 @@ def register(app: typer.Typer) -> None:
         from llmdeck.connect import connect_client, gather_info
         from llmdeck.connect.run import CONNECT_CLIENTS, THINKING_CHOICES
         from llmdeck.errors import UsageError
+        from llmdeck.util.redact import redact_url
 
         name = client.strip().lower()
         if name not in CONNECT_CLIENTS:
@@ -62,7 +63,7 @@ def register(app: typer.Typer) -> None:
         settings = get_settings(ctx)
         tgt = resolve_target(server, settings)
         err = err_console()
-        err.print(f"reading {tgt.base_url} …", highlight=False, markup=False)
+        err.print(f"reading {redact_url(tgt.base_url)} …", highlight=False, markup=False)
         info = gather_info(tgt.base_url, model=model or tgt.model, api_key=api_key, settings=settings)
         result = connect_client(
             name, info, file=file, print_only=print_only, provider_id=provider_id, thinking=thinking
@@ -79,7 +80,8 @@ def register(app: typer.Typer) -> None:
                 "unchanged": f"{result.path} already up to date",
             }[result.action]
             out_console().print(
-                f"{name}: {where} — model {info.model}, base URL {info.api_base}, context {info.context}",
+                f"{name}: {where} — model {info.model}, base URL {redact_url(info.api_base)}, "
+                f"context {info.context}",
                 markup=False,
                 highlight=False,
             )

@@ -20,7 +20,9 @@ def register(app: typer.Typer) -> None:
     @model_app.command("make-tiny")
     def make_tiny(
         dir: Path = typer.Argument(..., help="Directory to write the model into (created if missing)."),
-        force: bool = typer.Option(False, "--force", help="Replace the contents of a non-empty DIR."),
+        force: bool = typer.Option(
+            False, "--force", help="Replace a model llmdeck made in DIR (a folder of your files is refused)."
+        ),
         layers: int = typer.Option(2, "--layers", help="Number of decoder layers."),
         hidden: int = typer.Option(128, "--hidden", help="Hidden size (a multiple of 32)."),
         seed: int = typer.Option(0, "--seed", help="Random seed for the weights."),

@@ -40,8 +40,10 @@ def to_jsonable(obj: Any) -> Any:
 
 
 def print_json(obj: Any) -> None:
-    """Write one JSON document to stdout."""
-    sys.stdout.write(json.dumps(to_jsonable(obj), indent=2, ensure_ascii=False) + "\n")
+    """Write one JSON document to stdout, secrets redacted (llmdeck.util.redact)."""
+    from llmdeck.util.redact import redact_data
+
+    sys.stdout.write(json.dumps(redact_data(to_jsonable(obj)), indent=2, ensure_ascii=False) + "\n")
     sys.stdout.flush()
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from llmdeck.cli.output import JSON_OPTION, get_settings, out_console, print_json
+from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
 
 PLAN_HELP = """Plan a vLLM server before starting it: memory, KV tokens, concurrency, flag lint, commands.
 
@@ -29,6 +29,7 @@ def _print_plan(plan: Any) -> None:
     from rich.table import Table
 
     from llmdeck.plan.render import shell_join
+    from llmdeck.util.redact import redact_argv
 
     con = out_console()
     mem, f = plan.memory, plan.facts
@@ -105,9 +106,9 @@ def _print_plan(plan: Any) -> None:
     else:
         con.print("[green]Lint: no findings.[/]")
     con.print("[bold]docker[/]")
-    con.print(shell_join(plan.commands["docker"]), markup=False, highlight=False)
+    con.print(shell_join(redact_argv(plan.commands["docker"])), markup=False, highlight=False)
     con.print("[bold]venv[/]")
-    con.print(shell_join(plan.commands["vllm_serve"]), markup=False, highlight=False)
+    con.print(shell_join(redact_argv(plan.commands["vllm_serve"])), markup=False, highlight=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -152,9 +153,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         from pydantic import ValidationError
 
+        from llmdeck.engines.spec import write_spec_file
         from llmdeck.errors import CheckFailedError, UsageError
         from llmdeck.plan.planner import PlanRequest, make_plan
-        from llmdeck.util.atomic import atomic_write_json
 
         settings = get_settings(ctx)
         if engine not in {"docker", "venv"}:
@@ -198,7 +199,14 @@ def register(app: typer.Typer) -> None:
             ) from exc
         plan = make_plan(req, catalog_paths=list(settings.catalog_paths), models_dir=settings.models_dir)
         if spec_out is not None:
-            atomic_write_json(spec_out, plan.spec)
+            left_out = write_spec_file(spec_out, plan.spec)
+            if left_out:
+                err_console().print(
+                    f"note: {', '.join(left_out)} left out of {spec_out} (a spec file holds no secrets); "
+                    f"pass it when starting: {left_out[0]}=... llmdeck up --spec {spec_out}",
+                    markup=False,
+                    highlight=False,
+                )
         if as_json:
             print_json(plan)
         else:

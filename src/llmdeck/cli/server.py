@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -29,15 +30,18 @@ Examples:
       --python ~/.venv/bin/python -- --max-model-len 65536
 
   llmdeck up --spec plan.json          # a launch spec written by `llmdeck plan --spec-out`
+
+  llmdeck up --model ./tiny -- --api-key "$KEY"   # to vLLM as VLLM_API_KEY
 """
 
 
 def _pick_name(settings: Settings, name: str | None) -> str:
     from llmdeck.errors import NotRunningError, UsageError
     from llmdeck.runtime.state import StateStore
+    from llmdeck.util.names import validate_server_name
 
     if name:
-        return name
+        return validate_server_name(name)
     records = StateStore(settings.servers_dir).list()
     if not records:
         raise NotRunningError(
@@ -117,11 +121,15 @@ def _print_records_json_or_table(statuses: list[Any], as_json: bool) -> None:
         )
     out_console().print(table)
     for st in statuses:
+        if st.note:
+            err_console().print(f"{st.name}: {st.note}", markup=False, highlight=False)
         if st.state == "dead" and st.log_tail:
             err_console().print(
                 f"[red]{escape(st.name)} is dead[/]; last lines of {escape(str(st.log_path))}:"
             )
-            err_console().print(st.log_tail, markup=False, highlight=False)
+            from llmdeck.util.redact import redact_text
+
+            err_console().print(redact_text(st.log_tail), markup=False, highlight=False)
 
 
 def _attach(record: ServerRecord, settings: Settings) -> None:
@@ -249,8 +257,8 @@ def register(app: typer.Typer) -> None:
 
           llmdeck status demo --json
         """
-        from llmdeck.runtime.launcher import server_status
         from llmdeck.runtime.state import StateStore
+        from llmdeck.runtime.status import server_status
 
         settings = get_settings(ctx)
         store = StateStore(settings.servers_dir)
@@ -276,20 +284,20 @@ def register(app: typer.Typer) -> None:
           llmdeck logs -f            # follow the only running server until it exits
         """
         from llmdeck.errors import NotRunningError
-        from llmdeck.runtime.launcher import read_tail
-        from llmdeck.runtime.process import pid_alive
+        from llmdeck.runtime.launcher import is_alive, read_tail
         from llmdeck.runtime.state import StateStore
+        from llmdeck.util.names import validate_server_name
 
         settings = get_settings(ctx)
         store = StateStore(settings.servers_dir)
-        pid = None
-        if name and not store.path(name).exists():
+        record = None
+        if name and not store.path(validate_server_name(name)).exists():
             log_path = settings.logs_dir / f"{name}.log"
             if not log_path.exists():
                 raise NotRunningError(f"No server or log named {name!r}.", hint="See `llmdeck status`.")
         else:
             record = store.load(_pick_name(settings, name))
-            log_path, pid = record.log_path, record.pid
+            log_path = record.log_path
         text = read_tail(log_path)
         sys.stdout.write("\n".join(text.splitlines()[-lines:]) + "\n")
         sys.stdout.flush()
@@ -305,7 +313,7 @@ def register(app: typer.Typer) -> None:
                     sys.stdout.write(chunk.decode("utf-8", errors="replace"))
                     sys.stdout.flush()
                     offset += len(chunk)
-                elif pid is not None and not pid_alive(pid):
+                elif record is not None and not is_alive(record):  # a reused pid is not the server
                     break
                 time.sleep(0.5)
         except KeyboardInterrupt:
@@ -331,20 +339,22 @@ def register(app: typer.Typer) -> None:
         from llmdeck.runtime.state import StateStore
 
         settings = get_settings(ctx)
-        record = StateStore(settings.servers_dir).load(_pick_name(settings, name))
+        store = StateStore(settings.servers_dir)
+        record = store.load(_pick_name(settings, name))
+        secrets = store.load_secrets(record.name)  # the key it was started with, for the new start
         console = err_console()
         console.print(f"stopping {record.name} …", markup=False)
-        down(record.name, settings)
+        outcome = down(record.name, settings)  # "stale": the pid is another program's, left alone
         freed = _wait_memory_settles()
         console.print(f"memory settled: MemAvailable {freed / 2**30:.1f} GiB")
         new = _run_up(
-            record.spec,
+            record.spec.model_copy(update={"env": {**record.spec.env, **secrets}}),
             settings,
             force=force,
             timeout=timeout,
             attach=False,
             warmup=False,
-            exclude_pids=(record.pid,) if record.pid else (),
+            exclude_pids=(record.pid,) if record.pid and outcome != "stale" else (),
         )
         if new is None:
             return
@@ -360,13 +370,15 @@ def _attach_docker(spec: LaunchSpec) -> None:
     """Foreground container (`docker run --rm`, like seed 004's `docker run -it`): Ctrl-C stops it."""
     import subprocess
 
-    from llmdeck.engines.docker import docker_run_argv
+    from llmdeck.engines.docker import docker_run_argv, render_shell
+    from llmdeck.engines.secrets import split_secrets
     from llmdeck.errors import OperationError
 
-    argv = docker_run_argv(spec, detach=False, tty=sys.stdin.isatty())
-    err_console().print(" ".join(argv), highlight=False, markup=False)
+    spec, secrets = split_secrets(spec)
+    argv = docker_run_argv(spec, detach=False, tty=sys.stdin.isatty(), secret_env=list(secrets))
+    err_console().print(render_shell(argv), highlight=False, markup=False)
     try:
-        code = subprocess.call(argv)
+        code = subprocess.call(argv, env={**os.environ, **secrets})
     except FileNotFoundError as exc:
         raise OperationError("The docker client is not installed.", hint="Use --engine venv.") from exc
     if code not in (0, 130):

@@ -18,7 +18,15 @@ from llmdeck.connect.configs import (
     openclaw_config,
     opencode_config,
 )
-from llmdeck.connect.write import deep_merge, merge_env, read_env, read_json, read_yaml, write_if_changed
+from llmdeck.connect.write import (
+    deep_merge,
+    env_line,
+    merge_env,
+    read_env,
+    read_json,
+    read_yaml,
+    write_if_changed,
+)
 from llmdeck.errors import OperationError, UsageError
 
 CONNECT_RESULT_SCHEMA_VERSION = 1
@@ -114,7 +122,7 @@ def render_text(client: str, block: Any) -> str:
 
         return str(yaml.safe_dump(block, sort_keys=False, allow_unicode=True))
     if client == "openai":
-        return "".join(f"export {k}={v}\n" for k, v in block.items())
+        return "".join(env_line(k, v, export=True) + "\n" for k, v in block.items())
     return json.dumps(block, indent=2, ensure_ascii=False) + "\n"
 
 
@@ -194,7 +202,7 @@ def connect_client(
                 block["models"]["providers"][provider_id]["models"] = [*keep, *mine]
         merged = deep_merge(existing, block)
         text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
-    action, saved = write_if_changed(path, text)
+    action, saved = write_if_changed(path, text, secret=bool(info.api_key))
     return ConnectResult(
         client=client,
         server=info,

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import copy
 import json
+import shlex
 import shutil
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from llmdeck.errors import ConfigError
-from llmdeck.util.atomic import atomic_write_text
+from llmdeck.util.atomic import atomic_write_text, check_writable, resolve_target
 
 
 def deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
@@ -75,8 +76,15 @@ def read_env(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
 
 
+def env_line(key: str, value: str, *, export: bool = False) -> str:
+    """``KEY='value'``: the value shell-quoted (a model id from a server is data, never code)."""
+    return f"{'export ' if export else ''}{key}={shlex.quote(value)}"
+
+
 def merge_env(lines: list[str], values: dict[str, str]) -> list[str]:
-    """Replace ``KEY=`` / ``export KEY=`` lines for our keys, keep every other line, append the rest."""
+    """Replace ``KEY=`` / ``export KEY=`` lines for our keys, keep every other line, append the rest.
+
+    Values are shell-quoted, so the file can be ``source``d safely (dotenv readers unquote them)."""
     out: list[str] = []
     done: set[str] = set()
     for line in lines:
@@ -85,21 +93,26 @@ def merge_env(lines: list[str], values: dict[str, str]) -> list[str]:
         key = body.split("=", 1)[0].strip() if "=" in body and not stripped.startswith("#") else None
         if key in values:
             if key not in done:
-                out.append(f"{key}={values[key]}")
+                out.append(env_line(key, values[key]))
                 done.add(key)
             continue
         out.append(line)
-    out.extend(f"{k}={v}" for k, v in values.items() if k not in done)
+    out.extend(env_line(k, v) for k, v in values.items() if k not in done)
     return out
 
 
-def write_if_changed(path: Path, text: str) -> tuple[str, Path | None]:
-    """Write ``text`` atomically; back the old file up first. Returns (action, backup path)."""
+def write_if_changed(path: Path, text: str, *, secret: bool = False) -> tuple[str, Path | None]:
+    """Write ``text`` atomically; back the old file up first. Returns (action, backup path).
+
+    A read-only file is refused before anything is written (no backup either); a symlink is written
+    through to its target; an existing file keeps its mode; a new one holding a key (``secret``) is 0600.
+    """
+    check_writable(resolve_target(path))
     if path.exists():
         if path.read_text(encoding="utf-8") == text:
             return "unchanged", None
         saved = backup(path)
-        atomic_write_text(path, text)
+        atomic_write_text(path, text, secret=secret)
         return "updated", saved
-    atomic_write_text(path, text)
+    atomic_write_text(path, text, secret=secret)
     return "created", None

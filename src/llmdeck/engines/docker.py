@@ -39,7 +39,7 @@ CONTAINER_PREFIX = "llmdeck-"
 
 ImageKind = Literal["vllm-openai", "ngc", "other"]
 Network = Literal["publish", "host"]
-Runner = Callable[[list[str]], "subprocess.CompletedProcess[str]"]
+Runner = Callable[..., "subprocess.CompletedProcess[str]"]  # (argv) or (argv, env=…)
 
 
 class DockerError(OperationError):
@@ -101,14 +101,21 @@ def docker_run_argv(
     network: Network = "publish",
     tty: bool = False,
     docker: str = "docker",
+    secret_env: Sequence[str] = (),
 ) -> list[str]:
     """The full ``docker run`` argv that starts ``spec`` (engine ``docker``).
+
+    No secret in it: ``--api-key X``, secret ``spec.env`` variables and ``secret_env`` become
+    ``-e NAME`` without a value (:meth:`DockerCLI.run_container` gives docker the values).
 
     ``detach``: ``-d`` with the spec's restart policy; otherwise attached in the foreground with
     ``--rm`` (and ``-it`` when ``tty``); docker forwards Ctrl-C to vLLM. ``network="publish"``
     maps ``HOST:PORT:PORT`` (vLLM binds 0.0.0.0 inside the container); ``"host"`` shares the
     host network and vLLM binds the spec's host itself.
     """
+    from llmdeck.engines.secrets import split_secrets
+
+    spec, found = split_secrets(spec)
     image = spec.image or DEFAULT_IMAGE
     kind = image_kind(image)
     local = is_local_model(spec.model)
@@ -138,11 +145,7 @@ def docker_run_argv(
     if local:
         host_dir = str(Path(spec.model).expanduser().resolve())
         argv += ["-v", f"{host_dir}:{container_model_path(spec)}:ro"]
-        argv += ["-e", "HF_HUB_OFFLINE=1", "-e", "TRANSFORMERS_OFFLINE=1"]
-    else:
-        argv += ["-e", "HF_TOKEN"]  # passed through from the caller's environment when set
-    for key in sorted(spec.env):
-        argv += ["-e", f"{key}={spec.env[key]}"]
+    argv += _env_flags(spec, local, {*found, *secret_env})
     argv.append(image)
     if kind != "vllm-openai":
         argv += ["vllm", "serve"]
@@ -150,6 +153,17 @@ def docker_run_argv(
     argv += ["--served-model-name", spec.effective_served_name, "--host", bind_host, "--port", str(spec.port)]
     argv += list(spec.vllm_args)
     return argv
+
+
+def _env_flags(spec: LaunchSpec, local: bool, secret_names: set[str]) -> list[str]:
+    """``-e KEY=VALUE`` for plain variables, ``-e KEY`` (the value from docker's environment) for
+    secrets and for HF_TOKEN (the caller's, for hub models)."""
+    flags = ["-e", "HF_HUB_OFFLINE=1", "-e", "TRANSFORMERS_OFFLINE=1"] if local else []
+    for key in sorted(spec.env):
+        flags += ["-e", f"{key}={spec.env[key]}"]
+    for key in sorted(secret_names | (set() if local else {"HF_TOKEN"})):
+        flags += ["-e", key]
+    return flags
 
 
 def docker_stop_argv(name: str, *, timeout_s: int = 30, docker: str = "docker") -> list[str]:
@@ -465,8 +479,10 @@ def docker_error(argv: Sequence[str], rc: int, stderr: str) -> DockerError:
 # ---- executing -------------------------------------------------------------------------------
 
 
-def _subprocess_runner(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, check=False)
+def _subprocess_runner(
+    argv: list[str], env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
 
 
 class DockerCLI:
@@ -476,9 +492,11 @@ class DockerCLI:
         self.docker = docker
         self._run: Runner = run or _subprocess_runner
 
-    def _call(self, argv: list[str], *, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def _call(
+        self, argv: list[str], *, check: bool = True, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         try:
-            proc = self._run(argv)
+            proc = self._run(argv, env=env) if env is not None else self._run(argv)
         except FileNotFoundError as exc:
             raise MissingDependencyError(
                 f"The docker client ({self.docker!r}) is not installed or not on PATH.",
@@ -497,14 +515,26 @@ class DockerCLI:
             raise docker_error(argv, proc.returncode, proc.stderr or "")
         return info
 
-    def run_container(self, spec: LaunchSpec, *, network: Network = "publish") -> str:
-        """Start ``spec`` detached; returns the container id docker printed."""
+    def run_container(
+        self, spec: LaunchSpec, *, network: Network = "publish", secrets: dict[str, str] | None = None
+    ) -> str:
+        """Start ``spec`` detached; returns the container id docker printed. Secrets (``secrets``, and
+        any left in ``spec``) reach docker through its environment, never its argv."""
+        import os
+
+        from llmdeck.engines.secrets import split_secrets
+
         if spec.engine != "docker":
             raise UsageError(
                 f"Server {spec.name!r} uses engine {spec.engine!r}, not docker.",
                 hint="Use --engine docker to run vLLM in a container.",
             )
-        proc = self._call(docker_run_argv(spec, detach=True, network=network, docker=self.docker))
+        spec, found = split_secrets(spec)
+        secret = {**found, **(secrets or {})}
+        argv = docker_run_argv(
+            spec, detach=True, network=network, docker=self.docker, secret_env=list(secret)
+        )
+        proc = self._call(argv, env={**os.environ, **secret} if secret else None)
         return (proc.stdout or "").strip().splitlines()[-1] if (proc.stdout or "").strip() else ""
 
     def stop(self, name: str, *, timeout_s: int = 30) -> None:

@@ -6,18 +6,17 @@ engine modules turn it into an argv. Versioned: ``schema_version`` changes on br
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from llmdeck.errors import ConfigError, UsageError
+from llmdeck.util.names import NAME_RULE, is_valid_server_name
 
 LAUNCH_SPEC_SCHEMA_VERSION = 1
 
 EngineKind = Literal["cpu", "venv", "docker"]
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 
 class LaunchSpec(BaseModel):
@@ -40,10 +39,8 @@ class LaunchSpec(BaseModel):
     @field_validator("name")
     @classmethod
     def _name_ok(cls, value: str) -> str:
-        if not NAME_RE.match(value):
-            raise ValueError(
-                "server names use letters, digits, '.', '_' and '-' (max 63), starting with a letter or digit"
-            )
+        if not is_valid_server_name(value):
+            raise ValueError(f"server names use {NAME_RULE}")
         return value
 
     @property
@@ -96,3 +93,16 @@ def build_spec(
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"])
         raise UsageError(f"Invalid {field}: {err['msg']}.", hint="See `llmdeck up --help`.") from exc
+
+
+def write_spec_file(path: Path, spec: LaunchSpec) -> list[str]:
+    """Write ``spec`` for `llmdeck up --spec` (atomically) without its secrets; returns the names of
+    the variables that were left out (``--api-key X`` -> ``VLLM_API_KEY``), to pass at start time."""
+    from llmdeck.engines.secrets import split_secrets
+    from llmdeck.util.atomic import atomic_write_json
+    from llmdeck.util.owned import json_has_keys, refuse_foreign_file
+
+    refuse_foreign_file(path, "launch spec", json_has_keys("schema_version", "engine", "model"))
+    clean, secrets = split_secrets(spec)
+    atomic_write_json(path, clean)
+    return sorted(secrets)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import platform
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -19,9 +18,11 @@ from pydantic import BaseModel, Field
 from llmdeck import __version__
 from llmdeck.errors import AlreadyExistsError, ModelPathError
 from llmdeck.util.atomic import atomic_write_json
+from llmdeck.util.owned import clear_made_dir, mark_made, refuse_unless_made
 
 MARKER_FILE = "llmdeck-tiny.json"
 MARKER_SCHEMA_VERSION = 1
+LEGACY_MARKERS = ((MARKER_FILE, "llmdeck-tiny"),)  # folders made before the .llmdeck-made marker
 VOCAB_SIZE = 151936
 MAX_POSITION_EMBEDDINGS = 40960
 HEAD_DIM = 32
@@ -81,26 +82,10 @@ def _check_target(dir: Path, force: bool) -> None:
     if not force:
         raise AlreadyExistsError(
             f"{dir} is not empty; make-tiny will not write a model over existing files.",
-            hint="Pass --force to replace its contents, or pick an empty or new directory.",
+            hint="Pass --force to replace a tiny model llmdeck made there, or pick an empty or new folder.",
         )
-    # --force deletes DIR's contents: only do that to something that looks like a model folder,
-    # never to a home directory or a project checkout given by mistake.
-    subdirs = [p.name for p in dir.iterdir() if p.is_dir() and p.name != ".cache"]
-    if subdirs and not (dir / MARKER_FILE).is_file():
-        shown = ", ".join(sorted(subdirs)[:3])
-        raise AlreadyExistsError(
-            f"{dir} holds sub-folders ({shown}) and was not made by make-tiny; it does not look like a "
-            "model folder, so make-tiny will not delete its contents even with --force.",
-            hint="Pick an empty or new directory for the tiny model.",
-        )
-
-
-def _clear(dir: Path) -> None:
-    for child in dir.iterdir():
-        if child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child)
-        else:
-            child.unlink()
+    # --force replaces only what llmdeck made (its marker is there), never the user's files.
+    refuse_unless_made(dir, "tiny model", LEGACY_MARKERS)
 
 
 def _model_config(layers: int, hidden: int) -> dict[str, Any]:
@@ -214,8 +199,8 @@ def make_tiny_model(
     from safetensors.numpy import save_file
 
     started = time.monotonic()
-    dir.mkdir(parents=True, exist_ok=True)
-    _clear(dir)
+    clear_made_dir(dir, "tiny model", LEGACY_MARKERS)
+    mark_made(dir, "tiny model")
 
     config_dict = _model_config(layers, hidden)
     tensors = _random_weights(config_dict, np.random.default_rng(seed))
@@ -231,7 +216,7 @@ def make_tiny_model(
     atomic_write_json(dir / "config.json", config_dict)
     (dir / "config.json").chmod(0o644)
 
-    files = sorted(p.name for p in dir.iterdir() if p.is_file())
+    files = sorted(p.name for p in dir.iterdir() if p.is_file() and not p.name.startswith("."))
     info = TinyModelInfo(
         path=str(dir.resolve()),
         layers=layers,

@@ -15,12 +15,12 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import httpx
-from pydantic import BaseModel
 
 from llmdeck.engines.argv import engine_env, local_argv
+from llmdeck.engines.secrets import split_secrets
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import (
     AlreadyExistsError,
@@ -29,33 +29,19 @@ from llmdeck.errors import (
     ServerStartError,
     UsageError,
 )
-from llmdeck.runtime.process import pid_alive, stop_process_group
+from llmdeck.runtime.logfiles import feed_new_lines, header_line, open_log, read_tail, rotate_log
+from llmdeck.runtime.process import Owner, identify, pid_owner, stop_process_group
 from llmdeck.runtime.state import ServerRecord, StateStore
 from llmdeck.settings import Settings
 from llmdeck.util.net import validate_port
+from llmdeck.util.redact import redact_text
+
+__all__ = ["down", "is_alive", "read_tail", "rotate_log", "start_background", "up", "wait_ready"]
 
 if TYPE_CHECKING:
     from llmdeck.engines.docker import DockerCLI
 
 LineCallback = Callable[[str], None]
-ServerState = Literal["ready", "starting", "unhealthy", "dead"]
-
-
-class ServerStatus(BaseModel):
-    """A server's live state as seen now."""
-
-    name: str
-    state: ServerState
-    engine: str
-    model: str
-    served_model_name: str
-    base_url: str
-    port: int
-    pid: int | None
-    uptime_s: float | None
-    log_path: str
-    metrics: dict[str, float] | None = None
-    log_tail: str | None = None
 
 
 # ---- validation -----------------------------------------------------------------------------
@@ -99,49 +85,43 @@ def validate_spec(spec: LaunchSpec) -> None:
 # ---- start ----------------------------------------------------------------------------------
 
 
-def rotate_log(log_path: Path, keep: int = 3) -> None:
-    """Keep the previous runs' logs as NAME.log.1 … NAME.log.<keep>."""
-    if not log_path.exists():
+def _forget_dead(store: StateStore, name: str, running: str) -> None:
+    """A record of a server that no longer runs (or a stale one) makes room; a live one refuses."""
+    if not store.path(name).exists():
         return
-    for i in range(keep, 0, -1):
-        src = log_path.with_name(f"{log_path.name}.{i}")
-        if src.exists():
-            if i == keep:
-                src.unlink()
-            else:
-                src.rename(log_path.with_name(f"{log_path.name}.{i + 1}"))
-    log_path.rename(log_path.with_name(f"{log_path.name}.1"))
+    old = store.load(name)
+    if is_alive(old):
+        raise AlreadyExistsError(
+            f"A server named {name!r} is already running ({running.format(old=old)}, port {old.port}).",
+            hint=f"Use `llmdeck restart {name}`, stop it with `llmdeck down {name}`, "
+            "or choose another --name.",
+        )
+    store.remove(name)
 
 
 def start_background(spec: LaunchSpec, settings: Settings) -> ServerRecord:
-    """Spawn the engine detached, its output in the log; return the saved record (not yet ready)."""
+    """Spawn the engine detached, its output in the log; return the saved record (not yet ready).
+
+    Secrets (``--api-key``, ``HF_TOKEN`` …) reach the engine through its environment only; the record,
+    the log header and the argv hold none (llmdeck.engines.secrets)."""
     if spec.engine == "docker":
         return start_docker(spec, settings)
     store = StateStore(settings.servers_dir)
-    if store.path(spec.name).exists():
-        old = store.load(spec.name)
-        if is_alive(old):
-            raise AlreadyExistsError(
-                f"A server named {spec.name!r} is already running (pid {old.pid}, port {old.port}).",
-                hint=f"Use `llmdeck restart {spec.name}`, stop it with `llmdeck down {spec.name}`, or "
-                "choose another --name.",
-            )
-        store.remove(spec.name)
+    _forget_dead(store, spec.name, "pid {old.pid}")
+    spec, secrets = split_secrets(spec)
     validate_spec(spec)
     check_port(spec.host, spec.port)
 
-    settings.logs_dir.mkdir(parents=True, exist_ok=True)
     log_path = settings.logs_dir / f"{spec.name}.log"
+    settings.logs_dir.mkdir(parents=True, exist_ok=True)
     rotate_log(log_path)
     argv = local_argv(spec)
     env_set = engine_env(spec, settings.cache_dir)
     for key in ("TMPDIR", "VLLM_CACHE_ROOT", "XDG_CACHE_HOME"):
         if key in env_set:
             Path(env_set[key]).mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **env_set}
-    with open(log_path, "ab", buffering=0) as log:
-        header = f"# llmdeck: {datetime.now(UTC).isoformat()} starting: {' '.join(argv)}\n"
-        log.write(header.encode())
+    env = {**os.environ, **env_set, **secrets}
+    with open_log(log_path, argv) as log:
         proc = subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
@@ -151,7 +131,16 @@ def start_background(spec: LaunchSpec, settings: Settings) -> ServerRecord:
             start_new_session=True,
             close_fds=True,
         )
-    record = ServerRecord(name=spec.name, spec=spec, argv=argv, env=env_set, pid=proc.pid, log_path=log_path)
+    record = ServerRecord(
+        name=spec.name,
+        spec=spec,
+        argv=argv,
+        env=env_set,
+        pid=proc.pid,
+        process=identify(proc.pid),
+        log_path=log_path,
+    )
+    store.save_secrets(spec.name, secrets)
     store.save(record)
     return record
 
@@ -163,47 +152,49 @@ def _docker(docker: DockerCLI | None = None) -> DockerCLI:
 
 
 def start_docker(spec: LaunchSpec, settings: Settings, docker: DockerCLI | None = None) -> ServerRecord:
-    """`docker run -d` the spec (vllm/vllm-openai or nvcr.io/nvidia/vllm) and record the container."""
-    from llmdeck.engines.docker import container_name, docker_run_argv
+    """`docker run -d` the spec (vllm/vllm-openai or nvcr.io/nvidia/vllm) and record the container.
+
+    Secrets go into the container as ``-e KEY`` (the value through docker's own environment)."""
+    from llmdeck.engines.docker import docker_run_argv
 
     cli = _docker(docker)
     store = StateStore(settings.servers_dir)
-    if store.path(spec.name).exists():
-        old = store.load(spec.name)
-        if is_alive(old, cli):
-            raise AlreadyExistsError(
-                f"A server named {spec.name!r} is already running (container {container_name(spec.name)}).",
-                hint=f"Use `llmdeck restart {spec.name}` or `llmdeck down {spec.name}`, "
-                "or choose another --name.",
-            )
-        store.remove(spec.name)
+    _forget_dead(store, spec.name, "container llmdeck-{old.name}")
+    spec, secrets = split_secrets(spec)
     if Path(spec.model).expanduser().exists():
         validate_spec(spec)
     check_port(spec.host, spec.port)
     cli.version()  # a clear error when the daemon is not reachable
-    settings.logs_dir.mkdir(parents=True, exist_ok=True)
     log_path = settings.logs_dir / f"{spec.name}.log"
+    settings.logs_dir.mkdir(parents=True, exist_ok=True)
     rotate_log(log_path)
-    argv = docker_run_argv(spec, detach=True)
-    log_path.write_text(f"# llmdeck: {datetime.now(UTC).isoformat()} starting: {' '.join(argv)}\n")
-    container_id = cli.run_container(spec)
+    argv = docker_run_argv(spec, detach=True, secret_env=sorted(secrets))
+    open_log(log_path, argv).close()
+    container_id = cli.run_container(spec, secrets=secrets)
     record = ServerRecord(
         name=spec.name, spec=spec, argv=argv, pid=None, container_id=container_id or None, log_path=log_path
     )
+    store.save_secrets(spec.name, secrets)
     store.save(record)
     return record
 
 
-def is_alive(record: ServerRecord, docker: DockerCLI | None = None) -> bool:
-    """The engine process (or container) still runs."""
+def owner(record: ServerRecord, docker: DockerCLI | None = None) -> Owner:
+    """ "ours": the recorded process (or container) still runs; "gone": it exited; "other": its pid
+    now belongs to another program (the record is stale)."""
     if record.spec.engine == "docker":
         from llmdeck.errors import LlmdeckError
 
         try:
-            return _docker(docker).inspect(record.name).running
+            return "ours" if _docker(docker).inspect(record.name).running else "gone"
         except LlmdeckError:
-            return False
-    return pid_alive(record.pid)
+            return "gone"
+    return pid_owner(record.pid, record.process, record.argv)
+
+
+def is_alive(record: ServerRecord, docker: DockerCLI | None = None) -> bool:
+    """The engine process (or container) llmdeck started still runs (a reused pid does not count)."""
+    return owner(record, docker) == "ours"
 
 
 def engine_log(record: ServerRecord, docker: DockerCLI | None = None) -> str:
@@ -217,21 +208,12 @@ def engine_log(record: ServerRecord, docker: DockerCLI | None = None) -> str:
         text = _docker(docker).logs(record.name, tail=2000)
     except LlmdeckError:
         return read_tail(record.log_path)
+    from llmdeck.util.atomic import atomic_write_text
+
     header = record.log_path.read_text(encoding="utf-8") if record.log_path.exists() else ""
-    first = header.splitlines()[0] + "\n" if header.startswith("# llmdeck") else ""
-    record.log_path.write_text(first + text, encoding="utf-8")
+    first = header.splitlines()[0] + "\n" if header.startswith("# llmdeck") else header_line(record.argv)
+    atomic_write_text(record.log_path, first + redact_text(text), secret=True)
     return text
-
-
-def read_tail(path: Path, max_bytes: int = 200_000) -> str:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - max_bytes))
-            return fh.read().decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        return ""
 
 
 def _startup_failure(record: ServerRecord, what: str) -> ServerStartError:
@@ -239,7 +221,7 @@ def _startup_failure(record: ServerRecord, what: str) -> ServerStartError:
     from llmdeck.runtime.diagnosis import diagnose, log_tail
 
     found = diagnose(text)
-    tail = log_tail(text, 30)
+    tail = redact_text(log_tail(text, 30))
     if found:
         first = found[0]
         return ServerStartError(
@@ -267,15 +249,17 @@ def wait_ready(
     deadline = time.monotonic() + timeout
     offset = 0
     pending = ""
-    with httpx.Client(timeout=2.0) as client:
+    key = StateStore(settings.servers_dir).load_secrets(record.name).get("VLLM_API_KEY") or settings.api_key
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    with httpx.Client(timeout=2.0, headers=headers) as client:
         while True:
             if record.spec.engine == "docker":
                 engine_log(record)  # refresh the log file from `docker logs`
             if on_line is not None:
-                offset, pending = _feed_new_lines(record.log_path, offset, pending, on_line)
+                offset, pending = feed_new_lines(record.log_path, offset, pending, on_line)
             if not is_alive(record):
                 if on_line is not None:
-                    _feed_new_lines(record.log_path, offset, pending, on_line)
+                    feed_new_lines(record.log_path, offset, pending, on_line)
                 raise _startup_failure(record, "exited before it was ready")
             try:
                 health = client.get(f"{record.base_url}/health")
@@ -289,26 +273,10 @@ def wait_ready(
                 raise _startup_failure(record, f"was not ready after {timeout:.0f} s")
             time.sleep(poll_s)
     if on_line is not None:
-        _feed_new_lines(record.log_path, offset, pending, on_line)
+        feed_new_lines(record.log_path, offset, pending, on_line)
     record.ready_at = datetime.now(UTC)
     StateStore(settings.servers_dir).save(record)
     return record
-
-
-def _feed_new_lines(path: Path, offset: int, pending: str, on_line: LineCallback) -> tuple[int, str]:
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            chunk = fh.read()
-    except FileNotFoundError:
-        return offset, pending
-    if not chunk:
-        return offset, pending
-    text = pending + chunk.decode("utf-8", errors="replace")
-    *lines, rest = text.split("\n")
-    for line in lines:
-        on_line(line)
-    return offset + len(chunk), rest
 
 
 def up(
@@ -335,14 +303,16 @@ def down(name: str, settings: Settings, *, grace_s: float = 20.0) -> str:
     store = StateStore(settings.servers_dir)
     record = store.load(name)
     outcome = stop_engine(record, grace_s=grace_s)
-    store.remove(name)
+    store.remove(name)  # a stale record too: its pid is another program's, never signalled
     return outcome
 
 
 def stop_engine(record: ServerRecord, *, grace_s: float = 20.0, docker: DockerCLI | None = None) -> str:
     """Graceful, then hard. Containers: their log is saved first, then `docker stop` and `docker rm`."""
     if record.spec.engine != "docker":
-        return stop_process_group(record.pid, grace_s=grace_s) if record.pid else "gone"
+        if not record.pid:
+            return "gone"
+        return stop_process_group(record.pid, grace_s=grace_s, identity=record.process, argv=record.argv)
     from llmdeck.errors import LlmdeckError
 
     cli = _docker(docker)
@@ -356,59 +326,3 @@ def stop_engine(record: ServerRecord, *, grace_s: float = 20.0, docker: DockerCL
         engine_log(record, cli)
         cli.rm(record.name, force=True)
     return outcome
-
-
-def probe_state(record: ServerRecord) -> ServerState:
-    if not is_alive(record):
-        return "dead"
-    try:
-        resp = httpx.get(f"{record.base_url}/health", timeout=2.0)
-    except httpx.HTTPError:
-        return "starting" if record.ready_at is None else "unhealthy"
-    if resp.status_code == 200:
-        return "ready"
-    return "unhealthy"
-
-
-def scrape_live_metrics(base_url: str) -> dict[str, float] | None:
-    """Running/waiting requests and KV-cache usage (0-1) from ``/metrics``, summed over engines.
-
-    vLLM, SGLang and llama.cpp names are understood (llmdeck.bench.prom); None when the server
-    exposes no metrics. A missing value means "not reported", never zero.
-    """
-    from llmdeck.bench.prom import parse_metrics
-
-    try:
-        resp = httpx.get(f"{base_url}/metrics", timeout=3.0)
-    except httpx.HTTPError:
-        return None
-    if resp.status_code != 200:
-        return None
-    values = parse_metrics(resp.text).values
-    out: dict[str, float] = {k: values[k] for k in ("running", "waiting", "kv_usage") if k in values}
-    return out or None
-
-
-def server_status(record: ServerRecord, *, with_metrics: bool = True) -> ServerStatus:
-    state = probe_state(record)
-    uptime = (datetime.now(UTC) - record.started_at).total_seconds() if state != "dead" else None
-    metrics = scrape_live_metrics(record.base_url) if with_metrics and state == "ready" else None
-    tail = None
-    if state == "dead":
-        from llmdeck.runtime.diagnosis import log_tail
-
-        tail = log_tail(engine_log(record), 20)
-    return ServerStatus(
-        name=record.name,
-        state=state,
-        engine=record.spec.engine,
-        model=record.spec.model,
-        served_model_name=record.served_model_name,
-        base_url=record.base_url,
-        port=record.port,
-        pid=record.pid,
-        uptime_s=uptime,
-        log_path=str(record.log_path),
-        metrics=metrics,
-        log_tail=tail,
-    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -250,7 +251,8 @@ def check_ollama(status: OllamaStatus) -> list[Finding]:
                 message=f"Ollama ({status.url}) holds model {m.name!r}: {_gib(m.size)} loaded, {where}"
                 + (f", until {m.expires_at}" if m.expires_at else "")
                 + ".",
-                fix=f"Unload it: {ollama_unload_command(m.name, status.url)}  (or `ollama stop {m.name}`).",
+                fix=f"Unload it: {ollama_unload_command(m.name, status.url)}  "
+                f"(or `ollama stop {shlex.quote(m.name)}`).",
                 data=m.model_dump(),
             )
         )

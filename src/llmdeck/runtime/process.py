@@ -1,4 +1,10 @@
-"""Process helpers: is a pid alive and ours, stop a process group gracefully then hard."""
+"""Process helpers: is a pid alive and ours, stop a process group gracefully then hard.
+
+A saved pid is not proof: after the server died the system may give its pid to another program.
+At launch llmdeck records what identifies the process (:class:`ProcessIdentity`: psutil's
+``create_time`` and the command line); :func:`pid_owner` checks it, and nothing is signalled unless
+the pid is still the process llmdeck started.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +12,57 @@ import contextlib
 import os
 import signal
 import time
+from collections.abc import Sequence
+from typing import Literal
 
 import psutil
+from pydantic import BaseModel
+
+Owner = Literal["ours", "gone", "other"]
+# create_time is derived from boot time and the start tick: stable for one process, different for
+# any later process that reuses the pid (which cannot start before the first one ended).
+CREATE_TIME_TOLERANCE_S = 0.5
+
+
+class ProcessIdentity(BaseModel):
+    """What identifies a process beyond its pid, read right after it was started."""
+
+    create_time: float
+    cmdline: list[str]
+
+
+def identify(pid: int) -> ProcessIdentity | None:
+    """The identity of a running process (None when it is gone or not readable)."""
+    from llmdeck.util.redact import redact_argv
+
+    try:
+        proc = psutil.Process(pid)
+        return ProcessIdentity(create_time=proc.create_time(), cmdline=redact_argv(proc.cmdline()))
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+
+
+def pid_owner(pid: int | None, identity: ProcessIdentity | None, argv: Sequence[str] | None = None) -> Owner:
+    """ "ours" when ``pid`` is still the process that was recorded, "gone" when no such process
+    runs, "other" when the pid now belongs to another program (the record is stale).
+
+    Records without an identity (written by older llmdeck) are checked by their command line."""
+    from llmdeck.util.redact import redact_argv
+
+    if not pid_alive(pid):
+        return "gone"
+    assert pid is not None
+    try:
+        proc = psutil.Process(pid)
+        if identity is not None:
+            same = abs(proc.create_time() - identity.create_time) <= CREATE_TIME_TOLERANCE_S
+        else:
+            same = bool(argv) and redact_argv(proc.cmdline()) == redact_argv(list(argv or []))
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return "gone"
+    except psutil.AccessDenied:
+        return "other"  # another user's process: certainly not one we started
+    return "ours" if same else "other"
 
 
 def pid_alive(pid: int | None) -> bool:
@@ -21,14 +76,25 @@ def pid_alive(pid: int | None) -> bool:
         return False
 
 
-def stop_process_group(pid: int, *, grace_s: float = 20.0) -> str:
-    """SIGTERM the process group led by ``pid``, wait ``grace_s``, then SIGKILL.
+def stop_process_group(
+    pid: int,
+    *,
+    grace_s: float = 20.0,
+    identity: ProcessIdentity | None = None,
+    argv: Sequence[str] | None = None,
+) -> str:
+    """SIGTERM the process group led by ``pid``, wait ``grace_s``, then SIGKILL — only while ``pid``
+    is still the recorded process (``identity``, or ``argv`` for old records).
 
-    Returns "stopped", "killed" or "gone" (it had already exited).
+    Returns "stopped", "killed", "gone" (it had already exited) or "stale" (the pid belongs to
+    another program now; nothing was signalled).
     """
-    if not pid_alive(pid):
+    owner = pid_owner(pid, identity, argv)
+    if owner == "gone":
         _reap(pid)
         return "gone"
+    if owner == "other":
+        return "stale"
     try:
         pgid = os.getpgid(pid)
     except ProcessLookupError:
@@ -41,6 +107,8 @@ def stop_process_group(pid: int, *, grace_s: float = 20.0) -> str:
             _kill_leftovers(pgid)
             return "stopped"
         time.sleep(0.2)
+    if pid_owner(pid, identity, argv) != "ours":
+        return "stopped"
     _signal_group(pgid, signal.SIGKILL)
     for _ in range(50):
         _reap(pid)

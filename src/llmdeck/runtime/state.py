@@ -1,16 +1,26 @@
-"""Records of the servers llmdeck started, one JSON file each in the state dir."""
+"""Records of the servers llmdeck started, one JSON file each in the state dir.
+
+``<state>/servers/NAME.json`` (0600, folder 0700) holds no secret: argv and env are redacted when
+dumped, and the secrets a server was started with (``VLLM_API_KEY`` …) live in
+``<state>/servers/NAME.secrets`` (0600), read back only to restart it and to wait for it.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_serializer
 
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import NotRunningError
+from llmdeck.runtime.process import ProcessIdentity
 from llmdeck.util.atomic import atomic_write_json
+from llmdeck.util.names import validate_server_name
+from llmdeck.util.redact import redact_argv, redact_env
 
 SERVER_RECORD_SCHEMA_VERSION = 1
 
@@ -26,10 +36,21 @@ class ServerRecord(BaseModel):
         default_factory=dict, description="Variables llmdeck set (not the whole env)."
     )
     pid: int | None = None
+    process: ProcessIdentity | None = Field(
+        None, description="create_time and cmdline of the pid at launch: checked before any signal."
+    )
     container_id: str | None = None
     log_path: Path
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     ready_at: datetime | None = None
+
+    @field_serializer("argv")
+    def _argv_out(self, argv: list[str]) -> list[str]:
+        return redact_argv(argv)
+
+    @field_serializer("env")
+    def _env_out(self, env: dict[str, str]) -> dict[str, str]:
+        return redact_env(env)
 
     @property
     def host(self) -> str:
@@ -55,10 +76,35 @@ class StateStore:
         self.servers_dir = Path(servers_dir)
 
     def path(self, name: str) -> Path:
-        return self.servers_dir / f"{name}.json"
+        """The record's path; the name is validated here, so no name ever leaves the state dir."""
+        return self.servers_dir / f"{validate_server_name(name)}.json"
+
+    def secrets_path(self, name: str) -> Path:
+        return self.servers_dir / f"{validate_server_name(name)}.secrets"
+
+    def _ensure_dir(self) -> None:
+        self.servers_dir.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):
+            os.chmod(self.servers_dir, 0o700)
 
     def save(self, record: ServerRecord) -> None:
-        atomic_write_json(self.path(record.name), record)
+        self._ensure_dir()
+        atomic_write_json(self.path(record.name), record, secret=True)
+
+    def save_secrets(self, name: str, secrets: dict[str, str]) -> None:
+        """The secret variables of server ``name`` (0600); none: the file is removed."""
+        if not secrets:
+            self.secrets_path(name).unlink(missing_ok=True)
+            return
+        self._ensure_dir()
+        atomic_write_json(self.secrets_path(name), secrets, secret=True)
+
+    def load_secrets(self, name: str) -> dict[str, str]:
+        try:
+            data = json.loads(self.secrets_path(name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
     def load(self, name: str) -> ServerRecord:
         path = self.path(name)
@@ -89,3 +135,4 @@ class StateStore:
 
     def remove(self, name: str) -> None:
         self.path(name).unlink(missing_ok=True)
+        self.secrets_path(name).unlink(missing_ok=True)

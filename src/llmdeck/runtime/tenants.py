@@ -88,7 +88,8 @@ def ollama_unload_command(model: str, base_url: str = OLLAMA_URL) -> str:
     import json
 
     body = json.dumps({"model": model, "keep_alive": 0})
-    return f"curl -s -X POST {base_url.rstrip('/')}/api/generate -d {shlex.quote(body)}"
+    url = shlex.quote(base_url.rstrip("/") + "/api/generate")
+    return f"curl -s -X POST {url} -d {shlex.quote(body)}"
 
 
 def ollama_unload(model: str, base_url: str = OLLAMA_URL, *, timeout_s: float = 30.0) -> None:
@@ -102,7 +103,8 @@ def ollama_unload(model: str, base_url: str = OLLAMA_URL, *, timeout_s: float = 
     except httpx.HTTPError as exc:
         raise EndpointError(
             f"Ollama at {url} did not unload {model!r} ({exc.__class__.__name__}: {exc}).",
-            hint=f"Try by hand: {ollama_unload_command(model, url)}  (or `ollama stop {model}`).",
+            hint=f"Try by hand: {ollama_unload_command(model, url)}  "
+            f"(or `ollama stop {shlex.quote(model)}`).",
         ) from exc
 
 

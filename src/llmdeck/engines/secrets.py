@@ -1,0 +1,47 @@
+"""Secrets in a launch spec leave argv for the environment.
+
+``llmdeck up -- --api-key X`` would put X in the process table (``ps``), the log header, the server
+record and the ``docker run`` line. :func:`split_secrets` takes it out of the spec and returns it as
+the variable vLLM reads instead (``--api-key`` -> ``VLLM_API_KEY``, ``--hf-token`` -> ``HF_TOKEN``);
+secret variables of ``spec.env`` (``HF_TOKEN``, ``*_API_KEY`` …) move the same way. The clean spec is
+what llmdeck stores and shows; the secrets go only to the engine's environment and to a 0600 file.
+"""
+
+from __future__ import annotations
+
+from llmdeck.engines.spec import LaunchSpec
+from llmdeck.errors import UsageError
+from llmdeck.util.redact import REDACTED, SECRET_FLAGS, is_secret_flag, is_secret_name
+
+
+def split_secrets(spec: LaunchSpec) -> tuple[LaunchSpec, dict[str, str]]:
+    """(the spec without secrets, the secret variables to give the engine)."""
+    secrets: dict[str, str] = {}
+    args: list[str] = []
+    argv = list(spec.vllm_args)
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        flag, eq, value = arg.partition("=")
+        i += 1
+        if not (flag.startswith("--") and is_secret_flag(flag)):
+            args.append(arg)
+            continue
+        if not eq:
+            if i >= len(argv) or argv[i].startswith("--"):  # a flag without a value: nothing secret
+                args.append(arg)
+                continue
+            value, i = argv[i], i + 1
+        if flag not in SECRET_FLAGS:  # a flag vLLM has no variable for: kept (redacted when shown)
+            args += [flag, value]
+            continue
+        secrets[SECRET_FLAGS[flag]] = value
+    env = {k: v for k, v in spec.env.items() if not is_secret_name(k)}
+    secrets.update({k: v for k, v in spec.env.items() if is_secret_name(k)})
+    if REDACTED in secrets.values() or REDACTED in args:
+        raise UsageError(
+            "This launch spec holds a redacted secret (<redacted>), not the secret itself.",
+            hint="Pass the key when starting: `VLLM_API_KEY=... llmdeck up --spec FILE` "
+            "(or `-- --api-key ...`).",
+        )
+    return spec.model_copy(update={"vllm_args": args, "env": env}), secrets

@@ -1,0 +1,76 @@
+"""Server log files: created 0600 with a redacted header, rotated, read from the end, followed.
+
+A log holds what the engine printed, which can include the user's prompts and paths: it is the
+user's own (0600), and llmdeck writes nothing secret into it (the header's argv is redacted).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import BinaryIO
+
+from llmdeck.util.redact import redact_argv
+
+LOG_MODE = 0o600
+
+
+def rotate_log(log_path: Path, keep: int = 3) -> None:
+    """Keep the previous runs' logs as NAME.log.1 … NAME.log.<keep>."""
+    if not log_path.exists():
+        return
+    for i in range(keep, 0, -1):
+        src = log_path.with_name(f"{log_path.name}.{i}")
+        if src.exists():
+            if i == keep:
+                src.unlink()
+            else:
+                src.rename(log_path.with_name(f"{log_path.name}.{i + 1}"))
+    log_path.rename(log_path.with_name(f"{log_path.name}.1"))
+
+
+def header_line(argv: Sequence[str]) -> str:
+    """``# llmdeck: <time> starting: <argv>``, shell-quoted, secrets redacted."""
+    return f"# llmdeck: {datetime.now(UTC).isoformat()} starting: {shlex.join(redact_argv(argv))}\n"
+
+
+def open_log(log_path: Path, argv: Sequence[str]) -> BinaryIO:
+    """A new log file (0600, the folder 0700) opened for appending, the header written."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    os.chmod(log_path.parent, 0o700)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, LOG_MODE)
+    os.fchmod(fd, LOG_MODE)
+    fh = os.fdopen(fd, "ab", buffering=0)
+    fh.write(header_line(argv).encode())
+    return fh
+
+
+def read_tail(path: Path, max_bytes: int = 200_000) -> str:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - max_bytes))
+            return fh.read().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def feed_new_lines(path: Path, offset: int, pending: str, on_line: Callable[[str], None]) -> tuple[int, str]:
+    """Call ``on_line`` for each complete new line after ``offset``; returns the new (offset, rest)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            chunk = fh.read()
+    except FileNotFoundError:
+        return offset, pending
+    if not chunk:
+        return offset, pending
+    text = pending + chunk.decode("utf-8", errors="replace")
+    *lines, rest = text.split("\n")
+    for line in lines:
+        on_line(line)
+    return offset + len(chunk), rest

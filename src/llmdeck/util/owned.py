@@ -1,0 +1,119 @@
+"""What llmdeck made, it may replace; nothing else.
+
+When llmdeck makes a folder it writes a marker file into it first (:data:`MADE_MARKER`), so even a
+half-made folder (an interrupted run) is known as llmdeck's. ``--force`` replaces a folder's contents
+only when the marker is there; a folder of the user's files is refused (exit 2) with nothing deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from llmdeck.errors import AlreadyExistsError
+
+MADE_MARKER = ".llmdeck-made"
+MADE_KIND = "llmdeck-made"
+
+
+def mark_made(dir: Path, what: str) -> None:
+    """Create ``dir`` (if needed) and write the marker saying llmdeck made it, for ``what``."""
+    dir.mkdir(parents=True, exist_ok=True)
+    body = {"kind": MADE_KIND, "what": what, "created": datetime.now(UTC).isoformat()}
+    (dir / MADE_MARKER).write_text(json.dumps(body) + "\n", encoding="utf-8")
+
+
+def is_made_by_llmdeck(dir: Path, legacy_markers: Iterable[tuple[str, str]] = ()) -> bool:
+    """True when ``dir`` carries llmdeck's marker (or a legacy marker file ``name`` whose JSON has
+    ``kind``, given as (name, kind) pairs). A symlinked marker does not count."""
+    markers = [(MADE_MARKER, MADE_KIND), *legacy_markers]
+    for name, kind in markers:
+        path = dir / name
+        if path.is_symlink() or not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text("utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("kind") == kind:
+            return True
+    return False
+
+
+def refuse_unless_made(dir: Path, what: str, legacy_markers: Iterable[tuple[str, str]] = ()) -> None:
+    """AlreadyExistsError (exit 2) unless ``dir`` is empty, missing, or made by llmdeck."""
+    if not dir.is_dir() or not any(dir.iterdir()) or is_made_by_llmdeck(dir, legacy_markers):
+        return
+    shown = ", ".join(sorted(p.name for p in dir.iterdir())[:3])
+    raise AlreadyExistsError(
+        f"{dir} holds files llmdeck did not make ({shown} …): it has no {MADE_MARKER} marker, so "
+        f"--force will not delete anything there to make the {what}.",
+        hint=f"Pick an empty or new directory for the {what}, or empty this one yourself.",
+    )
+
+
+def clear_made_dir(dir: Path, what: str, legacy_markers: Iterable[tuple[str, str]] = ()) -> None:
+    """Delete the contents of a folder llmdeck made (checked again right here); symlinks are removed,
+    never followed."""
+    if not dir.is_dir():
+        return
+    refuse_unless_made(dir, what, legacy_markers)
+    for child in dir.iterdir():
+        if child.name == MADE_MARKER:
+            continue
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child)
+        else:
+            child.unlink()
+
+
+def refuse_foreign_file(path: Path, what: str, is_ours: Callable[[bytes], bool]) -> None:
+    """AlreadyExistsError (exit 2) when ``path`` exists, is not empty, and ``is_ours(first bytes)``
+    says llmdeck did not write it: an output path must never replace the user's own file."""
+    target = Path(os.path.realpath(Path(path).expanduser()))
+    try:
+        with open(target, "rb") as fh:
+            head = fh.read(65536)
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        return  # nothing there (or a folder / unreadable: the writer says what is wrong)
+    if not head.strip() or is_ours(head):
+        return
+    raise AlreadyExistsError(
+        f"{path} exists and is not a {what} llmdeck wrote; llmdeck will not replace it.",
+        hint="Give another output path, or move that file away yourself.",
+    )
+
+
+def json_kind_is(*kinds: str) -> Callable[[bytes], bool]:
+    """An ``is_ours`` test: a JSON file whose ``"kind"`` (llmdeck writes it near the top) is one of
+    ``kinds``."""
+    pattern = re.compile(
+        rb'^\s*\{.*?"kind"\s*:\s*"(' + b"|".join(re.escape(k.encode()) for k in kinds) + rb')"', re.S
+    )
+    return lambda head: bool(pattern.match(head))
+
+
+def json_has_keys(*keys: str) -> Callable[[bytes], bool]:
+    """An ``is_ours`` test for small JSON files without a kind (launch specs): an object with ``keys``."""
+
+    def test(head: bytes) -> bool:
+        try:
+            data = json.loads(head)
+        except ValueError:
+            return False
+        return isinstance(data, dict) and all(k in data for k in keys)
+
+    return test
+
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def is_plot(head: bytes) -> bool:
+    """A picture matplotlib writes for `report --plot` (PNG, PDF or SVG)."""
+    return head.startswith((PNG_MAGIC, b"%PDF")) or (head.lstrip().startswith(b"<?xml") and b"<svg" in head)

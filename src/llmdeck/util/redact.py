@@ -1,0 +1,141 @@
+"""The one place that knows what a secret looks like, and hides it wherever llmdeck shows or stores one.
+
+Secrets: API keys (``--api-key X``, ``VLLM_API_KEY``, ``OPENAI_API_KEY``, ``apiKey`` in client
+configs), Hugging Face tokens (``HF_TOKEN``, ``hf_...``), ``Authorization`` headers and passwords in
+URLs (``http://user:pass@host``). Every function returns a copy; nothing is changed in place.
+
+Used by: the log header and the server record (runtime), ``status --json`` (its log tail), bench
+result files (``target``), ``connect --json``, ``plan --spec-out`` and every ``--json`` output
+(``llmdeck.cli.output.print_json``), and the ``docker run`` argv (``-e KEY`` without the value).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+REDACTED = "<redacted>"
+
+# vLLM flags whose value is a secret, and the variable that passes the same value through the
+# environment instead of argv (vLLM reads VLLM_API_KEY when --api-key is not given; huggingface_hub
+# reads HF_TOKEN).
+SECRET_FLAGS: dict[str, str] = {"--api-key": "VLLM_API_KEY", "--hf-token": "HF_TOKEN"}
+_SECRET_FLAG_RE = re.compile(r"^--[a-z0-9-]*(api-key|token|password|secret)$")
+# Names of variables and config keys that hold secrets: *_API_KEY, apiKey, HF_TOKEN, *_PASSWORD …
+# (after removing '_' and '-', lowercase). "max_tokens"/"tokenizer" are not secrets.
+_SECRET_NAME_RE = re.compile(
+    r"(apikey|accesstoken|authtoken|hftoken|hubtoken|bearertoken|password|passwd|secret|authorization|^token)$"
+)
+# Placeholder values clients need when a server has no key: not secrets, kept as they are.
+PLACEHOLDERS = frozenset({"", "EMPTY", "none", "None", "null", REDACTED})
+
+_TEXT_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+    # Authorization: Bearer X / Basic X (headers, curl lines, logged requests)
+    (
+        re.compile(r"(?i)\b(authorization\s*[:=]\s*[\"']?(?:bearer|basic|token)?\s*)[^\s\"',}]+"),
+        r"\1" + REDACTED,
+    ),
+    (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{4,}"), r"\1" + REDACTED),
+    # --api-key X, --api-key=X, --hf-token X (argv inside text: log headers, ps lines)
+    (
+        re.compile(r"(--[a-z0-9-]*(?:api-key|token|password|secret))(\s+|=)(?!-)(['\"]?)[^\s'\"]+\3"),
+        r"\1\2" + REDACTED,
+    ),
+    # KEY=VALUE, "apiKey": "X", 'api_key': ['X'], api_key: X (env dumps, JSON, YAML, Python reprs)
+    (
+        re.compile(
+            r"(?i)([\"']?\b[A-Za-z0-9_-]*(?:api[_-]?key|access[_-]?token|auth[_-]?token|hf[_-]?token|"
+            r"password|passwd|secret)[\"']?\s*[:=]\s*\[?\s*)([\"']?)(?!none\b|null\b|EMPTY\b|<redacted>)"
+            r"[^\s\"',\]}]+\2"
+        ),
+        r"\1\2" + REDACTED + r"\2",
+    ),
+    # Hugging Face tokens wherever they are
+    (re.compile(r"\bhf_[A-Za-z0-9]{20,}\b"), REDACTED),
+    # passwords in URLs: scheme://user:password@host
+    (re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s/:@]*:)[^\s/@]+@"), r"\1" + REDACTED + "@"),
+]
+
+
+def is_secret_name(name: str) -> bool:
+    """True for a variable or config key that holds a secret (``HF_TOKEN``, ``apiKey``, ``VLLM_API_KEY``)."""
+    return bool(_SECRET_NAME_RE.search(name.replace("_", "").replace("-", "").lower()))
+
+
+def is_secret_flag(flag: str) -> bool:
+    """True for a command-line flag whose value is a secret (``--api-key``, ``--hf-token``)."""
+    return flag in SECRET_FLAGS or bool(_SECRET_FLAG_RE.match(flag))
+
+
+def redact_url(url: str) -> str:
+    """``http://user:pass@host:8000`` -> ``http://user:<redacted>@host:8000``; other URLs unchanged."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return redact_text(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = netloc[0].split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:{REDACTED}@{netloc[1]}"))
+
+
+def redact_text(text: str) -> str:
+    """Hide secrets in free text (a log, a command line, an error message)."""
+    for pattern, repl in _TEXT_PATTERNS:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """An argv with the values of secret flags (``--api-key X``, ``--api-key=X``) and of
+    ``KEY=VALUE`` secret assignments (``-e HF_TOKEN=X``) hidden."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        flag, eq, value = arg.partition("=")
+        if flag.startswith("--") and is_secret_flag(flag):
+            if eq:
+                out.append(f"{flag}={REDACTED}")
+            else:
+                out.append(arg)
+                hide_next = True
+            continue
+        if eq and not flag.startswith("-") and is_secret_name(flag) and value not in PLACEHOLDERS:
+            out.append(f"{flag}={REDACTED}")
+            continue
+        out.append(redact_text(arg))
+    return out
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Variables with secret names keep their name, not their value."""
+    return {k: (REDACTED if is_secret_name(k) and v not in PLACEHOLDERS else v) for k, v in env.items()}
+
+
+def redact_data(data: Any) -> Any:
+    """JSON-like data with secrets hidden: values of secret keys, argv-like string lists, every
+    string (URL passwords, bearer tokens, ``KEY=VALUE`` secrets in text)."""
+    if isinstance(data, Mapping):
+        out: dict[Any, Any] = {}
+        for key, value in data.items():
+            if isinstance(key, str) and is_secret_name(key) and isinstance(value, str):
+                out[key] = value if value in PLACEHOLDERS else REDACTED
+            elif isinstance(key, str) and key == "env" and isinstance(value, Mapping):
+                out[key] = redact_data(redact_env({str(k): str(v) for k, v in value.items()}))
+            else:
+                out[key] = redact_data(value)
+        return out
+    if isinstance(data, list | tuple):
+        if data and all(isinstance(x, str) for x in data):
+            return redact_argv(data)
+        return [redact_data(x) for x in data]
+    if isinstance(data, str):
+        return redact_text(data)
+    return data

@@ -1,0 +1,132 @@
+"""Helpers of the security tests: a hostile fake OpenAI server, a fake engine, the CLI as a process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+HOSTILE_ID = "x$(touch PWNED);y"  # the issue's example
+HOSTILE_IDS = (HOSTILE_ID, "a`touch PWNED2`b", "q'$(touch PWNED)'\"$HOME\"; touch PWNED2 #")
+SECRET = "sk-TOPSECRET-4242"
+
+
+class FakeHostileModelsServer(BaseHTTPRequestHandler):
+    """fake_hostile_models_server: an OpenAI-ish server whose model id is shell code (``model_id``);
+    with ``key`` set, /v1/* answers 401 without it (like `vllm serve --api-key`)."""
+
+    model_id = HOSTILE_ID
+    key: str | None = None
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def _json(self, code: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _authorized(self) -> bool:
+        return self.key is None or self.headers.get("Authorization") == f"Bearer {self.key}"
+
+    def do_GET(self) -> None:
+        if self.path == "/health":
+            self._json(200, {})
+        elif not self._authorized():
+            self._json(401, {"error": "Unauthorized"})
+        elif self.path == "/v1/models":
+            model = {"id": self.model_id, "object": "model", "root": "/m", "max_model_len": 2048}
+            self._json(200, {"object": "list", "data": [model]})
+        elif self.path == "/version":
+            self._json(200, {"version": "fake-hostile-1"})
+        else:
+            self._json(404, {"detail": "Not Found"})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        if not self._authorized():
+            self._json(401, {"error": "Unauthorized"})
+            return
+        if body.get("stream"):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            chunk = {"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": "stop"}]}
+            usage = {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
+            self.wfile.write(
+                f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode()
+            )
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        msg = {"role": "assistant", "content": "hi", "tool_calls": []}
+        self._json(200, {"choices": [{"index": 0, "message": msg, "finish_reason": "stop"}], "usage": {}})
+
+
+def serve(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def cli_env(tmp: Path, **extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["LLMDECK_STATE_DIR"] = str(tmp / "state")
+    env["LLMDECK_CACHE_DIR"] = str(tmp / "cache")
+    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("LLMDECK_DEBUG", None)
+    env.pop("LLMDECK_API_KEY", None)
+    env.update(extra)
+    return env
+
+
+def llmdeck_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "llmdeck", *args]
+
+
+def run_llmdeck(tmp: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        llmdeck_cmd(*args), env=cli_env(tmp), capture_output=True, text=True, timeout=timeout, cwd=tmp
+    )
+
+
+def fake_model_dir(tmp: Path) -> Path:
+    """A folder that passes llmdeck's model-folder check (config.json only): no weights needed."""
+    d = tmp / "model"
+    d.mkdir(exist_ok=True)
+    config = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "max_position_embeddings": 4096}
+    (d / "config.json").write_text(json.dumps(config))
+    return d
+
+
+FAKE_ENGINE = """#!/bin/sh
+# fake_dying_engine: prints what it was given, like an engine logging its arguments, then dies.
+echo "fake engine argv: $*"
+echo "fake engine: api_key=$VLLM_API_KEY"
+echo "fake engine: key length ${#VLLM_API_KEY}"
+exit 3
+"""
+
+
+def fake_engine(tmp: Path) -> Path:
+    """fake_dying_engine: stands in for the venv's python; dies at once after printing its input."""
+    path = tmp / "fake_dying_engine.sh"
+    path.write_text(FAKE_ENGINE)
+    path.chmod(0o755)
+    return path

@@ -1,0 +1,79 @@
+"""A promise kept: Ctrl-C during `bench` says "the partial result … is in FILE" — and FILE is there,
+written atomically, readable by `report`, whenever the Ctrl-C comes (here: while the tokenizer
+loads, before any request; the case of finished requests is in test_bench_faults.py).
+
+A real `llmdeck bench` process gets a real SIGINT; the server is test_bench_faults' named fake
+(FakeSlowSSEServer, a streaming OpenAI-ish server), the tokenizer the tiny model's real one.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from security_helpers import cli_env, llmdeck_cmd, run_llmdeck
+from test_bench_faults import FakeSlowSSEServer
+
+
+def _stderr_reader(proc: subprocess.Popen[str], lines: list[str]) -> threading.Thread:
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_ctrl_c_while_loading_the_tokenizer_writes_the_promised_file(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    srv = FakeSlowSSEServer(tmp_path, chunks=20, delay=0.05)
+    out = tmp_path / "r.json"
+    args = ["bench", srv.url, "--out", str(out), "--tokenizer", str(tiny_model_dir), "--num-prompts", "4"]
+    lines: list[str] = []
+    try:
+        cli = subprocess.Popen(
+            llmdeck_cmd(*args),
+            env=cli_env(tmp_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        reader = _stderr_reader(cli, lines)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any("loading tokenizer" in line for line in lines):
+            time.sleep(0.05)
+        assert any("loading tokenizer" in line for line in lines), "".join(lines)
+        cli.send_signal(signal.SIGINT)
+        cli.wait(timeout=60)
+        reader.join(5)
+    finally:
+        srv.kill()
+    stderr = "".join(lines)
+    assert cli.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert f"is in {out}" in stderr.replace("\n", "")
+    data = json.loads(out.read_text())
+    assert data["status"] == "interrupted"
+    assert [s["status"] for s in data["scenarios"]] == ["skipped"]
+    assert "interrupted" in data["scenarios"][0]["skip_reason"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".r.json.")]  # no temp file left
+    report = run_llmdeck(tmp_path, "report", str(out), "--json")
+    assert report.returncode == 0, report.stderr
+    assert json.loads(report.stdout)["status"] == "interrupted"
+
+
+def test_the_message_claims_a_file_only_when_there_is_one(tmp_path: Path) -> None:
+    from llmdeck.bench.runner import interrupted_error
+
+    missing = interrupted_error(tmp_path / "none.json")
+    assert "was not written" in missing.message and missing.exit_code == 130
+    there = tmp_path / "r.json"
+    there.write_text("{}")
+    assert f"is in {there}" in interrupted_error(there).message

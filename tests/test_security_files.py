@@ -1,0 +1,212 @@
+"""Files the user owns: --force deletes only what llmdeck made; writes respect read-only files,
+follow symlinks, keep modes and are atomic (classes "destroyed user files" and "files the user
+protected" of issue 17)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import run_cli
+from security_helpers import FakeHostileModelsServer, serve
+
+
+@pytest.fixture(autouse=True)
+def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("LLMDECK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("LLMDECK_DEBUG", raising=False)
+    monkeypatch.delenv("LLMDECK_API_KEY", raising=False)
+
+
+@pytest.fixture()
+def fake_plain_models_server() -> Iterator[str]:
+    """The hostile fake with a plain model id: a server to connect to."""
+    handler = type("FakePlainModelsServer", (FakeHostileModelsServer,), {"model_id": "tiny"})
+    yield from serve(handler)
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+# ---- make-tiny --force ------------------------------------------------------------------------
+
+
+def test_make_tiny_force_on_user_documents_deletes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = tmp_path / "Documents"
+    docs.mkdir()
+    (docs / "thesis.docx").write_text("four years of work")
+    (docs / "notes.txt").write_text("keep")
+    code, _, err = run_cli(["model", "make-tiny", str(docs), "--force"], capsys)
+    assert code == 2, err
+    assert "did not make" in err and ".llmdeck-made" in err and "Traceback" not in err
+    assert sorted(p.name for p in docs.iterdir()) == ["notes.txt", "thesis.docx"]
+    assert (docs / "thesis.docx").read_text() == "four years of work"
+
+
+def test_force_replaces_a_folder_llmdeck_marked(tmp_path: Path) -> None:
+    from llmdeck.util.owned import MADE_MARKER, clear_made_dir, is_made_by_llmdeck, mark_made
+
+    made = tmp_path / "made"
+    mark_made(made, "tiny model")
+    (made / "old.bin").write_text("x")
+    (made / "sub").mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not mine to delete")
+    (made / "link").symlink_to(outside)
+    assert is_made_by_llmdeck(made)
+    clear_made_dir(made, "tiny model")
+    assert sorted(p.name for p in made.iterdir()) == [MADE_MARKER]
+    assert outside.read_text() == "not mine to delete"  # the link went, never what it points at
+
+
+def test_a_symlinked_marker_does_not_count(tmp_path: Path) -> None:
+    from llmdeck.errors import AlreadyExistsError
+    from llmdeck.util.owned import MADE_MARKER, clear_made_dir, mark_made
+
+    real = tmp_path / "real"
+    mark_made(real, "x")
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "doc.txt").write_text("mine")
+    (user / MADE_MARKER).symlink_to(real / MADE_MARKER)
+    with pytest.raises(AlreadyExistsError):
+        clear_made_dir(user, "tiny model")
+    assert (user / "doc.txt").read_text() == "mine"
+
+
+# ---- the one write helper -------------------------------------------------------------------
+
+
+def test_atomic_write_refuses_read_only_follows_symlinks_keeps_mode(tmp_path: Path) -> None:
+    from llmdeck.errors import UsageError
+    from llmdeck.util.atomic import atomic_write_text
+
+    ro = tmp_path / "ro.json"
+    ro.write_text("protected")
+    ro.chmod(0o444)
+    with pytest.raises(UsageError) as info:
+        atomic_write_text(ro, "new")
+    assert info.value.exit_code == 2 and "read-only" in info.value.message
+    assert ro.read_text() == "protected" and _mode(ro) == 0o444
+
+    target = tmp_path / "real" / "conf.json"
+    target.parent.mkdir()
+    target.write_text("old")
+    target.chmod(0o640)
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    atomic_write_text(link, "new")
+    assert link.is_symlink() and target.read_text() == "new" and _mode(target) == 0o640
+    assert [p.name for p in target.parent.iterdir()] == ["conf.json"]  # no temp file left
+
+    secret = tmp_path / "new-secret.env"
+    atomic_write_text(secret, "K=v", secret=True)
+    assert _mode(secret) == 0o600
+
+
+def test_plan_spec_out_refuses_a_read_only_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "spec.json"
+    old = '{"schema_version": 1, "engine": "venv", "model": "/m"}'  # a spec llmdeck wrote, then protected
+    out.write_text(old)
+    out.chmod(0o444)
+    code, _, err = run_cli(["plan", "Qwen3-0.6B", "--machine", "dgx-spark", "--spec-out", str(out)], capsys)
+    assert code == 2 and "read-only" in err and "Traceback" not in err
+    assert out.read_text() == old and _mode(out) == 0o444
+
+
+# ---- connect --file -------------------------------------------------------------------------
+
+
+def _connect(url: str, path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, str]:
+    return run_cli(["connect", "opencode", "--server", url, "--file", str(path), *extra], capsys)
+
+
+def test_connect_refuses_a_read_only_file(
+    fake_plain_models_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "opencode.json"
+    cfg.write_text('{"theme": "mine"}\n')
+    cfg.chmod(0o444)
+    code, _, err = _connect(fake_plain_models_server, cfg, capsys)
+    assert code == 2, err
+    assert "read-only" in err and "Traceback" not in err
+    assert cfg.read_text() == '{"theme": "mine"}\n' and _mode(cfg) == 0o444
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("opencode")) == ["opencode.json"]
+
+
+def test_connect_writes_through_a_symlink_and_keeps_the_mode(
+    fake_plain_models_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    real = dotfiles / "opencode.json"
+    real.write_text('{"theme": "mine"}\n')
+    real.chmod(0o640)
+    link = tmp_path / "opencode.json"
+    link.symlink_to(real)
+    code, _, err = _connect(fake_plain_models_server, link, capsys)
+    assert code == 0, err
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    data = json.loads(real.read_text())
+    assert data["theme"] == "mine" and "vllm" in data["provider"]
+    assert _mode(real) == 0o640
+
+
+def test_connect_new_file_with_a_key_is_0600(
+    fake_plain_models_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "opencode.json"
+    code, _, err = _connect(fake_plain_models_server, cfg, capsys, "--api-key", "sk-anything")
+    assert code == 0, err
+    assert _mode(cfg) == 0o600
+
+
+# ---- output paths never replace the user's own files ---------------------------------------------
+
+
+def test_bench_out_and_spec_out_never_replace_a_users_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from llmdeck.util.net import free_port
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes, not a result\n")
+    url = f"http://127.0.0.1:{free_port()}"  # refused before any connection is tried
+    code, _, err = run_cli(["bench", url, "--num-prompts", "1", "--out", str(notes)], capsys)
+    assert code == 2 and "not a bench result llmdeck wrote" in err, err
+    code, _, err = run_cli(["plan", "Qwen3-0.6B", "--machine", "dgx-spark", "--spec-out", str(notes)], capsys)
+    assert code == 2 and "not a launch spec llmdeck wrote" in err, err
+    assert notes.read_text() == "my notes, not a result\n"
+
+
+def test_what_llmdeck_wrote_may_be_replaced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from llmdeck.util.owned import PNG_MAGIC, is_plot, json_kind_is, refuse_foreign_file
+
+    spec = tmp_path / "spec.json"
+    assert run_cli(["plan", "Qwen3-0.6B", "--machine", "dgx-spark", "--spec-out", str(spec)], capsys)[0] in (
+        0,
+        1,
+    )
+    assert run_cli(["plan", "Qwen3-0.6B", "--machine", "dgx-spark", "--spec-out", str(spec)], capsys)[0] in (
+        0,
+        1,
+    )
+    result = tmp_path / "r.json"
+    result.write_text(
+        '{\n  "schema_version": 1,\n  "kind": "llmdeck.bench.result",\n  "x": "' + "y" * 100000 + '"}'
+    )
+    refuse_foreign_file(result, "bench result", json_kind_is("llmdeck.bench.result"))  # a big one too
+    plot = tmp_path / "p.png"
+    plot.write_bytes(PNG_MAGIC + b"...")
+    refuse_foreign_file(plot, "plot", is_plot)
+    (tmp_path / "empty.json").write_text("")
+    refuse_foreign_file(tmp_path / "empty.json", "bench result", json_kind_is("llmdeck.bench.result"))

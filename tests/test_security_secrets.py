@@ -1,0 +1,241 @@
+"""Secrets (``-- --api-key X``, ``HF_TOKEN``, Authorization headers, passwords in URLs) appear in no
+log header, server record, ``status --json``, bench result, spec file, ``connect --json`` or
+``docker run`` line; the engine gets the key through its environment (``VLLM_API_KEY``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cli_helpers import run_cli
+from llmdeck.engines.spec import LaunchSpec
+from llmdeck.settings import Settings
+from llmdeck.util.net import free_port
+from security_helpers import SECRET, FakeHostileModelsServer, fake_engine, fake_model_dir, serve
+
+
+@pytest.fixture(autouse=True)
+def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("LLMDECK_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("LLMDECK_DEBUG", raising=False)
+    monkeypatch.delenv("LLMDECK_API_KEY", raising=False)
+
+
+def _settings(tmp_path: Path) -> Settings:
+    return Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+
+
+def _all_text(root: Path) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in root.rglob("*") if p.is_file())
+
+
+@pytest.fixture()
+def dead_keyed_server(tmp_path: Path) -> Iterator[Any]:
+    """A server started by llmdeck with `-- --api-key SECRET` whose engine (fake_dying_engine) printed
+    its input and died: the record, the log and the status of a dead server are all there."""
+    from llmdeck.runtime.launcher import start_background
+
+    settings = _settings(tmp_path)
+    spec = LaunchSpec(
+        name="keyed",
+        engine="venv",
+        python=str(fake_engine(tmp_path)),
+        model=str(fake_model_dir(tmp_path)),
+        port=free_port(),
+        vllm_args=["--max-model-len", "2048", "--api-key", SECRET],
+        env={"HF_TOKEN": "hf_" + "a" * 30},
+    )
+    record = start_background(spec, settings)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and "key length" not in record.log_path.read_text():
+        time.sleep(0.1)
+    time.sleep(0.3)
+    yield record, settings
+
+
+def test_no_secret_in_header_record_or_status(
+    dead_keyed_server: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    record, settings = dead_keyed_server
+    log = record.log_path.read_text()
+    header = log.splitlines()[0]
+    assert header.startswith("# llmdeck:") and SECRET not in header and "hf_aaaa" not in header
+    assert f"key length {len(SECRET)}" in log  # the engine got the key, through VLLM_API_KEY
+    assert "--api-key" not in log.split("fake engine argv:", 1)[1].splitlines()[0]  # not through argv
+    record_text = (settings.servers_dir / "keyed.json").read_text()
+    assert SECRET not in record_text and "hf_aaaa" not in record_text
+    code, out, err = run_cli(["status", "keyed", "--json"], capsys)
+    assert code == 0, err
+    status = json.loads(out)[0]
+    assert status["state"] == "dead" and "fake engine" in status["log_tail"]
+    assert SECRET not in out and "hf_aaaa" not in out
+    assert SECRET not in err
+
+
+def test_files_that_hold_secrets_are_0600(dead_keyed_server: Any) -> None:
+    record, settings = dead_keyed_server
+    secrets = settings.servers_dir / "keyed.secrets"
+    assert json.loads(secrets.read_text())["VLLM_API_KEY"] == SECRET
+    for path in (secrets, settings.servers_dir / "keyed.json", record.log_path):
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
+    assert stat.S_IMODE(os.stat(settings.servers_dir).st_mode) == 0o700
+
+
+def test_bench_result_and_report_json_hold_no_secret(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from llmdeck.bench.models import ScenarioSpec, TargetInfo
+    from llmdeck.bench.runner import BenchOptions, new_result
+    from llmdeck.util.atomic import atomic_write_json
+
+    target = TargetInfo(
+        base_url="http://user:hunter2pw@127.0.0.1:8000",
+        model="m",
+        server_args=["python", "-m", "vllm", "--api-key", SECRET, f"--hf-token={SECRET}"],
+    )
+    result = new_result(
+        target, [ScenarioSpec(name="s", input_len=8, output_len=8, num_prompts=1)], BenchOptions(), None
+    )
+    out = tmp_path / "r.json"
+    atomic_write_json(out, result)
+    text = out.read_text()
+    assert SECRET not in text and "hunter2pw" not in text
+    # an older result file that still holds the key: report --json does not show it
+    data = json.loads(text)
+    data["target"]["server_args"] = ["vllm", "serve", "--api-key", SECRET]
+    out.write_text(json.dumps(data))
+    code, shown, err = run_cli(["report", str(out), "--json"], capsys)
+    assert code == 0, err
+    assert SECRET not in shown and "<redacted>" in shown
+
+
+def test_plan_spec_out_and_json_hold_no_secret(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec_out = tmp_path / "spec.json"
+    args = ["plan", "Qwen3-0.6B", "--machine", "dgx-spark", "--spec-out", str(spec_out), "--json"]
+    code, out, err = run_cli([*args, "--", "--api-key", SECRET], capsys)
+    assert code in (0, 1), err
+    assert SECRET not in spec_out.read_text() and SECRET not in out and SECRET not in err
+    assert "VLLM_API_KEY" in err  # the note says how to pass the key at start time
+    assert "--api-key" not in json.loads(spec_out.read_text())["vllm_args"]
+
+
+@pytest.fixture()
+def fake_key_models_server() -> Iterator[str]:
+    handler = type("FakeKeyModelsServer", (FakeHostileModelsServer,), {"model_id": "tiny", "key": SECRET})
+    yield from serve(handler)
+
+
+def test_connect_json_holds_no_secret(
+    fake_key_models_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for client in ("openai", "opencode", "continue", "cline", "openclaw"):
+        code, out, err = run_cli(
+            ["connect", client, "--server", fake_key_models_server, "--api-key", SECRET, "--print", "--json"],
+            capsys,
+        )
+        assert code == 0, err
+        assert SECRET not in out and SECRET not in err, client
+        assert "<redacted>" in out
+
+
+def test_docker_run_line_holds_no_secret(tmp_path: Path) -> None:
+    from llmdeck.engines.docker import DockerCLI, docker_run_argv
+
+    spec = LaunchSpec(
+        name="d",
+        engine="docker",
+        model="org/m",
+        vllm_args=["--api-key", SECRET],
+        env={"HF_TOKEN": SECRET, "A": "1"},
+    )
+    argv = docker_run_argv(spec)
+    assert SECRET not in " ".join(argv)
+    assert argv[argv.index("VLLM_API_KEY") - 1 : argv.index("VLLM_API_KEY") + 1] == ["-e", "VLLM_API_KEY"]
+    assert "HF_TOKEN" in argv and "A=1" in argv and "--api-key" not in argv
+    seen: dict[str, Any] = {}
+
+    def runner(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        seen["argv"], seen["env"] = argv, env
+        return subprocess.CompletedProcess(argv, 0, "abc123\n", "")
+
+    DockerCLI(run=runner).run_container(spec)
+    assert SECRET not in " ".join(seen["argv"])
+    assert seen["env"]["VLLM_API_KEY"] == SECRET and seen["env"]["HF_TOKEN"] == SECRET
+
+
+@pytest.mark.parametrize(
+    ("text", "hidden"),
+    [
+        ("starting: vllm serve m --api-key sk-1234 --port 8", "sk-1234"),
+        ("starting: vllm serve m --api-key=sk-1234", "sk-1234"),
+        ("non-default args: {'api_key': ['sk-1234'], 'model': 'm'}", "sk-1234"),
+        ("Authorization: Bearer sk-1234", "sk-1234"),
+        ("curl -H 'Authorization: Bearer sk-1234' http://h", "sk-1234"),
+        ("GET http://bob:pw-1234@host:8000/v1/models", "pw-1234"),
+        ("HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz01", "hf_abcdefghijklmnopqrstuvwxyz01"),
+        ('{"apiKey": "sk-1234"}', "sk-1234"),
+        ("export OPENAI_API_KEY='sk-1234'", "sk-1234"),
+        ("token hf_abcdefghijklmnopqrstuvwxyz01 in a message", "hf_abcdefghijklmnopqrstuvwxyz01"),
+    ],
+)
+def test_redact_text(text: str, hidden: str) -> None:
+    from llmdeck.util.redact import redact_text
+
+    out = redact_text(text)
+    assert hidden not in out and "<redacted>" in out
+
+
+def test_redaction_keeps_what_is_not_secret() -> None:
+    from llmdeck.util.redact import redact_argv, redact_data, redact_text
+
+    argv = ["vllm", "--max-num-batched-tokens", "2048", "--tokenizer", "t", "--max-model-len", "4096"]
+    assert redact_argv(argv) == argv
+    assert redact_text("max_tokens: 512, prompt_tokens=3") == "max_tokens: 512, prompt_tokens=3"
+    assert redact_data({"apiKey": "EMPTY", "max_tokens": 5, "openAiApiKey": "none"}) == {
+        "apiKey": "EMPTY",
+        "max_tokens": 5,
+        "openAiApiKey": "none",
+    }
+
+
+def test_wait_ready_sends_the_key_the_server_was_started_with(
+    fake_key_models_server: str, tmp_path: Path
+) -> None:
+    """`up -- --api-key X`: /v1/models answers 401 without the key, so readiness must send it."""
+    from llmdeck.runtime.launcher import wait_ready
+    from llmdeck.runtime.process import identify
+    from llmdeck.runtime.state import ServerRecord, StateStore
+
+    settings = _settings(tmp_path)
+    port = int(fake_key_models_server.rsplit(":", 1)[1])
+    log = tmp_path / "k.log"
+    log.write_text("# llmdeck: header\n")
+    record = ServerRecord(
+        name="k",
+        spec=LaunchSpec(name="k", engine="venv", model="m", port=port),
+        argv=["vllm", "serve", "m"],
+        pid=os.getpid(),  # the test process stands in for the engine: alive and "ours"
+        process=identify(os.getpid()),
+        log_path=log,
+    )
+    store = StateStore(settings.servers_dir)
+    store.save(record)
+    store.save_secrets("k", {"VLLM_API_KEY": SECRET})
+    ready = wait_ready(record, settings, timeout_s=10, poll_s=0.1)
+    assert ready.ready_at is not None
+
+
+def test_a_password_in_a_url_is_not_echoed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    port = free_port()  # nothing listens there: the error names the URL, without the password
+    code, out, err = run_cli(["bench", f"http://bob:pw-9876@127.0.0.1:{port}", "--num-prompts", "1"], capsys)
+    assert code == 1, err
+    assert "pw-9876" not in out + err and "127.0.0.1" in err
