@@ -157,7 +157,7 @@ def test_proxies_without_no_proxy_warn_and_password_hidden() -> None:
     env = {"HTTPS_PROXY": "http://me:pa55word@proxy.corp:3128"}
     f = env_probes.probe_proxies(env)[0]
     assert f.id == "proxy-local-not-excluded" and "pa55word" not in f.model_dump_json()
-    assert "me:***@proxy.corp:3128" in f.message
+    assert "me:<redacted>@proxy.corp:3128" in f.message
     ok = env_probes.probe_proxies(env | {"NO_PROXY": "localhost,127.0.0.1,::1"})[0]
     assert ok.status == "ok"
     assert env_probes.probe_proxies({})[0].id == "proxy"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Mapping
-from urllib.parse import urlsplit, urlunsplit
 
 from llmdeck.doctor.model import DoctorFinding
+from llmdeck.util.redact import redact_url
 
 TOKEN_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
@@ -16,16 +16,8 @@ TRUE = {"1", "true", "yes", "on"}
 
 
 def hide_password(url: str) -> str:
-    """``http://user:secret@proxy:3128`` -> ``http://user:***@proxy:3128``."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "(unparsable URL)"
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    """``http://user:secret@proxy:3128`` -> ``http://user:<redacted>@proxy:3128`` (the one redaction rule)."""
+    return redact_url(url)
 
 
 def probe_hf(env: Mapping[str, str], *, has_hf_transfer: bool | None = None) -> list[DoctorFinding]:
