@@ -43,6 +43,9 @@ class Settings(BaseSettings):
         default_factory=list, description="Extra catalog files or folders (user catalogs)."
     )
     ready_timeout_s: float = Field(900.0, gt=0, description="How long `up` waits for readiness.")
+    watchdog_floor_gib: float = Field(
+        1.5, ge=0, description="`up` stops the engine when MemAvailable falls below this during start-up."
+    )
 
     @property
     def servers_dir(self) -> Path:

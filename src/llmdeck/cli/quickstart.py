@@ -40,10 +40,10 @@ def register(app: typer.Typer) -> None:
         def say(msg: str) -> None:
             console.print(f"[bold cyan]quickstart[/] {escape(msg)}", highlight=False)
 
-        from llmdeck.cli.server import _phase_printer
+        from llmdeck.cli.server import render_event
 
         result = run_quickstart(
-            settings, say, keep=keep, port=port, with_bench=bench, with_check=check, on_line=_phase_printer()
+            settings, say, keep=keep, port=port, with_bench=bench, with_check=check, events=render_event
         )
         if as_json:
             print_json(result)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -73,23 +72,26 @@ def _build_spec(
     return build_spec(base, overrides=overrides, extra_args=extra, defaults=defaults)
 
 
-def _phase_printer() -> Any:
-    """A callback that shows the startup phases as they happen (stderr)."""
-    from llmdeck.runtime.phases import PhaseTracker
-
+def render_event(event: Any) -> None:
+    """Print one runtime-service event on stderr (phases with their time since the start)."""
     console = err_console()
-    tracker = PhaseTracker()
-    t0 = time.monotonic()
+    if event.kind == "phase":
+        detail = f" — {event.data.get('detail')}" if event.data.get("detail") else ""
+        console.print(
+            f"[cyan]{event.seconds or 0:6.1f}s[/] {escape(event.message)}{escape(detail)}", highlight=False
+        )
+    else:
+        console.print(event.message, highlight=False, markup=False)
 
-    def on_line(line: str) -> None:
-        for event in tracker.feed(line):
-            detail = f" — {event.detail}" if event.detail else ""
-            console.print(
-                f"[cyan]{time.monotonic() - t0:6.1f}s[/] {escape(event.label)}{escape(detail)}",
-                highlight=False,
-            )
 
-    return on_line
+def _up_options(settings: Settings, **kw: Any) -> Any:
+    from llmdeck.runtime.service import UpOptions
+    from llmdeck.runtime.watchdog import WatchdogConfig
+
+    watchdog = kw.pop("watchdog", True)
+    floor = kw.pop("watchdog_floor_gib", None)
+    config = WatchdogConfig(floor_gib=settings.watchdog_floor_gib if floor is None else floor)
+    return UpOptions(watchdog=config if watchdog else None, **kw)
 
 
 def _print_records_json_or_table(statuses: list[Any], as_json: bool) -> None:
@@ -132,29 +134,6 @@ def _print_records_json_or_table(statuses: list[Any], as_json: bool) -> None:
             err_console().print(redact_text(st.log_tail), markup=False, highlight=False)
 
 
-def _attach(record: ServerRecord, settings: Settings) -> None:
-    """Foreground mode: stream the log until the server exits; Ctrl-C stops it."""
-    from llmdeck.runtime.launcher import down
-    from llmdeck.runtime.process import pid_alive
-
-    offset = 0
-    try:
-        while True:
-            with open(record.log_path, "rb") as fh:
-                fh.seek(offset)
-                chunk = fh.read()
-            if chunk:
-                sys.stderr.write(chunk.decode("utf-8", errors="replace"))
-                sys.stderr.flush()
-                offset += len(chunk)
-            if not pid_alive(record.pid):
-                break
-            time.sleep(0.3)
-    except KeyboardInterrupt:
-        err_console().print(f"stopping {record.name} …", markup=False)
-        down(record.name, settings)
-
-
 def register(app: typer.Typer) -> None:
     ctx_settings = {"allow_extra_args": True, "ignore_unknown_options": True}
 
@@ -182,6 +161,17 @@ def register(app: typer.Typer) -> None:
         timeout: float = typer.Option(None, "--timeout", help="Seconds to wait for readiness."),
         force: bool = typer.Option(False, "--force", help="Start even when preflight finds problems."),
         warmup: bool = typer.Option(False, "--warmup/--no-warmup", help="Send warmup requests once ready."),
+        watchdog: bool = typer.Option(
+            True,
+            "--watchdog/--no-watchdog",
+            help="Stop the engine if the box starts to thrash while it starts.",
+        ),
+        watchdog_floor_gib: float = typer.Option(
+            None,
+            "--watchdog-floor-gib",
+            min=0,
+            help="MemAvailable floor for the watchdog (LLMDECK_WATCHDOG_FLOOR_GIB).",
+        ),
         as_json: bool = JSON_OPTION,
     ) -> None:
         from llmdeck.errors import UsageError
@@ -200,7 +190,15 @@ def register(app: typer.Typer) -> None:
             "image": image,
         }
         spec = _build_spec(spec_file=spec_file, overrides=overrides, extra=list(ctx.args), settings=settings)
-        record = _run_up(spec, settings, force=force, timeout=timeout, attach=attach, warmup=warmup)
+        options = _up_options(
+            settings,
+            force=force,
+            timeout_s=timeout,
+            warmup=warmup,
+            watchdog=watchdog,
+            watchdog_floor_gib=watchdog_floor_gib,
+        )
+        record = _run_up(spec, settings, options, attach=attach)
         if record is None:
             return
         if as_json:
@@ -227,7 +225,7 @@ def register(app: typer.Typer) -> None:
 
           llmdeck down --all --json
         """
-        from llmdeck.runtime.launcher import down
+        from llmdeck.runtime.service import down
         from llmdeck.runtime.state import StateStore
 
         settings = get_settings(ctx)
@@ -257,13 +255,10 @@ def register(app: typer.Typer) -> None:
 
           llmdeck status demo --json
         """
-        from llmdeck.runtime.state import StateStore
-        from llmdeck.runtime.status import server_status
+        from llmdeck.runtime.service import status
 
         settings = get_settings(ctx)
-        store = StateStore(settings.servers_dir)
-        records = [store.load(name)] if name else store.list()
-        statuses = [server_status(r) for r in records]
+        statuses = status(settings, name)
         _print_records_json_or_table(statuses, as_json)
         if not as_json and not statuses:
             err_console().print("No llmdeck servers. Start one with `llmdeck up --model DIR`.")
@@ -325,6 +320,9 @@ def register(app: typer.Typer) -> None:
         name: str = typer.Argument(None, help="Server name (optional when only one runs)."),
         timeout: float = typer.Option(None, "--timeout", help="Seconds to wait for readiness."),
         force: bool = typer.Option(False, "--force", help="Start even when preflight finds problems."),
+        unload_ollama: bool = typer.Option(
+            False, "--unload-ollama", help="Unload the models Ollama keeps loaded before starting."
+        ),
         as_json: bool = JSON_OPTION,
     ) -> None:
         """The safe restart: stop, wait for memory to come back, check tenants, start, follow to ready.
@@ -335,29 +333,14 @@ def register(app: typer.Typer) -> None:
 
           llmdeck restart demo --timeout 1800 --json
         """
-        from llmdeck.runtime.launcher import down
-        from llmdeck.runtime.state import StateStore
+        from llmdeck.runtime.service import RestartOptions, restart
 
         settings = get_settings(ctx)
-        store = StateStore(settings.servers_dir)
-        record = store.load(_pick_name(settings, name))
-        secrets = store.load_secrets(record.name)  # the key it was started with, for the new start
-        console = err_console()
-        console.print(f"stopping {record.name} …", markup=False)
-        outcome = down(record.name, settings)  # "stale": the pid is another program's, left alone
-        freed = _wait_memory_settles()
-        console.print(f"memory settled: MemAvailable {freed / 2**30:.1f} GiB")
-        new = _run_up(
-            record.spec.model_copy(update={"env": {**record.spec.env, **secrets}}),
-            settings,
-            force=force,
-            timeout=timeout,
-            attach=False,
-            warmup=False,
-            exclude_pids=(record.pid,) if record.pid and outcome != "stale" else (),
+        base = _up_options(settings, force=force, timeout_s=timeout)
+        options = RestartOptions(
+            **base.model_dump(exclude={"watchdog"}), watchdog=base.watchdog, unload_ollama=unload_ollama
         )
-        if new is None:
-            return
+        new = restart(_pick_name(settings, name), settings, options, events=render_event)
         if as_json:
             print_json(new)
         else:
@@ -366,105 +349,22 @@ def register(app: typer.Typer) -> None:
             )
 
 
-def _attach_docker(spec: LaunchSpec) -> None:
-    """Foreground container (`docker run --rm`, like seed 004's `docker run -it`): Ctrl-C stops it."""
-    import subprocess
-
-    from llmdeck.engines.docker import docker_run_argv, render_shell
-    from llmdeck.engines.secrets import split_secrets
-    from llmdeck.errors import OperationError
-
-    spec, secrets = split_secrets(spec)
-    argv = docker_run_argv(spec, detach=False, tty=sys.stdin.isatty(), secret_env=list(secrets))
-    err_console().print(render_shell(argv), highlight=False, markup=False)
-    try:
-        code = subprocess.call(argv, env={**os.environ, **secrets})
-    except FileNotFoundError as exc:
-        raise OperationError("The docker client is not installed.", hint="Use --engine venv.") from exc
-    if code not in (0, 130):
-        raise OperationError(f"The container exited with code {code}.", hint="Read its output above.")
+def _write_err(text: str) -> None:
+    sys.stderr.write(text)
+    sys.stderr.flush()
 
 
-def _wait_memory_settles(max_s: float = 30.0) -> int:
-    """After a stop, wait until MemAvailable stops rising (the engine's memory is back)."""
-    import psutil
+def _run_up(spec: LaunchSpec, settings: Settings, options: Any, *, attach: bool) -> ServerRecord | None:
+    """Up through the runtime service; --attach streams the log (or runs docker) in the foreground."""
+    from llmdeck.runtime import service
 
-    last = psutil.virtual_memory().available
-    deadline = time.monotonic() + max_s
-    while time.monotonic() < deadline:
-        time.sleep(1.0)
-        now = psutil.virtual_memory().available
-        if now - last < 256 * 2**20:
-            return int(now)
-        last = now
-    return int(last)
-
-
-def _run_up(
-    spec: LaunchSpec,
-    settings: Settings,
-    *,
-    force: bool,
-    timeout: float | None,
-    attach: bool,
-    warmup: bool,
-    exclude_pids: tuple[int, ...] = (),
-) -> ServerRecord | None:
-    from llmdeck.runtime.launcher import check_port, start_background, validate_spec, wait_ready
-
-    console = err_console()
-    validate_spec(spec)
-    check_port(spec.host, spec.port)
-    _preflight(spec, settings, force=force, exclude_pids=exclude_pids)
-    console.print(f"starting {spec.name} ({spec.engine}): {spec.model} on port {spec.port}", markup=False)
     if attach and spec.engine == "docker":
-        _attach_docker(spec)
+        service.preflight(spec, settings, options, service.EventClock(render_event))
+        service.run_docker_foreground(spec, tty=sys.stdin.isatty(), events=render_event)
         return None
-    record = start_background(spec, settings)
-    console.print(f"log: {record.log_path}", markup=False)
     if attach:
-        _attach(record, settings)
+        clock = service.EventClock(render_event)
+        record = service.start(spec, settings, options, clock)
+        service.follow(record, settings, _write_err)
         return None
-    record = wait_ready(record, settings, timeout_s=timeout, on_line=_phase_printer())
-    if warmup:
-        _warmup(record)
-    return record
-
-
-def _preflight(
-    spec: LaunchSpec, settings: Settings, *, force: bool, exclude_pids: tuple[int, ...] = ()
-) -> None:
-    from llmdeck.errors import PortInUseError, UsageError
-    from llmdeck.runtime.launcher import check_port
-    from llmdeck.runtime.preflight import run_preflight
-
-    report = run_preflight(spec, need_bytes=None, settings=settings, exclude_pids=exclude_pids)
-    console = err_console()
-    blocking = [f for f in report.findings if f.severity == "error"]
-    for finding in report.findings:
-        fix = f" Fix: {finding.fix}" if finding.fix else ""
-        console.print(f"preflight {finding.severity}: {finding.message}{fix}", highlight=False, markup=False)
-    if blocking and not force:
-        port_issue = next((f for f in blocking if "port" in f.id), None)
-        if port_issue is not None:
-            check_port(spec.host, spec.port)  # raises the precise PortInUseError
-            raise PortInUseError(port_issue.message, hint=port_issue.fix)
-        raise UsageError(
-            f"Preflight found {len(blocking)} problem(s): " + " ".join(f.message for f in blocking),
-            hint="Fix them, or pass --force to start anyway.",
-        )
-
-
-def _warmup(record: ServerRecord) -> None:
-    import asyncio
-
-    import httpx
-
-    from llmdeck.runtime.warmup import warmup
-
-    models = httpx.get(f"{record.base_url}/v1/models", timeout=10).json()
-    max_len = int(models["data"][0].get("max_model_len") or 2048)
-    console = err_console()
-    console.print(f"warming up {record.name} (prompt lengths up to {max_len} tokens) …", markup=False)
-    report = asyncio.run(warmup(record.base_url, record.served_model_name, max_model_len=max_len))
-    console.print(report.summary(), highlight=False)
+    return service.up(spec, settings, options, events=render_event)

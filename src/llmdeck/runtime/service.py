@@ -1,0 +1,272 @@
+"""The runtime service: the one library way to run a server (CLI, quickstart and the gateway use it).
+
+``up(spec, settings, options, events)`` owns the whole sequence — validation, the port, preflight
+with plan's fatal lint, the launch (cpu / venv / docker), readiness phases with the start-up
+watchdog, diagnosis on failure with the engine stopped, warm-up — and reports progress as typed
+:class:`ServiceEvent` objects that the caller renders. ``restart`` is seed 000's gotcha 4 done
+right: stop, wait for the memory to come back, check the other tenants (unloading Ollama's models
+when asked), start, follow to ready. ``down`` and ``status`` complete the API.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from llmdeck.engines.spec import LaunchSpec
+from llmdeck.errors import PortInUseError, UsageError
+from llmdeck.runtime import launcher
+from llmdeck.runtime.phases import PhaseTracker
+from llmdeck.runtime.state import ServerRecord, StateStore
+from llmdeck.runtime.status import ServerStatus, server_status
+from llmdeck.runtime.watchdog import StartupWatchdog, WatchdogConfig
+from llmdeck.settings import Settings
+
+EventKind = Literal[
+    "preflight",
+    "starting",
+    "log",
+    "phase",
+    "ready",
+    "failed",
+    "stopping",
+    "stopped",
+    "memory",
+    "tenants",
+    "warmup",
+]
+
+
+class ServiceEvent(BaseModel):
+    """One step of a service call, for the caller to render (or record)."""
+
+    kind: EventKind
+    message: str
+    seconds: float | None = Field(None, description="Since the call began.")
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+Events = Callable[[ServiceEvent], None]
+
+
+def _ignore(_: ServiceEvent) -> None:
+    return None
+
+
+class UpOptions(BaseModel):
+    """How ``up`` runs; ``watchdog=None`` turns the start-up watchdog off."""
+
+    force: bool = Field(False, description="Start even when preflight finds problems.")
+    timeout_s: float | None = Field(None, gt=0, description="Readiness timeout (default: settings).")
+    warmup: bool = False
+    exclude_pids: tuple[int, ...] = ()
+    watchdog: WatchdogConfig | None = Field(default_factory=WatchdogConfig)
+    preflight: bool = True
+
+
+class EventClock:
+    def __init__(self, events: Events) -> None:
+        self.t0 = time.monotonic()
+        self.events = events
+
+    def emit(self, kind: EventKind, message: str, **data: Any) -> None:
+        self.events(ServiceEvent(kind=kind, message=message, seconds=time.monotonic() - self.t0, data=data))
+
+
+def preflight(spec: LaunchSpec, settings: Settings, options: UpOptions, clock: EventClock) -> None:
+    """Run preflight; every finding becomes an event; blocking ones raise unless ``force``."""
+    from llmdeck.runtime.preflight import run_preflight
+
+    report = run_preflight(spec, need_bytes=None, settings=settings, exclude_pids=options.exclude_pids)
+    for f in report.findings:
+        fix = f" Fix: {f.fix}" if f.fix else ""
+        clock.emit("preflight", f"preflight {f.severity}: {f.message}{fix}", id=f.id, severity=f.severity)
+    blocking = [f for f in report.findings if f.severity == "error"]
+    if not blocking or options.force:
+        return
+    port_issue = next((f for f in blocking if "port" in f.id), None)
+    if port_issue is not None:
+        launcher.check_port(spec.host, spec.port)  # raises the precise PortInUseError
+        raise PortInUseError(port_issue.message, hint=port_issue.fix)
+    raise UsageError(
+        f"Preflight found {len(blocking)} problem(s): " + " ".join(f.message for f in blocking),
+        hint="Fix them, or pass --force to start anyway.",
+    )
+
+
+def _phase_lines(clock: EventClock) -> Callable[[str], None]:
+    tracker = PhaseTracker()
+
+    def on_line(line: str) -> None:
+        for event in tracker.feed(line):
+            clock.emit("phase", event.label, detail=event.detail or "")
+
+    return on_line
+
+
+def start(spec: LaunchSpec, settings: Settings, options: UpOptions, clock: EventClock) -> ServerRecord:
+    """Launch in the background; the record is saved before readiness is awaited."""
+    launcher.validate_spec(spec)
+    launcher.check_port(spec.host, spec.port)
+    if options.preflight:
+        preflight(spec, settings, options, clock)
+    clock.emit("starting", f"starting {spec.name} ({spec.engine}): {spec.model} on port {spec.port}")
+    record = launcher.start_background(spec, settings)
+    clock.emit("log", f"log: {record.log_path}", path=str(record.log_path))
+    return record
+
+
+def await_ready(
+    record: ServerRecord, settings: Settings, options: UpOptions, clock: EventClock
+) -> ServerRecord:
+    """Follow the phases to ready; on any failure (or Ctrl-C) stop the engine, then re-raise."""
+    watchdog = StartupWatchdog(options.watchdog) if options.watchdog is not None else None
+    try:
+        record = launcher.wait_ready(
+            record,
+            settings,
+            timeout_s=options.timeout_s,
+            on_line=_phase_lines(clock),
+            on_poll=watchdog.check if watchdog is not None else None,
+        )
+    except BaseException as exc:
+        clock.emit("failed", f"{record.name} did not become ready: {exc}")
+        outcome = launcher.stop_engine(record, grace_s=10)
+        StateStore(settings.servers_dir).remove(record.name)
+        clock.emit("stopped", f"engine stopped ({outcome}); its log stays at {record.log_path}")
+        raise
+    clock.emit("ready", f"ready: {record.served_model_name} at {record.base_url}/v1", url=record.base_url)
+    return record
+
+
+def up(
+    spec: LaunchSpec, settings: Settings, options: UpOptions | None = None, events: Events = _ignore
+) -> ServerRecord:
+    """Start a server and wait until it is ready (the whole sequence; see the module doc)."""
+    options = options or UpOptions()
+    clock = EventClock(events)
+    record = start(spec, settings, options, clock)
+    record = await_ready(record, settings, options, clock)
+    if options.warmup:
+        warm_up(record, settings, clock)
+    return record
+
+
+def warm_up(record: ServerRecord, settings: Settings, clock: EventClock) -> None:
+    import asyncio
+
+    from llmdeck.client.openai import get_models
+    from llmdeck.runtime.warmup import warmup
+
+    key = StateStore(settings.servers_dir).load_secrets(record.name).get("VLLM_API_KEY") or settings.api_key
+    models = get_models(record.base_url, api_key=key, timeout_s=10)
+    max_len = int((models[0].get("max_model_len") if models else None) or 2048)
+    clock.emit("warmup", f"warming up {record.name} (prompt lengths up to {max_len} tokens) …")
+    report = asyncio.run(
+        warmup(record.base_url, record.served_model_name, max_model_len=max_len, api_key=key)
+    )
+    clock.emit("warmup", report.summary())
+
+
+def down(name: str, settings: Settings, events: Events = _ignore) -> str:
+    clock = EventClock(events)
+    clock.emit("stopping", f"stopping {name} …")
+    outcome = launcher.down(name, settings)
+    clock.emit("stopped", f"{name}: {outcome}", outcome=outcome)
+    return outcome
+
+
+def wait_memory_settles(max_s: float = 30.0, step_s: float = 1.0) -> int:
+    """After a stop, wait until MemAvailable stops rising (the engine's memory is back)."""
+    import psutil
+
+    last = psutil.virtual_memory().available
+    deadline = time.monotonic() + max_s
+    while time.monotonic() < deadline:
+        time.sleep(step_s)
+        now = psutil.virtual_memory().available
+        if now - last < 256 * 2**20:
+            return int(now)
+        last = now
+    return int(last)
+
+
+class RestartOptions(UpOptions):
+    unload_ollama: bool = Field(False, description="Unload the models Ollama keeps loaded before starting.")
+
+
+def restart(
+    name: str, settings: Settings, options: RestartOptions | None = None, events: Events = _ignore
+) -> ServerRecord:
+    """Stop, wait for memory, check (and optionally unload) tenants, start, follow to ready."""
+    from llmdeck.runtime.tenants import ollama_unload_all
+
+    options = options or RestartOptions()
+    clock = EventClock(events)
+    store = StateStore(settings.servers_dir)
+    record = store.load(name)
+    secrets = store.load_secrets(record.name)  # the key it was started with, for the new start
+    clock.emit("stopping", f"stopping {record.name} …")
+    outcome = launcher.down(record.name, settings)  # "stale": another program's pid, left alone
+    freed = wait_memory_settles()
+    clock.emit("memory", f"memory settled: MemAvailable {freed / 2**30:.1f} GiB", available_bytes=freed)
+    if options.unload_ollama:
+        unloaded = ollama_unload_all()
+        if unloaded:
+            clock.emit("tenants", f"unloaded Ollama models: {', '.join(unloaded)}", models=unloaded)
+    exclude = (record.pid,) if record.pid and outcome != "stale" else ()
+    spec = record.spec.model_copy(update={"env": {**record.spec.env, **secrets}})
+    up_options = UpOptions(
+        **options.model_dump(exclude={"unload_ollama", "exclude_pids"}), exclude_pids=exclude
+    )
+    new = start(spec, settings, up_options, clock)
+    return await_ready(new, settings, up_options, clock)
+
+
+def follow(record: ServerRecord, settings: Settings, write: Callable[[str], None]) -> None:
+    """Foreground mode: stream the log until the server exits; Ctrl-C stops it."""
+    from llmdeck.runtime.process import pid_alive
+
+    offset = 0
+    try:
+        while True:
+            with open(record.log_path, "rb") as fh:
+                fh.seek(offset)
+                chunk = fh.read()
+            if chunk:
+                write(chunk.decode("utf-8", errors="replace"))
+                offset += len(chunk)
+            if not pid_alive(record.pid):
+                break
+            time.sleep(0.3)
+    except KeyboardInterrupt:
+        launcher.down(record.name, settings)
+
+
+def run_docker_foreground(spec: LaunchSpec, *, tty: bool, events: Events = _ignore) -> None:
+    """A foreground container (`docker run --rm`, like seed 004's `docker run -it`): Ctrl-C stops it."""
+    import os
+    import subprocess
+
+    from llmdeck.engines.docker import docker_run_argv, render_shell
+    from llmdeck.engines.secrets import split_secrets
+    from llmdeck.errors import OperationError
+
+    spec, secrets = split_secrets(spec)
+    argv = docker_run_argv(spec, detach=False, tty=tty, secret_env=list(secrets))
+    events(ServiceEvent(kind="starting", message=render_shell(argv)))
+    try:
+        code = subprocess.call(argv, env={**os.environ, **secrets})
+    except FileNotFoundError as exc:
+        raise OperationError("The docker client is not installed.", hint="Use --engine venv.") from exc
+    if code not in (0, 130):
+        raise OperationError(f"The container exited with code {code}.", hint="Read its output above.")
+
+
+def status(settings: Settings, name: str | None = None) -> list[ServerStatus]:
+    store = StateStore(settings.servers_dir)
+    records = [store.load(name)] if name else store.list()
+    return [server_status(r) for r in records]

@@ -1,0 +1,114 @@
+"""A start-up watchdog: stop the engine before the box thrashes.
+
+While vLLM loads weights and compiles, the box's memory can run out: on unified-memory machines
+(GB10) the model, the KV cache and everything else share one pool, and a start that overshoots
+pushes the kernel into swapping until the machine stops answering (seed 004: GLM-4.7-Flash "put the
+machine into heavy loading/swapping" and never reached the benchmark). The watchdog samples
+MemAvailable, swap and memory pressure (PSI, where the kernel has it) at each readiness poll and
+trips when:
+
+* MemAvailable falls below the floor (default 1.5 GiB, or ``LLMDECK_WATCHDOG_FLOOR_GIB``): what the
+  OS, sshd and the engine's own API process need to stay responsive once the KV cache is allocated;
+* swap in use grows by more than ``swap_growth_gib`` (default 2 GiB) since the start began: pages
+  of the engine's load are being pushed out, the first stage of thrashing;
+* PSI ``full avg10`` exceeds ``psi_full_avg10`` (default 30 %): every task is stalled on memory.
+
+It never trips on page cache: MemAvailable already counts the reclaimable part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from llmdeck.errors import OperationError
+from llmdeck.runtime.preflight import GIB, MemInfo, read_meminfo
+
+
+class WatchdogConfig(BaseModel):
+    floor_gib: float = Field(1.5, ge=0, description="Trip when MemAvailable falls below this.")
+    swap_growth_gib: float = Field(2.0, gt=0, description="Trip when swap in use grows by more.")
+    psi_full_avg10: float = Field(30.0, gt=0, le=100, description="Trip when PSI full avg10 exceeds it.")
+
+
+class WatchdogSample(BaseModel):
+    available_bytes: int
+    swap_used_bytes: int
+    psi_full_avg10: float | None = None
+
+
+class WatchdogTripped(OperationError):
+    """The box was about to thrash during a start-up; the engine was stopped."""
+
+
+def read_psi_full_avg10(path: Path = Path("/proc/pressure/memory")) -> float | None:
+    """``full avg10=…`` of the kernel's memory pressure; None where the kernel has no PSI."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        if line.startswith("full"):
+            for part in line.split():
+                if part.startswith("avg10="):
+                    try:
+                        return float(part.split("=", 1)[1])
+                    except ValueError:
+                        return None
+    return None
+
+
+def sample(mem: MemInfo, psi_full: float | None) -> WatchdogSample:
+    return WatchdogSample(
+        available_bytes=mem.available,
+        swap_used_bytes=mem.swap_total - mem.swap_free,
+        psi_full_avg10=psi_full,
+    )
+
+
+class StartupWatchdog:
+    """Call :meth:`check` at each readiness poll; it raises :class:`WatchdogTripped` when it trips."""
+
+    def __init__(
+        self,
+        config: WatchdogConfig,
+        *,
+        read: Callable[[], WatchdogSample] | None = None,
+    ) -> None:
+        self.config = config
+        self._read = read or (lambda: sample(read_meminfo(), read_psi_full_avg10()))
+        self.first: WatchdogSample | None = None
+        self.lowest_available: int | None = None
+
+    def check(self) -> None:
+        now = self._read()
+        if self.first is None:
+            self.first = now
+        if self.lowest_available is None or now.available_bytes < self.lowest_available:
+            self.lowest_available = now.available_bytes
+        reason = self._reason(now, self.first)
+        if reason:
+            raise WatchdogTripped(
+                f"Stopped the engine during start-up: {reason}. The box was about to thrash (swap, "
+                "then no response), as a start that does not fit does on unified memory.",
+                hint="Plan a smaller footprint (`llmdeck plan MODEL --machine …`: lower "
+                "--gpu-memory-utilization or --max-model-len, a quantized model), stop other tenants "
+                "(`llmdeck doctor`), or lower the floor with LLMDECK_WATCHDOG_FLOOR_GIB if this box can "
+                "take it.",
+            )
+
+    def _reason(self, now: WatchdogSample, first: WatchdogSample) -> str:
+        c = self.config
+        if now.available_bytes < c.floor_gib * GIB:
+            return (
+                f"MemAvailable fell to {now.available_bytes / GIB:.2f} GiB, under the "
+                f"{c.floor_gib:g} GiB floor"
+            )
+        grown = now.swap_used_bytes - first.swap_used_bytes
+        if grown > c.swap_growth_gib * GIB:
+            return f"swap in use grew by {grown / GIB:.2f} GiB since the start began"
+        if now.psi_full_avg10 is not None and now.psi_full_avg10 > c.psi_full_avg10:
+            return f"memory pressure (PSI full avg10) reached {now.psi_full_avg10:.1f}%"
+        return ""
