@@ -36,6 +36,7 @@ integration: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/lint-imports
 	$(BIN)/mypy
 	$(BIN)/pytest -q
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmdeck.bench.models import GpuMemory, HostFacts, HostSummary, ServerMetricsSummary
-from llmdeck.bench.prom import MetricsSnapshot, parse_metrics
+from llmdeck.client.prom import MetricsSnapshot, parse_metrics
 
 GIB = 1024**3
 NVML_NOT_REPORTED = "not reported by NVML"

@@ -163,7 +163,7 @@ async def probe_target(client: OpenAIClient, target: TargetInfo) -> None:
 
 async def _server_started_at(client: OpenAIClient) -> datetime | None:
     """From /metrics when the server has it (vLLM does); a missing or odd page is no error here."""
-    from llmdeck.bench.prom import process_start_time
+    from llmdeck.client.prom import process_start_time
 
     try:
         text = await client.metrics_text()

@@ -283,7 +283,7 @@ def register(app: typer.Typer) -> None:
 
           llmdeck recommend --machine h200 --workload multi-user --json
         """
-        from llmdeck.catalog.recommend import recommend
+        from llmdeck.plan.recommend import recommend
 
         settings = get_settings(ctx)
         rec = recommend(machine, workload, catalog_paths=list(settings.catalog_paths))

@@ -60,10 +60,10 @@ def probe_state(record: ServerRecord) -> ServerState:
 def scrape_live_metrics(base_url: str) -> dict[str, float] | None:
     """Running/waiting requests and KV-cache usage (0-1) from ``/metrics``, summed over engines.
 
-    vLLM, SGLang and llama.cpp names are understood (llmdeck.bench.prom); None when the server
+    vLLM, SGLang and llama.cpp names are understood (llmdeck.client.prom); None when the server
     exposes no metrics. A missing value means "not reported", never zero.
     """
-    from llmdeck.bench.prom import parse_metrics
+    from llmdeck.client.prom import parse_metrics
 
     try:
         resp = httpx.get(f"{base_url}/metrics", timeout=3.0)
