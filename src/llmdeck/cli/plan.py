@@ -11,13 +11,20 @@ from llmdeck.cli.output import JSON_OPTION, get_settings, out_console, print_jso
 
 PLAN_HELP = """Plan a vLLM server before starting it: memory, KV tokens, concurrency, flag lint, commands.
 
-MODEL is a catalog name (llmdeck models), a Hugging Face repo id, or a local model folder.
-vLLM flags go after `--`. Exit 1 when the lint finds errors (the plan is still printed),
-exit 2 for an unknown model, a broken config.json or a context beyond memory.
+MODEL is a catalog name (llmdeck models), a Hugging Face repo id, a local model folder or its
+config.json. vLLM flags go after `--`. Exit 1 when the lint finds errors (the plan is still
+printed), exit 2 for an unknown model, a broken config.json or a context beyond memory (with
+--json, a JSON error object on stdout). Rules bound to vLLM versions apply to --vllm-version (or
+the image's version); for an unknown version (`latest`) their errors become warnings.
 
-Example:
+Examples:
 
   llmdeck plan Qwen3.6-35B-A3B-FP8 --machine dgx-spark --context 131072 -- --kv-cache-dtype fp8
+
+  llmdeck plan gpt-oss-120b --machine dgx-spark --context 131072 --vllm-version 0.22.0
+
+  llmdeck plan ./Qwen3-8B/config.json --machine h200 -- --hf-overrides \
+      '{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}'
 """
 
 
@@ -44,6 +51,13 @@ def _print_plan(plan: Any) -> None:
         highlight=False,
         style="dim",
     )
+    con.print(
+        f"longest context vLLM allows: {f.derived_max_len:,} ({f.derived_max_len_how})"
+        + (f"; library defaults for {', '.join(f.defaults_used)} from {f.defaults_source}" if f.defaults_used else ""),
+        highlight=False,
+        style="dim",
+        markup=False,
+    )
     t = Table(title="Memory plan", show_header=True, header_style="bold")
     t.add_column("item")
     t.add_column("value", justify="right")
@@ -65,15 +79,26 @@ def _print_plan(plan: Any) -> None:
     t.add_row(
         "KV per token",
         f"{lay.kv_bytes_per_token / 1024:,.1f} KiB",
-        f"{f.full_attention_layers} full-attention layers, kv dtype {lay.kv_dtype_bytes} B",
+        f"{f.attention_layers} attention layers"
+        + (f" (MLA latent {f.kv_head_size})" if f.use_mla else "")
+        + f", kv dtype {lay.kv_cache_dtype} ({lay.kv_dtype_bytes} B)",
     )
-    if lay.hybrid:
+    kinds: dict[str, int] = {}
+    for g in lay.groups:
+        key = g.kind + (f" (window {g.window})" if g.window else "")
+        kinds[key] = kinds.get(key, 0) + 1
+    t.add_row(
+        "KV-cache groups",
+        f"{len(lay.groups)} × {lay.group_size} layers",
+        ", ".join(f"{n} {k}" for k, n in kinds.items()),
+    )
+    if f.is_hybrid:
         t.add_row(
             "mamba state / request",
             f"{lay.mamba_state_bytes_per_request / 2**20:,.1f} MiB",
             f"{f.linear_attention_layers} linear-attention layers; cache mode {mem.mamba_cache_mode}",
         )
-    t.add_row("block size", f"{lay.block_size}", "hybrid: attention page >= mamba page" if lay.hybrid else "")
+    t.add_row("block size", f"{lay.block_size}", lay.block_size_how)
     t.add_row(
         "KV blocks", f"{mem.capacity.num_blocks:,}", f"{lay.bytes_per_block / 2**20:,.2f} MiB per block"
     )
@@ -196,7 +221,23 @@ def register(app: typer.Typer) -> None:
             raise UsageError(
                 f"Invalid option {first['loc'][0]}: {first['msg']}.", hint="See llmdeck plan --help."
             ) from exc
-        plan = make_plan(req, catalog_paths=list(settings.catalog_paths), models_dir=settings.models_dir)
+        plan = make_plan(
+            req,
+            catalog_paths=list(settings.catalog_paths),
+            models_dir=settings.models_dir,
+            raise_if_impossible=False,
+        )
+        fit_error = plan.fit_error()
+        if fit_error is not None:
+            if as_json:  # scripts read stdout: the error as a JSON object, with the plan that failed
+                print_json(
+                    {
+                        "schema_version": 1,
+                        "error": {"kind": "does-not-fit", "exit_code": 2, "message": fit_error.render()},
+                        "plan": plan,
+                    }
+                )
+            raise fit_error
         if spec_out is not None:
             atomic_write_json(spec_out, plan.spec)
         if as_json:

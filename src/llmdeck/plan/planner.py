@@ -78,6 +78,13 @@ class Plan(BaseModel):
     def errors(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == "error"]
 
+    def fit_error(self) -> PlanError | None:
+        """The PlanError (exit 2) for a model or context that does not fit, None when it fits."""
+        if self.memory.fits:
+            return None
+        name = self.catalog_entry.name if self.catalog_entry else self.model.name
+        return _impossible(self.memory, self.facts, name)
+
 
 # ---- settings -----------------------------------------------------------------------------------
 
