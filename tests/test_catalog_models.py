@@ -43,7 +43,7 @@ def test_bundled_fp8_config_overrides_apply() -> None:
     cat = load_catalog()
     cfg = cat.config_for(cat.get("Qwen3-Coder-30B-A3B-Instruct-FP8"))
     assert cfg is not None and cfg["quantization_config"]["quant_method"] == "fp8"
-    assert cat.config_for(cat.get("GLM-4.7-Flash")) is None
+    assert cat.config_for(cat.get("Qwen3-Coder-Next")) is None
 
 
 def test_user_catalog_adds_and_overrides(tmp_path: Path) -> None:
