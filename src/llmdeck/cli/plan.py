@@ -32,32 +32,10 @@ def _gib(x: float) -> str:
     return f"{x:,.2f} GiB"
 
 
-def _print_plan(plan: Any) -> None:
+def _memory_table(plan: Any) -> Any:
     from rich.table import Table
 
-    from llmdeck.plan.render import shell_join
-
-    con = out_console()
     mem, f = plan.memory, plan.facts
-    con.print(
-        f"[bold]{plan.model.name}[/] ({f.architecture}, {f.kind}, {f.dtype}"
-        + (f", {f.quantization.method}" if f.quantization else "")
-        + f") on [bold]{plan.machine.name}[/] — {plan.machine.description}",
-        highlight=False,
-    )
-    con.print(
-        f"config: {plan.model.config_source}; target vLLM: {plan.target_vllm or 'recent'} "
-        f"({plan.target_vllm_source})",
-        highlight=False,
-        style="dim",
-    )
-    con.print(
-        f"longest context vLLM allows: {f.derived_max_len:,} ({f.derived_max_len_how})"
-        + (f"; library defaults for {', '.join(f.defaults_used)} from {f.defaults_source}" if f.defaults_used else ""),
-        highlight=False,
-        style="dim",
-        markup=False,
-    )
     t = Table(title="Memory plan", show_header=True, header_style="bold")
     t.add_column("item")
     t.add_column("value", justify="right")
@@ -113,6 +91,38 @@ def _print_plan(plan: Any) -> None:
         f"{mem.max_num_seqs} seqs / {mem.max_num_batched_tokens} tokens",
         "max_num_seqs / batched",
     )
+    return t
+
+
+def _print_plan(plan: Any) -> None:
+    from llmdeck.plan.render import shell_join
+
+    con = out_console()
+    f = plan.facts
+    con.print(
+        f"[bold]{plan.model.name}[/] ({f.architecture}, {f.kind}, {f.dtype}"
+        + (f", {f.quantization.method}" if f.quantization else "")
+        + f") on [bold]{plan.machine.name}[/] — {plan.machine.description}",
+        highlight=False,
+    )
+    con.print(
+        f"config: {plan.model.config_source}; target vLLM: {plan.target_vllm or 'recent'} "
+        f"({plan.target_vllm_source})",
+        highlight=False,
+        style="dim",
+    )
+    con.print(
+        f"longest context vLLM allows: {f.derived_max_len:,} ({f.derived_max_len_how})"
+        + (
+            f"; library defaults for {', '.join(f.defaults_used)} from {f.defaults_source}"
+            if f.defaults_used
+            else ""
+        ),
+        highlight=False,
+        style="dim",
+        markup=False,
+    )
+    t = _memory_table(plan)
     con.print(t)
     if plan.findings:
         con.print("[bold]Lint[/]")

@@ -200,7 +200,12 @@ def fill_library_defaults(cfg: dict[str, Any], t: dict[str, Any]) -> tuple[dict[
     for k in keys:
         filled[k] = table[k]
     pattern = filled.get("sliding_window_pattern")
-    if filled.get("sliding_window") and not filled.get("layer_types") and isinstance(pattern, int) and pattern > 0:
+    if (
+        filled.get("sliding_window")
+        and not filled.get("layer_types")
+        and isinstance(pattern, int)
+        and pattern > 0
+    ):
         n = int(filled.get("num_hidden_layers") or 0)
         filled["layer_types"] = [
             "full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n)

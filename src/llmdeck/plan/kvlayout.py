@@ -42,7 +42,9 @@ def layer_specs(facts: ModelFacts, s: ServeSettings, kv_dtype: str) -> list[Laye
             out.append(LayerSpec(kind="mla", bytes_per_token=tok))
         elif t == "sliding_attention" and not s.disable_hybrid_kv_cache_manager:
             out.append(LayerSpec(kind="sliding", bytes_per_token=tok, window=facts.sliding_window))
-        elif t == "chunked_attention" and not s.disable_hybrid_kv_cache_manager and facts.attention_chunk_size:
+        elif (
+            t == "chunked_attention" and not s.disable_hybrid_kv_cache_manager and facts.attention_chunk_size
+        ):
             # vllm 0.22.0 config/vllm.py:1418-1438 turns the hybrid manager off for chunked local
             # attention unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1: full allocation.
             out.append(LayerSpec(kind="full", bytes_per_token=tok))

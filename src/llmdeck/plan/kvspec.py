@@ -165,7 +165,13 @@ def gdn_flashinfer(facts: ModelFacts, gdn_backend: str | None, cc_major: int | N
 
 
 def hybrid_block_size(
-    facts: ModelFacts, base: int, attn_tok: int, mamba_page: int, *, align_mode: bool, v033: bool,
+    facts: ModelFacts,
+    base: int,
+    attn_tok: int,
+    mamba_page: int,
+    *,
+    align_mode: bool,
+    v033: bool,
     flashinfer_gdn: bool,
 ) -> int:
     """``_align_hybrid_block_size`` (0.22.0 interface.py:505-620; 0.33.0 adds the FlashInfer GDN

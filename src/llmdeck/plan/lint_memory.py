@@ -29,8 +29,8 @@ def _r_len_positions(ctx: LintContext, meta: Rule) -> list[Finding]:
             "vLLM refuses it (unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which gives garbage past the "
             "trained length).",
             f"--max-model-len {limit}, or enable RoPE scaling (e.g. --hf-overrides "
-            "'{\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, "
-            "\"original_max_position_embeddings\": N}}') if the model supports it",
+            '\'{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, '
+            '"original_max_position_embeddings": N}}\') if the model supports it',
         )
     ]
 

@@ -30,6 +30,7 @@ from llmdeck.plan.settings import DEFAULT_GPU_MEMORY_UTILIZATION, ServeSettings
 __all__ = ["DEFAULT_GPU_MEMORY_UTILIZATION", "KERNEL_BLOCK_ALIGN", "KVLayout", "MemoryPlan", "ServeSettings"]
 __all__ += ["cdiv", "kv_capacity", "kv_dtype_bytes", "kv_layout", "plan_memory"]
 
+
 class OverheadModel(BaseModel):
     """Non-weight memory vLLM subtracts before the KV cache (GiB); each term is documented.
 

@@ -234,6 +234,16 @@ def _impossible(memory: MemoryPlan, facts: ModelFacts, model: str) -> PlanError:
     return PlanError(msg + " What would fit instead: " + hint + ".", hint=None)
 
 
+def _target_vllm(req: PlanRequest, image: str | None, catalog: Catalog) -> tuple[str | None, str, str | None]:
+    """(target vLLM version, where it came from, the image's upper bound when only that is known)."""
+    if req.vllm_version:
+        return req.vllm_version, "--vllm-version", None
+    img_version, img_below, img_source = image_version(image, catalog)
+    if req.engine == "docker":
+        return img_version, img_source, img_below
+    return DEFAULT_VLLM_VERSION, f"assumed (the field reports' vLLM {DEFAULT_VLLM_VERSION})", img_below
+
+
 def make_plan(
     req: PlanRequest,
     *,
@@ -249,14 +259,7 @@ def make_plan(
     facts, entry, resolved = resolve_model(req.model, catalog, models_dir, _overrides(flags))
     machine = machine or get_machine(req.machine, total_gib=req.total_gib)
     image = (req.image or DEFAULT_IMAGE) if req.engine == "docker" else None
-    img_version, img_below, img_source = image_version(image, catalog)
-    target: str | None
-    if req.vllm_version:
-        target, source = req.vllm_version, "--vllm-version"
-    elif req.engine == "docker":
-        target, source = img_version, img_source
-    else:
-        target, source = DEFAULT_VLLM_VERSION, f"assumed (the field reports' vLLM {DEFAULT_VLLM_VERSION})"
+    target, source, img_below = _target_vllm(req, image, catalog)
     settings = resolve_settings(req, facts, flags, machine, target)
     memory = plan_memory(facts, settings, machine, target_concurrency=req.concurrency)
     arch = catalog.min_vllm_for(facts.architecture)
@@ -273,7 +276,7 @@ def make_plan(
         min_vllm=arch.min_vllm if arch else None,
         min_vllm_evidence=arch.evidence if arch else None,
         image=image,
-        image_vllm_below=img_below if not req.vllm_version else None,
+        image_vllm_below=img_below,
         target_concurrency=req.concurrency,
     )
     findings = lint(ctx, target_source=source)

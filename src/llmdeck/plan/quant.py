@@ -34,7 +34,9 @@ KV_ALGOS = {"FP8": "fp8", "FP8_E4M3": "fp8", "NVFP4": "nvfp4"}
 class QuantizationInfo(BaseModel):
     """A checkpoint's quantization, normalized across ``quantization_config`` dialects."""
 
-    method: str = Field(..., description="quant_method as written (fp8, mxfp4, modelopt, compressed-tensors, ...)")
+    method: str = Field(
+        ..., description="quant_method as written (fp8, mxfp4, modelopt, compressed-tensors, ...)"
+    )
     scheme: str = Field(..., description="fp8 | fp8-block | mxfp4 | nvfp4 | int4 | int8 | bf16 | bits")
     fmt: str | None = None
     weight_block_size: list[int] | None = None
@@ -42,7 +44,9 @@ class QuantizationInfo(BaseModel):
     group_size: int | None = None
     zero_point: bool = False
     ignore: list[str] = Field(default_factory=list, description="modules left in the model dtype")
-    kv_cache_dtype: str | None = Field(None, description="the checkpoint's KV-cache quantization (vLLM's auto)")
+    kv_cache_dtype: str | None = Field(
+        None, description="the checkpoint's KV-cache quantization (vLLM's auto)"
+    )
 
     @property
     def weight_bytes_per_param(self) -> float:
@@ -73,7 +77,7 @@ class QuantizationInfo(BaseModel):
         if not self.ignore:
             return False
         names = {module, module.replace("model.", "model.language_model.", 1)}
-        candidates = set()
+        candidates: set[str] = set()
         for name in names:
             parts = name.split(".")
             candidates.update(".".join(parts[:k]) for k in range(1, len(parts) + 1))
@@ -88,7 +92,8 @@ class QuantizationInfo(BaseModel):
 
 
 def _modelopt(qc: dict[str, Any]) -> QuantizationInfo:
-    inner = qc.get("quantization") if isinstance(qc.get("quantization"), dict) else qc
+    raw = qc.get("quantization")
+    inner: dict[str, Any] = raw if isinstance(raw, dict) else qc
     algo = str(inner.get("quant_algo") or qc.get("quant_algo") or "").upper()
     kv_raw = inner.get("kv_cache_quant_algo") or qc.get("kv_cache_quant_algo")
     kv = KV_ALGOS.get(str(kv_raw).upper()) if kv_raw else None
@@ -119,7 +124,7 @@ def _compressed_tensors(qc: dict[str, Any]) -> QuantizationInfo:
     wtype = str(weights.get("type", "int"))
     fmt = str(qc.get("format", ""))
     group_size = weights.get("group_size")
-    if wtype == "float" and bits == 4 or "nvfp4" in fmt:
+    if (wtype == "float" and bits == 4) or "nvfp4" in fmt:
         scheme = "nvfp4"
         group_size = group_size or 16
     elif wtype == "float" and bits == 8:
@@ -144,7 +149,7 @@ def _compressed_tensors(qc: dict[str, Any]) -> QuantizationInfo:
 
 def parse_quantization(qc: Any) -> QuantizationInfo | None:
     """Normalize a ``quantization_config`` (or ModelOpt ``hf_quant_config.json``); None when absent."""
-    if not isinstance(qc, dict) or not qc.get("quant_method") and not qc.get("quantization"):
+    if not isinstance(qc, dict) or (not qc.get("quant_method") and not qc.get("quantization")):
         return None
     method = str(qc.get("quant_method") or "modelopt").lower()
     if method.startswith("modelopt"):
@@ -165,9 +170,15 @@ def parse_quantization(qc: Any) -> QuantizationInfo | None:
     if method in {"awq", "gptq", "awq_marlin", "gptq_marlin", "auto-round", "auto_round"}:
         zero = bool(qc.get("zero_point", method.startswith("awq"))) or not bool(qc.get("sym", True))
         return QuantizationInfo(
-            method=method, scheme="int4" if (bits or 4) == 4 else "bits", bits=bits or 4,
-            group_size=group if group and group > 0 else 128, zero_point=zero, ignore=ignore,
+            method=method,
+            scheme="int4" if (bits or 4) == 4 else "bits",
+            bits=bits or 4,
+            group_size=group if group and group > 0 else 128,
+            zero_point=zero,
+            ignore=ignore,
         )
     if method in {"bitsandbytes"}:
         return QuantizationInfo(method=method, scheme="bits", bits=4 if qc.get("load_in_4bit") else 8)
-    return QuantizationInfo(method=method, scheme="bits" if bits else "bf16", bits=bits, group_size=group, ignore=ignore)
+    return QuantizationInfo(
+        method=method, scheme="bits" if bits else "bf16", bits=bits, group_size=group, ignore=ignore
+    )

@@ -59,7 +59,9 @@ def find_local_copy(entry_or_repo: str, models_dir: Path | None) -> Path | None:
     return None
 
 
-def _local(path: Path, catalog: Catalog, overrides: dict[str, Any] | None) -> tuple[ModelFacts, CatalogEntry | None, ResolvedModel]:
+def _local(
+    path: Path, catalog: Catalog, overrides: dict[str, Any] | None
+) -> tuple[ModelFacts, CatalogEntry | None, ResolvedModel]:
     if path.is_file():  # `plan PATH/config.json` reads like its folder
         path = path.parent
     facts = facts_from_dir(path, overrides=overrides)

@@ -93,6 +93,11 @@ def derive_max_len(t: dict[str, Any]) -> DerivedLength:
     if rope_type == "longrope":
         default_len = int(t.get("original_max_position_embeddings") or derived)
     return DerivedLength(
-        max_len=int(derived), key=key, base=base, factor=factor, rope_type=rope_type,
-        default_len=default_len, guessed=guessed,
+        max_len=int(derived),
+        key=key,
+        base=base,
+        factor=factor,
+        rope_type=rope_type,
+        default_len=default_len,
+        guessed=guessed,
     )
