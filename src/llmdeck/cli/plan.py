@@ -43,7 +43,11 @@ def _memory_table(plan: Any) -> Any:
     t.add_row("device memory", _gib(mem.total_gib), plan.machine.source)
     t.add_row("requested", _gib(mem.requested_gib), f"--gpu-memory-utilization {mem.gpu_memory_utilization}")
     t.add_row(
-        "weights", _gib(mem.weights_gib), "safetensors index" if f.checkpoint_bytes else "params × dtype"
+        "weights",
+        _gib(mem.weights_gib),
+        "safetensors index"
+        if f.checkpoint_bytes
+        else (f"params × {f.quantization.scheme} / {f.dtype}" if f.quantization else "params × dtype"),
     )
     o = mem.overhead
     t.add_row(

@@ -101,7 +101,8 @@ def _modelopt(qc: dict[str, Any]) -> QuantizationInfo:
     if isinstance(kv_scheme, dict) and kv_scheme.get("num_bits") == 8:
         kv = "fp8"
     ignore = inner.get("exclude_modules") or qc.get("ignore") or []
-    scheme = "nvfp4" if "FP4" in algo else "fp8"
+    method = str(qc.get("quant_method", "modelopt")).lower()
+    scheme = "nvfp4" if "FP4" in algo or "fp4" in method else "fp8"
     group = inner.get("group_size") or qc.get("group_size")
     return QuantizationInfo(
         method=str(qc.get("quant_method", "modelopt")),

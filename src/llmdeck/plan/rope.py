@@ -45,7 +45,8 @@ class DerivedLength(BaseModel):
 
     def describe(self) -> str:
         if self.factor != 1.0:
-            return f"{self.key}={self.base} × {self.rope_type} factor {self.factor:g} = {self.max_len}"
+            key = "original_max_position_embeddings" if self.rope_type == "yarn" else self.key
+            return f"{key}={self.base} × {self.rope_type} factor {self.factor:g} = {self.max_len}"
         return f"{self.key}={self.max_len}" + (" (no length key: vLLM assumes 2048)" if self.guessed else "")
 
 
