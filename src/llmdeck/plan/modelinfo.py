@@ -213,6 +213,14 @@ class ModelFacts(BaseModel):
         return weight_bytes(self, language_model_only=language_model_only) + self.rotary_cache_bytes()
 
 
+def _vllm_dtype(config_dtype: str) -> str:
+    """``--dtype auto``: float32 checkpoints run in bfloat16 on CUDA (vllm 0.22.0
+    config/model.py:2003-2025, _resolve_auto_dtype: supported_dtypes[0] is bfloat16)."""
+    if config_dtype in {"float32", "float", "fp32"}:
+        return "bfloat16"
+    return {"half": "float16", "bf16": "bfloat16", "fp16": "float16"}.get(config_dtype, config_dtype)
+
+
 def facts_from_config(
     cfg: dict[str, Any],
     *,
@@ -235,7 +243,7 @@ def facts_from_config(
             source=source,
             architecture=str(archs[0]) if archs else str(_get(cfg, "model_type", "unknown")),
             model_type=str(_get(cfg, "model_type", model_type)),
-            dtype=str(_get(t, "dtype", _get(t, "torch_dtype", "bfloat16"))),
+            dtype=_vllm_dtype(str(_get(t, "dtype", _get(t, "torch_dtype", "bfloat16")))),
             hidden_size=h,
             num_hidden_layers=n_layers,
             num_attention_heads=n_heads,

@@ -192,16 +192,19 @@ def _str_flag(flags: VllmFlags, name: str) -> str | None:
 
 
 def _overrides(flags: VllmFlags) -> dict[str, Any] | None:
-    """``--hf-overrides`` JSON (e.g. RoPE scaling) applies to the config as vLLM applies it."""
+    """``--hf-overrides`` JSON (e.g. RoPE scaling) applies to the config as vLLM applies it; an
+    explicit ``--dtype`` replaces the checkpoint's dtype."""
+    dtype = _str_flag(flags, "dtype")
+    extra: dict[str, Any] = {"dtype": dtype, "torch_dtype": dtype} if dtype and dtype != "auto" else {}
     if not flags.has("hf-overrides"):
-        return None
+        return extra or None
     value = flags.get_json("hf-overrides")
     if not isinstance(value, dict):
         raise UsageError(
             f"--hf-overrides {flags.get('hf-overrides')!r} is not a JSON object.",
             hint='Write e.g. --hf-overrides \'{"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}\'.',
         )
-    return value
+    return {**value, **extra}
 
 
 # ---- the plan -----------------------------------------------------------------------------------
