@@ -160,3 +160,16 @@ def test_yarn_scaled_max_len() -> None:
 def test_weights_gib_for_the_mla_shapes() -> None:
     # DeepSeek-V2-Lite: 15.7B × bf16 (+ the rotary cache vLLM counts)
     assert facts("deepseek-v2-lite-chat").weight_bytes() / GIB == pytest.approx(29.3, abs=0.1)
+
+
+def test_float32_checkpoint_runs_in_bf16_and_gemma2_interleaves() -> None:
+    f = facts("gemma-2-9b")
+    assert f.dtype == "bfloat16"  # vLLM's auto dtype downcasts float32 (config/model.py:2020-2022)
+    assert (f.sliding_attention_layers, f.full_attention_layers, f.sliding_window) == (21, 21, 4096)
+    assert weight_bytes(f) / 1e9 == pytest.approx(9.24 * 2, rel=0.01)
+
+
+def test_longrope_defaults_to_the_original_length() -> None:
+    f = facts("phi-4-mini-instruct")
+    assert (f.derived_max_len, f.default_max_len) == (131072, 4096)
+    assert f.tie_word_embeddings and f.rotary_dim == 96  # partial_rotary_factor 0.75 of 128
