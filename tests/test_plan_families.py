@@ -173,3 +173,16 @@ def test_longrope_defaults_to_the_original_length() -> None:
     f = facts("phi-4-mini-instruct")
     assert (f.derived_max_len, f.default_max_len) == (131072, 4096)
     assert f.tie_word_embeddings and f.rotary_dim == 96  # partial_rotary_factor 0.75 of 128
+
+
+def test_mxfp4_triton_kernel_keeps_the_scales_twice_on_hopper() -> None:
+    from llmdeck.plan.params import mxfp4_kernel_extra_bytes
+
+    f = facts("gpt-oss-120b")
+    extra = mxfp4_kernel_extra_bytes(f, 9)
+    per_layer_experts = 128 * 3 * 2880 * 2880
+    assert extra == 36 * (per_layer_experts // 32) + 36 * 128 * (2 * 2880 + 2880) * 2
+    assert mxfp4_kernel_extra_bytes(f, 10) == 0
+    assert mxfp4_kernel_extra_bytes(facts("llama-3.1-8b-instruct"), 9) == 0
+    # vLLM 0.22.0 on the H200: "Model loading took 64.67 GiB" (evidence/plan/families/results)
+    assert (f.weight_bytes() + extra) / GIB == pytest.approx(64.67, rel=0.01)

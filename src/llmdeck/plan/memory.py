@@ -25,6 +25,7 @@ from llmdeck.plan.kvlayout import kv_layout
 from llmdeck.plan.kvspec import KERNEL_BLOCK_ALIGN, KVLayout, cdiv, kv_dtype_bytes
 from llmdeck.plan.machine import GIB, MachineProfile
 from llmdeck.plan.modelinfo import ModelFacts
+from llmdeck.plan.params import mxfp4_kernel_extra_bytes
 from llmdeck.plan.settings import DEFAULT_GPU_MEMORY_UTILIZATION, ServeSettings
 
 __all__ = ["DEFAULT_GPU_MEMORY_UTILIZATION", "KERNEL_BLOCK_ALIGN", "KVLayout", "MemoryPlan", "ServeSettings"]
@@ -191,6 +192,7 @@ def plan_memory(
 ) -> MemoryPlan:
     tp = max(1, s.tensor_parallel_size)
     weights = facts.weight_bytes(language_model_only=s.language_model_only) / tp
+    weights += mxfp4_kernel_extra_bytes(facts, s.compute_capability_major) / tp
     overhead = estimate_overhead(facts, s, unified_memory=machine.unified_memory)
     requested = math.ceil(machine.total_gib * GIB * s.gpu_memory_utilization)
     if s.kv_cache_memory_gib is not None:
