@@ -43,7 +43,8 @@ class OverheadModel(BaseModel):
       ``ffn_per_token`` is ``2*intermediate_size`` (dense) or ``top_k * (3*moe_intermediate +
       hidden)`` (MoE: fused-MoE intermediate caches), plus for Gated-DeltaNet hybrids the fp32
       chunked-prefill scratch ``tokens * 6 B * nv * (dk + dv)`` (1.5 fp32 copies) and chunk states
-      ``tokens/64 * nv * dk * dv * 4 B`` (and a constant when compiled).
+      ``tokens/64 * nv * dk * dv * 4 B`` (and a constant when compiled); for MLA models the
+      multi-head prefill's q, k, v, kv_b_proj output and attention output per head.
     * ``sampler``: the dummy sampler pass, one fp32 logits row per sequence:
       ``max_num_seqs * vocab * 4 B``.
     * ``cuda_graph``: vLLM ≥ 0.21 subtracts its CUDA-graph estimate on the V1 model runner
@@ -105,6 +106,13 @@ def estimate_overhead(facts: ModelFacts, s: ServeSettings, *, unified_memory: bo
     else:
         ffn = DENSE_FFN_FACTOR * facts.intermediate_size
     activation = tokens * 2 * (8 * h + ffn) / tp
+    if facts.use_mla:
+        # MLA prefill runs as multi-head attention over the decompressed latent (vllm 0.22.0
+        # model_executor/layers/attention/mla_attention.py, forward_mha): per token and head, bf16
+        # q and k (qk_nope + qk_rope), kv_b_proj's output (qk_nope + v), v and the output (v)
+        qk = facts.qk_nope_head_dim + facts.qk_rope_head_dim
+        per_head = 2 * qk + facts.qk_nope_head_dim + 3 * facts.v_head_dim
+        activation += tokens * 2 * facts.num_attention_heads * per_head / tp
     if facts.is_hybrid:
         nv, dk, dv = facts.linear_num_value_heads, facts.linear_key_head_dim, facts.linear_value_head_dim
         activation += tokens * 6 * nv * (dk + dv) / tp
