@@ -31,7 +31,7 @@ LINEAR_TYPES = {"linear_attention", "mamba", "gated_deltanet"}
 SLIDING_TYPES = {"sliding_attention", "sliding_window", "local_attention"}
 
 
-def _vision_params(vc: dict[str, Any]) -> int:
+def vision_params_estimate(vc: dict[str, Any]) -> int:
     """Rough parameter count of a ViT tower (only used without --language-model-only)."""
     h = int(vc.get("hidden_size", 0) or 0)
     depth = int(vc.get("depth", vc.get("num_hidden_layers", 0)) or 0)
@@ -40,21 +40,21 @@ def _vision_params(vc: dict[str, Any]) -> int:
     return depth * (4 * h * h + 2 * h * inter) + 4 * h * out
 
 
-def _get(cfg: dict[str, Any], key: str, default: Any = None) -> Any:
+def cfg_get(cfg: dict[str, Any], key: str, default: Any = None) -> Any:
     value = cfg.get(key, default)
     return default if value is None else value
 
 
-def _first(cfg: dict[str, Any], keys: tuple[str, ...], default: Any = 0) -> Any:
+def cfg_first(cfg: dict[str, Any], keys: tuple[str, ...], default: Any = 0) -> Any:
     for k in keys:
         if cfg.get(k) is not None:
             return cfg[k]
     return default
 
 
-def _layer_types(t: dict[str, Any], n_layers: int, source: str) -> list[str]:
+def layer_kinds(t: dict[str, Any], n_layers: int, source: str) -> list[str]:
     """Per-layer attention kind, normalized; [] for a plain decoder (all full attention)."""
-    raw = [str(x) for x in _get(t, "layer_types", [])]
+    raw = [str(x) for x in cfg_get(t, "layer_types", [])]
     interval = t.get("full_attention_interval")
     if not raw and isinstance(interval, int) and interval > 0:
         raw = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(n_layers)]
@@ -77,7 +77,7 @@ def _layer_types(t: dict[str, Any], n_layers: int, source: str) -> list[str]:
     return out
 
 
-def _sliding(t: dict[str, Any], types: list[str], n_layers: int) -> tuple[list[str], int | None]:
+def apply_sliding_window(t: dict[str, Any], types: list[str], n_layers: int) -> tuple[list[str], int | None]:
     """vLLM 0.22 engine/arg_utils.py:1738-1742 and transformers_utils/config.py:560-567: an
     interleaved model (several layer types) windows only its ``sliding_attention`` layers;
     otherwise a model-level ``sliding_window`` applies to every layer (0 means none:
@@ -94,54 +94,54 @@ def _sliding(t: dict[str, Any], types: list[str], n_layers: int) -> tuple[list[s
     return ["sliding_attention"] * n_layers, window
 
 
-def _moe_fields(t: dict[str, Any]) -> dict[str, Any]:
+def moe_fields(t: dict[str, Any]) -> dict[str, Any]:
     experts = int(
-        _first(t, ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts"), 0) or 0
+        cfg_first(t, ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts"), 0) or 0
     )
     return {
         "num_experts": experts,
         "num_experts_per_tok": int(
-            _first(t, ("num_experts_per_tok", "experts_per_token", "moe_topk"), 0) or 0
+            cfg_first(t, ("num_experts_per_tok", "experts_per_token", "moe_topk"), 0) or 0
         ),
         "moe_intermediate_size": int(
-            _get(t, "moe_intermediate_size", _get(t, "intermediate_size", 0) if experts else 0)
+            cfg_get(t, "moe_intermediate_size", cfg_get(t, "intermediate_size", 0) if experts else 0)
         ),
-        "shared_expert_intermediate_size": int(_get(t, "shared_expert_intermediate_size", 0)),
-        "n_shared_experts": int(_get(t, "n_shared_experts", 0)),
-        "first_k_dense_replace": int(_get(t, "first_k_dense_replace", 0)),
-        "moe_layer_freq": int(_get(t, "moe_layer_freq", 1)),
-        "decoder_sparse_step": int(_get(t, "decoder_sparse_step", 1)),
-        "mlp_only_layers": [int(x) for x in _get(t, "mlp_only_layers", [])],
+        "shared_expert_intermediate_size": int(cfg_get(t, "shared_expert_intermediate_size", 0)),
+        "n_shared_experts": int(cfg_get(t, "n_shared_experts", 0)),
+        "first_k_dense_replace": int(cfg_get(t, "first_k_dense_replace", 0)),
+        "moe_layer_freq": int(cfg_get(t, "moe_layer_freq", 1)),
+        "decoder_sparse_step": int(cfg_get(t, "decoder_sparse_step", 1)),
+        "mlp_only_layers": [int(x) for x in cfg_get(t, "mlp_only_layers", [])],
     }
 
 
-def _mla_fields(t: dict[str, Any], model_type: str) -> dict[str, Any]:
+def mla_fields(t: dict[str, Any], model_type: str) -> dict[str, Any]:
     rank = t.get("kv_lora_rank")
     if model_type not in MLA_MODEL_TYPES or not isinstance(rank, int):
         return {}
     return {
         "kv_lora_rank": rank,
-        "q_lora_rank": int(_get(t, "q_lora_rank", 0)),
-        "qk_rope_head_dim": int(_get(t, "qk_rope_head_dim", 0)),
-        "qk_nope_head_dim": int(_get(t, "qk_nope_head_dim", 0)),
-        "v_head_dim": int(_get(t, "v_head_dim", 0)),
+        "q_lora_rank": int(cfg_get(t, "q_lora_rank", 0)),
+        "qk_rope_head_dim": int(cfg_get(t, "qk_rope_head_dim", 0)),
+        "qk_nope_head_dim": int(cfg_get(t, "qk_nope_head_dim", 0)),
+        "v_head_dim": int(cfg_get(t, "v_head_dim", 0)),
     }
 
 
-def _linear_fields(t: dict[str, Any]) -> dict[str, Any]:
+def linear_fields(t: dict[str, Any]) -> dict[str, Any]:
     keys: tuple[str, ...] = ("linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim")
     keys += ("linear_num_key_heads", "linear_num_value_heads", "mtp_num_hidden_layers")
-    out: dict[str, Any] = {k: int(_get(t, k, 0)) for k in keys}
+    out: dict[str, Any] = {k: int(cfg_get(t, k, 0)) for k in keys}
     out["mamba_ssm_dtype"] = t.get("mamba_ssm_dtype")
     raw = t.get("rope_parameters")
     rope: dict[str, Any] = raw if isinstance(raw, dict) else {}
     out["partial_rotary_factor"] = float(
-        _get(t, "partial_rotary_factor", _get(rope, "partial_rotary_factor", 1.0))
+        cfg_get(t, "partial_rotary_factor", cfg_get(rope, "partial_rotary_factor", 1.0))
     )
     return out
 
 
-def _prepare(
+def prepare_config(
     cfg: Any, source: str, overrides: dict[str, Any] | None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     if not isinstance(cfg, dict):

@@ -18,14 +18,14 @@ from pydantic import BaseModel, Field
 from llmdeck.errors import ConfigError, ModelPathError
 from llmdeck.plan.configfields import (
     MLA_MODEL_TYPES,
-    _get,
-    _layer_types,
-    _linear_fields,
-    _mla_fields,
-    _moe_fields,
-    _prepare,
-    _sliding,
-    _vision_params,
+    apply_sliding_window,
+    cfg_get,
+    layer_kinds,
+    linear_fields,
+    mla_fields,
+    moe_fields,
+    prepare_config,
+    vision_params_estimate,
 )
 from llmdeck.plan.configread import read_config_file, read_hf_quant_config
 from llmdeck.plan.quant import QuantizationInfo, parse_quantization
@@ -230,10 +230,10 @@ def facts_from_config(
     overrides: dict[str, Any] | None = None,
 ) -> ModelFacts:
     """Build :class:`ModelFacts` from a parsed config.json; raise ConfigError when it is not a decoder."""
-    cfg, t = _prepare(cfg, source, overrides)
+    cfg, t = prepare_config(cfg, source, overrides)
     h, n_heads, n_layers = int(t["hidden_size"]), int(t["num_attention_heads"]), int(t["num_hidden_layers"])
-    model_type = str(_get(t, "model_type", _get(cfg, "model_type", "unknown")))
-    types, window = _sliding(t, _layer_types(t, n_layers, source), n_layers)
+    model_type = str(cfg_get(t, "model_type", cfg_get(cfg, "model_type", "unknown")))
+    types, window = apply_sliding_window(t, layer_kinds(t, n_layers, source), n_layers)
     quant = parse_quantization(t.get("quantization_config") or quant_file)
     length: DerivedLength = derive_max_len(t)
     archs = cfg.get("architectures") or []
@@ -241,34 +241,34 @@ def facts_from_config(
     try:
         return ModelFacts(
             source=source,
-            architecture=str(archs[0]) if archs else str(_get(cfg, "model_type", "unknown")),
-            model_type=str(_get(cfg, "model_type", model_type)),
-            dtype=_vllm_dtype(str(_get(t, "dtype", _get(t, "torch_dtype", "bfloat16")))),
+            architecture=str(archs[0]) if archs else str(cfg_get(cfg, "model_type", "unknown")),
+            model_type=str(cfg_get(cfg, "model_type", model_type)),
+            dtype=_vllm_dtype(str(cfg_get(t, "dtype", cfg_get(t, "torch_dtype", "bfloat16")))),
             hidden_size=h,
             num_hidden_layers=n_layers,
             num_attention_heads=n_heads,
-            num_key_value_heads=int(_get(t, "num_key_value_heads", n_heads)),
-            head_dim=int(_get(t, "head_dim", h // n_heads)),
-            intermediate_size=int(_get(t, "intermediate_size", 0)),
+            num_key_value_heads=int(cfg_get(t, "num_key_value_heads", n_heads)),
+            head_dim=int(cfg_get(t, "head_dim", h // n_heads)),
+            intermediate_size=int(cfg_get(t, "intermediate_size", 0)),
             vocab_size=int(t["vocab_size"]),
-            max_position_embeddings=int(_get(t, "max_position_embeddings", length.max_len)),
+            max_position_embeddings=int(cfg_get(t, "max_position_embeddings", length.max_len)),
             derived_max_len=length.max_len,
             derived_max_len_how=length.describe(),
             default_max_len=length.default_len,
-            tie_word_embeddings=bool(_get(t, "tie_word_embeddings", False)),
-            attention_bias=bool(_get(t, "attention_bias", False)),
-            attn_output_gate=bool(_get(t, "attn_output_gate", False)),
+            tie_word_embeddings=bool(cfg_get(t, "tie_word_embeddings", False)),
+            attention_bias=bool(cfg_get(t, "attention_bias", False)),
+            attn_output_gate=bool(cfg_get(t, "attn_output_gate", False)),
             qk_norm=model_type.startswith(("qwen3", "gemma3")),
             attention_sinks=model_type == "gpt_oss",
             expert_bias=model_type == "gpt_oss",
             sliding_window=window,
             attention_chunk_size=t.get("attention_chunk_size") if "chunked_attention" in types else None,
             layer_types=types if len(set(types)) > 1 or (types and types[0] != "full_attention") else [],
-            **_moe_fields(t),
-            **_mla_fields(t, model_type),
-            **_linear_fields(t),
+            **moe_fields(t),
+            **mla_fields(t, model_type),
+            **linear_fields(t),
             has_vision=isinstance(vc, dict),
-            vision_params=_vision_params(vc) if isinstance(vc, dict) else 0,
+            vision_params=vision_params_estimate(vc) if isinstance(vc, dict) else 0,
             quantization=quant,
             checkpoint_bytes=checkpoint_bytes,
             defaults_used=t["_defaults_used"],
