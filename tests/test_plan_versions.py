@@ -41,6 +41,14 @@ def test_every_version_bound_rule_names_its_range() -> None:
     assert {"hybrid-block-size-exceeds-batched-tokens", "hybrid-batched-tokens-not-block-multiple"} <= bound
 
 
+@pytest.mark.parametrize(("version", "fires"), [("0.26.0", True), ("0.27.0", False), ("0.32.0", False)])
+def test_block_assertion_bisected_on_pypi_wheels(version: str, fires: bool) -> None:
+    # the assert is in the 0.26.0 wheel's config/vllm.py and gone from 0.27.0's
+    p = plan("Qwen3.6-35B-A3B-FP8", HYBRID_2048, engine="venv", vllm_version=version)
+    assert ("hybrid-block-size-exceeds-batched-tokens" in rules(p)) is fires
+    assert p.memory.layout.block_size == 2096  # the 64-rounding is new in 0.33 (not in 0.32)
+
+
 def test_block_assertion_error_on_022_gone_on_033() -> None:
     old = plan("Qwen3.6-35B-A3B-FP8", HYBRID_2048, engine="venv", vllm_version="0.22.0")
     assert rules(old)["hybrid-block-size-exceeds-batched-tokens"] == "error"
@@ -59,7 +67,7 @@ def test_block_assertion_error_on_022_gone_on_033() -> None:
 def test_unknown_version_turns_the_error_into_a_warning_naming_the_versions(image: str | None) -> None:
     p = plan("Qwen3.6-35B-A3B-FP8", HYBRID_2048, engine="docker", image=image)
     (f,) = [f for f in p.findings if f.rule == "hybrid-block-size-exceeds-batched-tokens"]
-    assert f.severity == "warning" and "vLLM < 0.33.0" in f.message and f.versions == "vLLM < 0.33.0"
+    assert f.severity == "warning" and "vLLM < 0.27.0" in f.message and f.versions == "vLLM < 0.27.0"
     assert "unknown" in f.message
     assert not p.errors
 

@@ -13,11 +13,12 @@ from llmdeck.plan.versions import VersionRange
     "hybrid + prefix caching: block_size must be <= max_num_batched_tokens",
     [
         "vllm PR #34445",
-        "vllm 0.22.0 vllm/config/vllm.py:2100-2106 (the assert); gone from 0.33.0 config/vllm.py:3413-3419",
+        "vllm 0.22.0 vllm/config/vllm.py:2100-2106 (the assert; still in the 0.26.0 wheel, config/vllm.py:"
+        "2264-2271); gone from 0.27.0 on (0.27.0 config/vllm.py:2303-2309, 0.33.0 :3413-3419)",
         FIX_LOG_2048,
         f"{FACTS} (seed claims: max_num_batched_tokens vs block_size)",
     ],
-    VersionRange(until="0.33.0"),
+    VersionRange(until="0.27.0"),
 )
 def _r_block_vs_mnbt(ctx: LintContext, meta: Rule) -> list[Finding]:
     s, lay = ctx.settings, ctx.memory.layout
@@ -47,9 +48,10 @@ def _r_block_vs_mnbt(ctx: LintContext, meta: Rule) -> list[Finding]:
     "hybrid + prefix caching: max_num_batched_tokens should be a multiple of block_size",
     [
         f"{FACTS} (Hybrid: the scheduler rounds prefill chunks down to a multiple of the block size)",
-        "vllm 0.22.0 v1/core/sched/scheduler.py:300-316; 0.33.0 replaced it (_mamba_block_aligned_split)",
+        "vllm 0.22.0 v1/core/sched/scheduler.py:300-316 (rounds down; 0.26.0 the same); from 0.27.0 "
+        "_mamba_block_aligned_split lets chunks keep private state up to the next block boundary",
     ],
-    VersionRange(until="0.33.0"),
+    VersionRange(until="0.27.0"),
 )
 def _r_mnbt_multiple(ctx: LintContext, meta: Rule) -> list[Finding]:
     s, lay = ctx.settings, ctx.memory.layout
