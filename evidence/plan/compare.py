@@ -194,7 +194,8 @@ def write_outputs(rows: list[dict[str, Any]], out: Path, device: dict[str, Any],
         if "checks" not in r:
             err = (r.get("vllm") or {}).get("error", "")
             lint = r.get("llmdeck_lint_errors")
-            note = f"{r.get('status')}: {err[:90]}" + (f" — plan's lint: {', '.join(lint)}" if lint else "")
+            note = f"{r.get('status')}" + (f": {err[:90]}" if err else "")
+            note += f" — plan's lint: {', '.join(lint)}" if lint else ""
             lines.append(
                 f"| {r.get('run')} | {r['model']} | {r['context']} | {r['utilization']} | {note} |" + " |" * 8
             )
