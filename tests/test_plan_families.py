@@ -186,3 +186,12 @@ def test_mxfp4_triton_kernel_keeps_the_scales_twice_on_hopper() -> None:
     assert mxfp4_kernel_extra_bytes(facts("llama-3.1-8b-instruct"), 9) == 0
     # vLLM 0.22.0 on the H200: "Model loading took 64.67 GiB" (evidence/plan/families/results)
     assert (f.weight_bytes() + extra) / GIB == pytest.approx(64.67, rel=0.01)
+
+
+def test_layers_that_share_kv_hold_none() -> None:
+    cfg = json.loads((FAMILIES / "gemma-3-4b-it" / "config.json").read_text())
+    cfg["text_config"]["num_kv_shared_layers"] = 4
+    shared = facts_from_config(cfg, source="kv-shared")
+    plain = facts("gemma-3-4b-it")
+    s = settings()
+    assert kv_layout(shared, s).kv_bytes_per_token == kv_layout(plain, s).kv_bytes_per_token * 30 // 34

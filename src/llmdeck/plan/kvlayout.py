@@ -35,7 +35,10 @@ def layer_specs(facts: ModelFacts, s: ServeSettings, kv_dtype: str) -> list[Laye
     tp = max(1, s.tensor_parallel_size)
     tok = attention_bytes_per_token(facts, kv_dtype, tp)
     out = []
-    for t in facts.types:
+    # Layers that reuse an earlier layer's KV (kv_sharing_target_layer_name) get no KV spec:
+    # vllm 0.22.0 model_executor/models/gemma3n.py:350-400 (the last num_kv_shared_layers layers).
+    own_kv = len(facts.types) - max(0, facts.num_kv_shared_layers)
+    for t in facts.types[:own_kv]:
         if t == "linear_attention":
             out.append(LayerSpec(kind="mamba"))
         elif facts.use_mla:

@@ -76,6 +76,7 @@ class ModelFacts(BaseModel):
     attn_output_gate: bool = False
     qk_norm: bool = False
     attention_sinks: bool = Field(False, description="learned per-head sinks (gpt-oss): no KV")
+    num_kv_shared_layers: int = Field(0, description="last layers reusing an earlier layer's KV (gemma-3n/4)")
     # MLA
     kv_lora_rank: int = 0
     q_lora_rank: int = 0
@@ -260,6 +261,7 @@ def facts_from_config(
             attn_output_gate=bool(cfg_get(t, "attn_output_gate", False)),
             qk_norm=model_type.startswith(("qwen3", "gemma3")),
             attention_sinks=model_type == "gpt_oss",
+            num_kv_shared_layers=int(cfg_get(t, "num_kv_shared_layers", 0)),
             expert_bias=model_type == "gpt_oss",
             sliding_window=window,
             attention_chunk_size=t.get("attention_chunk_size") if "chunked_attention" in types else None,
