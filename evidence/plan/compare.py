@@ -146,6 +146,29 @@ def pct(x: float | None) -> str:
     return "—" if x is None else f"{x * 100:+.2f}%"
 
 
+def _row_line(r: dict[str, Any]) -> str:
+    """One run's row of compare.md."""
+    if "checks" not in r:
+        err = (r.get("vllm") or {}).get("error", "")
+        lint = r.get("llmdeck_lint_errors")
+        note = f"{r.get('status')}" + (f": {err[:90]}" if err else "")
+        note += f" — plan's lint: {', '.join(lint)}" if lint else ""
+        return f"| {r.get('run')} | {r['model']} | {r['context']} | {r['utilization']} | {note} |" + " |" * 8
+    v, g, p = r["vllm"], r["checks"]["given"], r["checks"]["predicted"]
+    pv = r["llmdeck_predicted"]
+    ge, pe = g.get("rel_errors", {}), p.get("rel_errors", {})
+    return (
+        f"| {r['run']} | {r['model']} | {r['context']} | {r['utilization']} | "
+        f"{int(v.get('block_size', 0))} | "
+        f"{v.get('available_gib')} | {int(v['kv_tokens']):,} | {v['max_concurrency']:.2f}x | "
+        f"{pct(ge.get('kv_tokens'))} / {pct(ge.get('max_concurrency'))} | "
+        f"{'PASS' if g['pass'] else 'FAIL'} | "
+        f"{pv.get('available_gib', float('nan')):.2f} ({pct(pe.get('available_gib'))}) | "
+        f"{pct(pe.get('kv_tokens'))} / {pct(pe.get('max_concurrency'))} | "
+        f"{'PASS' if p['pass'] else 'FAIL'} |"
+    )
+
+
 def write_outputs(rows: list[dict[str, Any]], out: Path, device: dict[str, Any], source: str) -> None:
     sys.path.insert(0, str(REPO / "src"))
     from llmdeck import __version__
@@ -190,29 +213,7 @@ def write_outputs(rows: list[dict[str, Any]], out: Path, device: dict[str, Any],
         "given | predicted avail GiB | predicted: tokens / conc | predicted |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
-        if "checks" not in r:
-            err = (r.get("vllm") or {}).get("error", "")
-            lint = r.get("llmdeck_lint_errors")
-            note = f"{r.get('status')}" + (f": {err[:90]}" if err else "")
-            note += f" — plan's lint: {', '.join(lint)}" if lint else ""
-            lines.append(
-                f"| {r.get('run')} | {r['model']} | {r['context']} | {r['utilization']} | {note} |" + " |" * 8
-            )
-            continue
-        v, g, p = r["vllm"], r["checks"]["given"], r["checks"]["predicted"]
-        pv = r["llmdeck_predicted"]
-        ge, pe = g.get("rel_errors", {}), p.get("rel_errors", {})
-        lines.append(
-            f"| {r['run']} | {r['model']} | {r['context']} | {r['utilization']} | "
-            f"{int(v.get('block_size', 0))} | "
-            f"{v.get('available_gib')} | {int(v['kv_tokens']):,} | {v['max_concurrency']:.2f}x | "
-            f"{pct(ge.get('kv_tokens'))} / {pct(ge.get('max_concurrency'))} | "
-            f"{'PASS' if g['pass'] else 'FAIL'} | "
-            f"{pv.get('available_gib', float('nan')):.2f} ({pct(pe.get('available_gib'))}) | "
-            f"{pct(pe.get('kv_tokens'))} / {pct(pe.get('max_concurrency'))} | "
-            f"{'PASS' if p['pass'] else 'FAIL'} |"
-        )
+    lines += [_row_line(r) for r in rows]
     s = doc["summary"]
     lines += [
         "",

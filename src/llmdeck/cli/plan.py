@@ -23,8 +23,7 @@ Examples:
 
   llmdeck plan gpt-oss-120b --machine dgx-spark --context 131072 --vllm-version 0.22.0
 
-  llmdeck plan ./Qwen3-8B/config.json --machine h200 -- --hf-overrides \
-      '{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}'
+  llmdeck plan ./Qwen3-8B-YaRN/config.json --machine h200 --context 131072
 """
 
 
