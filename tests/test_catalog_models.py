@@ -43,7 +43,7 @@ def test_bundled_fp8_config_overrides_apply() -> None:
     cat = load_catalog()
     cfg = cat.config_for(cat.get("Qwen3-Coder-30B-A3B-Instruct-FP8"))
     assert cfg is not None and cfg["quantization_config"]["quant_method"] == "fp8"
-    assert cat.config_for(cat.get("GLM-4.7-Flash")) is None
+    assert cat.config_for(cat.get("Qwen3-Coder-Next")) is None
 
 
 def test_user_catalog_adds_and_overrides(tmp_path: Path) -> None:
@@ -90,3 +90,29 @@ def test_models_cli_reads_user_catalog(
     with pytest.raises(SystemExit) as exc:
         main(["models"])
     assert exc.value.code == 2
+
+
+def test_family_entries_parsers_and_sizes_from_their_configs() -> None:
+    from llmdeck.plan.modelinfo import facts_from_config
+    from llmdeck.plan.params import weight_bytes
+
+    cat = load_catalog()
+    parsers = {
+        "gpt-oss-120b": ("openai", "openai_gptoss", "GptOssForCausalLM"),
+        "gpt-oss-20b": ("openai", "openai_gptoss", "GptOssForCausalLM"),
+        "GLM-4.7-Flash": ("glm47", "glm45", "Glm4MoeLiteForCausalLM"),
+        "Llama-3.1-8B-Instruct": ("llama3_json", None, "LlamaForCausalLM"),
+        "Mistral-7B-Instruct-v0.3": ("mistral", None, "MistralForCausalLM"),
+    }
+    for name, (tool, reasoning, arch) in parsers.items():
+        e = cat.get(name)
+        assert (e.tool_call_parser, e.reasoning_parser, e.architecture) == (tool, reasoning, arch)
+    for name in ("gpt-oss-120b", "gpt-oss-20b", "GLM-4.7-Flash", "Llama-3.1-8B-Instruct", "gemma-3-4b-it"):
+        e = cat.get(name)
+        cfg = cat.config_for(e)
+        assert cfg is not None and e.size_on_disk_gb is not None
+        f = facts_from_config(cfg, source=name)
+        assert weight_bytes(f, language_model_only=False) / 1e9 == pytest.approx(e.size_on_disk_gb, rel=0.01)
+    nvfp4 = cat.get("Qwen3.6-35B-A3B-NVFP4")
+    cfg = cat.config_for(nvfp4)
+    assert cfg is not None and facts_from_config(cfg, source="x").quantization.scheme == "nvfp4"  # type: ignore[union-attr]

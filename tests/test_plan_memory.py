@@ -47,6 +47,7 @@ SEED000 = ServeSettings(
     max_num_seqs=8,
     max_num_batched_tokens=4096,
     enable_prefix_caching=True,
+    vllm_version="0.22.0",
 )
 
 
@@ -85,6 +86,19 @@ def test_kv_bytes_per_token_match_vllm_facts() -> None:
 def test_hybrid_block_size_matches_vllm(kv_dtype: str, block: int) -> None:
     s = SEED000.model_copy(update={"kv_cache_dtype": kv_dtype})
     assert kv_layout(facts("Qwen3.6-35B-A3B"), s).block_size == block
+
+
+@pytest.mark.parametrize(("kv_dtype", "block", "triton_block"), [("auto", 1088, 1056), ("fp8", 2112, 2096)])
+def test_hybrid_block_size_in_vllm_033_rounds_to_64_with_flashinfer_gdn(
+    kv_dtype: str, block: int, triton_block: int
+) -> None:
+    # vllm 0.33.0 platforms/interface.py _align_hybrid_block_size: lcm(16, 64) in align mode with
+    # FlashInfer GDN prefill (Hopper's default); MambaSpec keeps one prefill-checkpoint block more
+    s = SEED000.model_copy(update={"kv_cache_dtype": kv_dtype, "vllm_version": "0.33.0"})
+    lay = kv_layout(facts("Qwen3.6-35B-A3B"), s)
+    assert lay.block_size == block and lay.mamba_blocks_per_group == 3
+    triton = kv_layout(facts("Qwen3.6-35B-A3B"), s.model_copy(update={"gdn_prefill_backend": "triton"}))
+    assert triton.block_size == triton_block and triton.mamba_blocks_per_group == 2
 
 
 @needs_fixtures

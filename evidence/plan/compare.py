@@ -27,11 +27,13 @@ TOL = 0.02
 REPO = Path(__file__).resolve().parents[2]
 PATTERNS = {
     "block_size": r"Setting attention block size to (\d+) tokens",
+    "backend_block_size": r"Setting kv cache block size to (\d+) for",
     "weights_gib": r"Model loading took ([\d.]+) GiB",
     "available_gib": r"Available KV cache memory: ([\d.]+) GiB",
     "kv_tokens": r"GPU KV cache size: ([\d,]+) tokens",
     "max_concurrency": r"Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x",
     "vllm_version": r"Initializing a V1 LLM engine \(v([\d.]+)\)",
+    "error": r"((?:AssertionError|ValueError|RuntimeError|NotImplementedError|torch\.OutOfMemoryError): .+)",
 }
 
 
@@ -42,13 +44,16 @@ def parse_log(path: Path) -> dict[str, Any]:
         m = re.search(pat, text)
         if m:
             raw = m.group(1).replace(",", "")
-            out[key] = raw if key == "vllm_version" else float(raw)
+            out[key] = raw if key in ("vllm_version", "error") else float(raw)
     if "block_size" not in out and "kv_tokens" in out:
-        out["block_size"] = 16.0  # non-hybrid: vLLM's default, not logged
+        # not hybrid: the backend's size when it is not vLLM's default 16 (that one is not logged)
+        out["block_size"] = out.get("backend_block_size", 16.0)
     return out
 
 
-def run_plan(model_dir: Path, run: dict[str, Any], kv_gib: float | None) -> dict[str, Any]:
+def run_plan(
+    model_dir: Path, run: dict[str, Any], kv_gib: float | None, version: str = "0.22.0"
+) -> dict[str, Any]:
     flags = shlex.split(run["flags"])
     cmd = [
         sys.executable,
@@ -61,16 +66,18 @@ def run_plan(model_dir: Path, run: dict[str, Any], kv_gib: float | None) -> dict
         "--engine",
         "venv",
         "--vllm-version",
-        "0.22.0",
+        version,
         "--json",
     ]
     if kv_gib is not None:
         cmd += ["--kv-cache-memory-gib", str(kv_gib)]
     cmd += ["--", *flags]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if proc.returncode not in (0, 1) or not proc.stdout.strip():
+    if proc.returncode not in (0, 1, 2) or not proc.stdout.strip():
         return {"error": (proc.stderr or proc.stdout).strip()[-600:], "rc": proc.returncode}
     data = json.loads(proc.stdout)
+    if "error" in data and "plan" in data:  # does not fit: the JSON error object
+        data = data["plan"]
     mem = data["memory"]
     return {
         "block_size": mem["layout"]["block_size"],
@@ -97,18 +104,19 @@ def compare(runs: list[dict[str, Any]], models_root: Path) -> list[dict[str, Any
         row: dict[str, Any] = {
             k: run.get(k) for k in ("run", "model", "context", "utilization", "flags", "status")
         }
-        if run.get("status") != "ok" or not run.get("log"):
-            rows.append(row)
-            continue
-        log = parse_log(Path(run["log"]))
+        log = parse_log(Path(run["log"])) if run.get("log") and Path(run["log"]).is_file() else {}
         row["vllm"] = log
-        if "kv_tokens" not in log:
-            row["status"] = "no-kv-lines"
+        model_dir = models_root / run["model"]
+        version = str(log.get("vllm_version") or "0.22.0")
+        if run.get("status") != "ok" or "kv_tokens" not in log:
+            if run.get("status") == "ok":
+                row["status"] = "no-kv-lines"
+            if log.get("error"):  # a failed start: did plan's lint see it coming?
+                row["llmdeck_lint_errors"] = run_plan(model_dir, run, None, version).get("lint")
             rows.append(row)
             continue
-        model_dir = models_root / run["model"]
-        given = run_plan(model_dir, run, log.get("available_gib"))
-        predicted = run_plan(model_dir, run, None)
+        given = run_plan(model_dir, run, log.get("available_gib"), version)
+        predicted = run_plan(model_dir, run, None, version)
         row["llmdeck_given_available"] = given
         row["llmdeck_predicted"] = predicted
         checks = {}
@@ -136,6 +144,29 @@ def compare(runs: list[dict[str, Any]], models_root: Path) -> list[dict[str, Any
 
 def pct(x: float | None) -> str:
     return "—" if x is None else f"{x * 100:+.2f}%"
+
+
+def _row_line(r: dict[str, Any]) -> str:
+    """One run's row of compare.md."""
+    if "checks" not in r:
+        err = (r.get("vllm") or {}).get("error", "")
+        lint = r.get("llmdeck_lint_errors")
+        note = f"{r.get('status')}" + (f": {err[:90]}" if err else "")
+        note += f" — plan's lint: {', '.join(lint)}" if lint else ""
+        return f"| {r.get('run')} | {r['model']} | {r['context']} | {r['utilization']} | {note} |" + " |" * 8
+    v, g, p = r["vllm"], r["checks"]["given"], r["checks"]["predicted"]
+    pv = r["llmdeck_predicted"]
+    ge, pe = g.get("rel_errors", {}), p.get("rel_errors", {})
+    return (
+        f"| {r['run']} | {r['model']} | {r['context']} | {r['utilization']} | "
+        f"{int(v.get('block_size', 0))} | "
+        f"{v.get('available_gib')} | {int(v['kv_tokens']):,} | {v['max_concurrency']:.2f}x | "
+        f"{pct(ge.get('kv_tokens'))} / {pct(ge.get('max_concurrency'))} | "
+        f"{'PASS' if g['pass'] else 'FAIL'} | "
+        f"{pv.get('available_gib', float('nan')):.2f} ({pct(pe.get('available_gib'))}) | "
+        f"{pct(pe.get('kv_tokens'))} / {pct(pe.get('max_concurrency'))} | "
+        f"{'PASS' if p['pass'] else 'FAIL'} |"
+    )
 
 
 def write_outputs(rows: list[dict[str, Any]], out: Path, device: dict[str, Any], source: str) -> None:
@@ -182,26 +213,7 @@ def write_outputs(rows: list[dict[str, Any]], out: Path, device: dict[str, Any],
         "given | predicted avail GiB | predicted: tokens / conc | predicted |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
-        if "checks" not in r:
-            lines.append(
-                f"| {r.get('run')} | {r['model']} | {r['context']} | {r['utilization']} | {r.get('status')} |"
-                + " |" * 8
-            )
-            continue
-        v, g, p = r["vllm"], r["checks"]["given"], r["checks"]["predicted"]
-        pv = r["llmdeck_predicted"]
-        ge, pe = g.get("rel_errors", {}), p.get("rel_errors", {})
-        lines.append(
-            f"| {r['run']} | {r['model']} | {r['context']} | {r['utilization']} | "
-            f"{int(v.get('block_size', 0))} | "
-            f"{v.get('available_gib')} | {int(v['kv_tokens']):,} | {v['max_concurrency']:.2f}x | "
-            f"{pct(ge.get('kv_tokens'))} / {pct(ge.get('max_concurrency'))} | "
-            f"{'PASS' if g['pass'] else 'FAIL'} | "
-            f"{pv.get('available_gib', float('nan')):.2f} ({pct(pe.get('available_gib'))}) | "
-            f"{pct(pe.get('kv_tokens'))} / {pct(pe.get('max_concurrency'))} | "
-            f"{'PASS' if p['pass'] else 'FAIL'} |"
-        )
+    lines += [_row_line(r) for r in rows]
     s = doc["summary"]
     lines += [
         "",
@@ -266,7 +278,13 @@ def selftest_runs(tmp: Path) -> tuple[list[dict[str, Any]], Path]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="?", type=Path, help="runs.jsonl from device_plan_vs_vllm.sh")
-    ap.add_argument("--models-root", type=Path, default=Path("/root/models"))
+    ap.add_argument(
+        "--models-root",
+        type=Path,
+        default=None,
+        help="folders named like runs.jsonl's `model`, each with the config.json served "
+        "(default /root/models; with --logs-dir: the bundled configs)",
+    )
     ap.add_argument("--device", type=Path, default=None, help="device.json (GPU name and total)")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--selftest", action="store_true", help="use the committed fixture logs (no GPU)")
@@ -296,14 +314,14 @@ def main() -> int:
             ap.error("give runs.jsonl or --selftest")
         runs = [json.loads(line) for line in args.runs.read_text().splitlines() if line.strip()]
         if args.logs_dir is None:
-            rows = compare(runs, args.models_root)
+            rows = compare(runs, args.models_root or Path("/root/models"))
             write_outputs(rows, args.out, device, "device run")
             return 0
         for run in runs:
             if run.get("log"):
                 run["log"] = str(args.logs_dir / Path(run["log"]).name)
         with tempfile.TemporaryDirectory() as tmp:
-            root = bundled_models(Path(tmp))
+            root = args.models_root or bundled_models(Path(tmp))
             rows = compare(runs, root)
         write_outputs(rows, args.out, device, f"device logs in {args.logs_dir}, re-compared")
     return 0

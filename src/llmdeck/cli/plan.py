@@ -11,13 +11,19 @@ from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_conso
 
 PLAN_HELP = """Plan a vLLM server before starting it: memory, KV tokens, concurrency, flag lint, commands.
 
-MODEL is a catalog name (llmdeck models), a Hugging Face repo id, or a local model folder.
-vLLM flags go after `--`. Exit 1 when the lint finds errors (the plan is still printed),
-exit 2 for an unknown model, a broken config.json or a context beyond memory.
+MODEL is a catalog name (llmdeck models), a Hugging Face repo id, a local model folder or its
+config.json. vLLM flags go after `--`. Exit 1 when the lint finds errors (the plan is still
+printed), exit 2 for an unknown model, a broken config.json or a context beyond memory (with
+--json, a JSON error object on stdout). Rules bound to vLLM versions apply to --vllm-version (or
+the image's version); for an unknown version (`latest`) their errors become warnings.
 
-Example:
+Examples:
 
   llmdeck plan Qwen3.6-35B-A3B-FP8 --machine dgx-spark --context 131072 -- --kv-cache-dtype fp8
+
+  llmdeck plan gpt-oss-120b --machine dgx-spark --context 131072 --vllm-version 0.22.0
+
+  llmdeck plan ./Qwen3-8B-YaRN/config.json --machine h200 --context 131072
 """
 
 
@@ -25,26 +31,10 @@ def _gib(x: float) -> str:
     return f"{x:,.2f} GiB"
 
 
-def _print_plan(plan: Any) -> None:
+def _memory_table(plan: Any) -> Any:
     from rich.table import Table
 
-    from llmdeck.plan.render import shell_join
-    from llmdeck.util.redact import redact_argv
-
-    con = out_console()
     mem, f = plan.memory, plan.facts
-    con.print(
-        f"[bold]{plan.model.name}[/] ({f.architecture}, {f.kind}, {f.dtype}"
-        + (f", {f.quantization.method}" if f.quantization else "")
-        + f") on [bold]{plan.machine.name}[/] — {plan.machine.description}",
-        highlight=False,
-    )
-    con.print(
-        f"config: {plan.model.config_source}; target vLLM: {plan.target_vllm or 'recent'} "
-        f"({plan.target_vllm_source})",
-        highlight=False,
-        style="dim",
-    )
     t = Table(title="Memory plan", show_header=True, header_style="bold")
     t.add_column("item")
     t.add_column("value", justify="right")
@@ -52,7 +42,11 @@ def _print_plan(plan: Any) -> None:
     t.add_row("device memory", _gib(mem.total_gib), plan.machine.source)
     t.add_row("requested", _gib(mem.requested_gib), f"--gpu-memory-utilization {mem.gpu_memory_utilization}")
     t.add_row(
-        "weights", _gib(mem.weights_gib), "safetensors index" if f.checkpoint_bytes else "params × dtype"
+        "weights",
+        _gib(mem.weights_gib),
+        "safetensors index"
+        if f.checkpoint_bytes
+        else (f"params × {f.quantization.scheme} / {f.dtype}" if f.quantization else "params × dtype"),
     )
     o = mem.overhead
     t.add_row(
@@ -66,15 +60,26 @@ def _print_plan(plan: Any) -> None:
     t.add_row(
         "KV per token",
         f"{lay.kv_bytes_per_token / 1024:,.1f} KiB",
-        f"{f.full_attention_layers} full-attention layers, kv dtype {lay.kv_dtype_bytes} B",
+        f"{f.attention_layers} attention layers"
+        + (f" (MLA latent {f.kv_head_size})" if f.use_mla else "")
+        + f", kv dtype {lay.kv_cache_dtype} ({lay.kv_dtype_bytes} B)",
     )
-    if lay.hybrid:
+    kinds: dict[str, int] = {}
+    for g in lay.groups:
+        key = g.kind + (f" (window {g.window})" if g.window else "")
+        kinds[key] = kinds.get(key, 0) + 1
+    t.add_row(
+        "KV-cache groups",
+        f"{len(lay.groups)} × {lay.group_size} layers",
+        ", ".join(f"{n} {k}" for k, n in kinds.items()),
+    )
+    if f.is_hybrid:
         t.add_row(
             "mamba state / request",
             f"{lay.mamba_state_bytes_per_request / 2**20:,.1f} MiB",
             f"{f.linear_attention_layers} linear-attention layers; cache mode {mem.mamba_cache_mode}",
         )
-    t.add_row("block size", f"{lay.block_size}", "hybrid: attention page >= mamba page" if lay.hybrid else "")
+    t.add_row("block size", f"{lay.block_size}", lay.block_size_how)
     t.add_row(
         "KV blocks", f"{mem.capacity.num_blocks:,}", f"{lay.bytes_per_block / 2**20:,.2f} MiB per block"
     )
@@ -89,6 +94,39 @@ def _print_plan(plan: Any) -> None:
         f"{mem.max_num_seqs} seqs / {mem.max_num_batched_tokens} tokens",
         "max_num_seqs / batched",
     )
+    return t
+
+
+def _print_plan(plan: Any) -> None:
+    from llmdeck.plan.render import shell_join
+    from llmdeck.util.redact import redact_argv
+
+    con = out_console()
+    f = plan.facts
+    con.print(
+        f"[bold]{plan.model.name}[/] ({f.architecture}, {f.kind}, {f.dtype}"
+        + (f", {f.quantization.method}" if f.quantization else "")
+        + f") on [bold]{plan.machine.name}[/] — {plan.machine.description}",
+        highlight=False,
+    )
+    con.print(
+        f"config: {plan.model.config_source}; target vLLM: {plan.target_vllm or 'recent'} "
+        f"({plan.target_vllm_source})",
+        highlight=False,
+        style="dim",
+    )
+    con.print(
+        f"longest context vLLM allows: {f.derived_max_len:,} ({f.derived_max_len_how})"
+        + (
+            f"; library defaults for {', '.join(f.defaults_used)} from {f.defaults_source}"
+            if f.defaults_used
+            else ""
+        ),
+        highlight=False,
+        style="dim",
+        markup=False,
+    )
+    t = _memory_table(plan)
     con.print(t)
     if plan.findings:
         con.print("[bold]Lint[/]")
@@ -197,7 +235,23 @@ def register(app: typer.Typer) -> None:
             raise UsageError(
                 f"Invalid option {first['loc'][0]}: {first['msg']}.", hint="See llmdeck plan --help."
             ) from exc
-        plan = make_plan(req, catalog_paths=list(settings.catalog_paths), models_dir=settings.models_dir)
+        plan = make_plan(
+            req,
+            catalog_paths=list(settings.catalog_paths),
+            models_dir=settings.models_dir,
+            raise_if_impossible=False,
+        )
+        fit_error = plan.fit_error()
+        if fit_error is not None:
+            if as_json:  # scripts read stdout: the error as a JSON object, with the plan that failed
+                print_json(
+                    {
+                        "schema_version": 1,
+                        "error": {"kind": "does-not-fit", "exit_code": 2, "message": fit_error.render()},
+                        "plan": plan,
+                    }
+                )
+            raise fit_error
         if spec_out is not None:
             left_out = write_spec_file(spec_out, plan.spec)
             if left_out:

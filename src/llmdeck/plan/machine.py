@@ -48,6 +48,9 @@ class MachineProfile(BaseModel):
     )
     source: str = Field("profile", description="profile | nvml | psutil")
     gpu_name: str | None = None
+    compute_capability_major: int | None = Field(
+        None, description="CUDA compute capability (major): picks vLLM's attention backend (block size)."
+    )
 
     @property
     def large_memory(self) -> bool:
@@ -80,6 +83,7 @@ def dgx_spark(mem_available_gib: float | None = None) -> MachineProfile:
         device_memory_reads_zero=True,
         source="psutil" if mem_available_gib is not None else "profile",
         gpu_name="NVIDIA GB10",
+        compute_capability_major=12,  # GB10 is SM 12.1
     )
 
 
@@ -89,6 +93,7 @@ def h200() -> MachineProfile:
         description="one NVIDIA H200 (141 GB HBM3e)",
         total_gib=H200_TOTAL_GIB,
         gpu_name="NVIDIA H200",
+        compute_capability_major=9,
     )
 
 
@@ -110,6 +115,10 @@ def _detect() -> MachineProfile:
         handle = pynvml.nvmlDeviceGetHandleByIndex(0)
         name = pynvml.nvmlDeviceGetName(handle)
         name = name.decode() if isinstance(name, bytes) else str(name)
+        try:
+            major: int | None = int(pynvml.nvmlDeviceGetCudaComputeCapability(handle)[0])
+        except Exception:
+            major = None
     except Exception as exc:
         raise PlanError(
             f"--machine auto found no usable NVIDIA GPU here (NVML: {exc}).",
@@ -130,6 +139,7 @@ def _detect() -> MachineProfile:
         total_gib=round(total - NVML_RESERVED_GIB, 2),
         source="nvml",
         gpu_name=name,
+        compute_capability_major=major,
     )
 
 

@@ -3,20 +3,9 @@
 Two halves:
 
 1. **KV math (exact).** Given the bytes vLLM makes available for the KV cache, the block size,
-   block count, KV-cache tokens and maximum concurrency follow vLLM's own code:
-
-   * ``vllm/platforms/interface.py::_align_hybrid_block_size``: for hybrid models the attention
-     block size becomes ``16 * ceil(mamba_page / (16 * attn_page_per_token))`` so one attention
-     page holds at least one Gated-DeltaNet state page (vllm-facts.md, "Hybrid").
-   * ``vllm/v1/core/kv_cache_utils.py::_get_kv_cache_groups_uniform_page_size``: layers of each
-     kind are split into groups of ``group_size`` layers (the smallest kind's layer count, or the
-     largest when within 1.5x); every group shares one block pool; ``bytes_per_block =
-     page_size * group_size`` and ``num_blocks = available // bytes_per_block``.
-   * ``get_max_concurrency_for_kv_cache_config``: ``max_concurrency = num_blocks /
-     sum(cdiv(max_memory_usage_bytes(group), page_size))`` where a full-attention group needs
-     ``cdiv(max_model_len, block_size)`` blocks and a mamba group 1 (2 + spec tokens in
-     ``align`` mode, i.e. with prefix caching; ``vllm/v1/kv_cache_interface.py::MambaSpec``).
-   * ``GPU KV cache size: N tokens`` is ``int(max_concurrency * max_model_len)``.
+   groups, block count, KV-cache tokens and maximum concurrency follow vLLM's own code for every
+   layer kind (full, MLA, sliding window, chunked local, Mamba/GDN): see ``kvspec.py`` and
+   ``kvlayout.py`` for the source lines followed.
 
 2. **Available KV memory (modelled).** vLLM 0.22 ``gpu_worker.determine_available_memory``:
    ``available = ceil(total * utilization) - weights - transient_peak - non_torch -
@@ -32,36 +21,15 @@ import math
 
 from pydantic import BaseModel, Field
 
+from llmdeck.plan.kvlayout import kv_layout
+from llmdeck.plan.kvspec import KERNEL_BLOCK_ALIGN, KVLayout, cdiv, kv_dtype_bytes
 from llmdeck.plan.machine import GIB, MachineProfile
-from llmdeck.plan.modelinfo import DTYPE_BYTES, ModelFacts
+from llmdeck.plan.modelinfo import ModelFacts
+from llmdeck.plan.params import mxfp4_kernel_extra_bytes
+from llmdeck.plan.settings import DEFAULT_GPU_MEMORY_UTILIZATION, ServeSettings
 
-KERNEL_BLOCK_ALIGN = 16  # FLASH_ATTN / TRITON_ATTN: MultipleOf(16); also vLLM's default block size
-DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # vllm/config/cache.py (vllm PR #38284)
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-class ServeSettings(BaseModel):
-    """The engine settings that shape memory, resolved from flags, machine and model defaults."""
-
-    max_model_len: int
-    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
-    kv_cache_dtype: str = "auto"
-    max_num_seqs: int = 1024
-    max_num_batched_tokens: int = 8192
-    enable_prefix_caching: bool = True
-    enforce_eager: bool = False
-    tensor_parallel_size: int = 1
-    block_size: int | None = Field(None, description="--block-size when the user set one.")
-    num_speculative_tokens: int = 0
-    language_model_only: bool = True
-    kv_cache_memory_gib: float | None = Field(None, description="A known KV budget (skips the model).")
-
-    @property
-    def mamba_cache_mode(self) -> str:
-        return "align" if self.enable_prefix_caching else "none"
+__all__ = ["DEFAULT_GPU_MEMORY_UTILIZATION", "KERNEL_BLOCK_ALIGN", "KVLayout", "MemoryPlan", "ServeSettings"]
+__all__ += ["cdiv", "kv_capacity", "kv_dtype_bytes", "kv_layout", "plan_memory"]
 
 
 class OverheadModel(BaseModel):
@@ -75,7 +43,8 @@ class OverheadModel(BaseModel):
       ``ffn_per_token`` is ``2*intermediate_size`` (dense) or ``top_k * (3*moe_intermediate +
       hidden)`` (MoE: fused-MoE intermediate caches), plus for Gated-DeltaNet hybrids the fp32
       chunked-prefill scratch ``tokens * 6 B * nv * (dk + dv)`` (1.5 fp32 copies) and chunk states
-      ``tokens/64 * nv * dk * dv * 4 B`` (and a constant when compiled).
+      ``tokens/64 * nv * dk * dv * 4 B`` (and a constant when compiled); for MLA models the
+      multi-head prefill's q, k, v, kv_b_proj output and attention output per head.
     * ``sampler``: the dummy sampler pass, one fp32 logits row per sequence:
       ``max_num_seqs * vocab * 4 B``.
     * ``cuda_graph``: vLLM ≥ 0.21 subtracts its CUDA-graph estimate on the V1 model runner
@@ -137,6 +106,13 @@ def estimate_overhead(facts: ModelFacts, s: ServeSettings, *, unified_memory: bo
     else:
         ffn = DENSE_FFN_FACTOR * facts.intermediate_size
     activation = tokens * 2 * (8 * h + ffn) / tp
+    if facts.use_mla:
+        # MLA prefill runs as multi-head attention over the decompressed latent (vllm 0.22.0
+        # model_executor/layers/attention/mla_attention.py, forward_mha): per token and head, bf16
+        # q and k (qk_nope + qk_rope), kv_b_proj's output (qk_nope + v), v and the output (v)
+        qk = facts.qk_nope_head_dim + facts.qk_rope_head_dim
+        per_head = 2 * qk + facts.qk_nope_head_dim + 3 * facts.v_head_dim
+        activation += tokens * 2 * facts.num_attention_heads * per_head / tp
     if facts.is_hybrid:
         nv, dk, dv = facts.linear_num_value_heads, facts.linear_key_head_dim, facts.linear_value_head_dim
         activation += tokens * 6 * nv * (dk + dv) / tp
@@ -157,97 +133,6 @@ def estimate_overhead(facts: ModelFacts, s: ServeSettings, *, unified_memory: bo
         activation_gib=activation / GIB,
         sampler_gib=sampler / GIB,
         cuda_graph_gib=graphs * CUDA_GRAPH_BYTES_PER_GRAPH / GIB,
-    )
-
-
-class KVLayout(BaseModel):
-    """How vLLM lays out the KV cache for one model and settings (independent of the budget)."""
-
-    kv_dtype_bytes: int
-    attn_bytes_per_token_per_layer: int
-    kv_bytes_per_token: int = Field(..., description="All full-attention layers, one token.")
-    block_size: int
-    hybrid: bool
-    mamba_state_bytes_per_layer: int = 0
-    mamba_state_bytes_per_request: int = Field(0, description="All linear-attention layers, unpadded.")
-    page_size_bytes: int
-    group_size: int
-    attention_groups: int
-    mamba_groups: int
-    bytes_per_block: int
-    mamba_blocks_per_group: int = 0
-
-    def blocks_per_request(self, max_model_len: int) -> int:
-        return self.attention_groups * cdiv(max_model_len, self.block_size) + (
-            self.mamba_groups * self.mamba_blocks_per_group
-        )
-
-    def max_model_len_for_blocks(self, num_blocks: int) -> int:
-        """Largest context one request can have with ``num_blocks`` blocks (0 if none)."""
-        spare = num_blocks - self.mamba_groups * self.mamba_blocks_per_group
-        if spare <= 0:
-            return 0
-        return (spare // self.attention_groups) * self.block_size
-
-
-def kv_dtype_bytes(facts: ModelFacts, kv_cache_dtype: str) -> int:
-    if kv_cache_dtype in {"auto", ""}:
-        return facts.dtype_bytes
-    if kv_cache_dtype.startswith("fp8"):
-        return 1
-    return DTYPE_BYTES.get(kv_cache_dtype, facts.dtype_bytes)
-
-
-def kv_layout(facts: ModelFacts, s: ServeSettings) -> KVLayout:
-    """Block size, page size and groups exactly as vLLM derives them."""
-    tp = max(1, s.tensor_parallel_size)
-    kvb = kv_dtype_bytes(facts, s.kv_cache_dtype)
-    kv_heads = max(1, facts.num_key_value_heads // tp)
-    attn_tok = 2 * kv_heads * facts.head_dim * kvb
-    n_full = facts.full_attention_layers
-    block = s.block_size or KERNEL_BLOCK_ALIGN
-    if not facts.is_hybrid:
-        return KVLayout(
-            kv_dtype_bytes=kvb,
-            attn_bytes_per_token_per_layer=attn_tok,
-            kv_bytes_per_token=attn_tok * n_full,
-            block_size=block,
-            hybrid=False,
-            page_size_bytes=block * attn_tok,
-            group_size=n_full,
-            attention_groups=1,
-            mamba_groups=0,
-            bytes_per_block=block * attn_tok * n_full,
-        )
-    nk, nv = facts.linear_num_key_heads // tp, facts.linear_num_value_heads // tp
-    dk, dv = facts.linear_key_head_dim, facts.linear_value_head_dim
-    conv_dim = 2 * nk * dk + nv * dv
-    conv_bytes = conv_dim * (facts.linear_conv_kernel_dim - 1 + s.num_speculative_tokens) * facts.dtype_bytes
-    ssm_bytes = nv * dk * dv * facts.ssm_dtype_bytes
-    mamba_page = conv_bytes + ssm_bytes
-    align = max(KERNEL_BLOCK_ALIGN, block)
-    attn_block = align * cdiv(mamba_page, align * attn_tok)
-    block = max(block, attn_block)
-    page = block * attn_tok
-    n_lin = facts.linear_attention_layers
-    group_size = min(n_full, n_lin)
-    if max(n_full, n_lin) < group_size * 1.5:
-        group_size = max(n_full, n_lin)
-    per_group_mamba = (2 + s.num_speculative_tokens) if s.mamba_cache_mode == "align" else 1
-    return KVLayout(
-        kv_dtype_bytes=kvb,
-        attn_bytes_per_token_per_layer=attn_tok,
-        kv_bytes_per_token=attn_tok * n_full,
-        block_size=block,
-        hybrid=True,
-        mamba_state_bytes_per_layer=mamba_page,
-        mamba_state_bytes_per_request=mamba_page * n_lin,
-        page_size_bytes=page,
-        group_size=group_size,
-        attention_groups=cdiv(n_full, group_size),
-        mamba_groups=cdiv(n_lin, group_size),
-        bytes_per_block=page * group_size,
-        mamba_blocks_per_group=per_group_mamba,
     )
 
 
@@ -315,6 +200,7 @@ def plan_memory(
 ) -> MemoryPlan:
     tp = max(1, s.tensor_parallel_size)
     weights = facts.weight_bytes(language_model_only=s.language_model_only) / tp
+    weights += mxfp4_kernel_extra_bytes(facts, s.compute_capability_major) / tp
     overhead = estimate_overhead(facts, s, unified_memory=machine.unified_memory)
     requested = math.ceil(machine.total_gib * GIB * s.gpu_memory_utilization)
     if s.kv_cache_memory_gib is not None:
@@ -344,8 +230,8 @@ def plan_memory(
         max_num_batched_tokens=s.max_num_batched_tokens,
         enable_prefix_caching=s.enable_prefix_caching,
         mamba_cache_mode=s.mamba_cache_mode if facts.is_hybrid else "n/a",
-        max_context_one_request=min(
-            layout.max_model_len_for_blocks(cap.num_blocks), facts.max_position_embeddings
+        max_context_one_request=layout.max_model_len_for_blocks(
+            cap.num_blocks, limit=max(facts.derived_max_len, facts.max_position_embeddings)
         ),
         utilization_for_context=util_needed if util_needed <= 1.0 else None,
         target_concurrency=target_concurrency,

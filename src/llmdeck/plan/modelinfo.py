@@ -1,20 +1,38 @@
 """Model facts read from a Hugging Face ``config.json`` (never the weights).
 
-Handles dense and MoE decoders, hybrid linear-attention models (Qwen3-Next, Qwen3.5/3.6:
-``layer_types``, ``full_attention_interval``, ``linear_*`` dims, ``mamba_ssm_dtype``), the
-``text_config`` nesting of multimodal checkpoints, and ``quantization_config``.
+Handles dense and MoE decoders (shared experts, ``first_k_dense_replace``), MLA attention
+(DeepSeek-V2/V3, GLM-4.7-Flash: ``kv_lora_rank``), sliding-window layers (``layer_types``,
+model-level ``sliding_window``; gpt-oss, gemma-3, Mistral), attention sinks, hybrid linear
+attention (Qwen3-Next, Qwen3.5/3.6: ``layer_types``, ``full_attention_interval``, ``linear_*``,
+``mamba_ssm_dtype``), the ``text_config`` nesting of multimodal checkpoints, ModelOpt's
+``hf_quant_config.json``, RoPE scaling, and config values left to the library default.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from llmdeck.errors import ConfigError, ModelPathError
+from llmdeck.plan.configfields import (
+    MLA_MODEL_TYPES,
+    apply_sliding_window,
+    cfg_get,
+    layer_kinds,
+    linear_fields,
+    mla_fields,
+    moe_fields,
+    prepare_config,
+    vision_params_estimate,
+)
+from llmdeck.plan.configread import read_config_file, read_hf_quant_config
+from llmdeck.plan.quant import QuantizationInfo, parse_quantization
+from llmdeck.plan.rope import DerivedLength, derive_max_len
+
+__all__ = ["DTYPE_BYTES", "ModelFacts", "QuantizationInfo", "facts_from_config", "facts_from_dir"]
+__all__ += ["MLA_MODEL_TYPES", "read_config_file", "read_index_total_size"]
 
 DTYPE_BYTES: dict[str, int] = {
     "float32": 4,
@@ -35,25 +53,6 @@ DTYPE_BYTES: dict[str, int] = {
 HYBRID_GDN_MODEL_TYPES = {"qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text"}
 
 
-class QuantizationInfo(BaseModel):
-    """``quantization_config`` in short."""
-
-    method: str
-    fmt: str | None = None
-    weight_block_size: list[int] | None = None
-    bits: int | None = None
-
-    @property
-    def weight_bytes_per_param(self) -> float:
-        if self.method in {"fp8", "fbgemm_fp8", "compressed-tensors", "modelopt"}:
-            return 1.0
-        if self.bits:
-            return self.bits / 8
-        if self.method in {"awq", "gptq", "mxfp4", "nvfp4"}:
-            return 0.5
-        return 2.0
-
-
 class ModelFacts(BaseModel):
     """What the planner needs to know about one model, from its config.json."""
 
@@ -69,17 +68,36 @@ class ModelFacts(BaseModel):
     intermediate_size: int = 0
     vocab_size: int
     max_position_embeddings: int
+    derived_max_len: int = Field(0, description="The longest context vLLM allows (RoPE scaling applied).")
+    derived_max_len_how: str = ""
+    default_max_len: int = Field(0, description="What vLLM uses without --max-model-len.")
     tie_word_embeddings: bool = False
     attention_bias: bool = False
     attn_output_gate: bool = False
+    qk_norm: bool = False
+    attention_sinks: bool = Field(False, description="learned per-head sinks (gpt-oss): no KV")
+    num_kv_shared_layers: int = Field(0, description="last layers reusing an earlier layer's KV (gemma-3n/4)")
+    # MLA
+    kv_lora_rank: int = 0
+    q_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    # sliding window (per layer, from layer_types) and chunked local attention
+    sliding_window: int | None = None
+    attention_chunk_size: int | None = None
     # MoE
     num_experts: int = 0
     num_experts_per_tok: int = 0
     moe_intermediate_size: int = 0
     shared_expert_intermediate_size: int = 0
+    n_shared_experts: int = 0
+    first_k_dense_replace: int = 0
+    moe_layer_freq: int = 1
     decoder_sparse_step: int = 1
     mlp_only_layers: list[int] = Field(default_factory=list)
-    # hybrid linear attention (Gated DeltaNet)
+    expert_bias: bool = False
+    # per layer: full_attention | sliding_attention | linear_attention | chunked_attention
     layer_types: list[str] = Field(default_factory=list)
     linear_conv_kernel_dim: int = 0
     linear_key_head_dim: int = 0
@@ -94,6 +112,8 @@ class ModelFacts(BaseModel):
     vision_params: int = 0
     quantization: QuantizationInfo | None = None
     checkpoint_bytes: int | None = Field(None, description="safetensors index total_size, when present.")
+    defaults_used: list[str] = Field(default_factory=list, description="keys filled from library defaults")
+    defaults_source: str = "config.json"
 
     # ---- derived ------------------------------------------------------------------------
 
@@ -102,18 +122,37 @@ class ModelFacts(BaseModel):
         return self.num_experts > 0
 
     @property
+    def use_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def types(self) -> list[str]:
+        return self.layer_types or ["full_attention"] * self.num_hidden_layers
+
+    @property
     def is_hybrid(self) -> bool:
-        return any(t != "full_attention" for t in self.layer_types)
+        """Mamba-style hybrid (linear-attention layers with a constant state): vLLM's ``is_hybrid``."""
+        return any(t == "linear_attention" for t in self.layer_types)
+
+    @property
+    def has_sliding_window(self) -> bool:
+        return any(t == "sliding_attention" for t in self.types)
 
     @property
     def full_attention_layers(self) -> int:
-        if not self.layer_types:
-            return self.num_hidden_layers
-        return sum(1 for t in self.layer_types if t == "full_attention")
+        return sum(1 for t in self.types if t == "full_attention")
+
+    @property
+    def sliding_attention_layers(self) -> int:
+        return sum(1 for t in self.types if t == "sliding_attention")
+
+    @property
+    def attention_layers(self) -> int:
+        return sum(1 for t in self.types if t != "linear_attention")
 
     @property
     def linear_attention_layers(self) -> int:
-        return sum(1 for t in self.layer_types if t == "linear_attention")
+        return sum(1 for t in self.types if t == "linear_attention")
 
     @property
     def dtype_bytes(self) -> int:
@@ -126,191 +165,116 @@ class ModelFacts(BaseModel):
         return self.dtype_bytes
 
     @property
-    def kind(self) -> str:
-        base = "hybrid linear-attention" if self.is_hybrid else "dense"
-        if self.is_moe:
-            base = ("hybrid " if self.is_hybrid else "") + "MoE"
-        return base
+    def kv_head_size(self) -> int:
+        """vLLM's ``get_head_size``: MLA keeps one latent of kv_lora_rank + qk_rope_head_dim."""
+        return self.kv_lora_rank + self.qk_rope_head_dim if self.use_mla else self.head_dim
 
-    def _moe_layer(self, i: int) -> bool:
-        if not self.is_moe or i in self.mlp_only_layers:
+    @property
+    def kind(self) -> str:
+        parts = []
+        if self.is_hybrid:
+            parts.append("hybrid")
+        if self.use_mla:
+            parts.append("MLA")
+        if self.has_sliding_window:
+            parts.append("sliding-window")
+        parts.append("MoE" if self.is_moe else "dense")
+        return " ".join(parts)
+
+    def moe_layer(self, i: int) -> bool:
+        if not self.is_moe or i in self.mlp_only_layers or i < self.first_k_dense_replace:
             return False
+        if self.first_k_dense_replace or self.n_shared_experts:
+            return i % max(1, self.moe_layer_freq) == 0
         step = max(1, self.decoder_sparse_step)
         return (i + 1) % step == 0
 
-    def language_model_params(self) -> int:
-        """Parameters of the language model vLLM loads (no vision tower, no MTP head)."""
-        h = self.hidden_size
-        params = self.vocab_size * h * (1 if self.tie_word_embeddings else 2) + h
-        q_dim = self.num_attention_heads * self.head_dim
-        kv_dim = self.num_key_value_heads * self.head_dim
-        full_attn = h * q_dim * (2 if self.attn_output_gate else 1) + 2 * h * kv_dim + q_dim * h
-        full_attn += 2 * self.head_dim  # q_norm / k_norm
-        if self.attention_bias:
-            full_attn += q_dim + 2 * kv_dim
-        nk, nv = self.linear_num_key_heads, self.linear_num_value_heads
-        dk, dv = self.linear_key_head_dim, self.linear_value_head_dim
-        conv_dim = 2 * nk * dk + nv * dv
-        linear_attn = (
-            h * (2 * nk * dk + 2 * nv * dv)  # in_proj_qkvz
-            + h * 2 * nv  # in_proj_ba
-            + conv_dim * self.linear_conv_kernel_dim
-            + 2 * nv  # dt_bias, A_log
-            + dv  # gated norm
-            + nv * dv * h  # out_proj
-        )
-        types = self.layer_types or ["full_attention"] * self.num_hidden_layers
-        for i, layer_type in enumerate(types):
-            params += 2 * h
-            params += linear_attn if layer_type == "linear_attention" else full_attn
-            if self._moe_layer(i):
-                params += h * self.num_experts + self.num_experts * 3 * h * self.moe_intermediate_size
-                if self.shared_expert_intermediate_size:
-                    params += 3 * h * self.shared_expert_intermediate_size + h
-            else:
-                params += 3 * h * self.intermediate_size
-        return params
-
     @property
     def rotary_dim(self) -> int:
-        return int(self.head_dim * self.partial_rotary_factor)
+        head = self.qk_rope_head_dim if self.use_mla else self.head_dim
+        return int(head * (1.0 if self.use_mla else self.partial_rotary_factor))
 
     def rotary_cache_bytes(self) -> int:
         """vLLM's cos/sin cache: max_position × rotary_dim in the model dtype (counted in weights)."""
-        return self.max_position_embeddings * self.rotary_dim * self.dtype_bytes
+        positions = max(self.max_position_embeddings, self.derived_max_len)
+        return positions * self.rotary_dim * self.dtype_bytes
+
+    def language_model_params(self) -> int:
+        from llmdeck.plan.params import language_model_params
+
+        return language_model_params(self)
 
     def weight_bytes(self, *, language_model_only: bool = True) -> int:
-        """Bytes of weights vLLM loads: the safetensors index when known, else params × dtype.
+        """Bytes of weights vLLM loads (safetensors index when known, else params × bytes per scheme).
 
         Both include vLLM's rotary cos/sin cache, which "Model loading took X GiB" counts.
         """
-        return self._weight_bytes(language_model_only) + self.rotary_cache_bytes()
+        from llmdeck.plan.params import weight_bytes
 
-    def _weight_bytes(self, language_model_only: bool) -> int:
-        embed = self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
-        params = self.language_model_params()
-        if self.checkpoint_bytes:
-            total = self.checkpoint_bytes
-            if self.has_vision and language_model_only:
-                total -= self.vision_params * self.dtype_bytes
-            return max(total, 0)
-        if self.quantization:
-            per = self.quantization.weight_bytes_per_param
-            # embeddings, lm_head and norms stay in the model dtype; linear layers are quantized
-            total = int((params - embed) * per + embed * self.dtype_bytes)
-            if self.quantization.weight_block_size:
-                block = math.prod(self.quantization.weight_block_size)
-                total += int((params - embed) / block * 4)  # fp32 block scales
-        else:
-            total = params * self.dtype_bytes
-        if self.has_vision and not language_model_only:
-            total += self.vision_params * self.dtype_bytes
-        return total
+        return weight_bytes(self, language_model_only=language_model_only) + self.rotary_cache_bytes()
 
 
-def _vision_params(vc: dict[str, Any]) -> int:
-    """Rough parameter count of a ViT tower (only used without --language-model-only)."""
-    h = int(vc.get("hidden_size", 0) or 0)
-    depth = int(vc.get("depth", vc.get("num_hidden_layers", 0)) or 0)
-    inter = int(vc.get("intermediate_size", 4 * h) or 0)
-    out = int(vc.get("out_hidden_size", h) or h)
-    return depth * (4 * h * h + 2 * h * inter) + 4 * h * out
+def _vllm_dtype(config_dtype: str) -> str:
+    """``--dtype auto``: float32 checkpoints run in bfloat16 on CUDA (vllm 0.22.0
+    config/model.py:2003-2025, _resolve_auto_dtype: supported_dtypes[0] is bfloat16)."""
+    if config_dtype in {"float32", "float", "fp32"}:
+        return "bfloat16"
+    return {"half": "float16", "bf16": "bfloat16", "fp16": "float16"}.get(config_dtype, config_dtype)
 
 
-def _get(cfg: dict[str, Any], key: str, default: Any = None) -> Any:
-    value = cfg.get(key, default)
-    return default if value is None else value
-
-
-def facts_from_config(cfg: dict[str, Any], *, source: str, checkpoint_bytes: int | None = None) -> ModelFacts:
+def facts_from_config(
+    cfg: dict[str, Any],
+    *,
+    source: str,
+    checkpoint_bytes: int | None = None,
+    quant_file: dict[str, Any] | None = None,
+    overrides: dict[str, Any] | None = None,
+) -> ModelFacts:
     """Build :class:`ModelFacts` from a parsed config.json; raise ConfigError when it is not a decoder."""
-    if not isinstance(cfg, dict):
-        raise ConfigError(f"The config.json of {source} is not a JSON object.", hint="Re-download it.")
+    cfg, t = prepare_config(cfg, source, overrides)
+    h, n_heads, n_layers = int(t["hidden_size"]), int(t["num_attention_heads"]), int(t["num_hidden_layers"])
+    model_type = str(cfg_get(t, "model_type", cfg_get(cfg, "model_type", "unknown")))
+    types, window = apply_sliding_window(t, layer_kinds(t, n_layers, source), n_layers)
+    quant = parse_quantization(t.get("quantization_config") or quant_file)
+    length: DerivedLength = derive_max_len(t)
     archs = cfg.get("architectures") or []
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else None
-    t: dict[str, Any] = dict(text) if text else dict(cfg)
-    for key in ("tie_word_embeddings", "torch_dtype", "dtype", "quantization_config"):
-        if key not in t and key in cfg:
-            t[key] = cfg[key]
-    missing = [
-        k
-        for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
-        if not isinstance(t.get(k), int)
-    ]
-    if missing:
-        raise ConfigError(
-            f"The config.json of {source} lacks {', '.join(missing)}, so llmdeck cannot size the model "
-            "(is it a decoder-only language model, and is the file complete?).",
-            hint="Check the file against the model's page on Hugging Face, or re-download config.json.",
-        )
-    h = int(t["hidden_size"])
-    n_heads = int(t["num_attention_heads"])
-    n_layers = int(t["num_hidden_layers"])
-    head_dim = int(_get(t, "head_dim", h // n_heads))
-    layer_types = [str(x) for x in _get(t, "layer_types", [])]
-    interval = t.get("full_attention_interval")
-    if not layer_types and isinstance(interval, int) and interval > 0:
-        layer_types = [
-            "full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(n_layers)
-        ]
-    if layer_types and len(layer_types) != n_layers:
-        raise ConfigError(
-            f"The config.json of {source} lists {len(layer_types)} layer_types for {n_layers} layers.",
-            hint="The file looks truncated or edited; re-download config.json.",
-        )
-    quant = None
-    qc = t.get("quantization_config")
-    if isinstance(qc, dict) and qc.get("quant_method"):
-        quant = QuantizationInfo(
-            method=str(qc["quant_method"]),
-            fmt=qc.get("fmt"),
-            weight_block_size=qc.get("weight_block_size"),
-            bits=qc.get("bits") if isinstance(qc.get("bits"), int) else None,
-        )
     vc = cfg.get("vision_config")
-    dtype = str(_get(t, "dtype", _get(t, "torch_dtype", "bfloat16")))
     try:
         return ModelFacts(
             source=source,
-            architecture=str(archs[0]) if archs else str(_get(cfg, "model_type", "unknown")),
-            model_type=str(_get(cfg, "model_type", _get(t, "model_type", "unknown"))),
-            dtype=dtype,
+            architecture=str(archs[0]) if archs else str(cfg_get(cfg, "model_type", "unknown")),
+            model_type=str(cfg_get(cfg, "model_type", model_type)),
+            dtype=_vllm_dtype(str(cfg_get(t, "dtype", cfg_get(t, "torch_dtype", "bfloat16")))),
             hidden_size=h,
             num_hidden_layers=n_layers,
             num_attention_heads=n_heads,
-            num_key_value_heads=int(_get(t, "num_key_value_heads", n_heads)),
-            head_dim=head_dim,
-            intermediate_size=int(_get(t, "intermediate_size", 0)),
+            num_key_value_heads=int(cfg_get(t, "num_key_value_heads", n_heads)),
+            head_dim=int(cfg_get(t, "head_dim", h // n_heads)),
+            intermediate_size=int(cfg_get(t, "intermediate_size", 0)),
             vocab_size=int(t["vocab_size"]),
-            max_position_embeddings=int(_get(t, "max_position_embeddings", 2048)),
-            tie_word_embeddings=bool(_get(t, "tie_word_embeddings", False)),
-            attention_bias=bool(_get(t, "attention_bias", False)),
-            attn_output_gate=bool(_get(t, "attn_output_gate", False)),
-            num_experts=int(_get(t, "num_experts", _get(t, "n_routed_experts", 0))),
-            num_experts_per_tok=int(_get(t, "num_experts_per_tok", 0)),
-            moe_intermediate_size=int(_get(t, "moe_intermediate_size", 0)),
-            shared_expert_intermediate_size=int(_get(t, "shared_expert_intermediate_size", 0)),
-            decoder_sparse_step=int(_get(t, "decoder_sparse_step", 1)),
-            mlp_only_layers=[int(x) for x in _get(t, "mlp_only_layers", [])],
-            layer_types=layer_types,
-            linear_conv_kernel_dim=int(_get(t, "linear_conv_kernel_dim", 0)),
-            linear_key_head_dim=int(_get(t, "linear_key_head_dim", 0)),
-            linear_value_head_dim=int(_get(t, "linear_value_head_dim", 0)),
-            linear_num_key_heads=int(_get(t, "linear_num_key_heads", 0)),
-            linear_num_value_heads=int(_get(t, "linear_num_value_heads", 0)),
-            mamba_ssm_dtype=t.get("mamba_ssm_dtype"),
-            mtp_num_hidden_layers=int(_get(t, "mtp_num_hidden_layers", 0)),
-            partial_rotary_factor=float(
-                _get(
-                    t,
-                    "partial_rotary_factor",
-                    _get(t.get("rope_parameters") or {}, "partial_rotary_factor", 1.0),
-                )
-            ),
+            max_position_embeddings=int(cfg_get(t, "max_position_embeddings", length.max_len)),
+            derived_max_len=length.max_len,
+            derived_max_len_how=length.describe(),
+            default_max_len=length.default_len,
+            tie_word_embeddings=bool(cfg_get(t, "tie_word_embeddings", False)),
+            attention_bias=bool(cfg_get(t, "attention_bias", False)),
+            attn_output_gate=bool(cfg_get(t, "attn_output_gate", False)),
+            qk_norm=model_type.startswith(("qwen3", "gemma3")),
+            attention_sinks=model_type == "gpt_oss",
+            num_kv_shared_layers=int(cfg_get(t, "num_kv_shared_layers", 0)),
+            expert_bias=model_type == "gpt_oss",
+            sliding_window=window,
+            attention_chunk_size=t.get("attention_chunk_size") if "chunked_attention" in types else None,
+            layer_types=types if len(set(types)) > 1 or (types and types[0] != "full_attention") else [],
+            **moe_fields(t),
+            **mla_fields(t, model_type),
+            **linear_fields(t),
             has_vision=isinstance(vc, dict),
-            vision_params=_vision_params(vc) if isinstance(vc, dict) else 0,
+            vision_params=vision_params_estimate(vc) if isinstance(vc, dict) else 0,
             quantization=quant,
             checkpoint_bytes=checkpoint_bytes,
+            defaults_used=t["_defaults_used"],
+            defaults_source=t["_defaults_source"],
         )
     except (TypeError, ValueError) as exc:
         raise ConfigError(
@@ -319,30 +283,10 @@ def facts_from_config(cfg: dict[str, Any], *, source: str, checkpoint_bytes: int
         ) from exc
 
 
-def read_config_file(path: Path) -> dict[str, Any]:
-    """Read and parse one config.json, turning every failure into a ConfigError (exit 2)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise ModelPathError(
-            f"{path} does not exist.", hint="Point llmdeck at a model folder that holds config.json."
-        ) from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"Cannot read {path}: {exc}.", hint="Check the file and its permissions.") from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}).",
-            hint="The download was probably cut short; fetch config.json again.",
-        ) from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} is not a JSON object.", hint="Fetch config.json again.")
-    return data
-
-
 def read_index_total_size(model_dir: Path) -> int | None:
     """``metadata.total_size`` of ``model.safetensors.index.json``, or the size of a lone safetensors file."""
+    import json
+
     index = model_dir / "model.safetensors.index.json"
     if index.is_file():
         try:
@@ -360,9 +304,11 @@ def read_index_total_size(model_dir: Path) -> int | None:
     return None
 
 
-def facts_from_dir(model_dir: Path) -> ModelFacts:
-    """Facts of a local model folder (config.json + optional safetensors index)."""
+def facts_from_dir(model_dir: Path, *, overrides: dict[str, Any] | None = None) -> ModelFacts:
+    """Facts of a local model folder (config.json, hf_quant_config.json, safetensors index)."""
     model_dir = Path(model_dir)
+    if model_dir.is_file() and model_dir.name.endswith(".json"):
+        model_dir = model_dir.parent  # `plan PATH/config.json` reads like its folder
     config = model_dir / "config.json"
     if not model_dir.is_dir():
         raise ModelPathError(
@@ -374,5 +320,9 @@ def facts_from_dir(model_dir: Path) -> ModelFacts:
             hint="Download the model (or just its config.json) into that folder first.",
         )
     return facts_from_config(
-        read_config_file(config), source=str(model_dir), checkpoint_bytes=read_index_total_size(model_dir)
+        read_config_file(config),
+        source=str(config),
+        checkpoint_bytes=read_index_total_size(model_dir),
+        quant_file=read_hf_quant_config(model_dir),
+        overrides=overrides,
     )

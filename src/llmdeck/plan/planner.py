@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import platform
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -14,12 +13,17 @@ from llmdeck import __version__
 from llmdeck.catalog.models import Catalog, CatalogEntry, load_catalog
 from llmdeck.engines.docker import DEFAULT_IMAGE, split_image
 from llmdeck.engines.spec import LaunchSpec
-from llmdeck.errors import ConfigError, PlanError, UnknownModelError, UsageError
+from llmdeck.errors import PlanError, UsageError
 from llmdeck.plan.flags import SPEC_FLAGS, VllmFlags, parse_vllm_flags
-from llmdeck.plan.lint import Finding, LintContext, lint, version_tuple
+from llmdeck.plan.lint import Finding, LintContext, lint
 from llmdeck.plan.machine import GB10_CEILING, MachineProfile, get_machine
 from llmdeck.plan.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryPlan, ServeSettings, plan_memory
-from llmdeck.plan.modelinfo import ModelFacts, facts_from_config, facts_from_dir
+from llmdeck.plan.modelinfo import ModelFacts
+from llmdeck.plan.resolve import ResolvedModel, find_in_hf_cache, find_local_copy, resolve_model
+from llmdeck.plan.versions import at_least, version_tuple
+
+__all__ = ["Plan", "PlanRequest", "ResolvedModel", "find_in_hf_cache", "find_local_copy", "make_plan"]
+__all__ += ["resolve_model"]
 
 PLAN_SCHEMA_VERSION = 1
 DEFAULT_VLLM_VERSION = "0.22.0"  # the version of the field reports (seed 004 §5) and of ../shared/gpu-lab
@@ -48,13 +52,6 @@ class PlanRequest(BaseModel):
     total_gib: float | None = Field(None, gt=0, description="Override the machine's device memory total.")
 
 
-class ResolvedModel(BaseModel):
-    name: str
-    repo_id: str | None = None
-    local_path: str | None = None
-    config_source: str
-
-
 class Plan(BaseModel):
     """The result of ``llmdeck plan`` (``--json``)."""
 
@@ -81,119 +78,12 @@ class Plan(BaseModel):
     def errors(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == "error"]
 
-
-# ---- model resolution ----------------------------------------------------------------------
-
-
-def _hf_hub_dirs() -> list[Path]:
-    dirs = []
-    if os.environ.get("HF_HUB_CACHE"):
-        dirs.append(Path(os.environ["HF_HUB_CACHE"]))
-    if os.environ.get("HF_HOME"):
-        dirs.append(Path(os.environ["HF_HOME"]) / "hub")
-    dirs.append(Path.home() / ".cache" / "huggingface" / "hub")
-    return dirs
-
-
-def find_in_hf_cache(repo_id: str) -> Path | None:
-    """A snapshot folder of ``repo_id`` in the HF hub cache that holds config.json."""
-    folder = "models--" + repo_id.replace("/", "--")
-    for hub in _hf_hub_dirs():
-        snaps = hub / folder / "snapshots"
-        if not snaps.is_dir():
-            continue
-        candidates = sorted(
-            (p for p in snaps.iterdir() if (p / "config.json").is_file()),
-            key=lambda p: p.stat().st_mtime,
-            reverse=True,
-        )
-        if candidates:
-            return candidates[0]
-    return None
-
-
-def find_local_copy(entry_or_repo: str, models_dir: Path | None) -> Path | None:
-    """seed 004's layout: ``~/.cache/huggingface/models/<name>`` with config.json."""
-    if models_dir is None:
-        return None
-    base = entry_or_repo.rstrip("/").split("/")[-1]
-    for cand in (models_dir / base, models_dir / entry_or_repo):
-        if (cand / "config.json").is_file():
-            return cand
-    return None
-
-
-def resolve_model(
-    model: str, catalog: Catalog, models_dir: Path | None = None
-) -> tuple[ModelFacts, CatalogEntry | None, ResolvedModel]:
-    """Local folder, catalog name / repo id (local copy, HF cache, or bundled config), or "
-    "HF-cached repo id."""
-    path = Path(model).expanduser()
-    if path.exists() or model.startswith(("/", "./", "../", "~")):
-        facts = facts_from_dir(path)
-        entry = catalog.find(path.resolve().name)
-        return (
-            facts,
-            entry,
-            ResolvedModel(
-                name=path.resolve().name,
-                repo_id=entry.repo_id if entry else None,
-                local_path=str(path.resolve()),
-                config_source=str(path.resolve() / "config.json"),
-            ),
-        )
-    entry = catalog.find(model)
-    repo_id = entry.repo_id if entry else model
-    name = entry.name if entry else model.split("/")[-1]
-    local = find_local_copy(entry.name if entry else model, models_dir) or (
-        find_local_copy(repo_id, models_dir) if entry else None
-    )
-    if local is not None:
-        facts = facts_from_dir(local)
-        return (
-            facts,
-            entry,
-            ResolvedModel(
-                name=name, repo_id=repo_id, local_path=str(local), config_source=str(local / "config.json")
-            ),
-        )
-    if "/" in repo_id:
-        snap = find_in_hf_cache(repo_id)
-        if snap is not None:
-            facts = facts_from_dir(snap)
-            return (
-                facts,
-                entry,
-                ResolvedModel(
-                    name=name, repo_id=repo_id, local_path=None, config_source=str(snap / "config.json")
-                ),
-            )
-    if entry is not None:
-        cfg = catalog.config_for(entry)
-        if cfg is None:
-            raise ConfigError(
-                f"{entry.name} is in the catalog, but llmdeck has no config.json for it offline "
-                "(none bundled, "
-                "none in the Hugging Face cache or the models folder), so it cannot size it.",
-                hint=f"Fetch just the config: `hf download {entry.repo_id} config.json --local-dir "
-                f"~/.cache/huggingface/models/{entry.name}`, then run llmdeck plan again.",
-            )
-        facts = facts_from_config(cfg, source=f"catalog:{entry.name} ({entry.config})")
-        return (
-            facts,
-            entry,
-            ResolvedModel(name=entry.name, repo_id=entry.repo_id, config_source=f"bundled:{entry.config}"),
-        )
-    if "/" in model:
-        raise UnknownModelError(
-            f"{model} is not in a catalog and its config.json is not in the Hugging Face cache.",
-            hint=f"Fetch the config first (`hf download {model} config.json`), or pass a local model folder.",
-        )
-    known = ", ".join(e.name for e in catalog.models)
-    raise UnknownModelError(
-        f"Unknown model {model!r}: not a folder, not a catalog name (known: {known}), not a repo id.",
-        hint="Run `llmdeck models` for the catalog, or pass a model folder or an org/name repo id.",
-    )
+    def fit_error(self) -> PlanError | None:
+        """The PlanError (exit 2) for a model or context that does not fit, None when it fits."""
+        if self.memory.fits:
+            return None
+        name = self.catalog_entry.name if self.catalog_entry else self.model.name
+        return _impossible(self.memory, self.facts, name)
 
 
 # ---- settings -----------------------------------------------------------------------------------
@@ -253,10 +143,8 @@ def resolve_settings(
         util = GB10_CEILING  # the planner's choice on GB10: vLLM's 0.92 default does not boot there
     _merge_option(flags, "gpu-memory-utilization", str(util) if util is not None else None)
     _merge_option(flags, "kv-cache-dtype", req.kv_cache_dtype)
-    max_len = flags.get_int("max-model-len") or facts.max_position_embeddings
-    hybrid_default = target_vllm is None or version_tuple(target_vllm) >= version_tuple(
-        HYBRID_PREFIX_CACHING_DEFAULT_SINCE
-    )
+    max_len = flags.get_int("max-model-len") or facts.default_max_len or facts.max_position_embeddings
+    hybrid_default = at_least(target_vllm, HYBRID_PREFIX_CACHING_DEFAULT_SINCE)
     prefix = flags.get_bool("enable-prefix-caching")
     if prefix is None:
         prefix = hybrid_default if facts.is_hybrid else True
@@ -291,7 +179,32 @@ def resolve_settings(
         num_speculative_tokens=spec_tokens,
         language_model_only=bool(flags.get_bool("language-model-only")) or not facts.has_vision,
         kv_cache_memory_gib=kv_gib,
+        disable_hybrid_kv_cache_manager=bool(flags.get_bool("disable-hybrid-kv-cache-manager")),
+        gdn_prefill_backend=_str_flag(flags, "gdn-prefill-backend"),
+        compute_capability_major=machine.compute_capability_major,
+        vllm_version=target_vllm,
     )
+
+
+def _str_flag(flags: VllmFlags, name: str) -> str | None:
+    value = flags.get(name)
+    return value if isinstance(value, str) else None
+
+
+def _overrides(flags: VllmFlags) -> dict[str, Any] | None:
+    """``--hf-overrides`` JSON (e.g. RoPE scaling) applies to the config as vLLM applies it; an
+    explicit ``--dtype`` replaces the checkpoint's dtype."""
+    dtype = _str_flag(flags, "dtype")
+    extra: dict[str, Any] = {"dtype": dtype, "torch_dtype": dtype} if dtype and dtype != "auto" else {}
+    if not flags.has("hf-overrides"):
+        return extra or None
+    value = flags.get_json("hf-overrides")
+    if not isinstance(value, dict):
+        raise UsageError(
+            f"--hf-overrides {flags.get('hf-overrides')!r} is not a JSON object.",
+            hint='Write e.g. --hf-overrides \'{"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}\'.',
+        )
+    return {**value, **extra}
 
 
 # ---- the plan -----------------------------------------------------------------------------------
@@ -324,6 +237,16 @@ def _impossible(memory: MemoryPlan, facts: ModelFacts, model: str) -> PlanError:
     return PlanError(msg + " What would fit instead: " + hint + ".", hint=None)
 
 
+def _target_vllm(req: PlanRequest, image: str | None, catalog: Catalog) -> tuple[str | None, str, str | None]:
+    """(target vLLM version, where it came from, the image's upper bound when only that is known)."""
+    if req.vllm_version:
+        return req.vllm_version, "--vllm-version", None
+    img_version, img_below, img_source = image_version(image, catalog)
+    if req.engine == "docker":
+        return img_version, img_source, img_below
+    return DEFAULT_VLLM_VERSION, f"assumed (the field reports' vLLM {DEFAULT_VLLM_VERSION})", img_below
+
+
 def make_plan(
     req: PlanRequest,
     *,
@@ -335,18 +258,11 @@ def make_plan(
 ) -> Plan:
     """Build the whole plan. Raises PlanError (exit 2) for a context beyond memory when asked to."""
     catalog = catalog or load_catalog(catalog_paths)
-    facts, entry, resolved = resolve_model(req.model, catalog, models_dir)
-    machine = machine or get_machine(req.machine, total_gib=req.total_gib)
     flags = parse_vllm_flags(req.vllm_args)
+    facts, entry, resolved = resolve_model(req.model, catalog, models_dir, _overrides(flags))
+    machine = machine or get_machine(req.machine, total_gib=req.total_gib)
     image = (req.image or DEFAULT_IMAGE) if req.engine == "docker" else None
-    img_version, img_below, img_source = image_version(image, catalog)
-    target: str | None
-    if req.vllm_version:
-        target, source = req.vllm_version, "--vllm-version"
-    elif req.engine == "docker":
-        target, source = img_version, img_source
-    else:
-        target, source = DEFAULT_VLLM_VERSION, f"assumed (the field reports' vLLM {DEFAULT_VLLM_VERSION})"
+    target, source, img_below = _target_vllm(req, image, catalog)
     settings = resolve_settings(req, facts, flags, machine, target)
     memory = plan_memory(facts, settings, machine, target_concurrency=req.concurrency)
     arch = catalog.min_vllm_for(facts.architecture)
@@ -363,10 +279,10 @@ def make_plan(
         min_vllm=arch.min_vllm if arch else None,
         min_vllm_evidence=arch.evidence if arch else None,
         image=image,
-        image_vllm_below=img_below if not req.vllm_version else None,
+        image_vllm_below=img_below,
         target_concurrency=req.concurrency,
     )
-    findings = lint(ctx)
+    findings = lint(ctx, target_source=source)
     if raise_if_impossible and not memory.fits:
         raise _impossible(memory, facts, ctx.model_name)
     spec = build_spec(req, resolved, flags, image)

@@ -1,0 +1,160 @@
+"""Reading the fields of a config.json's text section into the planner's terms (pure dict work).
+
+Layer kinds from ``layer_types`` / ``full_attention_interval``; vLLM's sliding-window rule; MoE,
+MLA and Gated-DeltaNet fields under their several names; the config preparation (overrides,
+``text_config``, library defaults, size validation).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmdeck.errors import ConfigError
+from llmdeck.plan.configread import fill_library_defaults, text_section, validate_sizes
+
+# vllm 0.22.0 transformers_utils/model_arch_config_convertor.py:220-244 (is_deepseek_mla).
+MLA_MODEL_TYPES = {
+    "deepseek_v2",
+    "deepseek_v3",
+    "deepseek_v32",
+    "deepseek_mtp",
+    "glm_moe_dsa",
+    "glm4_moe_lite",
+    "glm4_moe_lite_mtp",
+    "kimi_k2",
+    "kimi_linear",
+    "longcat_flash",
+    "pangu_ultra_moe",
+    "AXK1",
+}
+LINEAR_TYPES = {"linear_attention", "mamba", "gated_deltanet"}
+SLIDING_TYPES = {"sliding_attention", "sliding_window", "local_attention"}
+
+
+def vision_params_estimate(vc: dict[str, Any]) -> int:
+    """Rough parameter count of a ViT tower (only used without --language-model-only)."""
+    h = int(vc.get("hidden_size", 0) or 0)
+    depth = int(vc.get("depth", vc.get("num_hidden_layers", 0)) or 0)
+    inter = int(vc.get("intermediate_size", 4 * h) or 0)
+    out = int(vc.get("out_hidden_size", h) or h)
+    return depth * (4 * h * h + 2 * h * inter) + 4 * h * out
+
+
+def cfg_get(cfg: dict[str, Any], key: str, default: Any = None) -> Any:
+    value = cfg.get(key, default)
+    return default if value is None else value
+
+
+def cfg_first(cfg: dict[str, Any], keys: tuple[str, ...], default: Any = 0) -> Any:
+    for k in keys:
+        if cfg.get(k) is not None:
+            return cfg[k]
+    return default
+
+
+def layer_kinds(t: dict[str, Any], n_layers: int, source: str) -> list[str]:
+    """Per-layer attention kind, normalized; [] for a plain decoder (all full attention)."""
+    raw = [str(x) for x in cfg_get(t, "layer_types", [])]
+    interval = t.get("full_attention_interval")
+    if not raw and isinstance(interval, int) and interval > 0:
+        raw = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(n_layers)]
+    if raw and len(raw) != n_layers:
+        raise ConfigError(
+            f"The config.json of {source} lists {len(raw)} layer_types for {n_layers} layers "
+            "(field layer_types).",
+            hint="The file looks truncated or edited; re-download config.json.",
+        )
+    out = []
+    for x in raw:
+        if x in LINEAR_TYPES:
+            out.append("linear_attention")
+        elif x in SLIDING_TYPES:
+            out.append("sliding_attention")
+        elif x in {"chunked_attention"}:
+            out.append("chunked_attention")
+        else:
+            out.append("full_attention")
+    return out
+
+
+def apply_sliding_window(t: dict[str, Any], types: list[str], n_layers: int) -> tuple[list[str], int | None]:
+    """vLLM 0.22 engine/arg_utils.py:1738-1742 and transformers_utils/config.py:560-567: an
+    interleaved model (several layer types) windows only its ``sliding_attention`` layers;
+    otherwise a model-level ``sliding_window`` applies to every layer (0 means none:
+    config/model.py:669-675; transformers drops it when ``use_sliding_window`` is false)."""
+    window = t.get("sliding_window")
+    if t.get("use_sliding_window") is False or not isinstance(window, int) or window <= 0:
+        window = None
+    if window is None:
+        return [("full_attention" if x == "sliding_attention" else x) for x in types], None
+    if len(set(types)) > 1:
+        return types, window
+    if any(x == "linear_attention" for x in types):
+        return types, None
+    return ["sliding_attention"] * n_layers, window
+
+
+def moe_fields(t: dict[str, Any]) -> dict[str, Any]:
+    experts = int(
+        cfg_first(t, ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts"), 0) or 0
+    )
+    return {
+        "num_experts": experts,
+        "num_experts_per_tok": int(
+            cfg_first(t, ("num_experts_per_tok", "experts_per_token", "moe_topk"), 0) or 0
+        ),
+        "moe_intermediate_size": int(
+            cfg_get(t, "moe_intermediate_size", cfg_get(t, "intermediate_size", 0) if experts else 0)
+        ),
+        "shared_expert_intermediate_size": int(cfg_get(t, "shared_expert_intermediate_size", 0)),
+        "n_shared_experts": int(cfg_get(t, "n_shared_experts", 0)),
+        "first_k_dense_replace": int(cfg_get(t, "first_k_dense_replace", 0)),
+        "moe_layer_freq": int(cfg_get(t, "moe_layer_freq", 1)),
+        "decoder_sparse_step": int(cfg_get(t, "decoder_sparse_step", 1)),
+        "mlp_only_layers": [int(x) for x in cfg_get(t, "mlp_only_layers", [])],
+    }
+
+
+def mla_fields(t: dict[str, Any], model_type: str) -> dict[str, Any]:
+    rank = t.get("kv_lora_rank")
+    if model_type not in MLA_MODEL_TYPES or not isinstance(rank, int):
+        return {}
+    return {
+        "kv_lora_rank": rank,
+        "q_lora_rank": int(cfg_get(t, "q_lora_rank", 0)),
+        "qk_rope_head_dim": int(cfg_get(t, "qk_rope_head_dim", 0)),
+        "qk_nope_head_dim": int(cfg_get(t, "qk_nope_head_dim", 0)),
+        "v_head_dim": int(cfg_get(t, "v_head_dim", 0)),
+    }
+
+
+def linear_fields(t: dict[str, Any]) -> dict[str, Any]:
+    keys: tuple[str, ...] = ("linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim")
+    keys += ("linear_num_key_heads", "linear_num_value_heads", "mtp_num_hidden_layers")
+    out: dict[str, Any] = {k: int(cfg_get(t, k, 0)) for k in keys}
+    out["mamba_ssm_dtype"] = t.get("mamba_ssm_dtype")
+    raw = t.get("rope_parameters")
+    rope: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    out["partial_rotary_factor"] = float(
+        cfg_get(t, "partial_rotary_factor", cfg_get(rope, "partial_rotary_factor", 1.0))
+    )
+    return out
+
+
+def prepare_config(
+    cfg: Any, source: str, overrides: dict[str, Any] | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"The config.json of {source} is not a JSON object.", hint="Re-download it.")
+    if overrides:
+        cfg = {**cfg, **overrides}
+        if isinstance(cfg.get("text_config"), dict):
+            cfg["text_config"] = {**cfg["text_config"], **overrides}
+    t = text_section(cfg)
+    nested = isinstance(cfg.get("text_config"), dict)
+    if "model_type" not in t and isinstance(cfg.get("model_type"), str):
+        t["model_type"] = cfg["model_type"]
+    filled, keys, where = fill_library_defaults(cfg, t)
+    validate_sizes(filled, source + ("#text_config" if nested else ""))
+    filled["_defaults_used"], filled["_defaults_source"] = keys, where
+    return cfg, filled

@@ -1,0 +1,214 @@
+"""Reading a model's ``config.json`` (and ModelOpt's ``hf_quant_config.json``) safely.
+
+Every way a config can be wrong — missing, unreadable, not JSON, not an object, a size that is
+missing, zero, negative or not a whole number — becomes one :class:`ConfigError` naming the file
+and the field (exit 2), never a ``KeyError`` or ``ZeroDivisionError`` later.
+
+Values a checkpoint leaves to the library default (gemma-3's nested ``text_config`` omits
+``vocab_size``, ``layer_types``, ...) are filled the way vLLM sees them: from transformers'
+config class for the ``model_type`` (vLLM builds its ``hf_config`` with the same class), and,
+when transformers is not installed, from a short table of documented defaults — each such
+value is recorded as a guess.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from llmdeck.errors import ConfigError, ModelPathError
+
+# Sizes that must be positive whole numbers when present (the first four are required).
+REQUIRED_SIZES = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
+OPTIONAL_SIZES = (
+    "num_key_value_heads",
+    "head_dim",
+    "intermediate_size",
+    "max_position_embeddings",
+    "moe_intermediate_size",
+    "num_experts_per_tok",
+    "sliding_window",
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+    "qk_nope_head_dim",
+    "v_head_dim",
+    "q_lora_rank",
+    "linear_conv_kernel_dim",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+    "linear_num_key_heads",
+    "linear_num_value_heads",
+)
+# Keys whose absence means the library default applies (so transformers is asked).
+DEFAULTED_KEYS = (*REQUIRED_SIZES, "max_position_embeddings", "num_key_value_heads", "tie_word_embeddings")
+# transformers' defaults for the model types whose public configs are known to lean on them
+# (used only without transformers; each use is reported as a guess). Source: transformers 5.x
+# configuration_gemma3.py (Gemma3TextConfig) and configuration_utils.py.
+DOCUMENTED_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gemma3_text": {
+        "vocab_size": 262208,
+        "max_position_embeddings": 131072,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "sliding_window": 4096,
+        "sliding_window_pattern": 6,
+        "tie_word_embeddings": True,
+    },
+    "": {"tie_word_embeddings": False},
+}
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Read and parse one config.json, turning every failure into a ConfigError (exit 2)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise ModelPathError(
+            f"{path} does not exist.", hint="Point llmdeck at a model folder that holds config.json."
+        ) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"Cannot read {path}: {exc}.", hint="Check the file and its permissions.") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}).",
+            hint="The download was probably cut short; fetch config.json again.",
+        ) from exc
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{path} is not a JSON object (it holds a {type(data).__name__}), so it is not a model config.",
+            hint="Fetch config.json again from the model's page.",
+        )
+    return data
+
+
+def read_hf_quant_config(model_dir: Path) -> dict[str, Any] | None:
+    """ModelOpt's ``hf_quant_config.json`` (ModelOpt <= 0.29 keeps the quantization only there).
+
+    vLLM reads it when config.json has no ``quantization_config``
+    (vllm 0.22.0 vllm/transformers_utils/config.py:781-792).
+    """
+    path = model_dir / "hf_quant_config.json"
+    if not path.is_file():
+        return None
+    data = read_config_file(path)
+    inner = data.get("quantization", data)
+    if not isinstance(inner, dict):
+        raise ConfigError(
+            f"{path}: field 'quantization' is not an object.", hint="Fetch hf_quant_config.json again."
+        )
+    return {"quant_method": "modelopt", **data}
+
+
+def text_section(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The language model's part: ``text_config`` of multimodal checkpoints, else the whole config."""
+    text = cfg.get("text_config")
+    t: dict[str, Any] = dict(text) if isinstance(text, dict) else dict(cfg)
+    for key in ("tie_word_embeddings", "torch_dtype", "dtype", "quantization_config"):
+        if key not in t and key in cfg:
+            t[key] = cfg[key]
+    return t
+
+
+def _bad_size(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer() and value > 0:
+            return None
+        return f"is {json.dumps(value)}, not a whole number"
+    if value <= 0:
+        return f"is {value}; it must be positive"
+    return None
+
+
+def validate_sizes(t: dict[str, Any], source: str) -> None:
+    """Raise one ConfigError naming the file and the first bad or missing size."""
+    where = "text_config." if source.endswith("#text_config") else ""
+    src = source.removesuffix("#text_config")
+    missing = [k for k in REQUIRED_SIZES if t.get(k) is None]
+    if missing:
+        raise ConfigError(
+            f"The config.json of {src} lacks {', '.join(where + k for k in missing)}, so llmdeck cannot "
+            "size the model (is it a decoder-only language model, and is the file complete?).",
+            hint="Check the file against the model's page on Hugging Face, or re-download config.json.",
+        )
+    for key in (*REQUIRED_SIZES, *OPTIONAL_SIZES):
+        if key not in t or t[key] is None:
+            continue
+        why = _bad_size(t[key])
+        if why:
+            raise ConfigError(
+                f"The config.json of {src} is not a usable model config: field {where}{key} {why}.",
+                hint=f"Fix {key} (compare with the model's page on Hugging Face) or re-download config.json.",
+            )
+    for key in ("layer_types", "mlp_only_layers"):
+        if key in t and t[key] is not None and not isinstance(t[key], list):
+            raise ConfigError(
+                f"The config.json of {src}: field {where}{key} is {json.dumps(t[key])[:60]}, not a list.",
+                hint="Re-download config.json.",
+            )
+
+
+def _transformers_defaults(cfg: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+    """The text config as transformers builds it (all defaults filled), or None without it."""
+    model_type = cfg.get("model_type")
+    if not isinstance(model_type, str):
+        return None
+    try:
+        import transformers
+        from transformers import CONFIG_MAPPING
+    except ImportError:
+        return None
+    if model_type not in CONFIG_MAPPING:
+        return None
+    try:
+        obj = CONFIG_MAPPING[model_type].from_dict(dict(cfg))
+        text = obj.get_text_config()
+        return text.to_dict(), f"transformers {transformers.__version__} ({type(text).__name__})"
+    except Exception:  # a config transformers itself rejects: fall back to the table
+        return None
+
+
+def _table_defaults(cfg: dict[str, Any], t: dict[str, Any]) -> dict[str, Any]:
+    model_type = str(t.get("model_type") or cfg.get("model_type") or "")
+    table = DOCUMENTED_DEFAULTS.get(model_type) or DOCUMENTED_DEFAULTS.get(model_type + "_text") or {}
+    return {**DOCUMENTED_DEFAULTS[""], **table}
+
+
+def fill_library_defaults(cfg: dict[str, Any], t: dict[str, Any]) -> tuple[dict[str, Any], list[str], str]:
+    """(text section with defaults filled, keys filled, where they came from).
+
+    Only asks transformers (a slow import) when a key the planner needs is absent, or a sliding
+    window comes without its per-layer ``layer_types``.
+    """
+    needs = [k for k in DEFAULTED_KEYS if t.get(k) is None]
+    if t.get("sliding_window") is not None and not t.get("layer_types"):
+        needs.append("layer_types")
+    if not needs:
+        return t, [], "config.json"
+    filled = dict(t)
+    got = _transformers_defaults(cfg)
+    if got is not None:
+        lib, where = got
+        keys = [k for k, v in lib.items() if filled.get(k) is None and v is not None]
+        for k in keys:
+            filled[k] = lib[k]
+        return filled, sorted(k for k in keys if k in (*needs, "sliding_window", "head_dim")), where
+    table = _table_defaults(cfg, t)
+    keys = [k for k, v in table.items() if filled.get(k) is None]
+    for k in keys:
+        filled[k] = table[k]
+    pattern = filled.get("sliding_window_pattern")
+    if (
+        filled.get("sliding_window")
+        and not filled.get("layer_types")
+        and isinstance(pattern, int)
+        and pattern > 0
+    ):
+        n = int(filled.get("num_hidden_layers") or 0)
+        filled["layer_types"] = [
+            "full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n)
+        ]
+        keys.append("layer_types")
+    return filled, sorted(keys), "guess (transformers not installed: llmdeck's table of documented defaults)"

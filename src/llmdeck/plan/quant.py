@@ -1,0 +1,185 @@
+"""Quantization schemes: bytes a weight takes, what stays unquantized, and the checkpoint's KV dtype.
+
+Bytes per parameter of a quantized linear layer, scales included, as vLLM allocates them:
+
+* ``fp8`` per-tensor / per-channel (``fp8``, ``fbgemm_fp8``, compressed-tensors ``float`` 8-bit,
+  ModelOpt ``FP8``): 1 B (scales are one float per tensor or per output row).
+* block FP8 (``weight_block_size`` [128, 128], DeepSeek/Qwen FP8): 1 B + one fp32 scale per block.
+* MXFP4 (gpt-oss): 4-bit values + one e8m0 byte per 32 (vllm 0.22.0
+  model_executor/layers/quantization/mxfp4.py:180-260: ``w13_weight`` uint8 [E, 2I, H/2],
+  ``w13_weight_scale`` uint8 [E, 2I, H/32]) = 0.53125 B.
+* NVFP4 (ModelOpt ``NVFP4`` / compressed-tensors ``nvfp4``): 4-bit values + one fp8 scale per 16
+  = 0.5625 B.
+* W4A16 / AWQ / GPTQ (``bits`` 4, ``group_size`` g): 0.5 B + a 16-bit scale per group (+ a
+  packed 4-bit zero point per group for AWQ/GPTQ and asymmetric schemes).
+* W8A8 int8: 1 B.
+
+Embeddings, ``lm_head``, norms, routers and whatever the checkpoint lists under
+``modules_to_not_convert`` / ``ignore`` / ``exclude_modules`` stay in the model dtype.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+# vllm 0.22.0 vllm/utils/torch_utils.py:311-360 (get_kv_cache_quant_algo_string) and
+# model_executor/layers/attention/attention.py:231-243 (compressed-tensors kv_cache_scheme → fp8).
+KV_ALGOS = {"FP8": "fp8", "FP8_E4M3": "fp8", "NVFP4": "nvfp4"}
+
+
+class QuantizationInfo(BaseModel):
+    """A checkpoint's quantization, normalized across ``quantization_config`` dialects."""
+
+    method: str = Field(
+        ..., description="quant_method as written (fp8, mxfp4, modelopt, compressed-tensors, ...)"
+    )
+    scheme: str = Field(..., description="fp8 | fp8-block | mxfp4 | nvfp4 | int4 | int8 | bf16 | bits")
+    fmt: str | None = None
+    weight_block_size: list[int] | None = None
+    bits: int | None = None
+    group_size: int | None = None
+    zero_point: bool = False
+    ignore: list[str] = Field(default_factory=list, description="modules left in the model dtype")
+    kv_cache_dtype: str | None = Field(
+        None, description="the checkpoint's KV-cache quantization (vLLM's auto)"
+    )
+
+    @property
+    def weight_bytes_per_param(self) -> float:
+        g = self.group_size or 128
+        if self.scheme == "fp8-block" and self.weight_block_size:
+            block = 1
+            for b in self.weight_block_size:
+                block *= b
+            return 1.0 + 4 / block
+        if self.scheme in {"fp8", "int8"}:
+            return 1.0
+        if self.scheme == "mxfp4":
+            return 0.5 + 1 / 32
+        if self.scheme == "nvfp4":
+            return 0.5 + 1 / (self.group_size or 16)
+        if self.scheme in {"int4", "bits"}:
+            bits = self.bits or 4
+            return bits / 8 + 2 / g + (bits / 8 / g if self.zero_point else 0.0)
+        return 2.0
+
+    def keeps_dtype(self, module: str) -> bool:
+        """Whether ``module`` (an HF module path) is left unquantized by the ignore lists.
+
+        A pattern covers a module when it matches the module or one of its parents (``fnmatch``
+        wildcards as ModelOpt and gpt-oss write them, ``re:`` regexes as compressed-tensors
+        does); multimodal checkpoints name the text model ``model.language_model.``.
+        """
+        if not self.ignore:
+            return False
+        names = {module, module.replace("model.", "model.language_model.", 1)}
+        candidates: set[str] = set()
+        for name in names:
+            parts = name.split(".")
+            candidates.update(".".join(parts[:k]) for k in range(1, len(parts) + 1))
+        for pat in self.ignore:
+            for cand in candidates:
+                if pat.startswith("re:"):
+                    if re.fullmatch(pat[3:], cand):
+                        return True
+                elif fnmatch.fnmatchcase(cand, pat) or cand == pat or cand.endswith("." + pat):
+                    return True
+        return False
+
+
+def _modelopt(qc: dict[str, Any]) -> QuantizationInfo:
+    raw = qc.get("quantization")
+    inner: dict[str, Any] = raw if isinstance(raw, dict) else qc
+    algo = str(inner.get("quant_algo") or qc.get("quant_algo") or "").upper()
+    kv_raw = inner.get("kv_cache_quant_algo") or qc.get("kv_cache_quant_algo")
+    kv = KV_ALGOS.get(str(kv_raw).upper()) if kv_raw else None
+    kv_scheme = inner.get("kv_cache_scheme") or qc.get("kv_cache_scheme")
+    if isinstance(kv_scheme, dict) and kv_scheme.get("num_bits") == 8:
+        kv = "fp8"
+    ignore = inner.get("exclude_modules") or qc.get("ignore") or []
+    method = str(qc.get("quant_method", "modelopt")).lower()
+    scheme = "nvfp4" if "FP4" in algo or "fp4" in method else "fp8"
+    group = inner.get("group_size") or qc.get("group_size")
+    return QuantizationInfo(
+        method=str(qc.get("quant_method", "modelopt")),
+        scheme=scheme,
+        fmt=algo or None,
+        group_size=int(group) if isinstance(group, int) else (16 if scheme == "nvfp4" else None),
+        ignore=[str(x) for x in ignore],
+        kv_cache_dtype=kv,
+    )
+
+
+def _compressed_tensors(qc: dict[str, Any]) -> QuantizationInfo:
+    groups = qc.get("config_groups") or {}
+    weights: dict[str, Any] = {}
+    for group in groups.values() if isinstance(groups, dict) else []:
+        if isinstance(group, dict) and isinstance(group.get("weights"), dict):
+            weights = group["weights"]
+            break
+    bits = weights.get("num_bits")
+    wtype = str(weights.get("type", "int"))
+    fmt = str(qc.get("format", ""))
+    group_size = weights.get("group_size")
+    if (wtype == "float" and bits == 4) or "nvfp4" in fmt:
+        scheme = "nvfp4"
+        group_size = group_size or 16
+    elif wtype == "float" and bits == 8:
+        scheme = "fp8-block" if weights.get("block_structure") else "fp8"
+    elif bits == 8:
+        scheme = "int8"
+    else:
+        scheme = "int4" if bits == 4 else "bits"
+    kv = "fp8" if isinstance(qc.get("kv_cache_scheme"), dict) else None
+    return QuantizationInfo(
+        method="compressed-tensors",
+        scheme=scheme,
+        fmt=fmt or None,
+        bits=bits if isinstance(bits, int) else None,
+        weight_block_size=weights.get("block_structure") if scheme == "fp8-block" else None,
+        group_size=group_size if isinstance(group_size, int) else None,
+        zero_point=not bool(weights.get("symmetric", True)),
+        ignore=[str(x) for x in qc.get("ignore") or []],
+        kv_cache_dtype=kv,
+    )
+
+
+def parse_quantization(qc: Any) -> QuantizationInfo | None:
+    """Normalize a ``quantization_config`` (or ModelOpt ``hf_quant_config.json``); None when absent."""
+    if not isinstance(qc, dict) or (not qc.get("quant_method") and not qc.get("quantization")):
+        return None
+    method = str(qc.get("quant_method") or "modelopt").lower()
+    if method.startswith("modelopt"):
+        return _modelopt(qc)
+    if method == "compressed-tensors":
+        return _compressed_tensors(qc)
+    ignore = [str(x) for x in (qc.get("modules_to_not_convert") or qc.get("ignored_layers") or [])]
+    bits = qc.get("bits") if isinstance(qc.get("bits"), int) else None
+    group = qc.get("group_size") if isinstance(qc.get("group_size"), int) else None
+    if method in {"fp8", "fbgemm_fp8", "ptpc_fp8"}:
+        block = qc.get("weight_block_size")
+        scheme = "fp8-block" if isinstance(block, list) and block else "fp8"
+        return QuantizationInfo(
+            method=method, scheme=scheme, fmt=qc.get("fmt"), weight_block_size=block or None, ignore=ignore
+        )
+    if method in {"mxfp4", "gpt_oss_mxfp4"}:
+        return QuantizationInfo(method=method, scheme="mxfp4", group_size=32, ignore=ignore)
+    if method in {"awq", "gptq", "awq_marlin", "gptq_marlin", "auto-round", "auto_round"}:
+        zero = bool(qc.get("zero_point", method.startswith("awq"))) or not bool(qc.get("sym", True))
+        return QuantizationInfo(
+            method=method,
+            scheme="int4" if (bits or 4) == 4 else "bits",
+            bits=bits or 4,
+            group_size=group if group and group > 0 else 128,
+            zero_point=zero,
+            ignore=ignore,
+        )
+    if method in {"bitsandbytes"}:
+        return QuantizationInfo(method=method, scheme="bits", bits=4 if qc.get("load_in_4bit") else 8)
+    return QuantizationInfo(
+        method=method, scheme="bits" if bits else "bf16", bits=bits, group_size=group, ignore=ignore
+    )

@@ -1,0 +1,140 @@
+"""Where a model's config comes from: a local folder (or its config.json), a catalog name or repo
+id (local copy, Hugging Face cache, or the config bundled with the catalog)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from llmdeck.catalog.models import Catalog, CatalogEntry
+from llmdeck.errors import ConfigError, UnknownModelError
+from llmdeck.plan.modelinfo import ModelFacts, facts_from_config, facts_from_dir
+
+
+class ResolvedModel(BaseModel):
+    name: str
+    repo_id: str | None = None
+    local_path: str | None = None
+    config_source: str
+
+
+def _hf_hub_dirs() -> list[Path]:
+    dirs = []
+    if os.environ.get("HF_HUB_CACHE"):
+        dirs.append(Path(os.environ["HF_HUB_CACHE"]))
+    if os.environ.get("HF_HOME"):
+        dirs.append(Path(os.environ["HF_HOME"]) / "hub")
+    dirs.append(Path.home() / ".cache" / "huggingface" / "hub")
+    return dirs
+
+
+def find_in_hf_cache(repo_id: str) -> Path | None:
+    """A snapshot folder of ``repo_id`` in the HF hub cache that holds config.json."""
+    folder = "models--" + repo_id.replace("/", "--")
+    for hub in _hf_hub_dirs():
+        snaps = hub / folder / "snapshots"
+        if not snaps.is_dir():
+            continue
+        candidates = sorted(
+            (p for p in snaps.iterdir() if (p / "config.json").is_file()),
+            key=lambda p: p.stat().st_mtime,
+            reverse=True,
+        )
+        if candidates:
+            return candidates[0]
+    return None
+
+
+def find_local_copy(entry_or_repo: str, models_dir: Path | None) -> Path | None:
+    """seed 004's layout: ``~/.cache/huggingface/models/<name>`` with config.json."""
+    if models_dir is None:
+        return None
+    base = entry_or_repo.rstrip("/").split("/")[-1]
+    for cand in (models_dir / base, models_dir / entry_or_repo):
+        if (cand / "config.json").is_file():
+            return cand
+    return None
+
+
+def _local(
+    path: Path, catalog: Catalog, overrides: dict[str, Any] | None
+) -> tuple[ModelFacts, CatalogEntry | None, ResolvedModel]:
+    if path.is_file():  # `plan PATH/config.json` reads like its folder
+        path = path.parent
+    facts = facts_from_dir(path, overrides=overrides)
+    folder = path.resolve()
+    entry = catalog.find(folder.name)
+    return (
+        facts,
+        entry,
+        ResolvedModel(
+            name=folder.name,
+            repo_id=entry.repo_id if entry else None,
+            local_path=str(folder),
+            config_source=str(folder / "config.json"),
+        ),
+    )
+
+
+def resolve_model(
+    model: str, catalog: Catalog, models_dir: Path | None = None, overrides: dict[str, Any] | None = None
+) -> tuple[ModelFacts, CatalogEntry | None, ResolvedModel]:
+    """Local folder or config.json, catalog name / repo id (local copy, HF cache, or bundled config),
+    or HF-cached repo id."""
+    path = Path(model).expanduser()
+    if path.exists() or model.startswith(("/", "./", "../", "~")):
+        return _local(path, catalog, overrides)
+    entry = catalog.find(model)
+    repo_id = entry.repo_id if entry else model
+    name = entry.name if entry else model.split("/")[-1]
+    local = find_local_copy(entry.name if entry else model, models_dir) or (
+        find_local_copy(repo_id, models_dir) if entry else None
+    )
+    if local is None and "/" in repo_id:
+        local = find_in_hf_cache(repo_id)
+    if local is not None:
+        facts = facts_from_dir(local, overrides=overrides)
+        return (
+            facts,
+            entry,
+            ResolvedModel(
+                name=name,
+                repo_id=repo_id,
+                local_path=str(local) if "snapshots" not in local.parts else None,
+                config_source=str(local / "config.json"),
+            ),
+        )
+    if entry is not None:
+        return _bundled(entry, catalog, overrides)
+    if "/" in model:
+        raise UnknownModelError(
+            f"{model} is not in a catalog and its config.json is not in the Hugging Face cache.",
+            hint=f"Fetch the config first (`hf download {model} config.json`), or pass a local model folder.",
+        )
+    known = ", ".join(e.name for e in catalog.models)
+    raise UnknownModelError(
+        f"Unknown model {model!r}: not a folder, not a catalog name (known: {known}), not a repo id.",
+        hint="Run `llmdeck models` for the catalog, or pass a model folder or an org/name repo id.",
+    )
+
+
+def _bundled(
+    entry: CatalogEntry, catalog: Catalog, overrides: dict[str, Any] | None
+) -> tuple[ModelFacts, CatalogEntry | None, ResolvedModel]:
+    cfg = catalog.config_for(entry)
+    if cfg is None:
+        raise ConfigError(
+            f"{entry.name} is in the catalog, but llmdeck has no config.json for it offline "
+            "(none bundled, none in the Hugging Face cache or the models folder), so it cannot size it.",
+            hint=f"Fetch just the config: `hf download {entry.repo_id} config.json --local-dir "
+            f"~/.cache/huggingface/models/{entry.name}`, then run llmdeck plan again.",
+        )
+    facts = facts_from_config(cfg, source=f"catalog:{entry.name} ({entry.config})", overrides=overrides)
+    return (
+        facts,
+        entry,
+        ResolvedModel(name=entry.name, repo_id=entry.repo_id, config_source=f"bundled:{entry.config}"),
+    )

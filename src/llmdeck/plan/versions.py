@@ -1,0 +1,74 @@
+"""vLLM versions: parsing, ranges, and which behaviours hold for which releases.
+
+Every lint rule and every version-bound piece of the memory math names the vLLM range it was
+checked for (from the release's own source: the ``vllm`` wheels 0.22.0 and 0.33.0 on PyPI).
+A target the planner cannot pin down (an image tag such as ``latest`` or ``nightly``, an unknown
+image) is *unknown*: a rule bound to some versions then reports a warning naming them instead
+of an error, and the memory math assumes the newest release checked (:data:`NEWEST_CHECKED`).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+# The releases whose source the planner's rules were read from.
+CHECKED_VERSIONS = ("0.22.0", "0.33.0")
+NEWEST_CHECKED = "0.33.0"
+
+
+def version_tuple(v: str) -> tuple[int, ...]:
+    """``"v0.22.1rc1"`` → ``(0, 22, 1)``; ``"latest"`` → ``()``."""
+    parts: list[int] = []
+    for piece in v.strip().lstrip("v").split("."):
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def is_known(version: str | None) -> bool:
+    return bool(version and version_tuple(version))
+
+
+class VersionRange(BaseModel):
+    """``[since, until)``: a behaviour seen from ``since`` on and gone by ``until`` (None = open)."""
+
+    since: str | None = None
+    until: str | None = None
+
+    def contains(self, version: str) -> bool:
+        v = version_tuple(version)
+        if self.since and v < version_tuple(self.since):
+            return False
+        return not (self.until and v >= version_tuple(self.until))
+
+    @property
+    def is_all(self) -> bool:
+        return self.since is None and self.until is None
+
+    def describe(self) -> str:
+        if self.is_all:
+            return "all vLLM versions"
+        if self.since and self.until:
+            return f"vLLM >= {self.since} and < {self.until}"
+        if self.since:
+            return f"vLLM >= {self.since}"
+        return f"vLLM < {self.until}"
+
+
+ALL_VERSIONS = VersionRange()
+
+
+def effective_version(target: str | None) -> str:
+    """The version whose behaviour the math follows: the target when known, else the newest checked."""
+    return target if is_known(target) and target is not None else NEWEST_CHECKED
+
+
+def at_least(target: str | None, version: str) -> bool:
+    """Whether the math for ``target`` follows ``version``'s behaviour (unknown → newest checked)."""
+    return version_tuple(effective_version(target)) >= version_tuple(version)
