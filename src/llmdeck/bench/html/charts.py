@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from llmdeck.bench.html.series import Cdf
+from llmdeck.bench.html.series import Cdf, thin
 from llmdeck.bench.models import Timeline
 from llmdeck.bench.render import fmt_ms
 
@@ -56,6 +56,7 @@ def figure(width: float, height: float, rows: int = 1, cols: int = 1, **kw: Any)
     """A Figure (no pyplot: nothing global, no GUI) and its axes, with the page's style."""
     mpl = _mpl()
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     _counter[0] += 1
     with mpl.rc_context({**_RC, "svg.hashsalt": f"llmdeck-{_counter[0]}"}):
@@ -70,6 +71,9 @@ def figure(width: float, height: float, rows: int = 1, cols: int = 1, **kw: Any)
             wspace=0.32,
         )
         axes = fig.subplots(rows, cols, squeeze=False, **kw)
+        for ax in axes.flat:  # fewer ticks: each one costs drawing time and bytes
+            ax.xaxis.set_major_locator(MaxNLocator(6))
+            ax.yaxis.set_major_locator(MaxNLocator(4))
         yield fig, axes
 
 
@@ -130,36 +134,38 @@ def _draw_panel(ax: Any, name: str, ttft: Any, tps: Any, tl: Timeline | None, bi
         ax.plot(*tps, color=COLORS[2], lw=1.2, drawstyle="steps-mid")
         ax.set_ylabel("output tok/s")
     elif tl is not None and name == "queue":
-        ax.plot(tl.server_t, _f(tl.running), color=COLORS[0], lw=1.2, drawstyle="steps-post", label="running")
-        ax.plot(tl.server_t, _f(tl.waiting), color=COLORS[1], lw=1.2, drawstyle="steps-post", label="waiting")
+        ax.plot(
+            *thin(tl.server_t, tl.running), color=COLORS[0], lw=1.2, drawstyle="steps-post", label="running"
+        )
+        ax.plot(
+            *thin(tl.server_t, tl.waiting), color=COLORS[1], lw=1.2, drawstyle="steps-post", label="waiting"
+        )
         ax.set_ylabel("requests")
         ax.legend(loc="best")
     elif tl is not None and name == "cache":
-        ax.plot(tl.server_t, _f(tl.kv_usage_pct), color=COLORS[3], lw=1.2, label="KV cache usage")
-        ax.plot(
-            tl.server_t,
-            _f(tl.prefix_hit_rate_pct),
-            color=COLORS[5],
-            lw=1.0,
-            marker=".",
-            ms=3,
-            label="prefix-cache hits",
-        )
+        ax.plot(*thin(tl.server_t, tl.kv_usage_pct), color=COLORS[3], lw=1.2, label="KV cache usage")
+        hits = thin(tl.server_t, tl.prefix_hit_rate_pct)
+        ax.plot(*hits, color=COLORS[5], lw=1.0, marker=".", ms=3, label="prefix-cache hits")
         ax.set_ylabel("%")
         ax.set_ylim(-2, 102)
         ax.legend(loc="best")
     elif tl is not None and name == "preempt":
-        ax.plot(tl.server_t, _f(tl.preemptions), color=COLORS[6], lw=1.2, drawstyle="steps-post")
+        ax.plot(*thin(tl.server_t, tl.preemptions), color=COLORS[6], lw=1.2, drawstyle="steps-post")
         ax.set_ylabel("preemptions")
     elif tl is not None and name == "memory":
-        ax.plot(tl.host_t, _f(tl.mem_available_gib), color=COLORS[0], lw=1.2, label="MemAvailable")
-        ax.plot(tl.host_t, _f(tl.page_cache_gib), color=COLORS[4], lw=1.0, label="page cache")
-        ax.plot(tl.host_t, _f(tl.swap_used_gib), color=COLORS[1], lw=1.0, label="swap used")
-        for i, g in enumerate(tl.gpu_used_gib):
-            ax.plot(tl.host_t, _f(g), color=COLORS[(3 + i) % len(COLORS)], lw=1.0, label=f"GPU{i} used")
-        ax.set_ylabel("GiB")
-        ax.set_ylim(bottom=0)
-        ax.legend(loc="best", ncols=2)
+        _memory(ax, tl)
+
+
+def _memory(ax: Any, tl: Timeline) -> None:
+    t = tl.host_t
+    ax.plot(*thin(t, tl.mem_available_gib, "min"), color=COLORS[0], lw=1.2, label="MemAvailable")
+    ax.plot(*thin(t, tl.page_cache_gib), color=COLORS[4], lw=1.0, label="page cache")
+    ax.plot(*thin(t, tl.swap_used_gib), color=COLORS[1], lw=1.0, label="swap used")
+    for i, g in enumerate(tl.gpu_used_gib):
+        ax.plot(*thin(t, g), color=COLORS[(3 + i) % len(COLORS)], lw=1.0, label=f"GPU{i} used")
+    ax.set_ylabel("GiB")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="best", ncols=2)
 
 
 def _f(values: list[float | None]) -> list[float]:

@@ -18,6 +18,8 @@ from llmdeck.errors import UsageError
 
 def _scenario_charts(sv: ScenarioView) -> None:
     for d in sv.dists:
+        if not d.cdf.n:
+            continue
         marks = {"mean": d.mean.value, "p50": d.p50.value, "p90": d.p90.value, "p99": d.p99.value}
         sv.charts.append(
             Chart(
@@ -153,3 +155,33 @@ def write_html(path: Path, html: str) -> None:
             f"Cannot write the HTML report to {p}: {exc.strerror or exc}.",
             hint="Pick a path in a folder you can write to.",
         ) from exc
+
+
+def check_html_path(path: Path) -> None:
+    """Before a run: refuse an --html path that cannot be written (exit 2), not after an hour of bench."""
+    import os
+
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"--html {p} is a folder.", hint="Give a file name, e.g. --html report.html.")
+    parent = p.parent if str(p.parent) else Path(".")
+    probe = parent
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise UsageError(
+            f"Cannot write the HTML report to {p}: {probe} is a file, not a folder.",
+            hint="Pick a path in a folder you can write to.",
+        )
+    if not os.access(probe, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise UsageError(
+            f"Cannot write the HTML report to {p}: {probe} is not writable.",
+            hint="Pick a path in a folder you can write to.",
+        )
+
+
+def write_report(results: list[BenchResult], files: list[str], out: Path) -> int:
+    """Render ``results`` (one: a run page; several: a comparison) to ``out``; returns its size in bytes."""
+    html = render_html(results, files)
+    write_html(out, html)
+    return len(html.encode("utf-8"))

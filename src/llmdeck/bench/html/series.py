@@ -3,6 +3,8 @@ CDFs as a few hundred quantiles, time series in at most a few hundred bins."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from pydantic import BaseModel, Field
 
@@ -102,3 +104,24 @@ def tokens_per_s(records: list[RequestRecord]) -> Series:
     sums, edges = np.histogram(t, bins=nb, range=(lo, lo + nb * width), weights=np.asarray(weights))
     note = f"{width:g}-s bins" if width > 1 else "1-s bins"
     return Series(x=(edges[:-1] + width / 2).tolist(), y=(sums / width).tolist(), binned=True, note=note)
+
+
+def thin(
+    t: list[float], v: list[float | None], keep: str = "max", limit: int = MAX_BINS
+) -> tuple[list[float], list[float]]:
+    """A sampled series cut to at most ``limit`` points: per bin of consecutive samples its max (a
+    queue's spike stays visible) or min (``keep="min"``: MemAvailable's dip stays); None = gap (NaN)."""
+    vals = np.asarray([np.nan if x is None else x for x in v], dtype=np.float64)
+    times = np.asarray(t, dtype=np.float64)
+    if times.size <= limit:
+        return times.tolist(), vals.tolist()
+    edges = np.linspace(0, times.size, limit + 1).astype(int)
+    xs, ys = [], []
+    for lo, hi in itertools.pairwise(edges.tolist()):
+        chunk = vals[lo:hi]
+        xs.append(float(times[lo]))
+        if np.all(np.isnan(chunk)):
+            ys.append(float("nan"))
+        else:
+            ys.append(float(np.nanmax(chunk) if keep == "max" else np.nanmin(chunk)))
+    return xs, ys
