@@ -16,7 +16,7 @@ import pytest
 from llmdeck.bench.html.page import render_html
 from llmdeck.bench.html.view import FORMATS, json_value
 from llmdeck.bench.report import load_result
-from test_report_html import CMP_A, CMP_B, OVERLOAD, SWEEP, _parse
+from test_report_html import CMP_A, CMP_B, OVERLOAD, SEEDS, SWEEP, _parse
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
@@ -64,7 +64,9 @@ def test_the_harness_sees_a_network_request_and_a_console_error(tmp_path: Path) 
     assert urls == ["http://example.invalid/x.png"] and any('"boom"' in c for c in console)
 
 
-@pytest.mark.parametrize("files", [[SWEEP], [OVERLOAD], [CMP_A, CMP_B]], ids=["sweep", "overload", "compare"])
+@pytest.mark.parametrize(
+    "files", [[SEEDS], [SWEEP], [OVERLOAD], [CMP_A, CMP_B]], ids=["seeds", "sweep", "overload", "compare"]
+)
 def test_page_in_chromium(files: list[Path], tmp_path: Path) -> None:
     results = [load_result(f) for f in files]
     page = tmp_path / "report.html"

@@ -1,6 +1,6 @@
 """The HTML report (`llmdeck report --html`), rendered from committed real results: bench runs on the
-CPU engine (tiny Qwen3, evidence/report/cpu_results.sh) — a concurrency sweep, an overload whose
-waiting queue builds up, and the same repeated scenario on two server configurations."""
+CPU engine (tiny Qwen3, evidence/report/cpu_*.sh) — a concurrency sweep, an overload whose waiting
+queue builds up, the same repeated scenario on two server configurations, and the seeds' suite."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from markupsafe import escape
 
 from cli_helpers import run_cli
 from llmdeck.bench.html.diff import Side, compare_results, judge
@@ -24,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "evidence" / "report" / "results"
 SWEEP, OVERLOAD = RESULTS / "sweep.json", RESULTS / "overload.json"
 CMP_A, CMP_B = RESULTS / "cmp-seqs16.json", RESULTS / "cmp-seqs2.json"
+SEEDS = RESULTS / "seeds.json"  # `bench --suite seeds` (max_model_len 4096: 4 of 8 skipped)
 
 
 class _Page(HTMLParser):
@@ -99,6 +101,20 @@ def test_view_model_of_a_real_sweep() -> None:
     assert view.env["vLLM version"] == "0.32.0" and "--max-num-seqs 16" in view.env["Server flags"]
 
 
+def test_seeds_suite_page_is_the_seeds_table_with_plots_one_click_away() -> None:
+    res = load_result(SEEDS)
+    html = _render([SEEDS])
+    page = _parse(html)
+    anchors = [u for u in page.links if u.startswith("#s0-")]
+    assert len(res.scenarios) == 8 and len(set(anchors)) == 8
+    for k, sr in enumerate(res.scenarios):
+        assert f'id="s0-{k}"' in html  # each row's link lands on its scenario's section
+        if sr.status == "skipped":
+            assert sr.skip_reason and str(escape(sr.skip_reason)) in html  # ' is &#39;
+    failed = [sr for sr in res.scenarios if sr.verdict and not sr.verdict.passed]
+    assert failed and all(sr.verdict and str(escape(sr.verdict.label)) in html for sr in failed)
+
+
 def test_overload_page_shows_the_waiting_queue_and_the_failed_slo() -> None:
     res = load_result(OVERLOAD)
     sr = res.scenarios[0]
@@ -117,7 +133,7 @@ def test_overload_page_shows_the_waiting_queue_and_the_failed_slo() -> None:
 def test_numbers_in_the_page_equal_report_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """Every number the page marks with its JSON path is the value `report --json` prints there, and
     its text is that value in the page's format (the summary table: the terminal's)."""
-    for f in (SWEEP, OVERLOAD, CMP_A):
+    for f in (SWEEP, OVERLOAD, CMP_A, SEEDS):
         if f == SWEEP:  # through the CLI: --json and --html at once
             out_html = tmp_path / f"{f.stem}.html"
             code, out, _ = run_cli(["report", str(f), "--json", "--html", str(out_html)], capsys)
@@ -155,8 +171,8 @@ def test_page_is_self_contained_with_an_svg_per_chart() -> None:
         assert page.figures and all(f["svgs"] == 1 and int(f["points"]) > 0 for f in page.figures)
         assert '<meta name="viewport"' in html and "Content-Security-Policy" in html
     sweep_page = _parse(_render([SWEEP]))
-    # 5 scenarios x (4 CDFs + the run over time) + latency-vs-load, Pareto and goodput
-    assert len(sweep_page.figures) == 5 * 5 + 3
+    # 5 scenarios x (4 CDFs + the run over time) + TTFT and TPOT against load, Pareto and goodput
+    assert len(sweep_page.figures) == 5 * 5 + 4
 
 
 def test_hostile_strings_are_escaped() -> None:

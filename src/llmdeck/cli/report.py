@@ -24,7 +24,9 @@ HTML_HELP = (
 def report(
     ctx: typer.Context,
     result_files: list[Path] = typer.Argument(
-        ..., help="Result JSON(s) written by `llmdeck bench` (several: with --html, a comparison)."
+        ...,
+        metavar="RESULT",
+        help="Result JSON(s) written by `llmdeck bench` (several: with --html, a comparison).",
     ),
     plot: Path | None = typer.Option(None, "--plot", help="Also draw TTFT/TPOT/throughput to a PNG."),
     against: list[Path] = typer.Option(

@@ -101,7 +101,7 @@ def cdf_chart(name: str, c: Cdf, marks: dict[str, float | None]) -> str:
         ax.set_xlabel(f"{name} (ms)")
         ax.set_ylabel("fraction of requests" if name != "ITL" else "fraction of tokens")
         ax.set_ylim(0, 1.02)
-        ax.legend(loc="lower right")
+        ax.legend(loc="best")
         ax.set_title(f"{name}: CDF of {c.n}")
         return to_svg(fig, f"{name} distribution")
 
@@ -199,26 +199,25 @@ def overlay_cdf_chart(name: str, curves: list[tuple[str, Cdf]]) -> str:
                 ax.plot(c.x, c.y, color=COLORS[k % len(COLORS)], lw=1.4, drawstyle="steps-post", label=letter)
         ax.set_xlabel(f"{name} (ms)")
         ax.set_ylim(0, 1.02)
-        ax.legend(loc="lower right")
+        ax.legend(loc="best")
         ax.set_title(f"{name}: CDF per file")
         return to_svg(fig, f"{name} per file")
 
 
-def latency_load_chart(load_label: str, xs: list[float], series: dict[str, list[float | None]]) -> str:
-    """Latency against load: mean/P99 TTFT and mean TPOT at each sweep point."""
-    with figure(7.2, 2.6, cols=2) as (fig, axes):
-        ax1, ax2 = axes[0]
-        for k, name in enumerate(("mean TTFT", "P99 TTFT")):
-            ax1.plot(xs, _f(series[name]), marker="o", ms=4, color=COLORS[k], label=name)
-        ax1.set_ylabel("TTFT (ms)")
-        ax1.legend(loc="upper left")
-        ax2.plot(xs, _f(series["mean TPOT"]), marker="o", ms=4, color=COLORS[2], label="mean TPOT")
-        ax2.set_ylabel("TPOT (ms)")
-        ax2.legend(loc="upper left")
-        for ax in (ax1, ax2):
-            ax.set_xlabel(load_label)
-            ax.set_ylim(bottom=0)
-        return to_svg(fig, "latency against load")
+def latency_load_chart(
+    load_label: str, xs: list[float], series: dict[str, list[float | None]], unit: str
+) -> str:
+    """Latency against load: the given series (e.g. mean and P99 TTFT) at each sweep point."""
+    with figure(3.8, 2.6) as (fig, axes):
+        ax = axes[0][0]
+        for k, (name, ys) in enumerate(series.items()):
+            ax.plot(xs, _f(ys), marker="o", ms=4, color=COLORS[k if unit == "TTFT" else 2 + k], label=name)
+        ax.set_ylabel(f"{unit} (ms)")
+        ax.set_xlabel(load_label)
+        ax.set_ylim(bottom=0)
+        ax.margins(x=0.08)
+        ax.legend(loc="upper left")
+        return to_svg(fig, f"{unit} against load")
 
 
 def pareto_chart(points: list[tuple[float, float, str, bool, bool]]) -> str:
@@ -241,6 +240,7 @@ def pareto_chart(points: list[tuple[float, float, str, bool, bool]]) -> str:
             ax.annotate(setting, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
             if knee:
                 ax.plot([x], [y], marker="*", ms=16, color=COLORS[1], ls="none", label="knee")
+        ax.margins(x=0.18, y=0.12)
         ax.set_xlabel("tok/s per user (1000 / mean TPOT)")
         ax.set_ylabel("output tok/s")
         ax.legend(loc="lower left")

@@ -42,18 +42,14 @@ def _scenario_charts(sv: ScenarioView) -> None:
 
 def _sweep_charts(sw: SweepView) -> None:
     xs = [p.load for p in sw.points]
-    series = {
+    ttft = {
         "mean TTFT": [p.mean_ttft.value for p in sw.points],
         "P99 TTFT": [p.p99_ttft.value for p in sw.points],
-        "mean TPOT": [p.mean_tpot.value for p in sw.points],
     }
-    sw.charts.append(
-        Chart(
-            title="Latency against load",
-            svg=charts.latency_load_chart(sw.load_label, xs, series),
-            points=len(xs),
-        )
-    )
+    tpot = {"mean TPOT": [p.mean_tpot.value for p in sw.points]}
+    for unit, series in (("TTFT", ttft), ("TPOT", tpot)):
+        svg = charts.latency_load_chart(sw.load_label, xs, series, unit)
+        sw.charts.append(Chart(title=f"{unit} against load", svg=svg, points=len(xs)))
     pts = [
         (p.per_user_tps, p.output_throughput.value or 0.0, p.setting, p.on_frontier, p.knee)
         for p in sw.points
@@ -150,6 +146,7 @@ def write_html(path: Path, html: str) -> None:
         raise UsageError(f"--html {p} is a folder.", hint="Give a file name, e.g. --html report.html.")
     try:
         atomic_write_text(p, html)
+        p.chmod(0o644)  # a page to share, unlike the temp file's 0600
     except OSError as exc:
         raise UsageError(
             f"Cannot write the HTML report to {p}: {exc.strerror or exc}.",
