@@ -331,3 +331,15 @@ def test_long_timelines_are_thinned_keeping_spikes_and_dips() -> None:
     _, lows = thin(t, list(mem), "min")
     assert min(lows) == 3.0
     assert thin([0.0, 1.0], [None, 2.0])[1][1] == 2.0
+
+
+def test_comparison_pairs_scenarios_by_name_or_says_why_not() -> None:
+    sweep, over, a = load_result(SWEEP), load_result(OVERLOAD), load_result(CMP_A)
+    # one scenario each under different names: compared, and the page says so
+    cmp = compare_results([a, over], ["a.json", "over.json"])
+    assert len(cmp.scenarios) == 1 and "no scenario name in common" in cmp.note
+    assert cmp.scenarios[0].rows[0].judged == ["1 run: not judged"]  # over.json ran once
+    # five scenarios against one, none shared: nothing side by side, said on the page
+    cmp = compare_results([sweep, over], ["s.json", "o.json"])
+    assert cmp.scenarios == [] and "nothing to compare" in cmp.note
+    assert "nothing to compare side by side" in render_html([sweep, over], ["s.json", "o.json"])
