@@ -343,3 +343,28 @@ def test_comparison_pairs_scenarios_by_name_or_says_why_not() -> None:
     cmp = compare_results([sweep, over], ["s.json", "o.json"])
     assert cmp.scenarios == [] and "nothing to compare" in cmp.note
     assert "nothing to compare side by side" in render_html([sweep, over], ["s.json", "o.json"])
+
+
+def test_timeline_from_real_metrics_pages(shared_fixtures: Path) -> None:
+    """Two real vLLM 0.22.0 /metrics pages (before and after a bench on the H200) as a timeline: times on
+    the scenario's clock, the interval's prefix-cache hit rate, counters since the first scrape, and
+    a metric a page lacks as None (not reported), never 0."""
+    from llmdeck.bench.monitor import GIB, HostSample, build_timeline
+    from llmdeck.bench.prom import parse_metrics
+
+    d = shared_fixtures / "vllm-0.22.0-h200"
+    before = parse_metrics((d / "metrics-qwen3-0.6b-before.txt").read_text(), t=100.0)
+    after = parse_metrics((d / "metrics-qwen3-0.6b-after.txt").read_text(), t=112.5)
+    bare = parse_metrics("vllm:num_requests_running 3\n", t=113.0)
+    host = [
+        HostSample(t=100.0, mem_available=20 * GIB, swap_used=0, page_cache=5 * GIB, gpu_used=[70 * GIB]),
+        HostSample(t=112.5, mem_available=3 * GIB, swap_used=GIB, page_cache=None, gpu_used=[None]),
+    ]
+    tl = build_timeline([before, after, bare], host, t0=99.0)
+    assert tl.server_t == [1.0, 13.5, 14.0]
+    # 10253 - 13 prefix-cache queries between the pages, no hits: 0%; the first scrape has no interval
+    assert tl.prefix_hit_rate_pct == [None, 0.0, None]
+    assert tl.preemptions == [0.0, 0.0, None] and tl.running == [0.0, 0.0, 3.0]
+    assert tl.waiting == [0.0, 0.0, None] and tl.kv_usage_pct == [0.0, 0.0, None]
+    assert tl.mem_available_gib == [20.0, 3.0] and tl.page_cache_gib == [5.0, None]
+    assert tl.gpu_used_gib == [[70.0, None]]
