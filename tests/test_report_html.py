@@ -368,3 +368,13 @@ def test_timeline_from_real_metrics_pages(shared_fixtures: Path) -> None:
     assert tl.waiting == [0.0, 0.0, None] and tl.kv_usage_pct == [0.0, 0.0, None]
     assert tl.mem_available_gib == [20.0, 3.0] and tl.page_cache_gib == [5.0, None]
     assert tl.gpu_used_gib == [[70.0, None]]
+
+
+def test_html_without_matplotlib_is_a_usage_error_before_anything_runs(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    code, _, err = run_cli(["report", str(SWEEP), "--html", str(tmp_path / "r.html")], capsys)
+    assert code == 2 and "llmdeck[plot]" in err and not (tmp_path / "r.html").exists()

@@ -38,6 +38,11 @@ _RC = {
 _counter = [0]
 
 
+def require_matplotlib() -> None:
+    """MissingDependencyError (exit 2, with the pip line) when matplotlib is not installed."""
+    _mpl()
+
+
 def _mpl() -> Any:
     try:
         import matplotlib

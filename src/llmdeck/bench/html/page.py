@@ -155,8 +155,11 @@ def write_html(path: Path, html: str) -> None:
 
 
 def check_html_path(path: Path) -> None:
-    """Before a run: refuse an --html path that cannot be written (exit 2), not after an hour of bench."""
+    """Before a run: refuse an --html path that cannot be written, or a page that cannot be drawn
+    (matplotlib missing), with exit 2 — not after an hour of bench."""
     import os
+
+    charts.require_matplotlib()
 
     p = Path(path)
     if p.is_dir():
