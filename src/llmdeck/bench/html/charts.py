@@ -36,6 +36,7 @@ _RC = {
     "svg.hashsalt": "llmdeck",
 }
 _counter = [0]
+_OUTSIDE: dict[str, Any] = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0}
 
 
 def require_matplotlib() -> None:
@@ -57,7 +58,9 @@ def _mpl() -> Any:
 
 
 @contextmanager
-def figure(width: float, height: float, rows: int = 1, cols: int = 1, **kw: Any) -> Iterator[tuple[Any, Any]]:
+def figure(
+    width: float, height: float, rows: int = 1, cols: int = 1, right: float = 0.12, **kw: Any
+) -> Iterator[tuple[Any, Any]]:
     """A Figure (no pyplot: nothing global, no GUI) and its axes, with the page's style."""
     mpl = _mpl()
     from matplotlib.figure import Figure
@@ -69,7 +72,7 @@ def figure(width: float, height: float, rows: int = 1, cols: int = 1, **kw: Any)
         # fixed margins in inches (constrained layout would double the drawing time)
         fig.subplots_adjust(
             left=0.62 / width,
-            right=1 - 0.12 / width,
+            right=1 - right / width,
             bottom=0.5 / height,
             top=1 - 0.28 / height,
             hspace=0.12 * rows if kw.get("sharex") else 0.4,
@@ -146,14 +149,14 @@ def _draw_panel(ax: Any, name: str, ttft: Any, tps: Any, tl: Timeline | None, bi
             *thin(tl.server_t, tl.waiting), color=COLORS[1], lw=1.2, drawstyle="steps-post", label="waiting"
         )
         ax.set_ylabel("requests")
-        ax.legend(loc="best")
+        ax.legend(**_OUTSIDE)
     elif tl is not None and name == "cache":
         ax.plot(*thin(tl.server_t, tl.kv_usage_pct), color=COLORS[3], lw=1.2, label="KV cache usage")
         hits = thin(tl.server_t, tl.prefix_hit_rate_pct)
         ax.plot(*hits, color=COLORS[5], lw=1.0, marker=".", ms=3, label="prefix-cache hits")
         ax.set_ylabel("%")
         ax.set_ylim(-2, 102)
-        ax.legend(loc="best")
+        ax.legend(**_OUTSIDE)
     elif tl is not None and name == "preempt":
         ax.plot(*thin(tl.server_t, tl.preemptions), color=COLORS[6], lw=1.2, drawstyle="steps-post")
         ax.set_ylabel("preemptions")
@@ -170,7 +173,7 @@ def _memory(ax: Any, tl: Timeline) -> None:
         ax.plot(*thin(t, g), color=COLORS[(3 + i) % len(COLORS)], lw=1.0, label=f"GPU{i} used")
     ax.set_ylabel("GiB")
     ax.set_ylim(bottom=0)
-    ax.legend(loc="best", ncols=2)
+    ax.legend(**_OUTSIDE)
 
 
 def _f(values: list[float | None]) -> list[float]:
@@ -188,7 +191,8 @@ def timeline_chart(
     names = _panels(ttft, tps, tl)
     if not names:
         return "", 0
-    with figure(7.2, 1.35 * len(names) + 0.5, rows=len(names), sharex=True) as (fig, axes):
+    # legends right of the panels (never over the data): 1.4 in kept free on the right
+    with figure(7.2, 1.35 * len(names) + 0.5, rows=len(names), right=1.4, sharex=True) as (fig, axes):
         for ax, name in zip((a[0] for a in axes), names, strict=True):
             _draw_panel(ax, name, ttft, tps, tl, binned)
         axes[-1][0].set_xlabel("seconds from the scenario's start")
