@@ -332,7 +332,7 @@ def bench(
     except KeyboardInterrupt:
         from llmdeck.bench.runner import BenchInterrupted
 
-        _html_after(out_path, html, console)
+        _html_after(out_path, html, console, interrupted=True)
         raise BenchInterrupted(
             "The bench was interrupted; the partial result (finished requests, the rest marked failed) "
             f"is in {out_path}.",
@@ -351,16 +351,23 @@ def bench(
         )
 
 
-def _html_after(out_path: Path, html: Path | None, console: Any) -> None:
-    """--html: the page of the result file the run wrote (a partial one after Ctrl-C, if any)."""
+def _html_after(out_path: Path, html: Path | None, console: Any, *, interrupted: bool = False) -> None:
+    """--html: the page of the result file the run wrote (a partial one after Ctrl-C, if any; then a
+    failure to write it is reported and the interruption still ends the command)."""
     if html is None:
         return
     if not out_path.is_file():
         console.print("[yellow]no result file was written, so no HTML report[/]", highlight=False)
         return
     from llmdeck.cli.report import write_bench_html
+    from llmdeck.errors import LlmdeckError
 
-    write_bench_html(out_path, html)
+    try:
+        write_bench_html(out_path, html)
+    except LlmdeckError as exc:
+        if not interrupted:
+            raise
+        console.print(f"[yellow]no HTML report: {escape(exc.render())}[/]", highlight=False)
 
 
 def register(app: typer.Typer) -> None:
