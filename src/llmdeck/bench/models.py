@@ -222,6 +222,27 @@ class Verdict(BaseModel):
     checks: list[VerdictCheck] = Field(default_factory=list)
 
 
+class Timeline(BaseModel):
+    """Every sample of a scenario's monitor, on the requests' clock (seconds from the scenario's start;
+    a sample before the first request is negative). ``None`` = not reported in that sample, never 0."""
+
+    server_t: list[float] = Field(default_factory=list, description="When each /metrics scrape was read.")
+    running: list[float | None] = Field(default_factory=list)
+    waiting: list[float | None] = Field(default_factory=list)
+    kv_usage_pct: list[float | None] = Field(default_factory=list)
+    prefix_hit_rate_pct: list[float | None] = Field(
+        default_factory=list, description="Hits / queries since the previous scrape (None: no queries)."
+    )
+    preemptions: list[float | None] = Field(default_factory=list, description="Since the first scrape.")
+    host_t: list[float] = Field(default_factory=list, description="When each host sample was taken.")
+    mem_available_gib: list[float | None] = Field(default_factory=list)
+    page_cache_gib: list[float | None] = Field(default_factory=list)
+    swap_used_gib: list[float | None] = Field(default_factory=list)
+    gpu_used_gib: list[list[float | None]] = Field(
+        default_factory=list, description="Per GPU (NVML), one value per host sample."
+    )
+
+
 ScenarioStatus = Literal["pending", "running", "done", "skipped", "failed", "interrupted"]
 
 
@@ -235,6 +256,7 @@ class ScenarioResult(BaseModel):
     server_metrics: ServerMetricsSummary | None = None
     host: HostSummary | None = None
     verdict: Verdict | None = None
+    timeline: Timeline | None = Field(None, description="The monitor's samples (absent in older results).")
     requests: list[RequestRecord] = Field(default_factory=list)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmdeck.bench.models import GpuMemory, HostFacts, HostSummary, ServerMetricsSummary
+from llmdeck.bench.models import GpuMemory, HostFacts, HostSummary, ServerMetricsSummary, Timeline
 from llmdeck.client.prom import MetricsSnapshot, parse_metrics
 
 GIB = 1024**3
@@ -149,6 +149,58 @@ def summarize_host(samples: list[HostSample], nvml: _Nvml | None) -> HostSummary
         page_cache_gib_max=gib(max(cache)) if cache else None,
         gpus=gpus,
         gpu_note=nvml.note if nvml else None,
+    )
+
+
+def _r(v: float | None, nd: int = 3) -> float | None:
+    return None if v is None else round(v, nd)
+
+
+def _since(v: float | None, first: float | None) -> float | None:
+    return None if v is None or first is None else v - first
+
+
+def _interval_hit_rates(snaps: list[MetricsSnapshot]) -> list[float | None]:
+    out: list[float | None] = []
+    prev: MetricsSnapshot | None = None
+    for s in snaps:
+        rate: float | None = None
+        if "cache_hit_rate" in s.values:
+            rate = 100.0 * s.values["cache_hit_rate"]
+        elif prev is not None and {"prefix_queries", "prefix_hits"} <= s.values.keys() & prev.values.keys():
+            dq = s.values["prefix_queries"] - prev.values["prefix_queries"]
+            dh = s.values["prefix_hits"] - prev.values["prefix_hits"]
+            rate = 100.0 * dh / dq if dq > 0 else None
+        out.append(_r(rate, 2))
+        prev = s
+    return out
+
+
+def build_timeline(snaps: list[MetricsSnapshot], host: list[HostSample], t0: float) -> Timeline:
+    """The samples as columns, times relative to ``t0`` (the scenario's start, perf_counter)."""
+    first_pre = next((s.values["preemptions"] for s in snaps if "preemptions" in s.values), None)
+
+    def col(key: str, scale: float = 1.0, nd: int = 3) -> list[float | None]:
+        return [_r(s.values[key] * scale, nd) if key in s.values else None for s in snaps]
+
+    def gib(v: int | None) -> float | None:
+        return None if v is None else round(v / GIB, 3)
+
+    n_gpu = max((len(h.gpu_used) for h in host), default=0)
+    return Timeline(
+        server_t=[round(s.t - t0, 3) for s in snaps],
+        running=col("running"),
+        waiting=col("waiting"),
+        kv_usage_pct=col("kv_usage", 100.0, 2),
+        prefix_hit_rate_pct=_interval_hit_rates(snaps),
+        preemptions=[_since(s.values.get("preemptions"), first_pre) for s in snaps],
+        host_t=[round(h.t - t0, 3) for h in host],
+        mem_available_gib=[gib(h.mem_available) for h in host],
+        page_cache_gib=[gib(h.page_cache) for h in host],
+        swap_used_gib=[gib(h.swap_used) for h in host],
+        gpu_used_gib=[
+            [gib(h.gpu_used[i]) if i < len(h.gpu_used) else None for h in host] for i in range(n_gpu)
+        ],
     )
 
 
@@ -291,3 +343,7 @@ class Monitor:
         if self.scrape_metrics and not self.snaps:
             note = note or "no /metrics sample could be read"
         return summarize_server(self.snaps, self.interval_s, note), summarize_host(self.host, self._nvml)
+
+    def timeline(self, t0: float) -> Timeline:
+        """Every sample so far, on the clock of a scenario that started at ``t0`` (perf_counter)."""
+        return build_timeline(self.snaps, self.host, t0 or (self.host[0].t if self.host else 0.0))

@@ -330,6 +330,7 @@ async def _run_scenario(
         except (TimeoutError, asyncio.CancelledError):
             server_sum, host_sum = monitor.summaries()
         sr.server_metrics, sr.host = server_sum, host_sum
+        sr.timeline = monitor.timeline(run.t0)
         sr.requests.sort(key=lambda r: r.index)
         check_prompt = spec.endpoint == "completions"
         sr.metrics = compute_metrics(

@@ -30,6 +30,8 @@ Examples:
 
   llmdeck bench mysrv --suite agent --slo ttft_p99=2s --out agent.json
 
+  llmdeck bench mysrv --suite seeds --html seeds.html   # also one HTML page to open or share
+
   llmdeck bench mysrv --suite seeds --temperature 0   # greedy, like `vllm bench serve --temperature 0`
 
   llmdeck bench mysrv --request-rate 1 --num-prompts 96 --repeat 3   # median and range over 3 runs
@@ -214,6 +216,9 @@ def bench(
     out: Path | None = typer.Option(
         None, "--out", help="Result JSON file [LLMDECK_RESULTS_DIR/bench-*.json]."
     ),
+    html: Path | None = typer.Option(
+        None, "--html", help="Also write the result as one self-contained HTML page (as `report --html`)."
+    ),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Benchmark a server (TTFT/TPOT/ITL/E2EL/throughput like vllm bench serve) and give a verdict."""
@@ -303,6 +308,10 @@ def bench(
                 scenarios.append(spec)
 
     scenarios = expand_repeats(scenarios, repeat)
+    if html is not None:
+        from llmdeck.bench.html.page import check_html_path
+
+        check_html_path(html)
     tgt = resolve_target(target, settings, model=model, tokenizer=tokenizer)
     out_path = out or Path(settings.results_dir) / f"bench-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
     options = BenchOptions(
@@ -325,12 +334,14 @@ def bench(
     except KeyboardInterrupt:
         from llmdeck.bench.runner import interrupted_error
 
+        _html_after(out_path, html, console, interrupted=True)
         raise interrupted_error(out_path) from None
     if json_out:
         print_json(result)
     else:
         render_result(result, out_console())
         console.print(f"[dim]result: {escape(str(out_path))}[/]", highlight=False)
+    _html_after(out_path, html, console)
     if result.status == "aborted":
         raise OperationError(
             f"{result.error} Finished requests and the failures are saved in {out_path}.",
@@ -338,73 +349,28 @@ def bench(
         )
 
 
-def report(
-    ctx: typer.Context,
-    result_file: Path = typer.Argument(..., help="A result JSON written by `llmdeck bench`."),
-    plot: Path | None = typer.Option(None, "--plot", help="Also draw TTFT/TPOT/throughput to a PNG."),
-    against: list[Path] = typer.Option(
-        [],
-        "--against",
-        help="A `vllm bench serve --save-result` JSON: show its metrics next to a scenario's, with ratios "
-        "and every way the two workloads differ. Give it several times (and bench with --repeat) to "
-        "compare medians over runs.",
-    ),
-    scenario: str | None = typer.Option(
-        None,
-        "--scenario",
-        help="With --against: the scenario to compare (default: the only one, or the one that matches).",
-    ),
-    json_out: bool = JSON_OPTION,
-) -> None:
-    """Re-render a saved bench result (table, or --json; --plot needs matplotlib), or compare it
-    with a `vllm bench serve` result (--against).
-
-    With --against, the table puts both tools' metrics side by side with their ratios and lists every
-    workload difference that would make the comparison unfair (lengths, count, rate, seed, endpoint).
-
-    Examples:
-
-      llmdeck report r.json --plot r.png
-
-      llmdeck report r.json --against vllm-result.json --scenario random-2048-512
-
-      # medians of 3 runs each: llmdeck bench ... --seed S --repeat 3 (one scenario: seeds S, S+1, S+2)
-      # and vllm bench serve ... --seed S, S+1, S+2 --save-result
-      llmdeck report r.json --against v0.json --against v1.json --against v2.json
-    """
-    from llmdeck.bench.render import render_result
-    from llmdeck.bench.report import load_result, plot_result
-
-    result = load_result(result_file)
-    if against:
-        from llmdeck.bench.compare import compare, load_vllm_result, render_comparison
-
-        cmp = compare(
-            result,
-            [load_vllm_result(p) for p in against],
-            scenario=scenario,
-            llmdeck_file=str(result_file),
-            vllm_files=[str(p) for p in against],
-        )
-        if json_out:
-            print_json(cmp)
-        else:
-            render_comparison(cmp, out_console())
+def _html_after(out_path: Path, html: Path | None, console: Any, *, interrupted: bool = False) -> None:
+    """--html: the page of the result file the run wrote (a partial one after Ctrl-C, if any; then a
+    failure to write it is reported and the interruption still ends the command)."""
+    if html is None:
         return
-    if scenario is not None:
-        from llmdeck.errors import UsageError
+    if not out_path.is_file():
+        console.print("[yellow]no result file was written, so no HTML report[/]", highlight=False)
+        return
+    from llmdeck.cli.report import write_bench_html
+    from llmdeck.errors import LlmdeckError
 
-        raise UsageError("--scenario only applies with --against.", hint="Add --against VLLM_RESULT.json.")
-    if plot is not None:
-        plot_result(result, plot)
-        err_console().print(f"[dim]plot written to {escape(str(plot))}[/]", highlight=False)
-    if json_out:
-        print_json(result)
-    else:
-        render_result(result, out_console())
+    try:
+        write_bench_html(out_path, html)
+    except LlmdeckError as exc:
+        if not interrupted:
+            raise
+        console.print(f"[yellow]no HTML report: {escape(exc.render())}[/]", highlight=False)
 
 
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
     app.command("bench", help=BENCH_HELP, no_args_is_help=True)(bench)
+    from llmdeck.cli.report import report
+
     app.command("report", no_args_is_help=True)(report)

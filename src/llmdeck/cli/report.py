@@ -1,0 +1,143 @@
+"""`llmdeck report`: re-render saved bench results (table, --json, --plot, --html), or compare one
+with `vllm bench serve` results (--against). Registered by ``cli/bench.py`` next to `bench`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+from rich.markup import escape
+
+from llmdeck.cli.output import JSON_OPTION, err_console, out_console, print_json
+
+if TYPE_CHECKING:
+    from llmdeck.bench.models import BenchResult
+
+HTML_HELP = (
+    "Write one self-contained HTML page (no scripts, nothing from the network): per scenario the "
+    "latency distributions, the run over time with the server's queue and the host's memory, the "
+    "verdict; a sweep's latency against load and Pareto knee. Several RESULT files: a comparison page."
+)
+
+
+def report(
+    ctx: typer.Context,
+    result_files: list[Path] = typer.Argument(
+        ...,
+        metavar="RESULT",
+        help="Result JSON(s) written by `llmdeck bench` (several: with --html, a comparison).",
+    ),
+    plot: Path | None = typer.Option(None, "--plot", help="Also draw TTFT/TPOT/throughput to a PNG."),
+    against: list[Path] = typer.Option(
+        [],
+        "--against",
+        help="A `vllm bench serve --save-result` JSON: show its metrics next to a scenario's, with ratios "
+        "and every way the two workloads differ. Give it several times (and bench with --repeat) to "
+        "compare medians over runs.",
+    ),
+    scenario: str | None = typer.Option(
+        None,
+        "--scenario",
+        help="With --against: the scenario to compare (default: the only one, or the one that matches).",
+    ),
+    html: Path | None = typer.Option(None, "--html", help=HTML_HELP),
+    json_out: bool = JSON_OPTION,
+) -> None:
+    """Re-render a saved bench result (table, or --json; --plot needs matplotlib), write it as an HTML
+    page (--html; several results: a comparison page), or compare it with a `vllm bench serve` result
+    (--against).
+
+    With --against, the table puts both tools' metrics side by side with their ratios and lists every
+    workload difference that would make the comparison unfair (lengths, count, rate, seed, endpoint).
+
+    The HTML comparison puts each metric's median over a file's runs (bench --repeat) next to the
+    others', with its min-max range and the change against the first file; a change is coloured only
+    when the ranges do not overlap. It also diffs the environments (vLLM version, flags, GPU, model).
+
+    Examples:
+
+      llmdeck report r.json --plot r.png
+
+      llmdeck report r.json --html r.html           # one page: open it in any browser, share it
+
+      llmdeck report base.json tuned.json --html cmp.html   # side by side, environments diffed
+
+      llmdeck report r.json --against vllm-result.json --scenario random-2048-512
+
+      # medians of 3 runs each: llmdeck bench ... --seed S --repeat 3 (one scenario: seeds S, S+1, S+2)
+      # and vllm bench serve ... --seed S, S+1, S+2 --save-result
+      llmdeck report r.json --against v0.json --against v1.json --against v2.json
+    """
+    _report(result_files, plot, against, scenario, html, json_out)
+
+
+def _report(
+    result_files: list[Path],
+    plot: Path | None,
+    against: list[Path],
+    scenario: str | None,
+    html: Path | None,
+    json_out: bool,
+) -> None:
+    from llmdeck.bench.render import render_result
+    from llmdeck.bench.report import load_result, plot_result
+    from llmdeck.errors import UsageError
+
+    if len(result_files) > 1 and html is None:
+        raise UsageError(
+            f"{len(result_files)} result files were given; several compare only as an HTML page.",
+            hint="Add --html OUT.html, or pass one file.",
+        )
+    if len(result_files) > 1 and (against or plot is not None):
+        raise UsageError("--against and --plot take one result file.", hint="Pass one RESULT file.")
+    if html is not None:
+        from llmdeck.bench.html.page import check_html_path
+
+        check_html_path(html)
+    results = [load_result(p) for p in result_files]
+    if html is not None:
+        _write_html(results, result_files, html)
+        if len(results) > 1:
+            return
+    result, result_file = results[0], result_files[0]
+    if against:
+        from llmdeck.bench.compare import compare, load_vllm_result, render_comparison
+
+        cmp = compare(
+            result,
+            [load_vllm_result(p) for p in against],
+            scenario=scenario,
+            llmdeck_file=str(result_file),
+            vllm_files=[str(p) for p in against],
+        )
+        if json_out:
+            print_json(cmp)
+        else:
+            render_comparison(cmp, out_console())
+        return
+    if scenario is not None:
+        raise UsageError("--scenario only applies with --against.", hint="Add --against VLLM_RESULT.json.")
+    if plot is not None:
+        plot_result(result, plot)
+        err_console().print(f"[dim]plot written to {escape(str(plot))}[/]", highlight=False)
+    if json_out:
+        print_json(result)
+    else:
+        render_result(result, out_console())
+
+
+def _write_html(results: list[BenchResult], files: list[Path], out: Path) -> None:
+    from llmdeck.bench.html.page import write_report
+
+    size = write_report(results, [str(f) for f in files], out)
+    err_console().print(
+        f"[dim]HTML report written to {escape(str(out))} ({size / 1024:.0f} kB)[/]", highlight=False
+    )
+
+
+def write_bench_html(out_path: Path, html: Path) -> None:
+    """After `llmdeck bench` (or its interruption): the page of the result file it wrote."""
+    from llmdeck.bench.report import load_result
+
+    _write_html([load_result(out_path)], [out_path], html)
