@@ -116,16 +116,15 @@ async def probe_target(client: OpenAIClient, target: TargetInfo) -> None:
     try:
         models = await client.models()
     except ClientEndpointError as exc:
-        raise type(exc)(
+        raise exc.reworded(
             f"Cannot bench {target.base_url}: {exc.message}",
             hint=exc.hint or "Check that the server is running.",
-            url=target.base_url,
         ) from exc
     if not models:
         raise OperationError(
             f"{target.base_url}/v1/models lists no model.", hint="Check that the server finished loading."
         )
-    ids = [str(m.get("id")) for m in models]
+    ids = [str(m["id"]) for m in models]
     if not target.model:
         target.model = ids[0]
     elif target.model not in ids:

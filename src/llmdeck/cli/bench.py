@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
+from llmdeck.cli.validate import number, positive_seconds
 
 BENCH_HELP = """Benchmark a server the way `vllm bench serve` does, plus server/host state and a verdict.
 
@@ -162,7 +163,7 @@ def bench(
     ),
     num_prompts: int | None = typer.Option(None, "--num-prompts", min=1, help="Requests per scenario [20]."),
     range_ratio: float = typer.Option(
-        0.0, "--range-ratio", min=0.0, max=0.999, help="Length spread, like vLLM."
+        0.0, "--range-ratio", callback=number(at_least=0, at_most=0.999), help="Length spread, like vLLM."
     ),
     prefix_len: int = typer.Option(2048, "--prefix-len", min=0, help="shared-prefix: fixed prefix tokens."),
     num_turns: int = typer.Option(4, "--num-turns", min=1, help="multi-turn: turns per session."),
@@ -172,9 +173,13 @@ def bench(
     max_concurrency: list[str] = typer.Option(
         [], "--max-concurrency", help="Client concurrency; comma list sweeps."
     ),
-    burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape (1 = Poisson)."),
+    burstiness: float = typer.Option(
+        1.0, "--burstiness", callback=number(above=0), help="Gamma shape (1 = Poisson)."
+    ),
     warmup: int = typer.Option(0, "--warmup", min=0, help="Warmup requests, not measured."),
-    duration: float | None = typer.Option(None, "--duration", help="Stop dispatching after N seconds."),
+    duration: float | None = typer.Option(
+        None, "--duration", callback=positive_seconds, help="Stop dispatching after N seconds."
+    ),
     seed: int = typer.Option(
         0,
         "--seed",
@@ -185,10 +190,13 @@ def bench(
     temperature: float | None = typer.Option(
         None,
         "--temperature",
+        callback=number(),
         help="Sampling temperature sent with every request (default: the server's, as `vllm bench "
         "serve`; 0 = greedy, the same tokens on every run).",
     ),
-    top_p: float | None = typer.Option(None, "--top-p", help="top_p sent with every request."),
+    top_p: float | None = typer.Option(
+        None, "--top-p", callback=number(), help="top_p sent with every request."
+    ),
     top_k: int | None = typer.Option(None, "--top-k", help="top_k sent with every request (-1: off)."),
     slo: list[str] = typer.Option(
         [], "--slo", help="Verdict rule, e.g. ttft_p99=10s tpot_mean=150ms failed=0."
@@ -196,11 +204,27 @@ def bench(
     goodput: list[str] = typer.Option(
         [], "--goodput", help="vLLM goodput SLOs in ms: ttft:500 tpot:50 e2el:..."
     ),
-    timeout_connect: float = typer.Option(10.0, "--timeout-connect", help="Connect timeout (s)."),
-    timeout_read: float = typer.Option(600.0, "--timeout-read", help="Longest silence in a stream (s)."),
-    timeout_total: float | None = typer.Option(None, "--timeout-total", help="Per-request limit (s)."),
+    timeout_connect: float = typer.Option(
+        10.0, "--timeout-connect", callback=positive_seconds, help="Connect timeout (s)."
+    ),
+    timeout_read: float = typer.Option(
+        600.0, "--timeout-read", callback=positive_seconds, help="Longest silence in a stream (s)."
+    ),
+    timeout_total: float = typer.Option(
+        1800.0,
+        "--timeout-total",
+        callback=positive_seconds,
+        help="Per-request limit (s): a stream still going after this fails (bounds a trickling server).",
+    ),
+    timeout_probe: float = typer.Option(
+        30.0,
+        "--timeout-probe",
+        callback=positive_seconds,
+        help="Limit (s) for each question before the run (/v1/models, /version, /metrics): a server "
+        "that accepts but never answers is reported as not answering after this.",
+    ),
     metrics_interval: float = typer.Option(
-        1.0, "--metrics-interval", help="Sampling period of /metrics (s)."
+        1.0, "--metrics-interval", callback=positive_seconds, help="Sampling period of /metrics (s)."
     ),
     no_metrics: bool = typer.Option(False, "--no-metrics", help="Do not scrape the server's /metrics."),
     repeat: int = typer.Option(
@@ -210,6 +234,9 @@ def bench(
         max=100,
         help="Run every scenario N times (in rounds, fresh prompts per run) and report each metric's "
         "median and range.",
+    ),
+    api_key: str | None = typer.Option(
+        None, "--api-key", help="API key to send (default: LLMDECK_API_KEY).", envvar=None
     ),
     out: Path | None = typer.Option(
         None, "--out", help="Result JSON file [LLMDECK_RESULTS_DIR/bench-*.json]."
@@ -307,15 +334,19 @@ def bench(
     options = BenchOptions(
         slo=rules,
         goodput_slos_ms=goodput_ms,
-        timeouts=Timeouts(connect=timeout_connect, read=timeout_read, total=timeout_total),
+        timeouts=Timeouts(
+            connect=timeout_connect, read=timeout_read, total=timeout_total, probe=timeout_probe
+        ),
         monitor_interval_s=metrics_interval,
         scrape_metrics=not no_metrics,
         out_path=out_path,
-        api_key=settings.api_key,
+        api_key=api_key if api_key is not None else settings.api_key,
     )
     console = err_console()
     console.print(
-        f"[dim]benchmarking {escape(tgt.base_url)}; result file: {escape(str(out_path))}[/]", highlight=False
+        f"[dim]benchmarking {escape(tgt.base_url)}; result file: {escape(str(out_path))}; asking "
+        f"/v1/models (up to {timeout_probe:g} s) …[/]",
+        highlight=False,
     )
     try:
         with _RichProgress(console) as progress:

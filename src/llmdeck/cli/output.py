@@ -54,7 +54,7 @@ def get_settings(ctx: typer.Context) -> Any:
     """The Settings built once by the root callback (typed as Any to keep typer imports light)."""
     root = ctx.find_root()
     if root.obj is None:
-        from llmdeck.settings import Settings
+        from llmdeck.settings import load_settings
 
-        root.obj = Settings()
+        root.obj = load_settings()
     return root.obj

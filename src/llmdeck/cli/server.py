@@ -148,15 +148,19 @@ def _attach(record: ServerRecord, settings: Settings) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    ctx_settings = {"allow_extra_args": True, "ignore_unknown_options": True}
+    from llmdeck.cli.validate import ForwardingCommand, host, positive_seconds
 
-    @app.command("up", help=UP_HELP, context_settings=ctx_settings)
+    @app.command("up", help=UP_HELP, cls=ForwardingCommand, context_settings={"allow_extra_args": True})
     def up_cmd(
         ctx: typer.Context,
         model: str = typer.Option(None, "--model", "-m", help="Model folder or Hugging Face repo id."),
         name: str = typer.Option(None, "--name", "-n", help="Server name (default: 'default')."),
-        port: int = typer.Option(None, "--port", "-p", help="Port (default: LLMDECK_PORT or 8000)."),
-        host: str = typer.Option(None, "--host", help="Bind address (0.0.0.0 to serve the LAN)."),
+        port: int = typer.Option(
+            None, "--port", "-p", min=1, max=65535, help="Port (default: LLMDECK_PORT or 8000)."
+        ),
+        host_: str = typer.Option(
+            None, "--host", callback=host, help="Bind address (0.0.0.0 to serve the LAN)."
+        ),
         engine: str = typer.Option(
             None, "--engine", help="cpu | venv | docker (default: venv with a GPU, else cpu)."
         ),
@@ -171,7 +175,9 @@ def register(app: typer.Typer) -> None:
         attach: bool = typer.Option(
             False, "--attach", help="Stay in the foreground, streaming the log; Ctrl-C stops."
         ),
-        timeout: float = typer.Option(None, "--timeout", help="Seconds to wait for readiness."),
+        timeout: float = typer.Option(
+            None, "--timeout", callback=positive_seconds, help="Seconds to wait for readiness."
+        ),
         force: bool = typer.Option(False, "--force", help="Start even when preflight finds problems."),
         warmup: bool = typer.Option(False, "--warmup/--no-warmup", help="Send warmup requests once ready."),
         as_json: bool = JSON_OPTION,
@@ -185,7 +191,7 @@ def register(app: typer.Typer) -> None:
             "model": model,
             "name": name,
             "port": port,
-            "host": host,
+            "host": host_,
             "engine": engine,
             "python": python,
             "served_model_name": served_model_name,
@@ -265,7 +271,7 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         name: str = typer.Argument(None, help="Server name (optional when only one runs)."),
         follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines."),
-        lines: int = typer.Option(50, "--lines", "-n", help="How many lines of the tail."),
+        lines: int = typer.Option(50, "--lines", "-n", min=1, help="How many lines of the tail."),
     ) -> None:
         """Print a server's log (it survives crashes and `down`).
 
@@ -315,7 +321,9 @@ def register(app: typer.Typer) -> None:
     def restart_cmd(
         ctx: typer.Context,
         name: str = typer.Argument(None, help="Server name (optional when only one runs)."),
-        timeout: float = typer.Option(None, "--timeout", help="Seconds to wait for readiness."),
+        timeout: float = typer.Option(
+            None, "--timeout", callback=positive_seconds, help="Seconds to wait for readiness."
+        ),
         force: bool = typer.Option(False, "--force", help="Start even when preflight finds problems."),
         as_json: bool = JSON_OPTION,
     ) -> None:

@@ -59,7 +59,8 @@ def gather_info(base_url: str, *, model: str | None, api_key: str | None, settin
         why = "; ".join(f"{p.id}: {p.summary}" for p in failed)
         raise OperationError(
             f"Cannot read what {report.server.base_url} serves ({why}).",
-            hint=next((p.fix for p in failed if p.fix), None) or "Run `llmdeck check` for details.",
+            hint=next((p.fix for p in sorted(failed, key=lambda p: p.id != "api_key") if p.fix), None)
+            or "Run `llmdeck check` for details.",
         )
     facts = report.server
     if not facts.model:
