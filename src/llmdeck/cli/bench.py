@@ -255,6 +255,7 @@ def bench(
     from llmdeck.bench.verdict import parse_slo
     from llmdeck.client.types import Timeouts
     from llmdeck.errors import OperationError, UsageError
+    from llmdeck.util.atomic import check_writable
 
     settings = get_settings(ctx)
     if prompts is not None:
@@ -331,6 +332,7 @@ def bench(
     scenarios = expand_repeats(scenarios, repeat)
     tgt = resolve_target(target, settings, model=model, tokenizer=tokenizer)
     out_path = out or Path(settings.results_dir) / f"bench-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
+    check_writable(out_path)
     options = BenchOptions(
         slo=rules,
         goodput_slos_ms=goodput_ms,
