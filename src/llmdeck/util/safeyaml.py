@@ -23,7 +23,7 @@ class _LimitedLoader(yaml.SafeLoader):
     depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
-        event = self.peek_event()
+        event = self.peek_event()  # type: ignore[no-untyped-call]
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
             raise yaml.YAMLError(f"anchors and aliases (&name, *name) are not allowed{_where(event)}")
         self.depth += 1
@@ -53,7 +53,7 @@ def load_limited(text: str | bytes, source: str, *, max_bytes: int = MAX_BYTES) 
         except UnicodeDecodeError as exc:
             raise ConfigError(f"{source} is not a UTF-8 text file ({exc.reason}).", hint=hint) from exc
     try:
-        return yaml.load(text, Loader=_LimitedLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=_LimitedLoader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source} is not acceptable YAML: {exc}.", hint=hint) from exc
     except RecursionError as exc:  # pragma: no cover - MAX_DEPTH stops it first
