@@ -76,6 +76,8 @@ def _floats(values: list[str], flag: str) -> list[float | None]:
                 continue
             try:
                 f = float(p)
+                if f != f:  # nan
+                    raise ValueError(p)
             except ValueError:
                 from llmdeck.errors import UsageError
 
@@ -246,6 +248,8 @@ def bench(
     """Benchmark a server (TTFT/TPOT/ITL/E2EL/throughput like vllm bench serve) and give a verdict."""
     from datetime import datetime
 
+    from pydantic import ValidationError
+
     from llmdeck.bench.metrics import parse_goodput
     from llmdeck.bench.models import ScenarioSpec
     from llmdeck.bench.render import render_result
@@ -320,9 +324,13 @@ def bench(
                         top_p=top_p,
                         top_k=top_k,
                     )
-                except ValueError as exc:
+                except ValidationError as exc:
+                    first = exc.errors()[0]
+                    flag = "--" + str(first["loc"][0]).replace("_", "-") if first.get("loc") else "a flag"
                     raise UsageError(
-                        f"Invalid bench parameters: {exc}", hint="See `llmdeck bench --help`."
+                        f"Invalid bench parameters: {flag} {first.get('input')!r}: "
+                        f"{str(first['msg']).removeprefix('Value error, ')}.",
+                        hint="See `llmdeck bench --help`.",
                     ) from exc
                 if len(rates) * len(concs) > 1:
                     spec.name += f"-r{rate or 'inf'}-c{conc or 'inf'}"

@@ -259,6 +259,14 @@ def register(app: typer.Typer) -> None:
         from llmdeck.runtime.state import StateStore
 
         settings = get_settings(ctx)
+        if name and ("://" in name or ":" in name):
+            from llmdeck.errors import UsageError
+
+            raise UsageError(
+                f"`llmdeck status` takes the name of a server llmdeck started; {name!r} is a URL.",
+                hint=f"To ask any server by URL, use `llmdeck check {name}`; `llmdeck status` lists the "
+                "servers llmdeck knows.",
+            )
         store = StateStore(settings.servers_dir)
         records = [store.load(name)] if name else store.list()
         statuses = [server_status(r) for r in records]

@@ -42,7 +42,9 @@ class ConnectResult(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-def gather_info(base_url: str, *, model: str | None, api_key: str | None, settings: Any) -> ServeInfo:
+def gather_info(
+    base_url: str, *, model: str | None, api_key: str | None, settings: Any, timeout: float = 60.0
+) -> ServeInfo:
     """Ask the live server for its model, context length, tool and thinking behaviour."""
     from llmdeck.checks.run import run_checks
 
@@ -53,6 +55,8 @@ def gather_info(base_url: str, *, model: str | None, api_key: str | None, settin
         api_key=api_key,
         settings=settings,
         probes=["reasoning_split", "thinking_default", "tool_auto"],
+        timeout=timeout,
+        deadline_s=max(300.0, 5 * timeout),
     )
     failed = [p for p in report.probes if p.id in {"health", "api_key", "models"} and p.status == "fail"]
     if failed:

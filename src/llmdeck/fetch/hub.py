@@ -101,7 +101,7 @@ def validate_endpoint(endpoint: str) -> str:
     if not re.match(r"^https?://[^/\s]+", value):
         raise UsageError(
             f"--endpoint {endpoint!r} is not an http(s) URL.",
-            hint="For example: --endpoint https://hf-mirror.com",
+            hint="Give an http(s) URL, for example --endpoint https://hf-mirror.com",
         )
     return value
 
