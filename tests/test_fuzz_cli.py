@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzz_helpers import Case, case, fuzz_env, run_case  # noqa: F401 - fuzz_env is a fixture
+from fuzz_helpers import Case, case, run_case
 
 DEAD = "http://127.0.0.1:9"  # nothing listens on the discard port: refused at once
 PLAN = "plan Qwen3-0.6B --machine h200"
