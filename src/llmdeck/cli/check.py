@@ -94,9 +94,11 @@ def register(app: typer.Typer) -> None:
             print_report(report, out_console(), verbose=verbose)
         if report.failed_required:
             names = ", ".join(p.id for p in report.failed_required)
-            needs_key = any(p.id == "api_key" for p in report.failed_required)
+            first = report.failed_required[0]
+            needs_key = report.server.api_key_required is True and first.id in {"health", "api_key"}
             raise CheckFailedError(
-                f"{tgt.base_url} is not ready for {client or 'a plain OpenAI client'}: {names} failed.",
+                f"{tgt.base_url} is not ready for {client or 'a plain OpenAI client'}: {names} failed "
+                f"(first, {first.id}: {first.summary.rstrip('.')}).",
                 hint=API_KEY_HINT
                 if needs_key
                 else "Apply the fixes shown in the report, restart the server, and check again.",
