@@ -244,29 +244,34 @@ def register(app: typer.Typer) -> None:
     @app.command("status")
     def status_cmd(
         ctx: typer.Context,
-        name: str = typer.Argument(None, help="Only this server."),
+        name: str = typer.Argument(None, help="Only this server (a name, or the URL of any server)."),
+        timeout: float = typer.Option(
+            10.0, "--timeout", callback=positive_seconds, help="With a URL: limit (s) for each question."
+        ),
         as_json: bool = JSON_OPTION,
     ) -> None:
         """Every llmdeck server: state, model, URL, uptime and live queue/KV from /metrics.
+
+        Given a URL instead of a name: the state of any OpenAI-compatible server there (exit 1 when it
+        is not ready: unreachable, not answering, needs an API key, not OpenAI-compatible).
 
         Examples:
 
           llmdeck status
 
           llmdeck status demo --json
+
+          llmdeck status http://127.0.0.1:8000
         """
         from llmdeck.runtime.launcher import server_status
         from llmdeck.runtime.state import StateStore
 
         settings = get_settings(ctx)
         if name and ("://" in name or ":" in name):
-            from llmdeck.errors import UsageError
+            from llmdeck.cli.status_url import status_of_url
 
-            raise UsageError(
-                f"`llmdeck status` takes the name of a server llmdeck started; {name!r} is a URL.",
-                hint=f"To ask any server by URL, use `llmdeck check {name}`; `llmdeck status` lists the "
-                "servers llmdeck knows.",
-            )
+            status_of_url(name, settings, as_json, timeout)
+            return
         store = StateStore(settings.servers_dir)
         records = [store.load(name)] if name else store.list()
         statuses = [server_status(r) for r in records]
