@@ -65,6 +65,19 @@ def _trickle(conn: socket.socket, path: str) -> None:
         time.sleep(0.5)
 
 
+def _trickle_stream(conn: socket.socket, path: str) -> None:
+    if path.startswith("/v1/models"):
+        _json(conn, 200, MODELS_OK)
+        return
+    if path in ("/health", "/version", "/metrics"):
+        _json(conn, 404, {})
+        return
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+    while True:  # SSE comments only: bytes keep coming, no token ever does
+        conn.sendall(b": keep-alive\n\n")
+        time.sleep(0.5)
+
+
 def _silent(conn: socket.socket, path: str) -> None:
     time.sleep(3600)
 
@@ -93,6 +106,7 @@ FAKES: dict[str, Callable[[socket.socket, str], None]] = {
     "fake_closing_server": _close,
     "fake_silent_server": _silent,
     "fake_trickle_server": _trickle,
+    "fake_trickle_stream_server": _trickle_stream,
     "fake_hostile_strings_server": _health_ok_else(
         lambda c, p: (
             _json(c, 200, {"data": [{"id": HOSTILE_ID, "max_model_len": "lots"}]})

@@ -134,3 +134,24 @@ def test_hostile_strings_are_data(fuzz_env: dict[str, str], capsys: pytest.Captu
         code, _out, err, elapsed = run_main(["check", url, "--timeout", "3"], capsys)
     assert code == 1 and "Traceback" not in err and "internal error" not in err
     assert elapsed < 25 and not marker.exists()
+
+
+@pytest.mark.timeout(120)
+def test_bench_trickling_stream_is_bounded_by_timeout_total(
+    fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stream that sends a keep-alive every 0.5 s but never a token ends at --timeout-total (it
+    used to be unbounded: no read timeout ever fires), recorded as a timeout, and the wait is shown."""
+    import json
+    import time
+
+    out = Path(fuzz_env["tmp"]) / "r.json"
+    with running("fake_trickle_stream_server") as url:
+        t0 = time.monotonic()
+        argv = ["bench", url, "--num-prompts", "2", "--no-metrics", "--timeout-total", "2", "--out", str(out)]
+        code, _stdout, err, _ = run_main([*argv, "--input-len", "8", "--output-len", "4"], capsys)
+        elapsed = time.monotonic() - t0
+    assert code == 0, err  # a finished bench with failed requests: the verdict says so
+    assert elapsed < 45 and "asking /v1/models" in " ".join(err.split())
+    requests = json.loads(out.read_text())["scenarios"][0]["requests"]
+    assert [r["error_kind"] for r in requests] == ["timeout", "timeout"]
