@@ -24,6 +24,8 @@ Examples:
   llmdeck check http://127.0.0.1:8000 --client opencode
 
   llmdeck check default --client continue --json > check.json
+
+  llmdeck check http://gpu-box:8000 --deadline 300   # give up after 5 minutes in all
 """
 
 
