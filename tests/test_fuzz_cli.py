@@ -116,6 +116,8 @@ CASES = [
     case("connect:timeout-negative", f"connect openai --server {DEAD} --timeout -1", 2, "--timeout"),
     case("connect:refused", f"connect openai --server {DEAD} --print", 1, "not reachable"),
     case("connect:no-client", "connect", 2, "Usage"),
+    case("connect:file-folder", f"connect openai --server {DEAD} --file {{folder}}", 2, "{folder}", "folder"),
+    case("connect:file-blocked", f"connect openai --server {DEAD} --file {{blocked}}", 2, "{blocked}"),
     # ---- bench --------------------------------------------------------------------------------------
     case("bench:num-prompts-zero", f"{BENCH} --num-prompts 0", 2, "--num-prompts"),
     case("bench:num-prompts-negative", f"{BENCH} --num-prompts -3", 2, "--num-prompts"),

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from llmdeck.bench.load import ScenarioRun, ServerGone
 from llmdeck.bench.metrics import compute_metrics
@@ -34,6 +34,9 @@ from llmdeck.client.types import Timeouts
 from llmdeck.errors import OperationError, UsageError
 from llmdeck.util.atomic import atomic_write_json
 from llmdeck.util.net import normalize_base_url
+
+if TYPE_CHECKING:
+    from llmdeck.settings import Settings
 
 
 class BenchInterrupted(OperationError):
@@ -91,7 +94,7 @@ def is_url(target: str) -> bool:
 
 
 def resolve_target(
-    target: str, settings: Any, *, model: str | None = None, tokenizer: str | None = None
+    target: str, settings: Settings, *, model: str | None = None, tokenizer: str | None = None
 ) -> TargetInfo:
     """A URL or a server name (from ``llmdeck up``) -> what to bench."""
     if is_url(target):
@@ -324,7 +327,7 @@ def run_smoke_bench(
     base_url: str,
     model: str,
     tokenizer_dir: Path | None,
-    settings: Any,
+    settings: Settings,
     *,
     out_path: Path | None = None,
     progress: Progress | None = None,

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from llmdeck.checks.clients import validate_client
 from llmdeck.checks.http import Http
 from llmdeck.checks.probes import PROBE_ORDER, ProbeContext, learn_thinking, run_probe
 from llmdeck.checks.report import CheckReport, ProbeResult, ServerFacts
 from llmdeck.util.net import normalize_base_url
+
+if TYPE_CHECKING:
+    from llmdeck.settings import Settings
 
 
 def run_checks(
@@ -18,7 +21,7 @@ def run_checks(
     client: str | None,
     model: str | None,
     api_key: str | None,
-    settings: Any,
+    settings: Settings,
     probes: Iterable[str] | None = None,
     long_context_tokens: int | None = None,
     timeout: float = 120.0,

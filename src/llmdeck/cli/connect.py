@@ -67,6 +67,10 @@ def register(app: typer.Typer) -> None:
         if thinking not in THINKING_CHOICES:
             raise UsageError(f"--thinking {thinking!r} is not valid.", hint="Use server, on or off.")
         settings = get_settings(ctx)
+        if file is not None and not print_only:
+            from llmdeck.util.atomic import check_writable
+
+            check_writable(file)  # before asking the server: a folder or a blocked path is exit 2
         tgt = resolve_target(server, settings)
         err = err_console()
         err.print(f"reading {tgt.base_url} …", highlight=False, markup=False)

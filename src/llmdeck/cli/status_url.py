@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from llmdeck.cli.output import out_console, print_json
+
+if TYPE_CHECKING:
+    from llmdeck.settings import Settings
 
 _WORDS = {
     "unhealthy": "unhealthy",
@@ -22,7 +25,7 @@ _URL_HINTS = {
 }
 
 
-def status_of_url(url: str, settings: Any, as_json: bool, timeout: float) -> None:
+def status_of_url(url: str, settings: Settings, as_json: bool, timeout: float) -> None:
     from llmdeck.errors import OperationError
     from llmdeck.runtime.urlstatus import url_status
     from llmdeck.util.net import normalize_base_url

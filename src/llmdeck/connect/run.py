@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -20,6 +20,9 @@ from llmdeck.connect.configs import (
 )
 from llmdeck.connect.write import deep_merge, merge_env, read_env, read_json, read_yaml, write_if_changed
 from llmdeck.errors import OperationError, UsageError
+
+if TYPE_CHECKING:
+    from llmdeck.settings import Settings
 
 CONNECT_RESULT_SCHEMA_VERSION = 1
 CONNECT_CLIENTS: tuple[str, ...] = ("opencode", "openclaw", "continue", "cline", "openai")
@@ -43,7 +46,7 @@ class ConnectResult(BaseModel):
 
 
 def gather_info(
-    base_url: str, *, model: str | None, api_key: str | None, settings: Any, timeout: float = 60.0
+    base_url: str, *, model: str | None, api_key: str | None, settings: Settings, timeout: float = 60.0
 ) -> ServeInfo:
     """Ask the live server for its model, context length, tool and thinking behaviour."""
     from llmdeck.checks.run import run_checks
