@@ -154,10 +154,15 @@ from fuzz_helpers import fuzz_env as fuzz_env  # noqa: E402 - the fuzz cases' cl
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """How many distinct bad inputs the fuzz suite ran, by command (test ids start with 'command:')."""
     counts: dict[str, int] = {}
+    generated: list[str] = []
     for outcome in ("passed", "failed"):
         for rep in terminalreporter.stats.get(outcome, []):
             nodeid = getattr(rep, "nodeid", "")
-            if "test_fuzz_" not in nodeid or getattr(rep, "when", "call") != "call" or "[" not in nodeid:
+            if "test_fuzz_" not in nodeid or getattr(rep, "when", "call") != "call":
+                continue
+            if "_hypothesis_" in nodeid:
+                generated.append(nodeid.rsplit("::", 1)[-1])
+            if "[" not in nodeid:
                 continue
             command = nodeid.split("[", 1)[1].split(":", 1)[0]
             counts[command] = counts.get(command, 0) + 1
@@ -165,3 +170,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         total = sum(counts.values())
         table = ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
         terminalreporter.write_line(f"fuzz cases by command ({total} in all): {table}")
+    if generated:
+        terminalreporter.write_line(
+            f"plus {len(generated)} hypothesis tests (up to 30 generated inputs each): "
+            + ", ".join(generated)
+        )

@@ -118,7 +118,7 @@ BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
         (b"\xff\xfe\x00models", "UTF-8"),
         ("models: [\n", "not acceptable YAML"),
     ],
-    ids=["alias-bomb", "deep-nesting", "too-big", "not-utf8", "broken"],
+    ids=[f"models:catalog-{k}" for k in ("alias-bomb", "deep-nesting", "too-big", "not-utf8", "broken")],
 )
 def test_catalog_yaml_limits(text: str | bytes, says: str) -> None:
     from llmdeck.errors import ConfigError
