@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from fuzz_helpers import assert_clean_failure, run_main
 
-FAST = settings(max_examples=25, deadline=3000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
@@ -37,7 +37,7 @@ def test_report_hypothesis_random_bytes_as_a_result_file(
 ) -> None:
     path = _write(Path(fuzz_env["tmp"]), "result.json", data)
     code, _out, err, elapsed = run_main(["report", path], capsys)
-    assert_clean_failure(code, err, elapsed, want=2, needles=(path,), seconds=5)
+    assert_clean_failure(code, err, elapsed, want=2, needles=(path,), seconds=15)
 
 
 @pytest.mark.timeout(120)
@@ -48,7 +48,7 @@ def test_report_hypothesis_random_json_as_a_result_file(
 ) -> None:
     path = _write(Path(fuzz_env["tmp"]), "result.json", json.dumps(value).encode())
     code, _out, err, elapsed = run_main(["report", path], capsys)
-    assert_clean_failure(code, err, elapsed, want=2, needles=(path,), seconds=5)
+    assert_clean_failure(code, err, elapsed, want=2, needles=(path,), seconds=15)
 
 
 @pytest.mark.timeout(120)
@@ -59,7 +59,7 @@ def test_up_hypothesis_random_bytes_as_a_spec_file(
 ) -> None:
     path = _write(Path(fuzz_env["tmp"]), "spec.json", data)
     code, _out, err, elapsed = run_main(["up", "--spec", path], capsys)
-    assert_clean_failure(code, err, elapsed, want=2, needles=(path,), seconds=5)
+    assert_clean_failure(code, err, elapsed, want=2, needles=(path,), seconds=15)
 
 
 @pytest.mark.timeout(120)
@@ -70,7 +70,7 @@ def test_up_hypothesis_random_json_as_a_spec_file(
 ) -> None:
     path = _write(Path(fuzz_env["tmp"]), "spec.json", json.dumps(value).encode())
     code, _out, err, elapsed = run_main(["up", "--spec", path], capsys)
-    assert_clean_failure(code, err, elapsed, want=2, needles=(path,), seconds=5)
+    assert_clean_failure(code, err, elapsed, want=2, needles=(path,), seconds=15)
 
 
 @pytest.mark.timeout(120)
@@ -86,7 +86,7 @@ def test_plan_hypothesis_random_strings_as_host(
     if is_valid_host(host):
         assert code in (0, 1) and "Traceback" not in err
     else:
-        assert_clean_failure(code, err, elapsed, want=2, needles=("--host",), seconds=5)
+        assert_clean_failure(code, err, elapsed, want=2, needles=("--host",), seconds=15)
 
 
 @pytest.mark.timeout(120)

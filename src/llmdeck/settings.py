@@ -29,6 +29,10 @@ ACCEPTED: dict[str, str] = {
     "each existing and under 1 MiB",
     "ready_timeout_s": "a number of seconds above 0, e.g. 900",
     "api_key": "the key the server was started with (--api-key)",
+    **{
+        f: "a folder, or a path where one can be made (no file in the way)"
+        for f in ("state_dir", "cache_dir", "models_dir", "results_dir")
+    },
 }
 
 
@@ -66,6 +70,20 @@ class Settings(BaseSettings):
     ready_timeout_s: float = Field(
         900.0, gt=0, allow_inf_nan=False, description="How long `up` waits for readiness."
     )
+
+    @field_validator("state_dir", "cache_dir", "models_dir", "results_dir")
+    @classmethod
+    def _folder(cls, value: Path) -> Path:
+        """The folder exists, or can be made: its first existing ancestor is a folder, not a file."""
+        p = value.expanduser()
+        if p.exists() and not p.is_dir():
+            raise ValueError(f"{str(value)!r} is a file, not a folder")
+        parent = p
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir():
+            raise ValueError(f"{str(parent)!r} is a file, so no folder can be made under it")
+        return value
 
     @field_validator("host")
     @classmethod
