@@ -467,12 +467,12 @@ def _preflight(
 def _warmup(record: ServerRecord) -> None:
     import asyncio
 
-    import httpx
-
+    from llmdeck.client.openai import get_models
     from llmdeck.runtime.warmup import warmup
 
-    models = httpx.get(f"{record.base_url}/v1/models", timeout=10).json()
-    max_len = int(models["data"][0].get("max_model_len") or 2048)
+    models = get_models(record.base_url, timeout_s=10)  # typed errors (exit 1), never a KeyError
+    mml = models[0].get("max_model_len") if models else None
+    max_len = mml if isinstance(mml, int) and mml > 0 else 2048
     console = err_console()
     console.print(f"warming up {record.name} (prompt lengths up to {max_len} tokens) …", markup=False)
     report = asyncio.run(warmup(record.base_url, record.served_model_name, max_model_len=max_len))
