@@ -144,3 +144,34 @@ def cpu_server(_cpu_servers: tuple[RunningServer, RunningServer]) -> RunningServ
 def cpu_server_plain(_cpu_servers: tuple[RunningServer, RunningServer]) -> RunningServer:
     """CPU vLLM without tool-choice and without a reasoning parser."""
     return _cpu_servers[1]
+
+
+# ---- the fuzz suite (tests/test_fuzz_*.py): its fixture, and its count of cases by command ----------
+
+from fuzz_helpers import fuzz_env as fuzz_env  # noqa: E402 - the fuzz cases' clean environment
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """How many distinct bad inputs the fuzz suite ran, by command (test ids start with 'command:')."""
+    counts: dict[str, int] = {}
+    generated: list[str] = []
+    for outcome in ("passed", "failed"):
+        for rep in terminalreporter.stats.get(outcome, []):
+            nodeid = getattr(rep, "nodeid", "")
+            if "test_fuzz_" not in nodeid or getattr(rep, "when", "call") != "call":
+                continue
+            if "_hypothesis_" in nodeid:
+                generated.append(nodeid.rsplit("::", 1)[-1])
+            if "[" not in nodeid:
+                continue
+            command = nodeid.split("[", 1)[1].split(":", 1)[0]
+            counts[command] = counts.get(command, 0) + 1
+    if counts:
+        total = sum(counts.values())
+        table = ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+        terminalreporter.write_line(f"fuzz cases by command ({total} in all): {table}")
+    if generated:
+        terminalreporter.write_line(
+            f"plus {len(generated)} hypothesis tests (up to 30 generated inputs each): "
+            + ", ".join(generated)
+        )

@@ -1,15 +1,39 @@
 """Settings: environment variables with the ``LLMDECK_`` prefix.
 
-Built once in ``llmdeck.cli.app`` and passed down; nothing reads configuration at import time.
+Built once in ``llmdeck.cli.app`` (through :func:`load_settings`) and passed down; nothing reads
+configuration at import time. A bad value is a :class:`llmdeck.errors.ConfigError` (exit 2) that
+names the variable, the value and what is accepted, never a pydantic dump.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Annotated, Any
 
-from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from llmdeck.errors import ConfigError
+
+ENV_PREFIX = "LLMDECK_"
+MAX_CATALOG_BYTES = 1 << 20  # a user catalog is a few KB; refuse anything over 1 MiB before parsing
+
+# What each setting accepts, for the error message (one place, next to the fields).
+ACCEPTED: dict[str, str] = {
+    "debug": "1 or 0 (also true/false, yes/no, on/off)",
+    "port": "a whole number from 1 to 65535, e.g. 8000",
+    "host": "an IP address (127.0.0.1, 0.0.0.0, ::1) or a host name (localhost, gpu-box.lan)",
+    "catalog_paths": f"catalog files (*.yaml) or folders of them, separated by {os.pathsep!r}, "
+    "each existing and under 1 MiB",
+    "ready_timeout_s": "a number of seconds above 0, e.g. 900",
+    "api_key": "the key the server was started with (--api-key)",
+    **{
+        f: "a folder, or a path where one can be made (no file in the way)"
+        for f in ("state_dir", "cache_dir", "models_dir", "results_dir")
+    },
+}
 
 
 def _xdg(var: str, fallback: str) -> Path:
@@ -20,7 +44,7 @@ def _xdg(var: str, fallback: str) -> Path:
 class Settings(BaseSettings):
     """Everything llmdeck may be configured with, from ``LLMDECK_*`` variables."""
 
-    model_config = SettingsConfigDict(env_prefix="LLMDECK_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
     debug: bool = Field(False, description="Show tracebacks (LLMDECK_DEBUG=1).")
     state_dir: Path = Field(
@@ -39,13 +63,67 @@ class Settings(BaseSettings):
     port: int = Field(8000, ge=1, le=65535, description="Default server port.")
     api_key: str | None = Field(None, description="API key sent to servers (Authorization: Bearer).")
     results_dir: Path = Field(Path("runs"), description="Where bench results go by default.")
-    catalog_paths: list[Path] = Field(
-        default_factory=list, description="Extra catalog files or folders (user catalogs)."
+    catalog_paths: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list,
+        description=f"Extra catalog files or folders (user catalogs), separated by {os.pathsep!r}.",
     )
-    ready_timeout_s: float = Field(900.0, gt=0, description="How long `up` waits for readiness.")
+    ready_timeout_s: float = Field(
+        900.0, gt=0, allow_inf_nan=False, description="How long `up` waits for readiness."
+    )
     watchdog_floor_gib: float = Field(
-        1.5, ge=0, description="`up` stops the engine when MemAvailable falls below this during start-up."
+        1.5,
+        ge=0,
+        allow_inf_nan=False,
+        description="`up` stops the engine when MemAvailable falls below this during start-up.",
     )
+
+    @field_validator("state_dir", "cache_dir", "models_dir", "results_dir")
+    @classmethod
+    def _folder(cls, value: Path) -> Path:
+        """The folder exists, or can be made: its first existing ancestor is a folder, not a file."""
+        p = value.expanduser()
+        if p.exists() and not p.is_dir():
+            raise ValueError(f"{str(value)!r} is a file, not a folder")
+        parent = p
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir():
+            raise ValueError(f"{str(parent)!r} is a file, so no folder can be made under it")
+        return value
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        from llmdeck.util.net import is_valid_host
+
+        if not is_valid_host(value):
+            raise ValueError("not an IP address or host name")
+        return value
+
+    @field_validator("catalog_paths", mode="before")
+    @classmethod
+    def _split_paths(cls, value: Any) -> Any:
+        """``a.yaml:dir`` (os.pathsep-separated, like PATH) or a JSON list; empty parts are skipped."""
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                try:
+                    return json.loads(text)
+                except ValueError as exc:
+                    raise ValueError(f"not a JSON list of paths ({exc})") from None
+            return [part for part in text.split(os.pathsep) if part.strip()]
+        return value
+
+    @field_validator("catalog_paths")
+    @classmethod
+    def _catalogs_exist(cls, value: list[Path]) -> list[Path]:
+        for path in value:
+            p = path.expanduser()
+            if not p.exists():
+                raise ValueError(f"{str(path)!r} does not exist")
+            if p.is_file() and p.stat().st_size > MAX_CATALOG_BYTES:
+                raise ValueError(f"{str(path)!r} is {p.stat().st_size} bytes, over the 1 MiB limit")
+        return value
 
     @property
     def servers_dir(self) -> Path:
@@ -54,3 +132,40 @@ class Settings(BaseSettings):
     @property
     def logs_dir(self) -> Path:
         return self.state_dir / "logs"
+
+
+class _DebugOnly(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+    debug: bool = False
+
+
+def settings_error(exc: ValidationError) -> ConfigError:
+    """One paragraph naming each bad variable, its value and what it accepts."""
+    parts = []
+    fields: list[str] = []
+    for err in exc.errors():
+        field = str(err["loc"][0]) if err.get("loc") else "?"
+        fields.append(field)
+        var = ENV_PREFIX + field.upper()
+        raw = os.environ.get(var, err.get("input"))
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        accepted = ACCEPTED.get(field, "a valid value")
+        parts.append(f"{var}={str(raw)!r} is not valid ({msg}); it accepts {accepted}")
+    unset = " or ".join(sorted({ENV_PREFIX + f.upper() for f in fields}))
+    return ConfigError("; ".join(parts) + ".", hint=f"Fix or unset {unset}.")
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment (and ``overrides``); ConfigError (exit 2) when a value is bad."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise settings_error(exc) from None
+
+
+def debug_enabled() -> bool:
+    """LLMDECK_DEBUG through the settings; False when it is unset or not a valid flag."""
+    try:
+        return _DebugOnly().debug
+    except ValidationError:
+        return False

@@ -66,6 +66,9 @@ def plot_result(result: BenchResult, out: Path) -> None:
             "--plot needs matplotlib, which is not installed.",
             hint="pip install 'llmdeck[plot]' (or matplotlib).",
         ) from exc
+    from llmdeck.util.atomic import atomic_write_bytes, check_writable
+
+    check_writable(Path(out))
     done = [sr for sr in result.scenarios if sr.metrics is not None]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
     for sr in done:
@@ -75,7 +78,7 @@ def plot_result(result: BenchResult, out: Path) -> None:
     ax1.set_xlabel("request start (s from scenario start)")
     ax1.set_ylabel("TTFT (s)")
     ax1.set_title("TTFT per request")
-    if done:
+    if ax1.get_legend_handles_labels()[0]:
         ax1.legend(fontsize=7)
     labels = [sr.spec.label() for sr in done]
     ax2.barh(labels, [sr.metrics.output_throughput if sr.metrics else 0.0 for sr in done])
@@ -84,7 +87,6 @@ def plot_result(result: BenchResult, out: Path) -> None:
     fig.tight_layout()
     import io
 
-    from llmdeck.util.atomic import atomic_write_bytes
     from llmdeck.util.owned import is_plot, refuse_foreign_file
 
     refuse_foreign_file(Path(out), "plot", is_plot)

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from llmdeck.bench.load import ScenarioRun, ServerGone
 from llmdeck.bench.metrics import compute_metrics
@@ -37,6 +37,9 @@ from llmdeck.util.atomic import atomic_write_json
 from llmdeck.util.net import normalize_base_url
 from llmdeck.util.owned import json_kind_is, refuse_foreign_file
 from llmdeck.util.redact import redact_argv
+
+if TYPE_CHECKING:
+    from llmdeck.settings import Settings
 
 
 class BenchInterrupted(OperationError):
@@ -108,7 +111,7 @@ def is_url(target: str) -> bool:
 
 
 def resolve_target(
-    target: str, settings: Any, *, model: str | None = None, tokenizer: str | None = None
+    target: str, settings: Settings, *, model: str | None = None, tokenizer: str | None = None
 ) -> TargetInfo:
     """A URL or a server name (from ``llmdeck up``) -> what to bench."""
     if is_url(target):
@@ -133,16 +136,15 @@ async def probe_target(client: OpenAIClient, target: TargetInfo) -> None:
     try:
         models = await client.models()
     except ClientEndpointError as exc:
-        raise type(exc)(
+        raise exc.reworded(
             f"Cannot bench {target.base_url}: {exc.message}",
             hint=exc.hint or "Check that the server is running.",
-            url=target.base_url,
         ) from exc
     if not models:
         raise OperationError(
             f"{target.base_url}/v1/models lists no model.", hint="Check that the server finished loading."
         )
-    ids = [str(m.get("id")) for m in models]
+    ids = [str(m["id"]) for m in models]
     if not target.model:
         target.model = ids[0]
     elif target.model not in ids:
@@ -363,7 +365,7 @@ def run_smoke_bench(
     base_url: str,
     model: str,
     tokenizer_dir: Path | None,
-    settings: Any,
+    settings: Settings,
     *,
     out_path: Path | None = None,
     progress: Progress | None = None,

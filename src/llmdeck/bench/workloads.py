@@ -179,6 +179,22 @@ def _as(spec: ScenarioSpec, text: str) -> dict[str, Any]:
     return {"prompt": text}
 
 
+def _check_row(row: dict[str, Any], where: str) -> None:
+    """A prompt line's fields have the types the requests need (exit 2 naming the line otherwise)."""
+    out = row.get("max_tokens") or row.get("output_len")
+    if out is not None and (not isinstance(out, int) or isinstance(out, bool) or out < 1):
+        raise ConfigError(
+            f"{where}: max_tokens/output_len {out!r} is not a positive whole number.",
+            hint='Write e.g. "max_tokens": 256, or leave it out.',
+        )
+    msgs = row.get("messages")
+    if "messages" in row and not (isinstance(msgs, list) and all(isinstance(m, dict) for m in msgs)):
+        raise ConfigError(
+            f'{where}: "messages" is not a list of objects.',
+            hint='Write "messages": [{"role": "user", "content": "..."}].',
+        )
+
+
 def _jsonl(spec: ScenarioSpec, tokenizer: Any | None, n: int) -> list[WorkItem]:
     path = spec.jsonl_path
     if path is None or not Path(path).is_file():
@@ -187,7 +203,14 @@ def _jsonl(spec: ScenarioSpec, tokenizer: Any | None, n: int) -> list[WorkItem]:
             hint='Pass --prompts FILE.jsonl with one {"prompt": "..."} or {"messages": [...]} per line.',
         )
     rows: list[dict[str, Any]] = []
-    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path} is not a UTF-8 text file ({exc.reason} at byte {exc.start}).",
+            hint='Pass a JSONL file: one {"prompt": "..."} per line.',
+        ) from exc
+    for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -201,6 +224,7 @@ def _jsonl(spec: ScenarioSpec, tokenizer: Any | None, n: int) -> list[WorkItem]:
                 f'{path}:{lineno} has neither "prompt" nor "messages".',
                 hint='Each line must be {"prompt": ".."} or {"messages": [{"role": "user", "content": ..}]}.',
             )
+        _check_row(row, f"{path}:{lineno}")
         rows.append(row)
     if not rows:
         raise ConfigError(f"{path} holds no prompts.", hint="Add at least one JSON line.")

@@ -164,8 +164,10 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def _load_file(text: str, where: str) -> CatalogFile:
-    try:
-        data = yaml.safe_load(text)
+    from llmdeck.util.safeyaml import load_limited
+
+    try:  # no anchors/aliases, bounded depth and size: a user catalog cannot exhaust memory
+        data = load_limited(text, f"The catalog {where}")
     except yaml.YAMLError as exc:
         raise ConfigError(f"The catalog {where} is not valid YAML ({exc}).", hint="Fix the file.") from exc
     if not isinstance(data, dict):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -72,12 +73,26 @@ class Reply:
         return self.text.strip()[:300]
 
 
-class Http:
-    """Requests to one server, each recorded as an :class:`Exchange`."""
+class DeadlinePassed(EndpointError):
+    """The check's overall deadline passed; the probes not run yet are skipped."""
 
-    def __init__(self, base_url: str, api_key: str | None, timeout: float = 60.0) -> None:
+
+class Http:
+    """Requests to one server, each recorded as an :class:`Exchange`.
+
+    Every request is bounded as a whole (not only between bytes): by its own ``timeout`` and by the
+    overall ``deadline_s`` of the check, so a server that trickles a byte now and then cannot hold a
+    probe, and a silent one cannot hold the check, for longer than that.
+    """
+
+    def __init__(
+        self, base_url: str, api_key: str | None, timeout: float = 60.0, deadline_s: float | None = None
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.api_key = api_key
+        self.timeout = timeout
+        self.deadline_s = deadline_s
+        self.deadline = time.monotonic() + deadline_s if deadline_s is not None else None
         self.client = httpx.Client(base_url=self.base_url, timeout=timeout)
 
     def close(self) -> None:
@@ -95,6 +110,24 @@ class Http:
             "port, then run the check again; `llmdeck status` lists the servers llmdeck started.",
         )
 
+    def _limit(self, timeout: float | None) -> float:
+        """Seconds this request may take: its timeout, cut to what is left of the deadline."""
+        limit = timeout if timeout is not None else self.timeout
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise DeadlinePassed(
+                    f"The check of {self.base_url} did not finish within its {self.deadline_s:g} s deadline.",
+                    hint="The server answers slowly or not at all; check its log, or raise --deadline.",
+                )
+            limit = min(limit, left)
+        return limit
+
+    def _open(self, method: str, path: str, body: Any, api_key: str | bool | None, limit: float) -> Any:
+        return self.client.stream(
+            method, path, json=body, headers=self.headers(api_key), timeout=httpx.Timeout(limit)
+        )
+
     def request(
         self,
         method: str,
@@ -105,21 +138,17 @@ class Http:
         timeout: float | None = None,
     ) -> Reply:
         t0 = time.monotonic()
+        limit = self._limit(timeout)
         try:
-            resp = self.client.request(
-                method,
-                path,
-                json=body,
-                headers=self.headers(api_key),
-                timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
-            )
+            with self._open(method, path, body, api_key, limit) as resp:
+                raw = b"".join(_chunks(resp, t0 + limit))
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise self._unreachable(exc) from exc
         seconds = round(time.monotonic() - t0, 3)
-        text = resp.text
+        text = raw.decode(resp.encoding or "utf-8", "replace")
         data: Any = None
         try:
-            data = resp.json()
+            data = json.loads(text) if text.strip() else None
         except ValueError:
             data = None
         ex = Exchange(
@@ -135,25 +164,14 @@ class Http:
     def stream(self, path: str, body: Any, *, timeout: float | None = None) -> Reply:
         """POST with ``stream: true``; collects every SSE ``data:`` chunk and whether ``[DONE]`` came."""
         t0 = time.monotonic()
+        limit = self._limit(timeout)
         chunks: list[dict[str, Any]] = []
         raw_lines: list[str] = []
         done = False
         try:
-            with self.client.stream(
-                "POST",
-                path,
-                json=body,
-                headers=self.headers(True),
-                timeout=timeout if timeout is not None else httpx.USE_CLIENT_DEFAULT,
-            ) as resp:
+            with self._open("POST", path, body, True, limit) as resp:
                 if resp.status_code >= 300:
-                    resp.read()
-                    text = resp.text
-                    data: Any = None
-                    try:
-                        data = resp.json()
-                    except ValueError:
-                        data = None
+                    text = b"".join(_chunks(resp, t0 + limit)).decode("utf-8", "replace")
                     ex = Exchange(
                         method="POST",
                         path=path,
@@ -162,8 +180,8 @@ class Http:
                         received=trim(text),
                         seconds=round(time.monotonic() - t0, 3),
                     )
-                    return Reply(status_code=resp.status_code, text=text, exchange=ex, data=data)
-                for line in resp.iter_lines():
+                    return Reply(status_code=resp.status_code, text=text, exchange=ex, data=_loads(text))
+                for line in _lines(_chunks(resp, t0 + limit)):
                     if not line.startswith("data:"):
                         continue
                     payload = line[len("data:") :].strip()
@@ -172,10 +190,7 @@ class Http:
                     if payload == "[DONE]":
                         done = True
                         break
-                    try:
-                        chunk = json.loads(payload)
-                    except ValueError:
-                        continue
+                    chunk = _loads(payload)
                     if isinstance(chunk, dict):
                         chunks.append(chunk)
                 status = resp.status_code
@@ -196,3 +211,29 @@ class Http:
             seconds=round(time.monotonic() - t0, 3),
         )
         return Reply(status_code=status, text="", exchange=ex, chunks=chunks, done=done)
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text) if text.strip() else None
+    except ValueError:
+        return None
+
+
+def _chunks(resp: httpx.Response, until: float) -> Iterator[bytes]:
+    """The body's bytes as they come; ReadTimeout once ``until`` (monotonic) passes, however they trickle."""
+    for chunk in resp.iter_bytes():
+        yield chunk
+        if time.monotonic() > until:
+            raise httpx.ReadTimeout("the reply did not finish within the request's time limit")
+
+
+def _lines(chunks: Iterator[bytes]) -> Iterator[str]:
+    pending = b""
+    for chunk in chunks:
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield line.rstrip(b"\r").decode("utf-8", "replace")
+    if pending:
+        yield pending.decode("utf-8", "replace")

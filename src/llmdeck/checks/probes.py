@@ -16,8 +16,9 @@ from typing import Any
 import httpx
 
 from llmdeck.checks.clients import AGENT_CLIENTS, required_probes, suggest_parsers
-from llmdeck.checks.http import Http, Reply
+from llmdeck.checks.http import DeadlinePassed, Http, Reply
 from llmdeck.checks.report import Exchange, ProbeResult, ServerFacts, Status
+from llmdeck.errors import EndpointError
 
 # vLLM's own words (vllm/entrypoints/openai/.../online_renderer.py, v0.22-v0.32).
 AUTO_TOOL_ERROR = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
@@ -90,6 +91,7 @@ class ProbeContext:
     long_context_timeout: float = 600.0
     evidence: list[Exchange] = field(default_factory=list)
     blocked: str | None = None  # set when nothing more can be asked (e.g. 401 without a key)
+    incomplete: str | None = None  # set when the check's deadline passed
     template_evidence: list[Exchange] = field(default_factory=list)  # the /tokenize renders
 
     # -- request helpers that record evidence ------------------------------------------------
@@ -192,9 +194,14 @@ def _looks_like_text_tool_call(text: str | None) -> bool:
 
 
 def probe_health(ctx: ProbeContext) -> Outcome:
-    reply = ctx.get("/health", api_key=False)
-    version = ctx.http.request("GET", "/version", api_key=False)
-    if version.ok and isinstance(version.data, dict) and version.data.get("version"):
+    reply = ctx.get("/health", api_key=False, timeout=min(10.0, ctx.http.timeout))
+    try:
+        version: Reply | None = ctx.http.request(
+            "GET", "/version", api_key=False, timeout=min(10.0, ctx.http.timeout)
+        )
+    except httpx.HTTPError:
+        version = None
+    if version is not None and version.ok and isinstance(version.data, dict) and version.data.get("version"):
         ctx.facts.server_version = str(version.data["version"])
         ctx.evidence.append(version.exchange)
     if reply.ok:
@@ -216,7 +223,7 @@ def probe_api_key(ctx: ProbeContext) -> Outcome:
         if ctx.http.api_key:
             return Outcome("pass", "The server needs no API key; the key you gave is accepted and ignored.")
         return Outcome("pass", "The server needs no API key (clients may send any placeholder key).")
-    if bare.status_code != 401:
+    if bare.status_code not in (401, 403):
         return _http_fail(bare, "GET /v1/models")
     ctx.facts.api_key_required = True
     if not ctx.http.api_key:
@@ -245,7 +252,13 @@ def probe_models(ctx: ProbeContext) -> Outcome:
     entries = reply.data.get("data") if isinstance(reply.data, dict) else None
     if not isinstance(entries, list) or not entries:
         return Outcome("fail", "GET /v1/models returned no models.", fix="Check the server's --model.")
-    ids = [str(e.get("id")) for e in entries if isinstance(e, dict)]
+    ids = [e["id"] for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str) and e["id"]]
+    if not ids:
+        return Outcome(
+            "fail",
+            f"GET /v1/models lists entries without a string id: {str(entries)[:200]!r}.",
+            fix="Point the check at an OpenAI-compatible server (e.g. vLLM); its models carry an id.",
+        )
     ctx.facts.models = ids
     wanted = ctx.requested_model or ctx.facts.model
     if ctx.requested_model and ctx.requested_model not in ids:
@@ -755,6 +768,24 @@ PROBES: dict[str, Callable[[ProbeContext], Outcome]] = {
 }
 
 
+def _ensure_answering(ctx: ProbeContext, probe_id: str, limit: float = 10.0) -> None:
+    """After a timeout: is the server silent? Then stop the check now (exit 1), not probe by probe."""
+    if probe_id != "health":
+        try:
+            ctx.http.request("GET", "/health", api_key=False, timeout=limit)
+            return
+        except httpx.TimeoutException:
+            pass
+        except (httpx.HTTPError, DeadlinePassed):
+            return
+    raise EndpointError(
+        f"The server at {ctx.http.base_url} accepted the connection but is not answering (no reply "
+        f"to GET /health within {min(limit, ctx.http.timeout):g} s).",
+        hint="Check that it finished loading and is not stuck (`llmdeck logs`); a vLLM server answers "
+        "/health as soon as it is up.",
+    )
+
+
 def run_probe(ctx: ProbeContext, probe_id: str) -> ProbeResult:
     required = probe_id in required_probes(ctx.client)
     ctx.evidence = []
@@ -764,7 +795,11 @@ def run_probe(ctx: ProbeContext, probe_id: str) -> ProbeResult:
         try:
             outcome = PROBES[probe_id](ctx)
         except httpx.TimeoutException as exc:
-            outcome = Outcome("inconclusive", f"The request timed out ({type(exc).__name__}).")
+            _ensure_answering(ctx, probe_id)
+            outcome = Outcome("inconclusive", f"The request timed out ({exc or type(exc).__name__}).")
+        except DeadlinePassed as exc:
+            ctx.blocked = ctx.incomplete = exc.message.rstrip(".")
+            outcome = Outcome("inconclusive", exc.message)
         except httpx.HTTPError as exc:
             outcome = Outcome("fail", f"The request failed: {type(exc).__name__}: {exc}")
     return ProbeResult(

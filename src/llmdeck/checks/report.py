@@ -77,6 +77,7 @@ class CheckReport(BaseModel):
     client: str | None = None
     server: ServerFacts
     probes: list[ProbeResult] = Field(default_factory=list)
+    incomplete: str | None = Field(None, description="Why some probes did not run (the deadline passed).")
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -90,8 +91,8 @@ class CheckReport(BaseModel):
 
     @property
     def ok(self) -> bool:
-        """True when no probe the chosen client needs has failed."""
-        return not self.failed_required
+        """True when no probe the chosen client needs has failed and every probe ran."""
+        return not self.failed_required and self.incomplete is None
 
     def probe(self, probe_id: str) -> ProbeResult:
         for p in self.probes:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from llmdeck.checks.clients import validate_client
 from llmdeck.checks.http import Http
 from llmdeck.checks.probes import PROBE_ORDER, ProbeContext, learn_thinking, run_probe
 from llmdeck.checks.report import CheckReport, ProbeResult, ServerFacts
 from llmdeck.util.net import normalize_base_url
+
+if TYPE_CHECKING:
+    from llmdeck.settings import Settings
 
 
 def run_checks(
@@ -18,10 +21,11 @@ def run_checks(
     client: str | None,
     model: str | None,
     api_key: str | None,
-    settings: Any,
+    settings: Settings,
     probes: Iterable[str] | None = None,
     long_context_tokens: int | None = None,
     timeout: float = 120.0,
+    deadline_s: float | None = 900.0,
     on_probe: Callable[[ProbeResult], None] | None = None,
 ) -> CheckReport:
     """Probe the OpenAI-compatible server at ``base_url`` for ``client`` and return the report.
@@ -29,14 +33,17 @@ def run_checks(
     ``api_key`` falls back to ``settings.api_key``. ``probes`` limits the run to some probe ids (the
     order stays fixed; health, api_key and models always run because the others need their facts).
     ``long_context_tokens`` caps the long-context prompt (default: max_model_len - 8).
-    Raises :class:`llmdeck.errors.EndpointError` when the server cannot be reached at all.
+    ``timeout`` bounds each request as a whole, ``deadline_s`` the whole check (the probes left when it
+    passes are skipped and the report is ``incomplete``).
+    Raises :class:`llmdeck.errors.EndpointError` when the server cannot be reached at all, or accepts
+    connections but does not answer.
     """
     client = validate_client(client)
     base_url = normalize_base_url(base_url)
     key = api_key if api_key is not None else getattr(settings, "api_key", None)
     wanted = set(probes) if probes is not None else set(PROBE_ORDER)
     wanted |= {"health", "api_key", "models"}
-    http = Http(base_url, key, timeout=timeout)
+    http = Http(base_url, key, timeout=timeout, deadline_s=deadline_s)
     facts = ServerFacts(base_url=base_url, model=model)
     ctx = ProbeContext(
         http=http, facts=facts, client=client, requested_model=model, long_context_tokens=long_context_tokens
@@ -55,4 +62,5 @@ def run_checks(
     finally:
         http.close()
     report.server = ctx.facts
+    report.incomplete = ctx.incomplete
     return report

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
 from llmdeck.errors import UsageError
 from llmdeck.runtime.state import ServerRecord, StateStore
 from llmdeck.util.net import normalize_base_url
+
+if TYPE_CHECKING:
+    from llmdeck.settings import Settings
 
 
 class Target(BaseModel):
@@ -35,7 +38,7 @@ def _looks_like_url(text: str) -> bool:
     return len(parts) == 4 and all(p.isdigit() for p in parts)
 
 
-def resolve_target(target: str | None, settings: Any) -> Target:
+def resolve_target(target: str | None, settings: Settings) -> Target:
     """A URL (normalised), a server NAME from the state dir, or nothing.
 
     Nothing means: the only server llmdeck knows about, else ``http://<settings.host>:<settings.port>``.

@@ -7,7 +7,6 @@ imports nothing heavy at module level, so ``llmdeck --help`` stays instant.
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 from typing import Any
 
@@ -67,9 +66,9 @@ def build_app() -> typer.Typer:
             False, "--version", callback=_version_callback, is_eager=True, help="Print the version."
         ),
     ) -> None:
-        from llmdeck.settings import Settings
+        from llmdeck.settings import load_settings
 
-        ctx.obj = Settings()
+        ctx.obj = load_settings()
 
     for name in COMMAND_MODULES:
         module = importlib.import_module(f"llmdeck.cli.{name}")
@@ -140,7 +139,9 @@ def _click_exceptions() -> Any:
 
 
 def _debug() -> bool:
-    return os.environ.get("LLMDECK_DEBUG", "").lower() in {"1", "true", "yes", "on"}
+    from llmdeck.settings import debug_enabled
+
+    return debug_enabled()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -164,6 +165,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.stderr.write("Aborted.\n")
         sys.exit(130)
     except click_exc.ClickException as exc:  # usage errors: unknown command, bad option value …
+        if isinstance(exc, click_exc.NoSuchOption):
+            exc.message = _no_such_option(exc)
+            exc.possibilities = None
         exc.show()
         sys.exit(2 if exc.exit_code in (1, 2) else exc.exit_code)
     except KeyboardInterrupt:
@@ -175,6 +179,21 @@ def main(argv: list[str] | None = None) -> None:
         _print_internal(exc)
         sys.exit(1)
     sys.exit(0)
+
+
+def _no_such_option(exc: Any) -> str:
+    """``No such option --contxt; did you mean --context?`` (click's closest match), else where to look."""
+    import difflib
+
+    name = exc.option_name
+    known = list(exc.possibilities or ())
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.7)
+    if close:
+        return f"No such option {name}; did you mean {close[0]}?"
+    return (
+        f"No such option {name}. See the command's --help; flags for vLLM (plan, up) go after `--`, "
+        "e.g. `-- --max-model-len 8192`."
+    )
 
 
 def _print_error(exc: Any) -> None:

@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
+from llmdeck.cli.validate import number, positive_seconds
 
 BENCH_HELP = """Benchmark a server the way `vllm bench serve` does, plus server/host state and a verdict.
 
@@ -48,101 +49,6 @@ server's default applies (often the model's generation_config). Numbers publishe
 """
 
 
-def _sampling(temperature: float | None, top_p: float | None, top_k: int | None) -> dict[str, float | int]:
-    """The sampling flags that were given, checked like vLLM checks them (a bad one is exit 2 here,
-    not a failed request for every prompt of the run)."""
-    from llmdeck.errors import UsageError
-
-    if temperature is not None and temperature < 0:
-        raise UsageError(
-            f"--temperature must be 0 or more, not {temperature:g}.", hint="Use 0 for greedy decoding."
-        )
-    if top_p is not None and not 0 < top_p <= 1:
-        raise UsageError(f"--top-p must be in (0, 1], not {top_p:g}.", hint="Use e.g. --top-p 0.95.")
-    if top_k is not None and top_k < -1:
-        raise UsageError(f"--top-k must be -1 (off) or more, not {top_k}.", hint="Use e.g. --top-k 20.")
-    given = {"temperature": temperature, "top_p": top_p, "top_k": top_k}
-    return {k: v for k, v in given.items() if v is not None}
-
-
-def _floats(values: list[str], flag: str) -> list[float | None]:
-    out: list[float | None] = []
-    for v in values:
-        for part in v.split(","):
-            p = part.strip().lower()
-            if not p:
-                continue
-            if p in {"inf", "none", "max"}:
-                out.append(None)
-                continue
-            try:
-                f = float(p)
-            except ValueError:
-                from llmdeck.errors import UsageError
-
-                raise UsageError(
-                    f"{flag} {part!r} is not a number.", hint=f"Use e.g. {flag} 1,2,4 or inf."
-                ) from None
-            if f <= 0:
-                from llmdeck.errors import UsageError
-
-                raise UsageError(f"{flag} must be positive, not {part!r}.", hint=f"Use e.g. {flag} 1 or inf.")
-            out.append(f)
-    return out
-
-
-class _RichProgress:
-    """Live progress on stderr."""
-
-    def __init__(self, console: Any) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.console = console
-        self.progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("failed {task.fields[failed]}"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        )
-        self.task: Any = None
-
-    def __enter__(self) -> _RichProgress:
-        self.progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.progress.stop()
-
-    def scenario_start(self, index: int, total: int, spec: Any) -> None:
-        if self.task is not None:
-            self.progress.remove_task(self.task)
-        self.task = self.progress.add_task(
-            f"[{index + 1}/{total}] {spec.label()}",
-            total=spec.num_prompts if spec.duration_s is None else None,
-            failed=0,
-        )
-
-    def request_done(self, done: int, failed: int, total: int) -> None:
-        if self.task is not None:
-            self.progress.update(self.task, completed=done, failed=failed)
-
-    def scenario_end(self, result: Any) -> None:
-        from llmdeck.bench.render import scenario_row
-
-        row = scenario_row(result)
-        self.console.print(
-            f"[bold]{row[0]}[/]: {row[1]} ok/failed, TTFT mean {row[2]} p99 {row[3]}, TPOT mean {row[4]}, "
-            f"{row[5]} tok/s -> {row[6]}",
-            highlight=False,
-        )
-
-    def message(self, text: str) -> None:
-        self.console.print(f"[dim]{escape(text)}[/]", highlight=False)
-
-
 def bench(
     ctx: typer.Context,
     target: str = typer.Argument(..., help="Server URL or server name."),
@@ -164,7 +70,7 @@ def bench(
     ),
     num_prompts: int | None = typer.Option(None, "--num-prompts", min=1, help="Requests per scenario [20]."),
     range_ratio: float = typer.Option(
-        0.0, "--range-ratio", min=0.0, max=0.999, help="Length spread, like vLLM."
+        0.0, "--range-ratio", callback=number(at_least=0, at_most=0.999), help="Length spread, like vLLM."
     ),
     prefix_len: int = typer.Option(2048, "--prefix-len", min=0, help="shared-prefix: fixed prefix tokens."),
     num_turns: int = typer.Option(4, "--num-turns", min=1, help="multi-turn: turns per session."),
@@ -174,9 +80,13 @@ def bench(
     max_concurrency: list[str] = typer.Option(
         [], "--max-concurrency", help="Client concurrency; comma list sweeps."
     ),
-    burstiness: float = typer.Option(1.0, "--burstiness", help="Gamma shape (1 = Poisson)."),
+    burstiness: float = typer.Option(
+        1.0, "--burstiness", callback=number(above=0), help="Gamma shape (1 = Poisson)."
+    ),
     warmup: int = typer.Option(0, "--warmup", min=0, help="Warmup requests, not measured."),
-    duration: float | None = typer.Option(None, "--duration", help="Stop dispatching after N seconds."),
+    duration: float | None = typer.Option(
+        None, "--duration", callback=positive_seconds, help="Stop dispatching after N seconds."
+    ),
     seed: int = typer.Option(
         0,
         "--seed",
@@ -187,10 +97,13 @@ def bench(
     temperature: float | None = typer.Option(
         None,
         "--temperature",
+        callback=number(),
         help="Sampling temperature sent with every request (default: the server's, as `vllm bench "
         "serve`; 0 = greedy, the same tokens on every run).",
     ),
-    top_p: float | None = typer.Option(None, "--top-p", help="top_p sent with every request."),
+    top_p: float | None = typer.Option(
+        None, "--top-p", callback=number(), help="top_p sent with every request."
+    ),
     top_k: int | None = typer.Option(None, "--top-k", help="top_k sent with every request (-1: off)."),
     slo: list[str] = typer.Option(
         [], "--slo", help="Verdict rule, e.g. ttft_p99=10s tpot_mean=150ms failed=0."
@@ -198,11 +111,27 @@ def bench(
     goodput: list[str] = typer.Option(
         [], "--goodput", help="vLLM goodput SLOs in ms: ttft:500 tpot:50 e2el:..."
     ),
-    timeout_connect: float = typer.Option(10.0, "--timeout-connect", help="Connect timeout (s)."),
-    timeout_read: float = typer.Option(600.0, "--timeout-read", help="Longest silence in a stream (s)."),
-    timeout_total: float | None = typer.Option(None, "--timeout-total", help="Per-request limit (s)."),
+    timeout_connect: float = typer.Option(
+        10.0, "--timeout-connect", callback=positive_seconds, help="Connect timeout (s)."
+    ),
+    timeout_read: float = typer.Option(
+        600.0, "--timeout-read", callback=positive_seconds, help="Longest silence in a stream (s)."
+    ),
+    timeout_total: float = typer.Option(
+        1800.0,
+        "--timeout-total",
+        callback=positive_seconds,
+        help="Per-request limit (s): a stream still going after this fails (bounds a trickling server).",
+    ),
+    timeout_probe: float = typer.Option(
+        30.0,
+        "--timeout-probe",
+        callback=positive_seconds,
+        help="Limit (s) for each question before the run (/v1/models, /version, /metrics): a server "
+        "that accepts but never answers is reported as not answering after this.",
+    ),
     metrics_interval: float = typer.Option(
-        1.0, "--metrics-interval", help="Sampling period of /metrics (s)."
+        1.0, "--metrics-interval", callback=positive_seconds, help="Sampling period of /metrics (s)."
     ),
     no_metrics: bool = typer.Option(False, "--no-metrics", help="Do not scrape the server's /metrics."),
     repeat: int = typer.Option(
@@ -212,6 +141,9 @@ def bench(
         max=100,
         help="Run every scenario N times (in rounds, fresh prompts per run) and report each metric's "
         "median and range.",
+    ),
+    api_key: str | None = typer.Option(
+        None, "--api-key", help="API key to send (default: LLMDECK_API_KEY).", envvar=None
     ),
     out: Path | None = typer.Option(
         None, "--out", help="Result JSON file [LLMDECK_RESULTS_DIR/bench-*.json]."
@@ -224,6 +156,8 @@ def bench(
     """Benchmark a server (TTFT/TPOT/ITL/E2EL/throughput like vllm bench serve) and give a verdict."""
     from datetime import datetime
 
+    from pydantic import ValidationError
+
     from llmdeck.bench.metrics import parse_goodput
     from llmdeck.bench.models import ScenarioSpec
     from llmdeck.bench.render import render_result
@@ -231,8 +165,11 @@ def bench(
     from llmdeck.bench.runner import BenchOptions, resolve_target, run_bench
     from llmdeck.bench.suites import get_suite
     from llmdeck.bench.verdict import parse_slo
+    from llmdeck.cli.bench_parts import floats as _floats
+    from llmdeck.cli.bench_parts import sampling as _sampling
     from llmdeck.client.types import Timeouts
     from llmdeck.errors import OperationError, UsageError
+    from llmdeck.util.atomic import check_writable
     from llmdeck.util.redact import redact_url
 
     settings = get_settings(ctx)
@@ -298,9 +235,13 @@ def bench(
                         top_p=top_p,
                         top_k=top_k,
                     )
-                except ValueError as exc:
+                except ValidationError as exc:
+                    first = exc.errors()[0]
+                    flag = "--" + str(first["loc"][0]).replace("_", "-") if first.get("loc") else "a flag"
                     raise UsageError(
-                        f"Invalid bench parameters: {exc}", hint="See `llmdeck bench --help`."
+                        f"Invalid bench parameters: {flag} {first.get('input')!r}: "
+                        f"{str(first['msg']).removeprefix('Value error, ')}.",
+                        hint="See `llmdeck bench --help`.",
                     ) from exc
                 if len(rates) * len(concs) > 1:
                     spec.name += f"-r{rate or 'inf'}-c{conc or 'inf'}"
@@ -314,22 +255,28 @@ def bench(
         check_html_path(html)
     tgt = resolve_target(target, settings, model=model, tokenizer=tokenizer)
     out_path = out or Path(settings.results_dir) / f"bench-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
+    check_writable(out_path)
     options = BenchOptions(
         slo=rules,
         goodput_slos_ms=goodput_ms,
-        timeouts=Timeouts(connect=timeout_connect, read=timeout_read, total=timeout_total),
+        timeouts=Timeouts(
+            connect=timeout_connect, read=timeout_read, total=timeout_total, probe=timeout_probe
+        ),
         monitor_interval_s=metrics_interval,
         scrape_metrics=not no_metrics,
         out_path=out_path,
-        api_key=settings.api_key,
+        api_key=api_key if api_key is not None else settings.api_key,
     )
     console = err_console()
     console.print(
-        f"[dim]benchmarking {escape(redact_url(tgt.base_url))}; result file: {escape(str(out_path))}[/]",
+        f"[dim]benchmarking {escape(redact_url(tgt.base_url))}; result file: {escape(str(out_path))}; "
+        f"asking /v1/models (up to {timeout_probe:g} s) …[/]",
         highlight=False,
     )
+    from llmdeck.cli.bench_parts import RichProgress
+
     try:
-        with _RichProgress(console) as progress:
+        with RichProgress(console) as progress:
             result = run_bench(tgt, scenarios, options, progress=progress, suite=suite)
     except KeyboardInterrupt:
         from llmdeck.bench.runner import interrupted_error

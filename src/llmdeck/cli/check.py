@@ -7,6 +7,9 @@ from typing import Any
 import typer
 
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
+from llmdeck.cli.validate import positive_seconds
+
+DEADLINE_HINT = "The server answers slowly; check its log, or give the check more time with --deadline."
 
 CHECK_HELP = """Probe an OpenAI-compatible server for what a client needs, with evidence and fixes.
 
@@ -21,6 +24,8 @@ Examples:
   llmdeck check http://127.0.0.1:8000 --client opencode
 
   llmdeck check default --client continue --json > check.json
+
+  llmdeck check http://gpu-box:8000 --deadline 300   # give up after 5 minutes in all
 """
 
 
@@ -46,11 +51,21 @@ def register(app: typer.Typer) -> None:
             min=16,
             help="Cap the long-context prompt (default max_model_len-8).",
         ),
+        timeout: float = typer.Option(
+            120.0,
+            "--timeout",
+            callback=positive_seconds,
+            help="Limit (s) for each request as a whole (the long-context probe: up to 600).",
+        ),
+        deadline: float = typer.Option(
+            900.0, "--deadline", callback=positive_seconds, help="Limit (s) for the whole check."
+        ),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Also print every request and reply."),
         json_out: bool = JSON_OPTION,
     ) -> None:
         from llmdeck.checks import print_report, resolve_target, run_checks
         from llmdeck.checks.clients import validate_client
+        from llmdeck.client.errors import API_KEY_HINT
         from llmdeck.errors import CheckFailedError
 
         settings = get_settings(ctx)
@@ -71,15 +86,24 @@ def register(app: typer.Typer) -> None:
             api_key=api_key,
             settings=settings,
             long_context_tokens=long_context_tokens,
+            timeout=timeout,
+            deadline_s=deadline,
             on_probe=progress,
         )
         if json_out:
             print_json(report)
         else:
             print_report(report, out_console(), verbose=verbose)
-        if not report.ok:
+        if report.failed_required:
             names = ", ".join(p.id for p in report.failed_required)
+            first = report.failed_required[0]
+            needs_key = report.server.api_key_required is True and first.id in {"health", "api_key"}
             raise CheckFailedError(
-                f"{tgt.base_url} is not ready for {client or 'a plain OpenAI client'}: {names} failed.",
-                hint="Apply the fixes shown in the report, restart the server, and check again.",
+                f"{tgt.base_url} is not ready for {client or 'a plain OpenAI client'}: {names} failed "
+                f"(first, {first.id}: {first.summary.rstrip('.')}).",
+                hint=API_KEY_HINT
+                if needs_key
+                else "Apply the fixes shown in the report, restart the server, and check again.",
             )
+        if report.incomplete:
+            raise CheckFailedError(f"{report.incomplete}; the probes left were skipped.", hint=DEADLINE_HINT)

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
+from llmdeck.cli.validate import positive_seconds
 
 CONNECT_HELP = """Write (or print) CLIENT's configuration for a running server.
 
@@ -42,6 +43,12 @@ def register(app: typer.Typer) -> None:
         ),
         api_key: str | None = typer.Option(None, "--api-key", help="API key (default: LLMDECK_API_KEY)."),
         provider_id: str = typer.Option("vllm", "--provider-id", help="Provider key in the client config."),
+        timeout: float = typer.Option(
+            60.0,
+            "--timeout",
+            callback=positive_seconds,
+            help="Limit (s) for each question to the server (a silent one is reported after 10 s at most).",
+        ),
         thinking: str = typer.Option(
             "server",
             "--thinking",
@@ -61,10 +68,16 @@ def register(app: typer.Typer) -> None:
         if thinking not in THINKING_CHOICES:
             raise UsageError(f"--thinking {thinking!r} is not valid.", hint="Use server, on or off.")
         settings = get_settings(ctx)
+        if file is not None and not print_only:
+            from llmdeck.util.atomic import check_writable
+
+            check_writable(file)  # before asking the server: a folder or a blocked path is exit 2
         tgt = resolve_target(server, settings)
         err = err_console()
         err.print(f"reading {redact_url(tgt.base_url)} …", highlight=False, markup=False)
-        info = gather_info(tgt.base_url, model=model or tgt.model, api_key=api_key, settings=settings)
+        info = gather_info(
+            tgt.base_url, model=model or tgt.model, api_key=api_key, settings=settings, timeout=timeout
+        )
         result = connect_client(
             name, info, file=file, print_only=print_only, provider_id=provider_id, thinking=thinking
         )

@@ -8,6 +8,7 @@ import typer
 from rich.markup import escape
 
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
+from llmdeck.cli.validate import positive_seconds
 
 
 def register(app: typer.Typer) -> None:
@@ -33,6 +34,13 @@ def register(app: typer.Typer) -> None:
         ),
         config_only: bool = typer.Option(
             False, "--config-only", help="Only config.json, tokenizer files and the safetensors index."
+        ),
+        timeout: float = typer.Option(
+            30.0,
+            "--timeout",
+            callback=positive_seconds,
+            help="Limit (s) for the hub's first answer about the repo: a silent or trickling endpoint "
+            "is reported as not answering after it.",
         ),
         json_out: bool = JSON_OPTION,
     ) -> None:
@@ -73,6 +81,8 @@ def register(app: typer.Typer) -> None:
             include=include or None,
             config_only=config_only,
             warn=warn,
+            answer_timeout_s=timeout,
+            on_wait=lambda text: console.print(f"[dim]{escape(text)} …[/]", highlight=False),
         )
         if json_out:
             print_json(result)

@@ -11,6 +11,8 @@ import typer
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from llmdeck.settings import Settings
+
 JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON to stdout.")
 
 
@@ -52,11 +54,12 @@ def info(message: str) -> None:
     err_console().print(message, highlight=False)
 
 
-def get_settings(ctx: typer.Context) -> Any:
-    """The Settings built once by the root callback (typed as Any to keep typer imports light)."""
+def get_settings(ctx: typer.Context) -> Settings:
+    """The Settings built once by the root callback (imported lazily to keep --help instant)."""
     root = ctx.find_root()
     if root.obj is None:
-        from llmdeck.settings import Settings
+        from llmdeck.settings import load_settings
 
-        root.obj = Settings()
-    return root.obj
+        root.obj = load_settings()
+    settings: Settings = root.obj
+    return settings

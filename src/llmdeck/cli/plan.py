@@ -152,11 +152,10 @@ def _print_plan(plan: Any) -> None:
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
 
-    @app.command(
-        "plan",
-        help=PLAN_HELP,
-        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-    )
+    from llmdeck.cli.validate import ForwardingCommand, number
+    from llmdeck.cli.validate import host as host_check
+
+    @app.command("plan", help=PLAN_HELP, cls=ForwardingCommand, context_settings={"allow_extra_args": True})
     def plan_cmd(
         ctx: typer.Context,
         model: str = typer.Argument(..., help="Catalog name, HF repo id, or local model folder."),
@@ -164,20 +163,25 @@ def register(app: typer.Typer) -> None:
         context: int | None = typer.Option(None, "--context", min=1, help="--max-model-len (tokens)."),
         concurrency: int = typer.Option(1, "--concurrency", min=1, help="Full-context requests to hold."),
         gpu_memory_utilization: float | None = typer.Option(
-            None, "--gpu-memory-utilization", min=0.01, max=1.0, help="Fraction of device memory for vLLM."
+            None,
+            "--gpu-memory-utilization",
+            callback=number(at_least=0.01, at_most=1.0),
+            help="Fraction of device memory for vLLM.",
         ),
         kv_cache_dtype: str | None = typer.Option(None, "--kv-cache-dtype", help="auto | fp8"),
         kv_cache_memory_gib: float | None = typer.Option(
             None,
             "--kv-cache-memory-gib",
-            min=0.001,
+            callback=number(at_least=0.001),
             help="Plan from a known KV budget (skips the overhead model).",
         ),
         engine: str = typer.Option("docker", "--engine", help="docker | venv"),
         image: str | None = typer.Option(
             None, "--image", help="Docker image (default vllm/vllm-openai:latest)."
         ),
-        host: str = typer.Option("127.0.0.1", "--host", help="Address the server binds to."),
+        host: str = typer.Option(
+            "127.0.0.1", "--host", callback=host_check, help="Address the server binds to."
+        ),
         port: int = typer.Option(8000, "--port", min=1, max=65535, help="Server port."),
         name: str = typer.Option("default", "--name", help="Server name (for llmdeck up)."),
         workload: str = typer.Option("agent", "--workload", help="agent | multi-user | long-context"),

@@ -27,7 +27,9 @@ def register(app: typer.Typer) -> None:
     def quickstart_cmd(
         ctx: typer.Context,
         keep: bool = typer.Option(False, "--keep", help="Leave the server running at the end."),
-        port: int = typer.Option(None, "--port", help="Port for the server (default: 8000 if free)."),
+        port: int = typer.Option(
+            None, "--port", min=1, max=65535, help="Port for the server (default: 8000 if free)."
+        ),
         bench: bool = typer.Option(True, "--bench/--no-bench", help="Run the short bench."),
         check: bool = typer.Option(True, "--check/--no-check", help="Run the agent-readiness check."),
         as_json: bool = JSON_OPTION,

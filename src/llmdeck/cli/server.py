@@ -135,15 +135,19 @@ def _print_records_json_or_table(statuses: list[Any], as_json: bool) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    ctx_settings = {"allow_extra_args": True, "ignore_unknown_options": True}
+    from llmdeck.cli.validate import ForwardingCommand, host, number, positive_seconds
 
-    @app.command("up", help=UP_HELP, context_settings=ctx_settings)
+    @app.command("up", help=UP_HELP, cls=ForwardingCommand, context_settings={"allow_extra_args": True})
     def up_cmd(
         ctx: typer.Context,
         model: str = typer.Option(None, "--model", "-m", help="Model folder or Hugging Face repo id."),
         name: str = typer.Option(None, "--name", "-n", help="Server name (default: 'default')."),
-        port: int = typer.Option(None, "--port", "-p", help="Port (default: LLMDECK_PORT or 8000)."),
-        host: str = typer.Option(None, "--host", help="Bind address (0.0.0.0 to serve the LAN)."),
+        port: int = typer.Option(
+            None, "--port", "-p", min=1, max=65535, help="Port (default: LLMDECK_PORT or 8000)."
+        ),
+        host_: str = typer.Option(
+            None, "--host", callback=host, help="Bind address (0.0.0.0 to serve the LAN)."
+        ),
         engine: str = typer.Option(
             None, "--engine", help="cpu | venv | docker (default: venv with a GPU, else cpu)."
         ),
@@ -158,7 +162,9 @@ def register(app: typer.Typer) -> None:
         attach: bool = typer.Option(
             False, "--attach", help="Stay in the foreground, streaming the log; Ctrl-C stops."
         ),
-        timeout: float = typer.Option(None, "--timeout", help="Seconds to wait for readiness."),
+        timeout: float = typer.Option(
+            None, "--timeout", callback=positive_seconds, help="Seconds to wait for readiness."
+        ),
         force: bool = typer.Option(False, "--force", help="Start even when preflight finds problems."),
         warmup: bool = typer.Option(False, "--warmup/--no-warmup", help="Send warmup requests once ready."),
         watchdog: bool = typer.Option(
@@ -169,7 +175,7 @@ def register(app: typer.Typer) -> None:
         watchdog_floor_gib: float = typer.Option(
             None,
             "--watchdog-floor-gib",
-            min=0,
+            callback=number(at_least=0),
             help="MemAvailable floor for the watchdog (LLMDECK_WATCHDOG_FLOOR_GIB).",
         ),
         as_json: bool = JSON_OPTION,
@@ -183,7 +189,7 @@ def register(app: typer.Typer) -> None:
             "model": model,
             "name": name,
             "port": port,
-            "host": host,
+            "host": host_,
             "engine": engine,
             "python": python,
             "served_model_name": served_model_name,
@@ -244,20 +250,33 @@ def register(app: typer.Typer) -> None:
     @app.command("status")
     def status_cmd(
         ctx: typer.Context,
-        name: str = typer.Argument(None, help="Only this server."),
+        name: str = typer.Argument(None, help="Only this server (a name, or the URL of any server)."),
+        timeout: float = typer.Option(
+            10.0, "--timeout", callback=positive_seconds, help="With a URL: limit (s) for each question."
+        ),
         as_json: bool = JSON_OPTION,
     ) -> None:
         """Every llmdeck server: state, model, URL, uptime and live queue/KV from /metrics.
+
+        Given a URL instead of a name: the state of any OpenAI-compatible server there (exit 1 when it
+        is not ready: unreachable, not answering, needs an API key, not OpenAI-compatible).
 
         Examples:
 
           llmdeck status
 
           llmdeck status demo --json
+
+          llmdeck status http://127.0.0.1:8000
         """
         from llmdeck.runtime.service import status
 
         settings = get_settings(ctx)
+        if name and ("://" in name or ":" in name):
+            from llmdeck.cli.status_url import status_of_url
+
+            status_of_url(name, settings, as_json, timeout)
+            return
         statuses = status(settings, name)
         _print_records_json_or_table(statuses, as_json)
         if not as_json and not statuses:
@@ -268,7 +287,7 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         name: str = typer.Argument(None, help="Server name (optional when only one runs)."),
         follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines."),
-        lines: int = typer.Option(50, "--lines", "-n", help="How many lines of the tail."),
+        lines: int = typer.Option(50, "--lines", "-n", min=1, help="How many lines of the tail."),
     ) -> None:
         """Print a server's log (it survives crashes and `down`).
 
@@ -318,7 +337,9 @@ def register(app: typer.Typer) -> None:
     def restart_cmd(
         ctx: typer.Context,
         name: str = typer.Argument(None, help="Server name (optional when only one runs)."),
-        timeout: float = typer.Option(None, "--timeout", help="Seconds to wait for readiness."),
+        timeout: float = typer.Option(
+            None, "--timeout", callback=positive_seconds, help="Seconds to wait for readiness."
+        ),
         force: bool = typer.Option(False, "--force", help="Start even when preflight finds problems."),
         unload_ollama: bool = typer.Option(
             False, "--unload-ollama", help="Unload the models Ollama keeps loaded before starting."

@@ -6,12 +6,17 @@ Each carries ``kind`` (a short stable tag recorded in bench results) and, for st
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import copy
+from typing import TYPE_CHECKING, Any
 
 from llmdeck.errors import EndpointError
 
 if TYPE_CHECKING:
     from llmdeck.client.types import StreamResult
+
+API_KEY_HINT = (
+    "It needs an API key: pass --api-key or set LLMDECK_API_KEY (the key the server was started with)."
+)
 
 
 class ClientEndpointError(EndpointError):
@@ -26,6 +31,14 @@ class ClientEndpointError(EndpointError):
         self.url = url
         self.partial = partial
 
+    def reworded(self, message: str, *, hint: str | None = None) -> ClientEndpointError:
+        """A copy with another message (and hint), keeping the kind and every attribute."""
+        out = copy.copy(self)
+        out.args = (message,)
+        out.message = message
+        out.hint = hint if hint is not None else self.hint
+        return out
+
 
 class ServerUnreachableError(ClientEndpointError):
     """The TCP connection could not be made (refused, DNS, connect timeout)."""
@@ -39,7 +52,7 @@ class HTTPStatusError(ClientEndpointError):
     kind = "http"
 
     def __init__(
-        self, message: str, *, status: int, body: str, url: str = "", hint: str | None = None
+        self, message: str, *, status: int = 0, body: str = "", url: str = "", hint: str | None = None
     ) -> None:
         super().__init__(message, hint=hint, url=url)
         self.status = status
@@ -67,7 +80,7 @@ class StreamTimeoutError(ClientEndpointError):
         self,
         message: str,
         *,
-        which: str,
+        which: str = "total",
         url: str = "",
         hint: str | None = None,
         partial: StreamResult | None = None,
@@ -80,3 +93,57 @@ class ConnectionDroppedError(ClientEndpointError):
     """The connection closed before the stream ended (no ``[DONE]``, incomplete body)."""
 
     kind = "dropped"
+
+
+def http_status_error(url: str, status: int, body: str, hint: str | None = None) -> HTTPStatusError:
+    """The error for a non-2xx answer; 401/403 say that an API key is needed (and how to give one)."""
+    snippet = " ".join(body.split())[:300]
+    if status in (401, 403):
+        word = "Unauthorized" if status == 401 else "Forbidden"
+        return HTTPStatusError(
+            f"{url} answered HTTP {status} {word}: the server needs an API key (or rejects the one sent).",
+            status=status,
+            body=body[:4000],
+            url=url,
+            hint=API_KEY_HINT,
+        )
+    return HTTPStatusError(
+        f"{url} answered HTTP {status}: {snippet or '(empty body)'}",
+        status=status,
+        body=body[:4000],
+        url=url,
+        hint=hint or "Check the URL (an OpenAI-compatible server answers /v1/...) and the server's log.",
+    )
+
+
+def not_answering(url: str, seconds: float) -> StreamTimeoutError:
+    """A server that accepted the connection but sent no complete answer in time."""
+    return StreamTimeoutError(
+        f"{url} is not answering: no complete reply within {seconds:g} s.",
+        which="probe",
+        url=url,
+        hint="The server accepted the connection but does not reply; check that it finished loading "
+        "(`llmdeck logs`), or raise the limit if it is just slow.",
+    )
+
+
+def model_entries(data: Any, url: str) -> list[dict[str, Any]]:
+    """The ``data`` list of a /v1/models answer, each entry an object with a string ``id``.
+
+    Raises MalformedStreamError (exit 1) for a wrong shape (``[]``, ``{"data": {}}``, entries without
+    an id); an empty list is returned as such (the caller says "serves no model")."""
+    items = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        raise MalformedStreamError(
+            f'{url} answered JSON without a "data" list of models: {str(data)[:200]!r}',
+            url=url,
+            hint="Check that the URL points at an OpenAI-compatible server (e.g. vLLM).",
+        )
+    good = [m for m in items if isinstance(m, dict) and isinstance(m.get("id"), str) and m["id"]]
+    if len(good) != len(items):
+        raise MalformedStreamError(
+            f'{url} lists models without a string "id": {str(items)[:200]!r}',
+            url=url,
+            hint="Check that the URL points at an OpenAI-compatible server (e.g. vLLM).",
+        )
+    return good

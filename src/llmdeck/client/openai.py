@@ -25,11 +25,13 @@ import httpx
 from llmdeck.client.errors import (
     ClientEndpointError,
     ConnectionDroppedError,
-    HTTPStatusError,
     MalformedStreamError,
     ServerUnreachableError,
     StreamErrorEvent,
     StreamTimeoutError,
+    http_status_error,
+    model_entries,
+    not_answering,
 )
 from llmdeck.client.transport import LeanTransport
 from llmdeck.client.types import StreamResult, Timeouts
@@ -216,11 +218,10 @@ class OpenAIClient:
         async with self._stream_http.stream("POST", path, json=payload) as resp:
             if resp.status_code != 200:
                 body = (await resp.aread())[:4000].decode("utf-8", "replace")
-                raise HTTPStatusError(
-                    f"{url} answered HTTP {resp.status_code}: {body.strip()[:500]}",
-                    status=resp.status_code,
-                    body=body,
-                    url=url,
+                raise http_status_error(
+                    url,
+                    resp.status_code,
+                    body,
                     hint="Check the model name, the request size against max_model_len, and the server log.",
                 )
             pending = b""
@@ -332,28 +333,35 @@ class OpenAIClient:
 
     # ---- non-streaming ---------------------------------------------------------------------
 
-    async def _json(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    async def _json(
+        self, method: str, path: str, body: dict[str, Any] | None = None, *, limit: float | None = None
+    ) -> Any:
+        """One non-streaming request, bounded by ``limit`` (default: the probe limit) as a whole."""
         url = self.base_url + path
-        with _map_httpx_errors(url):
-            resp = await self._http.request(method, path, json=body)
-            if resp.status_code >= 400:
-                raise HTTPStatusError(
-                    f"{url} answered HTTP {resp.status_code}: {resp.text.strip()[:500]}",
-                    status=resp.status_code,
-                    body=resp.text[:4000],
-                    url=url,
-                )
+        limit = self.timeouts.probe if limit is None else limit
+        try:
+            with _map_httpx_errors(url):
+                async with asyncio.timeout(limit):
+                    resp = await self._http.request(method, path, json=body)
+        except TimeoutError as exc:
+            raise not_answering(url, limit) from exc
+        if resp.status_code >= 400:
+            raise http_status_error(url, resp.status_code, resp.text)
         try:
             return resp.json()
         except ValueError as exc:
-            raise MalformedStreamError(f"{url} did not answer JSON: {resp.text[:200]!r}", url=url) from exc
+            raise MalformedStreamError(
+                f"{url} did not answer JSON: {resp.text[:200]!r}",
+                url=url,
+                hint="Check that the URL points at an OpenAI-compatible server (e.g. vLLM).",
+            ) from exc
 
     async def complete(
         self, model: str, prompt: str | list[int], *, max_tokens: int, extra: dict[str, Any] | None = None
     ) -> dict[str, Any]:
         """Non-streaming ``/v1/completions``; returns the response JSON."""
         body: dict[str, Any] = {"model": model, "prompt": prompt, "max_tokens": max_tokens, **(extra or {})}
-        out: dict[str, Any] = await self._json("POST", "/v1/completions", body)
+        out: dict[str, Any] = await self._json("POST", "/v1/completions", body, limit=self.timeouts.total)
         return out
 
     async def chat(
@@ -368,20 +376,23 @@ class OpenAIClient:
         body: dict[str, Any] = {"model": model, "messages": messages, **(extra or {})}
         if max_tokens is not None:
             body["max_tokens"] = max_tokens
-        out: dict[str, Any] = await self._json("POST", "/v1/chat/completions", body)
+        out: dict[str, Any] = await self._json(
+            "POST", "/v1/chat/completions", body, limit=self.timeouts.total
+        )
         return out
 
     async def models(self) -> list[dict[str, Any]]:
         """``GET /v1/models`` -> the ``data`` list (vLLM adds ``max_model_len`` and ``root``)."""
-        data = await self._json("GET", "/v1/models")
-        items = data.get("data") if isinstance(data, dict) else None
-        return list(items) if isinstance(items, list) else []
+        return model_entries(await self._json("GET", "/v1/models"), self.base_url + "/v1/models")
 
     async def health(self) -> bool:
         """True when ``GET /health`` answers 200."""
         try:
             with _map_httpx_errors(self.base_url + "/health"):
-                resp = await self._http.get("/health", timeout=self.timeouts.connect)
+                async with asyncio.timeout(self.timeouts.probe):
+                    resp = await self._http.get("/health", timeout=self.timeouts.connect)
+        except TimeoutError:
+            return False
         except ClientEndpointError:
             return False
         return resp.status_code == 200
@@ -398,8 +409,12 @@ class OpenAIClient:
     async def metrics_text(self) -> str | None:
         """The Prometheus text of ``GET /metrics``, or None when the server has none (404)."""
         url = self.base_url + "/metrics"
-        with _map_httpx_errors(url):  # the lean transport: parsing a 100 KB page costs little
-            resp = await self._stream_http.get("/metrics")
+        try:
+            with _map_httpx_errors(url):  # the lean transport: parsing a 100 KB page costs little
+                async with asyncio.timeout(self.timeouts.probe):
+                    resp = await self._stream_http.get("/metrics")
+        except TimeoutError as exc:
+            raise not_answering(url, self.timeouts.probe) from exc
         if resp.status_code != 200:
             return None
         return resp.text
@@ -416,21 +431,19 @@ def _sync_get(base_url: str, path: str, api_key: str | None, timeout_s: float) -
 
 def get_models(base_url: str, *, api_key: str | None = None, timeout_s: float = 10.0) -> list[dict[str, Any]]:
     """``GET {base_url}/v1/models`` -> the list of model objects. Raises ClientEndpointError."""
+    url = base_url.rstrip("/") + "/v1/models"
     resp = _sync_get(base_url, "/v1/models", api_key, timeout_s)
     if resp.status_code != 200:
-        raise HTTPStatusError(
-            f"{base_url}/v1/models answered HTTP {resp.status_code}: {resp.text.strip()[:300]}",
-            status=resp.status_code,
-            body=resp.text[:4000],
-            url=base_url,
-            hint="Pass the API key with LLMDECK_API_KEY if the server needs one.",
-        )
+        raise http_status_error(url, resp.status_code, resp.text)
     try:
         data = resp.json()
     except ValueError as exc:
-        raise MalformedStreamError(f"{base_url}/v1/models did not answer JSON.", url=base_url) from exc
-    items = data.get("data") if isinstance(data, dict) else None
-    return list(items) if isinstance(items, list) else []
+        raise MalformedStreamError(
+            f"{url} did not answer JSON: {resp.text[:200]!r}",
+            url=url,
+            hint="Check that the URL points at an OpenAI-compatible server (e.g. vLLM).",
+        ) from exc
+    return model_entries(data, url)
 
 
 def health(base_url: str, *, api_key: str | None = None, timeout_s: float = 5.0) -> bool:

@@ -9,11 +9,14 @@ from typing import Any
 @dataclass(frozen=True, slots=True)
 class Timeouts:
     """Client timeouts in seconds. ``read`` is the longest gap between two received bytes;
-    ``total`` bounds a whole request (``None`` = unbounded)."""
+    ``total`` bounds a whole request (``None`` = unbounded), so a server that trickles a byte now and
+    then cannot hold it forever; ``probe`` bounds each short question (/v1/models, /version,
+    /metrics): a server that accepts and never answers is reported after it."""
 
     connect: float = 10.0
     read: float = 600.0
-    total: float | None = None
+    total: float | None = 1800.0
+    probe: float = 30.0
 
 
 @dataclass(slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -29,6 +29,9 @@ from llmdeck.connect.write import (
 )
 from llmdeck.errors import OperationError, UsageError
 
+if TYPE_CHECKING:
+    from llmdeck.settings import Settings
+
 CONNECT_RESULT_SCHEMA_VERSION = 1
 CONNECT_CLIENTS: tuple[str, ...] = ("opencode", "openclaw", "continue", "cline", "openai")
 THINKING_CHOICES: tuple[str, ...] = ("server", "on", "off")
@@ -50,7 +53,9 @@ class ConnectResult(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
-def gather_info(base_url: str, *, model: str | None, api_key: str | None, settings: Any) -> ServeInfo:
+def gather_info(
+    base_url: str, *, model: str | None, api_key: str | None, settings: Settings, timeout: float = 60.0
+) -> ServeInfo:
     """Ask the live server for its model, context length, tool and thinking behaviour."""
     from llmdeck.checks.run import run_checks
 
@@ -61,13 +66,16 @@ def gather_info(base_url: str, *, model: str | None, api_key: str | None, settin
         api_key=api_key,
         settings=settings,
         probes=["reasoning_split", "thinking_default", "tool_auto"],
+        timeout=timeout,
+        deadline_s=max(300.0, 5 * timeout),
     )
     failed = [p for p in report.probes if p.id in {"health", "api_key", "models"} and p.status == "fail"]
     if failed:
         why = "; ".join(f"{p.id}: {p.summary}" for p in failed)
         raise OperationError(
             f"Cannot read what {report.server.base_url} serves ({why}).",
-            hint=next((p.fix for p in failed if p.fix), None) or "Run `llmdeck check` for details.",
+            hint=next((p.fix for p in sorted(failed, key=lambda p: p.id != "api_key") if p.fix), None)
+            or "Run `llmdeck check` for details.",
         )
     facts = report.server
     if not facts.model:

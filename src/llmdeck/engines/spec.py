@@ -43,6 +43,15 @@ class LaunchSpec(BaseModel):
             raise ValueError(f"server names use {NAME_RULE}")
         return value
 
+    @field_validator("host")
+    @classmethod
+    def _host_ok(cls, value: str) -> str:
+        from llmdeck.util.net import HOST_ACCEPTED, is_valid_host
+
+        if not is_valid_host(value):
+            raise ValueError(f"{value!r} is not a host; use {HOST_ACCEPTED}")
+        return value
+
     @property
     def effective_served_name(self) -> str:
         if self.served_model_name:
@@ -51,13 +60,38 @@ class LaunchSpec(BaseModel):
 
 
 def read_spec_file(path: Path) -> LaunchSpec:
-    """A launch spec written by `llmdeck plan --spec-out` (exit 2 when missing or invalid)."""
+    """A launch spec written by `llmdeck plan --spec-out` (exit 2 when missing, unreadable or invalid)."""
+    import json
+
+    hint = "Write one with `llmdeck plan MODEL --spec-out FILE`."
+    p = Path(path)
+    if not p.is_file():
+        what = "is a folder, not a file" if p.is_dir() else "does not exist"
+        raise UsageError(f"Launch spec {path} {what}.", hint=hint)
     try:
-        return LaunchSpec.model_validate_json(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise UsageError(
-            f"Launch spec {path} does not exist.", hint="Write one with `llmdeck plan MODEL --spec-out FILE`."
+        data = json.loads(p.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"Launch spec {path} is not a text file (not UTF-8: {exc.reason}).", hint=hint
         ) from exc
+    except ValueError as exc:
+        raise ConfigError(f"Launch spec {path} is not JSON ({exc}).", hint=hint) from exc
+    except OSError as exc:
+        raise ConfigError(f"Cannot read the launch spec {path}: {exc.strerror or exc}.", hint=hint) from exc
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"Launch spec {path} is not a JSON object (it is a {type(data).__name__}).", hint=hint
+        )
+    version = data.get("schema_version", LAUNCH_SPEC_SCHEMA_VERSION)
+    if not isinstance(version, int) or version > LAUNCH_SPEC_SCHEMA_VERSION:
+        raise ConfigError(
+            f"Launch spec {path} has schema_version {version!r}; this llmdeck reads version "
+            f"{LAUNCH_SPEC_SCHEMA_VERSION}.",
+            hint="Upgrade llmdeck, or regenerate the spec with this llmdeck "
+            "(`llmdeck plan MODEL --spec-out FILE`).",
+        )
+    try:
+        return LaunchSpec.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "top level"
@@ -92,7 +126,11 @@ def build_spec(
     except ValidationError as exc:
         err = exc.errors()[0]
         field = ".".join(str(p) for p in err["loc"])
-        raise UsageError(f"Invalid {field}: {err['msg']}.", hint="See `llmdeck up --help`.") from exc
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        flag = f"--{field.replace('_', '-')}" if field in overrides else field
+        raise UsageError(
+            f"Invalid {flag} {err.get('input')!r}: {msg}.", hint="See `llmdeck up --help`."
+        ) from exc
 
 
 def write_spec_file(path: Path, spec: LaunchSpec) -> list[str]:

@@ -101,7 +101,7 @@ def validate_endpoint(endpoint: str) -> str:
     if not re.match(r"^https?://[^/\s]+", value):
         raise UsageError(
             f"--endpoint {endpoint!r} is not an http(s) URL.",
-            hint="For example: --endpoint https://hf-mirror.com",
+            hint="Give an http(s) URL, for example --endpoint https://hf-mirror.com",
         )
     return value
 
@@ -200,6 +200,25 @@ def _hub_sizes(endpoint: str, repo_id: str, revision: str | None) -> dict[str, i
     return sizes or None
 
 
+def check_answers(endpoint: str, repo_id: str, revision: str | None, limit: float) -> None:
+    """Ask the hub about the repo first, bounded as a whole: a silent or trickling endpoint is a
+    DownloadError (exit 1) after ``limit`` s, where huggingface_hub would wait without end. Any
+    answer (even 401/404) is fine here: snapshot_download then says what it means."""
+    from llmdeck.util.http import NotAnswering, bounded_get
+
+    url = f"{endpoint}/api/models/{repo_id}/revision/{revision or 'main'}"
+    token = os.environ.get("HF_TOKEN")
+    try:
+        bounded_get(url, limit=limit, headers={"Authorization": f"Bearer {token}"} if token else None)
+    except NotAnswering as exc:
+        raise DownloadError(
+            f"{endpoint} is not answering: no complete reply about {repo_id} within {limit:g} s.",
+            hint="Check the network and the endpoint, or raise --timeout if it is just slow. " + MIRROR_HINT,
+        ) from exc
+    except Exception:  # unreachable, TLS, ...: snapshot_download reports those with its own words
+        return
+
+
 def fetch_model(
     repo_id: str,
     *,
@@ -211,6 +230,8 @@ def fetch_model(
     config_only: bool = False,
     warn: Callable[[str], None] | None = None,
     env: Mapping[str, str] | None = None,
+    answer_timeout_s: float = 30.0,
+    on_wait: Callable[[str], None] | None = None,
 ) -> FetchResult:
     """Download ``repo_id`` into ``local_dir`` (default ``models_dir / NAME``) and verify it.
 
@@ -244,6 +265,10 @@ def fetch_model(
         patterns = list(include)
 
     started = time.monotonic()
+    if not any(_is_true(env.get(v)) for v in OFFLINE_VARS):
+        if on_wait:
+            on_wait(f"asking {effective_endpoint} about {repo_id} (up to {answer_timeout_s:g} s)")
+        check_answers(effective_endpoint, repo_id, revision, answer_timeout_s)
     try:
         snapshot_download(
             repo_id,

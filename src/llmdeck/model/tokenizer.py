@@ -79,6 +79,11 @@ VERIFY_SAMPLES: tuple[str, ...] = (
     "",
 )
 
+_DISAGREE_HINT = (
+    "llmdeck's tokenizer builder and the installed tokenizers library disagree; report it with the "
+    "output of `pip show tokenizers transformers`."
+)
+
 
 def _require_cpu_extra() -> None:
     missing = []
@@ -148,7 +153,7 @@ def build_qwen3_tokenizer() -> Any:
         if got != QWEN3_FIRST_SPECIAL_ID + i:
             raise OperationError(
                 f"Added token {text!r} got id {got}, expected {QWEN3_FIRST_SPECIAL_ID + i}.",
-                hint="This is a bug in llmdeck's tokenizer builder; please report it.",
+                hint=_DISAGREE_HINT,
             )
     return tok
 
@@ -219,6 +224,6 @@ def verify_tokenizer(model_dir: Path, samples: tuple[str, ...] = VERIFY_SAMPLES)
         if got_ids != [QWEN3_FIRST_SPECIAL_ID + i]:
             raise OperationError(
                 f"Added token {text!r} encodes as {got_ids}, expected [{QWEN3_FIRST_SPECIAL_ID + i}].",
-                hint="This is a bug in llmdeck's tokenizer builder; please report it.",
+                hint=_DISAGREE_HINT,
             )
     return len(samples) + len(QWEN3_SPECIALS)

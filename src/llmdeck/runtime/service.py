@@ -163,7 +163,8 @@ def warm_up(record: ServerRecord, settings: Settings, clock: EventClock) -> None
 
     key = StateStore(settings.servers_dir).load_secrets(record.name).get("VLLM_API_KEY") or settings.api_key
     models = get_models(record.base_url, api_key=key, timeout_s=10)
-    max_len = int((models[0].get("max_model_len") if models else None) or 2048)
+    mml = models[0].get("max_model_len") if models else None
+    max_len = mml if isinstance(mml, int) and mml > 0 else 2048
     clock.emit("warmup", f"warming up {record.name} (prompt lengths up to {max_len} tokens) …")
     report = asyncio.run(
         warmup(record.base_url, record.served_model_name, max_model_len=max_len, api_key=key)

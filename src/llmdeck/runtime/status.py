@@ -48,11 +48,13 @@ def probe_state(record: ServerRecord) -> ServerState:
         return "dead"
     if who == "other":
         return "stale"
-    try:
-        resp = httpx.get(f"{record.base_url}/health", timeout=2.0)
-    except httpx.HTTPError:
+    from llmdeck.util.http import NotAnswering, bounded_get
+
+    try:  # bounded as a whole: a trickling /health cannot hold `status`
+        status, _ = bounded_get(f"{record.base_url}/health", limit=3.0)
+    except (httpx.HTTPError, NotAnswering):
         return "starting" if record.ready_at is None else "unhealthy"
-    if resp.status_code == 200:
+    if status == 200:
         return "ready"
     return "unhealthy"
 
@@ -64,14 +66,15 @@ def scrape_live_metrics(base_url: str) -> dict[str, float] | None:
     exposes no metrics. A missing value means "not reported", never zero.
     """
     from llmdeck.client.prom import parse_metrics
+    from llmdeck.util.http import NotAnswering, bounded_get
 
     try:
-        resp = httpx.get(f"{base_url}/metrics", timeout=3.0)
-    except httpx.HTTPError:
+        status, body = bounded_get(f"{base_url}/metrics", limit=5.0)
+    except (httpx.HTTPError, NotAnswering):
         return None
-    if resp.status_code != 200:
+    if status != 200:
         return None
-    values = parse_metrics(resp.text).values
+    values = parse_metrics(body.decode("utf-8", "replace")).values
     out: dict[str, float] = {k: values[k] for k in ("running", "waiting", "kv_usage") if k in values}
     return out or None
 

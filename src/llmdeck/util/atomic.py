@@ -1,18 +1,22 @@
 """Atomic file writes: a result is either the old file or the whole new one, never half.
 
 One helper for every file llmdeck writes where the user chose the path (``connect --file``, ``--out``,
-``--spec-out``) or that holds a secret:
+``--spec-out``, ``--html``, ``--plot``) or that holds a secret:
 
 - it writes a temp file in the target's folder, then ``os.replace`` (atomic on one file system);
 - through a symlink it writes the link's target (the link stays a link);
 - an existing file keeps its mode (and owner, where we may); a read-only file (no write bit) is
   refused with exit 2, never chmod-ed;
-- a new file gets the usual mode (0666 less the umask), or 0600 with ``secret=True``.
+- a new file gets the usual mode (0666 less the umask), or 0600 with ``secret=True``;
+- a path that cannot be written (a folder, a missing or read-only parent, a file in the way of a
+  parent) is a :class:`llmdeck.errors.UsageError` (exit 2) naming the path; a full disk is an
+  :class:`llmdeck.errors.OperationError` (exit 1).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import stat
@@ -20,9 +24,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from llmdeck.errors import UsageError
+from llmdeck.errors import LlmdeckError, OperationError, UsageError
 
 SECRET_MODE = 0o600
+_HINT = "Give the path of a file (not a folder) in a folder you can write to."
 
 
 def _umask_mode() -> int:
@@ -31,26 +36,50 @@ def _umask_mode() -> int:
     return 0o666 & ~mask
 
 
+def write_error(path: Path, exc: OSError) -> LlmdeckError:
+    """The llmdeck error for an OSError met while writing ``path``."""
+    reason = exc.strerror or type(exc).__name__
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO):
+        return OperationError(f"Cannot write {path}: {reason}.", hint="Free some disk space and retry.")
+    return UsageError(f"Cannot write {path}: {reason}.", hint=_HINT)
+
+
 def resolve_target(path: Path) -> Path:
     """Where a write to ``path`` really lands: a symlink's final target (dangling ones too)."""
     return Path(os.path.realpath(Path(path).expanduser()))
 
 
+def _check_parent(path: Path) -> None:
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UsageError(f"Cannot write {path}: {parent} is not a folder.", hint=_HINT)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UsageError(f"Cannot write {path}: {parent} is not writable (permission denied).", hint=_HINT)
+
+
 def check_writable(path: Path) -> os.stat_result | None:
-    """The existing file's stat (None when there is none); UsageError when it is a folder or read-only."""
+    """Fail early (UsageError naming the path) when ``path`` could not be written atomically: a
+    folder, a read-only file, a parent that is a file or not writable. Returns the existing file's
+    stat (None when there is none)."""
+    path = Path(path)
     try:
         st = os.stat(path)
     except FileNotFoundError:
-        return None
-    if stat.S_ISDIR(st.st_mode):
-        raise UsageError(f"{path} is a folder, not a file.", hint="Give the path of a file to write.")
-    if not st.st_mode & 0o222:
+        st = None
+    except OSError as exc:  # e.g. a file in the way of a parent (ENOTDIR)
+        raise write_error(path, exc) from exc
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"Cannot write {path}: it is a folder, not a file.", hint=_HINT)
+    if st is not None and not st.st_mode & 0o222:
         raise UsageError(
             f"{path} is read-only (mode {stat.S_IMODE(st.st_mode):o}); llmdeck does not overwrite files "
             "you protected.",
             hint=f"Make it writable yourself (chmod u+w {path}) if it should be replaced, "
             "or write elsewhere.",
         )
+    _check_parent(path)
     return st
 
 
@@ -61,12 +90,15 @@ def atomic_write_bytes(path: Path, data: bytes, *, secret: bool = False) -> None
     own mode: the user chose it)."""
     target = resolve_target(Path(path))
     existing = check_writable(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
     if existing is not None:
         mode = stat.S_IMODE(existing.st_mode)
     else:
         mode = SECRET_MODE if secret else _umask_mode()
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:
+        raise write_error(target, exc) from exc
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -77,9 +109,11 @@ def atomic_write_bytes(path: Path, data: bytes, *, secret: bool = False) -> None
                     os.fchown(fh.fileno(), existing.st_uid, existing.st_gid)
             os.fsync(fh.fileno())
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise write_error(target, exc) from exc
         raise
 
 

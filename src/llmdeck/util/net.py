@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+import re
 import socket
 from urllib.parse import urlparse
 
@@ -24,6 +26,32 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+_HOST_LABEL = r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)"
+_HOSTNAME = re.compile(rf"^{_HOST_LABEL}(\.{_HOST_LABEL})*\.?$")
+HOST_ACCEPTED = "an IP address (127.0.0.1, 0.0.0.0, ::1) or a host name (localhost, gpu-box.lan)"
+
+
+def is_valid_host(host: str) -> bool:
+    """True for an IPv4/IPv6 address or an RFC 1123 host name (no spaces, no scheme, no port)."""
+    if not host or len(host) > 253:
+        return False
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return bool(_HOSTNAME.match(host))
+    return True
+
+
+def validate_host(host: str, what: str = "--host") -> str:
+    """The host unchanged, or a UsageError naming ``what`` (a flag or a setting)."""
+    if not is_valid_host(host):
+        raise UsageError(
+            f"{what} {host!r} is not a host.",
+            hint=f"Use {HOST_ACCEPTED}, without a scheme or port.",
+        )
+    return host
 
 
 def validate_port(port: int) -> int:

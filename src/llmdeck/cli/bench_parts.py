@@ -1,0 +1,104 @@
+"""Parts of `llmdeck bench`: option parsing (sampling flags, comma lists) and the live progress on stderr."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.markup import escape
+
+
+def sampling(temperature: float | None, top_p: float | None, top_k: int | None) -> dict[str, float | int]:
+    """The sampling flags that were given, checked like vLLM checks them (a bad one is exit 2 here,
+    not a failed request for every prompt of the run)."""
+    from llmdeck.errors import UsageError
+
+    if temperature is not None and temperature < 0:
+        raise UsageError(
+            f"--temperature must be 0 or more, not {temperature:g}.", hint="Use 0 for greedy decoding."
+        )
+    if top_p is not None and not 0 < top_p <= 1:
+        raise UsageError(f"--top-p must be in (0, 1], not {top_p:g}.", hint="Use e.g. --top-p 0.95.")
+    if top_k is not None and top_k < -1:
+        raise UsageError(f"--top-k must be -1 (off) or more, not {top_k}.", hint="Use e.g. --top-k 20.")
+    given = {"temperature": temperature, "top_p": top_p, "top_k": top_k}
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def floats(values: list[str], flag: str) -> list[float | None]:
+    out: list[float | None] = []
+    for v in values:
+        for part in v.split(","):
+            p = part.strip().lower()
+            if not p:
+                continue
+            if p in {"inf", "none", "max"}:
+                out.append(None)
+                continue
+            try:
+                f = float(p)
+                if f != f:  # nan
+                    raise ValueError(p)
+            except ValueError:
+                from llmdeck.errors import UsageError
+
+                raise UsageError(
+                    f"{flag} {part!r} is not a number.", hint=f"Use e.g. {flag} 1,2,4 or inf."
+                ) from None
+            if f <= 0:
+                from llmdeck.errors import UsageError
+
+                raise UsageError(f"{flag} must be positive, not {part!r}.", hint=f"Use e.g. {flag} 1 or inf.")
+            out.append(f)
+    return out
+
+
+class RichProgress:
+    """Live progress on stderr."""
+
+    def __init__(self, console: Any) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.console = console
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("failed {task.fields[failed]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self.task: Any = None
+
+    def __enter__(self) -> RichProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def scenario_start(self, index: int, total: int, spec: Any) -> None:
+        if self.task is not None:
+            self.progress.remove_task(self.task)
+        self.task = self.progress.add_task(
+            f"[{index + 1}/{total}] {spec.label()}",
+            total=spec.num_prompts if spec.duration_s is None else None,
+            failed=0,
+        )
+
+    def request_done(self, done: int, failed: int, total: int) -> None:
+        if self.task is not None:
+            self.progress.update(self.task, completed=done, failed=failed)
+
+    def scenario_end(self, result: Any) -> None:
+        from llmdeck.bench.render import scenario_row
+
+        row = scenario_row(result)
+        self.console.print(
+            f"[bold]{row[0]}[/]: {row[1]} ok/failed, TTFT mean {row[2]} p99 {row[3]}, TPOT mean {row[4]}, "
+            f"{row[5]} tok/s -> {row[6]}",
+            highlight=False,
+        )
+
+    def message(self, text: str) -> None:
+        self.console.print(f"[dim]{escape(text)}[/]", highlight=False)

@@ -1,0 +1,91 @@
+"""Option checks shared by the commands: finite numbers, hosts, and forwarding only what follows ``--``.
+
+A bad value is a click ``BadParameter`` (exit 2, "Invalid value for '--timeout': ..."): the message
+names the option because click adds it. Typer's ``min=``/``max=`` let ``inf`` and ``nan`` through
+(``nan < 0`` is false), so every float option goes through :func:`number` instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import typer
+from typer.core import TyperCommand
+
+
+def number(
+    *, above: float | None = None, at_least: float | None = None, at_most: float | None = None
+) -> Callable[[float | None], float | None]:
+    """A typer callback: the value must be a finite number in the given bounds (None = not given)."""
+    bounds = []
+    if above is not None:
+        bounds.append(f"above {above:g}")
+    if at_least is not None:
+        bounds.append(f"at least {at_least:g}")
+    if at_most is not None:
+        bounds.append(f"at most {at_most:g}")
+    wanted = "a finite number" + (" " + " and ".join(bounds) if bounds else "")
+
+    def check(value: float | None) -> float | None:
+        if value is None:
+            return None
+        bad = (
+            not math.isfinite(value)
+            or (above is not None and value <= above)
+            or (at_least is not None and value < at_least)
+            or (at_most is not None and value > at_most)
+        )
+        if bad:
+            raise typer.BadParameter(f"{value:g} is not allowed; give {wanted}.")
+        return value
+
+    return check
+
+
+def positive_seconds(value: float | None) -> float | None:
+    """Timeouts, deadlines and intervals: finite seconds above 0."""
+    return number(above=0)(value)
+
+
+def host(value: str | None) -> str | None:
+    """An IP address or host name (not a URL, no spaces)."""
+    from llmdeck.util.net import HOST_ACCEPTED, is_valid_host
+
+    if value is not None and not is_valid_host(value):
+        raise typer.BadParameter(f"{value!r} is not a host; use {HOST_ACCEPTED}.")
+    return value
+
+
+def _usage_error() -> Any:
+    """click's UsageError class (typer >= 0.2x vendors click as typer._click)."""
+    try:
+        from typer._click.exceptions import UsageError
+    except ImportError:  # pragma: no cover - depends on the installed typer
+        from click.exceptions import UsageError  # type: ignore[assignment,unused-ignore]
+    return UsageError
+
+
+class ForwardingCommand(TyperCommand):
+    """A command whose extra arguments are exactly those after ``--`` (they go to ``vllm serve``).
+
+    Every option before ``--`` is llmdeck's: an unknown one is a usage error with click's closest
+    suggestion ("No such option: --contxt Did you mean --context?"), not a flag passed on to vLLM.
+    """
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if "--" in args:
+            cut = args.index("--")
+            own, forwarded = args[:cut], args[cut + 1 :]
+        else:
+            own, forwarded = args, []
+        rest = super().parse_args(ctx, own)
+        if ctx.args:
+            raise _usage_error()(
+                f"Unexpected argument {ctx.args[0]!r}. Flags for vLLM go after `--`, "
+                "e.g. `-- --max-model-len 8192`.",
+                ctx=ctx,
+            )
+        ctx.args = list(forwarded)
+        return rest

@@ -1,0 +1,98 @@
+"""`llmdeck status URL`: the live state of any OpenAI-compatible server, asked with bounded requests.
+
+Three questions (/health, /v1/models, /metrics), each bounded as a whole, so a silent or trickling
+server is reported as "not answering" in seconds; nothing a server sends can crash the answer.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+import httpx
+from pydantic import BaseModel, Field
+
+from llmdeck.util.http import NotAnswering, bounded_get
+
+UrlState = Literal["ready", "unhealthy", "needs_api_key", "not_openai", "not_answering", "unreachable"]
+
+
+class UrlStatus(BaseModel):
+    """What a server at a URL answered (``--json`` prints this)."""
+
+    base_url: str
+    state: UrlState
+    detail: str
+    models: list[str] = Field(default_factory=list)
+    max_model_len: int | None = None
+    metrics: dict[str, float] | None = None
+
+
+def _ask(url: str, limit: float, api_key: str | None) -> tuple[int, bytes] | str:
+    """``(status, body)``, or the state word when there is no HTTP answer."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
+    try:
+        return bounded_get(url, limit=limit, headers=headers)
+    except NotAnswering:
+        return "not_answering"
+    except (httpx.ConnectError, httpx.ConnectTimeout):
+        return "unreachable"
+    except httpx.HTTPError:
+        return "not_openai"  # answered, but not HTTP (a closed socket, junk)
+
+
+def url_status(base_url: str, *, api_key: str | None = None, limit: float = 10.0) -> UrlStatus:
+    """Ask the server at ``base_url`` (no /v1) how it is; never raises for what the server does."""
+    health = _ask(f"{base_url}/health", limit, None)
+    if isinstance(health, str):
+        words = {
+            "not_answering": f"accepted the connection but sent no complete reply within {limit:g} s",
+            "unreachable": "nothing accepts connections there",
+            "not_openai": "the peer does not speak HTTP (it closed the connection or sent junk)",
+        }
+        return UrlStatus(base_url=base_url, state=health, detail=words[health])
+    models = _ask(f"{base_url}/v1/models", limit, api_key)
+    if isinstance(models, str):
+        return UrlStatus(base_url=base_url, state=models, detail="GET /v1/models got no HTTP answer")
+    if models[0] in (401, 403):
+        return UrlStatus(base_url=base_url, state="needs_api_key", detail=f"/v1/models answered {models[0]}")
+    out = _parse_models(base_url, models)
+    if out.state == "ready" and health[0] != 200:
+        out.state, out.detail = "unhealthy", f"/health answered HTTP {health[0]}"
+    if out.state == "ready":
+        out.metrics = _metrics(base_url, limit)
+    return out
+
+
+def _parse_models(base_url: str, reply: tuple[int, bytes]) -> UrlStatus:
+    status, body = reply
+    try:
+        data = json.loads(body.decode("utf-8"))
+    except ValueError:
+        data = None
+    items = data.get("data") if isinstance(data, dict) else None
+    ids = [m["id"] for m in items or [] if isinstance(m, dict) and isinstance(m.get("id"), str)]
+    if status != 200 or not isinstance(items, list) or not ids:
+        what = f"HTTP {status}" if status != 200 else f"{body[:120].decode('utf-8', 'replace')!r}"
+        return UrlStatus(
+            base_url=base_url, state="not_openai", detail=f"/v1/models answered {what}, not a model list"
+        )
+    first = next(m for m in items if isinstance(m, dict) and m.get("id") == ids[0])
+    mml = first.get("max_model_len")
+    return UrlStatus(
+        base_url=base_url,
+        state="ready",
+        detail=f"serves {len(ids)} model(s)",
+        models=ids,
+        max_model_len=mml if isinstance(mml, int) and not isinstance(mml, bool) else None,
+    )
+
+
+def _metrics(base_url: str, limit: float) -> dict[str, float] | None:
+    from llmdeck.client.prom import parse_metrics
+
+    reply = _ask(f"{base_url}/metrics", limit, None)
+    if isinstance(reply, str) or reply[0] != 200:
+        return None
+    values = parse_metrics(reply[1].decode("utf-8", "replace")).values
+    return {k: values[k] for k in ("running", "waiting", "kv_usage") if k in values} or None

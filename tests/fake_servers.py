@@ -1,0 +1,201 @@
+"""Misbehaving servers on 127.0.0.1 for the fuzz suite: tiny fakes, each named for what it fakes.
+
+Each fake is a raw threaded TCP server (not an HTTP library), so it can also be silent, trickle,
+speak something that is not HTTP, or hang up. ``FAKES`` maps the name to its behaviour; use
+``running(name)`` as a context manager that yields the base URL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+MODELS_OK = {"object": "list", "data": [{"id": "fake", "object": "model", "max_model_len": 4096}]}
+HOSTILE_ID = "x$(touch /tmp/llmdeck-pwned);y\x1b[31m`id`"
+
+
+def _reply(conn: socket.socket, status: int, body: bytes | str, ctype: str = "application/json") -> None:
+    data = body.encode() if isinstance(body, str) else body
+    head = (
+        f"HTTP/1.1 {status} X\r\nContent-Type: {ctype}\r\nContent-Length: {len(data)}\r\n"
+        "Connection: close\r\n\r\n"
+    )
+    conn.sendall(head.encode() + data)
+
+
+def _json(conn: socket.socket, status: int, obj: Any) -> None:
+    _reply(conn, status, json.dumps(obj))
+
+
+def _health_ok_else(fn: Callable[[socket.socket, str], None]) -> Callable[[socket.socket, str], None]:
+    """Like vLLM: /health answers 200 without a key; everything else goes to ``fn``."""
+
+    def handle(conn: socket.socket, path: str) -> None:
+        if path == "/health":
+            _reply(conn, 200, b"")
+        else:
+            fn(conn, path)
+
+    return handle
+
+
+def _status(code: int, body: str) -> Callable[[socket.socket, str], None]:
+    return lambda conn, path: _reply(conn, code, body)
+
+
+def _models(obj: Any) -> Callable[[socket.socket, str], None]:
+    def handle(conn: socket.socket, path: str) -> None:
+        if path.startswith("/v1/models"):
+            _json(conn, 200, obj)
+        else:
+            _json(conn, 404, {"detail": "Not Found"})
+
+    return handle
+
+
+def _trickle(conn: socket.socket, path: str) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n")
+    while True:  # a byte every 0.5 s: never a read timeout, never an end
+        conn.sendall(b" ")
+        time.sleep(0.5)
+
+
+def _trickle_stream(conn: socket.socket, path: str) -> None:
+    if path.startswith("/v1/models"):
+        _json(conn, 200, MODELS_OK)
+        return
+    if path in ("/health", "/version", "/metrics"):
+        _json(conn, 404, {})
+        return
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+    while True:  # SSE comments only: bytes keep coming, no token ever does
+        conn.sendall(b": keep-alive\n\n")
+        time.sleep(0.5)
+
+
+def _silent(conn: socket.socket, path: str) -> None:
+    time.sleep(3600)
+
+
+def _non_http(conn: socket.socket, path: str) -> None:
+    conn.sendall(b"\x00\xff\xfeSSH-2.0-OpenSSH_9.6 definitely not HTTP\r\n\r\n")
+
+
+def _close(conn: socket.socket, path: str) -> None:
+    pass  # hang up without a word
+
+
+FAKES: dict[str, Callable[[socket.socket, str], None]] = {
+    "fake_401_server": _health_ok_else(_status(401, '{"error": "Unauthorized"}')),
+    "fake_403_server": _health_ok_else(_status(403, '{"error": "Forbidden"}')),
+    "fake_404_server": _status(404, '{"detail": "Not Found"}'),
+    "fake_500_server": _status(500, "Internal Server Error"),
+    "fake_html_server": lambda c, p: _reply(c, 200, "<html><body>router login</body></html>", "text/html"),
+    "fake_garbage_server": lambda c, p: _reply(c, 200, b"\x89\x00\xffgarbage{{{", "application/json"),
+    "fake_wrong_shape_dict_server": _health_ok_else(_models({"data": {}})),
+    "fake_wrong_shape_list_server": _health_ok_else(_models([])),
+    "fake_wrong_shape_no_id_server": _health_ok_else(_models({"data": [{"no_id": 1}]})),
+    "fake_wrong_shape_items_server": _health_ok_else(_models({"data": [1, "two", None]})),
+    "fake_empty_body_server": lambda c, p: _reply(c, 200, b""),
+    "fake_non_http_server": _non_http,
+    "fake_closing_server": _close,
+    "fake_silent_server": _silent,
+    "fake_trickle_server": _trickle,
+    "fake_trickle_stream_server": _trickle_stream,
+    "fake_hostile_strings_server": _health_ok_else(
+        lambda c, p: (
+            _json(c, 200, {"data": [{"id": HOSTILE_ID, "max_model_len": "lots"}]})
+            if p.startswith("/v1/models")
+            else _reply(c, 500, "\x1b[2J\x1b]0;owned\x07 $(reboot)")
+        )
+    ),
+    # answers /v1/models well, fails everything else: for input errors found after the first question
+    "fake_models_only_server": _health_ok_else(
+        lambda c, p: _json(c, 200, MODELS_OK) if p.startswith("/v1/models") else _json(c, 500, {})
+    ),
+}
+
+
+def _read_request(conn: socket.socket) -> str:
+    """The request path ('' when the peer sent nothing parseable); the body is read and dropped."""
+    conn.settimeout(5)
+    data = b""
+    with contextlib.suppress(OSError):
+        while b"\r\n\r\n" not in data and len(data) < 65536:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    length = 0
+    for line in lines[1:]:
+        if line.lower().startswith("content-length:"):
+            length = int(line.split(":", 1)[1].strip() or 0)
+    with contextlib.suppress(OSError):
+        while len(rest) < length:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            rest += chunk
+    parts = lines[0].split(" ")
+    return parts[1] if len(parts) > 1 else ""
+
+
+class FakeServer:
+    """One fake on a free 127.0.0.1 port, serving each connection in a daemon thread."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.handler = FAKES[name]
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = int(self.sock.getsockname()[1])
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._stop = threading.Event()
+        self._conns: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        self.sock.settimeout(0.2)
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            self._conns.append(conn)
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            path = "" if self.name in {"fake_non_http_server", "fake_closing_server"} else _read_request(conn)
+            self.handler(conn, path)
+        with contextlib.suppress(OSError):
+            conn.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        for conn in self._conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+                conn.close()
+        self.sock.close()
+        self._thread.join(timeout=2)
+
+
+@contextlib.contextmanager
+def running(name: str) -> Iterator[str]:
+    """``with running("fake_silent_server") as url: ...``"""
+    server = FakeServer(name)
+    try:
+        yield server.url
+    finally:
+        server.close()

@@ -1,0 +1,157 @@
+"""Fuzz suite, part 3: misbehaving servers on 127.0.0.1 (tests/fake_servers.py) against every command
+that talks to one: bench, check, connect and fetch (its --endpoint pointed at the fake).
+
+Each (fake, command) pair is one case: exit 1 (a failed operation) with a message that says what the
+server did and what to do, no traceback, within a bound. Silent and trickling fakes run with short
+limits (--timeout...) so the suite stays fast; one case runs check with its defaults and shows a silent
+server reported within 30 s.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fake_servers import running
+from fuzz_helpers import assert_clean_failure, run_main
+
+# What each fake must make the message say (lower-case substrings), for every command.
+SAYS: dict[str, tuple[str, ...]] = {
+    "fake_401_server": ("api key",),
+    "fake_403_server": ("api key",),
+    "fake_404_server": ("404",),
+    "fake_500_server": ("500",),
+    "fake_html_server": ("json",),
+    "fake_garbage_server": ("json",),
+    "fake_wrong_shape_dict_server": ("data",),
+    "fake_wrong_shape_list_server": ("data",),
+    "fake_wrong_shape_no_id_server": ("id",),
+    "fake_wrong_shape_items_server": ("id",),
+    "fake_empty_body_server": ("json",),
+    "fake_non_http_server": ("127.0.0.1",),
+    "fake_closing_server": ("127.0.0.1",),
+    "fake_silent_server": ("not answering",),
+    "fake_trickle_server": ("not answering",),
+}
+
+COMMANDS = {
+    "bench": "bench {url} --num-prompts 2 --timeout-probe 2 --out {tmp}/r.json",
+    "check": "check {url} --timeout 3",
+    "connect": "connect openai --server {url} --print --timeout 3",
+    "status": "status {url} --timeout 2",
+}
+# check/connect read a reply's shape probe by probe: the words differ from bench's, the facts do not.
+CHECK_SAYS = {
+    "fake_html_server": ("models",),
+    "fake_garbage_server": ("models",),
+    "fake_empty_body_server": ("models",),
+    "fake_wrong_shape_dict_server": ("models",),
+    "fake_wrong_shape_list_server": ("models",),
+}
+
+STATUS_SAYS = {
+    "fake_404_server": ("not an openai-compatible", "404"),
+    "fake_500_server": ("not an openai-compatible", "500"),
+    "fake_non_http_server": ("not an openai-compatible", "http"),
+    "fake_closing_server": ("not an openai-compatible", "http"),
+    "fake_wrong_shape_items_server": ("not an openai-compatible", "model list"),
+}
+PAIRS = [(cmd, fake) for cmd in COMMANDS for fake in SAYS]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("command", "fake"), PAIRS, ids=[f"{c}:{f}" for c, f in PAIRS])
+def test_misbehaving_server(
+    command: str, fake: str, fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with running(fake) as url:
+        argv = COMMANDS[command].format(url=url, tmp=fuzz_env["tmp"]).split()
+        code, _out, err, elapsed = run_main(argv, capsys)
+    says = {"bench": SAYS, "status": {**SAYS, **CHECK_SAYS, **STATUS_SAYS}}.get(
+        command, {**SAYS, **CHECK_SAYS}
+    )[fake]
+    assert_clean_failure(code, err, elapsed, want=1, needles=says, seconds=45)
+
+
+FETCH_SAYS = {
+    "fake_401_server": (2, "token"),
+    "fake_500_server": (1, "500"),
+    "fake_html_server": (1, "127.0.0.1"),
+    "fake_non_http_server": (1, "127.0.0.1"),
+    "fake_closing_server": (1, "127.0.0.1"),
+    "fake_silent_server": (1, "not answering"),
+    "fake_trickle_server": (1, "not answering"),
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("fake", list(FETCH_SAYS), ids=[f"fetch:{f}" for f in FETCH_SAYS])
+def test_fetch_from_a_misbehaving_endpoint(
+    fake: str, fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    want, needle = FETCH_SAYS[fake]
+    with running(fake) as url:
+        argv = ["fetch", "Qwen/Qwen3-0.6B", "--config-only", "--endpoint", url, "--timeout", "2"]
+        argv += ["--local-dir", fuzz_env["tmp"] + "/dl"]
+        code, _out, err, elapsed = run_main(argv, capsys)
+    assert_clean_failure(code, err, elapsed, want=want, needles=(needle,), seconds=45)
+
+
+@pytest.mark.timeout(120)
+def test_check_silent_default_deadline(fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    """check:silent-with-defaults — was ~30 min (15 probes x 120 s); now 'not answering' in ~10 s."""
+    with running("fake_silent_server") as url:
+        code, _out, err, elapsed = run_main(["check", url], capsys)
+    assert_clean_failure(code, err, elapsed, want=1, needles=("not answering",), seconds=30)
+
+
+AFTER_MODELS = [
+    ("bench:prompts-missing", ["--prompts", "{missing}"], "{missing}"),
+    ("bench:prompts-folder", ["--prompts", "{folder}"], "{folder}"),
+    ("bench:prompts-binary", ["--prompts", "{binary}"], "{binary}"),
+    ("bench:prompts-empty", ["--prompts", "{empty}"], "{empty}"),
+    ("bench:model-not-served", ["--model", "other"], "other"),
+]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("cid", "extra", "needle"), AFTER_MODELS, ids=[a[0] for a in AFTER_MODELS])
+def test_bench_input_errors_found_after_the_first_question(
+    cid: str, extra: list[str], needle: str, fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with running("fake_models_only_server") as url:
+        argv = ["bench", url, "--num-prompts", "2", "--no-metrics", "--out", fuzz_env["tmp"] + "/r.json"]
+        argv += [a.format(**fuzz_env) for a in extra]
+        code, _out, err, elapsed = run_main(argv, capsys)
+    assert_clean_failure(code, err, elapsed, want=2, needles=(needle.format(**fuzz_env),), seconds=45)
+
+
+def test_hostile_strings_are_data(fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    """connect:hostile-strings — a model id with $(...) and terminal escapes: no crash, nothing run."""
+    marker = Path("/tmp/llmdeck-pwned")
+    with running("fake_hostile_strings_server") as url:
+        code, _out, err, elapsed = run_main(["check", url, "--timeout", "3"], capsys)
+    assert code == 1 and "Traceback" not in err and "internal error" not in err
+    assert elapsed < 25 and not marker.exists()
+
+
+@pytest.mark.timeout(120)
+def test_bench_trickling_stream_is_bounded_by_timeout_total(
+    fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stream that sends a keep-alive every 0.5 s but never a token ends at --timeout-total (it
+    used to be unbounded: no read timeout ever fires), recorded as a timeout, and the wait is shown."""
+    import json
+    import time
+
+    out = Path(fuzz_env["tmp"]) / "r.json"
+    with running("fake_trickle_stream_server") as url:
+        t0 = time.monotonic()
+        argv = ["bench", url, "--num-prompts", "2", "--no-metrics", "--timeout-total", "2", "--out", str(out)]
+        code, _stdout, err, _ = run_main([*argv, "--input-len", "8", "--output-len", "4"], capsys)
+        elapsed = time.monotonic() - t0
+    assert code == 0, err  # a finished bench with failed requests: the verdict says so
+    assert elapsed < 45 and "asking /v1/models" in " ".join(err.split())
+    requests = json.loads(out.read_text())["scenarios"][0]["requests"]
+    assert [r["error_kind"] for r in requests] == ["timeout", "timeout"]
