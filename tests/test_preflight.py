@@ -428,8 +428,13 @@ def test_up_refuses_seed000_mnbt_2048_at_preflight(
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    # The assertion holds for vLLM < 0.27 (plan's version-bound rule): a stand-in for a venv whose
+    # vLLM is 0.22.0 (the seeds' era) answers the version probe; the launch never happens.
+    fake_python = tmp_path / "fake-venv-python-vllm-0.22"
+    fake_python.write_text("#!/bin/sh\necho 0.22.0\n")
+    fake_python.chmod(0o755)
     code, _out, err = run_cli(
-        ["up", "--model", str(qwen36_dir), "--engine", "venv", "--python", sys.executable,
+        ["up", "--model", str(qwen36_dir), "--engine", "venv", "--python", str(fake_python),
          "--name", "h", "--port", str(port), "--", *SEED000_FLAGS, "--max-num-batched-tokens", "2048"],
         capsys,
     )  # fmt: skip

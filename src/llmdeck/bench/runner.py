@@ -105,20 +105,17 @@ class ResultWriter:
             self.write()
 
 
-def is_url(target: str) -> bool:
-    t = target.strip()
-    return "://" in t or ":" in t or t.startswith("localhost") or t.replace(".", "").isdigit()
-
-
 def resolve_target(
     target: str, settings: Settings, *, model: str | None = None, tokenizer: str | None = None
 ) -> TargetInfo:
-    """A URL or a server name (from ``llmdeck up``) -> what to bench."""
-    if is_url(target):
-        return TargetInfo(base_url=normalize_base_url(target), model=model or "", tokenizer=tokenizer)
-    from llmdeck.runtime.state import StateStore
+    """A URL or a server name (from ``llmdeck up``) -> what to bench (through the one resolver,
+    :func:`llmdeck.runtime.target.resolve_target`)."""
+    from llmdeck.runtime.target import resolve_target as resolve
 
-    rec = StateStore(settings.servers_dir).load(target)
+    found = resolve(target, settings)
+    rec = found.record
+    if rec is None:
+        return TargetInfo(base_url=found.base_url, model=model or "", tokenizer=tokenizer)
     tok = tokenizer
     if tok is None and Path(rec.spec.model).expanduser().is_dir():
         tok = str(Path(rec.spec.model).expanduser())

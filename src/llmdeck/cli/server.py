@@ -272,7 +272,9 @@ def register(app: typer.Typer) -> None:
         from llmdeck.runtime.service import status
 
         settings = get_settings(ctx)
-        if name and ("://" in name or ":" in name):
+        from llmdeck.runtime.target import looks_like_url
+
+        if name and looks_like_url(name):
             from llmdeck.cli.status_url import status_of_url
 
             status_of_url(name, settings, as_json, timeout)

@@ -79,7 +79,7 @@ def refuse_foreign_file(path: Path, what: str, is_ours: Callable[[bytes], bool])
     try:
         with open(target, "rb") as fh:
             head = fh.read(65536)
-    except (FileNotFoundError, IsADirectoryError, PermissionError):
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
         return  # nothing there (or a folder / unreadable: the writer says what is wrong)
     if not head.strip() or is_ours(head):
         return
