@@ -139,8 +139,10 @@ def main() -> None:
     out = args.out_dir / f"{args.client}-{args.version}.json"
     out.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     agent = next(r for r in rec["requests"] if r["role"] == "agent")
-    print(f"{out}: {len(rec['requests'])} requests, agent prompt {agent['prompt_tokens']} tokens, "
-          f"{agent['tools']} tools")
+    print(
+        f"{out}: {len(rec['requests'])} requests, agent prompt {agent['prompt_tokens']} tokens, "
+        f"{agent['tools']} tools"
+    )
 
 
 if __name__ == "__main__":

@@ -101,6 +101,8 @@ record_cline() {
   (cd "$WORK/cline/project" && export HOME=$WORK/cline/home &&
     timeout 60 "$cl" auth -p openai -k sk-recorder -m tiny-qwen3 -b "$BASE" --config "$cfg" &&
     timeout 180 "$cl" --config "$cfg" -P openai -m tiny-qwen3 -t 120 "$PROMPT")
+  # cline leaves its hub daemon running for this project: stop that one (matched by our temp path)
+  pkill -f -- "--cline-hub-daemon --cwd $WORK/cline/project" || true
   finish cline "$CLINE_VERSION" "npm cline@$CLINE_VERSION" \
     "cline auth -p openai -b BASE -m tiny-qwen3; cline -P openai -m tiny-qwen3 '$PROMPT'"
 }

@@ -32,7 +32,10 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         target: str | None = typer.Argument(None, help="Server URL or llmdeck server name."),
         client: str | None = typer.Option(
-            None, "--client", "-c", help="opencode, openclaw, continue, cline or openai: whose needs decide."
+            None,
+            "--client",
+            "-c",
+            help="opencode, openclaw, continue, cline, aider or openai: whose needs decide.",
         ),
         model: str | None = typer.Option(
             None, "--model", "-m", help="Served model name (default: the first)."

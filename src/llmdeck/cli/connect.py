@@ -63,7 +63,9 @@ def register(app: typer.Typer) -> None:
         tgt = resolve_target(server, settings)
         err = err_console()
         err.print(f"reading {tgt.base_url} …", highlight=False, markup=False)
-        info = gather_info(tgt.base_url, model=model or tgt.model, api_key=api_key, settings=settings)
+        info = gather_info(
+            tgt.base_url, model=model or tgt.model, api_key=api_key, settings=settings, client=name
+        )
         result = connect_client(
             name, info, file=file, print_only=print_only, provider_id=provider_id, thinking=thinking
         )
