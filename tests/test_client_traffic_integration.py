@@ -29,6 +29,11 @@ ROOT = Path(__file__).resolve().parents[1]
 CLIENTS_DIR = ROOT / ".cache" / "clients"
 BIG = 16384
 TOOL_FLAGS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3"]
+# vLLM's server-wide output cap (max_new_tokens in the generation config caps every request's
+# max_tokens): the random model never stops on its own, and connect's 4,096-token output limit at
+# the CPU engine's pace made one opencode reply take minutes (and trip its compaction). The prompts
+# stay the clients' real ones.
+OUTPUT_CAP = ["--override-generation-config", '{"max_new_tokens": 48}']
 ACCESS = re.compile(r'"POST /v1/chat/completions HTTP/1\.1" (\d{3})')
 
 
@@ -43,7 +48,7 @@ def run_cli(*args: str, tmp_path: Path, timeout: float = 600) -> subprocess.Comp
 
 @pytest.fixture(scope="module")
 def cpu_server_16k(session_settings: Any, tiny_model_dir: Path) -> Iterator[Any]:
-    """The tiny model with tools + reasoning parsers and --max-model-len 16384."""
+    """The tiny model with tools + reasoning parsers, --max-model-len 16384, replies of <= 48 tokens."""
     if os.environ.get("LLMDECK_SKIP_INTEGRATION"):
         pytest.skip("LLMDECK_SKIP_INTEGRATION is set")
     from llmdeck.engines.spec import LaunchSpec
@@ -56,7 +61,7 @@ def cpu_server_16k(session_settings: Any, tiny_model_dir: Path) -> Iterator[Any]
         model=str(tiny_model_dir),
         served_model_name="tiny-qwen3",
         port=free_port(),
-        vllm_args=["--max-model-len", str(BIG), "--max-num-seqs", "4", *TOOL_FLAGS],
+        vllm_args=["--max-model-len", str(BIG), "--max-num-seqs", "4", *TOOL_FLAGS, *OUTPUT_CAP],
     )
     record = start_background(spec, session_settings)  # type: ignore[arg-type]
     try:
@@ -227,8 +232,7 @@ def test_real_opencode_runs_through_connects_config(
     log = Path(cpu_server_16k.log_path)
     offset = len(log.read_text(errors="replace"))
     run = subprocess.run(
-        # --title: no title side request (each request may write connect's 4,096-token output limit
-        # at the CPU engine's pace); --print-logs: opencode's own errors in the failure message
+        # --title: no title side request; --print-logs: opencode's own errors in the failure message
         [str(opencode_bin), "run", "--print-logs", "--title", "t", "-m", "vllm/tiny-qwen3", "Say hi."],
         cwd=work,
         env=client_env(tmp_path / "home", work),

@@ -13,6 +13,11 @@ CHECK_HELP = """Probe an OpenAI-compatible server for what a client needs, with 
 TARGET is a URL (http://127.0.0.1:8000, with or without /v1) or a server name from `llmdeck \
 status`; without it: the only server llmdeck runs, else the default host and port.
 
+For a client llmdeck has a recording of (opencode, continue, cline, aider), its own first request \
+is replayed too: does its base prompt fit max_model_len with room for a tool loop, are its tools \
+accepted, does a streamed tool call parse its way, is thinking where it reads it. Others get the \
+generic probes, and the report says so.
+
 Each probe reports pass / warn / fail / inconclusive / n/a. Exit 1 when a probe the chosen \
 client needs fails, 2 for a bad URL or name.
 

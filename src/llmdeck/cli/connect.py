@@ -14,6 +14,10 @@ Reads the served model name, base URL, context length, tool and thinking behavio
 server, then merges the client's block into its config file, keeping every other key and backing \
 the old file up first (FILE.bak-<timestamp>).
 
+For a client llmdeck has a recording of (opencode, continue, cline), the context and output limits \
+come from its real base prompt, so that it compacts before the server refuses; a server that \
+cannot hold that prompt gets no config (exit 1, with the --max-model-len to restart with).
+
 Default files: opencode → ./opencode.json, openclaw → ~/.openclaw/openclaw.json, continue → \
 ~/.continue/config.yaml; cline and openai are printed unless --file is given.
 
