@@ -47,6 +47,32 @@ def _usage() -> dict[str, int]:
     return {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
 
 
+def _reply(model: str) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-rec",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": REPLY_TEXT}, "finish_reason": "stop"}
+        ],
+        "usage": _usage(),
+    }
+
+
+async def _events(model: str, with_usage: bool) -> AsyncIterator[bytes]:
+    for chunk in (
+        _chunk(model, {"role": "assistant", "content": ""}, None),
+        _chunk(model, {"content": REPLY_TEXT}, None),
+        _chunk(model, {}, "stop"),
+    ):
+        yield f"data: {json.dumps(chunk)}\n\n".encode()
+    if with_usage:
+        last = {**_chunk(model, {}, None), "choices": [], "usage": _usage()}
+        yield f"data: {json.dumps(last)}\n\n".encode()
+    yield b"data: [DONE]\n\n"
+
+
 def make_app(out: Path, model: str) -> Starlette:
     async def record(request: Request) -> dict[str, Any]:
         raw = await request.body()
@@ -73,32 +99,9 @@ def make_app(out: Path, model: str) -> Starlette:
     async def chat(request: Request) -> Response:
         body = await record(request)
         if not body.get("stream"):
-            msg = {"role": "assistant", "content": REPLY_TEXT}
-            return JSONResponse(
-                {
-                    "id": "chatcmpl-rec",
-                    "object": "chat.completion",
-                    "created": int(time.time()),
-                    "model": model,
-                    "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}],
-                    "usage": _usage(),
-                }
-            )
+            return JSONResponse(_reply(model))
         with_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-
-        async def events() -> AsyncIterator[bytes]:
-            for chunk in (
-                _chunk(model, {"role": "assistant", "content": ""}, None),
-                _chunk(model, {"content": REPLY_TEXT}, None),
-                _chunk(model, {}, "stop"),
-            ):
-                yield f"data: {json.dumps(chunk)}\n\n".encode()
-            if with_usage:
-                last = {**_chunk(model, {}, None), "choices": [], "usage": _usage()}
-                yield f"data: {json.dumps(last)}\n\n".encode()
-            yield b"data: [DONE]\n\n"
-
-        return StreamingResponse(events(), media_type="text/event-stream")
+        return StreamingResponse(_events(model, with_usage), media_type="text/event-stream")
 
     async def other(request: Request) -> Response:
         await record(request)
