@@ -162,3 +162,65 @@ def test_recording_files_are_valid_json_with_the_schema() -> None:
         doc = json.loads(path.read_text())
         assert doc["kind"] == "llmdeck.client-recording" and doc["schema_version"] == 1
         assert path.name == f"{doc['client']}-{doc['client_version']}.json"
+
+
+class fake_http:
+    """Named for what it fakes: a server that streams the given chunks (probe logic only)."""
+
+    def __init__(self, chunks: list[dict[str, Any]]) -> None:
+        self.chunks = chunks
+        self.sent: list[Any] = []
+
+    def stream(self, path: str, body: Any) -> Any:
+        from llmdeck.checks.http import Reply
+        from llmdeck.checks.report import Exchange
+
+        self.sent.append(body)
+        ex = Exchange(method="POST", path=path, status_code=200)
+        return Reply(status_code=200, text="", exchange=ex, chunks=self.chunks, done=True)
+
+
+def _ctx(chunks: list[dict[str, Any]], **facts: Any) -> Any:
+    from llmdeck.checks.probes import ProbeContext
+    from llmdeck.checks.report import ServerFacts
+
+    server = ServerFacts(base_url="http://x", model="m", max_model_len=16384, **facts)
+    return ProbeContext(http=fake_http(chunks), facts=server, client="opencode", requested_model=None)  # type: ignore[arg-type]
+
+
+def test_thinking_is_judged_by_the_field_the_client_reads() -> None:
+    from llmdeck.checks.client_probes import probe_client_thinking
+
+    stream = [_delta(reasoning="Let me think"), _delta(content="5")]
+    rec = load_recording("opencode")
+    assert rec is not None
+    assert probe_client_thinking(_ctx(stream, thinking_template=True), rec).status == "pass"
+    old_sdk = rec.model_copy(deep=True)
+    old_sdk.reads.reasoning = ["reasoning_content"]
+    out = probe_client_thinking(_ctx(stream, thinking_template=True), old_sdk)
+    assert out.status == "fail" and "enable_thinking" in (out.fix or "")
+    cont = load_recording("continue")
+    assert cont is not None
+    dropped = probe_client_thinking(_ctx(stream, thinking_template=True, thinking_default=True), cont)
+    assert dropped.status == "warn" and "--default-chat-template-kwargs" in (dropped.fix or "")
+    raw = probe_client_thinking(_ctx([_delta(content="<think>hm</think>5")], thinking_template=True), rec)
+    assert raw.status == "fail" and "--reasoning-parser qwen3" in (raw.fix or "")
+
+
+def test_a_tool_call_stream_without_ids_breaks_the_clients_parser() -> None:
+    from llmdeck.checks.client_probes import probe_client_tool_stream
+
+    rec = load_recording("opencode")
+    assert rec is not None
+    no_id = [_delta(tool_calls=[{"index": 0, "function": {"name": "skill", "arguments": "{}"}}])]
+    ctx = _ctx(no_id, suggested_tool_parser="hermes")
+    out = probe_client_tool_stream(ctx, rec)
+    assert out.status == "fail" and "Expected 'id'" in out.summary
+    assert out.fix and "--tool-call-parser hermes" in out.fix
+    sent = ctx.http.sent[0]
+    assert sent["tool_choice"] == {"type": "function", "function": {"name": "skill"}}
+    assert len(sent["tools"]) == 10 and sent["model"] == "m"
+    good = [
+        _delta(tool_calls=[{"index": 0, "id": "c", "function": {"name": "skill", "arguments": '{"n": 1}'}}])
+    ]
+    assert probe_client_tool_stream(_ctx(good), rec).status == "pass"

@@ -13,8 +13,14 @@ from collections.abc import Callable
 
 import httpx
 
-from llmdeck.checks.probes import AUTO_TOOL_ERROR, NAMED_TOOL_ERROR, Outcome, ProbeContext
-from llmdeck.checks.report import ProbeResult, Status
+from llmdeck.checks.probes import (
+    AUTO_TOOL_ERROR,
+    NAMED_TOOL_ERROR,
+    REASONING_FIELDS,
+    Outcome,
+    ProbeContext,
+)
+from llmdeck.checks.report import ProbeResult
 from llmdeck.checks.traffic import (
     TURN_TOKENS,
     Recording,
@@ -156,41 +162,59 @@ def probe_client_tool_stream(ctx: ProbeContext, rec: Recording) -> Outcome:
     )
 
 
+def _streamed_thinking(ctx: ProbeContext) -> tuple[str | None, str, Outcome | None]:
+    """Stream a short thinking-on request as the clients do: (the delta field with thoughts, content)."""
+    extra = {"chat_template_kwargs": {"enable_thinking": True}} if ctx.facts.thinking_template else {}
+    body = ctx.chat_body(
+        [{"role": "user", "content": "What is 2+3? Think first."}], max_tokens=16, stream=True, **extra
+    )
+    reply = ctx.stream("/v1/chat/completions", body)
+    if not reply.ok:
+        return None, "", Outcome("fail", f"A streamed request answered HTTP {reply.status_code}.")
+    field, content = None, ""
+    for chunk in reply.chunks:
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            content += delta.get("content") or ""
+            field = field or next((f for f in REASONING_FIELDS if delta.get(f)), None)
+    return field, content, None
+
+
 def probe_client_thinking(ctx: ProbeContext, rec: Recording) -> Outcome:
     reads = rec.reads.reasoning
-    field = ctx.facts.reasoning_field
-    if ctx.facts.reasoning_parser is False:
-        return Outcome(
-            "fail",
-            f"The server has no reasoning parser: {rec.client} gets the model's thoughts inside content.",
-            fix="Start the server with --reasoning-parser "
-            f"{ctx.facts.suggested_reasoning_parser or 'qwen3'}.",
-        )
+    field, content, failed = _streamed_thinking(ctx)
+    if failed is not None:
+        return failed
     if field is None:
-        return Outcome("not_applicable", "The server sent no thinking (no reasoning field seen).")
+        if "<think>" in content or "</think>" in content or ctx.facts.thinking_template:
+            return Outcome(
+                "fail",
+                f"The streamed thoughts arrive inside content: {rec.client} shows (or acts on) them; the "
+                "server runs without a reasoning parser.",
+                fix="Start the server with --reasoning-parser "
+                f"{ctx.facts.suggested_reasoning_parser or 'qwen3'}.",
+            )
+        return Outcome("not_applicable", "The model does not think (no reasoning in the stream).")
     if not reads:
         default = ctx.facts.thinking_default
-        fix = None
-        status: Status = "pass"
-        if default:
-            status = "warn"
-            fix = (
-                "Turn thinking off by default: restart with --default-chat-template-kwargs "
-                "'{\"enable_thinking\": false}' (or `llmdeck connect --thinking off`)."
-            )
+        words = {True: "on", False: "off", None: "unknown"}[default]
+        warn = bool(default)
         return Outcome(
-            status,
-            f"{rec.label} reads no reasoning field: the server's `{field}` is dropped (thinking default "
-            f"{'on' if default else 'off' if default is False else 'unknown'}, its tokens still count).",
-            fix=fix,
+            "warn" if warn else "pass",
+            f"{rec.label} reads no reasoning field: the server's streamed `{field}` is dropped (thinking "
+            f"default {words}; its tokens still count against max_tokens).",
+            fix="Turn thinking off by default: restart with --default-chat-template-kwargs "
+            "'{\"enable_thinking\": false}' (or `llmdeck connect --thinking off`)."
+            if warn
+            else None,
         )
     if field in reads:
         return Outcome(
-            "pass", f"The server writes thinking to `{field}`; {rec.client} reads {', '.join(reads)}."
+            "pass", f"The server streams thinking in `{field}`; {rec.client} reads {', '.join(reads)}."
         )
     return Outcome(
         "fail",
-        f"The server writes thinking to `{field}`, but {rec.label} reads only {', '.join(reads)}.",
+        f"The server streams thinking in `{field}`, but {rec.label} reads only {', '.join(reads)}.",
         fix="Turn thinking off by default: --default-chat-template-kwargs '{\"enable_thinking\": false}'.",
     )
 
