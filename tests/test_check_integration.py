@@ -78,7 +78,7 @@ def test_both_servers_serve_the_basics(
         assert report.server.thinking_template is True  # the real Qwen3 template has enable_thinking
         assert report.server.thinking_default is True
         # every probe carries what was sent and what came back
-        assert all(p.evidence for p in report.probes if p.status != "not_applicable")
+        assert all(p.evidence for p in report.probes if p.status not in {"not_applicable", "skipped"})
     stream = tools_report.probe("streaming_usage")
     assert stream.data["done"] is True and stream.data["usage"]["completion_tokens"] > 0
 
@@ -128,7 +128,9 @@ def test_reasoning_verdicts_differ(tools_report: CheckReport, plain_report: Chec
 def test_readiness_depends_on_the_client(
     tools_report: CheckReport, plain_report: CheckReport, cpu_server_plain: Any, tmp_path: Path
 ) -> None:
-    assert tools_report.ok
+    # the generic probes all pass for opencode on the tools server: only opencode's own recorded
+    # request (7.2K prompt tokens, issue 23) does not fit its 4,096 tokens
+    assert {p.id for p in tools_report.failed_required} == {"client_context", "client_request"}
     assert not plain_report.ok
     assert {p.id for p in plain_report.failed_required} >= {"tool_auto", "reasoning_split"}
     # a plain OpenAI SDK user needs none of the tool/reasoning probes
@@ -148,7 +150,7 @@ def test_cli_exit_codes_and_json(cpu_server: Any, cpu_server_plain: Any, tmp_pat
         "check",
         cpu_server.base_url,
         "--client",
-        "opencode",
+        "continue",
         "--json",
         "--long-context-tokens",
         "256",
@@ -157,7 +159,7 @@ def test_cli_exit_codes_and_json(cpu_server: Any, cpu_server_plain: Any, tmp_pat
     assert ok.returncode == 0, ok.stderr
     doc = json.loads(ok.stdout)
     assert doc["schema_version"] == 1 and doc["kind"] == "llmdeck.check" and doc["llmdeck_version"]
-    assert doc["client"] == "opencode" and doc["server"]["max_model_len"] == cpu_server.max_model_len
+    assert doc["client"] == "continue" and doc["server"]["max_model_len"] == cpu_server.max_model_len
     bad = run_cli(
         "check",
         cpu_server_plain.base_url,
@@ -172,42 +174,3 @@ def test_cli_exit_codes_and_json(cpu_server: Any, cpu_server_plain: Any, tmp_pat
     assert "Traceback" not in bad.stderr
     usage = run_cli("check", "ftp://nowhere", tmp_path=tmp_path)
     assert usage.returncode == 2 and "Traceback" not in usage.stderr
-
-
-def test_connect_reads_the_live_server(cpu_server: Any, cpu_server_plain: Any, tmp_path: Path) -> None:
-    path = tmp_path / "opencode.json"
-    path.write_text(
-        json.dumps({"theme": "mine", "provider": {"ollama": {"npm": "@ai-sdk/openai-compatible"}}})
-    )
-    res = run_cli(
-        "connect",
-        "opencode",
-        "--server",
-        cpu_server.base_url,
-        "--file",
-        str(path),
-        "--json",
-        tmp_path=tmp_path,
-    )
-    assert res.returncode == 0, res.stderr
-    out = json.loads(res.stdout)
-    assert out["action"] == "updated" and Path(out["backup"]).exists()
-    doc = json.loads(path.read_text())
-    assert doc["theme"] == "mine" and "ollama" in doc["provider"]
-    model = doc["provider"]["vllm"]["models"][cpu_server.served_model_name]
-    assert model["limit"]["context"] == cpu_server.max_model_len
-    assert model["tool_call"] is True and model["reasoning"] is True
-    assert doc["provider"]["vllm"]["options"]["baseURL"] == cpu_server.base_url + "/v1"
-    jsonschema = pytest.importorskip("jsonschema")
-    jsonschema.validate(doc, json.loads(SCHEMA.read_text()), cls=jsonschema.Draft202012Validator)
-    # the plain server: tools off, and the user is told why
-    plain = run_cli(
-        "connect", "opencode", "--server", cpu_server_plain.base_url, "--print", "--json", tmp_path=tmp_path
-    )
-    assert plain.returncode == 0, plain.stderr
-    pdoc = json.loads(plain.stdout)
-    assert pdoc["action"] == "printed"
-    assert (
-        pdoc["config"]["provider"]["vllm"]["models"][cpu_server_plain.served_model_name]["tool_call"] is False
-    )
-    assert any("--enable-auto-tool-choice" in n for n in pdoc["notes"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from llmdeck.errors import UsageError
 
-CLIENTS: tuple[str, ...] = ("opencode", "openclaw", "continue", "cline", "openai")
+CLIENTS: tuple[str, ...] = ("opencode", "openclaw", "continue", "cline", "aider", "openai")
 
 _CORE = frozenset({"health", "api_key", "models", "chat", "streaming_usage"})
 _AGENT = _CORE | {
@@ -23,6 +23,7 @@ REQUIRED: dict[str, frozenset[str]] = {
     "openclaw": _AGENT,
     "cline": _AGENT,
     "continue": _CORE | {"completions", "reasoning_split"},
+    "aider": _CORE,  # no tools: a whole-file edit format, streamed
     "openai": _CORE,
 }
 

@@ -59,6 +59,13 @@ def run_checks(
                 on_probe(result)
             if probe_id == "models" and not ctx.blocked and result.status == "pass":
                 learn_thinking(ctx)
+        if probes is None:  # the full check: also replay what the real client sends
+            from llmdeck.checks.client_probes import run_client_probes
+
+            for result in run_client_probes(ctx):
+                report.probes.append(result)
+                if on_probe is not None:
+                    on_probe(result)
     finally:
         http.close()
     report.server = ctx.facts

@@ -16,6 +16,11 @@ CHECK_HELP = """Probe an OpenAI-compatible server for what a client needs, with 
 TARGET is a URL (http://127.0.0.1:8000, with or without /v1) or a server name from `llmdeck \
 status`; without it: the only server llmdeck runs, else the default host and port.
 
+For a client llmdeck has a recording of (opencode, continue, cline, aider), its own first request \
+is replayed too: does its base prompt fit max_model_len with room for a tool loop, are its tools \
+accepted, does a streamed tool call parse its way, is thinking where it reads it. Others get the \
+generic probes, and the report says so.
+
 Each probe reports pass / warn / fail / inconclusive / n/a. Exit 1 when a probe the chosen \
 client needs fails, 2 for a bad URL or name.
 
@@ -37,7 +42,10 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         target: str | None = typer.Argument(None, help="Server URL or llmdeck server name."),
         client: str | None = typer.Option(
-            None, "--client", "-c", help="opencode, openclaw, continue, cline or openai: whose needs decide."
+            None,
+            "--client",
+            "-c",
+            help="opencode, openclaw, continue, cline, aider or openai: whose needs decide.",
         ),
         model: str | None = typer.Option(
             None, "--model", "-m", help="Served model name (default: the first)."

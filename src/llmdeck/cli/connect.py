@@ -15,6 +15,10 @@ Reads the served model name, base URL, context length, tool and thinking behavio
 server, then merges the client's block into its config file, keeping every other key and backing \
 the old file up first (FILE.bak-<timestamp>).
 
+For a client llmdeck has a recording of (opencode, continue, cline), the context and output limits \
+come from its real base prompt, so that it compacts before the server refuses; a server that \
+cannot hold that prompt gets no config (exit 1, with the --max-model-len to restart with).
+
 Default files: opencode → ./opencode.json, openclaw → ~/.openclaw/openclaw.json, continue → \
 ~/.continue/config.yaml; cline and openai are printed unless --file is given.
 
@@ -76,7 +80,12 @@ def register(app: typer.Typer) -> None:
         err = err_console()
         err.print(f"reading {redact_url(tgt.base_url)} …", highlight=False, markup=False)
         info = gather_info(
-            tgt.base_url, model=model or tgt.model, api_key=api_key, settings=settings, timeout=timeout
+            tgt.base_url,
+            model=model or tgt.model,
+            api_key=api_key,
+            settings=settings,
+            timeout=timeout,
+            client=name,
         )
         result = connect_client(
             name, info, file=file, print_only=print_only, provider_id=provider_id, thinking=thinking

@@ -38,6 +38,10 @@ class ServeInfo(BaseModel):
     thinking_template: bool | None = None
     thinking_default: bool | None = None
     server_version: str | None = None
+    # from the client's recorded base prompt (connect/limits.py); None: the generic limits below
+    client_context: int | None = None
+    client_output: int | None = None
+    client_budget: str | None = None
 
     @property
     def api_base(self) -> str:
@@ -46,13 +50,15 @@ class ServeInfo(BaseModel):
     @property
     def output_limit(self) -> int:
         """A max output that leaves room for the prompt: a quarter of the context, 1K..32K."""
+        if self.client_output:
+            return self.client_output
         if not self.max_model_len:
             return 4096
         return max(1024, min(32768, self.max_model_len // 4))
 
     @property
     def context(self) -> int:
-        return self.max_model_len or 8192
+        return self.client_context or self.max_model_len or 8192
 
 
 def thinking_kwargs(thinking: str, info: ServeInfo) -> dict[str, Any] | None:

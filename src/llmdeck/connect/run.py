@@ -54,9 +54,19 @@ class ConnectResult(BaseModel):
 
 
 def gather_info(
-    base_url: str, *, model: str | None, api_key: str | None, settings: Settings, timeout: float = 60.0
+    base_url: str,
+    *,
+    model: str | None,
+    api_key: str | None,
+    settings: Settings,
+    timeout: float = 60.0,
+    client: str | None = None,
 ) -> ServeInfo:
-    """Ask the live server for its model, context length, tool and thinking behaviour."""
+    """Ask the live server for its model, context length, tool and thinking behaviour.
+
+    With ``client``: also the limits for that client's recorded base prompt (connect/limits.py);
+    raises OperationError when the server cannot hold it.
+    """
     from llmdeck.checks.run import run_checks
 
     report = run_checks(
@@ -81,7 +91,7 @@ def gather_info(
     if not facts.model:
         raise OperationError(f"{facts.base_url} lists no model.", hint="Run `llmdeck check` for details.")
     key = api_key if api_key is not None else getattr(settings, "api_key", None)
-    return ServeInfo(
+    info = ServeInfo(
         base_url=facts.base_url,
         model=facts.model,
         max_model_len=facts.max_model_len,
@@ -94,6 +104,11 @@ def gather_info(
         thinking_default=facts.thinking_default,
         server_version=facts.server_version,
     )
+    if client is None:
+        return info
+    from llmdeck.connect.limits import apply_client_limits
+
+    return apply_client_limits(client, info)
 
 
 def _notes(client: str, info: ServeInfo, thinking: str) -> list[str]:
@@ -154,6 +169,8 @@ def connect_client(
     if thinking not in THINKING_CHOICES:
         raise UsageError(f"--thinking {thinking!r} is not valid.", hint="Use server, on or off.")
     notes = _notes(client, info, thinking)
+    if info.client_budget:
+        notes.append(info.client_budget)
     block: Any
     if client == "opencode":
         block = opencode_config(info, provider_id, thinking)

@@ -1,0 +1,279 @@
+"""The probes of `llmdeck check --client X` that replay what the real client X sends.
+
+They run after the generic probes (whose facts they reuse: max_model_len, the reasoning field) and
+judge the server against the client's recorded request (:mod:`llmdeck.checks.traffic`): does its
+base prompt fit with room to work, does the server accept its own request with its real tools, does
+a streamed tool call parse the way the client parses it, does thinking show up where it reads it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import httpx
+
+from llmdeck.checks.probes import (
+    AUTO_TOOL_ERROR,
+    NAMED_TOOL_ERROR,
+    REASONING_FIELDS,
+    Outcome,
+    ProbeContext,
+)
+from llmdeck.checks.report import ProbeResult
+from llmdeck.checks.traffic import (
+    TURN_TOKENS,
+    Recording,
+    budget,
+    budget_words,
+    load_recording,
+    parse_tool_stream,
+    recommend_max_model_len,
+    recordings,
+    replay_body,
+    smallest_tool,
+    tokenize_body,
+)
+
+TITLES = {
+    "client_context": "client's base prompt fits, with room to work",
+    "client_request": "client's own request accepted (its real tools)",
+    "client_tool_stream": "streamed tool call parses as the client parses it",
+    "client_thinking": "thinking shows where the client reads it",
+    "client_traffic": "recorded client traffic",
+}
+CONTEXT_WORDS = ("maximum context length", "context length", "max_model_len", "too long")
+
+
+def measure_base_tokens(ctx: ProbeContext, rec: Recording) -> tuple[int, str]:
+    """The client's base prompt in tokens: the server's own count, else the recording's."""
+    reply = ctx.post("/tokenize", tokenize_body(rec, ctx.facts.model or ""))
+    if reply.ok and isinstance(reply.data, dict) and isinstance(reply.data.get("count"), int):
+        return int(reply.data["count"]), "counted by the server's /tokenize"
+    return rec.agent.prompt_tokens, "the recording's count (Qwen3 tokenizer; /tokenize did not answer)"
+
+
+def probe_client_context(ctx: ProbeContext, rec: Recording) -> Outcome:
+    mml = ctx.facts.max_model_len
+    if not mml:
+        return Outcome("inconclusive", "The server reports no max_model_len; the budget cannot be judged.")
+    tokens, how = measure_base_tokens(ctx, rec)
+    b = budget(mml, tokens)
+    data = {**b.model_dump(), "context_limit": b.context, "tools": rec.agent.tools, "counted": how}
+    words = f"{rec.label}: {budget_words(b)}; {how}."
+    need = recommend_max_model_len(tokens)
+    fix = (
+        f"Restart the server with --max-model-len {need} (or more); {rec.client} then has room for "
+        f"{budget(need, tokens).turns} turns."
+    )
+    if not b.first_request_fits:
+        return Outcome(
+            "fail",
+            f"{rec.label} sends {tokens} prompt tokens ({rec.agent.tools} tools) and asks for {b.output} "
+            f"output: more than max_model_len {mml}. The server refuses its very first request with "
+            "HTTP 400, and the client retries forever.",
+            fix=fix,
+            data=data,
+        )
+    if not b.usable:
+        return Outcome("fail", words + " It overflows within the first tool call.", fix=fix, data=data)
+    if not b.ok:
+        return Outcome("warn", words + " It will compact every few turns.", fix=fix, data=data)
+    return Outcome("pass", words, data=data)
+
+
+def probe_client_request(ctx: ProbeContext, rec: Recording) -> Outcome:
+    body = replay_body(rec, ctx.facts.model or "", max_tokens=8)
+    reply = (
+        ctx.stream("/v1/chat/completions", body)
+        if body.get("stream")
+        else ctx.post("/v1/chat/completions", body)
+    )
+    tools = rec.agent.tools
+    if reply.ok:
+        what = f"with its {tools} tool schemas" if tools else "(it sends no tools)"
+        return Outcome("pass", f"The server answers {rec.label}'s own request {what}.", data={"tools": tools})
+    message = reply.error_message()
+    if any(w in message.lower() for w in CONTEXT_WORDS):
+        need = recommend_max_model_len(rec.agent.prompt_tokens)
+        return Outcome(
+            "fail",
+            f"The server refuses {rec.label}'s own request (HTTP {reply.status_code}: {message}).",
+            fix=f"Restart the server with --max-model-len {need} (or more).",
+        )
+    if AUTO_TOOL_ERROR in message or NAMED_TOOL_ERROR in message:
+        return Outcome(
+            "fail",
+            f"The server refuses {rec.label}'s tools (HTTP {reply.status_code}: {message}).",
+            fix=ctx.parser_fix(),
+        )
+    return Outcome(
+        "fail",
+        f"The server refuses {rec.label}'s own request (HTTP {reply.status_code}: {message}); the tool "
+        "schemas or a parameter it sends are not accepted.",
+        fix="See the server's message; `--verbose` shows the request.",
+    )
+
+
+def probe_client_tool_stream(ctx: ProbeContext, rec: Recording) -> Outcome:
+    name = smallest_tool(rec)
+    if name is None:
+        return Outcome("not_applicable", f"{rec.label} sends no tools.")
+    body = replay_body(
+        rec,
+        ctx.facts.model or "",
+        max_tokens=64,
+        stream=True,
+        tool_choice={"type": "function", "function": {"name": name}},
+    )
+    if ctx.facts.thinking_template:
+        body["chat_template_kwargs"] = {"enable_thinking": False}
+    reply = ctx.stream("/v1/chat/completions", body)
+    if not reply.ok:
+        message = reply.error_message()
+        fix = ctx.parser_fix() if NAMED_TOOL_ERROR in message else None
+        return Outcome("fail", f"HTTP {reply.status_code}: {message}", fix=fix)
+    calls, error, text = parse_tool_stream(reply.chunks)
+    forced = f"(tool_choice forced to its {name!r} tool: a random model does not call tools on its own)"
+    if error:
+        return Outcome(
+            "fail",
+            f"The streamed tool call breaks {rec.client}'s parser: {error!r} {forced}.",
+            fix=ctx.parser_fix(),
+        )
+    if not calls:
+        if "<tool_call>" in text or "<function=" in text:
+            return Outcome(
+                "fail", f"The tool call arrives as text in content {forced}.", fix=ctx.parser_fix()
+            )
+        return Outcome("inconclusive", f"The stream carried no tool call {forced}.")
+    call = calls[0]
+    try:
+        json.loads(call["arguments"])
+    except ValueError:
+        return Outcome(
+            "inconclusive",
+            f"Deltas parse (id {call['id']!r}, name {call['name']!r}) but the arguments were cut at "
+            f"max_tokens {forced}.",
+        )
+    return Outcome(
+        "pass",
+        f"{len(calls)} streamed call(s) parse like {rec.client} does: {call['name']}({call['arguments']}).",
+    )
+
+
+def _streamed_thinking(ctx: ProbeContext) -> tuple[str | None, str, Outcome | None]:
+    """Stream a short thinking-on request as the clients do: (the delta field with thoughts, content)."""
+    extra = {"chat_template_kwargs": {"enable_thinking": True}} if ctx.facts.thinking_template else {}
+    body = ctx.chat_body(
+        [{"role": "user", "content": "What is 2+3? Think first."}], max_tokens=16, stream=True, **extra
+    )
+    reply = ctx.stream("/v1/chat/completions", body)
+    if not reply.ok:
+        return None, "", Outcome("fail", f"A streamed request answered HTTP {reply.status_code}.")
+    field, content = None, ""
+    for chunk in reply.chunks:
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            content += delta.get("content") or ""
+            field = field or next((f for f in REASONING_FIELDS if delta.get(f)), None)
+    return field, content, None
+
+
+def probe_client_thinking(ctx: ProbeContext, rec: Recording) -> Outcome:
+    reads = rec.reads.reasoning
+    field, content, failed = _streamed_thinking(ctx)
+    if failed is not None:
+        return failed
+    if field is None:
+        if "<think>" in content or "</think>" in content or ctx.facts.thinking_template:
+            return Outcome(
+                "fail",
+                f"The streamed thoughts arrive inside content: {rec.client} shows (or acts on) them; the "
+                "server runs without a reasoning parser.",
+                fix="Start the server with --reasoning-parser "
+                f"{ctx.facts.suggested_reasoning_parser or 'qwen3'}.",
+            )
+        return Outcome("not_applicable", "The model does not think (no reasoning in the stream).")
+    if not reads:
+        default = ctx.facts.thinking_default
+        words = {True: "on", False: "off", None: "unknown"}[default]
+        warn = bool(default)
+        return Outcome(
+            "warn" if warn else "pass",
+            f"{rec.label} reads no reasoning field: the server's streamed `{field}` is dropped (thinking "
+            f"default {words}; its tokens still count against max_tokens).",
+            fix="Turn thinking off by default: restart with --default-chat-template-kwargs "
+            "'{\"enable_thinking\": false}' (or `llmdeck connect --thinking off`)."
+            if warn
+            else None,
+        )
+    if field in reads:
+        return Outcome(
+            "pass", f"The server streams thinking in `{field}`; {rec.client} reads {', '.join(reads)}."
+        )
+    return Outcome(
+        "fail",
+        f"The server streams thinking in `{field}`, but {rec.label} reads only {', '.join(reads)}.",
+        fix="Turn thinking off by default: --default-chat-template-kwargs '{\"enable_thinking\": false}'.",
+    )
+
+
+CLIENT_PROBES: dict[str, Callable[[ProbeContext, Recording], Outcome]] = {
+    "client_context": probe_client_context,
+    "client_request": probe_client_request,
+    "client_tool_stream": probe_client_tool_stream,
+    "client_thinking": probe_client_thinking,
+}
+
+
+def _result(ctx: ProbeContext, probe_id: str, outcome: Outcome, required: bool) -> ProbeResult:
+    return ProbeResult(
+        id=probe_id,
+        title=TITLES[probe_id],
+        status=outcome.status,
+        required=required,
+        summary=outcome.summary,
+        fix=outcome.fix if outcome.status in {"fail", "warn"} else None,
+        evidence=list(ctx.evidence),
+        data=outcome.data,
+    )
+
+
+def run_client_probes(ctx: ProbeContext) -> list[ProbeResult]:
+    """The recorded client's probes; for a client without a recording, one line that says so."""
+    if ctx.client is None:
+        return []
+    rec = load_recording(ctx.client)
+    if rec is None:
+        known = ", ".join(sorted(recordings()))
+        ctx.evidence = []
+        note = Outcome(
+            "not_applicable",
+            f"llmdeck has no recording of {ctx.client}'s traffic: these are the generic probes only "
+            f"(recorded clients: {known}).",
+        )
+        return [_result(ctx, "client_traffic", note, False)]
+    results: list[ProbeResult] = []
+    too_big = False
+    for probe_id, probe in CLIENT_PROBES.items():
+        ctx.evidence = []
+        if ctx.blocked:
+            outcome = Outcome("skipped", f"Not run: {ctx.blocked}.")
+        elif too_big and probe_id == "client_tool_stream":
+            outcome = Outcome("skipped", f"Not run: {rec.label}'s base prompt does not fit.")
+        else:
+            try:
+                outcome = probe(ctx, rec)
+            except httpx.TimeoutException as exc:
+                outcome = Outcome("inconclusive", f"The request timed out ({type(exc).__name__}).")
+            except httpx.HTTPError as exc:
+                outcome = Outcome("fail", f"The request failed: {type(exc).__name__}: {exc}")
+        if probe_id == "client_context" and outcome.status == "fail":
+            too_big = not outcome.data.get("first_request_fits", True)
+        required = probe_id != "client_thinking" or bool(rec.reads.reasoning)
+        results.append(_result(ctx, probe_id, outcome, required))
+    return results
+
+
+__all__ = ["TITLES", "TURN_TOKENS", "run_client_probes"]

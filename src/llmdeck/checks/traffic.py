@@ -1,0 +1,222 @@
+"""Real clients' recorded traffic, and the context budget it implies.
+
+A recording (``recordings/<client>-<version>.json``, made by ``evidence/clients/record.sh``) holds
+the first chat requests a real agent sent: its system prompt, its tool schemas, its parameters, and
+(from the client's source) which reply fields it reads. ``llmdeck check --client`` replays the
+agent's request against the server with the served model's name swapped in; ``llmdeck connect``
+writes the client's context and output limits from the same :func:`budget`.
+
+The budget of one conversation on a server of ``max_model_len`` tokens:
+
+* the base prompt: the client's system prompt + tool schemas + the first user message, counted on
+  the server (``POST /tokenize`` with the client's messages and tools: the served tokenizer and
+  chat template), else the recording's count (the Qwen3 tokenizer);
+* the output the client reserves: what ``connect`` writes as its output limit (sent as
+  ``max_tokens``), a quarter of the context within 1K..32K;
+* a margin of one typical turn for the tool result that lands after the client's last count
+  (clients count with their own estimates, and compact only once a reply's usage crosses their line);
+* what is left, in turns of a typical tool loop: one assistant tool call plus its result (a ~2 KB
+  file read), :data:`TURN_TOKENS` tokens.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from importlib import resources
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+TURN_TOKENS = 600
+MIN_TURNS = 4
+CONTEXT_MARGIN = 1024
+LADDER: tuple[int, ...] = (4096, 8192, 16384, 32768, 65536, 131072, 262144)
+RECORDINGS = "llmdeck.checks.recordings"
+
+
+class ClientReads(BaseModel):
+    """Which reply fields the client parses (from its source, cited in ``source``)."""
+
+    reasoning: list[str] = Field(default_factory=list, description="Fields it shows as thinking, in order.")
+    tool_call_deltas: str = ""
+    compaction: str = ""
+    source: str = ""
+
+
+class RecordedRequest(BaseModel):
+    path: str
+    user_agent: str | None = None
+    prompt_tokens: int = Field(description="Prompt tokens with the Qwen3 tokenizer at record time.")
+    tools: int = 0
+    role: Literal["agent", "auxiliary"] = "agent"
+    body: dict[str, Any]
+
+
+class Recording(BaseModel):
+    """What one real client sent, by name and version."""
+
+    schema_version: int = 1
+    kind: Literal["llmdeck.client-recording"] = "llmdeck.client-recording"
+    client: str
+    client_version: str
+    package: str
+    command: str
+    recorded_at: str
+    tokenizer: str = ""
+    reads: ClientReads = Field(default_factory=ClientReads)
+    requests: list[RecordedRequest]
+
+    @property
+    def agent(self) -> RecordedRequest:
+        """The agent loop's request (system prompt + tools), not a title or summary side request."""
+        return next((r for r in self.requests if r.role == "agent"), self.requests[0])
+
+    @property
+    def label(self) -> str:
+        return f"{self.client} {self.client_version}"
+
+    def tool_names(self) -> list[str]:
+        return [str(t.get("function", {}).get("name")) for t in self.agent.body.get("tools") or []]
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) if p.isdigit() else 0 for p in version.replace("-", ".").split("."))
+
+
+@functools.cache
+def recordings() -> dict[str, Recording]:
+    """The newest recording of each client shipped with llmdeck."""
+    found: dict[str, Recording] = {}
+    for entry in resources.files(RECORDINGS).iterdir():
+        if not entry.name.endswith(".json"):
+            continue
+        rec = Recording.model_validate(json.loads(entry.read_text(encoding="utf-8")))
+        old = found.get(rec.client)
+        if old is None or _version_key(rec.client_version) > _version_key(old.client_version):
+            found[rec.client] = rec
+    return found
+
+
+def load_recording(client: str | None) -> Recording | None:
+    return recordings().get(client) if client else None
+
+
+def output_limit(max_model_len: int | None) -> int:
+    """The max output connect writes (and the client sends as max_tokens): a quarter, 1K..32K."""
+    if not max_model_len:
+        return 4096
+    return max(1024, min(32768, max_model_len // 4))
+
+
+class Budget(BaseModel):
+    """One conversation of a client on a server of ``max_model_len`` tokens."""
+
+    max_model_len: int
+    base_tokens: int
+    output: int
+    margin: int
+    turns: int = Field(description="Typical tool-loop turns that fit before the client must compact.")
+    first_request_fits: bool
+
+    @property
+    def context(self) -> int:
+        """The context limit to give the client: it compacts before the server refuses."""
+        return self.max_model_len - self.margin
+
+    @property
+    def ok(self) -> bool:
+        return self.turns >= MIN_TURNS
+
+    @property
+    def usable(self) -> bool:
+        """At least one tool-loop turn fits: connect writes a config, check warns."""
+        return self.turns >= 1
+
+
+def budget(max_model_len: int, base_tokens: int) -> Budget:
+    out = output_limit(max_model_len)
+    margin = min(CONTEXT_MARGIN, max_model_len // 8)
+    room = max_model_len - margin - out - base_tokens
+    return Budget(
+        max_model_len=max_model_len,
+        base_tokens=base_tokens,
+        output=out,
+        margin=margin,
+        turns=max(0, room // TURN_TOKENS),
+        first_request_fits=base_tokens + out <= max_model_len,
+    )
+
+
+def recommend_max_model_len(base_tokens: int) -> int:
+    """The smallest usual --max-model-len that holds the base prompt with room for MIN_TURNS turns."""
+    for size in LADDER:
+        if budget(size, base_tokens).ok:
+            return size
+    return LADDER[-1]
+
+
+def budget_words(b: Budget) -> str:
+    return (
+        f"base prompt {b.base_tokens} + output {b.output} + margin {b.margin} of max_model_len "
+        f"{b.max_model_len} leave {b.turns} turn(s) of a typical tool loop (~{TURN_TOKENS} tokens each: "
+        "a tool call and a ~2 KB result)"
+    )
+
+
+def replay_body(rec: Recording, model: str, *, max_tokens: int, **overrides: Any) -> dict[str, Any]:
+    """The client's agent request as it sent it, with the served model and a small max_tokens."""
+    body = copy.deepcopy(rec.agent.body)
+    body["model"] = model
+    body["max_tokens"] = max_tokens
+    body.pop("max_completion_tokens", None)
+    body.update(overrides)
+    return body
+
+
+def tokenize_body(rec: Recording, model: str) -> dict[str, Any]:
+    """``POST /tokenize`` of the client's base prompt: its messages and tools, as the server renders them."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": copy.deepcopy(rec.agent.body.get("messages") or []),
+        "add_generation_prompt": True,
+    }
+    if rec.agent.body.get("tools"):
+        body["tools"] = copy.deepcopy(rec.agent.body["tools"])
+    return body
+
+
+def smallest_tool(rec: Recording) -> str | None:
+    """The client's tool with the smallest schema (a forced call of it ends soonest)."""
+    tools = rec.agent.body.get("tools") or []
+    if not tools:
+        return None
+    best = min(tools, key=lambda t: len(json.dumps(t.get("function", {}).get("parameters") or {})))
+    name = best.get("function", {}).get("name")
+    return str(name) if name else None
+
+
+def parse_tool_stream(chunks: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None, str]:
+    """Accumulate streamed tool calls the way the AI SDK (opencode, cline) and Continue do.
+
+    By ``index``; the first delta of an index must carry ``id`` and ``function.name``; arguments are
+    concatenated. Returns (calls, the first error the client would raise, text content seen).
+    """
+    calls: dict[int, dict[str, Any]] = {}
+    text = ""
+    for chunk in chunks:
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            text += delta.get("content") or ""
+            for tc in delta.get("tool_calls") or []:
+                index = tc.get("index", len(calls))
+                fn = tc.get("function") or {}
+                if index not in calls:
+                    if not tc.get("id"):
+                        return list(calls.values()), "Expected 'id' to be a string.", text
+                    if not fn.get("name"):
+                        return list(calls.values()), "Expected 'function.name' to be a string.", text
+                    calls[index] = {"id": tc["id"], "name": fn["name"], "arguments": ""}
+                calls[index]["arguments"] += fn.get("arguments") or ""
+    return list(calls.values()), None, text
