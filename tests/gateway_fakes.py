@@ -55,7 +55,11 @@ class UvicornThread:
 
 
 def _chunk(text: str, i: int) -> bytes:
-    body = {"id": f"fake-{i}", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": text}}]}
+    body = {
+        "id": f"fake-{i}",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"content": text}}],
+    }
     return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 
@@ -88,8 +92,15 @@ class FakeOpenAIUpstream:
         self.headers.append(dict(request.headers))
         if not body.get("stream"):
             usage = {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
-            return JSONResponse({"id": "x", "object": "chat.completion", "model": body.get("model"), "usage": usage,
-                                 "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}}]})
+            return JSONResponse(
+                {
+                    "id": "x",
+                    "object": "chat.completion",
+                    "model": body.get("model"),
+                    "usage": usage,
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}}],
+                }
+            )
         return StreamingResponse(self._events(request), media_type="text/event-stream")
 
     async def _events(self, request: Request) -> AsyncIterator[bytes]:
@@ -170,11 +181,16 @@ def fake_dying_stream_server() -> contextlib.AbstractContextManager[str]:
         with contextlib.suppress(OSError):
             if conn.recv(65536).startswith(b"GET /v1/models"):  # the health probe: a healthy answer
                 body = json.dumps({"data": [{"id": "fake-served"}]}).encode()
-                conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                             + f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode() + body)
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                    + f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
+                    + body
+                )
                 conn.close()
                 return
-            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            )
             for i in range(2):
                 data = _chunk(f"part{i}", i)
                 conn.sendall(f"{len(data):x}\r\n".encode() + data + b"\r\n")

@@ -59,8 +59,11 @@ def test_defaults_override_and_alias_reach_the_upstream(settings: Settings, tmp_
             "    override: {temperature: 0, top_k: null}\n" + FAST
         )
         with gateway(cfg, settings, tmp_path) as gw:
-            r = httpx.post(f"{gw}/v1/chat/completions", json=chat(max_tokens=8, top_k=5, temperature=1,
-                           chat_template_kwargs={"x": 1}), headers={"Authorization": "Bearer nope"})
+            r = httpx.post(
+                f"{gw}/v1/chat/completions",
+                json=chat(max_tokens=8, top_k=5, temperature=1, chat_template_kwargs={"x": 1}),
+                headers={"Authorization": "Bearer nope"},
+            )
             assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 2
             sent = up.bodies[-1]
             assert sent["model"] == "fake-served"  # the alias became the backend's served name
@@ -80,9 +83,10 @@ def test_stream_is_relayed_chunk_by_chunk(settings: Settings, tmp_path: Path) ->
     """The first event reaches the client while the upstream still holds the rest."""
     with fake("hold") as up:
         cfg = f"routes:\n  - model: a\n    backends: ['{up.url}']\n" + FAST  # type: ignore[attr-defined]
-        with gateway(cfg, settings, tmp_path) as gw, httpx.stream(
-            "POST", f"{gw}/v1/chat/completions", json=chat(stream=True), timeout=5
-        ) as r:
+        with (
+            gateway(cfg, settings, tmp_path) as gw,
+            httpx.stream("POST", f"{gw}/v1/chat/completions", json=chat(stream=True), timeout=5) as r,
+        ):
             chunks = r.iter_raw()
             first = next(chunks)
             assert b"first" in first and not up.finished.is_set()  # the upstream has not finished
@@ -124,7 +128,9 @@ def test_backend_dying_mid_stream_ends_with_error_event(settings: Settings, tmp_
         with gateway(cfg, settings, tmp_path) as gw:
             served_by_dying = False
             for _ in range(2):  # round robin: one of the first two requests goes to the dying one
-                with httpx.stream("POST", f"{gw}/v1/chat/completions", json=chat(stream=True), timeout=10) as r:
+                with httpx.stream(
+                    "POST", f"{gw}/v1/chat/completions", json=chat(stream=True), timeout=10
+                ) as r:
                     body = b"".join(r.iter_raw())
                 if b"part0" in body:
                     served_by_dying = True
@@ -169,7 +175,10 @@ def test_keys_models_and_rpm(settings: Settings, tmp_path: Path) -> None:
         with gateway(cfg, settings, tmp_path) as gw:
             url = f"{gw}/v1/chat/completions"
             assert httpx.post(url, json=chat()).status_code == 401
-            assert httpx.post(url, json=chat(), headers={"Authorization": "Bearer sk-llmdeck-wrong"}).status_code == 401
+            assert (
+                httpx.post(url, json=chat(), headers={"Authorization": "Bearer sk-llmdeck-wrong"}).status_code
+                == 401
+            )
             h_alice = {"Authorization": f"Bearer {alice}"}
             assert httpx.post(url, json=chat("b"), headers=h_alice).status_code == 403
             ids = [m["id"] for m in httpx.get(f"{gw}/v1/models", headers=h_alice).json()["data"]]
@@ -178,10 +187,45 @@ def test_keys_models_and_rpm(settings: Settings, tmp_path: Path) -> None:
             assert [httpx.post(url, json=chat(), headers=h_alice).status_code for _ in range(2)] == [200, 200]
             limited = httpx.post(url, json=chat(), headers=h_alice)
             assert limited.status_code == 429 and 1 <= int(limited.headers["retry-after"]) <= 60
-            assert httpx.post(url, json=chat("b"), headers={"Authorization": f"Bearer {bob}"}).status_code == 200
+            assert (
+                httpx.post(url, json=chat("b"), headers={"Authorization": f"Bearer {bob}"}).status_code == 200
+            )
             metrics = httpx.get(f"{gw}/metrics").text
             assert 'key="alice"' in metrics and 'status="429"' in metrics and alice not in metrics
             assert 'llmdeck_gateway_tokens_total{key="alice",kind="completion",route="a"} 4.0' in metrics
             store.revoke("bob")
             time.sleep(1.1)  # the key ring re-reads the file at most once a second
-            assert httpx.post(url, json=chat("b"), headers={"Authorization": f"Bearer {bob}"}).status_code == 401
+            assert (
+                httpx.post(url, json=chat("b"), headers={"Authorization": f"Bearer {bob}"}).status_code == 401
+            )
+
+
+def test_gateway_up_status_down_in_background(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cli_helpers import run_cli
+
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "state"))
+    port = free_port()
+    with fake() as up:
+        cfg = tmp_path / "gw.yaml"
+        cfg.write_text(f"routes:\n  - model: a\n    backends: ['{up.url}']\n" + FAST)  # type: ignore[attr-defined]
+        code, out, err = run_cli(["gateway", "up", "--config", str(cfg), "--port", str(port)], capsys)
+        assert code == 0, err
+        try:
+            assert f"127.0.0.1:{port}/v1" in out
+            body = {"model": "a", "messages": [{"role": "user", "content": "PROMPT-TEXT-42"}]}
+            assert httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body).status_code == 200
+            assert run_cli(["gateway", "up", "--config", str(cfg), "--port", str(port)], capsys)[0] == 2
+            code, out, _ = run_cli(["gateway", "status", "--json"], capsys)
+            data = json.loads(out)
+            assert code == 0 and data["state"] == "running" and data["keys_required"] is False
+            assert data["routes"][0]["requests"] == 1 and data["routes"][0]["backends"][0]["healthy"] is True
+            code, out, _ = run_cli(["gateway", "status"], capsys)
+            assert code == 0 and "fake-served" in out
+        finally:
+            code, out, _ = run_cli(["gateway", "down"], capsys)
+        assert code == 0 and "stopped" in out
+        log = (tmp_path / "state" / "logs" / "gateway.log").read_text()
+        assert "POST /v1/chat/completions route=a key=- backend=" in log and "status=200" in log
+        assert "PROMPT-TEXT-42" not in log  # no prompts in the access log

@@ -64,7 +64,10 @@ def register(app: typer.Typer) -> None:
             )
             return
         err_console().print(
-            f"key {name!r} created in {store.path}; it is shown only now:", markup=False, highlight=False
+            f"key {name!r} created in {store.path}; it is shown only now:",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
         )
         out_console().print(secret, markup=False, highlight=False)
 
