@@ -1,4 +1,4 @@
-"""Tiny FAKE upstreams for the gateway's proxy tests (never engines: the real one is in the integration tests).
+"""Tiny FAKE upstreams for the gateway's proxy tests (not engines: the real one is in the integration tests).
 
 * ``FakeOpenAIUpstream``: /v1/models and chat/completions; records each body it got; streams SSE
   chunks, holding after the first until the test releases it (proves chunk-by-chunk relaying), or
@@ -110,7 +110,7 @@ class FakeOpenAIUpstream:
                 while not self.release.is_set():
                     await asyncio.sleep(0.01)
             if self.mode == "forever":
-                for i in range(600):
+                for _ in range(600):
                     await asyncio.sleep(0.05)
                     if await request.is_disconnected():
                         self.outcome = "client_gone"

@@ -1,5 +1,5 @@
-"""Gateway parts without a network: config validation (with line numbers), request rewriting, keys, rpm limits,
-the bind policy, and the keys CLI."""
+"""Gateway parts without a network: config validation (with line numbers), request rewriting, keys,
+rpm limits, the bind policy, and the keys CLI."""
 
 from __future__ import annotations
 

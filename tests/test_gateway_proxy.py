@@ -22,7 +22,10 @@ from llmdeck.gateway.keys import KeyStore
 from llmdeck.settings import Settings
 from llmdeck.util.net import free_port
 
-FAST = "timeouts: {connect_s: 1, first_byte_s: 1, response_s: 1, idle_s: 2}\nhealth: {interval_s: 60, timeout_s: 0.5}\n"
+FAST = (
+    "timeouts: {connect_s: 1, first_byte_s: 1, response_s: 1, idle_s: 2}\n"
+    "health: {interval_s: 60, timeout_s: 0.5}\n"
+)
 
 
 @pytest.fixture()

@@ -36,6 +36,23 @@ def _store(ctx: typer.Context, path: Path | None) -> Any:
     return KeyStore(path if path is not None else default_keys_file(get_settings(ctx)))
 
 
+def _print_table(rows: list[dict[str, Any]], path: Path) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"keys in {path}")
+    for col in ("name", "starts with", "models", "rpm", "created"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            str(r["name"]),
+            f"{r['hint']}…",
+            ", ".join(r["models"] or []) or "all",
+            str(r["rpm"] or "-"),
+            str(r["created_at"])[:19],
+        )
+    out_console().print(table)
+
+
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
     keys = typer.Typer(name="keys", help=KEYS_HELP, no_args_is_help=True)
@@ -82,20 +99,7 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(rows)
             return
-        from rich.table import Table
-
-        table = Table(title=f"keys in {store.path}")
-        for col in ("name", "starts with", "models", "rpm", "created"):
-            table.add_column(col)
-        for r in rows:
-            table.add_row(
-                str(r["name"]),
-                f"{r['hint']}…",
-                ", ".join(r["models"] or []) or "all",
-                str(r["rpm"] or "-"),
-                str(r["created_at"])[:19],
-            )
-        out_console().print(table)
+        _print_table(rows, store.path)
 
     @keys.command("revoke")
     def revoke_cmd(

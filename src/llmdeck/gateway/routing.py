@@ -69,7 +69,7 @@ class RouteState:
     backends: list[BackendState]
     requests: int = 0
     errors: int = 0
-    _turn: int = field(default=0, repr=False)
+    _turn: int = field(default=-1, repr=False)  # the first request goes to the first backend listed
 
     def candidates(self) -> list[BackendState]:
         """Healthy first, then fewest outstanding; ties rotate so equal replicas share the load."""
