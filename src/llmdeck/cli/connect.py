@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -23,8 +24,18 @@ Examples:
 
   llmdeck connect continue --server default --print
 
+  llmdeck connect opencode --server gateway --model qwen-fast --api-key sk-llmdeck-…
+
   eval "$(llmdeck connect openai --print)"
 """
+
+
+def _gateway_or_target(server: str, settings: Any) -> Any:
+    """`--server gateway`: the running llmdeck gateway (its aliases; pass its key with --api-key)."""
+    from llmdeck.checks.target import resolve_target
+    from llmdeck.gateway.service import gateway_target
+
+    return gateway_target(settings) or resolve_target(server, settings)
 
 
 def register(app: typer.Typer) -> None:
@@ -60,7 +71,9 @@ def register(app: typer.Typer) -> None:
         if thinking not in THINKING_CHOICES:
             raise UsageError(f"--thinking {thinking!r} is not valid.", hint="Use server, on or off.")
         settings = get_settings(ctx)
-        tgt = resolve_target(server, settings)
+        tgt = (
+            _gateway_or_target(server, settings) if server == "gateway" else resolve_target(server, settings)
+        )
         err = err_console()
         err.print(f"reading {tgt.base_url} …", highlight=False, markup=False)
         info = gather_info(tgt.base_url, model=model or tgt.model, api_key=api_key, settings=settings)

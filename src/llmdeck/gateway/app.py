@@ -1,7 +1,8 @@
 """The gateway's ASGI app (Starlette): auth, aliases, per-route rewriting, metrics, status.
 
 Endpoints: ``/v1/models`` (the aliases a key may use), ``/v1/chat/completions`` and ``/v1/completions``
-(defaults and override applied), any other ``/v1/*`` passed through (routed by its ``model``), ``/health``
+(defaults and override applied), any other ``/v1/*`` and vLLM's ``/tokenize``, ``/detokenize`` passed through
+(routed by their ``model``), ``/health``
 (no key), ``/metrics`` and ``/gateway/status`` (from loopback, or with a valid key).
 """
 
@@ -87,6 +88,8 @@ def build_app(loaded: LoadedConfig, *, insecure: bool = False) -> Starlette:
         Route("/gateway/status", _status, methods=["GET"]),
         Route("/v1/models", _models, methods=["GET"]),
         Route("/v1/{path:path}", _proxy, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
+        Route("/tokenize", _proxy, methods=["POST"]),  # vLLM's, used by `llmdeck check` / `connect`
+        Route("/detokenize", _proxy, methods=["POST"]),
     ]
     middleware = []
     if loaded.config.cors is not None:

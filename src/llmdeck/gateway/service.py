@@ -159,6 +159,16 @@ def _wait_healthy(record: GatewayRecord, proc: subprocess.Popen[bytes], timeout_
     )
 
 
+def gateway_target(settings: Any) -> Any:
+    """The running gateway as a check/connect Target (``--server gateway``), or None when none is known."""
+    from llmdeck.checks.target import Target
+
+    record = load_record(settings)
+    if record is None or not pid_alive(record.pid):
+        return None
+    return Target(base_url=record.base_url, source="gateway")
+
+
 def stop(settings: Any) -> str:
     record = load_record(settings)
     if record is None:
