@@ -6,6 +6,7 @@ has no parsers; both serve "tiny-qwen3". The gateway runs for real (uvicorn in a
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -202,3 +203,106 @@ def test_backend_killed_mid_stream(cpu_server: Any, tiny_model_dir: Path, tmp_pa
             assert [b["healthy"] for b in backends] == [False, True]
     finally:
         down("ci-victim", settings)
+
+
+def _opencode() -> str | None:
+    import shutil
+
+    for candidate in (
+        os.environ.get("OPENCODE_BIN"),
+        shutil.which("opencode"),
+        str(Path(__file__).resolve().parents[1] / ".cache/clients/opencode/node_modules/.bin/opencode"),
+    ):
+        if candidate and Path(candidate).exists():
+            return candidate
+    return None
+
+
+def test_opencode_through_the_gateway(
+    cpu_server: Any, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The real opencode client (npm opencode-ai), configured by `llmdeck connect opencode` against the
+    gateway, runs one prompt through it against a real CPU vLLM. The gateway's override caps max_tokens
+    (the random-weight model would otherwise write until its limit); its defaults turn thinking off.
+    """
+    import subprocess
+
+    from cli_helpers import run_cli
+    from llmdeck.engines.spec import LaunchSpec
+    from llmdeck.runtime.launcher import down, start_background, wait_ready
+    from llmdeck.util.net import free_port
+
+    binary = _opencode()
+    if binary is None:
+        pytest.skip("opencode (npm opencode-ai) is not installed; set OPENCODE_BIN")
+    settings = cpu_server.settings
+    flags = [
+        "--max-model-len",
+        "32768",
+        "--max-num-seqs",
+        "4",
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        "hermes",
+        "--reasoning-parser",
+        "qwen3",
+    ]
+    spec = LaunchSpec(
+        name="ci-agent",
+        engine="cpu",
+        model=str(tiny_model_dir),
+        served_model_name="tiny-qwen3",
+        port=free_port(),
+        vllm_args=flags,
+    )
+    wait_ready(start_background(spec, settings), settings, timeout_s=600)
+    try:
+        key = KeyStore(tmp_path / "keys.json").create("opencode")
+        text = (
+            "routes:\n  - model: tiny-agent\n    backends: [ci-agent]\n"
+            "    defaults: {chat_template_kwargs: {enable_thinking: false}}\n"
+            "    override: {max_tokens: 16, max_completion_tokens: null}\nkeys_file: keys.json\n"
+        )
+        loaded = parse_config(text, source=tmp_path / "gw.yaml", settings=settings)
+        with UvicornThread(build_app(loaded)) as server:
+            config = tmp_path / "opencode.json"
+            code, _, err = run_cli(
+                [
+                    "connect",
+                    "opencode",
+                    "--server",
+                    server.url,
+                    "--model",
+                    "tiny-agent",
+                    "--api-key",
+                    key,
+                    "--file",
+                    str(config),
+                ],
+                capsys,
+            )
+            assert code == 0, err
+            assert (
+                json.loads(config.read_text())["provider"]["vllm"]["options"]["baseURL"] == server.url + "/v1"
+            )
+            env = {**os.environ, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / ".config")}
+            proc = subprocess.run(
+                [binary, "run", "-m", "vllm/tiny-agent", "Say hi."],
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            assert proc.returncode == 0, proc.stderr[-2000:]
+            metrics = httpx.get(f"{server.url}/metrics").text
+            served = [
+                line
+                for line in metrics.splitlines()
+                if line.startswith(
+                    'llmdeck_gateway_requests_total{key="opencode",route="tiny-agent",status="200"}'
+                )
+            ]
+            assert served and float(served[0].rsplit(" ", 1)[1]) >= 1
+    finally:
+        down("ci-agent", settings)
