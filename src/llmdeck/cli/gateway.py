@@ -33,12 +33,12 @@ Example config:
 
   routes:
     - model: qwen-fast
-      backends: [coder, http://127.0.0.1:8001]
+      backends: \\[coder, http://127.0.0.1:8001]
       defaults:
         chat_template_kwargs: {enable_thinking: false}
         max_tokens: 2048
   limits:
-    alice: {rpm: 30, models: [qwen-fast]}
+    alice: {rpm: 30, models: \\[qwen-fast]}
 
 Examples:
 
