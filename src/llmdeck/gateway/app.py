@@ -69,8 +69,12 @@ def build_app(loaded: LoadedConfig, *, insecure: bool = False) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         t = loaded.config.timeouts
         timeout = httpx.Timeout(connect=t.connect_s, read=t.idle_s, write=t.idle_s, pool=t.connect_s)
-        limits = httpx.Limits(max_connections=2048, max_keepalive_connections=512)
-        async with httpx.AsyncClient(timeout=timeout, limits=limits, trust_env=False) as client:
+        from llmdeck.client.transport import LeanTransport
+
+        # llmdeck's lean HTTP/1.1 transport: httpx's default stack (httpcore/h11/anyio) spent most of the
+        # gateway's CPU per SSE chunk (benchmarks/README.md, "Gateway overhead")
+        transport = LeanTransport()
+        async with httpx.AsyncClient(timeout=timeout, transport=transport, trust_env=False) as client:
             state.client = client
             h = loaded.config.health
             await state.router.probe_all(client, h.timeout_s)
