@@ -226,6 +226,10 @@ def test_gateway_up_status_down_in_background(
             assert data["routes"][0]["requests"] == 1 and data["routes"][0]["backends"][0]["healthy"] is True
             code, out, _ = run_cli(["gateway", "status"], capsys)
             assert code == 0 and "fake-served" in out
+            from llmdeck.gateway.service import gateway_target
+
+            target = gateway_target(Settings(state_dir=tmp_path / "state"))  # `connect --server gateway`
+            assert target is not None and target.base_url == f"http://127.0.0.1:{port}"
         finally:
             code, out, _ = run_cli(["gateway", "down"], capsys)
         assert code == 0 and "stopped" in out
