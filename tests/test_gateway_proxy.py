@@ -236,3 +236,13 @@ def test_gateway_up_status_down_in_background(
         log = (tmp_path / "state" / "logs" / "gateway.log").read_text()
         assert "POST /v1/chat/completions route=a key=- backend=" in log and "status=200" in log
         assert "PROMPT-TEXT-42" not in log  # no prompts in the access log
+
+
+def test_each_replica_gets_its_own_served_name(settings: Settings, tmp_path: Path) -> None:
+    first, second = FakeOpenAIUpstream(served="name-one"), FakeOpenAIUpstream(served="name-two")
+    with UvicornThread(first.app) as one, UvicornThread(second.app) as two:
+        cfg = f"routes:\n  - model: a\n    backends: ['{one.url}', '{two.url}']\n" + FAST
+        with gateway(cfg, settings, tmp_path) as gw:
+            for _ in range(2):
+                assert httpx.post(f"{gw}/v1/chat/completions", json=chat(), timeout=10).status_code == 200
+    assert [b["model"] for b in first.bodies + second.bodies] == ["name-one", "name-two"]

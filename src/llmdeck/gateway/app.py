@@ -246,21 +246,14 @@ async def _send(
     raw: bytes,
 ) -> Response:
     route.requests += 1
-    served = next((b.model_name() for b in route.backends if b.model_name()), None)
-    if body is not None:
-        if request.url.path in REWRITTEN_PATHS:
-            rewrite_request(
-                body, defaults=route.route.defaults, override=route.route.override, served_model=served
-            )
-        elif served:
-            body["model"] = served
-        raw = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+    if body is not None and request.url.path in REWRITTEN_PATHS:
+        rewrite_request(body, defaults=route.route.defaults, override=route.route.override, served_model=None)
     headers = {k: v for k, v in request.headers.items() if k.lower() not in DROP_REQUEST}
     timeouts = st.loaded.config.timeouts
     streaming = bool(body and body.get("stream"))
     path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     up = Upstream(
-        request.method, path, headers, raw, timeouts.first_byte_s if streaming else timeouts.response_s
+        request.method, path, headers, raw, timeouts.first_byte_s if streaming else timeouts.response_s, body
     )
     ctx.gauge = st.metrics.in_flight.labels(ctx.route)
     ctx.gauge.inc()

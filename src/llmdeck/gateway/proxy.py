@@ -133,13 +133,24 @@ class Upstream:
     headers: dict[str, str]
     body: bytes
     first_byte_s: float
+    json_body: dict[str, Any] | None = None  # re-serialised per backend: its served model name
+
+    def content_for(self, state: BackendState) -> bytes:
+        if self.json_body is None:
+            return self.body
+        served = state.model_name()
+        if served:
+            self.json_body["model"] = served
+        return json.dumps(self.json_body, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 async def open_upstream(client: httpx.AsyncClient, state: BackendState, up: Upstream) -> httpx.Response:
     headers = dict(up.headers)
     if state.backend.api_key:
         headers["authorization"] = f"Bearer {state.backend.api_key}"
-    request = client.build_request(up.method, state.url + up.path, headers=headers, content=up.body)
+    request = client.build_request(
+        up.method, state.url + up.path, headers=headers, content=up.content_for(state)
+    )
     try:
         async with asyncio.timeout(up.first_byte_s):
             return await client.send(request, stream=True)
