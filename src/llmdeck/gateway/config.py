@@ -68,7 +68,7 @@ class Timeouts(_Strict):
 
 class Health(_Strict):
     interval_s: float = Field(10.0, gt=0, le=3600)
-    timeout_s: float = Field(2.0, gt=0, le=60)
+    timeout_s: float = Field(5.0, gt=0, le=60)
 
 
 class Cors(_Strict):

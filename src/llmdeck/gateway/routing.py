@@ -1,7 +1,7 @@
 """Replica selection: least outstanding requests among healthy backends, health-checked in the background.
 
-A backend is marked down when a request to it fails before the first byte, dies mid-stream or its
-health probe (``GET /v1/models``, which also tells its served model name and max_model_len) fails; it is
+A backend is marked down when a request to it fails before the first byte, dies mid-stream or two health
+probes in a row fail (``GET /v1/models``, which also tells its served model name and max_model_len); it is
 marked up again by the next probe that answers. When every backend of a route is down, all are tried
 anyway (in the same order), so a recovered server is used before the next probe notices.
 """
@@ -35,6 +35,7 @@ class BackendState:
     served_model: str | None = None
     max_model_len: int | None = None
     checked_at: float | None = None
+    probe_failures: int = 0
 
     @property
     def url(self) -> str:
@@ -110,7 +111,9 @@ class Router:
             resp.raise_for_status()
             models = resp.json().get("data") or []
         except (httpx.HTTPError, ValueError, AttributeError) as exc:
-            state.mark_down(f"health probe: {type(exc).__name__}")
+            state.probe_failures += 1
+            if state.probe_failures >= 2 or not state.healthy:  # one slow probe on a busy box is not "down"
+                state.mark_down(f"health probe: {type(exc).__name__}")
             return
         finally:
             state.checked_at = time.time()
@@ -121,6 +124,7 @@ class Router:
         if not state.healthy:
             log.info("backend %s is up again", state.backend.label)
         state.healthy = True
+        state.probe_failures = 0
 
     async def probe_all(self, client: httpx.AsyncClient, timeout_s: float) -> None:
         await asyncio.gather(*(self.probe(client, s, timeout_s) for s in self.backends.values()))
