@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -228,6 +229,23 @@ def _opencode() -> str | None:
     return None
 
 
+AGENT_FLAGS = "--max-model-len 32768 --max-num-seqs 4 --enable-auto-tool-choice --tool-call-parser hermes"
+AGENT_FLAGS += " --reasoning-parser qwen3"
+
+
+def _run_opencode(binary: str, home: Path, model: str) -> subprocess.CompletedProcess[str]:
+    # opencode takes its project folder from $PWD, not the process's cwd
+    env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "PWD": str(home)}
+    return subprocess.run(
+        [binary, "run", "-m", model, "Say hi."],
+        cwd=home,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
 def test_opencode_through_the_gateway(
     cpu_server: Any, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -235,8 +253,6 @@ def test_opencode_through_the_gateway(
     gateway, runs one prompt through it against a real CPU vLLM. The gateway's override caps max_tokens
     (the random-weight model would otherwise write until its limit); its defaults turn thinking off.
     """
-    import subprocess
-
     from cli_helpers import run_cli
     from llmdeck.engines.spec import LaunchSpec
     from llmdeck.runtime.launcher import down, start_background, wait_ready
@@ -246,24 +262,13 @@ def test_opencode_through_the_gateway(
     if binary is None:
         pytest.skip("opencode (npm opencode-ai) is not installed; set OPENCODE_BIN")
     settings = cpu_server.settings
-    flags = [
-        "--max-model-len",
-        "32768",
-        "--max-num-seqs",
-        "4",
-        "--enable-auto-tool-choice",
-        "--tool-call-parser",
-        "hermes",
-        "--reasoning-parser",
-        "qwen3",
-    ]
     spec = LaunchSpec(
         name="ci-agent",
         engine="cpu",
         model=str(tiny_model_dir),
         served_model_name="tiny-qwen3",
         port=free_port(),
-        vllm_args=flags,
+        vllm_args=AGENT_FLAGS.split(),
     )
     wait_ready(start_background(spec, settings), settings, timeout_s=600)
     try:
@@ -276,49 +281,16 @@ def test_opencode_through_the_gateway(
         loaded = parse_config(text, source=tmp_path / "gw.yaml", settings=settings)
         with UvicornThread(build_app(loaded)) as server:
             config = tmp_path / "opencode.json"
-            code, _, err = run_cli(
-                [
-                    "connect",
-                    "opencode",
-                    "--server",
-                    server.url,
-                    "--model",
-                    "tiny-agent",
-                    "--api-key",
-                    key,
-                    "--file",
-                    str(config),
-                ],
-                capsys,
-            )
+            args = ["connect", "opencode", "--server", server.url, "--model", "tiny-agent", "--api-key", key]
+            code, _, err = run_cli([*args, "--file", str(config)], capsys)
             assert code == 0, err
-            assert (
-                json.loads(config.read_text())["provider"]["vllm"]["options"]["baseURL"] == server.url + "/v1"
-            )
-            # opencode takes its project folder from $PWD, not the process's cwd
-            env = {
-                **os.environ,
-                "HOME": str(tmp_path),
-                "XDG_CONFIG_HOME": str(tmp_path / ".config"),
-                "PWD": str(tmp_path),
-            }
-            proc = subprocess.run(
-                [binary, "run", "-m", "vllm/tiny-agent", "Say hi."],
-                cwd=tmp_path,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
+            options = json.loads(config.read_text())["provider"]["vllm"]["options"]
+            assert options["baseURL"] == server.url + "/v1" and options["apiKey"] == key
+            proc = _run_opencode(binary, tmp_path, "vllm/tiny-agent")
             assert proc.returncode == 0, proc.stderr[-2000:]
             metrics = httpx.get(f"{server.url}/metrics").text
-            served = [
-                line
-                for line in metrics.splitlines()
-                if line.startswith(
-                    'llmdeck_gateway_requests_total{key="opencode",route="tiny-agent",status="200"}'
-                )
-            ]
+            ok = 'llmdeck_gateway_requests_total{key="opencode",route="tiny-agent",status="200"}'
+            served = [line for line in metrics.splitlines() if line.startswith(ok)]
             assert served and float(served[0].rsplit(" ", 1)[1]) >= 1
     finally:
         down("ci-agent", settings)

@@ -68,10 +68,8 @@ def register(app: typer.Typer) -> None:
         keys_file: Path = FILE_OPTION,
         as_json: bool = JSON_OPTION,
     ) -> None:
-        """Make a key and print it once (stdout); only its digest is kept.
-
-        Example: llmdeck keys create alice --models qwen-fast,qwen-think --rpm 60
-        """
+        """Make a key and print it once (stdout); only its digest is kept. Example: llmdeck keys create
+        alice --models qwen-fast,qwen-think --rpm 60"""
         store = _store(ctx, keys_file)
         allowed = [m.strip() for m in models.split(",") if m.strip()] if models else None
         secret = store.create(name, models=allowed, rpm=rpm)
