@@ -264,3 +264,26 @@ def test_gateway_up_refuses_bad_config_and_open_lan_bind(
     code, out, _ = run_cli(["gateway", "status", "--json"], capsys)
     assert code == 0 and json.loads(out) == {"state": "stopped"}
     assert run_cli(["gateway", "down"], capsys)[0] == 2
+
+
+def test_gateway_overhead_results_follow_from_their_runs() -> None:
+    """The committed benchmark summaries are what the script's arithmetic gives from the runs kept."""
+    import importlib.util
+
+    bench = Path(__file__).resolve().parents[1] / "benchmarks"
+    spec = importlib.util.spec_from_file_location("gateway_overhead", bench / "gateway_overhead.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for name in ("fake-c16", "fake-c64", "cpu-vllm-c8"):
+        doc = json.loads((bench / "results" / f"gateway_overhead_{name}.json").read_text())
+        again = module.summarize(doc["runs"])
+        for target in ("direct", "llmdeck", "litellm"):
+            for key in ("ttft_p50_ms", "events_per_s", "proxy_cpu_s_per_1000_requests", "added_ttft_p50_ms"):
+                assert again[target][key] == pytest.approx(doc["summary"][target][key])
+        assert doc["summary"]["llmdeck"]["failed"] == 0
+        cpu = doc["summary"]
+        assert (
+            cpu["litellm"]["proxy_cpu_s_per_1000_requests"]
+            > 10 * cpu["llmdeck"]["proxy_cpu_s_per_1000_requests"]
+        )
