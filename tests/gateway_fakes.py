@@ -109,6 +109,13 @@ class FakeOpenAIUpstream:
             if self.mode == "hold":
                 while not self.release.is_set():
                     await asyncio.sleep(0.01)
+            if self.mode == "flood":  # as fast as it can: the socket buffers fill up
+                t0 = time.monotonic()
+                while time.monotonic() - t0 < 30:
+                    yield _chunk("x" * 400, 2)
+                    await asyncio.sleep(0)
+                self.outcome = "ran_out"
+                return
             if self.mode == "forever":
                 for _ in range(600):
                     await asyncio.sleep(0.05)

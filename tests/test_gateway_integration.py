@@ -129,7 +129,7 @@ def _generated(base_url: str) -> float:
 
 def test_client_disconnect_cancels_the_vllm_request(gw: dict[str, Any], cpu_server: Any) -> None:
     """We hang up after 5 of 4000 tokens: vLLM's running count drops to 0 and it generated far fewer than
-    4000 (loopback buffers hold a whole fast stream, so "running drops" alone could be a finished request)."""
+    4000 (a finished request drops the count too; ignore_eos makes an uncancelled one produce all 4000)."""
     max_tokens = 4000
     body = {"model": "tiny", "prompt": "one", "max_tokens": max_tokens, "stream": True, "ignore_eos": True}
     headers = {"Authorization": f"Bearer {gw['key']}"}
@@ -140,12 +140,7 @@ def test_client_disconnect_cancels_the_vllm_request(gw: dict[str, Any], cpu_serv
         chunks = r.iter_raw()
         while seen.count(b"data: ") < 5:
             seen += next(chunks)
-        running_seen = None  # vLLM's gauge follows its engine steps, a moment behind the first tokens
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline and running_seen != 1:
-            running_seen = (scrape_live_metrics(cpu_server.base_url) or {}).get("running")
-            time.sleep(0.1)
-        assert running_seen == 1
+        # hang up at once: the tiny model makes thousands of tokens a second when the box is quiet
     deadline = time.monotonic() + 20
     while (
         time.monotonic() < deadline and (scrape_live_metrics(cpu_server.base_url) or {}).get("running") != 0
