@@ -147,8 +147,9 @@ def test_backend_dying_mid_stream_ends_with_error_event(settings: Settings, tmp_
             assert 'reason="stream_broken"' in metrics
 
 
-def test_client_disconnect_cancels_upstream(settings: Settings, tmp_path: Path) -> None:
-    with fake("forever") as up:
+@pytest.mark.parametrize("mode", ["forever", "flood"])  # a trickle, and a flood that fills the buffers
+def test_client_disconnect_cancels_upstream(settings: Settings, tmp_path: Path, mode: str) -> None:
+    with fake(mode) as up:
         cfg = f"routes:\n  - model: a\n    backends: ['{up.url}']\n" + FAST  # type: ignore[attr-defined]
         with gateway(cfg, settings, tmp_path) as gw:
             with httpx.stream("POST", f"{gw}/v1/chat/completions", json=chat(stream=True), timeout=5) as r:
