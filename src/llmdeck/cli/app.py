@@ -24,6 +24,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "check",
     "connect",
     "bench",
+    "gateway",
+    "keys",
     "model",
 )
 

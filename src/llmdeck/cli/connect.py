@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -28,8 +29,18 @@ Examples:
 
   llmdeck connect continue --server default --print
 
+  llmdeck connect opencode --server gateway --model qwen-fast --api-key sk-llmdeck-…
+
   eval "$(llmdeck connect openai --print)"     # values are shell-quoted: safe to eval
 """
+
+
+def _gateway_or_target(server: str, settings: Any) -> Any:
+    """`--server gateway`: the running llmdeck gateway (its aliases; pass its key with --api-key)."""
+    from llmdeck.checks.target import resolve_target
+    from llmdeck.gateway.service import gateway_target
+
+    return gateway_target(settings) or resolve_target(server, settings)
 
 
 def register(app: typer.Typer) -> None:
@@ -76,7 +87,9 @@ def register(app: typer.Typer) -> None:
             from llmdeck.util.atomic import check_writable
 
             check_writable(file)  # before asking the server: a folder or a blocked path is exit 2
-        tgt = resolve_target(server, settings)
+        tgt = (
+            _gateway_or_target(server, settings) if server == "gateway" else resolve_target(server, settings)
+        )
         err = err_console()
         err.print(f"reading {redact_url(tgt.base_url)} …", highlight=False, markup=False)
         info = gather_info(

@@ -31,8 +31,9 @@ class _Conn(asyncio.Protocol):
 
     # -- protocol callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's TCPTransport (the gateway runs under uvicorn with uvloop) is not an asyncio.Transport
+        # subclass, but has the same interface
+        self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
         self.buf += data

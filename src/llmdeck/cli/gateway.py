@@ -1,0 +1,158 @@
+"""CLI group: gateway — one OpenAI-compatible endpoint for the box (up, down, status)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
+
+GATEWAY_HELP = """One OpenAI-compatible endpoint in front of the box's servers: aliases, API keys, per-model
+defaults, replicas, metrics.
+
+Examples:
+
+  llmdeck gateway up --config gateway.yaml             # 127.0.0.1:4000, in the background
+
+  llmdeck gateway up --config gateway.yaml --host 0.0.0.0   # the LAN: needs keys (or --insecure)
+
+  llmdeck gateway status --json
+
+  llmdeck gateway down
+"""
+
+UP_HELP = """Start the gateway in the background (or --attach) and wait until it answers /health.
+
+The config (YAML) lists routes: an alias, its backends (URLs or llmdeck server names), request fields
+filled in where absent (defaults) and replaced (override). Without a keys file the gateway is open and
+binds 127.0.0.1; a non-loopback --host without keys is refused unless --insecure.
+
+Example config:
+
+  routes:
+    - model: qwen-fast
+      backends: \\[coder, http://127.0.0.1:8001]
+      defaults:
+        chat_template_kwargs: {enable_thinking: false}
+        max_tokens: 2048
+  limits:
+    alice: {rpm: 30, models: \\[qwen-fast]}
+
+Examples:
+
+  llmdeck gateway up --config gateway.yaml --port 4000
+
+  llmdeck gateway up --config gateway.yaml --attach
+"""
+
+
+def _up(config: Path, host: str, port: int, attach: bool, insecure: bool, settings: Any) -> Any:
+    from llmdeck.gateway.config import load_config
+    from llmdeck.gateway.keys import KeyRing, KeyStore
+    from llmdeck.gateway.service import check_bind, start_background
+
+    loaded = load_config(config, settings)  # config errors: exit 2 before anything starts
+    keys_on = KeyRing(KeyStore(loaded.keys_file)).enabled
+    check_bind(host, keys_on=keys_on, insecure=insecure)
+    if insecure and not keys_on:
+        err_console().print(f"[bold red]warning:[/] serving {host} with NO API keys (--insecure).")
+    if attach:
+        from llmdeck.gateway.serve import run
+
+        run(config, host, port, insecure=insecure)
+        return None
+    return start_background(config, host, port, settings, insecure=insecure)
+
+
+def _print_status(data: dict[str, Any]) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = out_console()
+    if data.get("state") == "stopped":
+        console.print("gateway: stopped")
+        return
+    keys = "required" if data.get("keys_required") else "off"
+    console.print(
+        f"gateway: {data['state']} at {escape(data['url'])} (pid {data.get('pid')}); keys {keys}"
+        + ("; [bold red]INSECURE: no keys on a network bind[/]" if data.get("insecure") else "")
+        + f"; log {escape(data.get('log', ''))}",
+        highlight=False,
+    )
+    table = Table(title="routes")
+    for col in ("model", "requests", "errors", "backend", "healthy", "in flight", "served as"):
+        table.add_column(col)
+    for route in data.get("routes", []):
+        for i, b in enumerate(route["backends"]):
+            first = i == 0
+            table.add_row(
+                route["model"] if first else "",
+                str(route["requests"]) if first else "",
+                str(route["errors"]) if first else "",
+                b["backend"],
+                "yes" if b["healthy"] else "NO",
+                str(b["outstanding"]),
+                b.get("served_model") or "?",
+            )
+    if data.get("routes"):
+        console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    """Add this group's commands to the root app."""
+    gw = typer.Typer(name="gateway", help=GATEWAY_HELP, no_args_is_help=True)
+
+    @gw.command("up", help=UP_HELP)
+    def up_cmd(
+        ctx: typer.Context,
+        config: Path = typer.Option(
+            Path("gateway.yaml"), "--config", "-c", help="The gateway config (YAML)."
+        ),
+        host: str = typer.Option("127.0.0.1", "--host", help="Bind address (0.0.0.0: the LAN; needs keys)."),
+        port: int = typer.Option(4000, "--port", "-p", help="Port."),
+        attach: bool = typer.Option(False, "--attach", help="Stay in the foreground; Ctrl-C stops."),
+        insecure: bool = typer.Option(False, "--insecure", help="Allow a network bind without API keys."),
+        as_json: bool = JSON_OPTION,
+    ) -> None:
+        record = _up(config, host, port, attach, insecure, get_settings(ctx))
+        if record is None:
+            return
+        if as_json:
+            print_json(record)
+        else:
+            out_console().print(
+                f"gateway up at {record.base_url}/v1 (pid {record.pid}); log {record.log_path}",
+                markup=False,
+                highlight=False,
+            )
+
+    @gw.command("down")
+    def down_cmd(ctx: typer.Context) -> None:
+        """Stop the gateway (SIGTERM, then SIGKILL after 10 s).
+
+        Example: llmdeck gateway down
+        """
+        from llmdeck.gateway.service import stop
+
+        outcome = stop(get_settings(ctx))
+        out_console().print(f"gateway {outcome}", markup=False)
+
+    @gw.command("status")
+    def status_cmd(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
+        """Routes, backends' health and load, per-alias counts.
+
+        Example: llmdeck gateway status --json
+        """
+        from llmdeck.gateway.service import status
+
+        data = status(get_settings(ctx))
+        if as_json:
+            print_json(data)
+        else:
+            _print_status(data)
+        if data.get("state") in {"dead", "unhealthy"}:
+            raise typer.Exit(1)
+
+    app.add_typer(gw)

@@ -1,0 +1,232 @@
+"""The gateway's config file (YAML): routes, keys file, per-key limits, timeouts, CORS.
+
+Validated by pydantic; every error names the file and line (``yamlmarks``). Backends are URLs or the
+names of servers llmdeck started (resolved through the runtime records, as ``check``/``bench`` do).
+
+Example::
+
+    routes:
+      - model: qwen-fast                # the alias clients send as "model"
+        backends: [coder, http://127.0.0.1:8001]
+        defaults:                       # filled in where the request left them out
+          chat_template_kwargs: {enable_thinking: false}
+          max_tokens: 2048
+        override: {temperature: 0.2}    # always replaces the client's value (null removes a field)
+    keys_file: keys.json                # relative to this file; default: <state>/gateway/keys.json
+    limits:
+      alice: {rpm: 30, models: [qwen-fast]}
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from llmdeck.errors import ConfigError, LlmdeckError
+from llmdeck.gateway.yamlmarks import MarkedDocument, format_loc
+
+GATEWAY_CONFIG_SCHEMA_VERSION = 1
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BackendSpec(_Strict):
+    """A backend in its long form. (Issue 21 adds a launch spec here: a server started on demand.)"""
+
+    url: str | None = Field(None, description="An OpenAI-compatible server URL (with or without /v1).")
+    server: str | None = Field(None, description="The name of a server llmdeck started.")
+    model: str | None = Field(None, description="The backend's served model name (default: learned).")
+    api_key_env: str | None = Field(None, description="Environment variable with the backend's API key.")
+
+
+class Route(_Strict):
+    """One alias and the backends (replicas) that serve it."""
+
+    model: str = Field(..., min_length=1, description="The alias clients send as `model`.")
+    backends: list[str | BackendSpec] = Field(..., min_length=1)
+    defaults: dict[str, Any] = Field(default_factory=dict, description="Request fields filled in if absent.")
+    override: dict[str, Any] = Field(default_factory=dict, description="Request fields always replaced.")
+
+
+class KeyLimits(_Strict):
+    rpm: int | None = Field(None, ge=1, description="Requests per minute for this key.")
+    models: list[str] | None = Field(None, description="Aliases this key may use (default: all).")
+
+
+class Timeouts(_Strict):
+    connect_s: float = Field(5.0, gt=0, le=600)
+    first_byte_s: float = Field(30.0, gt=0, le=3600, description="Streamed request: until the headers.")
+    response_s: float = Field(600.0, gt=0, le=7200, description="Non-streamed request: the whole answer.")
+    idle_s: float = Field(300.0, gt=0, le=3600, description="A stream's longest silence between chunks.")
+
+
+class Health(_Strict):
+    interval_s: float = Field(10.0, gt=0, le=3600)
+    timeout_s: float = Field(5.0, gt=0, le=60)
+
+
+class Cors(_Strict):
+    allow_origins: list[str] = Field(..., min_length=1)
+
+
+class GatewayConfig(_Strict):
+    schema_version: int = GATEWAY_CONFIG_SCHEMA_VERSION
+    routes: list[Route] = Field(..., min_length=1)
+    keys_file: Path | None = None
+    limits: dict[str, KeyLimits] = Field(default_factory=dict)
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    health: Health = Field(default_factory=Health)
+    cors: Cors | None = None
+
+
+@dataclass(frozen=True)
+class ResolvedBackend:
+    url: str  # base URL without /v1
+    label: str  # what the config said (a server name or the URL)
+    served_model: str | None
+    api_key: str | None = field(default=None, repr=False)
+
+
+@dataclass
+class ResolvedRoute:
+    alias: str
+    backends: list[ResolvedBackend]
+    defaults: dict[str, Any]
+    override: dict[str, Any]
+
+
+@dataclass
+class LoadedConfig:
+    config: GatewayConfig
+    routes: list[ResolvedRoute]
+    keys_file: Path  # where keys live (it may not exist: then the gateway is open)
+    source: Path
+
+    def route(self, alias: str) -> ResolvedRoute | None:
+        return next((r for r in self.routes if r.alias == alias), None)
+
+
+def load_config(path: Path, settings: Any) -> LoadedConfig:
+    """Read, validate and resolve a gateway config; :class:`ConfigError` (exit 2) names the line."""
+    path = Path(path).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(
+            f"Cannot read the gateway config {path} ({exc.strerror or exc}).",
+            hint="Give an existing YAML file with --config (see `llmdeck gateway up --help`).",
+        ) from exc
+    return parse_config(text, source=path, settings=settings)
+
+
+def parse_config(text: str, *, source: Path, settings: Any) -> LoadedConfig:
+    doc = MarkedDocument(text, str(source))
+    if not isinstance(doc.data, dict):
+        raise ConfigError(
+            f"{doc.where(())}: the gateway config must be a mapping with a `routes:` list.",
+            hint="Start from the example in `llmdeck gateway up --help`.",
+        )
+    try:
+        config = GatewayConfig.model_validate(doc.data)
+    except ValidationError as exc:
+        raise _validation_error(exc, doc) from exc
+    _check_consistency(config, doc)
+    routes = [_resolve_route(i, route, doc, settings) for i, route in enumerate(config.routes)]
+    keys_file = _keys_path(config.keys_file, source, settings)
+    return LoadedConfig(config=config, routes=routes, keys_file=keys_file, source=source)
+
+
+def default_keys_file(settings: Any) -> Path:
+    return Path(settings.state_dir) / "gateway" / "keys.json"
+
+
+def _keys_path(value: Path | None, source: Path, settings: Any) -> Path:
+    if value is None:
+        return default_keys_file(settings)
+    value = value.expanduser()
+    return value if value.is_absolute() else (source.parent / value)
+
+
+def _validation_error(exc: ValidationError, doc: MarkedDocument) -> ConfigError:
+    lines = []
+    for err in exc.errors()[:5]:
+        loc = tuple(err["loc"])
+        lines.append(f"{doc.where(loc)}: {format_loc(loc)}: {err['msg']}")
+    more = f" (and {exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
+    return ConfigError(
+        "The gateway config is invalid: " + "; ".join(lines) + more + ".",
+        hint="Fix those lines; the keys are routes (model, backends, defaults, override), keys_file, limits, "
+        "timeouts, health and cors.",
+    )
+
+
+def _check_consistency(config: GatewayConfig, doc: MarkedDocument) -> None:
+    seen: dict[str, int] = {}
+    for i, route in enumerate(config.routes):
+        if route.model in seen:
+            raise ConfigError(
+                f"{doc.where(('routes', i, 'model'))}: the alias {route.model!r} is already "
+                f"routes[{seen[route.model]}].",
+                hint="Give every route its own `model:` alias (one route may list several backends).",
+            )
+        seen[route.model] = i
+    for name, limits in config.limits.items():
+        for j, alias in enumerate(limits.models or []):
+            if alias not in seen:
+                raise ConfigError(
+                    f"{doc.where(('limits', name, 'models', j))}: key {name!r} lists {alias!r}, which no "
+                    f"route serves (aliases: {', '.join(seen)}).",
+                    hint="Use an alias from `routes:`.",
+                )
+
+
+def _resolve_route(i: int, route: Route, doc: MarkedDocument, settings: Any) -> ResolvedRoute:
+    backends = [
+        _resolve_backend(b, doc, ("routes", i, "backends", j), settings) for j, b in enumerate(route.backends)
+    ]
+    return ResolvedRoute(
+        alias=route.model, backends=backends, defaults=route.defaults, override=route.override
+    )
+
+
+def _resolve_backend(
+    entry: str | BackendSpec, doc: MarkedDocument, loc: tuple[str | int, ...], settings: Any
+) -> ResolvedBackend:
+    from llmdeck.checks.target import resolve_target
+
+    spec = BackendSpec(url=entry) if isinstance(entry, str) else entry
+    target_text = spec.url or spec.server
+    if not target_text or (spec.url and spec.server):
+        raise ConfigError(
+            f"{doc.where(loc)}: a backend needs exactly one of `url:` or `server:`.",
+            hint="Write a URL (http://127.0.0.1:8000) or the name of a server from `llmdeck status`.",
+        )
+    try:
+        target = resolve_target(target_text.strip(), settings)
+    except LlmdeckError as exc:
+        raise ConfigError(f"{doc.where(loc)}: {exc.message}", hint=exc.hint) from exc
+    if spec.server and target.record is None:
+        raise ConfigError(
+            f"{doc.where(loc)}: `server: {spec.server}` looks like a URL.", hint="Use `url:` for URLs."
+        )
+    api_key = None
+    if spec.api_key_env:
+        api_key = os.environ.get(spec.api_key_env)
+        if not api_key:
+            raise ConfigError(
+                f"{doc.where(loc)}: the environment variable {spec.api_key_env} (the backend's API key) is "
+                "not set.",
+                hint=f"Export {spec.api_key_env} before `llmdeck gateway up`.",
+            )
+    return ResolvedBackend(
+        url=target.base_url,
+        label=target_text.strip(),
+        served_model=spec.model or target.model,
+        api_key=api_key,
+    )

@@ -1,0 +1,187 @@
+"""API keys for the gateway: made once, shown once, stored only as salted HMAC-SHA256 digests.
+
+The keys file is JSON, mode 0600 in a 0700 folder; a file others can read is refused (as ssh does).
+A presented key is checked against every stored digest with ``hmac.compare_digest`` (no early exit, so
+the time does not depend on which key or how many leading characters matched). Keys are never logged:
+only their names appear in logs, metrics and ``keys list``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+import stat
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel, Field, ValidationError
+
+from llmdeck.errors import AlreadyExistsError, ConfigError, NotRunningError, UsageError
+from llmdeck.util.atomic import atomic_write_text
+
+KEYS_SCHEMA_VERSION = 1
+KEY_PREFIX = "sk-llmdeck-"
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,62}$")
+
+
+class KeyRecord(BaseModel):
+    """One key as stored: its name, limits and digest; never the key itself."""
+
+    name: str
+    salt: str = Field(repr=False)
+    digest: str = Field(repr=False)
+    hint: str = Field(description="The key's first characters, to recognise it.")
+    models: list[str] | None = None
+    rpm: int | None = None
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+    def public(self) -> dict[str, object]:
+        """What `keys list` shows: no salt, no digest."""
+        return self.model_dump(mode="json", exclude={"salt", "digest"})
+
+
+class KeysFile(BaseModel):
+    schema_version: int = KEYS_SCHEMA_VERSION
+    keys: list[KeyRecord] = Field(default_factory=list)
+
+
+def digest_key(secret: str, salt: str) -> str:
+    return hmac.new(bytes.fromhex(salt), secret.encode("utf-8"), hashlib.sha256).hexdigest()
+
+
+def new_secret() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+class KeyStore:
+    """The keys file: create, list, revoke, verify."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def load(self) -> KeysFile:
+        if not self.path.exists():
+            return KeysFile()
+        _refuse_loose_mode(self.path)
+        try:
+            return KeysFile.model_validate_json(self.path.read_text(encoding="utf-8"))
+        except (ValidationError, json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(
+                f"The keys file {self.path} is not a llmdeck keys file ({exc.__class__.__name__}).",
+                hint="Point keys_file at a file made by `llmdeck keys create`, or move this one away.",
+            ) from exc
+
+    def save(self, data: KeysFile) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        atomic_write_text(self.path, data.model_dump_json(indent=2) + "\n")  # mkstemp: mode 0600
+        os.chmod(self.path, 0o600)
+
+    def create(self, name: str, *, models: list[str] | None = None, rpm: int | None = None) -> str:
+        """Store a new key and return it (the only time it exists in clear)."""
+        if not NAME_RE.match(name):
+            raise UsageError(
+                f"{name!r} is not a key name.",
+                hint="Use letters, digits, '.', '_', '@' and '-' (max 63), e.g. alice or ci-bot.",
+            )
+        if rpm is not None and rpm < 1:
+            raise UsageError(f"--rpm {rpm} must be at least 1.", hint="Leave it out for no limit.")
+        data = self.load()
+        if any(k.name == name for k in data.keys):
+            raise AlreadyExistsError(
+                f"A key named {name!r} exists already in {self.path}.",
+                hint=f"Revoke it first (`llmdeck keys revoke {name}`) or choose another name.",
+            )
+        secret = new_secret()
+        salt = secrets.token_hex(16)
+        record = KeyRecord(
+            name=name,
+            salt=salt,
+            digest=digest_key(secret, salt),
+            hint=secret[: len(KEY_PREFIX) + 4],
+            models=models or None,
+            rpm=rpm,
+        )
+        data.keys.append(record)
+        self.save(data)
+        return secret
+
+    def revoke(self, name: str) -> None:
+        data = self.load()
+        kept = [k for k in data.keys if k.name != name]
+        if len(kept) == len(data.keys):
+            known = ", ".join(k.name for k in data.keys) or "none"
+            raise NotRunningError(f"No key named {name!r} in {self.path} (known: {known}).")
+        data.keys = kept
+        self.save(data)
+
+
+def verify(secret: str, keys: list[KeyRecord]) -> KeyRecord | None:
+    """The key ``secret`` belongs to, checked in constant time against every stored digest."""
+    found: KeyRecord | None = None
+    presented = secret.encode("utf-8")
+    for record in keys:
+        candidate = hmac.new(bytes.fromhex(record.salt), presented, hashlib.sha256).hexdigest()
+        if hmac.compare_digest(candidate, record.digest) and found is None:
+            found = record
+    return found
+
+
+def _refuse_loose_mode(path: Path) -> None:
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        raise ConfigError(
+            f"The keys file {path} can be read by other users (mode {mode:04o}).",
+            hint=f"Run `chmod 600 {path}`; llmdeck writes it 0600.",
+        )
+
+
+class KeyRing:
+    """The gateway's view of the keys file: re-read when it changes (checked at most once a second).
+
+    Keys are required when the file existed at start; a file deleted later leaves no key valid (the
+    gateway never falls open). A file made unreadable later keeps the keys last read, with a warning.
+    """
+
+    def __init__(self, store: KeyStore) -> None:
+        import time
+
+        self.store = store
+        self._clock = time.monotonic
+        self._checked = -1.0
+        self._mtime: float | None = None
+        self.keys: list[KeyRecord] = []
+        self.refresh(force=True)
+        self.enabled = self._mtime is not None
+
+    def refresh(self, *, force: bool = False) -> None:
+        now = self._clock()
+        if not force and now - self._checked < 1.0:
+            return
+        self._checked = now
+        try:
+            mtime: float | None = self.store.path.stat().st_mtime_ns / 1e9
+        except FileNotFoundError:
+            mtime = None
+        if mtime == self._mtime and not force:
+            return
+        try:
+            self.keys = self.store.load().keys if mtime is not None else []
+        except ConfigError as exc:
+            if force:
+                raise
+            import logging
+
+            logging.getLogger("llmdeck.gateway").warning("keys file not re-read: %s", exc.message)
+            return
+        self._mtime = mtime
+
+    def lookup(self, secret: str) -> KeyRecord | None:
+        self.refresh()
+        return verify(secret, self.keys)

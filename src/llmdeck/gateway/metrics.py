@@ -1,0 +1,108 @@
+"""The gateway's own Prometheus metrics (prometheus_client, a registry per app).
+
+Labels are the route (alias), the key's name ("-" when the gateway is open) and the outcome; never a
+prompt or a key. Tokens come from the backend's ``usage`` (non-streamed replies, and streams that asked
+for ``stream_options.include_usage``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+
+
+class GatewayMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "llmdeck_gateway_requests",
+            "Requests by route, key and HTTP status.",
+            ["route", "key", "status"],
+            registry=r,
+        )
+        self.errors = Counter(
+            "llmdeck_gateway_upstream_errors",
+            "Upstream failures by route, backend and reason.",
+            ["route", "backend", "reason"],
+            registry=r,
+        )
+        self.tokens = Counter(
+            "llmdeck_gateway_tokens",
+            "Tokens from the backends' usage, by route, key and kind.",
+            ["route", "key", "kind"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "llmdeck_gateway_request_duration_seconds",
+            "Whole request, as the client saw it.",
+            ["route"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.ttft = Histogram(
+            "llmdeck_gateway_upstream_ttft_seconds",
+            "Request received to the backend's first body byte.",
+            ["route", "key"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.in_flight = Gauge(
+            "llmdeck_gateway_in_flight", "Requests being served, by route.", ["route"], registry=r
+        )
+        self.backend_up = Gauge(
+            "llmdeck_gateway_backend_up",
+            "1 when the backend's last probe or request succeeded.",
+            ["backend"],
+            registry=r,
+        )
+
+    def render(self) -> bytes:
+        return bytes(generate_latest(self.registry))
+
+
+class UsageSniffer:
+    """Finds ``usage`` in a reply as it passes (SSE events or one JSON body), without holding the stream."""
+
+    MAX_BODY = 4 << 20
+
+    def __init__(self, sse: bool) -> None:
+        self.sse = sse
+        self._tail = b""
+        self._body: list[bytes] = []
+        self._size = 0
+        self.usage: dict[str, Any] | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        if not self.sse:
+            self._size += len(chunk)
+            if self._size <= self.MAX_BODY:
+                self._body.append(chunk)
+            return
+        data = self._tail + chunk
+        if b'"usage"' not in data:
+            self._tail = data[data.rfind(b"\n\n") + 2 :] if b"\n\n" in data else data[-4096:]
+            return
+        events = data.split(b"\n\n")
+        self._tail = events.pop()
+        for event in events:
+            if b'"usage"' in event and event.startswith(b"data:"):
+                self._take(event[5:])
+
+    def finish(self) -> dict[str, Any] | None:
+        if not self.sse and self._body and self._size <= self.MAX_BODY:
+            self._take(b"".join(self._body))
+        return self.usage
+
+    def _take(self, raw: bytes) -> None:
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            return
+        usage = obj.get("usage") if isinstance(obj, dict) else None
+        if isinstance(usage, dict):
+            self.usage = usage

@@ -1,0 +1,290 @@
+"""Forwarding one request to a route's backends: retries before the first byte, relays chunk by chunk.
+
+* The upstream request is sent with ``stream=True``; its body is relayed as it arrives (``aiter_raw``),
+  so SSE events reach the client one by one and nothing is buffered.
+* Bounded everywhere: a connect timeout, a first-byte timeout (the headers: short for streams, the
+  whole answer for non-streamed requests) and an idle timeout between chunks. A backend that fails
+  before anything was sent to the client is marked down and the next replica is tried; when none
+  answers the client gets an OpenAI-style JSON error (502, or 504 for timeouts).
+* A stream that breaks after the first byte ends with an OpenAI-style ``error`` event.
+* A client that disconnects cancels the relay, which closes the upstream connection: vLLM sees the
+  disconnect and aborts the request (``RelayResponse`` watches for ``http.disconnect`` itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx
+from starlette.responses import JSONResponse, StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from llmdeck.gateway.metrics import GatewayMetrics, UsageSniffer
+from llmdeck.gateway.routing import BackendState, RouteState
+
+access_log = logging.getLogger("llmdeck.gateway.access")
+
+# Not forwarded upstream: hop-by-hop headers, the client's gateway key, what httpx sets itself.
+DROP_REQUEST = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "authorization",
+        "x-api-key",
+        "api-key",
+        "accept-encoding",
+        "cookie",
+    }
+)
+DROP_RESPONSE = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "date",
+        "server",
+    }
+)
+
+
+def openai_error(
+    status: int, message: str, kind: str, code: str | None = None, **headers: str
+) -> JSONResponse:
+    body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return JSONResponse(body, status_code=status, headers=headers or None)
+
+
+@dataclass
+class RequestCtx:
+    """One client request's bookkeeping: labels, times, outcome (for metrics and the access log)."""
+
+    metrics: GatewayMetrics
+    method: str
+    path: str
+    route: str = "-"
+    key: str = "-"
+    started: float = field(default_factory=time.perf_counter)
+    backend: str = "-"
+    status: int = 0
+    outcome: str = ""
+    gauge: Any = None  # the in-flight gauge, once the request is on its way
+    _done: bool = False
+
+    def ttft(self) -> None:
+        self.metrics.ttft.labels(self.route, self.key).observe(time.perf_counter() - self.started)
+
+    def finish(self, status: int, outcome: str = "", usage: dict[str, Any] | None = None) -> None:
+        if self._done:
+            return
+        self._done = True
+        self.status, self.outcome = status, outcome
+        if self.gauge is not None:
+            self.gauge.dec()
+        elapsed = time.perf_counter() - self.started
+        self.metrics.requests.labels(self.route, self.key, str(status)).inc()
+        self.metrics.latency.labels(self.route).observe(elapsed)
+        if usage:
+            for kind in ("prompt_tokens", "completion_tokens"):
+                value = usage.get(kind)
+                if isinstance(value, int) and value > 0:
+                    self.metrics.tokens.labels(self.route, self.key, kind.split("_")[0]).inc(value)
+        access_log.info(
+            "%s %s route=%s key=%s backend=%s status=%s%s ms=%.1f",
+            self.method,
+            self.path,
+            self.route,
+            self.key,
+            self.backend,
+            status,
+            f" outcome={outcome}" if outcome else "",
+            elapsed * 1000,
+        )
+
+
+class UpstreamFailure(Exception):
+    def __init__(self, status: int, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.status, self.reason, self.detail = status, reason, detail
+
+
+@dataclass
+class Upstream:
+    """What to send: method, path (with query), headers and body, and the timeouts."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    first_byte_s: float
+    json_body: dict[str, Any] | None = None  # re-serialised per backend: its served model name
+
+    def content_for(self, state: BackendState) -> bytes:
+        if self.json_body is None:
+            return self.body
+        served = state.model_name()
+        if served:
+            self.json_body["model"] = served
+        return json.dumps(self.json_body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+async def open_upstream(client: httpx.AsyncClient, state: BackendState, up: Upstream) -> httpx.Response:
+    headers = dict(up.headers)
+    if state.backend.api_key:
+        headers["authorization"] = f"Bearer {state.backend.api_key}"
+    request = client.build_request(
+        up.method, state.url + up.path, headers=headers, content=up.content_for(state)
+    )
+    try:
+        async with asyncio.timeout(up.first_byte_s):
+            return await client.send(request, stream=True)
+    except TimeoutError as exc:
+        raise UpstreamFailure(504, "first_byte_timeout", f"no answer within {up.first_byte_s:g} s") from exc
+    except httpx.TimeoutException as exc:
+        raise UpstreamFailure(504, "connect_timeout", type(exc).__name__) from exc
+    except httpx.HTTPError as exc:
+        raise UpstreamFailure(502, "connect_error", f"{type(exc).__name__}: {exc}"[:200]) from exc
+
+
+async def forward(
+    client: httpx.AsyncClient, route: RouteState, up: Upstream, ctx: RequestCtx
+) -> StreamingResponse | JSONResponse:
+    """Try the route's backends in order until one answers; relay its reply."""
+    failures: list[str] = []
+    last: UpstreamFailure | None = None
+    candidates = route.candidates()
+    for i, state in enumerate(candidates):
+        state.outstanding += 1
+        state.requests += 1
+        try:
+            resp = await open_upstream(client, state, up)
+        except UpstreamFailure as failure:
+            state.outstanding -= 1
+            state.mark_down(failure.reason)
+            ctx.metrics.errors.labels(ctx.route, state.backend.label, failure.reason).inc()
+            ctx.metrics.backend_up.labels(state.backend.label).set(0)
+            failures.append(f"{state.backend.label}: {failure.detail}")
+            last = failure
+            continue
+        if resp.status_code == 503 and i + 1 < len(candidates):  # overloaded or starting: try the next
+            await resp.aclose()
+            state.outstanding -= 1
+            failures.append(f"{state.backend.label}: HTTP 503")
+            continue
+        state.healthy = True
+        ctx.backend = state.backend.label
+        return RelayResponse(Relay(resp, state, ctx))
+    route.errors += 1
+    status = last.status if last is not None else 502
+    ctx.finish(status, "no_backend")
+    return openai_error(
+        status,
+        f"No backend of model {ctx.route!r} answered: " + "; ".join(failures) + ".",
+        "upstream_error",
+        "upstream_unavailable",
+    )
+
+
+class Relay:
+    """The backend's body, relayed chunk by chunk; ``close`` (idempotent) releases everything."""
+
+    def __init__(self, resp: httpx.Response, state: BackendState, ctx: RequestCtx) -> None:
+        self.resp, self.state, self.ctx = resp, state, ctx
+        self.sse = resp.headers.get("content-type", "").startswith("text/event-stream")
+        self.sniffer = UsageSniffer(self.sse)
+        self.outcome = ""
+        self._closed = False
+
+    def headers(self) -> dict[str, str]:
+        return {k: v for k, v in self.resp.headers.items() if k.lower() not in DROP_RESPONSE}
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        first = True
+        try:
+            async for chunk in self.resp.aiter_raw():
+                if first:
+                    self.ctx.ttft()
+                    first = False
+                self.sniffer.feed(chunk)
+                yield chunk
+        except httpx.HTTPError as exc:  # the backend died or went silent mid-reply
+            self.outcome = "upstream_broke"
+            reason = "idle_timeout" if isinstance(exc, httpx.TimeoutException) else "stream_broken"
+            self.state.mark_down(reason)
+            self.ctx.metrics.errors.labels(self.ctx.route, self.state.backend.label, reason).inc()
+            if not self.sse:
+                raise  # no way to mark a plain body as broken: drop the connection
+            yield _error_event(f"The backend stopped mid-stream ({type(exc).__name__}).")
+
+    async def close(self, outcome: str = "") -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self.resp.aclose()
+        self.state.outstanding -= 1
+        outcome = outcome or self.outcome
+        status = {"client_disconnected": 499, "upstream_broke": 502}.get(outcome, self.resp.status_code)
+        self.ctx.finish(status, outcome, self.sniffer.finish())
+
+
+def _error_event(message: str) -> bytes:
+    body = {"error": {"message": message, "type": "upstream_error", "param": None, "code": "stream_broken"}}
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+class RelayResponse(StreamingResponse):
+    """A streaming response that always listens for the client's disconnect and cancels the relay.
+
+    (Starlette's StreamingResponse only notices a disconnect on its next send for ASGI spec >= 2.4;
+    a backend still thinking would keep generating for a client that is gone.)
+    """
+
+    def __init__(self, relay: Relay) -> None:
+        self.relay = relay
+        super().__init__(relay.chunks(), status_code=relay.resp.status_code, headers=relay.headers())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        outcome = ""
+        done = False
+        try:
+            async with anyio.create_task_group() as group:
+
+                async def stream() -> None:
+                    nonlocal done, outcome
+                    try:
+                        await self.stream_response(send)
+                    except OSError:
+                        outcome = "client_disconnected"  # the client went away while we wrote
+                    done = True
+                    group.cancel_scope.cancel()
+
+                async def watch() -> None:
+                    nonlocal outcome
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    if not done:
+                        outcome = "client_disconnected"
+                    group.cancel_scope.cancel()
+
+                group.start_soon(stream)
+                group.start_soon(watch)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.body_iterator.aclose()  # type: ignore[attr-defined]
+                await self.relay.close(outcome)

@@ -1,0 +1,79 @@
+"""Run the gateway in this process: ``python -m llmdeck.gateway.serve --config FILE --host H --port P``.
+
+``llmdeck gateway up`` starts this in the background with its output in the gateway's log; ``--attach``
+runs it in the foreground. uvicorn serves the Starlette app; its own access log is off (the gateway logs
+each request itself, without prompts or keys).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from llmdeck.errors import LlmdeckError
+
+
+def setup_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def run(config: Path, host: str, port: int, *, insecure: bool) -> None:
+    """Load the config, enforce the bind policy, serve until SIGTERM/Ctrl-C."""
+    import uvicorn
+
+    from llmdeck.gateway.app import build_app
+    from llmdeck.gateway.config import load_config
+    from llmdeck.gateway.keys import KeyRing, KeyStore
+    from llmdeck.gateway.service import check_bind
+    from llmdeck.settings import Settings
+
+    setup_logging()
+    log = logging.getLogger("llmdeck.gateway")
+    loaded = load_config(config, Settings())
+    keys_on = KeyRing(KeyStore(loaded.keys_file)).enabled
+    check_bind(host, keys_on=keys_on, insecure=insecure)
+    if insecure and not keys_on:
+        log.warning(
+            "INSECURE: serving %s:%s without API keys (--insecure); anyone who can reach it may use it",
+            host,
+            port,
+        )
+    log.info(
+        "llmdeck gateway on http://%s:%s; routes: %s; keys: %s",
+        host,
+        port,
+        ", ".join(r.alias for r in loaded.routes),
+        f"required ({loaded.keys_file})" if keys_on else "off",
+    )
+    app = build_app(loaded, insecure=insecure and not keys_on)
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        access_log=False,
+        log_config=None,
+        timeout_graceful_shutdown=5,
+        timeout_keep_alive=30,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m llmdeck.gateway.serve")
+    parser.add_argument("--config", type=Path, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=4000)
+    parser.add_argument("--insecure", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        run(args.config, args.host, args.port, insecure=args.insecure)
+    except LlmdeckError as exc:
+        sys.stderr.write(f"error: {exc.render()}\n")
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

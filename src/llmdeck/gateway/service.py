@@ -1,0 +1,205 @@
+"""The gateway as a background process: its record, its log, up / down / status.
+
+One gateway per state dir: the record is ``<state>/gateway/gateway.json``, the log
+``<state>/logs/gateway.log`` (kept across runs as gateway.log.1 … like the servers' logs).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, Field, ValidationError
+
+from llmdeck.errors import AlreadyExistsError, NotRunningError, OperationError, UsageError
+from llmdeck.runtime.launcher import read_tail, rotate_log
+from llmdeck.runtime.process import pid_alive, stop_process_group
+from llmdeck.util.atomic import atomic_write_json
+from llmdeck.util.net import port_is_free, validate_port
+
+GATEWAY_RECORD_SCHEMA_VERSION = 1
+
+
+class GatewayRecord(BaseModel):
+    schema_version: int = GATEWAY_RECORD_SCHEMA_VERSION
+    pid: int | None
+    host: str
+    port: int
+    config: Path
+    log_path: Path
+    insecure: bool = False
+    argv: list[str] = Field(default_factory=list)
+    started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+    @property
+    def base_url(self) -> str:
+        host = "127.0.0.1" if self.host in {"0.0.0.0", "::", ""} else self.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
+
+
+def record_path(settings: Any) -> Path:
+    return Path(settings.state_dir) / "gateway" / "gateway.json"
+
+
+def log_path(settings: Any) -> Path:
+    return Path(settings.logs_dir) / "gateway.log"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, *, keys_on: bool, insecure: bool) -> None:
+    """A bind beyond loopback needs API keys, or --insecure (which the log and status then say)."""
+    if is_loopback(host) or keys_on or insecure:
+        return
+    raise UsageError(
+        f"Refusing to serve {host} without API keys: anyone on the network could use the models.",
+        hint="Create a key (`llmdeck keys create NAME`), bind 127.0.0.1, or pass --insecure to serve the "
+        "network with no keys.",
+    )
+
+
+def load_record(settings: Any) -> GatewayRecord | None:
+    path = record_path(settings)
+    if not path.exists():
+        return None
+    try:
+        return GatewayRecord.model_validate_json(path.read_text(encoding="utf-8"))
+    except (ValidationError, ValueError) as exc:
+        raise NotRunningError(
+            f"The gateway record {path} is unreadable ({type(exc).__name__}).",
+            hint=f"Delete {path}; stop a running gateway by its pid if there is one.",
+        ) from exc
+
+
+def start_background(config: Path, host: str, port: int, settings: Any, *, insecure: bool) -> GatewayRecord:
+    """Spawn ``python -m llmdeck.gateway.serve`` detached, its output in the log; wait until /health."""
+    validate_port(port)
+    old = load_record(settings)
+    if old is not None and pid_alive(old.pid):
+        raise AlreadyExistsError(
+            f"The gateway is already running (pid {old.pid}, {old.base_url}).",
+            hint="Stop it with `llmdeck gateway down` first.",
+        )
+    if not port_is_free(port, "127.0.0.1" if host in {"0.0.0.0", "::"} else host):
+        raise UsageError(f"Port {port} on {host} is in use.", hint="Choose another with --port.")
+    log = log_path(settings)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    rotate_log(log)
+    argv = [
+        sys.executable,
+        "-m",
+        "llmdeck.gateway.serve",
+        "--config",
+        str(config.resolve()),
+        "--host",
+        host,
+        "--port",
+        str(port),
+    ] + (["--insecure"] if insecure else [])
+    env = {**os.environ, "LLMDECK_STATE_DIR": str(Path(settings.state_dir).resolve())}
+    with open(log, "ab", buffering=0) as fh:
+        fh.write(f"# llmdeck: {datetime.now(UTC).isoformat()} starting the gateway\n".encode())
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
+    record = GatewayRecord(
+        pid=proc.pid,
+        host=host,
+        port=port,
+        config=config.resolve(),
+        log_path=log,
+        insecure=insecure,
+        argv=argv,
+    )
+    atomic_write_json(record_path(settings), record)
+    _wait_healthy(record, proc, timeout_s=30.0)
+    return record
+
+
+def _wait_healthy(record: GatewayRecord, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = read_tail(record.log_path, 4000).strip().splitlines()[-8:]
+            raise OperationError(
+                f"The gateway exited during start-up (exit {proc.returncode}): " + " | ".join(tail),
+                hint=f"Read {record.log_path}.",
+            )
+        try:
+            if httpx.get(f"{record.base_url}/health", timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    stop_process_group(proc.pid, grace_s=3)
+    raise OperationError(
+        f"The gateway did not answer /health within {timeout_s:g} s.", hint=f"Read {record.log_path}."
+    )
+
+
+def gateway_target(settings: Any) -> Any:
+    """The running gateway as a check/connect Target (``--server gateway``), or None when none is known."""
+    from llmdeck.checks.target import Target
+
+    record = load_record(settings)
+    if record is None or not pid_alive(record.pid):
+        return None
+    return Target(base_url=record.base_url, source="gateway")
+
+
+def stop(settings: Any) -> str:
+    record = load_record(settings)
+    if record is None:
+        raise NotRunningError("No gateway is known to llmdeck.", hint="Start one with `llmdeck gateway up`.")
+    outcome = stop_process_group(record.pid, grace_s=10) if record.pid else "gone"
+    record_path(settings).unlink(missing_ok=True)
+    return outcome
+
+
+def status(settings: Any) -> dict[str, Any]:
+    """The record, whether it runs, and (when it answers) the live routes and backends."""
+    record = load_record(settings)
+    if record is None:
+        return {"state": "stopped"}
+    out: dict[str, Any] = {
+        "state": "running" if pid_alive(record.pid) else "dead",
+        "url": record.base_url,
+        "pid": record.pid,
+        "host": record.host,
+        "port": record.port,
+        "config": str(record.config),
+        "log": str(record.log_path),
+        "insecure": record.insecure,
+        "started_at": record.started_at.isoformat(),
+    }
+    if out["state"] == "running":
+        try:
+            resp = httpx.get(f"{record.base_url}/gateway/status", timeout=3.0)
+            resp.raise_for_status()
+            out.update(resp.json())
+        except (httpx.HTTPError, ValueError) as exc:
+            out["state"] = "unhealthy"
+            out["error"] = type(exc).__name__
+    return out

@@ -1,0 +1,73 @@
+"""YAML with line numbers: parse a document and say which line a pydantic error location points at.
+
+The document is composed once (``yaml.compose`` keeps every node's start mark) and converted to plain
+data from the nodes, so the data and the line map come from the same parse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from llmdeck.errors import ConfigError
+
+
+class MarkedDocument:
+    """A parsed YAML document, its data, and a way to find the line of any location in it."""
+
+    def __init__(self, text: str, source: str) -> None:
+        self.source = source
+        try:
+            self.root = yaml.compose(text, Loader=yaml.SafeLoader)
+            self.data: Any = yaml.safe_load(text) if self.root is not None else None
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            where = f"{source}:{mark.line + 1}" if mark is not None else source
+            raise ConfigError(
+                f"{where}: not valid YAML ({exc.problem or exc.context}).",
+                hint="Fix the YAML syntax at that line (indentation, a missing ':' or quote).",
+            ) from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{source}: not valid YAML ({exc}).", hint="Fix the YAML syntax.") from exc
+
+    def line_of(self, loc: Sequence[str | int]) -> int:
+        """The 1-based line of the deepest node on ``loc`` that exists (missing keys: their parent)."""
+        node = self.root
+        if node is None:
+            return 1
+        line = node.start_mark.line + 1
+        for part in loc:
+            child = _child(node, part)
+            if child is None:
+                continue  # a union branch name or a missing key: stay on the parent
+            node = child
+            line = node.start_mark.line + 1
+        return line
+
+    def where(self, loc: Sequence[str | int]) -> str:
+        return f"{self.source}:{self.line_of(loc)}"
+
+
+def _child(node: yaml.Node, part: str | int) -> yaml.Node | None:
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.value == str(part):
+                return value  # type: ignore[no-any-return]
+        return None
+    if isinstance(node, yaml.SequenceNode) and isinstance(part, int):
+        items = node.value
+        return items[part] if 0 <= part < len(items) else None
+    return None
+
+
+def format_loc(loc: Sequence[str | int]) -> str:
+    """``('routes', 0, 'backends')`` -> ``routes[0].backends``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + part
+    return out or "(top level)"

@@ -1,0 +1,249 @@
+"""The gateway's proxying against tiny FAKE upstreams (tests/gateway_fakes.py): streaming without buffering,
+silent and unreachable backends, retries, mid-stream death, disconnects, keys, limits, metrics.
+
+The gateway runs for real (uvicorn on a free port); only the upstreams are fakes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gateway_fakes import FakeOpenAIUpstream, UvicornThread, fake_dying_stream_server, fake_silent_server
+from llmdeck.gateway.app import build_app
+from llmdeck.gateway.config import parse_config
+from llmdeck.gateway.keys import KeyStore
+from llmdeck.settings import Settings
+from llmdeck.util.net import free_port
+
+FAST = (
+    "timeouts: {connect_s: 1, first_byte_s: 1, response_s: 1, idle_s: 2}\n"
+    "health: {interval_s: 60, timeout_s: 0.5}\n"
+)
+
+
+@pytest.fixture()
+def settings(tmp_path: Path) -> Settings:
+    return Settings(state_dir=tmp_path / "state")
+
+
+@contextlib.contextmanager
+def gateway(yaml_text: str, settings: Settings, tmp_path: Path) -> Iterator[str]:
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml_text, encoding="utf-8")
+    loaded = parse_config(yaml_text, source=path, settings=settings)
+    with UvicornThread(build_app(loaded)) as server:
+        yield server.url
+
+
+@contextlib.contextmanager
+def fake(mode: str = "normal") -> Iterator[FakeOpenAIUpstream]:
+    upstream = FakeOpenAIUpstream(mode=mode)
+    with UvicornThread(upstream.app) as server:
+        upstream.url = server.url  # type: ignore[attr-defined]
+        yield upstream
+
+
+def chat(model: str = "a", **extra: object) -> dict[str, object]:
+    return {"model": model, "messages": [{"role": "user", "content": "hi"}], **extra}
+
+
+def test_defaults_override_and_alias_reach_the_upstream(settings: Settings, tmp_path: Path) -> None:
+    with fake() as up:
+        cfg = (
+            f"routes:\n  - model: a\n    backends: ['{up.url}']\n"  # type: ignore[attr-defined]
+            "    defaults:\n      chat_template_kwargs: {enable_thinking: false}\n      max_tokens: 64\n"
+            "    override: {temperature: 0, top_k: null}\n" + FAST
+        )
+        with gateway(cfg, settings, tmp_path) as gw:
+            r = httpx.post(
+                f"{gw}/v1/chat/completions",
+                json=chat(max_tokens=8, top_k=5, temperature=1, chat_template_kwargs={"x": 1}),
+                headers={"Authorization": "Bearer nope"},
+            )
+            assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 2
+            sent = up.bodies[-1]
+            assert sent["model"] == "fake-served"  # the alias became the backend's served name
+            assert sent["max_tokens"] == 8 and sent["temperature"] == 0 and "top_k" not in sent
+            assert sent["chat_template_kwargs"] == {"x": 1, "enable_thinking": False}
+            assert "authorization" not in up.headers[-1]  # the client's key never goes upstream
+            models = httpx.get(f"{gw}/v1/models").json()["data"]
+            assert [m["id"] for m in models] == ["a"] and models[0]["max_model_len"] == 1024
+            assert httpx.post(f"{gw}/v1/chat/completions", json=chat("zzz")).status_code == 404
+            # pass-through of another /v1 path, routed by its model
+            r = httpx.post(f"{gw}/v1/embeddings", json={"model": "a", "input": "x"})
+            assert r.status_code == 200 and up.bodies[-1]["model"] == "fake-served"
+            assert "max_tokens" not in up.bodies[-1]  # defaults are for (chat) completions only
+
+
+def test_stream_is_relayed_chunk_by_chunk(settings: Settings, tmp_path: Path) -> None:
+    """The first event reaches the client while the upstream still holds the rest."""
+    with fake("hold") as up:
+        cfg = f"routes:\n  - model: a\n    backends: ['{up.url}']\n" + FAST  # type: ignore[attr-defined]
+        with (
+            gateway(cfg, settings, tmp_path) as gw,
+            httpx.stream("POST", f"{gw}/v1/chat/completions", json=chat(stream=True), timeout=5) as r,
+        ):
+            chunks = r.iter_raw()
+            first = next(chunks)
+            assert b"first" in first and not up.finished.is_set()  # the upstream has not finished
+            up.release.set()
+            rest = b"".join(chunks)
+            assert b"second" in rest and rest.endswith(b"data: [DONE]\n\n")
+        assert up.outcome == "done"
+
+
+def test_silent_backend_gives_504_within_seconds(settings: Settings, tmp_path: Path) -> None:
+    with fake_silent_server() as silent:
+        cfg = f"routes:\n  - model: a\n    backends: ['{silent}']\n" + FAST
+        with gateway(cfg, settings, tmp_path) as gw:
+            for stream in (True, False):
+                t0 = time.monotonic()
+                r = httpx.post(f"{gw}/v1/chat/completions", json=chat(stream=stream), timeout=10)
+                assert r.status_code == 504 and time.monotonic() - t0 < 3
+                assert r.json()["error"]["type"] == "upstream_error"
+
+
+def test_unreachable_backend_then_next_replica(settings: Settings, tmp_path: Path) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    with fake() as up:
+        cfg = f"routes:\n  - model: a\n    backends: ['{dead}']\n" + FAST
+        with gateway(cfg, settings, tmp_path) as gw:
+            r = httpx.post(f"{gw}/v1/chat/completions", json=chat(), timeout=10)
+            assert r.status_code == 502 and r.json()["error"]["code"] == "upstream_unavailable"
+        cfg = f"routes:\n  - model: a\n    backends: ['{dead}', '{up.url}']\n" + FAST  # type: ignore[attr-defined]
+        with gateway(cfg, settings, tmp_path) as gw:
+            for _ in range(3):  # the dead one is tried first at most once, then it is marked down
+                assert httpx.post(f"{gw}/v1/chat/completions", json=chat(), timeout=10).status_code == 200
+            status = httpx.get(f"{gw}/gateway/status").json()["routes"][0]["backends"]
+            assert status[0]["healthy"] is False and status[1]["healthy"] is True
+
+
+def test_backend_dying_mid_stream_ends_with_error_event(settings: Settings, tmp_path: Path) -> None:
+    with fake_dying_stream_server() as dying, fake() as up:
+        cfg = f"routes:\n  - model: a\n    backends: ['{dying}', '{up.url}']\n" + FAST  # type: ignore[attr-defined]
+        with gateway(cfg, settings, tmp_path) as gw:
+            served_by_dying = False
+            for _ in range(2):  # round robin: one of the first two requests goes to the dying one
+                with httpx.stream(
+                    "POST", f"{gw}/v1/chat/completions", json=chat(stream=True), timeout=10
+                ) as r:
+                    body = b"".join(r.iter_raw())
+                if b"part0" in body:
+                    served_by_dying = True
+                    last = body.strip().split(b"\n\n")[-1]
+                    assert json.loads(last[len(b"data: ") :])["error"]["code"] == "stream_broken"
+                    break
+            assert served_by_dying
+            r = httpx.post(f"{gw}/v1/chat/completions", json=chat(stream=True), timeout=10)
+            assert b"second" in r.content  # the gateway kept serving, on the other backend
+            metrics = httpx.get(f"{gw}/metrics").text
+            assert 'reason="stream_broken"' in metrics
+
+
+@pytest.mark.parametrize("mode", ["forever", "flood"])  # a trickle, and a flood that fills the buffers
+def test_client_disconnect_cancels_upstream(settings: Settings, tmp_path: Path, mode: str) -> None:
+    with fake(mode) as up:
+        cfg = f"routes:\n  - model: a\n    backends: ['{up.url}']\n" + FAST  # type: ignore[attr-defined]
+        with gateway(cfg, settings, tmp_path) as gw:
+            with httpx.stream("POST", f"{gw}/v1/chat/completions", json=chat(stream=True), timeout=5) as r:
+                assert b"first" in next(r.iter_raw())
+            # leaving the block closed our connection mid-stream
+            assert up.finished.wait(5) and up.outcome == "client_gone"
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                backend = httpx.get(f"{gw}/gateway/status").json()["routes"][0]["backends"][0]
+                if backend["outstanding"] == 0:
+                    break
+                time.sleep(0.05)
+            assert backend["outstanding"] == 0
+            assert 'status="499"' in httpx.get(f"{gw}/metrics").text
+
+
+def test_keys_models_and_rpm(settings: Settings, tmp_path: Path) -> None:
+    store = KeyStore(tmp_path / "keys.json")
+    alice = store.create("alice", models=["a"], rpm=2)
+    bob = store.create("bob")
+    with fake() as up:
+        cfg = (
+            f"routes:\n  - model: a\n    backends: ['{up.url}']\n"  # type: ignore[attr-defined]
+            f"  - model: b\n    backends: ['{up.url}']\n"  # type: ignore[attr-defined]
+            "keys_file: keys.json\n" + FAST
+        )
+        with gateway(cfg, settings, tmp_path) as gw:
+            url = f"{gw}/v1/chat/completions"
+            assert httpx.post(url, json=chat()).status_code == 401
+            assert (
+                httpx.post(url, json=chat(), headers={"Authorization": "Bearer sk-llmdeck-wrong"}).status_code
+                == 401
+            )
+            h_alice = {"Authorization": f"Bearer {alice}"}
+            assert httpx.post(url, json=chat("b"), headers=h_alice).status_code == 403
+            ids = [m["id"] for m in httpx.get(f"{gw}/v1/models", headers=h_alice).json()["data"]]
+            assert ids == ["a"]
+            assert httpx.get(f"{gw}/v1/models").status_code == 401
+            assert [httpx.post(url, json=chat(), headers=h_alice).status_code for _ in range(2)] == [200, 200]
+            limited = httpx.post(url, json=chat(), headers=h_alice)
+            assert limited.status_code == 429 and 1 <= int(limited.headers["retry-after"]) <= 60
+            assert (
+                httpx.post(url, json=chat("b"), headers={"Authorization": f"Bearer {bob}"}).status_code == 200
+            )
+            metrics = httpx.get(f"{gw}/metrics").text
+            assert 'key="alice"' in metrics and 'status="429"' in metrics and alice not in metrics
+            assert 'llmdeck_gateway_tokens_total{key="alice",kind="completion",route="a"} 4.0' in metrics
+            store.revoke("bob")
+            time.sleep(1.1)  # the key ring re-reads the file at most once a second
+            assert (
+                httpx.post(url, json=chat("b"), headers={"Authorization": f"Bearer {bob}"}).status_code == 401
+            )
+
+
+def test_gateway_up_status_down_in_background(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cli_helpers import run_cli
+
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "state"))
+    port = free_port()
+    with fake() as up:
+        cfg = tmp_path / "gw.yaml"
+        cfg.write_text(f"routes:\n  - model: a\n    backends: ['{up.url}']\n" + FAST)  # type: ignore[attr-defined]
+        code, out, err = run_cli(["gateway", "up", "--config", str(cfg), "--port", str(port)], capsys)
+        assert code == 0, err
+        try:
+            assert f"127.0.0.1:{port}/v1" in out
+            body = {"model": "a", "messages": [{"role": "user", "content": "PROMPT-TEXT-42"}]}
+            assert httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=body).status_code == 200
+            assert run_cli(["gateway", "up", "--config", str(cfg), "--port", str(port)], capsys)[0] == 2
+            code, out, _ = run_cli(["gateway", "status", "--json"], capsys)
+            data = json.loads(out)
+            assert code == 0 and data["state"] == "running" and data["keys_required"] is False
+            assert data["routes"][0]["requests"] == 1 and data["routes"][0]["backends"][0]["healthy"] is True
+            code, out, _ = run_cli(["gateway", "status"], capsys)
+            assert code == 0 and "fake-served" in out
+            from llmdeck.gateway.service import gateway_target
+
+            target = gateway_target(Settings(state_dir=tmp_path / "state"))  # `connect --server gateway`
+            assert target is not None and target.base_url == f"http://127.0.0.1:{port}"
+        finally:
+            code, out, _ = run_cli(["gateway", "down"], capsys)
+        assert code == 0 and "stopped" in out
+        log = (tmp_path / "state" / "logs" / "gateway.log").read_text()
+        assert "POST /v1/chat/completions route=a key=- backend=" in log and "status=200" in log
+        assert "PROMPT-TEXT-42" not in log  # no prompts in the access log
+
+
+def test_each_replica_gets_its_own_served_name(settings: Settings, tmp_path: Path) -> None:
+    first, second = FakeOpenAIUpstream(served="name-one"), FakeOpenAIUpstream(served="name-two")
+    with UvicornThread(first.app) as one, UvicornThread(second.app) as two:
+        cfg = f"routes:\n  - model: a\n    backends: ['{one.url}', '{two.url}']\n" + FAST
+        with gateway(cfg, settings, tmp_path) as gw:
+            for _ in range(2):
+                assert httpx.post(f"{gw}/v1/chat/completions", json=chat(), timeout=10).status_code == 200
+    assert [b["model"] for b in first.bodies + second.bodies] == ["name-one", "name-two"]
