@@ -45,7 +45,12 @@ class FakeHostileModelsServer(BaseHTTPRequestHandler):
         elif not self._authorized():
             self._json(401, {"error": "Unauthorized"})
         elif self.path == "/v1/models":
-            model = {"id": self.model_id, "object": "model", "root": "/m", "max_model_len": 2048}
+            model = {
+                "id": self.model_id,
+                "object": "model",
+                "root": "/m",
+                "max_model_len": 32768,
+            }  # room for every recorded client
             self._json(200, {"object": "list", "data": [model]})
         elif self.path == "/version":
             self._json(200, {"version": "fake-hostile-1"})

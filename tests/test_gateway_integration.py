@@ -23,7 +23,7 @@ from gateway_fakes import UvicornThread
 from llmdeck.gateway.app import build_app
 from llmdeck.gateway.config import parse_config
 from llmdeck.gateway.keys import KeyStore
-from llmdeck.runtime.launcher import scrape_live_metrics
+from llmdeck.runtime.status import scrape_live_metrics
 
 pytestmark = pytest.mark.integration
 MESSAGES = [{"role": "user", "content": "Count from one to ten."}]

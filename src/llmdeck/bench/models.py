@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_serializer
 
@@ -337,4 +337,7 @@ class BenchResult(BaseModel):
     scenarios: list[ScenarioResult] = Field(default_factory=list)
     repeats: list[RepeatSummary] = Field(
         default_factory=list, description="With --repeat: the spread of each scenario's runs."
+    )
+    request: dict[str, Any] | None = Field(
+        None, description="The BenchRequest this run was made from (every option but the API key)."
     )

@@ -82,6 +82,7 @@ class BenchOptions:
     scrape_metrics: bool = True
     out_path: Path | None = None
     api_key: str | None = None
+    request: dict[str, Any] | None = None  # the BenchRequest, embedded in the result file
 
 
 class ResultWriter:
@@ -181,6 +182,7 @@ def new_result(
         host=host_facts(),
         slo=dict(options.slo),
         scenarios=[ScenarioResult(spec=s) for s in scenarios],
+        request=options.request,
     )
 
 

@@ -158,97 +158,41 @@ def bench(
 
     from pydantic import ValidationError
 
-    from llmdeck.bench.metrics import parse_goodput
-    from llmdeck.bench.models import ScenarioSpec
     from llmdeck.bench.render import render_result
-    from llmdeck.bench.repeats import expand_repeats
-    from llmdeck.bench.runner import BenchOptions, resolve_target, run_bench
-    from llmdeck.bench.suites import get_suite
-    from llmdeck.bench.verdict import parse_slo
+    from llmdeck.bench.request import BenchRequest, build_options, build_scenarios
+    from llmdeck.bench.runner import resolve_target, run_bench
     from llmdeck.cli.bench_parts import floats as _floats
     from llmdeck.cli.bench_parts import sampling as _sampling
-    from llmdeck.client.types import Timeouts
     from llmdeck.errors import OperationError, UsageError
     from llmdeck.util.atomic import check_writable
     from llmdeck.util.redact import redact_url
 
     settings = get_settings(ctx)
-    if prompts is not None:
-        workload = "jsonl"
-    if workload not in {"random", "shared-prefix", "multi-turn", "jsonl"}:
-        raise UsageError(
-            f"--workload {workload!r} is unknown.", hint="Use random, shared-prefix, multi-turn or jsonl."
-        )
-    if endpoint not in {"completions", "chat"}:
-        raise UsageError(f"--endpoint {endpoint!r} is unknown.", hint="Use completions or chat.")
-    if workload == "multi-turn":
-        endpoint = "chat"
-    try:
-        goodput_ms = parse_goodput(goodput)
-    except ValueError as exc:
-        raise UsageError(str(exc), hint="Write --goodput ttft:500 (milliseconds).") from exc
-    rules = parse_slo(slo)
+    _sampling(temperature, top_p, top_k)  # vLLM's own bounds, as exit 2 before anything runs
     rates = _floats(request_rate, "--request-rate") or [None]
     concs = [None if c is None else int(c) for c in _floats(max_concurrency, "--max-concurrency")] or [None]
-
-    sampling = _sampling(temperature, top_p, top_k)
-    scenarios: list[ScenarioSpec]
-    if suite:
-        scenarios = get_suite(suite)
-        for k, s in enumerate(scenarios):
-            # a different seed per scenario: no scenario reuses an earlier one's prompts (prefix cache)
-            s.seed = seed + k
-            if warmup:
-                s.warmup = warmup
-            for key, value in sampling.items():
-                setattr(s, key, value)
-    else:
-        scenarios = []
-        for rate in rates:
-            for conc in concs:
-                if num_prompts:
-                    n = num_prompts
-                elif duration is None:
-                    n = 20
-                else:  # a pool of prompts, reused in turn when the duration outlasts it
-                    n = min(4096, int(rate * duration * 1.2) + 8) if rate else 256
-                try:
-                    spec = ScenarioSpec(
-                        name=f"{workload}-{input_len}-{output_len}",
-                        workload=workload,
-                        endpoint=endpoint,
-                        input_len=input_len,
-                        output_len=output_len,
-                        num_prompts=n,
-                        range_ratio=range_ratio,
-                        request_rate=rate,
-                        burstiness=burstiness,
-                        max_concurrency=conc,
-                        warmup=warmup,
-                        duration_s=duration,
-                        prefix_len=prefix_len if workload == "shared-prefix" else 0,
-                        num_turns=num_turns,
-                        jsonl_path=prompts,
-                        ignore_eos=not no_ignore_eos,
-                        seed=seed,
-                        temperature=temperature,
-                        top_p=top_p,
-                        top_k=top_k,
-                    )
-                except ValidationError as exc:
-                    first = exc.errors()[0]
-                    flag = "--" + str(first["loc"][0]).replace("_", "-") if first.get("loc") else "a flag"
-                    raise UsageError(
-                        f"Invalid bench parameters: {flag} {first.get('input')!r}: "
-                        f"{str(first['msg']).removeprefix('Value error, ')}.",
-                        hint="See `llmdeck bench --help`.",
-                    ) from exc
-                if len(rates) * len(concs) > 1:
-                    spec.name += f"-r{rate or 'inf'}-c{conc or 'inf'}"
-                    spec.seed = seed + len(scenarios)  # fresh prompts per sweep point (no cache reuse)
-                scenarios.append(spec)
-
-    scenarios = expand_repeats(scenarios, repeat)
+    fields = {
+        "target": target, "suite": suite, "model": model, "tokenizer": tokenizer, "workload": workload,
+        "prompts": prompts, "endpoint": endpoint, "input_len": input_len, "output_len": output_len,
+        "num_prompts": num_prompts, "range_ratio": range_ratio, "prefix_len": prefix_len,
+        "num_turns": num_turns, "request_rates": rates, "max_concurrencies": concs,
+        "burstiness": burstiness, "warmup": warmup, "duration_s": duration, "seed": seed,
+        "ignore_eos": not no_ignore_eos, "temperature": temperature, "top_p": top_p, "top_k": top_k,
+        "slo": slo, "goodput": goodput, "metrics_interval_s": metrics_interval,
+        "scrape_metrics": not no_metrics, "repeat": repeat, "out": out, "html": html,
+        "timeouts": {"connect": timeout_connect, "read": timeout_read, "total": timeout_total,
+                     "probe": timeout_probe},
+    }  # fmt: skip
+    try:
+        req = BenchRequest.model_validate(fields).normalized()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = str(first["loc"][0]) if first.get("loc") else "option"
+        raise UsageError(
+            f"--{where.replace('_', '-')} {first.get('input')!r}: {first['msg']}.",
+            hint="See `llmdeck bench --help`.",
+        ) from exc
+    scenarios = build_scenarios(req)
     if html is not None:
         from llmdeck.bench.html.page import check_html_path
 
@@ -256,16 +200,8 @@ def bench(
     tgt = resolve_target(target, settings, model=model, tokenizer=tokenizer)
     out_path = out or Path(settings.results_dir) / f"bench-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
     check_writable(out_path)
-    options = BenchOptions(
-        slo=rules,
-        goodput_slos_ms=goodput_ms,
-        timeouts=Timeouts(
-            connect=timeout_connect, read=timeout_read, total=timeout_total, probe=timeout_probe
-        ),
-        monitor_interval_s=metrics_interval,
-        scrape_metrics=not no_metrics,
-        out_path=out_path,
-        api_key=api_key if api_key is not None else settings.api_key,
+    options = build_options(
+        req, out_path=out_path, api_key=api_key if api_key is not None else settings.api_key
     )
     console = err_console()
     console.print(

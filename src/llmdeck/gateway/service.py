@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from llmdeck.errors import AlreadyExistsError, NotRunningError, OperationError, UsageError
 from llmdeck.runtime.launcher import read_tail, rotate_log
-from llmdeck.runtime.process import pid_alive, stop_process_group
+from llmdeck.runtime.process import ProcessIdentity, identify, pid_owner, stop_process_group
 from llmdeck.util.atomic import atomic_write_json
 from llmdeck.util.net import port_is_free, validate_port
 
@@ -36,6 +36,7 @@ class GatewayRecord(BaseModel):
     log_path: Path
     insecure: bool = False
     argv: list[str] = Field(default_factory=list)
+    process: ProcessIdentity | None = Field(None, description="What identifies the process (start time).")
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
     @property
@@ -44,6 +45,11 @@ class GatewayRecord(BaseModel):
         if ":" in host:
             host = f"[{host}]"
         return f"http://{host}:{self.port}"
+
+
+def _ours(record: GatewayRecord) -> bool:
+    """The recorded pid is still the gateway llmdeck started (not a reused pid)."""
+    return pid_owner(record.pid, record.process, record.argv) == "ours"
 
 
 def record_path(settings: Any) -> Path:
@@ -91,7 +97,7 @@ def start_background(config: Path, host: str, port: int, settings: Any, *, insec
     """Spawn ``python -m llmdeck.gateway.serve`` detached, its output in the log; wait until /health."""
     validate_port(port)
     old = load_record(settings)
-    if old is not None and pid_alive(old.pid):
+    if old is not None and _ours(old):
         raise AlreadyExistsError(
             f"The gateway is already running (pid {old.pid}, {old.base_url}).",
             hint="Stop it with `llmdeck gateway down` first.",
@@ -132,6 +138,7 @@ def start_background(config: Path, host: str, port: int, settings: Any, *, insec
         log_path=log,
         insecure=insecure,
         argv=argv,
+        process=identify(proc.pid),
     )
     atomic_write_json(record_path(settings), record)
     _wait_healthy(record, proc, timeout_s=30.0)
@@ -164,7 +171,7 @@ def gateway_target(settings: Any) -> Any:
     from llmdeck.checks.target import Target
 
     record = load_record(settings)
-    if record is None or not pid_alive(record.pid):
+    if record is None or not _ours(record):
         return None
     return Target(base_url=record.base_url, source="gateway")
 
@@ -173,7 +180,11 @@ def stop(settings: Any) -> str:
     record = load_record(settings)
     if record is None:
         raise NotRunningError("No gateway is known to llmdeck.", hint="Start one with `llmdeck gateway up`.")
-    outcome = stop_process_group(record.pid, grace_s=10) if record.pid else "gone"
+    outcome = (
+        stop_process_group(record.pid, grace_s=10, identity=record.process, argv=record.argv)
+        if record.pid
+        else "gone"
+    )
     record_path(settings).unlink(missing_ok=True)
     return outcome
 
@@ -184,7 +195,7 @@ def status(settings: Any) -> dict[str, Any]:
     if record is None:
         return {"state": "stopped"}
     out: dict[str, Any] = {
-        "state": "running" if pid_alive(record.pid) else "dead",
+        "state": "running" if _ours(record) else "dead",
         "url": record.base_url,
         "pid": record.pid,
         "host": record.host,
