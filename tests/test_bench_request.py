@@ -43,7 +43,9 @@ def test_bad_values_are_refused(bad: dict[str, object]) -> None:
 def test_result_embeds_the_request_without_the_key(tmp_path: Path) -> None:
     req = BenchRequest(target="http://127.0.0.1:8000", slo=["ttft_p99=10s"], num_prompts=3)
     options = build_options(req, out_path=tmp_path / "r.json", api_key="sk-secret-value")
-    result = new_result(TargetInfo(base_url="http://127.0.0.1:8000", model="tiny"), build_scenarios(req), options, None)
+    result = new_result(
+        TargetInfo(base_url="http://127.0.0.1:8000", model="tiny"), build_scenarios(req), options, None
+    )
     dumped = result.model_dump_json()
     assert result.request is not None and result.request["num_prompts"] == 3
     assert result.request["slo"] == ["ttft_p99=10s"] and "sk-secret-value" not in dumped
