@@ -27,6 +27,7 @@ from pydantic import BaseModel, Field
 
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import MissingDependencyError, NotRunningError, OperationError, UsageError
+from llmdeck.util.hfpaths import default_hf_home
 
 DEFAULT_IMAGE = "vllm/vllm-openai:latest"
 VLLM_OPENAI_REPO = "vllm/vllm-openai"
@@ -91,7 +92,8 @@ def container_model_path(spec: LaunchSpec) -> str:
 
 
 def default_hf_cache() -> str:
-    return str(Path("~/.cache/huggingface").expanduser())
+    """The host folder mounted as the container's HF cache when the spec names none (HF_HOME aside)."""
+    return str(default_hf_home())
 
 
 def docker_run_argv(

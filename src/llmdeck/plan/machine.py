@@ -20,8 +20,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from llmdeck.errors import PlanError
+from llmdeck.util.units import GIB as GIB  # re-exported: defined once, in util.units
 
-GIB = 1 << 30
 MachineName = Literal["dgx-spark", "h200", "auto"]
 
 GB10_TOTAL_GIB = 121.63
