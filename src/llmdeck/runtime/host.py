@@ -1,9 +1,10 @@
 """This host's facts, probed in one place: memory (page cache, swap, PSI), GPUs via NVML, disk, HF cache.
 
 Preflight, the start-up watchdog, the restart sequence, ``llmdeck doctor`` and the bench monitor all
-read the host through this module. NVML is optional (nvidia-ml-py): :func:`nvml_session` is the one
-init/shutdown; on unified memory (GB10) its memory query raises NotSupported and the GPU's memory is
-"not reported", never 0. Heavy imports (psutil, pynvml) happen inside the functions.
+read the host through this module. NVML is optional (nvidia-ml-py); its one init/shutdown is
+:func:`nvml_session` (in :mod:`llmdeck.util.nvml`, so plan/ uses it too). On unified memory (GB10)
+the memory query raises NotSupported and the GPU's memory is "not reported", never 0. Heavy imports
+(psutil, pynvml) happen inside the functions.
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from llmdeck.util.hfpaths import default_hf_home, hf_home
+from llmdeck.util.nvml import NvmlUnavailable, nvml_init, nvml_session, nvml_shutdown
+from llmdeck.util.nvml import text as _text
 from llmdeck.util.units import GIB
 
 __all__ = [
@@ -141,47 +143,6 @@ def disk_free(path: Path) -> int:
 
 
 # ---- GPUs through NVML ----------------------------------------------------------------------
-
-
-class NvmlUnavailable(Exception):
-    """NVML gives no answer: ``missing`` (nvidia-ml-py not installed) or it could not start."""
-
-    def __init__(self, cause: BaseException, *, missing: bool) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
-        self.missing = missing
-
-
-def nvml_init() -> Any:
-    """Import pynvml and start NVML; the module, or :class:`NvmlUnavailable`."""
-    try:
-        import pynvml
-    except ImportError as exc:
-        raise NvmlUnavailable(exc, missing=True) from exc
-    try:
-        pynvml.nvmlInit()
-    except Exception as exc:  # pynvml.NVMLError and driver load failures
-        raise NvmlUnavailable(exc, missing=False) from exc
-    return pynvml
-
-
-def nvml_shutdown(nv: Any) -> None:
-    with contextlib.suppress(Exception):
-        nv.nvmlShutdown()
-
-
-@contextlib.contextmanager
-def nvml_session() -> Iterator[Any]:
-    """``with nvml_session() as nv:`` NVML started, and shut down after; raises NvmlUnavailable."""
-    nv = nvml_init()
-    try:
-        yield nv
-    finally:
-        nvml_shutdown(nv)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class GpuInfo(BaseModel):
