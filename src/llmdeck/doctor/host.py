@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import platform
-import shutil
 from pathlib import Path
 
 from llmdeck.doctor.model import DoctorFinding
-from llmdeck.runtime.host import MemInfo, existing_ancestor
+from llmdeck.runtime.host import MemInfo, disk_free, existing_ancestor
 from llmdeck.runtime.host import read_psi_avg10 as read_psi_avg10  # re-exported for the doctor's callers
 from llmdeck.runtime.preflight import DROP_CACHES, check_port
 from llmdeck.runtime.tenants import InferenceProcess, OllamaStatus, ollama_unload_command
@@ -111,7 +110,7 @@ def probe_disk(paths: dict[str, Path], *, free_bytes: int | None = None) -> list
     out = []
     for entries in by_fs.values():
         where = entries[0][2]
-        free = shutil.disk_usage(where).free if free_bytes is None else free_bytes
+        free = disk_free(where) if free_bytes is None else free_bytes
         labels = " and ".join(label for label, _, _ in entries)
         where_desc = ", ".join(f"{path} ({label})" for label, path, _ in entries)
         if free < DISK_FAIL_BYTES:
