@@ -1,4 +1,4 @@
-"""engines/docker.py: the exact argv docker gets, and parsing real docker output."""
+"""engines/docker/: the exact argv docker gets, and parsing real docker output."""
 
 from __future__ import annotations
 

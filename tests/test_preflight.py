@@ -1,4 +1,4 @@
-"""runtime/preflight.py + tenants.py: each check on real inputs."""
+"""runtime/preflight/ + tenants.py: each check on real inputs."""
 
 from __future__ import annotations
 

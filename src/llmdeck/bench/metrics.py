@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -123,6 +124,56 @@ def vllm_compatible_peaks(records: Sequence[RequestRecord]) -> tuple[float, int]
     return float(np.max(tokens)), int(np.max(conc))
 
 
+@dataclass
+class _Tally:
+    """The per-request series and counters of one scenario, gathered in one pass."""
+
+    ttfts: list[float] = field(default_factory=list)
+    tpots: list[float] = field(default_factory=list)
+    all_tpots: list[float] = field(default_factory=list)  # 0.0 for one-token answers (goodput)
+    itls: list[float] = field(default_factory=list)
+    e2els: list[float] = field(default_factory=list)
+    queues: list[float] = field(default_factory=list)
+    total_in: int = 0
+    total_out: int = 0
+    completed: int = 0
+    failed: int = 0
+    from_chunks: int = 0
+    mismatches: int = 0
+
+    def add(self, r: RequestRecord) -> None:
+        if not r.ok:
+            self.failed += 1
+            return
+        out, from_usage = output_tokens_of(r)
+        if not from_usage:
+            self.from_chunks += 1
+        self.total_out += out
+        self.total_in += r.prompt_tokens if r.prompt_tokens is not None else r.prompt_len
+        if r.prompt_tokens is not None and r.prompt_len and r.prompt_tokens != r.prompt_len:
+            self.mismatches += 1
+        ttft = r.ttft or 0.0
+        lat = r.latency or 0.0
+        tpot = 0.0
+        if out > 1:
+            tpot = (lat - ttft) / (out - 1)
+            self.tpots.append(tpot)
+        self.all_tpots.append(tpot)
+        self.itls.extend(r.itl)
+        self.ttfts.append(ttft)
+        self.e2els.append(lat)
+        if r.queue_time is not None:
+            self.queues.append(r.queue_time)
+        self.completed += 1
+
+
+def _good_requests(t: _Tally, slos: dict[str, float]) -> int:
+    """Completed requests within every SLO (``ttft``/``tpot``/``e2el`` in ms)."""
+    series = {"ttft": t.ttfts, "tpot": t.all_tpots, "e2el": t.e2els}
+    cols = [(series[k], v / 1000.0) for k, v in slos.items() if k in series]
+    return sum(1 for i in range(t.completed) if all(lim >= vals[i] for vals, lim in cols))
+
+
 def compute_metrics(
     records: Sequence[RequestRecord],
     duration_s: float,
@@ -131,69 +182,35 @@ def compute_metrics(
     percentiles: Sequence[float] = DEFAULT_PERCENTILES,
 ) -> ScenarioMetrics:
     """All metrics of one scenario from its request records (warmup already excluded)."""
-    ttfts: list[float] = []
-    tpots: list[float] = []
-    all_tpots: list[float] = []
-    itls: list[float] = []
-    e2els: list[float] = []
-    queues: list[float] = []
-    total_in = total_out = completed = failed = from_chunks = mismatches = 0
+    t = _Tally()
     for r in records:
-        if not r.ok:
-            failed += 1
-            continue
-        out, from_usage = output_tokens_of(r)
-        if not from_usage:
-            from_chunks += 1
-        total_out += out
-        total_in += r.prompt_tokens if r.prompt_tokens is not None else r.prompt_len
-        if r.prompt_tokens is not None and r.prompt_len and r.prompt_tokens != r.prompt_len:
-            mismatches += 1
-        ttft = r.ttft or 0.0
-        lat = r.latency or 0.0
-        tpot = 0.0
-        if out > 1:
-            tpot = (lat - ttft) / (out - 1)
-            tpots.append(tpot)
-        all_tpots.append(tpot)
-        itls.extend(r.itl)
-        ttfts.append(ttft)
-        e2els.append(lat)
-        if r.queue_time is not None:
-            queues.append(r.queue_time)
-        completed += 1
-
+        t.add(r)
     dur = duration_s if duration_s > 0 else float("nan")
-    goodput: float | None = None
     slos = dict(goodput_slos_ms or {})
-    if slos:
-        series = {"ttft": ttfts, "tpot": all_tpots, "e2el": e2els}
-        cols = [(series[k], v / 1000.0) for k, v in slos.items() if k in series]
-        good = sum(1 for i in range(completed) if all(lim >= vals[i] for vals, lim in cols))
-        goodput = good / dur
+    goodput = _good_requests(t, slos) / dur if slos else None
     peak_tok, peak_conc = vllm_compatible_peaks(records)
     return ScenarioMetrics(
-        completed=completed,
-        failed=failed,
+        completed=t.completed,
+        failed=t.failed,
         duration_s=duration_s,
-        total_input_tokens=total_in,
-        total_output_tokens=total_out,
-        request_throughput=completed / dur,
-        output_throughput=total_out / dur,
-        total_token_throughput=(total_in + total_out) / dur,
+        total_input_tokens=t.total_in,
+        total_output_tokens=t.total_out,
+        request_throughput=t.completed / dur,
+        output_throughput=t.total_out / dur,
+        total_token_throughput=(t.total_in + t.total_out) / dur,
         request_goodput=goodput,
         goodput_slos_ms=slos,
-        ttft_ms=stats_ms(ttfts, percentiles),
-        tpot_ms=stats_ms(tpots, percentiles),
-        itl_ms=stats_ms(itls, percentiles),
-        e2el_ms=stats_ms(e2els, percentiles),
-        queue_time_ms=stats_ms(queues, percentiles),
+        ttft_ms=stats_ms(t.ttfts, percentiles),
+        tpot_ms=stats_ms(t.tpots, percentiles),
+        itl_ms=stats_ms(t.itls, percentiles),
+        e2el_ms=stats_ms(t.e2els, percentiles),
+        queue_time_ms=stats_ms(t.queues, percentiles),
         peak_concurrency=exact_peak_concurrency(records),
         peak_output_tokens_per_s=exact_peak_output_tokens_per_s(records),
         vllm_compatible_peak_concurrent_requests=peak_conc,
         vllm_compatible_peak_output_tokens_per_s=peak_tok,
-        output_tokens_from_chunks=from_chunks,
-        prompt_len_mismatches=mismatches,
+        output_tokens_from_chunks=t.from_chunks,
+        prompt_len_mismatches=t.mismatches,
     )
 
 

@@ -15,10 +15,9 @@ from typing import Any
 
 from llmdeck.bench.models import GpuMemory, HostFacts, HostSummary, ServerMetricsSummary, Timeline
 from llmdeck.client.prom import MetricsSnapshot, parse_metrics
-
-GIB = 1024**3
-NVML_NOT_REPORTED = "not reported by NVML"
-
+from llmdeck.runtime.host import NVML_NOT_REPORTED as NVML_NOT_REPORTED
+from llmdeck.runtime.host import NvmlSampler, read_meminfo
+from llmdeck.util.units import GIB as GIB
 
 # ---- host ----------------------------------------------------------------------------------
 
@@ -32,67 +31,17 @@ class HostSample:
     gpu_used: list[int | None] = field(default_factory=list)
 
 
-class _Nvml:
-    """Optional NVML (nvidia-ml-py). Devices whose memory query is NotSupported (GB10) are
-    recorded with ``NVML_NOT_REPORTED``, never as 0."""
-
-    def __init__(self) -> None:
-        self.ok = False
-        self.names: list[str] = []
-        self.totals: list[int | None] = []
-        self.notes: list[str | None] = []
-        self.note: str | None = None
-        self._handles: list[Any] = []
-        try:
-            import pynvml
-
-            self._nv = pynvml
-            pynvml.nvmlInit()
-        except ImportError:
-            self.note = "GPU memory not sampled: nvidia-ml-py is not installed"
-            return
-        except Exception as exc:  # NVMLError_LibraryNotFound, driver errors
-            self.note = f"GPU memory not sampled: NVML unavailable ({type(exc).__name__})"
-            return
-        self.ok = True
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name = pynvml.nvmlDeviceGetName(h)
-            self.names.append(name.decode() if isinstance(name, bytes) else str(name))
-            self._handles.append(h)
-            try:
-                self.totals.append(int(pynvml.nvmlDeviceGetMemoryInfo(h).total))
-                self.notes.append(None)
-            except Exception:
-                self.totals.append(None)
-                self.notes.append(NVML_NOT_REPORTED)
-
-    def used(self) -> list[int | None]:
-        out: list[int | None] = []
-        for h, note in zip(self._handles, self.notes, strict=True):
-            if note is not None:
-                out.append(None)
-                continue
-            try:
-                out.append(int(self._nv.nvmlDeviceGetMemoryInfo(h).used))
-            except Exception:
-                out.append(None)
-        return out
+_Nvml = NvmlSampler  # the old name (tests, callers)
 
 
-def sample_host(nvml: _Nvml | None = None) -> HostSample:
-    import psutil
-
+def sample_host(nvml: NvmlSampler | None = None) -> HostSample:
     try:
-        vm = psutil.virtual_memory()
-        avail: int | None = int(vm.available)
-        cached: int | None = int(getattr(vm, "cached", 0)) if hasattr(vm, "cached") else None
-    except Exception:
-        avail = cached = None
-    try:
-        swap: int | None = int(psutil.swap_memory().used)
-    except Exception:
-        swap = None
+        mem = read_meminfo()
+        avail: int | None = mem.available
+        cached: int | None = mem.page_cache
+        swap: int | None = mem.swap_used
+    except (OSError, ValueError):
+        avail = cached = swap = None
     return HostSample(
         t=time.perf_counter(),
         mem_available=avail,
@@ -103,12 +52,10 @@ def sample_host(nvml: _Nvml | None = None) -> HostSample:
 
 
 def host_facts() -> HostFacts:
-    import psutil
-
-    nv = _Nvml()
+    nv = NvmlSampler()
     try:
-        total: float | None = round(psutil.virtual_memory().total / GIB, 2)
-    except Exception:
+        total: float | None = round(read_meminfo().total / GIB, 2)
+    except (OSError, ValueError):
         total = None
     return HostFacts(
         hostname=socket.gethostname(),
@@ -120,7 +67,7 @@ def host_facts() -> HostFacts:
     )
 
 
-def summarize_host(samples: list[HostSample], nvml: _Nvml | None) -> HostSummary:
+def summarize_host(samples: list[HostSample], nvml: NvmlSampler | None) -> HostSummary:
     def gib(v: float | None) -> float | None:
         return None if v is None else round(v / GIB, 3)
 
@@ -298,10 +245,10 @@ class Monitor:
         self.note: str | None = None
         self.metrics_failures = 0
         self._task: asyncio.Task[None] | None = None
-        self._nvml: _Nvml | None = None
+        self._nvml: NvmlSampler | None = None
 
     async def start(self) -> None:
-        self._nvml = await asyncio.to_thread(_Nvml)
+        self._nvml = await asyncio.to_thread(NvmlSampler)
         await self._sample()
         self._task = asyncio.create_task(self._loop())
 

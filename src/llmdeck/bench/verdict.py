@@ -86,73 +86,92 @@ def _fmt_s(v: float) -> str:
     return f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s"
 
 
+_Outcome = tuple[VerdictCheck, str | None]  # the check, and the words for the label when it failed
+
+
 def judge(metrics: ScenarioMetrics, server: ServerMetricsSummary | None, slo: dict[str, float]) -> Verdict:
     """Apply the rules; the label names each failed rule with the numbers behind it."""
     checks: list[VerdictCheck] = []
     words: list[str] = []
     for key, limit in slo.items():
-        m = _LAT_RE.match(key)
-        if m:
-            name, which = m.group(1), m.group(2)
-            value = _stat(metrics, name, which)
-            passed = None if value is None else value <= limit
-            checks.append(
-                VerdictCheck(
-                    rule=key, metric=key, value=value, limit=limit, unit="s", passed=passed, says=_SAYS[name]
-                )
-            )
-            if passed is False and value is not None:
-                label = which.upper() if which.startswith("p") else which
-                words.append(f"{_SAYS[name]} ({label} {_NAMES[name]} {_fmt_s(value)} > {_fmt_s(limit)})")
-        elif key == "failed":
-            value = float(metrics.failed)
-            passed = value <= limit
-            checks.append(
-                VerdictCheck(
-                    rule=key,
-                    metric="failed",
-                    value=value,
-                    limit=limit,
-                    unit="requests",
-                    passed=passed,
-                    says=_SAYS[key],
-                )
-            )
-            if not passed:
-                words.append(f"{metrics.failed} of {metrics.failed + metrics.completed} requests failed")
-        elif key == "output_throughput":
-            value = metrics.output_throughput
-            passed = value >= limit
-            checks.append(
-                VerdictCheck(
-                    rule=key,
-                    metric=key,
-                    value=value,
-                    limit=limit,
-                    unit="tok/s",
-                    passed=passed,
-                    says=_SAYS[key],
-                )
-            )
-            if not passed:
-                words.append(f"{_SAYS[key]} ({value:.1f} tok/s < {limit:g})")
-        elif key == "waiting_drains" and limit:
-            nd = server.waiting_never_drained if server else None
-            value = None if nd is None or server is None else server.waiting_mean
-            passed = None if nd is None else not nd
-            checks.append(
-                VerdictCheck(
-                    rule=key,
-                    metric="waiting_mean",
-                    value=value,
-                    limit=0.0,
-                    unit="requests",
-                    passed=passed,
-                    says=_SAYS[key],
-                )
-            )
-            if nd and server is not None:
-                mean, last = server.waiting_mean or 0.0, server.waiting_last or 0.0
-                words.append(f"{_SAYS[key]} (waiting mean {mean:.1f}, last {last:.0f})")
+        outcome = _apply(key, limit, metrics, server)
+        if outcome is None:
+            continue
+        check, word = outcome
+        checks.append(check)
+        if word:
+            words.append(word)
     ok = not words
     return Verdict(label="ok" if ok else "; ".join(words), passed=ok, checks=checks)
+
+
+def _apply(
+    key: str, limit: float, metrics: ScenarioMetrics, server: ServerMetricsSummary | None
+) -> _Outcome | None:
+    """One rule of the SLO; None for a rule that does not apply (unknown, or switched off)."""
+    m = _LAT_RE.match(key)
+    if m:
+        return _latency(key, m.group(1), m.group(2), limit, metrics)
+    if key == "failed":
+        return _failed(limit, metrics)
+    if key == "output_throughput":
+        return _throughput(limit, metrics)
+    if key == "waiting_drains" and limit:
+        return _drains(server)
+    return None
+
+
+def _latency(key: str, name: str, which: str, limit: float, metrics: ScenarioMetrics) -> _Outcome:
+    value = _stat(metrics, name, which)
+    passed = None if value is None else value <= limit
+    check = VerdictCheck(
+        rule=key, metric=key, value=value, limit=limit, unit="s", passed=passed, says=_SAYS[name]
+    )
+    if passed is False and value is not None:
+        label = which.upper() if which.startswith("p") else which
+        return check, f"{_SAYS[name]} ({label} {_NAMES[name]} {_fmt_s(value)} > {_fmt_s(limit)})"
+    return check, None
+
+
+def _failed(limit: float, metrics: ScenarioMetrics) -> _Outcome:
+    key = "failed"
+    value = float(metrics.failed)
+    passed = value <= limit
+    check = VerdictCheck(
+        rule=key, metric="failed", value=value, limit=limit, unit="requests", passed=passed, says=_SAYS[key]
+    )
+    if not passed:
+        return check, f"{metrics.failed} of {metrics.failed + metrics.completed} requests failed"
+    return check, None
+
+
+def _throughput(limit: float, metrics: ScenarioMetrics) -> _Outcome:
+    key = "output_throughput"
+    value = metrics.output_throughput
+    passed = value >= limit
+    check = VerdictCheck(
+        rule=key, metric=key, value=value, limit=limit, unit="tok/s", passed=passed, says=_SAYS[key]
+    )
+    if not passed:
+        return check, f"{_SAYS[key]} ({value:.1f} tok/s < {limit:g})"
+    return check, None
+
+
+def _drains(server: ServerMetricsSummary | None) -> _Outcome:
+    key = "waiting_drains"
+    nd = server.waiting_never_drained if server else None
+    value = None if nd is None or server is None else server.waiting_mean
+    passed = None if nd is None else not nd
+    check = VerdictCheck(
+        rule=key,
+        metric="waiting_mean",
+        value=value,
+        limit=0.0,
+        unit="requests",
+        passed=passed,
+        says=_SAYS[key],
+    )
+    if nd and server is not None:
+        mean, last = server.waiting_mean or 0.0, server.waiting_last or 0.0
+        return check, f"{_SAYS[key]} (waiting mean {mean:.1f}, last {last:.0f})"
+    return check, None

@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import platform
-import shutil
 from pathlib import Path
 
 from llmdeck.doctor.model import DoctorFinding
-from llmdeck.runtime.preflight import DROP_CACHES, GIB, MemInfo, check_port
+from llmdeck.runtime.host import MemInfo, disk_free, existing_ancestor
+from llmdeck.runtime.host import read_psi_avg10 as read_psi_avg10  # re-exported for the doctor's callers
+from llmdeck.runtime.preflight import DROP_CACHES, check_port
 from llmdeck.runtime.tenants import InferenceProcess, OllamaStatus, ollama_unload_command
+from llmdeck.util.units import GIB
+from llmdeck.util.units import fmt_gib as _gib
 
 DISK_FAIL_BYTES = 10 * GIB  # not even a small quantized model fits
 DISK_WARN_BYTES = 100 * GIB  # the seeds' models are 20-70 GB each (seed 000: 35 GB in 14 shards)
 PAGE_CACHE_WARN_BYTES = 8 * GIB
 SWAP_USED_WARN_BYTES = 1 * GIB
 PSI_WARN_AVG10 = 10.0
-
-
-def _gib(n: float) -> str:
-    return f"{n / GIB:.1f} GiB"
 
 
 def probe_os(machine: str | None = None, system: str | None = None) -> list[DoctorFinding]:
@@ -42,7 +41,7 @@ def probe_os(machine: str | None = None, system: str | None = None) -> list[Doct
 
 def probe_memory(mem: MemInfo, psi_avg10: float | None = None) -> list[DoctorFinding]:
     """MemAvailable, page cache and swap: what vLLM's start will see (unified memory: all of it)."""
-    used_swap = mem.swap_total - mem.swap_free
+    used_swap = mem.swap_used
     data = {
         "total_bytes": mem.total,
         "available_bytes": mem.available,
@@ -102,38 +101,16 @@ def probe_memory(mem: MemInfo, psi_avg10: float | None = None) -> list[DoctorFin
     return out
 
 
-def read_psi_avg10(path: Path = Path("/proc/pressure/memory")) -> float | None:
-    """The kernel's memory pressure (``some avg10=…``), where the kernel has PSI."""
-    try:
-        first = path.read_text().splitlines()[0]
-    except (OSError, IndexError):
-        return None
-    for part in first.split():
-        if part.startswith("avg10="):
-            try:
-                return float(part.split("=", 1)[1])
-            except ValueError:
-                return None
-    return None
-
-
-def _existing(path: Path) -> Path:
-    path = path.expanduser()
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
-
-
 def probe_disk(paths: dict[str, Path], *, free_bytes: int | None = None) -> list[DoctorFinding]:
     """Free space where models go, one finding per filesystem (``paths``: label -> folder)."""
     by_fs: dict[int, list[tuple[str, Path, Path]]] = {}
     for label, path in paths.items():
-        where = _existing(path)
+        where = existing_ancestor(path.expanduser())
         by_fs.setdefault(where.stat().st_dev, []).append((label, path, where))
     out = []
     for entries in by_fs.values():
         where = entries[0][2]
-        free = shutil.disk_usage(where).free if free_bytes is None else free_bytes
+        free = disk_free(where) if free_bytes is None else free_bytes
         labels = " and ".join(label for label, _, _ in entries)
         where_desc = ", ".join(f"{path} ({label})" for label, path, _ in entries)
         if free < DISK_FAIL_BYTES:

@@ -6,7 +6,6 @@ import os
 import shutil
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 from pydantic import BaseModel
 
@@ -14,6 +13,7 @@ from llmdeck import __version__
 from llmdeck.doctor import env as env_probes
 from llmdeck.doctor import host, stack
 from llmdeck.doctor.model import DoctorFinding, DoctorReport
+from llmdeck.runtime import host as host_facts
 from llmdeck.runtime import preflight, tenants
 from llmdeck.settings import Settings
 
@@ -41,14 +41,14 @@ def _vllm(options: DoctorOptions) -> list[DoctorFinding]:
 
 def _steps(settings: Settings, options: DoctorOptions) -> list[tuple[str, Callable[[], list[DoctorFinding]]]]:
     environ = dict(os.environ)
-    hf_home = Path(environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface")
+    hf_home = host_facts.hf_cache_dir()
     return [
         ("OS", lambda: host.probe_os()),
         (
             "GPU and driver (NVML)",
             lambda: stack.probe_gpu(
-                tenants.nvml_snapshot(),
-                stack.nvml_versions(),
+                host_facts.nvml_snapshot(),
+                host_facts.nvml_versions(),
                 has_nvidia_smi=shutil.which("nvidia-smi") is not None,
             ),
         ),
@@ -57,7 +57,7 @@ def _steps(settings: Settings, options: DoctorOptions) -> list[tuple[str, Callab
         ("Hugging Face variables", lambda: env_probes.probe_hf(environ)),
         ("proxies", lambda: env_probes.probe_proxies(environ)),
         ("disk", lambda: host.probe_disk({"LLMDECK_MODELS_DIR": settings.models_dir, "HF_HOME": hf_home})),
-        ("memory", lambda: host.probe_memory(preflight.read_meminfo(), host.read_psi_avg10())),
+        ("memory", lambda: host.probe_memory(host_facts.read_meminfo(), host_facts.read_psi_avg10())),
         ("Ollama", lambda: host.probe_ollama(tenants.ollama_ps())),
         (
             "other servers",

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from llmdeck.doctor.model import DoctorFinding
+from llmdeck.runtime.host import NvmlReport
+from llmdeck.runtime.host import nvml_versions as nvml_versions  # re-exported: NVML lives in runtime.host
 from llmdeck.runtime.preflight import min_version_table, parse_version
-from llmdeck.runtime.tenants import NvmlReport
+from llmdeck.util.units import fmt_gib
 
 Runner = Callable[[list[str]], "subprocess.CompletedProcess[str]"]
 COMMAND_TIMEOUT_S = 15.0
@@ -25,30 +26,6 @@ def run_command(argv: list[str]) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(argv, 124, "", f"no answer within {COMMAND_TIMEOUT_S:.0f} s")
     except OSError as exc:
         return subprocess.CompletedProcess(argv, 127, "", str(exc))
-
-
-def nvml_versions() -> dict[str, str]:
-    """The driver's version and the CUDA version it supports, through NVML (empty without NVML)."""
-    try:
-        import pynvml
-    except ImportError:
-        return {}
-    out: dict[str, str] = {}
-    try:
-        pynvml.nvmlInit()
-    except Exception:
-        return {}
-    try:
-        with contextlib.suppress(Exception):
-            drv = pynvml.nvmlSystemGetDriverVersion()
-            out["driver"] = drv.decode() if isinstance(drv, bytes) else str(drv)
-        with contextlib.suppress(Exception):
-            cuda = int(pynvml.nvmlSystemGetCudaDriverVersion())
-            out["cuda"] = f"{cuda // 1000}.{(cuda % 1000) // 10}"
-    finally:
-        with contextlib.suppress(Exception):
-            pynvml.nvmlShutdown()
-    return out
 
 
 def probe_gpu(nvml: NvmlReport, versions: Mapping[str, str], *, has_nvidia_smi: bool) -> list[DoctorFinding]:
@@ -66,7 +43,7 @@ def probe_gpu(nvml: NvmlReport, versions: Mapping[str, str], *, has_nvidia_smi: 
         ]
     out = []
     for gpu in nvml.gpus:
-        mem = f"{gpu.total_bytes / 1024**3:.1f} GiB" if gpu.total_bytes else "memory not reported"
+        mem = fmt_gib(gpu.total_bytes) if gpu.total_bytes else "memory not reported"
         out.append(
             DoctorFinding(
                 id=f"gpu-{gpu.index}",

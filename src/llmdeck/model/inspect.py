@@ -58,14 +58,8 @@ def _read_config(config_path: Path) -> dict[str, object]:
     return data
 
 
-def validate_model_dir(path: Path) -> ModelDirInfo:
-    """Check that ``path`` is a Hugging Face model folder and describe it.
-
-    Raises :class:`ModelPathError` if it does not exist, is not a directory or has no
-    ``config.json``; :class:`ConfigError` if ``config.json`` is not a JSON object naming
-    ``architectures`` or ``model_type``.
-    """
-    path = Path(path).expanduser()
+def _config_path(path: Path) -> Path:
+    """``path/config.json``; ModelPathError when ``path`` is not a model folder."""
     if not path.exists():
         raise ModelPathError(
             f"The model path {path} does not exist.",
@@ -85,6 +79,42 @@ def validate_model_dir(path: Path) -> ModelDirInfo:
             "For a repo id use `llmdeck fetch`.",
             hint="Point at the folder that holds config.json, or run `llmdeck fetch REPO_ID` first.",
         )
+    return config_path
+
+
+def _max_positions(config: dict[str, object]) -> int | None:
+    """``max_position_embeddings``, at the top or in ``text_config`` (multimodal models)."""
+    max_pos = config.get("max_position_embeddings")
+    if isinstance(max_pos, int):
+        return max_pos
+    text_config = config.get("text_config")
+    if isinstance(text_config, dict) and isinstance(text_config.get("max_position_embeddings"), int):
+        return int(text_config["max_position_embeddings"])
+    return None
+
+
+def _has_chat_template(path: Path) -> bool:
+    """A chat_template.jinja/.json file, or a ``chat_template`` in tokenizer_config.json."""
+    if (path / "chat_template.jinja").is_file() or (path / "chat_template.json").is_file():
+        return True
+    tok_config = path / "tokenizer_config.json"
+    if not tok_config.is_file():
+        return False
+    try:
+        return "chat_template" in json.loads(tok_config.read_text("utf-8"))
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+def validate_model_dir(path: Path) -> ModelDirInfo:
+    """Check that ``path`` is a Hugging Face model folder and describe it.
+
+    Raises :class:`ModelPathError` if it does not exist, is not a directory or has no
+    ``config.json``; :class:`ConfigError` if ``config.json`` is not a JSON object naming
+    ``architectures`` or ``model_type``.
+    """
+    path = Path(path).expanduser()
+    config_path = _config_path(path)
     config = _read_config(config_path)
     raw_arch = config.get("architectures")
     architectures = [a for a in raw_arch if isinstance(a, str)] if isinstance(raw_arch, list) else []
@@ -95,23 +125,10 @@ def validate_model_dir(path: Path) -> ModelDirInfo:
             "model this is.",
             hint="Re-download the model's config.json (llmdeck fetch REPO_ID --config-only).",
         )
-    max_pos = config.get("max_position_embeddings")
-    if not isinstance(max_pos, int):
-        text_config = config.get("text_config")
-        if isinstance(text_config, dict) and isinstance(text_config.get("max_position_embeddings"), int):
-            max_pos = text_config["max_position_embeddings"]
-        else:
-            max_pos = None
-
+    max_pos = _max_positions(config)
     weights = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
     has_tokenizer = any((path / name).is_file() for name in TOKENIZER_FILES)
-    has_template = (path / "chat_template.jinja").is_file() or (path / "chat_template.json").is_file()
-    tok_config = path / "tokenizer_config.json"
-    if not has_template and tok_config.is_file():
-        try:
-            has_template = "chat_template" in json.loads(tok_config.read_text("utf-8"))
-        except (OSError, ValueError, TypeError):
-            has_template = False
+    has_template = _has_chat_template(path)
 
     from llmdeck.model.tiny import is_tiny_model
 

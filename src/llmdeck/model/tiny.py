@@ -171,6 +171,47 @@ GENERATION_CONFIG: dict[str, Any] = {
 }
 
 
+def _check_shape(layers: int, hidden: int) -> None:
+    from llmdeck.errors import UsageError
+
+    if layers < 1 or layers > 64:
+        raise UsageError(f"--layers must be between 1 and 64, got {layers}.")
+    if hidden < HEAD_DIM or hidden % HEAD_DIM or hidden > 4096:
+        raise UsageError(
+            f"--hidden must be a multiple of {HEAD_DIM} between {HEAD_DIM} and 4096, got {hidden}.",
+            hint="Use e.g. --hidden 128 (the default) or 256.",
+        )
+
+
+def _describe(
+    dir: Path, config_dict: dict[str, Any], *, seed: int, n_params: int, checked: int, started: float
+) -> TinyModelInfo:
+    """The marker's record of what was made (config, files, time taken, versions)."""
+    import transformers
+
+    files = sorted(p.name for p in dir.iterdir() if p.is_file() and not p.name.startswith("."))
+    info = TinyModelInfo(
+        path=str(dir.resolve()),
+        layers=config_dict["num_hidden_layers"],
+        hidden_size=config_dict["hidden_size"],
+        num_attention_heads=config_dict["num_attention_heads"],
+        num_key_value_heads=config_dict["num_key_value_heads"],
+        head_dim=HEAD_DIM,
+        intermediate_size=config_dict["intermediate_size"],
+        vocab_size=VOCAB_SIZE,
+        max_position_embeddings=MAX_POSITION_EMBEDDINGS,
+        dtype="float32",
+        seed=seed,
+        parameters=int(n_params),
+        tokenizer_checked_strings=checked,
+        files=files,
+        seconds=round(time.monotonic() - started, 2),
+        transformers_version=str(transformers.__version__),
+        host={"python": platform.python_version(), "platform": platform.platform()},
+    )
+    return info
+
+
 def make_tiny_model(
     dir: Path, *, force: bool = False, layers: int = 2, hidden: int = 128, seed: int = 0
 ) -> TinyModelInfo:
@@ -180,17 +221,10 @@ def make_tiny_model(
     :class:`MissingDependencyError` if the ``cpu`` extra is missing, and :class:`OperationError`
     if the built tokenizer does not encode exactly like tiktoken on the same ranks.
     """
-    from llmdeck.errors import UsageError
     from llmdeck.model.tokenizer import _require_cpu_extra, verify_tokenizer, write_tokenizer
 
     dir = Path(dir).expanduser()
-    if layers < 1 or layers > 64:
-        raise UsageError(f"--layers must be between 1 and 64, got {layers}.")
-    if hidden < HEAD_DIM or hidden % HEAD_DIM or hidden > 4096:
-        raise UsageError(
-            f"--hidden must be a multiple of {HEAD_DIM} between {HEAD_DIM} and 4096, got {hidden}.",
-            hint="Use e.g. --hidden 128 (the default) or 256.",
-        )
+    _check_shape(layers, hidden)
     _check_target(dir, force)
     _require_cpu_extra()
 
@@ -216,26 +250,7 @@ def make_tiny_model(
     atomic_write_json(dir / "config.json", config_dict)
     (dir / "config.json").chmod(0o644)
 
-    files = sorted(p.name for p in dir.iterdir() if p.is_file() and not p.name.startswith("."))
-    info = TinyModelInfo(
-        path=str(dir.resolve()),
-        layers=layers,
-        hidden_size=hidden,
-        num_attention_heads=config_dict["num_attention_heads"],
-        num_key_value_heads=config_dict["num_key_value_heads"],
-        head_dim=HEAD_DIM,
-        intermediate_size=config_dict["intermediate_size"],
-        vocab_size=VOCAB_SIZE,
-        max_position_embeddings=MAX_POSITION_EMBEDDINGS,
-        dtype="float32",
-        seed=seed,
-        parameters=int(n_params),
-        tokenizer_checked_strings=checked,
-        files=files,
-        seconds=round(time.monotonic() - started, 2),
-        transformers_version=str(transformers.__version__),
-        host={"python": platform.python_version(), "platform": platform.platform()},
-    )
+    info = _describe(dir, config_dict, seed=seed, n_params=n_params, checked=checked, started=started)
     atomic_write_json(dir / MARKER_FILE, info)
     (dir / MARKER_FILE).chmod(0o644)
     return info

@@ -136,56 +136,59 @@ def parse_vllm_flags(args: list[str] | tuple[str, ...]) -> VllmFlags:
         tokens = tokens[2:]
     i = 0
     while i < len(tokens):
-        tok = tokens[i]
-        if tok in SHORT_ALIASES:
-            if i + 1 >= len(tokens):
-                raise UsageError(f"{tok} needs a value.", hint=f"Write e.g. {tok} 1.")
-            flags.set(SHORT_ALIASES[tok], tokens[i + 1])
-            i += 2
-            continue
-        if not tok.startswith("--") or tok == "--":
-            if tok != "--":
-                flags.positional.append(tok)
-            i += 1
-            continue
-        body = tok[2:]
-        if "=" in body:
-            name, value = body.split("=", 1)
-            name = _normalize(name)
-            if name.startswith("no-") and name[3:] in BOOLEAN_FLAGS:
-                raise UsageError(f"{tok}: a --no- flag takes no value.", hint=f"Write --{name} alone.")
-            if name in BOOLEAN_FLAGS:
-                flags.set(name, value.strip().lower() not in {"0", "false", "no", "off"})
-            else:
-                flags.set(name, value)
-            i += 1
-            continue
-        name = _normalize(body)
-        if name.startswith("no-") and name[3:] in BOOLEAN_FLAGS:
-            flags.set(name[3:], False)
-            i += 1
-            continue
-        if name in BOOLEAN_FLAGS:
-            # argparse BooleanOptionalAction takes no value; accept an explicit true/false anyway
-            nxt = tokens[i + 1] if i + 1 < len(tokens) else None
-            if nxt is not None and nxt.lower() in {"true", "false"}:
-                flags.set(name, nxt.lower() == "true")
-                i += 2
-            else:
-                flags.set(name, True)
-                i += 1
-            continue
-        nxt = tokens[i + 1] if i + 1 < len(tokens) else None
-        if nxt is None or (nxt.startswith("--") and len(nxt) > 2):
-            raise UsageError(
-                f"The vLLM flag {tok} has no value.",
-                hint=f"Write {tok} VALUE (or {tok}=VALUE); boolean flags llmdeck knows take none.",
-            )
-        flags.set(name, nxt)
-        i += 2
+        i += _take(flags, tokens, i)
     if flags.positional and flags.has("model"):
         raise UsageError(
             "The vLLM flags name the model twice (a positional model and --model).",
             hint="Name the model once, as llmdeck plan's MODEL argument.",
         )
     return flags
+
+
+def _take(flags: VllmFlags, tokens: list[str], i: int) -> int:
+    """Read the flag at ``tokens[i]`` into ``flags``; how many tokens it used (1 or 2)."""
+    tok = tokens[i]
+    nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+    if tok in SHORT_ALIASES:
+        if nxt is None:
+            raise UsageError(f"{tok} needs a value.", hint=f"Write e.g. {tok} 1.")
+        flags.set(SHORT_ALIASES[tok], nxt)
+        return 2
+    if not tok.startswith("--") or tok == "--":
+        if tok != "--":
+            flags.positional.append(tok)
+        return 1
+    body = tok[2:]
+    if "=" in body:
+        _take_with_value(flags, tok, body)
+        return 1
+    name = _normalize(body)
+    if name.startswith("no-") and name[3:] in BOOLEAN_FLAGS:
+        flags.set(name[3:], False)
+        return 1
+    if name in BOOLEAN_FLAGS:
+        # argparse BooleanOptionalAction takes no value; accept an explicit true/false anyway
+        if nxt is not None and nxt.lower() in {"true", "false"}:
+            flags.set(name, nxt.lower() == "true")
+            return 2
+        flags.set(name, True)
+        return 1
+    if nxt is None or (nxt.startswith("--") and len(nxt) > 2):
+        raise UsageError(
+            f"The vLLM flag {tok} has no value.",
+            hint=f"Write {tok} VALUE (or {tok}=VALUE); boolean flags llmdeck knows take none.",
+        )
+    flags.set(name, nxt)
+    return 2
+
+
+def _take_with_value(flags: VllmFlags, tok: str, body: str) -> None:
+    """``--name=value``: a boolean flag reads the value as true/false; ``--no-x=...`` is an error."""
+    name, value = body.split("=", 1)
+    name = _normalize(name)
+    if name.startswith("no-") and name[3:] in BOOLEAN_FLAGS:
+        raise UsageError(f"{tok}: a --no- flag takes no value.", hint=f"Write --{name} alone.")
+    if name in BOOLEAN_FLAGS:
+        flags.set(name, value.strip().lower() not in {"0", "false", "no", "off"})
+    else:
+        flags.set(name, value)

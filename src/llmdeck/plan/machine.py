@@ -14,14 +14,15 @@
 
 from __future__ import annotations
 
-import contextlib
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from llmdeck.errors import PlanError
+from llmdeck.util.nvml import NvmlUnavailable, nvml_init, nvml_shutdown
+from llmdeck.util.nvml import text as nvml_text
+from llmdeck.util.units import GIB as GIB  # re-exported: defined once, in util.units
 
-GIB = 1 << 30
 MachineName = Literal["dgx-spark", "h200", "auto"]
 
 GB10_TOTAL_GIB = 121.63
@@ -102,35 +103,32 @@ def _detect() -> MachineProfile:
     import psutil
 
     try:
-        import pynvml
-    except ImportError as exc:
-        raise PlanError(
-            "--machine auto needs NVML to see this machine's GPU, and nvidia-ml-py is not installed "
-            "(or this machine has no NVIDIA GPU).",
-            hint="Install nvidia-ml-py (llmdeck's gpu extra), or name the target machine with "
-            "--machine dgx-spark or --machine h200.",
-        ) from exc
+        nv = nvml_init()
+    except NvmlUnavailable as exc:
+        if exc.missing:
+            raise PlanError(
+                "--machine auto needs NVML to see this machine's GPU, and nvidia-ml-py is not installed "
+                "(or this machine has no NVIDIA GPU).",
+                hint="Install nvidia-ml-py (llmdeck's gpu extra), or name the target machine with "
+                "--machine dgx-spark or --machine h200.",
+            ) from exc.cause
+        raise _no_gpu(exc.cause) from exc.cause
     try:
-        pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        name = pynvml.nvmlDeviceGetName(handle)
-        name = name.decode() if isinstance(name, bytes) else str(name)
         try:
-            major: int | None = int(pynvml.nvmlDeviceGetCudaComputeCapability(handle)[0])
+            handle = nv.nvmlDeviceGetHandleByIndex(0)
+            name = nvml_text(nv.nvmlDeviceGetName(handle))
+        except Exception as exc:
+            raise _no_gpu(exc) from exc
+        try:
+            major: int | None = int(nv.nvmlDeviceGetCudaComputeCapability(handle)[0])
         except Exception:
             major = None
-    except Exception as exc:
-        raise PlanError(
-            f"--machine auto found no usable NVIDIA GPU here (NVML: {exc}).",
-            hint="Plan for a named machine instead: --machine dgx-spark or --machine h200.",
-        ) from exc
-    try:
-        total = float(pynvml.nvmlDeviceGetMemoryInfo(handle).total) / GIB
-    except Exception:  # GB10: NVML memory query is NotSupported on unified memory
-        total = None
+        try:
+            total: float | None = float(nv.nvmlDeviceGetMemoryInfo(handle).total) / GIB
+        except Exception:  # GB10: NVML memory query is NotSupported on unified memory
+            total = None
     finally:
-        with contextlib.suppress(Exception):
-            pynvml.nvmlShutdown()
+        nvml_shutdown(nv)
     if total is None or "GB10" in name:
         return dgx_spark(mem_available_gib=psutil.virtual_memory().available / GIB)
     return MachineProfile(
@@ -140,6 +138,13 @@ def _detect() -> MachineProfile:
         source="nvml",
         gpu_name=name,
         compute_capability_major=major,
+    )
+
+
+def _no_gpu(exc: BaseException) -> PlanError:
+    return PlanError(
+        f"--machine auto found no usable NVIDIA GPU here (NVML: {exc}).",
+        hint="Plan for a named machine instead: --machine dgx-spark or --machine h200.",
     )
 
 

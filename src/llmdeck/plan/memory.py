@@ -23,10 +23,11 @@ from pydantic import BaseModel, Field
 
 from llmdeck.plan.kvlayout import kv_layout
 from llmdeck.plan.kvspec import KERNEL_BLOCK_ALIGN, KVLayout, cdiv, kv_dtype_bytes
-from llmdeck.plan.machine import GIB, MachineProfile
+from llmdeck.plan.machine import MachineProfile
 from llmdeck.plan.modelinfo import ModelFacts
 from llmdeck.plan.params import mxfp4_kernel_extra_bytes
 from llmdeck.plan.settings import DEFAULT_GPU_MEMORY_UTILIZATION, ServeSettings
+from llmdeck.util.units import GIB
 
 __all__ = ["DEFAULT_GPU_MEMORY_UTILIZATION", "KERNEL_BLOCK_ALIGN", "KVLayout", "MemoryPlan", "ServeSettings"]
 __all__ += ["cdiv", "kv_capacity", "kv_dtype_bytes", "kv_layout", "plan_memory"]

@@ -21,6 +21,7 @@ from llmdeck.plan.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryPlan, Serv
 from llmdeck.plan.modelinfo import ModelFacts
 from llmdeck.plan.resolve import ResolvedModel, find_in_hf_cache, find_local_copy, resolve_model
 from llmdeck.plan.versions import at_least, version_tuple
+from llmdeck.util.hfpaths import default_hf_home
 
 __all__ = ["Plan", "PlanRequest", "ResolvedModel", "find_in_hf_cache", "find_local_copy", "make_plan"]
 __all__ += ["resolve_model"]
@@ -325,5 +326,5 @@ def build_spec(req: PlanRequest, resolved: ResolvedModel, flags: VllmFlags, imag
         vllm_args=flags.to_argv(skip=SPEC_FLAGS),
         env=env if req.engine != "docker" else {},
         image=image,
-        hf_cache=str(Path("~/.cache/huggingface").expanduser()) if req.engine == "docker" else None,
+        hf_cache=str(default_hf_home()) if req.engine == "docker" else None,
     )

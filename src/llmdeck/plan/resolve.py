@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from llmdeck.catalog.models import Catalog, CatalogEntry
 from llmdeck.errors import ConfigError, UnknownModelError
 from llmdeck.plan.modelinfo import ModelFacts, facts_from_config, facts_from_dir
+from llmdeck.util.hfpaths import default_hf_home
 
 
 class ResolvedModel(BaseModel):
@@ -27,7 +28,7 @@ def _hf_hub_dirs() -> list[Path]:
         dirs.append(Path(os.environ["HF_HUB_CACHE"]))
     if os.environ.get("HF_HOME"):
         dirs.append(Path(os.environ["HF_HOME"]) / "hub")
-    dirs.append(Path.home() / ".cache" / "huggingface" / "hub")
+    dirs.append(default_hf_home() / "hub")
     return dirs
 
 

@@ -117,6 +117,9 @@ def _fill(template: str, values: dict[str, str]) -> str:
     return template.format_map(_SafeDict(values)).strip()
 
 
+_Hit = tuple[Severity, int, str, dict[str, str]]  # (best severity, line number, message, values)
+
+
 def diagnose(log_text: str, *, rules: tuple[Rule, ...] | None = None) -> list[Diagnosis]:
     """Every known failure found in ``log_text``: fatal first, then in log order; one per rule.
 
@@ -125,10 +128,20 @@ def diagnose(log_text: str, *, rules: tuple[Rule, ...] | None = None) -> list[Di
     any other rule found a fatal cause.
     """
     rules = rules if rules is not None else load_rules()
-    # rule id -> (best severity, line number, message, values)
-    found: dict[str, tuple[Severity, int, str, dict[str, str]]] = {}
+    by_id = {r.id: r for r in rules}
+    out = [_diagnosis(by_id[rule_id], hit) for rule_id, hit in _scan(log_text, rules).items()]
+    # a fallback rule (e.g. "the engine died") says nothing new next to a specific fatal cause
+    if any(d.severity == "fatal" and not by_id[d.rule_id].fallback for d in out):
+        out = [d for d in out if not by_id[d.rule_id].fallback]
+    out.sort(key=lambda d: (d.severity != "fatal", d.line_number))
+    return out
+
+
+def _scan(log_text: str, rules: tuple[Rule, ...]) -> dict[str, _Hit]:
+    """Rule id -> its best hit; generic rules only on lines no specific rule matched."""
+    found: dict[str, _Hit] = {}
     specific_lines: set[int] = set()
-    generic_hits: list[tuple[Rule, int, str, dict[str, str], Severity]] = []
+    generic_hits: list[tuple[Rule, _Hit]] = []
     after_frame = False
     for lineno, raw in enumerate(log_text.splitlines(), 1):
         if not raw:
@@ -146,46 +159,41 @@ def diagnose(log_text: str, *, rules: tuple[Rule, ...] | None = None) -> list[Di
             sev: Severity = rule.severity
             if line.level in {"WARNING", "INFO", "DEBUG"}:
                 sev = "warning"
-            values = {k: v for k, v in m.groupdict().items() if v is not None}
+            hit: _Hit = (sev, lineno, msg, {k: v for k, v in m.groupdict().items() if v is not None})
             if rule.generic:
-                generic_hits.append((rule, lineno, msg, values, sev))
+                generic_hits.append((rule, hit))
                 continue
             specific_lines.add(lineno)
-            prev = found.get(rule.id)
-            if prev is None or (prev[0] == "warning" and sev == "fatal"):
-                found[rule.id] = (sev, lineno, msg, values)
-    for rule, lineno, msg, values, sev in generic_hits:
-        if lineno in specific_lines:
-            continue
-        prev = found.get(rule.id)
-        if prev is None or (prev[0] == "warning" and sev == "fatal"):
-            found[rule.id] = (sev, lineno, msg, values)
+            _keep_best(found, rule.id, hit)
+    for rule, hit in generic_hits:
+        if hit[1] not in specific_lines:
+            _keep_best(found, rule.id, hit)
+    return found
 
-    by_id = {r.id: r for r in rules}
-    out: list[Diagnosis] = []
-    for rule_id, (sev, lineno, msg, values) in found.items():
-        rule = by_id[rule_id]
-        all_values = dict(values)
-        if rule_id in _DERIVED:
-            all_values.update(_DERIVED[rule_id](values))
-        out.append(
-            Diagnosis(
-                rule_id=rule_id,
-                title=rule.title,
-                severity=sev,
-                cause=_fill(rule.cause, all_values),
-                fix=_fill(rule.fix, all_values),
-                evidence=rule.evidence.strip(),
-                matched_line=msg.strip()[:500],
-                line_number=lineno,
-                values=values,
-            )
-        )
-    # a fallback rule (e.g. "the engine died") says nothing new next to a specific fatal cause
-    if any(d.severity == "fatal" and not by_id[d.rule_id].fallback for d in out):
-        out = [d for d in out if not by_id[d.rule_id].fallback]
-    out.sort(key=lambda d: (d.severity != "fatal", d.line_number))
-    return out
+
+def _keep_best(found: dict[str, _Hit], rule_id: str, hit: _Hit) -> None:
+    """The first hit of a rule, unless a later one is fatal where the first was only a warning."""
+    prev = found.get(rule_id)
+    if prev is None or (prev[0] == "warning" and hit[0] == "fatal"):
+        found[rule_id] = hit
+
+
+def _diagnosis(rule: Rule, hit: _Hit) -> Diagnosis:
+    sev, lineno, msg, values = hit
+    all_values = dict(values)
+    if rule.id in _DERIVED:
+        all_values.update(_DERIVED[rule.id](values))
+    return Diagnosis(
+        rule_id=rule.id,
+        title=rule.title,
+        severity=sev,
+        cause=_fill(rule.cause, all_values),
+        fix=_fill(rule.fix, all_values),
+        evidence=rule.evidence.strip(),
+        matched_line=msg.strip()[:500],
+        line_number=lineno,
+        values=values,
+    )
 
 
 # ---- the tail of an unknown failure ---------------------------------------------------------

@@ -263,13 +263,20 @@ class PhaseTracker:
                 self._t0 = timestamp_seconds(line.timestamp)
             self._last_ts = line.timestamp
         msg = line.message
-        f = self.facts
         events: list[PhaseEvent] = []
         if not msg:
             return events
 
         if line.timestamp and "process_start" not in self._seen:
             events += self._event("process_start", line)
+        for stage in (self._config, self._loading, self._compile_and_kv, self._graphs_and_api, self._serving):
+            events += stage(msg, line)
+        return events
+
+    def _config(self, msg: str, line: LogLine) -> list[PhaseEvent]:
+        """Version, architecture, context length, engine start."""
+        f = self.facts
+        events: list[PhaseEvent] = []
         if f.vllm_version is None:
             m = RE_VERSION_ENGINE.search(msg) or RE_VERSION_API.search(msg)
             if m is None and "█" in msg:  # the start-up banner: `... █  version 0.22.0`
@@ -284,6 +291,12 @@ class PhaseTracker:
             events += self._event("config_resolved", line)
         if RE_ENGINE_INIT.search(msg):
             events += self._event("engine_init", line)
+        return events
+
+    def _loading(self, msg: str, line: LogLine) -> list[PhaseEvent]:
+        """Weights: loading started, loaded (GPU and CPU wording), checkpoint size."""
+        f = self.facts
+        events: list[PhaseEvent] = []
         if RE_LOAD_START.search(msg):
             events += self._event("loading_weights", line)
         if m := RE_LOADED.search(msg):
@@ -298,6 +311,12 @@ class PhaseTracker:
             events += self._event("loading_weights", line)
             size = f" ({f.checkpoint_gib:.2f} GiB checkpoint)" if f.checkpoint_gib is not None else ""
             events += self._event("weights_loaded", line, f"{f.load_seconds:.1f} s{size}")
+        return events
+
+    def _compile_and_kv(self, msg: str, line: LogLine) -> list[PhaseEvent]:
+        """torch.compile, then the KV cache: block size, memory, tokens, concurrency."""
+        f = self.facts
+        events: list[PhaseEvent] = []
         if RE_DYNAMO.search(msg) or RE_COMPILE_CACHE.search(msg):
             events += self._event("compiling", line)
         if m := RE_COMPILED.search(msg):
@@ -319,6 +338,12 @@ class PhaseTracker:
                 detail.append(f"{f.kv_cache_tokens:,} tokens")
             detail.append(f"{f.max_concurrency:.2f}x at {m.group('len')} tokens")
             events += self._event("kv_cache_sized", line, ", ".join(detail))
+        return events
+
+    def _graphs_and_api(self, msg: str, line: LogLine) -> list[PhaseEvent]:
+        """CUDA graphs, the engine ready, the API server starting and up."""
+        f = self.facts
+        events: list[PhaseEvent] = []
         if RE_GRAPH_START.search(msg) and "Graph capturing finished" not in msg:
             events += self._event("cuda_graphs", line)
         if m := RE_GRAPH_DONE.search(msg):
@@ -338,6 +363,12 @@ class PhaseTracker:
         if RE_API_UP.search(msg):
             f.ready = True
             events += self._event("api_up", line)
+        return events
+
+    def _serving(self, msg: str, line: LogLine) -> list[PhaseEvent]:
+        """Lines of a serving engine: the periodic stats and Triton JIT compiles."""
+        f = self.facts
+        events: list[PhaseEvent] = []
         if m := RE_STATS.search(msg):
             f.stats.append(
                 EngineStats(

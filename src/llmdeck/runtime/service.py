@@ -24,6 +24,7 @@ from llmdeck.runtime.state import ServerRecord, StateStore
 from llmdeck.runtime.status import ServerStatus, server_status
 from llmdeck.runtime.watchdog import StartupWatchdog, WatchdogConfig
 from llmdeck.settings import Settings
+from llmdeck.util.units import MIB, fmt_gib
 
 EventKind = Literal[
     "preflight",
@@ -182,14 +183,14 @@ def down(name: str, settings: Settings, events: Events = _ignore) -> str:
 
 def wait_memory_settles(max_s: float = 30.0, step_s: float = 1.0) -> int:
     """After a stop, wait until MemAvailable stops rising (the engine's memory is back)."""
-    import psutil
+    from llmdeck.runtime.host import read_meminfo
 
-    last = psutil.virtual_memory().available
+    last = read_meminfo().available
     deadline = time.monotonic() + max_s
     while time.monotonic() < deadline:
         time.sleep(step_s)
-        now = psutil.virtual_memory().available
-        if now - last < 256 * 2**20:
+        now = read_meminfo().available
+        if now - last < 256 * MIB:
             return int(now)
         last = now
     return int(last)
@@ -213,7 +214,7 @@ def restart(
     clock.emit("stopping", f"stopping {record.name} …")
     outcome = launcher.down(record.name, settings)  # "stale": another program's pid, left alone
     freed = wait_memory_settles()
-    clock.emit("memory", f"memory settled: MemAvailable {freed / 2**30:.1f} GiB", available_bytes=freed)
+    clock.emit("memory", f"memory settled: MemAvailable {fmt_gib(freed)}", available_bytes=freed)
     if options.unload_ollama:
         unloaded = ollama_unload_all()
         if unloaded:

@@ -1,4 +1,4 @@
-"""Other tenants of the box: Ollama models, other vLLM / llama.cpp servers, other GPU processes.
+"""Other tenants of the box: Ollama models, other vLLM / llama.cpp servers (GPU processes: runtime.host).
 
 Seed 000 lost hours restarting vLLM into memory that Ollama (or an old vLLM) still held. These
 functions find them and say how to free the memory; :mod:`llmdeck.runtime.preflight` turns them
@@ -7,7 +7,6 @@ into findings.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shlex
 from collections.abc import Iterable
@@ -16,6 +15,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from llmdeck.errors import EndpointError
+from llmdeck.runtime.host import GpuInfo as GpuInfo  # re-exported: GPUs live in runtime.host now
+from llmdeck.runtime.host import GpuProcess as GpuProcess
+from llmdeck.runtime.host import NvmlReport as NvmlReport
+from llmdeck.runtime.host import nvml_snapshot as nvml_snapshot
 
 OLLAMA_URL = "http://127.0.0.1:11434"
 
@@ -198,92 +201,3 @@ def find_inference_processes(*, exclude_pids: Iterable[int] = ()) -> list[Infere
             continue
     roots = [p for pid, p in found.items() if parents.get(pid) not in found]
     return sorted(roots, key=lambda p: p.pid)
-
-
-# ---- GPUs through NVML ----------------------------------------------------------------------
-
-
-class GpuInfo(BaseModel):
-    index: int
-    name: str
-    total_bytes: int | None = Field(None, description="None where NVML says NotSupported (unified memory)")
-    used_bytes: int | None = None
-    free_bytes: int | None = None
-
-
-class GpuProcess(BaseModel):
-    pid: int
-    gpu_index: int
-    used_bytes: int | None = None
-    name: str = ""
-
-
-class NvmlReport(BaseModel):
-    available: bool
-    reason: str = Field("", description="Why NVML gave no answer (not installed, no driver, ...)")
-    gpus: list[GpuInfo] = Field(default_factory=list)
-    processes: list[GpuProcess] = Field(default_factory=list)
-    memory_not_supported: bool = Field(
-        False, description="nvmlDeviceGetMemoryInfo raised NotSupported (GB10 / unified memory)"
-    )
-
-
-def nvml_snapshot() -> NvmlReport:
-    """GPUs and the processes using them, through NVML (package nvidia-ml-py, optional)."""
-    try:
-        import pynvml
-    except ImportError:
-        return NvmlReport(
-            available=False,
-            reason="NVML bindings are not installed (pip install nvidia-ml-py, or `llmdeck[gpu]`)",
-        )
-    try:
-        pynvml.nvmlInit()
-    except Exception as exc:  # pynvml.NVMLError and driver load failures
-        return NvmlReport(available=False, reason=f"NVML could not start: {exc}")
-    report = NvmlReport(available=True)
-    try:
-        for i in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
-            name = pynvml.nvmlDeviceGetName(handle)
-            name = name.decode() if isinstance(name, bytes) else str(name)
-            gpu = GpuInfo(index=i, name=name)
-            try:
-                mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
-                gpu.total_bytes, gpu.used_bytes, gpu.free_bytes = int(mem.total), int(mem.used), int(mem.free)
-            except pynvml.NVMLError_NotSupported:
-                report.memory_not_supported = True
-            report.gpus.append(gpu)
-            procs: list[Any] = []
-            for getter in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
-                try:
-                    procs += list(getattr(pynvml, getter)(handle))
-                except Exception:  # NotSupported on some boards
-                    continue
-            seen: set[int] = set()
-            for p in procs:
-                if p.pid in seen:
-                    continue
-                seen.add(p.pid)
-                used = getattr(p, "usedGpuMemory", None)
-                report.processes.append(
-                    GpuProcess(
-                        pid=int(p.pid),
-                        gpu_index=i,
-                        used_bytes=int(used) if used else None,
-                        name=_pname(p.pid),
-                    )
-                )
-    finally:
-        with contextlib.suppress(Exception):
-            pynvml.nvmlShutdown()
-    return report
-
-
-def _pname(pid: int) -> str:
-    import psutil
-
-    try:
-        return " ".join(psutil.Process(pid).cmdline())[:120] or psutil.Process(pid).name()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return ""

@@ -13,6 +13,7 @@ import json
 import secrets
 import statistics
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -153,6 +154,25 @@ async def _one(
     import httpx
 
     req = WarmupRequest(label=label, phase=phase, stream=stream, target_tokens=n_tokens)
+    body = _body(model, n_tokens, max_tokens, stream=stream, tools=tools)
+    start = time.perf_counter()
+    try:
+        failed = await (_send_streamed if stream else _send_plain)(client, body, req, start)
+    except (httpx.HTTPError, json.JSONDecodeError) as exc:
+        req.ok = False
+        req.error = f"{exc.__class__.__name__}: {exc}"
+        return req
+    if failed is not None:
+        return failed
+    req.e2e_s = time.perf_counter() - start
+    if req.ttft_s is None:
+        req.ttft_s = req.e2e_s
+        req.note = "no generated chunk seen; TTFT = end-to-end"
+    return req
+
+
+def _body(model: str, n_tokens: int, max_tokens: int, *, stream: bool, tools: bool) -> dict[str, Any]:
+    """A chat request of about ``n_tokens`` prompt tokens, unique (a nonce) so no prefix cache hits."""
     nonce = secrets.token_hex(4)
     content = make_prompt(n_tokens, nonce)
     body: dict[str, Any] = {
@@ -170,43 +190,45 @@ async def _one(
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
-    start = time.perf_counter()
-    try:
-        if stream:
-            async with client.stream("POST", "/v1/chat/completions", json=body) as resp:
-                if resp.status_code >= 400:
-                    text = (await resp.aread()).decode(errors="replace")
-                    return _http_error(req, resp.status_code, text)
-                async for line in resp.aiter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        break
-                    chunk = json.loads(data)
-                    if req.ttft_s is None and any(_delta_has_output(c) for c in chunk.get("choices") or []):
-                        req.ttft_s = time.perf_counter() - start
-                    usage = chunk.get("usage")
-                    if usage:
-                        req.prompt_tokens = usage.get("prompt_tokens")
-                        req.completion_tokens = usage.get("completion_tokens")
-        else:
-            resp = await client.post("/v1/chat/completions", json=body)
-            if resp.status_code >= 400:
-                return _http_error(req, resp.status_code, resp.text)
-            req.ttft_s = time.perf_counter() - start  # no stream: the whole response is the first token
-            usage = resp.json().get("usage") or {}
-            req.prompt_tokens = usage.get("prompt_tokens")
-            req.completion_tokens = usage.get("completion_tokens")
-    except (httpx.HTTPError, json.JSONDecodeError) as exc:
-        req.ok = False
-        req.error = f"{exc.__class__.__name__}: {exc}"
-        return req
-    req.e2e_s = time.perf_counter() - start
-    if req.ttft_s is None:
-        req.ttft_s = req.e2e_s
-        req.note = "no generated chunk seen; TTFT = end-to-end"
-    return req
+    return body
+
+
+async def _send_streamed(
+    client: Any, body: dict[str, Any], req: WarmupRequest, start: float
+) -> WarmupRequest | None:
+    """Stream the request, noting TTFT and usage in ``req``; the failed request on an HTTP error."""
+    async with client.stream("POST", "/v1/chat/completions", json=body) as resp:
+        if resp.status_code >= 400:
+            text = (await resp.aread()).decode(errors="replace")
+            return _http_error(req, resp.status_code, text)
+        async for line in resp.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            data = line[5:].strip()
+            if data == "[DONE]":
+                break
+            chunk = json.loads(data)
+            if req.ttft_s is None and any(_delta_has_output(c) for c in chunk.get("choices") or []):
+                req.ttft_s = time.perf_counter() - start
+            usage = chunk.get("usage")
+            if usage:
+                req.prompt_tokens = usage.get("prompt_tokens")
+                req.completion_tokens = usage.get("completion_tokens")
+    return None
+
+
+async def _send_plain(
+    client: Any, body: dict[str, Any], req: WarmupRequest, start: float
+) -> WarmupRequest | None:
+    """One non-streamed request; the whole response counts as the first token."""
+    resp = await client.post("/v1/chat/completions", json=body)
+    if resp.status_code >= 400:
+        return _http_error(req, resp.status_code, resp.text)
+    req.ttft_s = time.perf_counter() - start  # no stream: the whole response is the first token
+    usage = resp.json().get("usage") or {}
+    req.prompt_tokens = usage.get("prompt_tokens")
+    req.completion_tokens = usage.get("completion_tokens")
+    return None
 
 
 def _http_error(req: WarmupRequest, status: int, text: str) -> WarmupRequest:
@@ -263,37 +285,62 @@ async def warmup(
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     t0 = time.perf_counter()
     async with httpx.AsyncClient(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s) as client:
-        try:
-            v = await client.get("/version", timeout=5.0)
-            if v.status_code == 200:
-                report.server_version = v.json().get("version")
-        except (httpx.HTTPError, ValueError):
-            pass
-
-        async def send(label: str, phase: Phase, n: int, *, stream: bool = True, tools: bool = False) -> None:
-            kw: dict[str, Any] = {"model": model, "label": label, "phase": phase, "stream": stream}
-            kw.update(max_tokens=max_tokens, tools=tools)
-            req = await _one(client, n_tokens=n, **kw)
-            if _too_long(req) and n > 16:
-                req = await _one(client, n_tokens=n // 2, **kw)
-                req.note = f"retried at {n // 2} tokens: the first try was over max_model_len"
-            report.requests.append(req)
-
-        for n in lengths:
-            await send(f"prompt {n}", "first", n)
-        await send(f"prompt {lengths[0]} (no stream)", "first", lengths[0], stream=False)
-        await send("tool call", "first", lengths[0], tools=True)
-        tool_req = report.requests[-1]
-        if not tool_req.ok and tool_req.error and tool_req.error.startswith("HTTP 400"):
-            tool_req.skipped = True
-            tool_req.note = "server has no auto tool choice (--enable-auto-tool-choice); sent without tools"
-            await send("tool-shaped prompt (no tools)", "first", lengths[0])
-        for _ in range(repeats):
-            for n in lengths:
-                await send(f"prompt {n}", "steady", n)
+        version = await _server_version(client)
+        if version is not None:
+            report.server_version = version
+        send = _sender(client, report, model=model, max_tokens=max_tokens)
+        await _passes(send, report, lengths, repeats)
     report.duration_s = round(time.perf_counter() - t0, 3)
     _summarise(report)
     return report
+
+
+async def _server_version(client: Any) -> Any:
+    """``GET /version``'s version, or None (no such endpoint, an error)."""
+    import httpx
+
+    try:
+        v = await client.get("/version", timeout=5.0)
+        if v.status_code == 200:
+            return v.json().get("version")
+    except (httpx.HTTPError, ValueError):
+        pass
+    return None
+
+
+_Send = Callable[..., Awaitable[None]]
+
+
+def _sender(client: Any, report: WarmupReport, *, model: str, max_tokens: int) -> _Send:
+    """``send(label, phase, n, stream=, tools=)``: one request into ``report``, retried at half the
+    length when the first try was over max_model_len."""
+
+    async def send(label: str, phase: Phase, n: int, *, stream: bool = True, tools: bool = False) -> None:
+        kw: dict[str, Any] = {"model": model, "label": label, "phase": phase, "stream": stream}
+        kw.update(max_tokens=max_tokens, tools=tools)
+        req = await _one(client, n_tokens=n, **kw)
+        if _too_long(req) and n > 16:
+            req = await _one(client, n_tokens=n // 2, **kw)
+            req.note = f"retried at {n // 2} tokens: the first try was over max_model_len"
+        report.requests.append(req)
+
+    return send
+
+
+async def _passes(send: _Send, report: WarmupReport, lengths: list[int], repeats: int) -> None:
+    """The first pass (every shape once), then ``repeats`` steady passes of each length."""
+    for n in lengths:
+        await send(f"prompt {n}", "first", n)
+    await send(f"prompt {lengths[0]} (no stream)", "first", lengths[0], stream=False)
+    await send("tool call", "first", lengths[0], tools=True)
+    tool_req = report.requests[-1]
+    if not tool_req.ok and tool_req.error and tool_req.error.startswith("HTTP 400"):
+        tool_req.skipped = True
+        tool_req.note = "server has no auto tool choice (--enable-auto-tool-choice); sent without tools"
+        await send("tool-shaped prompt (no tools)", "first", lengths[0])
+    for _ in range(repeats):
+        for n in lengths:
+            await send(f"prompt {n}", "steady", n)
 
 
 def _summarise(report: WarmupReport) -> None:

@@ -24,7 +24,8 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from llmdeck.errors import OperationError
-from llmdeck.runtime.preflight import GIB, MemInfo, read_meminfo
+from llmdeck.runtime.host import PSI_MEMORY, MemInfo, read_meminfo, read_psi_avg10
+from llmdeck.util.units import GIB
 
 
 class WatchdogConfig(BaseModel):
@@ -43,27 +44,15 @@ class WatchdogTripped(OperationError):
     """The box was about to thrash during a start-up; the engine was stopped."""
 
 
-def read_psi_full_avg10(path: Path = Path("/proc/pressure/memory")) -> float | None:
+def read_psi_full_avg10(path: Path = PSI_MEMORY) -> float | None:
     """``full avg10=…`` of the kernel's memory pressure; None where the kernel has no PSI."""
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        if line.startswith("full"):
-            for part in line.split():
-                if part.startswith("avg10="):
-                    try:
-                        return float(part.split("=", 1)[1])
-                    except ValueError:
-                        return None
-    return None
+    return read_psi_avg10(path, kind="full")
 
 
 def sample(mem: MemInfo, psi_full: float | None) -> WatchdogSample:
     return WatchdogSample(
         available_bytes=mem.available,
-        swap_used_bytes=mem.swap_total - mem.swap_free,
+        swap_used_bytes=mem.swap_used,
         psi_full_avg10=psi_full,
     )
 

