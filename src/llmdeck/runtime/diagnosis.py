@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from llmdeck.errors import ConfigError
+from llmdeck.plan.versions import VersionRange
 from llmdeck.runtime.phases import parse_line
 
 Severity = Literal["fatal", "warning"]
@@ -37,6 +38,9 @@ class Rule(BaseModel):
     cause: str
     fix: str
     evidence: str
+    vllm: VersionRange = Field(
+        default_factory=VersionRange, description="The vLLM releases the message exists in (default: all)."
+    )
 
     def compiled(self) -> re.Pattern[str]:
         return _compile(self.pattern)
@@ -54,9 +58,11 @@ class Diagnosis(BaseModel):
     matched_line: str = Field(description="The log line that matched (without the vLLM prefix)")
     line_number: int = Field(description="1-based line number in the log")
     values: dict[str, str] = Field(default_factory=dict, description="Named values the regex captured")
+    vllm_versions: str = Field("all vLLM versions", description="The releases the rule holds for.")
 
     def render(self) -> str:
-        return f"{self.title}: {self.cause}\nFix: {self.fix}"
+        holds = "" if self.vllm_versions == "all vLLM versions" else f" (holds for {self.vllm_versions})"
+        return f"{self.title}{holds}: {self.cause}\nFix: {self.fix}"
 
 
 @lru_cache(maxsize=256)
@@ -193,6 +199,7 @@ def _diagnosis(rule: Rule, hit: _Hit) -> Diagnosis:
         matched_line=msg.strip()[:500],
         line_number=lineno,
         values=values,
+        vllm_versions=rule.vllm.describe(),
     )
 
 
