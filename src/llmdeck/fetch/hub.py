@@ -311,7 +311,6 @@ def fetch_model(
     if target.exists() and not target.is_dir():
         raise UsageError(f"--local-dir {target} exists and is not a directory.", hint="Pick a folder.")
     huggingface_hub = _import_hub()
-
     warnings = environment_warnings(env)
     for message in warnings:
         if warn:
