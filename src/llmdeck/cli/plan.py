@@ -33,6 +33,27 @@ def _gib(x: float) -> str:
     return f"{x:,.2f} GiB"
 
 
+def _group_rows(t: Any, plan: Any) -> None:
+    """The KV-cache groups row, and for a hybrid model the mamba state row."""
+    mem, f = plan.memory, plan.facts
+    lay = mem.layout
+    kinds: dict[str, int] = {}
+    for g in lay.groups:
+        key = g.kind + (f" (window {g.window})" if g.window else "")
+        kinds[key] = kinds.get(key, 0) + 1
+    t.add_row(
+        "KV-cache groups",
+        f"{len(lay.groups)} × {lay.group_size} layers",
+        ", ".join(f"{n} {k}" for k, n in kinds.items()),
+    )
+    if f.is_hybrid:
+        t.add_row(
+            "mamba state / request",
+            f"{lay.mamba_state_bytes_per_request / 2**20:,.1f} MiB",
+            f"{f.linear_attention_layers} linear-attention layers; cache mode {mem.mamba_cache_mode}",
+        )
+
+
 def _memory_table(plan: Any) -> Any:
     from rich.table import Table
 
@@ -66,21 +87,7 @@ def _memory_table(plan: Any) -> Any:
         + (f" (MLA latent {f.kv_head_size})" if f.use_mla else "")
         + f", kv dtype {lay.kv_cache_dtype} ({lay.kv_dtype_bytes} B)",
     )
-    kinds: dict[str, int] = {}
-    for g in lay.groups:
-        key = g.kind + (f" (window {g.window})" if g.window else "")
-        kinds[key] = kinds.get(key, 0) + 1
-    t.add_row(
-        "KV-cache groups",
-        f"{len(lay.groups)} × {lay.group_size} layers",
-        ", ".join(f"{n} {k}" for k, n in kinds.items()),
-    )
-    if f.is_hybrid:
-        t.add_row(
-            "mamba state / request",
-            f"{lay.mamba_state_bytes_per_request / 2**20:,.1f} MiB",
-            f"{f.linear_attention_layers} linear-attention layers; cache mode {mem.mamba_cache_mode}",
-        )
+    _group_rows(t, plan)
     t.add_row("block size", f"{lay.block_size}", lay.block_size_how)
     t.add_row(
         "KV blocks", f"{mem.capacity.num_blocks:,}", f"{lay.bytes_per_block / 2**20:,.2f} MiB per block"
