@@ -269,6 +269,29 @@ async def _run_all(
         _mark_stopped(result, "aborted", f"The run stopped: {exc}.", "not run: the server went away")
 
 
+async def _summarize(
+    sr: ScenarioResult, run: ScenarioRun, monitor: Monitor, options: BenchOptions, duration: float | None
+) -> None:
+    """Stop the monitor (bounded) and compute the scenario's metrics and verdict from what it has."""
+    spec = sr.spec
+    if duration is None:
+        duration = max(run.t_last - run.t0, 1e-9)
+    try:
+        server_sum, host_sum = await asyncio.wait_for(monitor.stop(), timeout=5.0)
+    except (TimeoutError, asyncio.CancelledError):
+        server_sum, host_sum = monitor.summaries()
+    sr.server_metrics, sr.host = server_sum, host_sum
+    sr.timeline = monitor.timeline(run.t0)
+    sr.requests.sort(key=lambda r: r.index)
+    check_prompt = spec.endpoint == "completions"
+    sr.metrics = compute_metrics(
+        sr.requests if check_prompt else [r.model_copy(update={"prompt_len": 0}) for r in sr.requests],
+        duration,
+        goodput_slos_ms=options.goodput_slos_ms,
+    )
+    sr.verdict = judge(sr.metrics, sr.server_metrics, options.slo)
+
+
 async def _run_scenario(
     client: OpenAIClient,
     target: TargetInfo,
@@ -324,22 +347,7 @@ async def _run_scenario(
             sr.requests.extend(run.unfinished(stop_kind, reason))
             sr.status = "failed" if stop_kind == "aborted" else "interrupted"
             sr.error = reason
-        if duration is None:
-            duration = max(run.t_last - run.t0, 1e-9)
-        try:
-            server_sum, host_sum = await asyncio.wait_for(monitor.stop(), timeout=5.0)
-        except (TimeoutError, asyncio.CancelledError):
-            server_sum, host_sum = monitor.summaries()
-        sr.server_metrics, sr.host = server_sum, host_sum
-        sr.timeline = monitor.timeline(run.t0)
-        sr.requests.sort(key=lambda r: r.index)
-        check_prompt = spec.endpoint == "completions"
-        sr.metrics = compute_metrics(
-            sr.requests if check_prompt else [r.model_copy(update={"prompt_len": 0}) for r in sr.requests],
-            duration,
-            goodput_slos_ms=options.goodput_slos_ms,
-        )
-        sr.verdict = judge(sr.metrics, sr.server_metrics, options.slo)
+        await _summarize(sr, run, monitor, options, duration)
         if stop_kind is None:
             sr.status = "done"
         writer.write()

@@ -181,18 +181,7 @@ class Http:
                         seconds=round(time.monotonic() - t0, 3),
                     )
                     return Reply(status_code=resp.status_code, text=text, exchange=ex, data=_loads(text))
-                for line in _lines(_chunks(resp, t0 + limit)):
-                    if not line.startswith("data:"):
-                        continue
-                    payload = line[len("data:") :].strip()
-                    if len(raw_lines) < 3 and payload != "[DONE]":
-                        raw_lines.append(line)
-                    if payload == "[DONE]":
-                        done = True
-                        break
-                    chunk = _loads(payload)
-                    if isinstance(chunk, dict):
-                        chunks.append(chunk)
+                done = _read_sse(_lines(_chunks(resp, t0 + limit)), chunks, raw_lines)
                 status = resp.status_code
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise self._unreachable(exc) from exc
@@ -211,6 +200,22 @@ class Http:
             seconds=round(time.monotonic() - t0, 3),
         )
         return Reply(status_code=status, text="", exchange=ex, chunks=chunks, done=done)
+
+
+def _read_sse(lines: Iterator[str], chunks: list[dict[str, Any]], raw_lines: list[str]) -> bool:
+    """Collect the JSON ``data:`` chunks (and the first three raw lines); True when ``[DONE]`` came."""
+    for line in lines:
+        if not line.startswith("data:"):
+            continue
+        payload = line[len("data:") :].strip()
+        if len(raw_lines) < 3 and payload != "[DONE]":
+            raw_lines.append(line)
+        if payload == "[DONE]":
+            return True
+        chunk = _loads(payload)
+        if isinstance(chunk, dict):
+            chunks.append(chunk)
+    return False
 
 
 def _loads(text: str) -> Any:

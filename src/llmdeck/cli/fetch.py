@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.markup import escape
@@ -11,91 +12,87 @@ from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_conso
 from llmdeck.cli.validate import positive_seconds
 
 
+def fetch(
+    ctx: typer.Context,
+    repo_id: str = typer.Argument(..., metavar="REPO_ID", help="Hugging Face repo id, e.g. Qwen/Qwen3-0.6B."),
+    local_dir: Path | None = typer.Option(
+        None, "--local-dir", help="Where to put the files (default: LLMDECK_MODELS_DIR/NAME)."
+    ),
+    revision: str | None = typer.Option(None, "--revision", help="Branch, tag or commit (default main)."),
+    endpoint: str | None = typer.Option(
+        None,
+        "--endpoint",
+        help="Hub endpoint or mirror, e.g. https://hf-mirror.com (default: HF_ENDPOINT).",
+    ),
+    include: list[str] | None = typer.Option(
+        None, "--include", help="Only files matching this glob (repeatable), e.g. --include '*.json'."
+    ),
+    config_only: bool = typer.Option(
+        False, "--config-only", help="Only config.json, tokenizer files and the safetensors index."
+    ),
+    timeout: float = typer.Option(
+        30.0,
+        "--timeout",
+        callback=positive_seconds,
+        help="Limit (s) for the hub's first answer about the repo: a silent or trickling endpoint "
+        "is reported as not answering after it.",
+    ),
+    json_out: bool = JSON_OPTION,
+) -> None:
+    """Download a model and verify it (resumable: run it again to continue an interrupted download).
+
+    Files go to LLMDECK_MODELS_DIR/NAME unless --local-dir says otherwise; a mirror comes from
+    --endpoint or HF_ENDPOINT. What arrived is verified without loading it: every shard of the
+    index present, every safetensors header covering its data, sizes as the hub lists them.
+
+    Examples:
+
+      llmdeck fetch Qwen/Qwen3-0.6B
+
+      llmdeck fetch Qwen/Qwen3-Coder-30B-A3B-Instruct-FP8 --endpoint https://hf-mirror.com
+
+      llmdeck fetch Qwen/Qwen3-30B-A3B --config-only --json
+    """
+    opts = {"local_dir": local_dir, "revision": revision, "endpoint": endpoint, "include": include or None}
+    _fetch(ctx, repo_id, {**opts, "config_only": config_only, "answer_timeout_s": timeout}, json_out)
+
+
+def _fetch(ctx: typer.Context, repo_id: str, opts: dict[str, Any], json_out: bool) -> None:
+    """The body of `llmdeck fetch`: download with progress on stderr, then print the result."""
+    from llmdeck.fetch.hub import fetch_model
+
+    settings = get_settings(ctx)
+    console = err_console()
+
+    def warn(message: str) -> None:
+        console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, markup=True, soft_wrap=True)
+
+    what = "config and tokenizer of " if opts["config_only"] else ""
+    console.print(f"Fetching {what}{repo_id} (resumable; progress below) ...", highlight=False, markup=False)
+    result = fetch_model(
+        repo_id,
+        models_dir=settings.models_dir,
+        warn=warn,
+        on_wait=lambda text: console.print(f"[dim]{escape(text)} …[/]", highlight=False),
+        **opts,
+    )
+    if json_out:
+        print_json(result)
+        return
+    checked = len(result.verify.checked_files)
+    sizes = "sizes match the hub" if result.verify.sizes_checked else "hub sizes unavailable"
+    out_console().print(
+        f"{result.repo_id} -> {result.local_dir}\n"
+        f"  {result.files} files, {result.total_bytes / 1e9:.2f} GB from {result.endpoint} "
+        f"in {result.seconds:.1f} s\n"
+        f"  verified: {checked} files checked, {sizes}"
+        + (f"\n  architecture: {result.architecture}" if result.architecture else "")
+        + f"\n  serve it: llmdeck up --model {result.local_dir}",
+        highlight=False,
+        markup=False,
+    )
+
+
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
-
-    @app.command("fetch")
-    def fetch(
-        ctx: typer.Context,
-        repo_id: str = typer.Argument(
-            ..., metavar="REPO_ID", help="Hugging Face repo id, e.g. Qwen/Qwen3-0.6B."
-        ),
-        local_dir: Path | None = typer.Option(
-            None, "--local-dir", help="Where to put the files (default: LLMDECK_MODELS_DIR/NAME)."
-        ),
-        revision: str | None = typer.Option(None, "--revision", help="Branch, tag or commit (default main)."),
-        endpoint: str | None = typer.Option(
-            None,
-            "--endpoint",
-            help="Hub endpoint or mirror, e.g. https://hf-mirror.com (default: HF_ENDPOINT).",
-        ),
-        include: list[str] | None = typer.Option(
-            None, "--include", help="Only files matching this glob (repeatable), e.g. --include '*.json'."
-        ),
-        config_only: bool = typer.Option(
-            False, "--config-only", help="Only config.json, tokenizer files and the safetensors index."
-        ),
-        timeout: float = typer.Option(
-            30.0,
-            "--timeout",
-            callback=positive_seconds,
-            help="Limit (s) for the hub's first answer about the repo: a silent or trickling endpoint "
-            "is reported as not answering after it.",
-        ),
-        json_out: bool = JSON_OPTION,
-    ) -> None:
-        """Download a model and verify it (resumable: run it again to continue an interrupted download).
-
-        Files go to LLMDECK_MODELS_DIR/NAME unless --local-dir says otherwise; a mirror comes from
-        --endpoint or HF_ENDPOINT. What arrived is verified without loading it: every shard of the
-        index present, every safetensors header covering its data, sizes as the hub lists them.
-
-        Examples:
-
-          llmdeck fetch Qwen/Qwen3-0.6B
-
-          llmdeck fetch Qwen/Qwen3-Coder-30B-A3B-Instruct-FP8 --endpoint https://hf-mirror.com
-
-          llmdeck fetch Qwen/Qwen3-30B-A3B --config-only --json
-        """
-        from llmdeck.fetch.hub import fetch_model
-
-        settings = get_settings(ctx)
-        console = err_console()
-
-        def warn(message: str) -> None:
-            console.print(
-                f"[yellow]warning:[/] {escape(message)}", highlight=False, markup=True, soft_wrap=True
-            )
-
-        what = "config and tokenizer of " if config_only else ""
-        console.print(
-            f"Fetching {what}{repo_id} (resumable; progress below) ...", highlight=False, markup=False
-        )
-        result = fetch_model(
-            repo_id,
-            models_dir=settings.models_dir,
-            local_dir=local_dir,
-            revision=revision,
-            endpoint=endpoint,
-            include=include or None,
-            config_only=config_only,
-            warn=warn,
-            answer_timeout_s=timeout,
-            on_wait=lambda text: console.print(f"[dim]{escape(text)} …[/]", highlight=False),
-        )
-        if json_out:
-            print_json(result)
-            return
-        checked = len(result.verify.checked_files)
-        sizes = "sizes match the hub" if result.verify.sizes_checked else "hub sizes unavailable"
-        out_console().print(
-            f"{result.repo_id} -> {result.local_dir}\n"
-            f"  {result.files} files, {result.total_bytes / 1e9:.2f} GB from {result.endpoint} "
-            f"in {result.seconds:.1f} s\n"
-            f"  verified: {checked} files checked, {sizes}"
-            + (f"\n  architecture: {result.architecture}" if result.architecture else "")
-            + f"\n  serve it: llmdeck up --model {result.local_dir}",
-            highlight=False,
-            markup=False,
-        )
+    app.command("fetch")(fetch)

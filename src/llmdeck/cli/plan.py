@@ -8,6 +8,8 @@ from typing import Any
 import typer
 
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
+from llmdeck.cli.validate import ForwardingCommand, number
+from llmdeck.cli.validate import host as host_check
 
 PLAN_HELP = """Plan a vLLM server before starting it: memory, KV tokens, concurrency, flag lint, commands.
 
@@ -29,6 +31,27 @@ Examples:
 
 def _gib(x: float) -> str:
     return f"{x:,.2f} GiB"
+
+
+def _group_rows(t: Any, plan: Any) -> None:
+    """The KV-cache groups row, and for a hybrid model the mamba state row."""
+    mem, f = plan.memory, plan.facts
+    lay = mem.layout
+    kinds: dict[str, int] = {}
+    for g in lay.groups:
+        key = g.kind + (f" (window {g.window})" if g.window else "")
+        kinds[key] = kinds.get(key, 0) + 1
+    t.add_row(
+        "KV-cache groups",
+        f"{len(lay.groups)} × {lay.group_size} layers",
+        ", ".join(f"{n} {k}" for k, n in kinds.items()),
+    )
+    if f.is_hybrid:
+        t.add_row(
+            "mamba state / request",
+            f"{lay.mamba_state_bytes_per_request / 2**20:,.1f} MiB",
+            f"{f.linear_attention_layers} linear-attention layers; cache mode {mem.mamba_cache_mode}",
+        )
 
 
 def _memory_table(plan: Any) -> Any:
@@ -64,21 +87,7 @@ def _memory_table(plan: Any) -> Any:
         + (f" (MLA latent {f.kv_head_size})" if f.use_mla else "")
         + f", kv dtype {lay.kv_cache_dtype} ({lay.kv_dtype_bytes} B)",
     )
-    kinds: dict[str, int] = {}
-    for g in lay.groups:
-        key = g.kind + (f" (window {g.window})" if g.window else "")
-        kinds[key] = kinds.get(key, 0) + 1
-    t.add_row(
-        "KV-cache groups",
-        f"{len(lay.groups)} × {lay.group_size} layers",
-        ", ".join(f"{n} {k}" for k, n in kinds.items()),
-    )
-    if f.is_hybrid:
-        t.add_row(
-            "mamba state / request",
-            f"{lay.mamba_state_bytes_per_request / 2**20:,.1f} MiB",
-            f"{f.linear_attention_layers} linear-attention layers; cache mode {mem.mamba_cache_mode}",
-        )
+    _group_rows(t, plan)
     t.add_row("block size", f"{lay.block_size}", lay.block_size_how)
     t.add_row(
         "KV blocks", f"{mem.capacity.num_blocks:,}", f"{lay.bytes_per_block / 2**20:,.2f} MiB per block"
@@ -149,213 +158,215 @@ def _print_plan(plan: Any) -> None:
     con.print(shell_join(redact_argv(plan.commands["vllm_serve"])), markup=False, highlight=False)
 
 
+def plan_cmd(
+    ctx: typer.Context,
+    model: str = typer.Argument(..., help="Catalog name, HF repo id, or local model folder."),
+    machine: str = typer.Option("auto", "--machine", help="dgx-spark | h200 | auto (read this machine)."),
+    context: int | None = typer.Option(None, "--context", min=1, help="--max-model-len (tokens)."),
+    concurrency: int = typer.Option(1, "--concurrency", min=1, help="Full-context requests to hold."),
+    gpu_memory_utilization: float | None = typer.Option(
+        None,
+        "--gpu-memory-utilization",
+        callback=number(at_least=0.01, at_most=1.0),
+        help="Fraction of device memory for vLLM.",
+    ),
+    kv_cache_dtype: str | None = typer.Option(None, "--kv-cache-dtype", help="auto | fp8"),
+    kv_cache_memory_gib: float | None = typer.Option(
+        None,
+        "--kv-cache-memory-gib",
+        callback=number(at_least=0.001),
+        help="Plan from a known KV budget (skips the overhead model).",
+    ),
+    engine: str = typer.Option("docker", "--engine", help="docker | venv"),
+    image: str | None = typer.Option(None, "--image", help="Docker image (default vllm/vllm-openai:latest)."),
+    host: str = typer.Option("127.0.0.1", "--host", callback=host_check, help="Address the server binds to."),
+    port: int = typer.Option(8000, "--port", min=1, max=65535, help="Server port."),
+    name: str = typer.Option("default", "--name", help="Server name (for llmdeck up)."),
+    workload: str = typer.Option("agent", "--workload", help="agent | multi-user | long-context"),
+    vllm_version: str | None = typer.Option(None, "--vllm-version", help="vLLM version of the venv/image."),
+    spec_out: Path | None = typer.Option(
+        None, "--spec-out", help="Write the LaunchSpec JSON for `llmdeck up`."
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    values = {k: v for k, v in locals().items() if k not in {"ctx", "spec_out", "as_json"}}
+    _plan(ctx, values, spec_out, as_json)
+
+
+def models_cmd(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
+    """List the models in the catalogs (bundled + LLMDECK_CATALOG_PATHS).
+
+    Examples:
+
+      llmdeck models
+
+      llmdeck models --json
+    """
+    from rich.table import Table
+
+    from llmdeck.catalog.models import load_catalog
+
+    catalog = load_catalog(list(get_settings(ctx).catalog_paths))
+    if as_json:
+        print_json({"schema_version": 1, "catalog_files": catalog.files, "models": catalog.models})
+        return
+    t = Table(show_header=True, header_style="bold")
+    for col in (
+        "name",
+        "repo",
+        "GB",
+        "architecture",
+        "kind",
+        "quant",
+        "tool parser",
+        "reasoning",
+        "min vLLM",
+    ):
+        t.add_column(col)
+    for e in catalog.models:
+        arch = catalog.min_vllm_for(e.architecture)
+        t.add_row(
+            e.name,
+            e.repo_id,
+            f"{e.size_on_disk_gb:g}" if e.size_on_disk_gb else "?",
+            (e.architecture or "?") + ("" if e.architecture_verified else " (unverified)"),
+            e.kind or "",
+            e.quantization or "bf16",
+            e.tool_call_parser or "-",
+            e.reasoning_parser or "-",
+            arch.min_vllm if arch else "?",
+        )
+    out_console().print(t)
+
+
+def recommend_cmd(
+    ctx: typer.Context,
+    machine: str = typer.Option("auto", "--machine", help="dgx-spark | h200 | auto"),
+    workload: str = typer.Option("agent", "--workload", help="agent | multi-user | long-context"),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Pick a model for a machine and a workload, and explain why (seed 004 §1 and §10).
+
+    Examples:
+
+      llmdeck recommend --machine dgx-spark --workload agent
+
+      llmdeck recommend --machine h200 --workload multi-user --json
+    """
+    from llmdeck.plan.recommend import recommend
+
+    settings = get_settings(ctx)
+    rec = recommend(machine, workload, catalog_paths=list(settings.catalog_paths))
+    if as_json:
+        print_json(rec)
+        return
+    con = out_console()
+    con.print(
+        f"[bold]{rec.pick}[/] for {rec.workload} on {rec.machine} at {rec.context:,} tokens",
+        highlight=False,
+    )
+    con.print(rec.why, highlight=False)
+    if rec.memory_summary:
+        con.print(rec.memory_summary, highlight=False)
+    if rec.alternatives:
+        con.print("alternatives: " + ", ".join(rec.alternatives), highlight=False)
+    con.print(f"next: {rec.next_command}", highlight=False, markup=False)
+
+
+def _check_choices(engine: str, workload: str, kv_cache_dtype: str | None) -> None:
+    from llmdeck.errors import UsageError
+
+    if engine not in {"docker", "venv"}:
+        raise UsageError(f"--engine {engine!r} is not known.", hint="Use --engine docker or --engine venv.")
+    if workload not in {"agent", "multi-user", "long-context"}:
+        raise UsageError(
+            f"--workload {workload!r} is not known.", hint="Use agent, multi-user or long-context."
+        )
+    if kv_cache_dtype is not None and kv_cache_dtype not in {
+        "auto",
+        "fp8",
+        "fp8_e4m3",
+        "fp8_e5m2",
+        "bfloat16",
+    }:
+        raise UsageError(f"--kv-cache-dtype {kv_cache_dtype!r} is not known.", hint="Use auto or fp8.")
+
+
+def _plan_request(values: dict[str, Any], vllm_args: list[str]) -> Any:
+    from pydantic import ValidationError
+
+    from llmdeck.errors import UsageError
+    from llmdeck.plan.planner import PlanRequest
+
+    try:
+        return PlanRequest(**values, vllm_args=vllm_args)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise UsageError(
+            f"Invalid option {first['loc'][0]}: {first['msg']}.", hint="See llmdeck plan --help."
+        ) from exc
+
+
+def _plan(ctx: typer.Context, values: dict[str, Any], spec_out: Path | None, as_json: bool) -> None:
+    """The body of `llmdeck plan`: check the choices, plan, print (or fail with the plan in JSON)."""
+    from llmdeck.plan.planner import make_plan
+
+    settings = get_settings(ctx)
+    _check_choices(values["engine"], values["workload"], values["kv_cache_dtype"])
+    req = _plan_request(values, list(ctx.args))
+    plan = make_plan(
+        req,
+        catalog_paths=list(settings.catalog_paths),
+        models_dir=settings.models_dir,
+        raise_if_impossible=False,
+    )
+    _emit_plan(plan, spec_out, as_json)
+
+
+def _emit_plan(plan: Any, spec_out: Path | None, as_json: bool) -> None:
+    from llmdeck.engines.spec import write_spec_file
+    from llmdeck.errors import CheckFailedError
+
+    fit_error = plan.fit_error()
+    if fit_error is not None:
+        if as_json:  # scripts read stdout: the error as a JSON object, with the plan that failed
+            print_json(
+                {
+                    "schema_version": 1,
+                    "error": {"kind": "does-not-fit", "exit_code": 2, "message": fit_error.render()},
+                    "plan": plan,
+                }
+            )
+        raise fit_error
+    if spec_out is not None:
+        left_out = write_spec_file(spec_out, plan.spec)
+        if left_out:
+            err_console().print(
+                f"note: {', '.join(left_out)} left out of {spec_out} (a spec file holds no secrets); "
+                f"pass it when starting: {left_out[0]}=... llmdeck up --spec {spec_out}",
+                markup=False,
+                highlight=False,
+            )
+    if as_json:
+        print_json(plan)
+    else:
+        _print_plan(plan)
+        if spec_out is not None:
+            out_console().print(
+                f"launch spec written to {spec_out} (llmdeck up --spec {spec_out})", markup=False
+            )
+    if plan.errors:
+        raise CheckFailedError(
+            f"The plan has {len(plan.errors)} lint error(s): "
+            + "; ".join(f"{f.rule} (fix: {f.fix})" for f in plan.errors),
+            hint="Apply the fixes above and plan again.",
+        )
+
+
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
-
-    from llmdeck.cli.validate import ForwardingCommand, number
-    from llmdeck.cli.validate import host as host_check
-
-    @app.command("plan", help=PLAN_HELP, cls=ForwardingCommand, context_settings={"allow_extra_args": True})
-    def plan_cmd(
-        ctx: typer.Context,
-        model: str = typer.Argument(..., help="Catalog name, HF repo id, or local model folder."),
-        machine: str = typer.Option("auto", "--machine", help="dgx-spark | h200 | auto (read this machine)."),
-        context: int | None = typer.Option(None, "--context", min=1, help="--max-model-len (tokens)."),
-        concurrency: int = typer.Option(1, "--concurrency", min=1, help="Full-context requests to hold."),
-        gpu_memory_utilization: float | None = typer.Option(
-            None,
-            "--gpu-memory-utilization",
-            callback=number(at_least=0.01, at_most=1.0),
-            help="Fraction of device memory for vLLM.",
-        ),
-        kv_cache_dtype: str | None = typer.Option(None, "--kv-cache-dtype", help="auto | fp8"),
-        kv_cache_memory_gib: float | None = typer.Option(
-            None,
-            "--kv-cache-memory-gib",
-            callback=number(at_least=0.001),
-            help="Plan from a known KV budget (skips the overhead model).",
-        ),
-        engine: str = typer.Option("docker", "--engine", help="docker | venv"),
-        image: str | None = typer.Option(
-            None, "--image", help="Docker image (default vllm/vllm-openai:latest)."
-        ),
-        host: str = typer.Option(
-            "127.0.0.1", "--host", callback=host_check, help="Address the server binds to."
-        ),
-        port: int = typer.Option(8000, "--port", min=1, max=65535, help="Server port."),
-        name: str = typer.Option("default", "--name", help="Server name (for llmdeck up)."),
-        workload: str = typer.Option("agent", "--workload", help="agent | multi-user | long-context"),
-        vllm_version: str | None = typer.Option(
-            None, "--vllm-version", help="vLLM version of the venv/image."
-        ),
-        spec_out: Path | None = typer.Option(
-            None, "--spec-out", help="Write the LaunchSpec JSON for `llmdeck up`."
-        ),
-        as_json: bool = JSON_OPTION,
-    ) -> None:
-        from pydantic import ValidationError
-
-        from llmdeck.engines.spec import write_spec_file
-        from llmdeck.errors import CheckFailedError, UsageError
-        from llmdeck.plan.planner import PlanRequest, make_plan
-
-        settings = get_settings(ctx)
-        if engine not in {"docker", "venv"}:
-            raise UsageError(
-                f"--engine {engine!r} is not known.", hint="Use --engine docker or --engine venv."
-            )
-        if workload not in {"agent", "multi-user", "long-context"}:
-            raise UsageError(
-                f"--workload {workload!r} is not known.", hint="Use agent, multi-user or long-context."
-            )
-        if kv_cache_dtype is not None and kv_cache_dtype not in {
-            "auto",
-            "fp8",
-            "fp8_e4m3",
-            "fp8_e5m2",
-            "bfloat16",
-        }:
-            raise UsageError(f"--kv-cache-dtype {kv_cache_dtype!r} is not known.", hint="Use auto or fp8.")
-        try:
-            req = PlanRequest(
-                model=model,
-                machine=machine,
-                context=context,
-                concurrency=concurrency,
-                gpu_memory_utilization=gpu_memory_utilization,
-                kv_cache_dtype=kv_cache_dtype,
-                kv_cache_memory_gib=kv_cache_memory_gib,
-                engine=engine,
-                image=image,
-                host=host,
-                port=port,
-                name=name,
-                workload=workload,
-                vllm_version=vllm_version,
-                vllm_args=list(ctx.args),
-            )
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            raise UsageError(
-                f"Invalid option {first['loc'][0]}: {first['msg']}.", hint="See llmdeck plan --help."
-            ) from exc
-        plan = make_plan(
-            req,
-            catalog_paths=list(settings.catalog_paths),
-            models_dir=settings.models_dir,
-            raise_if_impossible=False,
-        )
-        fit_error = plan.fit_error()
-        if fit_error is not None:
-            if as_json:  # scripts read stdout: the error as a JSON object, with the plan that failed
-                print_json(
-                    {
-                        "schema_version": 1,
-                        "error": {"kind": "does-not-fit", "exit_code": 2, "message": fit_error.render()},
-                        "plan": plan,
-                    }
-                )
-            raise fit_error
-        if spec_out is not None:
-            left_out = write_spec_file(spec_out, plan.spec)
-            if left_out:
-                err_console().print(
-                    f"note: {', '.join(left_out)} left out of {spec_out} (a spec file holds no secrets); "
-                    f"pass it when starting: {left_out[0]}=... llmdeck up --spec {spec_out}",
-                    markup=False,
-                    highlight=False,
-                )
-        if as_json:
-            print_json(plan)
-        else:
-            _print_plan(plan)
-            if spec_out is not None:
-                out_console().print(
-                    f"launch spec written to {spec_out} (llmdeck up --spec {spec_out})", markup=False
-                )
-        if plan.errors:
-            raise CheckFailedError(
-                f"The plan has {len(plan.errors)} lint error(s): "
-                + "; ".join(f"{f.rule} (fix: {f.fix})" for f in plan.errors),
-                hint="Apply the fixes above and plan again.",
-            )
-
-    @app.command("models")
-    def models_cmd(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
-        """List the models in the catalogs (bundled + LLMDECK_CATALOG_PATHS).
-
-        Examples:
-
-          llmdeck models
-
-          llmdeck models --json
-        """
-        from rich.table import Table
-
-        from llmdeck.catalog.models import load_catalog
-
-        catalog = load_catalog(list(get_settings(ctx).catalog_paths))
-        if as_json:
-            print_json({"schema_version": 1, "catalog_files": catalog.files, "models": catalog.models})
-            return
-        t = Table(show_header=True, header_style="bold")
-        for col in (
-            "name",
-            "repo",
-            "GB",
-            "architecture",
-            "kind",
-            "quant",
-            "tool parser",
-            "reasoning",
-            "min vLLM",
-        ):
-            t.add_column(col)
-        for e in catalog.models:
-            arch = catalog.min_vllm_for(e.architecture)
-            t.add_row(
-                e.name,
-                e.repo_id,
-                f"{e.size_on_disk_gb:g}" if e.size_on_disk_gb else "?",
-                (e.architecture or "?") + ("" if e.architecture_verified else " (unverified)"),
-                e.kind or "",
-                e.quantization or "bf16",
-                e.tool_call_parser or "-",
-                e.reasoning_parser or "-",
-                arch.min_vllm if arch else "?",
-            )
-        out_console().print(t)
-
-    @app.command("recommend")
-    def recommend_cmd(
-        ctx: typer.Context,
-        machine: str = typer.Option("auto", "--machine", help="dgx-spark | h200 | auto"),
-        workload: str = typer.Option("agent", "--workload", help="agent | multi-user | long-context"),
-        as_json: bool = JSON_OPTION,
-    ) -> None:
-        """Pick a model for a machine and a workload, and explain why (seed 004 §1 and §10).
-
-        Examples:
-
-          llmdeck recommend --machine dgx-spark --workload agent
-
-          llmdeck recommend --machine h200 --workload multi-user --json
-        """
-        from llmdeck.plan.recommend import recommend
-
-        settings = get_settings(ctx)
-        rec = recommend(machine, workload, catalog_paths=list(settings.catalog_paths))
-        if as_json:
-            print_json(rec)
-            return
-        con = out_console()
-        con.print(
-            f"[bold]{rec.pick}[/] for {rec.workload} on {rec.machine} at {rec.context:,} tokens",
-            highlight=False,
-        )
-        con.print(rec.why, highlight=False)
-        if rec.memory_summary:
-            con.print(rec.memory_summary, highlight=False)
-        if rec.alternatives:
-            con.print("alternatives: " + ", ".join(rec.alternatives), highlight=False)
-        con.print(f"next: {rec.next_command}", highlight=False, markup=False)
+    app.command("plan", help=PLAN_HELP, cls=ForwardingCommand, context_settings={"allow_extra_args": True})(
+        plan_cmd
+    )
+    app.command("models")(models_cmd)
+    app.command("recommend")(recommend_cmd)

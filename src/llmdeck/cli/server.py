@@ -11,6 +11,7 @@ import typer
 from rich.markup import escape
 
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
+from llmdeck.cli.validate import ForwardingCommand, host, number, positive_seconds
 
 if TYPE_CHECKING:
     from llmdeck.engines.spec import LaunchSpec
@@ -135,241 +136,238 @@ def _print_records_json_or_table(statuses: list[Any], as_json: bool) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    from llmdeck.cli.validate import ForwardingCommand, host, number, positive_seconds
+    app.command("up", help=UP_HELP, cls=ForwardingCommand, context_settings={"allow_extra_args": True})(
+        up_cmd
+    )
+    app.command("down")(down_cmd)
+    app.command("status")(status_cmd)
+    app.command("logs")(logs_cmd)
+    app.command("restart")(restart_cmd)
 
-    @app.command("up", help=UP_HELP, cls=ForwardingCommand, context_settings={"allow_extra_args": True})
-    def up_cmd(
-        ctx: typer.Context,
-        model: str = typer.Option(None, "--model", "-m", help="Model folder or Hugging Face repo id."),
-        name: str = typer.Option(None, "--name", "-n", help="Server name (default: 'default')."),
-        port: int = typer.Option(
-            None, "--port", "-p", min=1, max=65535, help="Port (default: LLMDECK_PORT or 8000)."
-        ),
-        host_: str = typer.Option(
-            None, "--host", callback=host, help="Bind address (0.0.0.0 to serve the LAN)."
-        ),
-        engine: str = typer.Option(
-            None, "--engine", help="cpu | venv | docker (default: venv with a GPU, else cpu)."
-        ),
-        python: str = typer.Option(None, "--python", help="venv engine: the Python that has vLLM."),
-        served_model_name: str = typer.Option(
-            None, "--served-model-name", help="Name clients send as `model`."
-        ),
-        image: str = typer.Option(None, "--image", help="docker engine: the image."),
-        spec_file: Path = typer.Option(
-            None, "--spec", help="A launch spec JSON from `llmdeck plan --spec-out`."
-        ),
-        attach: bool = typer.Option(
-            False, "--attach", help="Stay in the foreground, streaming the log; Ctrl-C stops."
-        ),
-        timeout: float = typer.Option(
-            None, "--timeout", callback=positive_seconds, help="Seconds to wait for readiness."
-        ),
-        force: bool = typer.Option(False, "--force", help="Start even when preflight finds problems."),
-        warmup: bool = typer.Option(False, "--warmup/--no-warmup", help="Send warmup requests once ready."),
-        watchdog: bool = typer.Option(
-            True,
-            "--watchdog/--no-watchdog",
-            help="Stop the engine if the box starts to thrash while it starts.",
-        ),
-        watchdog_floor_gib: float = typer.Option(
-            None,
-            "--watchdog-floor-gib",
-            callback=number(at_least=0),
-            help="MemAvailable floor for the watchdog (LLMDECK_WATCHDOG_FLOOR_GIB).",
-        ),
-        as_json: bool = JSON_OPTION,
-    ) -> None:
-        from llmdeck.errors import UsageError
 
-        settings = get_settings(ctx)
-        if engine is not None and engine not in {"cpu", "venv", "docker"}:
-            raise UsageError(f"Unknown engine {engine!r}.", hint="Use --engine cpu, venv or docker.")
-        overrides = {
-            "model": model,
-            "name": name,
-            "port": port,
-            "host": host_,
-            "engine": engine,
-            "python": python,
-            "served_model_name": served_model_name,
-            "image": image,
-        }
-        spec = _build_spec(spec_file=spec_file, overrides=overrides, extra=list(ctx.args), settings=settings)
-        options = _up_options(
-            settings,
-            force=force,
-            timeout_s=timeout,
-            warmup=warmup,
-            watchdog=watchdog,
-            watchdog_floor_gib=watchdog_floor_gib,
+def up_cmd(
+    ctx: typer.Context,
+    model: str = typer.Option(None, "--model", "-m", help="Model folder or Hugging Face repo id."),
+    name: str = typer.Option(None, "--name", "-n", help="Server name (default: 'default')."),
+    port: int = typer.Option(
+        None, "--port", "-p", min=1, max=65535, help="Port (default: LLMDECK_PORT or 8000)."
+    ),
+    host_: str = typer.Option(None, "--host", callback=host, help="Bind address (0.0.0.0 to serve the LAN)."),
+    engine: str = typer.Option(
+        None, "--engine", help="cpu | venv | docker (default: venv with a GPU, else cpu)."
+    ),
+    python: str = typer.Option(None, "--python", help="venv engine: the Python that has vLLM."),
+    served_model_name: str = typer.Option(None, "--served-model-name", help="Name clients send as `model`."),
+    image: str = typer.Option(None, "--image", help="docker engine: the image."),
+    spec_file: Path = typer.Option(None, "--spec", help="A launch spec JSON from `llmdeck plan --spec-out`."),
+    attach: bool = typer.Option(
+        False, "--attach", help="Stay in the foreground, streaming the log; Ctrl-C stops."
+    ),
+    timeout: float = typer.Option(
+        None, "--timeout", callback=positive_seconds, help="Seconds to wait for readiness."
+    ),
+    force: bool = typer.Option(False, "--force", help="Start even when preflight finds problems."),
+    warmup: bool = typer.Option(False, "--warmup/--no-warmup", help="Send warmup requests once ready."),
+    watchdog: bool = typer.Option(
+        True,
+        "--watchdog/--no-watchdog",
+        help="Stop the engine if the box starts to thrash while it starts.",
+    ),
+    watchdog_floor_gib: float = typer.Option(
+        None,
+        "--watchdog-floor-gib",
+        callback=number(at_least=0),
+        help="MemAvailable floor for the watchdog (LLMDECK_WATCHDOG_FLOOR_GIB).",
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    overrides = {"model": model, "name": name, "port": port, "host": host_, "engine": engine}
+    overrides |= {"python": python, "served_model_name": served_model_name, "image": image}
+    opts = {"force": force, "timeout_s": timeout, "warmup": warmup, "watchdog": watchdog}
+    _up(ctx, overrides, spec_file, attach, as_json, {**opts, "watchdog_floor_gib": watchdog_floor_gib})
+
+
+def down_cmd(
+    ctx: typer.Context,
+    name: str = typer.Argument(None, help="Server name (optional when only one runs)."),
+    all_: bool = typer.Option(False, "--all", help="Stop every llmdeck server."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Stop a server: SIGTERM, then SIGKILL after a grace period. Its log stays.
+
+    Examples:
+
+      llmdeck down demo
+
+      llmdeck down --all --json
+    """
+    from llmdeck.runtime.service import down
+    from llmdeck.runtime.state import StateStore
+
+    settings = get_settings(ctx)
+    names = (
+        [r.name for r in StateStore(settings.servers_dir).list()] if all_ else [_pick_name(settings, name)]
+    )
+    results = {n: down(n, settings) for n in names}
+    if as_json:
+        print_json(results)
+    else:
+        for n, outcome in results.items():
+            out_console().print(f"{n}: {outcome}", markup=False)
+
+
+def status_cmd(
+    ctx: typer.Context,
+    name: str = typer.Argument(None, help="Only this server (a name, or the URL of any server)."),
+    timeout: float = typer.Option(
+        10.0, "--timeout", callback=positive_seconds, help="With a URL: limit (s) for each question."
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Every llmdeck server: state, model, URL, uptime and live queue/KV from /metrics.
+
+    Given a URL instead of a name: the state of any OpenAI-compatible server there (exit 1 when it
+    is not ready: unreachable, not answering, needs an API key, not OpenAI-compatible).
+
+    Examples:
+
+      llmdeck status
+
+      llmdeck status demo --json
+
+      llmdeck status http://127.0.0.1:8000
+    """
+    from llmdeck.runtime.service import status
+
+    settings = get_settings(ctx)
+    from llmdeck.runtime.target import looks_like_url
+
+    if name and looks_like_url(name):
+        from llmdeck.cli.status_url import status_of_url
+
+        status_of_url(name, settings, as_json, timeout)
+        return
+    statuses = status(settings, name)
+    _print_records_json_or_table(statuses, as_json)
+    if not as_json and not statuses:
+        err_console().print("No llmdeck servers. Start one with `llmdeck up --model DIR`.")
+
+
+def logs_cmd(
+    ctx: typer.Context,
+    name: str = typer.Argument(None, help="Server name (optional when only one runs)."),
+    follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines."),
+    lines: int = typer.Option(50, "--lines", "-n", min=1, help="How many lines of the tail."),
+) -> None:
+    """Print a server's log (it survives crashes and `down`).
+
+    Examples:
+
+      llmdeck logs demo -n 200
+
+      llmdeck logs -f            # follow the only running server until it exits
+    """
+    from llmdeck.errors import NotRunningError
+    from llmdeck.runtime.launcher import is_alive, read_tail
+    from llmdeck.runtime.state import StateStore
+    from llmdeck.util.names import validate_server_name
+
+    settings = get_settings(ctx)
+    store = StateStore(settings.servers_dir)
+    record = None
+    if name and not store.path(validate_server_name(name)).exists():
+        log_path = settings.logs_dir / f"{name}.log"
+        if not log_path.exists():
+            raise NotRunningError(f"No server or log named {name!r}.", hint="See `llmdeck status`.")
+    else:
+        record = store.load(_pick_name(settings, name))
+        log_path = record.log_path
+    text = read_tail(log_path)
+    sys.stdout.write("\n".join(text.splitlines()[-lines:]) + "\n")
+    sys.stdout.flush()
+    if not follow:
+        return
+    offset = log_path.stat().st_size
+    try:
+        while True:
+            with open(log_path, "rb") as fh:
+                fh.seek(offset)
+                chunk = fh.read()
+            if chunk:
+                sys.stdout.write(chunk.decode("utf-8", errors="replace"))
+                sys.stdout.flush()
+                offset += len(chunk)
+            elif record is not None and not is_alive(record):  # a reused pid is not the server
+                break
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        return
+
+
+def restart_cmd(
+    ctx: typer.Context,
+    name: str = typer.Argument(None, help="Server name (optional when only one runs)."),
+    timeout: float = typer.Option(
+        None, "--timeout", callback=positive_seconds, help="Seconds to wait for readiness."
+    ),
+    force: bool = typer.Option(False, "--force", help="Start even when preflight finds problems."),
+    unload_ollama: bool = typer.Option(
+        False, "--unload-ollama", help="Unload the models Ollama keeps loaded before starting."
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """The safe restart: stop, wait for memory to come back, check tenants, start, follow to ready.
+
+    Examples:
+
+      llmdeck restart demo
+
+      llmdeck restart demo --timeout 1800 --json
+    """
+    from llmdeck.runtime.service import RestartOptions, restart
+
+    settings = get_settings(ctx)
+    base = _up_options(settings, force=force, timeout_s=timeout)
+    options = RestartOptions(
+        **base.model_dump(exclude={"watchdog"}), watchdog=base.watchdog, unload_ollama=unload_ollama
+    )
+    new = restart(_pick_name(settings, name), settings, options, events=render_event)
+    if as_json:
+        print_json(new)
+    else:
+        out_console().print(
+            f"[green]ready[/] {new.name} at {new.base_url}/v1 (pid {new.pid})", highlight=False
         )
-        record = _run_up(spec, settings, options, attach=attach)
-        if record is None:
-            return
-        if as_json:
-            print_json(record)
-        else:
-            out_console().print(
-                f"[green]ready[/] {record.name}: {record.served_model_name} at {record.base_url}/v1 "
-                f"(pid {record.pid}, log {record.log_path})",
-                highlight=False,
-            )
 
-    @app.command("down")
-    def down_cmd(
-        ctx: typer.Context,
-        name: str = typer.Argument(None, help="Server name (optional when only one runs)."),
-        all_: bool = typer.Option(False, "--all", help="Stop every llmdeck server."),
-        as_json: bool = JSON_OPTION,
-    ) -> None:
-        """Stop a server: SIGTERM, then SIGKILL after a grace period. Its log stays.
 
-        Examples:
+def _up(
+    ctx: typer.Context,
+    overrides: dict[str, Any],
+    spec_file: Path | None,
+    attach: bool,
+    as_json: bool,
+    opts: dict[str, Any],
+) -> None:
+    """The body of `llmdeck up`: check the engine, build the spec, start, print the record."""
+    from llmdeck.errors import UsageError
 
-          llmdeck down demo
-
-          llmdeck down --all --json
-        """
-        from llmdeck.runtime.service import down
-        from llmdeck.runtime.state import StateStore
-
-        settings = get_settings(ctx)
-        names = (
-            [r.name for r in StateStore(settings.servers_dir).list()]
-            if all_
-            else [_pick_name(settings, name)]
+    settings = get_settings(ctx)
+    engine = overrides["engine"]
+    if engine is not None and engine not in {"cpu", "venv", "docker"}:
+        raise UsageError(f"Unknown engine {engine!r}.", hint="Use --engine cpu, venv or docker.")
+    spec = _build_spec(spec_file=spec_file, overrides=overrides, extra=list(ctx.args), settings=settings)
+    options = _up_options(settings, **opts)
+    record = _run_up(spec, settings, options, attach=attach)
+    if record is None:
+        return
+    if as_json:
+        print_json(record)
+    else:
+        out_console().print(
+            f"[green]ready[/] {record.name}: {record.served_model_name} at {record.base_url}/v1 "
+            f"(pid {record.pid}, log {record.log_path})",
+            highlight=False,
         )
-        results = {n: down(n, settings) for n in names}
-        if as_json:
-            print_json(results)
-        else:
-            for n, outcome in results.items():
-                out_console().print(f"{n}: {outcome}", markup=False)
-
-    @app.command("status")
-    def status_cmd(
-        ctx: typer.Context,
-        name: str = typer.Argument(None, help="Only this server (a name, or the URL of any server)."),
-        timeout: float = typer.Option(
-            10.0, "--timeout", callback=positive_seconds, help="With a URL: limit (s) for each question."
-        ),
-        as_json: bool = JSON_OPTION,
-    ) -> None:
-        """Every llmdeck server: state, model, URL, uptime and live queue/KV from /metrics.
-
-        Given a URL instead of a name: the state of any OpenAI-compatible server there (exit 1 when it
-        is not ready: unreachable, not answering, needs an API key, not OpenAI-compatible).
-
-        Examples:
-
-          llmdeck status
-
-          llmdeck status demo --json
-
-          llmdeck status http://127.0.0.1:8000
-        """
-        from llmdeck.runtime.service import status
-
-        settings = get_settings(ctx)
-        from llmdeck.runtime.target import looks_like_url
-
-        if name and looks_like_url(name):
-            from llmdeck.cli.status_url import status_of_url
-
-            status_of_url(name, settings, as_json, timeout)
-            return
-        statuses = status(settings, name)
-        _print_records_json_or_table(statuses, as_json)
-        if not as_json and not statuses:
-            err_console().print("No llmdeck servers. Start one with `llmdeck up --model DIR`.")
-
-    @app.command("logs")
-    def logs_cmd(
-        ctx: typer.Context,
-        name: str = typer.Argument(None, help="Server name (optional when only one runs)."),
-        follow: bool = typer.Option(False, "--follow", "-f", help="Keep printing new lines."),
-        lines: int = typer.Option(50, "--lines", "-n", min=1, help="How many lines of the tail."),
-    ) -> None:
-        """Print a server's log (it survives crashes and `down`).
-
-        Examples:
-
-          llmdeck logs demo -n 200
-
-          llmdeck logs -f            # follow the only running server until it exits
-        """
-        from llmdeck.errors import NotRunningError
-        from llmdeck.runtime.launcher import is_alive, read_tail
-        from llmdeck.runtime.state import StateStore
-        from llmdeck.util.names import validate_server_name
-
-        settings = get_settings(ctx)
-        store = StateStore(settings.servers_dir)
-        record = None
-        if name and not store.path(validate_server_name(name)).exists():
-            log_path = settings.logs_dir / f"{name}.log"
-            if not log_path.exists():
-                raise NotRunningError(f"No server or log named {name!r}.", hint="See `llmdeck status`.")
-        else:
-            record = store.load(_pick_name(settings, name))
-            log_path = record.log_path
-        text = read_tail(log_path)
-        sys.stdout.write("\n".join(text.splitlines()[-lines:]) + "\n")
-        sys.stdout.flush()
-        if not follow:
-            return
-        offset = log_path.stat().st_size
-        try:
-            while True:
-                with open(log_path, "rb") as fh:
-                    fh.seek(offset)
-                    chunk = fh.read()
-                if chunk:
-                    sys.stdout.write(chunk.decode("utf-8", errors="replace"))
-                    sys.stdout.flush()
-                    offset += len(chunk)
-                elif record is not None and not is_alive(record):  # a reused pid is not the server
-                    break
-                time.sleep(0.5)
-        except KeyboardInterrupt:
-            return
-
-    @app.command("restart")
-    def restart_cmd(
-        ctx: typer.Context,
-        name: str = typer.Argument(None, help="Server name (optional when only one runs)."),
-        timeout: float = typer.Option(
-            None, "--timeout", callback=positive_seconds, help="Seconds to wait for readiness."
-        ),
-        force: bool = typer.Option(False, "--force", help="Start even when preflight finds problems."),
-        unload_ollama: bool = typer.Option(
-            False, "--unload-ollama", help="Unload the models Ollama keeps loaded before starting."
-        ),
-        as_json: bool = JSON_OPTION,
-    ) -> None:
-        """The safe restart: stop, wait for memory to come back, check tenants, start, follow to ready.
-
-        Examples:
-
-          llmdeck restart demo
-
-          llmdeck restart demo --timeout 1800 --json
-        """
-        from llmdeck.runtime.service import RestartOptions, restart
-
-        settings = get_settings(ctx)
-        base = _up_options(settings, force=force, timeout_s=timeout)
-        options = RestartOptions(
-            **base.model_dump(exclude={"watchdog"}), watchdog=base.watchdog, unload_ollama=unload_ollama
-        )
-        new = restart(_pick_name(settings, name), settings, options, events=render_event)
-        if as_json:
-            print_json(new)
-        else:
-            out_console().print(
-                f"[green]ready[/] {new.name} at {new.base_url}/v1 (pid {new.pid})", highlight=False
-            )
 
 
 def _write_err(text: str) -> None:

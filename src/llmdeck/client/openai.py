@@ -14,10 +14,8 @@ its bytes arrive. Every failure is a :class:`llmdeck.client.errors.ClientEndpoin
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -26,55 +24,18 @@ from llmdeck.client.errors import (
     ClientEndpointError,
     ConnectionDroppedError,
     MalformedStreamError,
-    ServerUnreachableError,
     StreamErrorEvent,
     StreamTimeoutError,
     http_status_error,
     model_entries,
     not_answering,
 )
+from llmdeck.client.httpmap import _headers, _map_httpx_errors
+from llmdeck.client.sync import get_models, health, server_version
 from llmdeck.client.transport import LeanTransport
 from llmdeck.client.types import StreamResult, Timeouts
 
-_HINT_UNREACHABLE = "Check that the server is running (`llmdeck status`) and that the URL and port are right."
-
-
-def _headers(api_key: str | None) -> dict[str, str]:
-    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
-
-
-@contextlib.contextmanager
-def _map_httpx_errors(url: str, partial: StreamResult | None = None) -> Iterator[None]:
-    """Turn httpx's exceptions into the client's typed errors."""
-    try:
-        yield
-    except httpx.ConnectTimeout as exc:
-        raise StreamTimeoutError(
-            f"Connecting to {url} timed out.", which="connect", url=url, hint=_HINT_UNREACHABLE
-        ) from exc
-    except httpx.ConnectError as exc:
-        raise ServerUnreachableError(
-            f"Cannot connect to {url} ({exc or 'connection refused'}).", url=url, hint=_HINT_UNREACHABLE
-        ) from exc
-    except httpx.ReadTimeout as exc:
-        raise StreamTimeoutError(
-            f"No data from {url} within the read timeout; the server stalled.",
-            which="read",
-            url=url,
-            partial=partial,
-            hint="Raise the read timeout if the server is just slow (long prefill), else check its log.",
-        ) from exc
-    except (httpx.WriteTimeout, httpx.PoolTimeout) as exc:
-        raise StreamTimeoutError(f"Sending to {url} timed out.", which="write", url=url) from exc
-    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.CloseError) as exc:
-        raise ConnectionDroppedError(
-            f"The connection to {url} dropped mid-response ({exc or type(exc).__name__}).",
-            url=url,
-            partial=partial,
-            hint="The server may have crashed or restarted; check its log.",
-        ) from exc
-    except httpx.HTTPError as exc:
-        raise ClientEndpointError(f"Request to {url} failed: {exc or type(exc).__name__}.", url=url) from exc
+__all__ = ["OpenAIClient", "get_models", "health", "server_version"]
 
 
 def _merge_tool_calls(tools: dict[int, dict[str, Any]], deltas: list[dict[str, Any]]) -> None:
@@ -95,6 +56,35 @@ def _merge_tool_calls(tools: dict[int, dict[str, Any]], deltas: list[dict[str, A
             cur["function"]["name"] = fn["name"]
         if fn.get("arguments"):
             cur["function"]["arguments"] += fn["arguments"]
+
+
+async def _raise_for_status(resp: httpx.Response, url: str) -> None:
+    if resp.status_code != 200:
+        body = (await resp.aread())[:4000].decode("utf-8", "replace")
+        raise http_status_error(
+            url,
+            resp.status_code,
+            body,
+            hint="Check the model name, the request size against max_model_len, and the server log.",
+        )
+
+
+def _check_complete(res: StreamResult, url: str) -> None:
+    """A stream that ended without a finish or without output is an error, with what it got."""
+    times = res.chunk_times
+    if not res.done and res.finish_reason is None:
+        raise ConnectionDroppedError(
+            f"The stream from {url} ended before it was complete (no finish_reason, no [DONE]).",
+            url=url,
+            partial=res,
+            hint="The server may have crashed or closed the connection; check its log.",
+        )
+    if not times:
+        raise MalformedStreamError(
+            f"The stream from {url} finished without any generated output chunk.",
+            url=url,
+            partial=res,
+        )
 
 
 class OpenAIClient:
@@ -216,14 +206,7 @@ class OpenAIClient:
         reasoning_parts: list[str] = []
         tools: dict[int, dict[str, Any]] = {}
         async with self._stream_http.stream("POST", path, json=payload) as resp:
-            if resp.status_code != 200:
-                body = (await resp.aread())[:4000].decode("utf-8", "replace")
-                raise http_status_error(
-                    url,
-                    resp.status_code,
-                    body,
-                    hint="Check the model name, the request size against max_model_len, and the server log.",
-                )
+            await _raise_for_status(resp, url)
             pending = b""
             data: list[bytes] = []
             event = self._event
@@ -259,19 +242,7 @@ class OpenAIClient:
         res.text = "".join(text_parts)
         res.reasoning = "".join(reasoning_parts)
         res.tool_calls = [tools[i] for i in sorted(tools)]
-        if not res.done and res.finish_reason is None:
-            raise ConnectionDroppedError(
-                f"The stream from {url} ended before it was complete (no finish_reason, no [DONE]).",
-                url=url,
-                partial=res,
-                hint="The server may have crashed or closed the connection; check its log.",
-            )
-        if not times:
-            raise MalformedStreamError(
-                f"The stream from {url} finished without any generated output chunk.",
-                url=url,
-                partial=res,
-            )
+        _check_complete(res, url)
 
     @staticmethod
     def _event(
@@ -418,47 +389,3 @@ class OpenAIClient:
         if resp.status_code != 200:
             return None
         return resp.text
-
-
-# ---- small synchronous helpers for other modules (checks, quickstart, connect) -------------
-
-
-def _sync_get(base_url: str, path: str, api_key: str | None, timeout_s: float) -> httpx.Response:
-    url = base_url.rstrip("/") + path
-    with _map_httpx_errors(url), httpx.Client(timeout=timeout_s, headers=_headers(api_key)) as http:
-        return http.get(url)
-
-
-def get_models(base_url: str, *, api_key: str | None = None, timeout_s: float = 10.0) -> list[dict[str, Any]]:
-    """``GET {base_url}/v1/models`` -> the list of model objects. Raises ClientEndpointError."""
-    url = base_url.rstrip("/") + "/v1/models"
-    resp = _sync_get(base_url, "/v1/models", api_key, timeout_s)
-    if resp.status_code != 200:
-        raise http_status_error(url, resp.status_code, resp.text)
-    try:
-        data = resp.json()
-    except ValueError as exc:
-        raise MalformedStreamError(
-            f"{url} did not answer JSON: {resp.text[:200]!r}",
-            url=url,
-            hint="Check that the URL points at an OpenAI-compatible server (e.g. vLLM).",
-        ) from exc
-    return model_entries(data, url)
-
-
-def health(base_url: str, *, api_key: str | None = None, timeout_s: float = 5.0) -> bool:
-    """True when ``GET {base_url}/health`` answers 200; False when unreachable or not healthy."""
-    try:
-        return _sync_get(base_url, "/health", api_key, timeout_s).status_code == 200
-    except ClientEndpointError:
-        return False
-
-
-def server_version(base_url: str, *, api_key: str | None = None, timeout_s: float = 5.0) -> str | None:
-    """The server's version from ``GET /version`` (vLLM), or None when it does not say."""
-    try:
-        resp = _sync_get(base_url, "/version", api_key, timeout_s)
-        v = resp.json().get("version") if resp.status_code == 200 else None
-    except (ClientEndpointError, ValueError, AttributeError):
-        return None
-    return str(v) if v is not None else None

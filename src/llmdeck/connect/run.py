@@ -149,52 +149,22 @@ def render_text(client: str, block: Any) -> str:
     return json.dumps(block, indent=2, ensure_ascii=False) + "\n"
 
 
-def connect_client(
-    client: str,
-    info: ServeInfo,
-    *,
-    file: Path | None = None,
-    print_only: bool = False,
-    provider_id: str = "vllm",
-    thinking: str = "server",
-) -> ConnectResult:
-    """Build ``client``'s configuration from ``info``; merge it into its file unless ``print_only``.
-
-    Writing keeps every unrelated key of an existing file and backs the old file up first
-    (``<file>.bak-<timestamp>``). Cline and plain OpenAI have no config file of their own: they are
-    printed unless ``file`` is given (Cline: a JSON file, OpenAI: a dotenv file).
-    """
-    if client not in CONNECT_CLIENTS:
-        raise UsageError(f"Unknown client {client!r}.", hint=f"Use one of: {', '.join(CONNECT_CLIENTS)}.")
-    if thinking not in THINKING_CHOICES:
-        raise UsageError(f"--thinking {thinking!r} is not valid.", hint="Use server, on or off.")
-    notes = _notes(client, info, thinking)
-    if info.client_budget:
-        notes.append(info.client_budget)
-    block: Any
+def _block(client: str, info: ServeInfo, provider_id: str, thinking: str) -> Any:
+    """The client's own configuration block for ``info``."""
     if client == "opencode":
-        block = opencode_config(info, provider_id, thinking)
+        return opencode_config(info, provider_id, thinking)
     elif client == "openclaw":
-        block = openclaw_config(info, provider_id, thinking)
+        return openclaw_config(info, provider_id, thinking)
     elif client == "continue":
-        block = {"models": [continue_model(info, provider_id, thinking)]}
+        return {"models": [continue_model(info, provider_id, thinking)]}
     elif client == "cline":
-        block = cline_settings(info, provider_id, thinking)
+        return cline_settings(info, provider_id, thinking)
     else:
-        block = openai_env(info)
-    path = file if file is not None else default_path(client)
-    if print_only or path is None:
-        return ConnectResult(
-            client=client,
-            server=info,
-            action="printed",
-            config=block,
-            text=render_text(client, block),
-            notes=notes,
-        )
-    path = Path(path).expanduser()
-    if path.exists() and path.is_dir():
-        raise UsageError(f"{path} is a directory.", hint="Give a file path with --file.")
+        return openai_env(info)
+
+
+def _merged_text(client: str, path: Path, block: Any, info: ServeInfo, provider_id: str) -> tuple[Any, str]:
+    """The file's new text: ``block`` merged into what ``path`` holds; and the block as merged."""
     merged: Any
     if client == "continue":
         existing = read_yaml(path)
@@ -227,6 +197,46 @@ def connect_client(
                 block["models"]["providers"][provider_id]["models"] = [*keep, *mine]
         merged = deep_merge(existing, block)
         text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
+    return block, text
+
+
+def connect_client(
+    client: str,
+    info: ServeInfo,
+    *,
+    file: Path | None = None,
+    print_only: bool = False,
+    provider_id: str = "vllm",
+    thinking: str = "server",
+) -> ConnectResult:
+    """Build ``client``'s configuration from ``info``; merge it into its file unless ``print_only``.
+
+    Writing keeps every unrelated key of an existing file and backs the old file up first
+    (``<file>.bak-<timestamp>``). Cline and plain OpenAI have no config file of their own: they are
+    printed unless ``file`` is given (Cline: a JSON file, OpenAI: a dotenv file).
+    """
+    if client not in CONNECT_CLIENTS:
+        raise UsageError(f"Unknown client {client!r}.", hint=f"Use one of: {', '.join(CONNECT_CLIENTS)}.")
+    if thinking not in THINKING_CHOICES:
+        raise UsageError(f"--thinking {thinking!r} is not valid.", hint="Use server, on or off.")
+    notes = _notes(client, info, thinking)
+    if info.client_budget:
+        notes.append(info.client_budget)
+    block = _block(client, info, provider_id, thinking)
+    path = file if file is not None else default_path(client)
+    if print_only or path is None:
+        return ConnectResult(
+            client=client,
+            server=info,
+            action="printed",
+            config=block,
+            text=render_text(client, block),
+            notes=notes,
+        )
+    path = Path(path).expanduser()
+    if path.exists() and path.is_dir():
+        raise UsageError(f"{path} is a directory.", hint="Give a file path with --file.")
+    block, text = _merged_text(client, path, block, info, provider_id)
     action, saved = write_if_changed(path, text, secret=bool(info.api_key))
     return ConnectResult(
         client=client,

@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -219,6 +220,70 @@ def check_answers(endpoint: str, repo_id: str, revision: str | None, limit: floa
         return
 
 
+def _import_hub() -> Any:
+    try:
+        import huggingface_hub
+        from huggingface_hub import snapshot_download  # noqa: F401  (fails early on a broken install)
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "`llmdeck fetch` needs huggingface_hub, which is not installed.",
+            hint="Install it with: pip install 'llmdeck[hub]'",
+        ) from exc
+    return huggingface_hub
+
+
+def _patterns(config_only: bool, include: list[str] | None) -> list[str] | None:
+    if config_only:
+        return list(CONFIG_ONLY_PATTERNS) + list(include or [])
+    if include:
+        return list(include)
+    return None
+
+
+def _download(
+    hub: Any, repo_id: str, revision: str | None, target: Path, patterns: list[str] | None, endpoint: str
+) -> None:
+    try:
+        hub.snapshot_download(
+            repo_id,
+            revision=revision,
+            local_dir=str(target),
+            allow_patterns=patterns,
+            endpoint=endpoint,
+        )
+    except LlmdeckError:
+        raise
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:
+        raise map_hub_error(exc, repo_id, endpoint, revision) from exc
+
+
+def _verify(target: Path, repo_id: str, sizes: Any, *, require_shards: bool) -> Any:
+    report = verify_model_files(target, expected_sizes=sizes, require_shards=require_shards)
+    if not report.ok:
+        shown = "; ".join(report.problems[:5]) + (" ..." if len(report.problems) > 5 else "")
+        raise DownloadError(
+            f"The download of {repo_id} into {target} did not verify: {shown}.",
+            hint="Delete the broken or partial files named above and run the same command again "
+            "(finished files are kept, missing ones are downloaded).",
+        )
+    return report
+
+
+def _architecture(target: Path, report: Any) -> tuple[str | None, str | None]:
+    """The model's architecture and model_type from its config.json (a note when it is invalid)."""
+    if (target / "config.json").is_file():
+        from llmdeck.model.inspect import validate_model_dir
+
+        try:
+            info = validate_model_dir(target)
+            return info.architecture, info.model_type
+        except UsageError as exc:
+            report.notes.append(f"config.json: {exc.message}")
+    return None, None
+
+
 def fetch_model(
     repo_id: str,
     *,
@@ -245,64 +310,24 @@ def fetch_model(
     target = Path(local_dir).expanduser() if local_dir else default_local_dir(models_dir, repo_id)
     if target.exists() and not target.is_dir():
         raise UsageError(f"--local-dir {target} exists and is not a directory.", hint="Pick a folder.")
-    try:
-        import huggingface_hub
-        from huggingface_hub import snapshot_download
-    except ImportError as exc:
-        raise MissingDependencyError(
-            "`llmdeck fetch` needs huggingface_hub, which is not installed.",
-            hint="Install it with: pip install 'llmdeck[hub]'",
-        ) from exc
-
+    huggingface_hub = _import_hub()
     warnings = environment_warnings(env)
     for message in warnings:
         if warn:
             warn(message)
-    patterns: list[str] | None = None
-    if config_only:
-        patterns = list(CONFIG_ONLY_PATTERNS) + list(include or [])
-    elif include:
-        patterns = list(include)
+    patterns = _patterns(config_only, include)
 
     started = time.monotonic()
     if not any(_is_true(env.get(v)) for v in OFFLINE_VARS):
         if on_wait:
             on_wait(f"asking {effective_endpoint} about {repo_id} (up to {answer_timeout_s:g} s)")
         check_answers(effective_endpoint, repo_id, revision, answer_timeout_s)
-    try:
-        snapshot_download(
-            repo_id,
-            revision=revision,
-            local_dir=str(target),
-            allow_patterns=patterns,
-            endpoint=effective_endpoint,
-        )
-    except LlmdeckError:
-        raise
-    except KeyboardInterrupt:
-        raise
-    except Exception as exc:
-        raise map_hub_error(exc, repo_id, effective_endpoint, revision) from exc
+    _download(huggingface_hub, repo_id, revision, target, patterns, effective_endpoint)
 
     sizes = _hub_sizes(effective_endpoint, repo_id, revision)
-    report = verify_model_files(target, expected_sizes=sizes, require_shards=not config_only and not include)
-    if not report.ok:
-        shown = "; ".join(report.problems[:5]) + (" ..." if len(report.problems) > 5 else "")
-        raise DownloadError(
-            f"The download of {repo_id} into {target} did not verify: {shown}.",
-            hint="Delete the broken or partial files named above and run the same command again "
-            "(finished files are kept, missing ones are downloaded).",
-        )
+    report = _verify(target, repo_id, sizes, require_shards=not config_only and not include)
     files = [p for p in target.rglob("*") if p.is_file() and ".cache" not in p.relative_to(target).parts]
-    arch = model_type = None
-    if (target / "config.json").is_file():
-        from llmdeck.model.inspect import validate_model_dir
-
-        try:
-            info = validate_model_dir(target)
-            arch, model_type = info.architecture, info.model_type
-        except UsageError as exc:
-            report.notes.append(f"config.json: {exc.message}")
+    arch, model_type = _architecture(target, report)
     return FetchResult(
         repo_id=repo_id,
         revision=revision,

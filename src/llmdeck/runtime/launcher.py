@@ -29,14 +29,25 @@ from llmdeck.errors import (
     ServerStartError,
     UsageError,
 )
-from llmdeck.runtime.logfiles import feed_new_lines, header_line, open_log, read_tail, rotate_log
-from llmdeck.runtime.process import Owner, identify, pid_owner, stop_process_group
+from llmdeck.runtime.engine_state import _docker, engine_log, is_alive, owner
+from llmdeck.runtime.logfiles import feed_new_lines, open_log, read_tail, rotate_log
+from llmdeck.runtime.process import identify, stop_process_group
 from llmdeck.runtime.state import ServerRecord, StateStore
 from llmdeck.settings import Settings
 from llmdeck.util.net import validate_port
 from llmdeck.util.redact import redact_text
 
-__all__ = ["down", "is_alive", "read_tail", "rotate_log", "start_background", "up", "wait_ready"]
+__all__ = [
+    "down",
+    "engine_log",
+    "is_alive",
+    "owner",
+    "read_tail",
+    "rotate_log",
+    "start_background",
+    "up",
+    "wait_ready",
+]
 
 if TYPE_CHECKING:
     from llmdeck.engines.docker import DockerCLI
@@ -145,12 +156,6 @@ def start_background(spec: LaunchSpec, settings: Settings) -> ServerRecord:
     return record
 
 
-def _docker(docker: DockerCLI | None = None) -> DockerCLI:
-    from llmdeck.engines.docker import DockerCLI
-
-    return docker or DockerCLI()
-
-
 def start_docker(spec: LaunchSpec, settings: Settings, docker: DockerCLI | None = None) -> ServerRecord:
     """`docker run -d` the spec (vllm/vllm-openai or nvcr.io/nvidia/vllm) and record the container.
 
@@ -177,43 +182,6 @@ def start_docker(spec: LaunchSpec, settings: Settings, docker: DockerCLI | None 
     store.save_secrets(spec.name, secrets)
     store.save(record)
     return record
-
-
-def owner(record: ServerRecord, docker: DockerCLI | None = None) -> Owner:
-    """ "ours": the recorded process (or container) still runs; "gone": it exited; "other": its pid
-    now belongs to another program (the record is stale)."""
-    if record.spec.engine == "docker":
-        from llmdeck.errors import LlmdeckError
-
-        try:
-            return "ours" if _docker(docker).inspect(record.name).running else "gone"
-        except LlmdeckError:
-            return "gone"
-    return pid_owner(record.pid, record.process, record.argv)
-
-
-def is_alive(record: ServerRecord, docker: DockerCLI | None = None) -> bool:
-    """The engine process (or container) llmdeck started still runs (a reused pid does not count)."""
-    return owner(record, docker) == "ours"
-
-
-def engine_log(record: ServerRecord, docker: DockerCLI | None = None) -> str:
-    """The server's log text: the log file, or for a container `docker logs` (saved to the log file
-    so that it survives `docker rm`)."""
-    if record.spec.engine != "docker":
-        return read_tail(record.log_path)
-    from llmdeck.errors import LlmdeckError
-
-    try:
-        text = _docker(docker).logs(record.name, tail=2000)
-    except LlmdeckError:
-        return read_tail(record.log_path)
-    from llmdeck.util.atomic import atomic_write_text
-
-    header = record.log_path.read_text(encoding="utf-8") if record.log_path.exists() else ""
-    first = header.splitlines()[0] + "\n" if header.startswith("# llmdeck") else header_line(record.argv)
-    atomic_write_text(record.log_path, first + redact_text(text), secret=True)
-    return text
 
 
 def _startup_failure(record: ServerRecord, what: str) -> ServerStartError:

@@ -1,0 +1,179 @@
+"""The shared parts of the probes of `llmdeck check`: the context, the outcome, the reply helpers."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmdeck.checks.http import Http, Reply
+from llmdeck.checks.report import Exchange, ServerFacts, Status
+
+# vLLM's own words (vllm/entrypoints/openai/.../online_renderer.py, v0.22-v0.32).
+AUTO_TOOL_ERROR = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+NAMED_TOOL_ERROR = "requires --tool-call-parser to be set"
+REASONING_FIELDS = ("reasoning", "reasoning_content")
+
+TITLES: dict[str, str] = {
+    "health": "health endpoint",
+    "api_key": "API key header",
+    "models": "/v1/models and max_model_len",
+    "chat": "chat completion",
+    "completions": "text completion",
+    "streaming_usage": "streaming with usage",
+    "reasoning_split": "reasoning split (reasoning vs content)",
+    "thinking_control": "thinking off per request (chat_template_kwargs)",
+    "thinking_default": "server thinking default",
+    "content_null_trap": "content: null + finish_reason: length trap",
+    "tool_auto": "tool call, tool_choice auto",
+    "tool_named": "tool call, named tool_choice",
+    "tool_parallel": "parallel tool calls",
+    "tool_result": "tool result sent back (role: tool)",
+    "long_context": "long context near max_model_len",
+}
+PROBE_ORDER: tuple[str, ...] = tuple(TITLES)
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Current weather of a city.",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string", "enum": ["Paris", "Tokyo"]}},
+                "required": ["city"],
+            },
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "get_time",
+            "description": "Current time in a time zone.",
+            "parameters": {
+                "type": "object",
+                "properties": {"zone": {"type": "string", "enum": ["UTC", "JST"]}},
+                "required": ["zone"],
+            },
+        },
+    },
+]
+TOOL_NAMES = frozenset(t["function"]["name"] for t in TOOLS)
+
+
+@dataclass
+class Outcome:
+    status: Status
+    summary: str
+    fix: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ProbeContext:
+    http: Http
+    facts: ServerFacts
+    client: str | None
+    requested_model: str | None
+    long_context_tokens: int | None = None
+    long_context_timeout: float = 600.0
+    evidence: list[Exchange] = field(default_factory=list)
+    blocked: str | None = None  # set when nothing more can be asked (e.g. 401 without a key)
+    incomplete: str | None = None  # set when the check's deadline passed
+    template_evidence: list[Exchange] = field(default_factory=list)  # the /tokenize renders
+
+    # -- request helpers that record evidence ------------------------------------------------
+    def get(self, path: str, **kw: Any) -> Reply:
+        reply = self.http.request("GET", path, **kw)
+        self.evidence.append(reply.exchange)
+        return reply
+
+    def post(self, path: str, body: Any, **kw: Any) -> Reply:
+        reply = self.http.request("POST", path, body, **kw)
+        self.evidence.append(reply.exchange)
+        return reply
+
+    def stream(self, path: str, body: Any) -> Reply:
+        reply = self.http.stream(path, body)
+        self.evidence.append(reply.exchange)
+        return reply
+
+    def chat_body(self, messages: list[dict[str, Any]], max_tokens: int = 16, **extra: Any) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.facts.model,
+            "messages": messages,
+            "max_tokens": max_tokens,
+            "temperature": 0,
+        }
+        body.update({k: v for k, v in extra.items() if v is not None})
+        return body
+
+    def no_thinking(self) -> dict[str, Any] | None:
+        """chat_template_kwargs that turn thinking off, when the template has the switch."""
+        return {"enable_thinking": False} if self.facts.thinking_template else None
+
+    def parser_fix(self) -> str:
+        tool = self.facts.suggested_tool_parser
+        parser = tool or "<parser for your model, see vLLM's tool calling docs>"
+        return f"Start the server with --enable-auto-tool-choice --tool-call-parser {parser}."
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def _message(reply: Reply) -> dict[str, Any]:
+    try:
+        msg = reply.data["choices"][0]["message"]
+        return msg if isinstance(msg, dict) else {}
+    except (KeyError, IndexError, TypeError):
+        return {}
+
+
+def _finish(reply: Reply) -> str | None:
+    try:
+        value = reply.data["choices"][0].get("finish_reason")
+        return str(value) if value is not None else None
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return None
+
+
+def _reasoning(msg: dict[str, Any]) -> tuple[str | None, str]:
+    for name in REASONING_FIELDS:
+        value = msg.get(name)
+        if isinstance(value, str) and value:
+            return name, value
+    return None, ""
+
+
+def _content(msg: dict[str, Any]) -> str | None:
+    value = msg.get("content")
+    return value if isinstance(value, str) else None
+
+
+def _http_fail(reply: Reply, what: str) -> Outcome:
+    return Outcome(
+        "fail",
+        f"{what} answered HTTP {reply.status_code}: {reply.error_message()}",
+        data={"status_code": reply.status_code},
+    )
+
+
+def _tool_calls(msg: dict[str, Any]) -> list[dict[str, Any]]:
+    calls = msg.get("tool_calls")
+    return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+
+
+def _valid_call(call: dict[str, Any]) -> bool:
+    fn = call.get("function") or {}
+    if fn.get("name") not in TOOL_NAMES:
+        return False
+    try:
+        args = json.loads(fn.get("arguments") or "")
+    except (TypeError, ValueError):
+        return False
+    return isinstance(args, dict)
+
+
+def _looks_like_text_tool_call(text: str | None) -> bool:
+    return bool(text) and any(m in str(text) for m in ("<tool_call>", "<function=", '"arguments"'))

@@ -1,0 +1,182 @@
+"""Probes of the basics: health, API key, models, chat, completions, streaming usage."""
+
+from __future__ import annotations
+
+import httpx
+
+from llmdeck.checks.clients import suggest_parsers
+from llmdeck.checks.http import Reply
+from llmdeck.checks.probe_base import (
+    REASONING_FIELDS,
+    Outcome,
+    ProbeContext,
+    _content,
+    _finish,
+    _http_fail,
+    _message,
+    _reasoning,
+)
+
+
+def probe_health(ctx: ProbeContext) -> Outcome:
+    reply = ctx.get("/health", api_key=False, timeout=min(10.0, ctx.http.timeout))
+    try:
+        version: Reply | None = ctx.http.request(
+            "GET", "/version", api_key=False, timeout=min(10.0, ctx.http.timeout)
+        )
+    except httpx.HTTPError:
+        version = None
+    if version is not None and version.ok and isinstance(version.data, dict) and version.data.get("version"):
+        ctx.facts.server_version = str(version.data["version"])
+        ctx.evidence.append(version.exchange)
+    if reply.ok:
+        where = f" (vLLM {ctx.facts.server_version})" if ctx.facts.server_version else ""
+        return Outcome("pass", f"GET /health answered {reply.status_code}{where}.")
+    return Outcome(
+        "fail",
+        f"GET /health answered HTTP {reply.status_code}: the server is up but not healthy (still loading, "
+        "or its engine died).",
+        fix="Wait for `Application startup complete.` in the server log, or read the log for the error "
+        "(`llmdeck logs <name>`).",
+    )
+
+
+def probe_api_key(ctx: ProbeContext) -> Outcome:
+    bare = ctx.get("/v1/models", api_key=False)
+    if bare.ok:
+        ctx.facts.api_key_required = False
+        if ctx.http.api_key:
+            return Outcome("pass", "The server needs no API key; the key you gave is accepted and ignored.")
+        return Outcome("pass", "The server needs no API key (clients may send any placeholder key).")
+    if bare.status_code not in (401, 403):
+        return _http_fail(bare, "GET /v1/models")
+    ctx.facts.api_key_required = True
+    if not ctx.http.api_key:
+        ctx.blocked = "the server wants an API key and none was given"
+        return Outcome(
+            "fail",
+            "The server answers 401 Unauthorized without an API key (it was started with --api-key).",
+            fix="Pass the key: `llmdeck check --api-key KEY` or set LLMDECK_API_KEY; configure the same "
+            "key in your client (`llmdeck connect` writes it).",
+        )
+    keyed = ctx.get("/v1/models")
+    if keyed.ok:
+        return Outcome("pass", "The server requires an API key (401 without it) and accepts yours.")
+    ctx.blocked = "the server rejected the API key"
+    return Outcome(
+        "fail",
+        f"The server rejects the given API key (HTTP {keyed.status_code}).",
+        fix="Use the key the server was started with (--api-key / VLLM_API_KEY).",
+    )
+
+
+def probe_models(ctx: ProbeContext) -> Outcome:
+    reply = ctx.get("/v1/models")
+    if not reply.ok:
+        return _http_fail(reply, "GET /v1/models")
+    entries = reply.data.get("data") if isinstance(reply.data, dict) else None
+    if not isinstance(entries, list) or not entries:
+        return Outcome("fail", "GET /v1/models returned no models.", fix="Check the server's --model.")
+    ids = [e["id"] for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str) and e["id"]]
+    if not ids:
+        return Outcome(
+            "fail",
+            f"GET /v1/models lists entries without a string id: {str(entries)[:200]!r}.",
+            fix="Point the check at an OpenAI-compatible server (e.g. vLLM); its models carry an id.",
+        )
+    ctx.facts.models = ids
+    wanted = ctx.requested_model or ctx.facts.model
+    if ctx.requested_model and ctx.requested_model not in ids:
+        ctx.facts.model = ids[0]
+        return Outcome(
+            "fail",
+            f"The server does not serve {ctx.requested_model!r}; it serves {', '.join(ids)}.",
+            fix=f"Use --model {ids[0]} (requests must name the --served-model-name), or restart the "
+            f"server with --served-model-name {ctx.requested_model}.",
+        )
+    chosen = wanted if wanted in ids else ids[0]
+    entry = next(e for e in entries if isinstance(e, dict) and e.get("id") == chosen)
+    ctx.facts.model = chosen
+    ctx.facts.model_root = str(entry.get("root")) if entry.get("root") else None
+    mml = entry.get("max_model_len")
+    ctx.facts.max_model_len = int(mml) if isinstance(mml, int) else None
+    tool, reasoning = suggest_parsers(chosen, ctx.facts.model_root)
+    ctx.facts.suggested_tool_parser = tool
+    ctx.facts.suggested_reasoning_parser = reasoning
+    length = f"max_model_len {ctx.facts.max_model_len}" if ctx.facts.max_model_len else "no max_model_len"
+    return Outcome(
+        "pass",
+        f"Serves {chosen!r} ({length}).",
+        data={"models": ids, "max_model_len": ctx.facts.max_model_len, "root": ctx.facts.model_root},
+    )
+
+
+def probe_chat(ctx: ProbeContext) -> Outcome:
+    reply = ctx.post("/v1/chat/completions", ctx.chat_body([{"role": "user", "content": "Say hello."}]))
+    if not reply.ok:
+        return _http_fail(reply, "POST /v1/chat/completions")
+    msg = _message(reply)
+    if not msg:
+        return Outcome("fail", "The chat reply has no choices[0].message.")
+    content = _content(msg)
+    _, reasoning = _reasoning(msg)
+    usage = reply.data.get("usage") or {}
+    return Outcome(
+        "pass",
+        f"Answered: {len(content or '')} chars of content, {len(reasoning)} of reasoning, finish_reason "
+        f"{_finish(reply)}, {usage.get('completion_tokens')} tokens.",
+    )
+
+
+def probe_completions(ctx: ProbeContext) -> Outcome:
+    body = {"model": ctx.facts.model, "prompt": "def fibonacci(n):", "max_tokens": 8, "temperature": 0}
+    reply = ctx.post("/v1/completions", body)
+    if not reply.ok:
+        return _http_fail(reply, "POST /v1/completions")
+    try:
+        text = reply.data["choices"][0]["text"]
+    except (KeyError, IndexError, TypeError):
+        return Outcome("fail", "The completion reply has no choices[0].text.")
+    return Outcome("pass", f"Answered {len(str(text))} chars, finish_reason {_finish(reply)}.")
+
+
+def probe_streaming_usage(ctx: ProbeContext) -> Outcome:
+    body = ctx.chat_body(
+        [{"role": "user", "content": "Count to five."}],
+        max_tokens=16,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    reply = ctx.stream("/v1/chat/completions", body)
+    if not reply.ok:
+        return _http_fail(reply, "streaming POST /v1/chat/completions")
+    deltas = 0
+    for chunk in reply.chunks:
+        for choice in chunk.get("choices") or []:
+            delta = choice.get("delta") or {}
+            if delta.get("content") or any(delta.get(f) for f in REASONING_FIELDS) or delta.get("tool_calls"):
+                deltas += 1
+    usage = next((c["usage"] for c in reversed(reply.chunks) if c.get("usage")), None)
+    data = {"chunks": len(reply.chunks), "content_chunks": deltas, "usage": usage, "done": reply.done}
+    if not reply.done:
+        return Outcome(
+            "fail",
+            "The stream ended without `data: [DONE]`.",
+            fix="Check a proxy between client and server.",
+            data=data,
+        )
+    if not usage or usage.get("completion_tokens") is None:
+        return Outcome(
+            "fail",
+            "The stream carried no usage chunk although stream_options.include_usage was true.",
+            fix="Upgrade vLLM, or remove a proxy that strips the final usage chunk.",
+            data=data,
+        )
+    if deltas == 0:
+        return Outcome("fail", "The stream carried no generated text.", data=data)
+    return Outcome(
+        "pass",
+        f"{len(reply.chunks)} chunks, {deltas} with text, usage {usage.get('completion_tokens')} completion "
+        "tokens, then [DONE].",
+        data=data,
+    )

@@ -1,0 +1,56 @@
+"""httpx's exceptions mapped to the client's typed errors, and the auth header."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import httpx
+
+from llmdeck.client.errors import (
+    ClientEndpointError,
+    ConnectionDroppedError,
+    ServerUnreachableError,
+    StreamTimeoutError,
+)
+from llmdeck.client.types import StreamResult
+
+_HINT_UNREACHABLE = "Check that the server is running (`llmdeck status`) and that the URL and port are right."
+
+
+def _headers(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+@contextlib.contextmanager
+def _map_httpx_errors(url: str, partial: StreamResult | None = None) -> Iterator[None]:
+    """Turn httpx's exceptions into the client's typed errors."""
+    try:
+        yield
+    except httpx.ConnectTimeout as exc:
+        raise StreamTimeoutError(
+            f"Connecting to {url} timed out.", which="connect", url=url, hint=_HINT_UNREACHABLE
+        ) from exc
+    except httpx.ConnectError as exc:
+        raise ServerUnreachableError(
+            f"Cannot connect to {url} ({exc or 'connection refused'}).", url=url, hint=_HINT_UNREACHABLE
+        ) from exc
+    except httpx.ReadTimeout as exc:
+        raise StreamTimeoutError(
+            f"No data from {url} within the read timeout; the server stalled.",
+            which="read",
+            url=url,
+            partial=partial,
+            hint="Raise the read timeout if the server is just slow (long prefill), else check its log.",
+        ) from exc
+    except (httpx.WriteTimeout, httpx.PoolTimeout) as exc:
+        raise StreamTimeoutError(f"Sending to {url} timed out.", which="write", url=url) from exc
+    except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError, httpx.CloseError) as exc:
+        raise ConnectionDroppedError(
+            f"The connection to {url} dropped mid-response ({exc or type(exc).__name__}).",
+            url=url,
+            partial=partial,
+            hint="The server may have crashed or restarted; check its log.",
+        ) from exc
+    except httpx.HTTPError as exc:
+        raise ClientEndpointError(f"Request to {url} failed: {exc or type(exc).__name__}.", url=url) from exc
