@@ -16,21 +16,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "llmdeck"
 
 # "path" -> lines, "path:qualified.name" -> lines (paths relative to src/llmdeck). Shrink it.
 ALLOWED: dict[str, int] = {
-    "bench/runner.py:_run_scenario": 74,
-    "checks/http.py:Http.stream": 64,
-    "checks/probes.py": 779,
-    "cli/bench.py:bench": 204,
-    "cli/fetch.py:register": 79,
-    "cli/fetch.py:register.fetch": 76,
-    "cli/plan.py:_memory_table": 64,
-    "cli/plan.py:register": 206,
-    "cli/plan.py:register.plan_cmd": 123,
-    "cli/server.py:register": 213,
-    "cli/server.py:register.up_cmd": 72,
-    "client/openai.py": 451,
-    "client/openai.py:OpenAIClient._consume": 66,
-    "connect/run.py:connect_client": 87,
-    "fetch/hub.py:fetch_model": 94,
+    # 104 of its lines are the typer options of the signature (the body builds a BenchRequest)
+    "cli/bench.py:bench": 181,
 }
 
 

@@ -36,82 +36,95 @@ Examples:
 
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
+    app.command("check", help=CHECK_HELP)(check)
 
-    @app.command("check", help=CHECK_HELP)
-    def check(
-        ctx: typer.Context,
-        target: str | None = typer.Argument(None, help="Server URL or llmdeck server name."),
-        client: str | None = typer.Option(
-            None,
-            "--client",
-            "-c",
-            help="opencode, openclaw, continue, cline, aider or openai: whose needs decide.",
-        ),
-        model: str | None = typer.Option(
-            None, "--model", "-m", help="Served model name (default: the first)."
-        ),
-        api_key: str | None = typer.Option(
-            None, "--api-key", help="API key to send (default: LLMDECK_API_KEY).", envvar=None
-        ),
-        long_context_tokens: int | None = typer.Option(
-            None,
-            "--long-context-tokens",
-            min=16,
-            help="Cap the long-context prompt (default max_model_len-8).",
-        ),
-        timeout: float = typer.Option(
-            120.0,
-            "--timeout",
-            callback=positive_seconds,
-            help="Limit (s) for each request as a whole (the long-context probe: up to 600).",
-        ),
-        deadline: float = typer.Option(
-            900.0, "--deadline", callback=positive_seconds, help="Limit (s) for the whole check."
-        ),
-        verbose: bool = typer.Option(False, "--verbose", "-v", help="Also print every request and reply."),
-        json_out: bool = JSON_OPTION,
-    ) -> None:
-        from llmdeck.checks import print_report, resolve_target, run_checks
-        from llmdeck.checks.clients import validate_client
-        from llmdeck.client.errors import API_KEY_HINT
-        from llmdeck.errors import CheckFailedError
 
-        settings = get_settings(ctx)
-        client = validate_client(client)
-        tgt = resolve_target(target, settings)
-        err = err_console()
-        err.print(
-            f"checking {tgt.base_url} for {client or 'any OpenAI client'} …", highlight=False, markup=False
+def check(
+    ctx: typer.Context,
+    target: str | None = typer.Argument(None, help="Server URL or llmdeck server name."),
+    client: str | None = typer.Option(
+        None,
+        "--client",
+        "-c",
+        help="opencode, openclaw, continue, cline, aider or openai: whose needs decide.",
+    ),
+    model: str | None = typer.Option(None, "--model", "-m", help="Served model name (default: the first)."),
+    api_key: str | None = typer.Option(
+        None, "--api-key", help="API key to send (default: LLMDECK_API_KEY).", envvar=None
+    ),
+    long_context_tokens: int | None = typer.Option(
+        None,
+        "--long-context-tokens",
+        min=16,
+        help="Cap the long-context prompt (default max_model_len-8).",
+    ),
+    timeout: float = typer.Option(
+        120.0,
+        "--timeout",
+        callback=positive_seconds,
+        help="Limit (s) for each request as a whole (the long-context probe: up to 600).",
+    ),
+    deadline: float = typer.Option(
+        900.0, "--deadline", callback=positive_seconds, help="Limit (s) for the whole check."
+    ),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also print every request and reply."),
+    json_out: bool = JSON_OPTION,
+) -> None:
+    """Probe an OpenAI-compatible server for what a client needs (see CHECK_HELP)."""
+    _check(ctx, target, client, model, api_key, long_context_tokens, timeout, deadline, verbose, json_out)
+
+
+def _check(
+    ctx: typer.Context,
+    target: str | None,
+    client: str | None,
+    model: str | None,
+    api_key: str | None,
+    long_context_tokens: int | None,
+    timeout: float,
+    deadline: float,
+    verbose: bool,
+    json_out: bool,
+) -> None:
+    from llmdeck.checks import print_report, resolve_target, run_checks
+    from llmdeck.checks.clients import validate_client
+    from llmdeck.client.errors import API_KEY_HINT
+    from llmdeck.errors import CheckFailedError
+
+    settings = get_settings(ctx)
+    client = validate_client(client)
+    tgt = resolve_target(target, settings)
+    err = err_console()
+    err.print(f"checking {tgt.base_url} for {client or 'any OpenAI client'} …", highlight=False, markup=False)
+
+    def progress(result: Any) -> None:
+        err.print(f"  {result.id}: {result.status}", highlight=False, markup=False)
+
+    report = run_checks(
+        tgt.base_url,
+        client=client,
+        model=model or tgt.model,
+        api_key=api_key,
+        settings=settings,
+        long_context_tokens=long_context_tokens,
+        timeout=timeout,
+        deadline_s=deadline,
+        on_probe=progress,
+    )
+    if json_out:
+        print_json(report)
+    else:
+        print_report(report, out_console(), verbose=verbose)
+    if report.failed_required:
+        names = ", ".join(p.id for p in report.failed_required)
+        first = report.failed_required[0]
+        needs_key = report.server.api_key_required is True and first.id in {"health", "api_key"}
+        raise CheckFailedError(
+            f"{tgt.base_url} is not ready for {client or 'a plain OpenAI client'}: {names} failed "
+            f"(first, {first.id}: {first.summary.rstrip('.')}).",
+            hint=API_KEY_HINT
+            if needs_key
+            else "Apply the fixes shown in the report, restart the server, and check again.",
         )
-
-        def progress(result: Any) -> None:
-            err.print(f"  {result.id}: {result.status}", highlight=False, markup=False)
-
-        report = run_checks(
-            tgt.base_url,
-            client=client,
-            model=model or tgt.model,
-            api_key=api_key,
-            settings=settings,
-            long_context_tokens=long_context_tokens,
-            timeout=timeout,
-            deadline_s=deadline,
-            on_probe=progress,
-        )
-        if json_out:
-            print_json(report)
-        else:
-            print_report(report, out_console(), verbose=verbose)
-        if report.failed_required:
-            names = ", ".join(p.id for p in report.failed_required)
-            first = report.failed_required[0]
-            needs_key = report.server.api_key_required is True and first.id in {"health", "api_key"}
-            raise CheckFailedError(
-                f"{tgt.base_url} is not ready for {client or 'a plain OpenAI client'}: {names} failed "
-                f"(first, {first.id}: {first.summary.rstrip('.')}).",
-                hint=API_KEY_HINT
-                if needs_key
-                else "Apply the fixes shown in the report, restart the server, and check again.",
-            )
-        if report.incomplete:
-            raise CheckFailedError(f"{report.incomplete}; the probes left were skipped.", hint=DEADLINE_HINT)
+    if report.incomplete:
+        raise CheckFailedError(f"{report.incomplete}; the probes left were skipped.", hint=DEADLINE_HINT)

@@ -45,80 +45,100 @@ def _gateway_or_target(server: str, settings: Any) -> Any:
 
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
+    app.command("connect", help=CONNECT_HELP)(connect)
 
-    @app.command("connect", help=CONNECT_HELP)
-    def connect(
-        ctx: typer.Context,
-        client: str = typer.Argument(..., help="opencode, openclaw, continue, cline or openai."),
-        server: str | None = typer.Option(None, "--server", "-s", help="Server URL or llmdeck server name."),
-        file: Path | None = typer.Option(None, "--file", "-f", help="Config file to merge into (or create)."),
-        print_only: bool = typer.Option(False, "--print", help="Print the configuration; write nothing."),
-        model: str | None = typer.Option(
-            None, "--model", "-m", help="Served model name (default: the first)."
-        ),
-        api_key: str | None = typer.Option(None, "--api-key", help="API key (default: LLMDECK_API_KEY)."),
-        provider_id: str = typer.Option("vllm", "--provider-id", help="Provider key in the client config."),
-        timeout: float = typer.Option(
-            60.0,
-            "--timeout",
-            callback=positive_seconds,
-            help="Limit (s) for each question to the server (a silent one is reported after 10 s at most).",
-        ),
-        thinking: str = typer.Option(
-            "server",
-            "--thinking",
-            help="server: leave thinking to the server; on/off: send chat_template_kwargs.",
-        ),
-        json_out: bool = JSON_OPTION,
-    ) -> None:
-        from llmdeck.checks.target import resolve_target
-        from llmdeck.connect import connect_client, gather_info
-        from llmdeck.connect.run import CONNECT_CLIENTS, THINKING_CHOICES
-        from llmdeck.errors import UsageError
-        from llmdeck.util.redact import redact_url
 
-        name = client.strip().lower()
-        if name not in CONNECT_CLIENTS:
-            raise UsageError(f"Unknown client {client!r}.", hint=f"Use one of: {', '.join(CONNECT_CLIENTS)}.")
-        if thinking not in THINKING_CHOICES:
-            raise UsageError(f"--thinking {thinking!r} is not valid.", hint="Use server, on or off.")
-        settings = get_settings(ctx)
-        if file is not None and not print_only:
-            from llmdeck.util.atomic import check_writable
+def connect(
+    ctx: typer.Context,
+    client: str = typer.Argument(..., help="opencode, openclaw, continue, cline or openai."),
+    server: str | None = typer.Option(None, "--server", "-s", help="Server URL or llmdeck server name."),
+    file: Path | None = typer.Option(None, "--file", "-f", help="Config file to merge into (or create)."),
+    print_only: bool = typer.Option(False, "--print", help="Print the configuration; write nothing."),
+    model: str | None = typer.Option(None, "--model", "-m", help="Served model name (default: the first)."),
+    api_key: str | None = typer.Option(None, "--api-key", help="API key (default: LLMDECK_API_KEY)."),
+    provider_id: str = typer.Option("vllm", "--provider-id", help="Provider key in the client config."),
+    timeout: float = typer.Option(
+        60.0,
+        "--timeout",
+        callback=positive_seconds,
+        help="Limit (s) for each question to the server (a silent one is reported after 10 s at most).",
+    ),
+    thinking: str = typer.Option(
+        "server",
+        "--thinking",
+        help="server: leave thinking to the server; on/off: send chat_template_kwargs.",
+    ),
+    json_out: bool = JSON_OPTION,
+) -> None:
+    """Write a client's configuration from the live server (see CONNECT_HELP)."""
+    _connect(ctx, client, server, file, print_only, model, api_key, provider_id, timeout, thinking, json_out)
 
-            check_writable(file)  # before asking the server: a folder or a blocked path is exit 2
-        tgt = (
-            _gateway_or_target(server, settings) if server == "gateway" else resolve_target(server, settings)
+
+def _connect(
+    ctx: typer.Context,
+    client: str,
+    server: str | None,
+    file: Path | None,
+    print_only: bool,
+    model: str | None,
+    api_key: str | None,
+    provider_id: str,
+    timeout: float,
+    thinking: str,
+    json_out: bool,
+) -> None:
+    from llmdeck.checks.target import resolve_target
+    from llmdeck.connect import connect_client, gather_info
+    from llmdeck.connect.run import CONNECT_CLIENTS, THINKING_CHOICES
+    from llmdeck.errors import UsageError
+    from llmdeck.util.redact import redact_url
+
+    name = client.strip().lower()
+    if name not in CONNECT_CLIENTS:
+        raise UsageError(f"Unknown client {client!r}.", hint=f"Use one of: {', '.join(CONNECT_CLIENTS)}.")
+    if thinking not in THINKING_CHOICES:
+        raise UsageError(f"--thinking {thinking!r} is not valid.", hint="Use server, on or off.")
+    settings = get_settings(ctx)
+    if file is not None and not print_only:
+        from llmdeck.util.atomic import check_writable
+
+        check_writable(file)  # before asking the server: a folder or a blocked path is exit 2
+    tgt = _gateway_or_target(server, settings) if server == "gateway" else resolve_target(server, settings)
+    err = err_console()
+    err.print(f"reading {redact_url(tgt.base_url)} …", highlight=False, markup=False)
+    info = gather_info(
+        tgt.base_url,
+        model=model or tgt.model,
+        api_key=api_key,
+        settings=settings,
+        timeout=timeout,
+        client=name,
+    )
+    result = connect_client(
+        name, info, file=file, print_only=print_only, provider_id=provider_id, thinking=thinking
+    )
+    _render(name, info, result, json_out)
+
+
+def _render(name: str, info: Any, result: Any, json_out: bool) -> None:
+    from llmdeck.util.redact import redact_url
+
+    if json_out:
+        print_json(result)
+        return
+    if result.action == "printed":
+        out_console().print(result.text, markup=False, highlight=False, end="")
+    else:
+        where = {
+            "created": f"wrote {result.path}",
+            "updated": f"updated {result.path} (backup: {result.backup})",
+            "unchanged": f"{result.path} already up to date",
+        }[result.action]
+        out_console().print(
+            f"{name}: {where} — model {info.model}, base URL {redact_url(info.api_base)}, "
+            f"context {info.context}",
+            markup=False,
+            highlight=False,
         )
-        err = err_console()
-        err.print(f"reading {redact_url(tgt.base_url)} …", highlight=False, markup=False)
-        info = gather_info(
-            tgt.base_url,
-            model=model or tgt.model,
-            api_key=api_key,
-            settings=settings,
-            timeout=timeout,
-            client=name,
-        )
-        result = connect_client(
-            name, info, file=file, print_only=print_only, provider_id=provider_id, thinking=thinking
-        )
-        if json_out:
-            print_json(result)
-            return
-        if result.action == "printed":
-            out_console().print(result.text, markup=False, highlight=False, end="")
-        else:
-            where = {
-                "created": f"wrote {result.path}",
-                "updated": f"updated {result.path} (backup: {result.backup})",
-                "unchanged": f"{result.path} already up to date",
-            }[result.action]
-            out_console().print(
-                f"{name}: {where} — model {info.model}, base URL {redact_url(info.api_base)}, "
-                f"context {info.context}",
-                markup=False,
-                highlight=False,
-            )
-        for note in result.notes:
-            err.print(f"note: {note}", highlight=False, markup=False)
+    for note in result.notes:
+        err_console().print(f"note: {note}", highlight=False, markup=False)
