@@ -190,3 +190,13 @@ def test_cli_json_report_and_exit_codes(tmp_path: Path) -> None:
 def test_cli_bad_port_is_usage_error(value: str) -> None:
     proc = _doctor({}, "--port", value)
     assert proc.returncode == 2 and "--port" in proc.stderr
+
+
+def test_an_image_tag_without_a_version_is_unknown_not_absent() -> None:
+    f = stack.probe_unknown_version("image vllm/vllm-openai:latest")[0]
+    assert f.id == "vllm-version-unknown" and "v0.22.0" in f.fix
+
+
+def test_cli_python_that_does_not_exist_is_usage_error(tmp_path: Path) -> None:
+    proc = _doctor({}, "--python", str(tmp_path / "no-python"))
+    assert proc.returncode == 2 and "--python" in proc.stderr and "Traceback" not in proc.stderr

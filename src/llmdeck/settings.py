@@ -28,6 +28,7 @@ ACCEPTED: dict[str, str] = {
     "catalog_paths": f"catalog files (*.yaml) or folders of them, separated by {os.pathsep!r}, "
     "each existing and under 1 MiB",
     "ready_timeout_s": "a number of seconds above 0, e.g. 900",
+    "watchdog_floor_gib": "a number of GiB, 0 or more, e.g. 1.5 (0 turns the floor off)",
     "api_key": "the key the server was started with (--api-key)",
     **{
         f: "a folder, or a path where one can be made (no file in the way)"

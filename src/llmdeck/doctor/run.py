@@ -13,6 +13,7 @@ from llmdeck import __version__
 from llmdeck.doctor import env as env_probes
 from llmdeck.doctor import host, stack
 from llmdeck.doctor.model import DoctorFinding, DoctorReport
+from llmdeck.errors import UsageError
 from llmdeck.runtime import host as host_facts
 from llmdeck.runtime import preflight, tenants
 from llmdeck.settings import Settings
@@ -32,8 +33,9 @@ Progress = Callable[[str], None]
 def _vllm(options: DoctorOptions) -> list[DoctorFinding]:
     if options.image:
         version = preflight.image_vllm_version(options.image)
-        err = "" if version else "the image tag does not say its vLLM version (e.g. `latest`)"
-        return stack.probe_vllm(version, err, where=f"image {options.image}")
+        if version is None:
+            return stack.probe_unknown_version(f"image {options.image}")
+        return stack.probe_vllm(version, "", where=f"image {options.image}")
     python = options.python or sys.executable
     version, err = preflight.probe_venv_vllm(python)
     return stack.probe_vllm(version, err, where=f"the Python {python}")
@@ -69,6 +71,11 @@ def _steps(settings: Settings, options: DoctorOptions) -> list[tuple[str, Callab
 
 def run_doctor(settings: Settings, options: DoctorOptions, progress: Progress | None = None) -> DoctorReport:
     """Every probe in turn; one that breaks becomes a warn finding, never a crash of the report."""
+    if options.python and not os.access(options.python, os.X_OK):
+        raise UsageError(
+            f"--python {options.python} is not an executable file.",
+            hint="Give the Python of the venv you will serve with, e.g. --python ~/vllm/.venv/bin/python.",
+        )
     report = DoctorReport(llmdeck_version=__version__)
     for label, step in _steps(settings, options):
         if progress:

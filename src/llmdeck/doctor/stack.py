@@ -143,6 +143,21 @@ def probe_docker(
     ]
 
 
+def probe_unknown_version(where: str) -> list[DoctorFinding]:
+    """An image whose tag does not say its vLLM (``latest``, ``nightly``): the version is unknown."""
+    return [
+        DoctorFinding(
+            id="vllm-version-unknown",
+            area="vllm",
+            status="warn",
+            message=f"The tag of {where} does not say its vLLM version (e.g. `latest`, `nightly`): "
+            "whether it serves the catalog's newer architectures is unknown, and version-bound lint rules "
+            "are reported as warnings.",
+            fix="Pin a versioned tag (e.g. vllm/vllm-openai:v0.22.0) so the checks can be exact.",
+        )
+    ]
+
+
 def probe_vllm(version: str | None, error: str, *, where: str) -> list[DoctorFinding]:
     """The vLLM of the chosen venv or image, and which catalog architectures it is too old for."""
     if version is None:
