@@ -10,7 +10,8 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+
+from http_fakes import JsonHandler
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTILE_ID = "x$(touch PWNED);y"  # the issue's example
@@ -18,23 +19,12 @@ HOSTILE_IDS = (HOSTILE_ID, "a`touch PWNED2`b", "q'$(touch PWNED)'\"$HOME\"; touc
 SECRET = "sk-TOPSECRET-4242"
 
 
-class FakeHostileModelsServer(BaseHTTPRequestHandler):
+class FakeHostileModelsServer(JsonHandler):
     """fake_hostile_models_server: an OpenAI-ish server whose model id is shell code (``model_id``);
     with ``key`` set, /v1/* answers 401 without it (like `vllm serve --api-key`)."""
 
     model_id = HOSTILE_ID
     key: str | None = None
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _json(self, code: int, body: Any) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _authorized(self) -> bool:
         return self.key is None or self.headers.get("Authorization") == f"Bearer {self.key}"

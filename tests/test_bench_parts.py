@@ -18,10 +18,10 @@ from llmdeck.bench.models import (
     TargetInfo,
 )
 from llmdeck.bench.monitor import summarize_server
-from llmdeck.bench.prom import parse_metrics
 from llmdeck.bench.report import load_result
 from llmdeck.bench.suites import SUITES, get_suite
 from llmdeck.bench.verdict import DEFAULT_SLO, judge, parse_duration_s, parse_slo
+from llmdeck.client.prom import parse_metrics
 from llmdeck.errors import ResultFileError, UsageError
 from llmdeck.util.atomic import atomic_write_json
 
@@ -69,8 +69,8 @@ def test_server_start_time_from_real_metrics_and_the_age_in_the_table() -> None:
     from datetime import UTC, datetime, timedelta
 
     from llmdeck.bench.models import BenchResult, HostFacts, TargetInfo
-    from llmdeck.bench.prom import process_start_time
     from llmdeck.bench.render import summary_table
+    from llmdeck.client.prom import process_start_time
 
     page = (FIX / "metrics-qwen3-0.6b-before.txt").read_text()
     assert process_start_time(page) == pytest.approx(1.79598448995e9)

@@ -16,28 +16,18 @@ from typing import Any
 
 import pytest
 
+from http_fakes import JsonHandler
 from llmdeck.checks import run_checks
 from llmdeck.settings import Settings
 
 MODELS = {"object": "list", "data": [{"id": "m", "object": "model", "root": "/m", "max_model_len": 2048}]}
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     key: str | None = None
     broken_stream = False
     models: dict[str, Any] = MODELS
     tool_text: str | None = None  # a model that writes its tool call as text the parser did not catch
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def _json(self, code: int, body: Any) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def _authorized(self) -> bool:
         if self.key is None or not self.path.startswith("/v1"):

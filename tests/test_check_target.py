@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from llmdeck.checks.clients import required_probes, suggest_parsers, validate_client
-from llmdeck.checks.target import resolve_target
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import EndpointError, UsageError
 from llmdeck.runtime.state import ServerRecord, StateStore
+from llmdeck.runtime.target import resolve_target
 from llmdeck.settings import Settings
 from llmdeck.util.net import free_port
 

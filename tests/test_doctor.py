@@ -14,6 +14,7 @@ import pytest
 
 from llmdeck.doctor import env as env_probes
 from llmdeck.doctor import host, stack
+from llmdeck.runtime import host as host_facts
 from llmdeck.runtime.preflight import parse_meminfo
 from llmdeck.runtime.tenants import GpuInfo, InferenceProcess, NvmlReport, OllamaModel, OllamaStatus
 
@@ -58,8 +59,8 @@ def test_psi_parsed_from_kernel_text(tmp_path: Path) -> None:
     p.write_text(
         "some avg10=12.50 avg60=3.00 avg300=1.00 total=100\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
     )
-    assert host.read_psi_avg10(p) == 12.5
-    assert host.read_psi_avg10(tmp_path / "absent") is None
+    assert host_facts.read_psi_avg10(p) == 12.5
+    assert host_facts.read_psi_avg10(tmp_path / "absent") is None
 
 
 def test_disk_levels_and_one_finding_per_filesystem(tmp_path: Path) -> None:

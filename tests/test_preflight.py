@@ -9,12 +9,13 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from http.server import HTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from http_fakes import JsonHandler
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.runtime.preflight import (
     GIB,
@@ -90,18 +91,7 @@ class FakeOllamaServer:
         self.unloads: list[dict[str, Any]] = []
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _json(self, code: int, body: Any) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(JsonHandler):
             def do_GET(self) -> None:
                 if self.path == "/api/ps":
                     self._json(200, outer.payload)

@@ -350,7 +350,7 @@ def test_timeline_from_real_metrics_pages(shared_fixtures: Path) -> None:
     the scenario's clock, the interval's prefix-cache hit rate, counters since the first scrape, and
     a metric a page lacks as None (not reported), never 0."""
     from llmdeck.bench.monitor import GIB, HostSample, build_timeline
-    from llmdeck.bench.prom import parse_metrics
+    from llmdeck.client.prom import parse_metrics
 
     d = shared_fixtures / "vllm-0.22.0-h200"
     before = parse_metrics((d / "metrics-qwen3-0.6b-before.txt").read_text(), t=100.0)

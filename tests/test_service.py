@@ -11,13 +11,13 @@ import psutil
 import pytest
 
 from cli_helpers import run_cli as cli
+from llmdeck.runtime.host import read_psi_avg10
 from llmdeck.runtime.preflight import GIB
 from llmdeck.runtime.watchdog import (
     StartupWatchdog,
     WatchdogConfig,
     WatchdogSample,
     WatchdogTripped,
-    read_psi_full_avg10,
 )
 from llmdeck.util.net import free_port
 
@@ -54,8 +54,8 @@ def test_watchdog_trips_with_the_reason(later: WatchdogSample, why: str) -> None
 def test_psi_full_line_parsed(tmp_path: Path) -> None:
     p = tmp_path / "memory"
     p.write_text("some avg10=1.00 avg60=0 avg300=0 total=1\nfull avg10=42.50 avg60=0 avg300=0 total=1\n")
-    assert read_psi_full_avg10(p) == 42.5
-    assert read_psi_full_avg10(tmp_path / "none") is None
+    assert read_psi_avg10(p, kind="full") == 42.5
+    assert read_psi_avg10(tmp_path / "none", kind="full") is None
 
 
 def _vllm_children_of(name: str) -> list[psutil.Process]:

@@ -86,10 +86,11 @@ def _check(
     verbose: bool,
     json_out: bool,
 ) -> None:
-    from llmdeck.checks import print_report, resolve_target, run_checks
+    from llmdeck.checks import print_report, run_checks
     from llmdeck.checks.clients import validate_client
     from llmdeck.client.errors import API_KEY_HINT
     from llmdeck.errors import CheckFailedError
+    from llmdeck.runtime.target import resolve_target
 
     settings = get_settings(ctx)
     client = validate_client(client)

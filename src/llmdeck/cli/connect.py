@@ -37,8 +37,8 @@ Examples:
 
 def _gateway_or_target(server: str, settings: Any) -> Any:
     """`--server gateway`: the running llmdeck gateway (its aliases; pass its key with --api-key)."""
-    from llmdeck.checks.target import resolve_target
     from llmdeck.gateway.service import gateway_target
+    from llmdeck.runtime.target import resolve_target
 
     return gateway_target(settings) or resolve_target(server, settings)
 
@@ -87,10 +87,10 @@ def _connect(
     thinking: str,
     json_out: bool,
 ) -> None:
-    from llmdeck.checks.target import resolve_target
     from llmdeck.connect import connect_client, gather_info
     from llmdeck.connect.run import CONNECT_CLIENTS, THINKING_CHOICES
     from llmdeck.errors import UsageError
+    from llmdeck.runtime.target import resolve_target
     from llmdeck.util.redact import redact_url
 
     name = client.strip().lower()

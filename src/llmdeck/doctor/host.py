@@ -7,7 +7,6 @@ from pathlib import Path
 
 from llmdeck.doctor.model import DoctorFinding
 from llmdeck.runtime.host import MemInfo, disk_free, existing_ancestor
-from llmdeck.runtime.host import read_psi_avg10 as read_psi_avg10  # re-exported for the doctor's callers
 from llmdeck.runtime.preflight import DROP_CACHES, check_port
 from llmdeck.runtime.tenants import InferenceProcess, OllamaStatus, ollama_unload_command
 from llmdeck.util.units import GIB

@@ -198,7 +198,7 @@ def _resolve_route(i: int, route: Route, doc: MarkedDocument, settings: Any) -> 
 def _resolve_backend(
     entry: str | BackendSpec, doc: MarkedDocument, loc: tuple[str | int, ...], settings: Any
 ) -> ResolvedBackend:
-    from llmdeck.checks.target import resolve_target
+    from llmdeck.runtime.target import resolve_target
 
     spec = BackendSpec(url=entry) if isinstance(entry, str) else entry
     target_text = spec.url or spec.server

@@ -168,7 +168,7 @@ def _wait_healthy(record: GatewayRecord, proc: subprocess.Popen[bytes], timeout_
 
 def gateway_target(settings: Any) -> Any:
     """The running gateway as a check/connect Target (``--server gateway``), or None when none is known."""
-    from llmdeck.checks.target import Target
+    from llmdeck.runtime.target import Target
 
     record = load_record(settings)
     if record is None or not _ours(record):

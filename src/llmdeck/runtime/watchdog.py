@@ -19,12 +19,11 @@ It never trips on page cache: MemAvailable already counts the reclaimable part.
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from llmdeck.errors import OperationError
-from llmdeck.runtime.host import PSI_MEMORY, MemInfo, read_meminfo, read_psi_avg10
+from llmdeck.runtime.host import MemInfo, read_meminfo, read_psi_avg10
 from llmdeck.util.units import GIB
 
 
@@ -42,11 +41,6 @@ class WatchdogSample(BaseModel):
 
 class WatchdogTripped(OperationError):
     """The box was about to thrash during a start-up; the engine was stopped."""
-
-
-def read_psi_full_avg10(path: Path = PSI_MEMORY) -> float | None:
-    """``full avg10=…`` of the kernel's memory pressure; None where the kernel has no PSI."""
-    return read_psi_avg10(path, kind="full")
 
 
 def sample(mem: MemInfo, psi_full: float | None) -> WatchdogSample:
@@ -67,7 +61,7 @@ class StartupWatchdog:
         read: Callable[[], WatchdogSample] | None = None,
     ) -> None:
         self.config = config
-        self._read = read or (lambda: sample(read_meminfo(), read_psi_full_avg10()))
+        self._read = read or (lambda: sample(read_meminfo(), read_psi_avg10(kind="full")))
         self.first: WatchdogSample | None = None
         self.lowest_available: int | None = None
 
