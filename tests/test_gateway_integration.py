@@ -127,29 +127,57 @@ def _generated(base_url: str) -> float:
     )
 
 
-def test_client_disconnect_cancels_the_vllm_request(gw: dict[str, Any], cpu_server: Any) -> None:
-    """We hang up after 5 of 4000 tokens: vLLM's running count drops to 0 and it generated far fewer than
-    4000 (a finished request drops the count too; ignore_eos makes an uncancelled one produce all 4000)."""
-    max_tokens = 4000
+def _hang_up_early(gw: dict[str, Any], base_url: str, max_tokens: int) -> tuple[float, float]:
+    """One streamed request through the gateway, hung up after 5 events: (seconds to the 5th, tokens made)."""
     body = {"model": "tiny", "prompt": "one", "max_tokens": max_tokens, "stream": True, "ignore_eos": True}
     headers = {"Authorization": f"Bearer {gw['key']}"}
-    before = _generated(cpu_server.base_url)
+    before = _generated(base_url)
+    started = time.monotonic()
     with httpx.stream("POST", f"{gw['url']}/v1/completions", json=body, headers=headers, timeout=60) as r:
         assert r.status_code == 200
         seen = b""
         chunks = r.iter_raw()
         while seen.count(b"data: ") < 5:
             seen += next(chunks)
-        # hang up at once: the tiny model makes thousands of tokens a second when the box is quiet
-    deadline = time.monotonic() + 20
-    while (
-        time.monotonic() < deadline and (scrape_live_metrics(cpu_server.base_url) or {}).get("running") != 0
-    ):
+        fifth = time.monotonic() - started
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (scrape_live_metrics(base_url) or {}).get("running") != 0:
         time.sleep(0.1)
-    assert (scrape_live_metrics(cpu_server.base_url) or {}).get("running") == 0
+    assert (scrape_live_metrics(base_url) or {}).get("running") == 0
     time.sleep(0.5)
-    generated = _generated(cpu_server.base_url) - before
-    assert generated < max_tokens * 0.9, generated  # ignore_eos: a request left alone makes all 4000
+    return fifth, _generated(base_url) - before
+
+
+def _gateway_count(gw: dict[str, Any], status: str) -> float:
+    text = httpx.get(f"{gw['url']}/metrics", timeout=5).text
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("llmdeck_gateway_requests_total{") and f'status="{status}"' in line
+    )
+
+
+def test_client_disconnect_cancels_the_vllm_request(gw: dict[str, Any], cpu_server: Any) -> None:
+    """We hang up after 5 of 4000 tokens: the gateway records a 499, vLLM's running count drops to 0 and it
+    generated far fewer than 4000 (ignore_eos makes an uncancelled request produce all 4000).
+
+    An attempt only counts when the 5 events came within 2 s (4000 tokens take ~17 s here): on 2 busy cores
+    the CPU engine's API server sometimes holds a whole stream back until the request ends (seen in CI and
+    directly against vLLM, no gateway: the first byte after all 4000), and then there is nothing to cancel.
+    """
+    max_tokens = 4000
+    before_499 = _gateway_count(gw, "499")
+    attempts = []
+    for _ in range(4):
+        fifth, generated = _hang_up_early(gw, cpu_server.base_url, max_tokens)
+        attempts.append((round(fifth, 2), generated))
+        if fifth < 2.0:
+            assert generated < max_tokens * 0.9, attempts
+            break
+        time.sleep(2)  # let the engine settle before the next try
+    else:
+        pytest.fail(f"vLLM held every stream back until it ended (s to 5th event, tokens): {attempts}")
+    assert _gateway_count(gw, "499") - before_499 >= 1  # the conclusive attempt (a held-back one may end 200)
 
 
 def test_two_replicas_share_requests(gw: dict[str, Any]) -> None:
