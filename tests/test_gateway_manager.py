@@ -10,10 +10,11 @@ import threading
 import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
+from http_fakes import JsonHandler
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import ServerStartError
 from llmdeck.gateway import footprint, lifecycle, manager
@@ -44,7 +45,7 @@ class FakeLifecycle:
         mp.setattr(lifecycle, "alive_record", lambda name, settings: None)
         mp.setattr(footprint, "measure", lambda pid, kind, gpu_index=0: self.measured)
 
-    def start(self, backend: Any, settings: Any) -> ServerRecord:
+    def start(self, backend: Any, settings: Any, on_progress: Any = None) -> ServerRecord:
         with self._lock:
             self.calls.append(("start", backend.name))
             self.starting += 1
@@ -80,6 +81,8 @@ class FakeLifecycle:
 
     def unload_ollama(self, model: str) -> None:
         self.calls.append(("unload", model))
+        if self.free is not None:  # MemAvailable gets Ollama's memory back
+            self.free += sum(size for name, size in self.ollama if name == model)
         self.ollama = [o for o in self.ollama if o[0] != model]
 
 
@@ -288,3 +291,99 @@ def test_the_measured_footprint_replaces_the_plan(tmp_path: Path, monkeypatch: p
 
     run(go)
     assert ("stop", "a") not in fake.calls
+
+
+# ---- sleep mode (opt-in; GPU engines) ---------------------------------------------------------
+
+
+def _sleepy(tmp_path: Path, mp: pytest.MonkeyPatch) -> tuple[FakeLifecycle, ModelManager]:
+    fake = FakeLifecycle(mp)
+    mp.setattr(lifecycle, "sleep", lambda url, level: fake.calls.append(("sleep", f"{url} {level}")))
+    mp.setattr(lifecycle, "wake", lambda url, level: fake.calls.append(("wake", f"{url} {level}")))
+    spec = LaunchSpec(name="gpu", engine="venv", model=str(tmp_path / "m"), port=9200)
+    (tmp_path / "gpu.json").write_text(spec.model_dump_json(), encoding="utf-8")
+    mgr = _manager(tmp_path, {"b": ""})
+    text = (
+        "routes:\n  - {model: gpu, backends: [{spec: gpu.json, sleep_level: 1, memory_gib: 3}]}\n"
+        "  - {model: b, backends: [{spec: b.json}]}\nbudget: {memory_gib: 5}\n"
+    )
+    loaded = parse_config(text, source=tmp_path / "gw.yaml", settings=mgr.settings)
+    return fake, ModelManager(loaded, mgr.settings)
+
+
+def test_sleep_is_opt_in_and_adds_the_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, mgr = _sleepy(tmp_path, monkeypatch)
+    spec = _model(mgr, "gpu").backend.spec
+    assert "--enable-sleep-mode" in spec.vllm_args and spec.env["VLLM_SERVER_DEV_MODE"] == "1"
+    assert _model(mgr, "b").backend.sleep_level is None  # stop/start unless the config asks
+
+
+def test_an_evicted_sleeper_sleeps_then_wakes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake, mgr = _sleepy(tmp_path, monkeypatch)
+
+    async def go() -> None:
+        gpu, b = _model(mgr, "gpu"), _model(mgr, "b")
+        assert await mgr.acquire(gpu) is None
+        mgr.release(gpu)
+        fake.measured = GIB // 2  # asleep it holds 0.5 GiB; b, once up, as well
+        assert await mgr.acquire(b) is None
+        assert gpu.state == "sleeping" and gpu.held("unified") == GIB // 2
+        assert mgr.status()["models"][0]["state"] == "sleeping"
+        assert await mgr.acquire(gpu) is None  # 2.5 GiB more fits beside b: a wake, no eviction
+        assert gpu.state == "running" and gpu.wakes == 1
+
+    run(go)
+    assert [c[0] for c in fake.calls] == ["start", "sleep", "start", "wake"]
+
+
+def test_a_sleep_that_frees_too_little_is_followed_by_a_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake, mgr = _sleepy(tmp_path, monkeypatch)
+
+    async def go() -> None:
+        gpu = _model(mgr, "gpu")
+        assert await mgr.acquire(gpu) is None
+        mgr.release(gpu)
+        fake.measured = 3 * GIB  # the sleep freed nothing (on unified memory level 1 keeps the weights)
+        assert await mgr.acquire(_model(mgr, "b")) is None
+        assert gpu.state == "stopped"
+
+    run(go)
+    assert [c[0] for c in fake.calls] == ["start", "sleep", "stop", "start"]
+
+
+class fake_sleep_server(JsonHandler):
+    """vLLM's dev endpoints as they answer (entrypoints/serve/dev/sleep/api_router.py); records paths."""
+
+    seen: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        self.seen.append(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        if self.path.startswith("/collective_rpc"):
+            self.seen.append(body.decode())
+        self._json(200, {"status": "ok"})
+
+
+def test_sleep_and_wake_speak_vllms_dev_endpoints() -> None:
+    from http.server import ThreadingHTTPServer
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), fake_sleep_server)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        lifecycle.sleep(url, 2)
+        lifecycle.wake(url, 2)
+        lifecycle.wake(url, 1)
+    finally:
+        server.shutdown()
+    assert fake_sleep_server.seen == [
+        "/sleep?level=2",
+        "/wake_up",
+        "/collective_rpc",
+        '{"method":"reload_weights"}',
+        "/reset_prefix_cache",
+        "/wake_up",
+    ]

@@ -146,6 +146,7 @@ def test_alternating_a_b_a_one_at_a_time(gw: dict[str, Any]) -> None:
         queued = _status(gw)["gw-b"]
         assert one.result().status_code == 200 and two.result().status_code == 200
     assert starting["state"] == "starting" and queued["queue"] == 2, queued
+    assert queued["progress"], queued  # the start-up phase reached, e.g. "engine initialising (+15.1 s)"
     third = _chat(gw, "a")
     assert third.status_code == 200, third.text
     status = _status(gw)
@@ -190,3 +191,23 @@ def test_a_failed_start_fails_its_waiters_and_a_keeps_serving(gw: dict[str, Any]
     status = _status(gw)
     assert status["gw-a"]["state"] == "running" and status["gw-broken"]["state"] == "failed"
     assert "start gw-broken failed" in gw["log"].read_text(encoding="utf-8")
+
+
+def test_status_shows_the_models(
+    gw: dict[str, Any], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cli_helpers import run_cli
+
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(gw["settings"].state_dir))
+    code, out, _ = run_cli(["status"], capsys)  # the servers, and the gateway's models on demand
+    assert code == 0 and "models on demand" in out and "budget 5.0 GiB" in out
+    for name, state in (("gw-a", "running"), ("gw-b", "stopped"), ("gw-broken", "failed")):
+        assert any(name in line and state in line for line in out.splitlines()), (name, out)
+    code, out, _ = run_cli(["gateway", "status", "--json"], capsys)
+    import json
+
+    data = json.loads(out)
+    models = {m["model"]: m for m in data["models"]}
+    assert code == 0 and data["budget"]["memory_gib"] == 5.0 and data["budget"]["kind"] == "unified"
+    assert models["gw-a"]["measured_gib"] > 3 and models["gw-a"]["last_used"] is not None
+    print("status:", json.dumps(models["gw-a"]), json.dumps(data["budget"]))

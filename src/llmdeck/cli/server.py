@@ -249,7 +249,9 @@ def status_cmd(
         return
     statuses = status(settings, name)
     _print_records_json_or_table(statuses, as_json)
-    if not as_json and not statuses:
+    from llmdeck.cli.gateway import print_gateway_models  # the models a gateway starts on demand
+
+    if not as_json and not print_gateway_models(settings) and not statuses:
         err_console().print("No llmdeck servers. Start one with `llmdeck up --model DIR`.")
 
 

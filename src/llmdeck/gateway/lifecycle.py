@@ -17,6 +17,7 @@ measurement (issue 21): until then stop/start is the default and sleep is what t
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -30,16 +31,21 @@ log = logging.getLogger("llmdeck.gateway.models")
 SLEEP_TIMEOUT_S = 300.0
 
 
-def start(backend: ManagedBackend, settings: Any) -> ServerRecord:
-    """``runtime.service.up`` with preflight; every service event goes to the gateway log."""
+def start(
+    backend: ManagedBackend, settings: Any, on_progress: Callable[[str], None] | None = None
+) -> ServerRecord:
+    """``runtime.service.up`` with preflight; every service event goes to the gateway log (and the
+    start-up phase reached to ``on_progress``, for ``gateway status``)."""
     from llmdeck.runtime.service import ServiceEvent, UpOptions, up
 
     name = backend.name
 
     def on_event(event: ServiceEvent) -> None:
+        at = f" (+{event.seconds:.1f} s)" if event.seconds is not None else ""
         if event.kind in {"log", "phase", "ready", "failed", "stopped", "starting", "preflight"}:
-            at = f" (+{event.seconds:.1f} s)" if event.seconds is not None else ""
             log.info("model %s: %s%s", name, event.message, at)
+        if on_progress is not None and event.kind in {"starting", "phase", "ready"}:
+            on_progress(f"{event.message[:120]}{at}")
 
     return up(backend.spec, settings, UpOptions(timeout_s=backend.start_timeout_s), on_event)
 

@@ -149,7 +149,9 @@ class ModelManager:
         log.info("start %s: needs %s (%s)", model.name, gib(model.estimate()), model.estimate_how())
         t0 = time.monotonic()
         try:
-            record = await asyncio.to_thread(lifecycle.start, model.backend, self.settings)
+            record = await asyncio.to_thread(
+                lifecycle.start, model.backend, self.settings, model.set_progress
+            )
         except Exception as exc:
             text = f"Model {model.name!r} failed to start: {lifecycle.diagnosis(exc)}"
             log.error("start %s failed after %.1f s: %s", model.name, time.monotonic() - t0, text)
@@ -204,25 +206,32 @@ class ModelManager:
         return decide(model.name, need, capacity, tenants)
 
     async def _make_room(self, model: ManagedModel) -> Refusal | None:
-        """Evict what the budget says must go (draining busy victims first); refuse what cannot fit."""
-        decision = await self._decide(model)
-        if isinstance(decision, Refusal):
-            return decision
-        if not decision.fits:
-            log.warning("refused %s: %s", model.name, decision.reason)
-            return Refusal(
-                503, f"Model {model.name!r} cannot start: {decision.reason}", "insufficient_memory"
-            )
-        for victim in decision.evict:
-            if victim.kind == "ollama":
-                log.info("evict %s for %s: unloading it (%s)", victim.name, model.name, gib(victim.bytes))
-                await asyncio.to_thread(lifecycle.unload_ollama, victim.name.removeprefix("ollama:"))
-                continue
-            target = next(m for m in self.models.values() if m.name == victim.name)
-            await self._evict(target, f"to make room for {model.name} (needs {gib(decision.need)})")
-        if decision.evict:
+        """Evict what the budget says must go (draining busy victims first); refuse what cannot fit.
+
+        In rounds: a model put to sleep may free less than the estimate said (the measurement after the
+        sleep tells), and the next round then stops it."""
+        for _ in range(2 * len(self.models) + 2):
+            decision = await self._decide(model)
+            if isinstance(decision, Refusal):
+                return decision
+            if not decision.fits:
+                log.warning("refused %s: %s", model.name, decision.reason)
+                text = f"Model {model.name!r} cannot start: {decision.reason}"
+                return Refusal(503, text, "insufficient_memory")
+            if not decision.evict:
+                return None
+            for victim in decision.evict:
+                await self._evict_tenant(victim, model, decision)
             await asyncio.to_thread(lifecycle.settle_memory, self.budget.kind)
-        return None
+        return Refusal(503, f"Could not make room for {model.name!r}.", "insufficient_memory")
+
+    async def _evict_tenant(self, victim: Tenant, model: ManagedModel, decision: Decision) -> None:
+        if victim.kind == "ollama":
+            log.info("evict %s for %s: unloading it (%s)", victim.name, model.name, gib(victim.bytes))
+            await asyncio.to_thread(lifecycle.unload_ollama, victim.name.removeprefix("ollama:"))
+            return
+        target = next(m for m in self.models.values() if m.name == victim.name)
+        await self._evict(target, f"to make room for {model.name} (needs {gib(decision.need)})")
 
     async def _evict(self, model: ManagedModel, why: str) -> None:
         """Stop taking requests, let the ones in flight finish (bounded), then sleep or stop."""

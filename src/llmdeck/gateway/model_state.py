@@ -32,11 +32,15 @@ class ManagedModel:
     evictions: int = 0
     last_error: str | None = None
     failed_at: float | None = None  # monotonic
+    progress: str | None = None  # the start-up phase reached (set from the start's worker thread)
     task: asyncio.Task[None] | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
         return self.backend.name
+
+    def set_progress(self, text: str) -> None:
+        self.progress = text
 
     def touch(self) -> None:
         self.last_used = time.time()
@@ -108,6 +112,7 @@ class ManagedModel:
             "model": self.name,
             "url": self.url,
             "state": self.state,
+            "progress": self.progress if self.state == "starting" else None,
             "planned_gib": round(self.backend.planned.bytes / gib, 3),
             "planned_how": self.backend.planned.how,
             "measured_gib": round(self.measured / gib, 3) if self.measured else None,
