@@ -43,6 +43,7 @@ class FakeLifecycle:
         for name in ("start", "stop", "settle_memory", "free_now", "ollama_models", "unload_ollama"):
             mp.setattr(lifecycle, name, getattr(self, name))
         mp.setattr(lifecycle, "alive_record", lambda name, settings: None)
+        mp.setattr(lifecycle, "still_running", lambda record: record.name in self.up)
         mp.setattr(footprint, "measure", lambda pid, kind, gpu_index=0: self.measured)
 
     def start(self, backend: Any, settings: Any, on_progress: Any = None) -> ServerRecord:
@@ -387,3 +388,27 @@ def test_sleep_and_wake_speak_vllms_dev_endpoints() -> None:
         "/reset_prefix_cache",
         "/wake_up",
     ]
+
+
+def test_a_model_that_dies_on_its_own_is_started_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = FakeLifecycle(monkeypatch)
+    monkeypatch.setattr(manager, "TICK_S", 0.05)
+    monkeypatch.setattr(manager, "MEASURE_EVERY_S", 0.05)
+    mgr = _manager(tmp_path, {"a": ""})
+
+    async def go() -> None:
+        await mgr.startup()
+        a = _model(mgr, "a")
+        assert await mgr.acquire(a) is None
+        mgr.release(a)
+        fake.up.discard("a")  # the engine was killed (e.g. by the OOM killer)
+        await asyncio.sleep(0.4)
+        assert a.state == "stopped"
+        assert await mgr.acquire(a) is None and a.starts == 2
+        await mgr.shutdown()
+
+    with caplog.at_level(logging.INFO, logger="llmdeck.gateway.models"):
+        run(go)
+    assert "exited on its own" in caplog.text

@@ -122,6 +122,13 @@ def alive_record(name: str, settings: Any) -> ServerRecord | None:
     return record if is_alive(record) and record.ready_at is not None else None
 
 
+def still_running(record: ServerRecord) -> bool:
+    """The server's engine process (or container) still runs."""
+    from llmdeck.runtime.engine_state import is_alive
+
+    return is_alive(record)
+
+
 def sleep(url: str, level: int) -> None:
     _post(url, f"/sleep?level={level}", None)
 

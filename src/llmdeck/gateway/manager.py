@@ -284,6 +284,16 @@ class ModelManager:
                     (value - planned) / planned * 100 if planned else 0.0,
                 )
 
+    async def _check(self, model: ManagedModel) -> None:
+        """A running model whose engine died on its own is stopped (its record cleared); else measured."""
+        record = model.record
+        if record is not None and not await asyncio.to_thread(lifecycle.still_running, record):
+            log.warning("model %s exited on its own; the next request starts it again", model.name)
+            await asyncio.to_thread(lifecycle.stop, model.name, self.settings)
+            model.stopped()
+            return
+        await self._measure(model)
+
     async def startup(self) -> None:
         """Adopt live servers of the configured names (an earlier gateway's), start the loop."""
         for model in self.models.values():
@@ -304,7 +314,7 @@ class ModelManager:
                     last_measure = time.monotonic()
                     for model in list(self.models.values()):
                         if model.state == "running":
-                            await self._measure(model)
+                            await self._check(model)
 
     async def _expire(self) -> None:
         for model in self.models.values():
