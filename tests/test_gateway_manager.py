@@ -412,3 +412,26 @@ def test_a_model_that_dies_on_its_own_is_started_again(
     with caplog.at_level(logging.INFO, logger="llmdeck.gateway.models"):
         run(go)
     assert "exited on its own" in caplog.text
+
+
+def test_an_eviction_that_fails_is_a_clear_503(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmdeck.errors import EndpointError
+
+    fake = FakeLifecycle(monkeypatch)
+    fake.free, fake.ollama = 1 * GIB, [("qwen:32b", 20 * GIB)]
+
+    def fake_unload_refused(model: str) -> None:
+        raise EndpointError(f"Ollama at http://127.0.0.1:11434 did not unload {model!r} (ConnectError).")
+
+    monkeypatch.setattr(lifecycle, "unload_ollama", fake_unload_refused)
+    mgr = _manager(
+        tmp_path, {"a": ""}, budget="{memory_gib: auto, reserve_gib: 0, allow_unload_ollama: true}"
+    )
+
+    async def go() -> None:
+        r = await mgr.acquire(_model(mgr, "a"))
+        assert r is not None and r.status == 503 and r.code == "eviction_failed"
+        assert "did not unload 'qwen:32b'" in r.message
+
+    run(go)
+    assert ("start", "a") not in fake.calls

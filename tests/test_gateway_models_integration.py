@@ -99,6 +99,8 @@ timeouts: {first_byte_s: 120, response_s: 300}
     finally:
         sampler.halt.set()
         gateway_service.stop(settings)
+        if keep := os.environ.get("LLMDECK_KEEP_GATEWAY_LOG"):  # evidence: the gateway log of this run
+            Path(keep).write_text(record.log_path.read_text(encoding="utf-8"), encoding="utf-8")
         if old is None:
             os.environ.pop("LLMDECK_CACHE_DIR", None)
         else:

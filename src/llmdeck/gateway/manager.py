@@ -134,7 +134,12 @@ class ModelManager:
         async with self._lock:
             if model.state == "running":
                 return
-            refusal = await self._make_room(model)
+            try:
+                refusal = await self._make_room(model)
+            except Exception as exc:  # an eviction that failed (Ollama did not unload, a stop raised)
+                text = f"Could not make room for {model.name!r}: {lifecycle.diagnosis(exc)}"
+                log.error("%s", text)
+                refusal = Refusal(503, text, "eviction_failed", 10)
             if refusal is not None:
                 model.fail(refusal.message, mark=refusal.code == "model_start_failed")
                 raise StartFailed(refusal)
@@ -334,9 +339,8 @@ class ModelManager:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        for model in self.models.values():
-            if model.state in {"running", "sleeping", "starting", "stopping"}:
-                await self._stop(model, "gateway shutting down")
+        held = [m for m in self.models.values() if m.state in {"running", "sleeping", "starting", "stopping"}]
+        await asyncio.gather(*(self._stop(m, "gateway shutting down") for m in held), return_exceptions=True)
 
     def status(self) -> dict[str, Any]:
         """``/gateway/status``'s budget and models (state, memory planned / measured, last use, queue)."""
