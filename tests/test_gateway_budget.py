@@ -144,3 +144,13 @@ def test_two_specs_on_one_port(tmp_path: Path) -> None:
     text = "routes:\n  - {model: a, backends: [{spec: a.json}]}\n  - {model: b, backends: [{spec: b.json}]}\n"
     with pytest.raises(ConfigError, match="port 8101 is also"):
         _parse(tmp_path, text)
+
+
+def test_a_gpu_spec_that_cannot_be_planned_asks_for_memory_gib(tmp_path: Path) -> None:
+    _spec_file(tmp_path / "g.json", "g", 8101, engine="venv")  # no NVML here, and no model folder
+    with pytest.raises(ConfigError) as err:
+        _parse(tmp_path, "routes:\n  - model: g\n    backends: [{spec: g.json}]\n")
+    assert "gw.yaml:3" in err.value.message and "cannot estimate the memory of 'g'" in err.value.message
+    assert "memory_gib: N" in (err.value.hint or "")
+    loaded = _parse(tmp_path, "routes:\n  - model: g\n    backends: [{spec: g.json, memory_gib: 20}]\n")
+    assert loaded.routes[0].backends[0].managed.planned.how == "declared (memory_gib)"

@@ -435,3 +435,23 @@ def test_an_eviction_that_fails_is_a_clear_503(tmp_path: Path, monkeypatch: pyte
 
     run(go)
     assert ("start", "a") not in fake.calls
+
+
+def test_prometheus_shows_the_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmdeck.gateway.metrics import GatewayMetrics
+    from llmdeck.gateway.model_metrics import ModelCollector
+
+    FakeLifecycle(monkeypatch)
+    mgr = _manager(tmp_path, {"a": "", "b": ""})
+    metrics = GatewayMetrics()
+    metrics.registry.register(ModelCollector(mgr))
+
+    async def go() -> None:
+        assert await mgr.acquire(_model(mgr, "a")) is None
+
+    run(go)
+    text = metrics.render().decode()
+    assert 'llmdeck_gateway_model_state{model="a",state="running"} 1.0' in text
+    assert 'llmdeck_gateway_model_state{model="b",state="stopped"} 1.0' in text
+    assert 'llmdeck_gateway_model_starts_total{model="a"} 1.0' in text
+    assert 'llmdeck_gateway_model_memory_bytes{kind="planned",model="a"}' in text

@@ -131,6 +131,9 @@ def _attach_manager(state: GatewayState, settings: Any) -> None:
         return model is not None and model.state != "running"
 
     state.router.skip_probe = not_running
+    from llmdeck.gateway.model_metrics import ModelCollector
+
+    state.metrics.registry.register(ModelCollector(manager))
 
 
 def _state(request: Request) -> GatewayState:
