@@ -224,7 +224,7 @@ def status_cmd(
     ),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Every llmdeck server: state, model, URL, uptime and live queue/KV from /metrics.
+    """Every llmdeck server (state, model, URL, uptime, live queue/KV) and the gateway's models on demand.
 
     Given a URL instead of a name: the state of any OpenAI-compatible server there (exit 1 when it
     is not ready: unreachable, not answering, needs an API key, not OpenAI-compatible).
