@@ -154,3 +154,19 @@ def test_a_gpu_spec_that_cannot_be_planned_asks_for_memory_gib(tmp_path: Path) -
     assert "memory_gib: N" in (err.value.hint or "")
     loaded = _parse(tmp_path, "routes:\n  - model: g\n    backends: [{spec: g.json, memory_gib: 20}]\n")
     assert loaded.routes[0].backends[0].managed.planned.how == "declared (memory_gib)"
+
+
+def test_budget_kind_auto_follows_nvml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmdeck.runtime import host
+
+    _spec_file(tmp_path / "a.json", "a", 8101)
+    text = "routes:\n  - model: a\n    backends: [{spec: a.json}]\n"
+    h200 = host.NvmlReport(
+        available=True, gpus=[host.GpuInfo(index=0, name="NVIDIA H200", total_bytes=150 << 30)]
+    )
+    gb10 = host.NvmlReport(
+        available=True, gpus=[host.GpuInfo(index=0, name="NVIDIA GB10")], memory_not_supported=True
+    )
+    for report, kind in ((h200, "gpu"), (gb10, "unified"), (host.NvmlReport(available=False), "unified")):
+        monkeypatch.setattr(host, "nvml_snapshot", lambda r=report: r)
+        assert _parse(tmp_path, text).config.budget.kind == kind

@@ -28,7 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llmdeck.errors import ConfigError, LlmdeckError
-from llmdeck.gateway.managed import Budget, ManagedBackend, check_managed, resolve_managed
+from llmdeck.gateway.managed import Budget, ManagedBackend, check_managed, resolve_kind, resolve_managed
 from llmdeck.gateway.yamlmarks import MarkedDocument, format_loc
 
 GATEWAY_CONFIG_SCHEMA_VERSION = 1
@@ -150,6 +150,8 @@ def parse_config(text: str, *, source: Path, settings: Any) -> LoadedConfig:
     except ValidationError as exc:
         raise _validation_error(exc, doc) from exc
     _check_consistency(config, doc)
+    if any(isinstance(b, BackendSpec) and b.spec for r in config.routes for b in r.backends):
+        config.budget = resolve_kind(config.budget)
     routes = [
         _resolve_route(i, route, doc, settings, source, config) for i, route in enumerate(config.routes)
     ]

@@ -14,7 +14,7 @@ Config (in a route's ``backends:``, and a top-level ``budget:``)::
     budget:
       memory_gib: auto              # or a number of GiB the managed models may use together
       reserve_gib: 4                # auto: MemAvailable (or the GPU's free memory) less this
-      kind: unified                 # unified (MemAvailable) | gpu (NVML free memory of gpu_index)
+      kind: auto                    # unified (MemAvailable) | gpu (NVML free memory of gpu_index) | auto
       allow_unload_ollama: false    # Ollama's loaded models count against the budget; unload them?
       queue: {max_waiting: 32, wait_s: 900}
 
@@ -55,10 +55,25 @@ class Budget(_Strict):
         "auto", description="'auto' or the GiB the managed models (and Ollama's) may hold together."
     )
     reserve_gib: float = Field(2.0, ge=0, le=4096, description="auto: kept free for the OS and others.")
-    kind: Literal["unified", "gpu"] = Field("unified", description="unified memory or one GPU's memory.")
+    kind: Literal["auto", "unified", "gpu"] = Field(
+        "auto",
+        description="unified memory (MemAvailable), one GPU's memory, or auto: gpu where NVML "
+        "reports the GPU's memory, else unified (GB10, the CPU engine).",
+    )
     gpu_index: int = Field(0, ge=0, le=63, description="kind gpu: the GPU whose memory is the budget.")
     allow_unload_ollama: bool = Field(False, description="Unload Ollama's models to make room.")
     queue: QueueSettings = Field(default_factory=QueueSettings)
+
+
+def resolve_kind(budget: Budget) -> Budget:
+    """``kind: auto`` made concrete: gpu where NVML reports the GPU's memory, else unified."""
+    if budget.kind != "auto":
+        return budget
+    from llmdeck.runtime.host import nvml_snapshot
+
+    report = nvml_snapshot()
+    gpu = report.available and not report.memory_not_supported and bool(report.gpus)
+    return budget.model_copy(update={"kind": "gpu" if gpu else "unified"})
 
 
 @dataclass(frozen=True)
