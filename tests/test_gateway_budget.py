@@ -170,3 +170,18 @@ def test_budget_kind_auto_follows_nvml(tmp_path: Path, monkeypatch: pytest.Monke
     for report, kind in ((h200, "gpu"), (gb10, "unified"), (host.NvmlReport(available=False), "unified")):
         monkeypatch.setattr(host, "nvml_snapshot", lambda r=report: r)
         assert _parse(tmp_path, text).config.budget.kind == kind
+
+
+def test_a_spec_backends_api_key_reaches_the_server_and_the_gateway(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _spec_file(tmp_path / "a.json", "a", 8101)
+    monkeypatch.setenv("CODER_KEY", "sk-local-123")
+    loaded = _parse(
+        tmp_path, "routes:\n  - model: a\n    backends: [{spec: a.json, api_key_env: CODER_KEY}]\n"
+    )
+    backend = loaded.routes[0].backends[0]
+    assert backend.api_key == "sk-local-123" and backend.managed.spec.env["VLLM_API_KEY"] == "sk-local-123"
+    monkeypatch.delenv("CODER_KEY")
+    with pytest.raises(ConfigError, match="CODER_KEY"):
+        _parse(tmp_path, "routes:\n  - model: a\n    backends: [{spec: a.json, api_key_env: CODER_KEY}]\n")

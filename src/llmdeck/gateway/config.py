@@ -20,6 +20,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -234,11 +235,17 @@ def _resolve_managed(
     spec: BackendSpec, doc: MarkedDocument, loc: tuple[str | int, ...], source: Path, config: GatewayConfig
 ) -> ResolvedBackend:
     managed = resolve_managed(spec, doc, loc, source, config.budget)
+    api_key = _api_key(spec, doc, loc)
+    if api_key is not None:  # the server it starts requires the key; the gateway sends it
+        launch = managed.spec.model_copy(update={"env": {**managed.spec.env, "VLLM_API_KEY": api_key}})
+        managed = dataclasses.replace(managed, spec=launch)
     host = managed.spec.host if managed.spec.host not in {"0.0.0.0", "::"} else "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host
     return ResolvedBackend(
         url=f"http://{host}:{managed.spec.port}",
         label=managed.name,
         served_model=spec.model or managed.spec.effective_served_name,
+        api_key=api_key,
         managed=managed,
     )
 
@@ -281,18 +288,22 @@ def _resolve_backend(
         raise ConfigError(
             f"{doc.where(loc)}: `server: {spec.server}` looks like a URL.", hint="Use `url:` for URLs."
         )
-    api_key = None
-    if spec.api_key_env:
-        api_key = os.environ.get(spec.api_key_env)
-        if not api_key:
-            raise ConfigError(
-                f"{doc.where(loc)}: the environment variable {spec.api_key_env} (the backend's API key) is "
-                "not set.",
-                hint=f"Export {spec.api_key_env} before `llmdeck gateway up`.",
-            )
     return ResolvedBackend(
         url=target.base_url,
         label=target_text.strip(),
         served_model=spec.model or target.model,
-        api_key=api_key,
+        api_key=_api_key(spec, doc, loc),
     )
+
+
+def _api_key(spec: BackendSpec, doc: MarkedDocument, loc: tuple[str | int, ...]) -> str | None:
+    if not spec.api_key_env:
+        return None
+    api_key = os.environ.get(spec.api_key_env)
+    if not api_key:
+        raise ConfigError(
+            f"{doc.where(loc)}: the environment variable {spec.api_key_env} (the backend's API key) is "
+            "not set.",
+            hint=f"Export {spec.api_key_env} before `llmdeck gateway up`.",
+        )
+    return api_key
