@@ -455,3 +455,28 @@ def test_prometheus_shows_the_models(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert 'llmdeck_gateway_model_state{model="b",state="stopped"} 1.0' in text
     assert 'llmdeck_gateway_model_starts_total{model="a"} 1.0' in text
     assert 'llmdeck_gateway_model_memory_bytes{kind="planned",model="a"}' in text
+
+
+def test_contended_models_serve_their_waiters_before_they_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests for a and b at once, a budget for one: each start lets in the requests that waited
+    for it before the next start may evict it (no ping-pong that serves nobody)."""
+    fake = FakeLifecycle(monkeypatch, start_s=0.1)
+    mgr = _manager(tmp_path, {"a": "", "b": ""}, budget="{memory_gib: 5, queue: {wait_s: 10}}")
+
+    async def request(name: str) -> Any:
+        m = _model(mgr, name)
+        refusal = await mgr.acquire(m)
+        if refusal is None:
+            await asyncio.sleep(0.05)  # the request being served
+            mgr.release(m)
+        return refusal
+
+    async def go() -> None:
+        results = await asyncio.gather(*(request(n) for n in "abababab"))
+        assert results == [None] * 8
+
+    run(go)
+    starts = [c for c in fake.calls if c[0] == "start"]
+    assert fake.max_up == 1 and len(starts) <= 3, fake.calls

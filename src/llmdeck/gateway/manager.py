@@ -71,55 +71,78 @@ class ModelManager:
 
     async def acquire(self, model: ManagedModel) -> Refusal | None:
         """Wait until ``model`` serves (starting it when needed); None: go ahead (call ``release``)."""
-        deadline = time.monotonic() + self.budget.queue.wait_s
-        while True:
-            if model.state == "running":
-                model.inflight += 1
-                model.touch()
-                return None
-            if (failed := self._recent_failure(model)) is not None:
-                return failed
-            if model.waiting >= self.budget.queue.max_waiting:
-                return Refusal(
-                    429,
-                    f"Model {model.name!r} is {model.state} and {model.waiting} requests already wait for it "
-                    f"(budget.queue.max_waiting {self.budget.queue.max_waiting}); try again shortly.",
-                    "queue_full",
-                    retry_after_s=5,
-                )
-            refusal = await self._wait_turn(model, deadline)
-            if refusal is not None:
-                return refusal
+        if model.state == "running" and not model.queue:
+            model.inflight += 1
+            model.touch()
+            return None
+        if (failed := self._recent_failure(model)) is not None:
+            return failed
+        if model.waiting >= self.budget.queue.max_waiting:
+            return Refusal(
+                429,
+                f"Model {model.name!r} is {model.state} and {model.waiting} requests already wait for it "
+                f"(budget.queue.max_waiting {self.budget.queue.max_waiting}); try again shortly.",
+                "queue_full",
+                retry_after_s=5,
+            )
+        return await self._wait_turn(model, time.monotonic() + self.budget.queue.wait_s)
 
     def release(self, model: ManagedModel) -> None:
         model.inflight = max(0, model.inflight - 1)
         model.touch()
 
     async def _wait_turn(self, model: ManagedModel, deadline: float) -> Refusal | None:
-        """Queue behind the model's start (making one when none is under way)."""
-        model.waiting += 1
+        """Queue a ticket behind the model's start (making one when none is under way).
+
+        The start grants every queued ticket a lease (``inflight``) the moment it is ready, before the
+        lock passes to the next start: a model is never evicted before the requests that waited for it
+        were let in (they are drained, as any busy model's are)."""
+        ticket: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        model.queue.append(ticket)
         try:
             task = model.task
             if task is None or task.done():
                 task = model.task = asyncio.create_task(self._bring_up(model))
                 task.add_done_callback(_retrieve)
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError
-            await asyncio.wait_for(asyncio.shield(task), timeout=remaining)
-        except TimeoutError:
-            return Refusal(
-                503,
-                f"Model {model.name!r} was not ready within {self.budget.queue.wait_s:g} s "
-                f"(it is {model.state}; budget.queue.wait_s).",
-                "model_not_ready",
-                retry_after_s=10,
-            )
-        except StartFailed as exc:
-            return exc.refusal
-        finally:
-            model.waiting -= 1
-        return None
+            timeout = max(0.0, deadline - time.monotonic())
+            await asyncio.wait({ticket, task}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            self._give_back(model, ticket)
+            raise
+        if ticket.done() and not ticket.cancelled():
+            model.touch()
+            return None
+        self._give_back(model, ticket)
+        if task.done() and not task.cancelled() and (exc := task.exception()) is not None:
+            if isinstance(exc, StartFailed):
+                return exc.refusal
+            return Refusal(503, f"Model {model.name!r} could not start: {exc}", "model_start_failed", 10)
+        return Refusal(
+            503,
+            f"Model {model.name!r} was not ready within {self.budget.queue.wait_s:g} s "
+            f"(it is {model.state}; budget.queue.wait_s).",
+            "model_not_ready",
+            retry_after_s=10,
+        )
+
+    @staticmethod
+    def _give_back(model: ManagedModel, ticket: asyncio.Future[None]) -> None:
+        """A waiter that leaves: its ticket out of the queue, or its lease back if it was granted."""
+        if ticket in model.queue:
+            model.queue.remove(ticket)
+        if ticket.done() and not ticket.cancelled():
+            model.inflight = max(0, model.inflight - 1)
+        else:
+            ticket.cancel()
+
+    @staticmethod
+    def _grant(model: ManagedModel) -> None:
+        """The model serves: every queued request gets its lease now, in arrival order."""
+        while model.queue:
+            ticket = model.queue.popleft()
+            if not ticket.done():
+                ticket.set_result(None)
+                model.inflight += 1
 
     def _recent_failure(self, model: ManagedModel) -> Refusal | None:
         if model.state != "failed" or model.failed_at is None:
@@ -133,6 +156,7 @@ class ModelManager:
     async def _bring_up(self, model: ManagedModel) -> None:
         async with self._lock:
             if model.state == "running":
+                self._grant(model)
                 return
             try:
                 refusal = await self._make_room(model)
@@ -147,6 +171,7 @@ class ModelManager:
                 await self._wake(model)
             else:
                 await self._start(model)
+            self._grant(model)
 
     async def _start(self, model: ManagedModel) -> None:
         model.state = "starting"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -22,7 +23,7 @@ class ManagedModel:
     state: ModelStateName = "stopped"
     record: ServerRecord | None = None
     inflight: int = 0
-    waiting: int = 0
+    queue: deque[asyncio.Future[None]] = field(default_factory=deque, repr=False)  # waiting requests
     last_used: float | None = None  # wall clock (time.time) of the last request's start or end
     measured: int | None = None  # the peak of the running footprint (bytes), once measured
     measured_sleeping: int | None = None
@@ -38,6 +39,10 @@ class ManagedModel:
     @property
     def name(self) -> str:
         return self.backend.name
+
+    @property
+    def waiting(self) -> int:
+        return len(self.queue)
 
     def set_progress(self, text: str) -> None:
         self.progress = text
