@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import statistics
 import sys
 import tempfile
@@ -171,6 +172,7 @@ def main() -> None:
     p.add_argument("--wait-s", type=float, default=900.0, help="budget.queue.wait_s.")
     p.add_argument("--out", type=Path)
     a = p.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `timeout`: still stop the gateway (finally)
     result = run(a)
     text = json.dumps(result, indent=2, default=str)
     if a.out:
