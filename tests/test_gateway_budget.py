@@ -185,3 +185,28 @@ def test_a_spec_backends_api_key_reaches_the_server_and_the_gateway(
     monkeypatch.delenv("CODER_KEY")
     with pytest.raises(ConfigError, match="CODER_KEY"):
         _parse(tmp_path, "routes:\n  - model: a\n    backends: [{spec: a.json, api_key_env: CODER_KEY}]\n")
+
+
+def test_the_models_table(capsys: pytest.CaptureFixture[str]) -> None:
+    from llmdeck.cli.gateway import _print_models
+
+    def entry(name: str, state: str, **kw: Any) -> dict[str, Any]:
+        base = {"model": name, "state": state, "planned_gib": 3.274, "measured_gib": None, "idle_s": None}
+        return {**base, "in_flight": 0, "queue": 0, "keep": False, **kw}
+
+    data = {
+        "budget": {"memory_gib": 5.0, "kind": "unified", "reserve_gib": 2.0, "held_gib": 3.29},
+        "models": [
+            entry("coder", "running", measured_gib=3.29, idle_s=4, keep=True),
+            entry("chat", "starting", queue=2, progress="engine initialising (+15.1 s)"),
+            entry("broken", "failed", last_error="Model 'broken' failed to start: … --no-such-flag"),
+        ],
+    }
+    _print_models(data)
+    out = capsys.readouterr().out
+    assert "budget 5.0 GiB (unified memory, reserve 2.0 GiB; held 3.29 GiB)" in out
+    assert any(
+        "coder" in ln and "running" in ln and "3.29" in ln and "4 s ago" in ln for ln in out.splitlines()
+    )
+    assert any("chat" in ln and "starting" in ln and "never" in ln for ln in out.splitlines())
+    assert "chat: engine initialising (+15.1 s)" in out and "coder: keep" in out and "--no-such-flag" in out
