@@ -210,3 +210,22 @@ def test_the_models_table(capsys: pytest.CaptureFixture[str]) -> None:
     )
     assert any("chat" in ln and "starting" in ln and "never" in ln for ln in out.splitlines())
     assert "chat: engine initialising (+15.1 s)" in out and "coder: keep" in out and "--no-such-flag" in out
+
+
+def test_one_spec_may_serve_two_aliases(tmp_path: Path) -> None:
+    _spec_file(tmp_path / "a.json", "a", 8101)
+    text = (
+        "routes:\n  - {model: fast, backends: [{spec: a.json}], defaults: {max_tokens: 64}}\n"
+        "  - {model: think, backends: [{spec: a.json}]}\n"
+    )
+    loaded = _parse(tmp_path, text)
+    from llmdeck.gateway.manager import ModelManager
+
+    assert len(ModelManager(loaded, Settings(state_dir=tmp_path / "st")).models) == 1  # one server
+    with pytest.raises(ConfigError, match="with other settings"):
+        _parse(
+            tmp_path,
+            text.replace("{spec: a.json}]}\n", "{spec: a.json, keep: true}]}\n", 1).replace(
+                "[{spec: a.json}], defaults", "[{spec: a.json, ttl_s: 5}], defaults"
+            ),
+        )

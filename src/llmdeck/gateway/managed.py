@@ -169,20 +169,29 @@ def _footprint(entry: Any, spec: LaunchSpec, budget: Budget, where: str) -> Foot
 
 
 def check_managed(backends: list[tuple[ManagedBackend, str]]) -> None:
-    """Names and ports must differ between managed backends (each becomes its own server)."""
-    names: dict[str, str] = {}
-    ports: dict[int, str] = {}
+    """Names and ports must differ between managed backends (each becomes its own server); the same
+    spec with the same settings may serve several aliases (one server, e.g. two sets of defaults)."""
+    names: dict[str, tuple[ManagedBackend, str]] = {}
+    ports: dict[int, tuple[ManagedBackend, str]] = {}
     for backend, where in backends:
         spec = backend.spec
+        if spec.name in names and names[spec.name][0] == backend:
+            continue  # another alias of the same model
         if spec.name in names:
+            same_spec = names[spec.name][0].spec == spec
             raise ConfigError(
-                f"{where}: the spec's server name {spec.name!r} is also the one at {names[spec.name]}.",
-                hint="Give every spec its own name (`llmdeck plan … --name N --spec-out FILE`).",
+                f"{where}: the spec's server name {spec.name!r} is also the one at {names[spec.name][1]}"
+                + (
+                    " with other settings (keep, ttl_s, group, memory_gib, sleep_level)."
+                    if same_spec
+                    else "."
+                ),
+                hint="Give every spec its own name (`llmdeck plan … --name N --spec-out FILE`), or the same "
+                "settings where one model serves several aliases.",
             )
         if spec.port in ports:
             raise ConfigError(
-                f"{where}: port {spec.port} is also the port of the spec at {ports[spec.port]}.",
+                f"{where}: port {spec.port} is also the port of the spec at {ports[spec.port][1]}.",
                 hint="Give every spec its own port (`llmdeck plan … --port P --spec-out FILE`).",
             )
-        names[spec.name] = where
-        ports[spec.port] = where
+        names[spec.name] = ports[spec.port] = (backend, where)
