@@ -6,6 +6,7 @@ engine's planned footprint is 3.27 GiB, measured ≈3.3 GiB): requests alternate
 the server records all along and the two are never up together. A model whose plan exceeds the budget
 is refused with the reason; a start that fails (a bad flag) fails its waiting requests with the
 diagnosis while "a" keeps serving. Starts are reused across the tests (each costs ~30-60 s).
+LLMDECK_KEEP_GATEWAY_LOG=FILE keeps the gateway's log of the run (evidence/gateway-models/cpu-gateway.log).
 """
 
 from __future__ import annotations
