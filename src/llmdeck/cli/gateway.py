@@ -10,7 +10,7 @@ import typer
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
 
 GATEWAY_HELP = """One OpenAI-compatible endpoint in front of the box's servers: aliases, API keys, per-model
-defaults, replicas, metrics.
+defaults, replicas, metrics; and models started on demand within a memory budget (launch specs).
 
 Examples:
 
@@ -18,9 +18,9 @@ Examples:
 
   llmdeck gateway up --config gateway.yaml --host 0.0.0.0   # the LAN: needs keys (or --insecure)
 
-  llmdeck gateway status --json
+  llmdeck gateway status --json                      # also: each model on demand, its memory, queue
 
-  llmdeck gateway down
+  llmdeck gateway down                               # stops the models it started, too
 """
 
 UP_HELP = """Start the gateway in the background (or --attach) and wait until it answers /health.
@@ -39,6 +39,17 @@ Example config:
         max_tokens: 2048
   limits:
     alice: {rpm: 30, models: \\[qwen-fast]}
+
+A backend may name a launch spec instead (`llmdeck plan MODEL --spec-out FILE`): the gateway starts it
+on the first request (requests wait in a bounded queue) and stops idle ones, least recently used first,
+to keep every model within the memory budget:
+
+  routes:
+    - model: coder
+      backends: \\[{spec: coder.json, ttl_s: 600}]
+    - model: chat
+      backends: \\[{spec: chat.json, keep: true}]
+  budget: {memory_gib: auto, reserve_gib: 4, allow_unload_ollama: false}
 
 Examples:
 
@@ -98,6 +109,67 @@ def _print_status(data: dict[str, Any]) -> None:
             )
     if data.get("routes"):
         console.print(table)
+    if data.get("models"):
+        _print_models(data)
+
+
+def _gib(value: Any) -> str:
+    return f"{value:.2f}" if isinstance(value, int | float) else "-"
+
+
+def _ago(seconds: Any) -> str:
+    if not isinstance(seconds, int | float):
+        return "never"
+    return f"{seconds:.0f} s ago" if seconds < 120 else f"{seconds / 60:.0f} min ago"
+
+
+def _print_models(data: dict[str, Any]) -> None:
+    """The models the gateway starts on demand: state, memory (planned / measured), last use, queue."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    b = data.get("budget") or {}
+    size = "auto" if b.get("memory_gib") == "auto" else f"{b.get('memory_gib')} GiB"
+    table = Table(
+        title=f"models on demand — budget {size} ({b.get('kind')} memory, reserve {b.get('reserve_gib')} GiB;"
+        f" held {_gib(b.get('held_gib'))} GiB)"
+    )
+    for col in ("model", "state", "GiB planned", "measured", "last use", "in flight", "queue"):
+        table.add_column(col, no_wrap=True)
+    notes = []
+    for m in data["models"]:
+        table.add_row(
+            escape(m["model"]),
+            m["state"],
+            _gib(m.get("planned_gib")),
+            _gib(m.get("measured_gib")),
+            _ago(m.get("idle_s")),
+            str(m.get("in_flight", 0)),
+            str(m.get("queue", 0)),
+        )
+        settings = [f"{k} {m[k]}" for k in ("ttl_s", "group", "sleep_level") if m.get(k) is not None]
+        note = (
+            m.get("last_error") or m.get("progress") or ", ".join(["keep"] * bool(m.get("keep")) + settings)
+        )
+        if note:
+            notes.append(f"  {m['model']}: {note}")
+    console = out_console()
+    console.print(table)
+    for line in notes:
+        console.print(line, markup=False, highlight=False)
+
+
+def print_gateway_models(settings: Any) -> bool:
+    """For `llmdeck status`: the running gateway's models on demand (True when there were any)."""
+    from llmdeck.gateway.service import load_record, status
+
+    if load_record(settings) is None:
+        return False
+    data = status(settings)
+    if not data.get("models"):
+        return False
+    _print_models(data)
+    return True
 
 
 def register(app: typer.Typer) -> None:
@@ -130,7 +202,7 @@ def register(app: typer.Typer) -> None:
 
     @gw.command("down")
     def down_cmd(ctx: typer.Context) -> None:
-        """Stop the gateway (SIGTERM, then SIGKILL after 10 s).
+        """Stop the gateway (SIGTERM, then SIGKILL after 10 s) and the models it started on demand.
 
         Example: llmdeck gateway down
         """
@@ -141,7 +213,8 @@ def register(app: typer.Typer) -> None:
 
     @gw.command("status")
     def status_cmd(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
-        """Routes, backends' health and load, per-alias counts.
+        """Routes, backends' health and load, per-alias counts; models on demand: running / starting /
+        sleeping / stopped, memory planned and measured, last use, queue.
 
         Example: llmdeck gateway status --json
         """

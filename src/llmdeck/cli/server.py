@@ -224,7 +224,7 @@ def status_cmd(
     ),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Every llmdeck server: state, model, URL, uptime and live queue/KV from /metrics.
+    """Every llmdeck server (state, model, URL, uptime, live queue/KV) and the gateway's models on demand.
 
     Given a URL instead of a name: the state of any OpenAI-compatible server there (exit 1 when it
     is not ready: unreachable, not answering, needs an API key, not OpenAI-compatible).
@@ -249,7 +249,9 @@ def status_cmd(
         return
     statuses = status(settings, name)
     _print_records_json_or_table(statuses, as_json)
-    if not as_json and not statuses:
+    from llmdeck.cli.gateway import print_gateway_models  # the models a gateway starts on demand
+
+    if not as_json and not print_gateway_models(settings) and not statuses:
         err_console().print("No llmdeck servers. Start one with `llmdeck up --model DIR`.")
 
 

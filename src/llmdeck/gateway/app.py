@@ -27,6 +27,7 @@ from starlette.routing import Route
 from llmdeck.gateway.config import LoadedConfig
 from llmdeck.gateway.keys import KeyRing, KeyStore
 from llmdeck.gateway.limits import RateLimiter
+from llmdeck.gateway.manager import ModelManager
 from llmdeck.gateway.merge import rewrite_request
 from llmdeck.gateway.metrics import GatewayMetrics
 from llmdeck.gateway.proxy import DROP_REQUEST, RequestCtx, Upstream, forward, openai_error
@@ -58,12 +59,15 @@ class GatewayState:
     metrics: GatewayMetrics = field(default_factory=GatewayMetrics)
     client: httpx.AsyncClient | None = None
     started_at: float = field(default_factory=time.time)
+    manager: ModelManager | None = None  # routes whose backends are launch specs
 
 
-def build_app(loaded: LoadedConfig, *, insecure: bool = False) -> Starlette:
+def build_app(loaded: LoadedConfig, *, insecure: bool = False, settings: Any = None) -> Starlette:
     state = GatewayState(
         loaded=loaded, router=Router(loaded), keys=KeyRing(KeyStore(loaded.keys_file)), insecure=insecure
     )
+    if any(b.managed is not None for r in loaded.routes for b in r.backends):
+        _attach_manager(state, settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -77,6 +81,8 @@ def build_app(loaded: LoadedConfig, *, insecure: bool = False) -> Starlette:
         async with httpx.AsyncClient(timeout=timeout, transport=transport, trust_env=False) as client:
             state.client = client
             h = loaded.config.health
+            if state.manager is not None:
+                await state.manager.startup()
             await state.router.probe_all(client, h.timeout_s)
             task = asyncio.create_task(state.router.health_loop(client, h.interval_s, h.timeout_s))
             try:
@@ -85,6 +91,8 @@ def build_app(loaded: LoadedConfig, *, insecure: bool = False) -> Starlette:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+                if state.manager is not None:
+                    await state.manager.shutdown()
 
     routes = [
         Route("/health", _health, methods=["GET"]),
@@ -110,6 +118,22 @@ def build_app(loaded: LoadedConfig, *, insecure: bool = False) -> Starlette:
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.gateway = state
     return app
+
+
+def _attach_manager(state: GatewayState, settings: Any) -> None:
+    """Launch-spec backends: a model manager starts them on demand; health probes skip stopped ones."""
+    from llmdeck.settings import Settings
+
+    manager = state.manager = ModelManager(state.loaded, settings if settings is not None else Settings())
+
+    def not_running(backend: Any) -> bool:
+        model = manager.get(backend.url)
+        return model is not None and model.state != "running"
+
+    state.router.skip_probe = not_running
+    from llmdeck.gateway.model_metrics import ModelCollector
+
+    state.metrics.registry.register(ModelCollector(manager))
 
 
 def _state(request: Request) -> GatewayState:
@@ -182,6 +206,7 @@ def status_payload(st: GatewayState) -> dict[str, Any]:
         "insecure": st.insecure,
         "uptime_s": round(time.time() - st.started_at, 1),
         "routes": st.router.snapshot(),
+        **(st.manager.status() if st.manager is not None else {}),
     }
 
 
@@ -246,6 +271,13 @@ async def _send(
     raw: bytes,
 ) -> Response:
     route.requests += 1
+    if st.manager is not None:
+        from llmdeck.gateway.ondemand import acquire_route
+
+        picked = await acquire_route(st.manager, st.router, route, ctx)
+        if isinstance(picked, JSONResponse):
+            return picked
+        route = picked
     if body is not None and request.url.path in REWRITTEN_PATHS:
         rewrite_request(body, defaults=route.route.defaults, override=route.route.override, served_model=None)
     headers = {k: v for k, v in request.headers.items() if k.lower() not in DROP_REQUEST}

@@ -1,7 +1,8 @@
 """The gateway's config file (YAML): routes, keys file, per-key limits, timeouts, CORS.
 
-Validated by pydantic; every error names the file and line (``yamlmarks``). Backends are URLs or the
-names of servers llmdeck started (resolved through the runtime records, as ``check``/``bench`` do).
+Validated by pydantic; every error names the file and line (``yamlmarks``). Backends are URLs, the
+names of servers llmdeck started (resolved through the runtime records, as ``check``/``bench`` do), or
+launch specs the gateway starts on demand within a memory budget (``managed``, ``manager``).
 
 Example::
 
@@ -19,14 +20,16 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llmdeck.errors import ConfigError, LlmdeckError
+from llmdeck.gateway.managed import Budget, ManagedBackend, check_managed, resolve_kind, resolve_managed
 from llmdeck.gateway.yamlmarks import MarkedDocument, format_loc
 
 GATEWAY_CONFIG_SCHEMA_VERSION = 1
@@ -37,10 +40,19 @@ class _Strict(BaseModel):
 
 
 class BackendSpec(_Strict):
-    """A backend in its long form. (Issue 21 adds a launch spec here: a server started on demand.)"""
+    """A backend in its long form: a URL, a running llmdeck server, or a launch spec started on demand."""
 
     url: str | None = Field(None, description="An OpenAI-compatible server URL (with or without /v1).")
     server: str | None = Field(None, description="The name of a server llmdeck started.")
+    spec: str | None = Field(None, description="A launch spec file: the gateway starts it on demand.")
+    keep: bool = Field(False, description="spec: never evicted to make room for another model.")
+    ttl_s: float | None = Field(
+        None, ge=0, le=604800, description="spec: stop after this long idle (0: never)."
+    )
+    group: str | None = Field(None, min_length=1, description="spec: members are not evicted for each other.")
+    memory_gib: float | None = Field(None, gt=0, le=65536, description="spec: the footprint, declared.")
+    sleep_level: Literal[1, 2] | None = Field(None, description="spec: vLLM sleep mode instead of a stop.")
+    start_timeout_s: float | None = Field(None, gt=0, le=7200, description="spec: readiness timeout.")
     model: str | None = Field(None, description="The backend's served model name (default: learned).")
     api_key_env: str | None = Field(None, description="Environment variable with the backend's API key.")
 
@@ -83,6 +95,7 @@ class GatewayConfig(_Strict):
     timeouts: Timeouts = Field(default_factory=Timeouts)
     health: Health = Field(default_factory=Health)
     cors: Cors | None = None
+    budget: Budget = Field(default_factory=Budget)
 
 
 @dataclass(frozen=True)
@@ -91,6 +104,7 @@ class ResolvedBackend:
     label: str  # what the config said (a server name or the URL)
     served_model: str | None
     api_key: str | None = field(default=None, repr=False)
+    managed: ManagedBackend | None = None  # a launch spec the gateway starts on demand
 
 
 @dataclass
@@ -137,7 +151,19 @@ def parse_config(text: str, *, source: Path, settings: Any) -> LoadedConfig:
     except ValidationError as exc:
         raise _validation_error(exc, doc) from exc
     _check_consistency(config, doc)
-    routes = [_resolve_route(i, route, doc, settings) for i, route in enumerate(config.routes)]
+    if any(isinstance(b, BackendSpec) and b.spec for r in config.routes for b in r.backends):
+        config.budget = resolve_kind(config.budget)
+    routes = [
+        _resolve_route(i, route, doc, settings, source, config) for i, route in enumerate(config.routes)
+    ]
+    check_managed(
+        [
+            (b.managed, doc.where(("routes", i, "backends", j)))
+            for i, r in enumerate(routes)
+            for j, b in enumerate(r.backends)
+            if b.managed is not None
+        ]
+    )
     keys_file = _keys_path(config.keys_file, source, settings)
     return LoadedConfig(config=config, routes=routes, keys_file=keys_file, source=source)
 
@@ -162,7 +188,7 @@ def _validation_error(exc: ValidationError, doc: MarkedDocument) -> ConfigError:
     return ConfigError(
         "The gateway config is invalid: " + "; ".join(lines) + more + ".",
         hint="Fix those lines; the keys are routes (model, backends, defaults, override), keys_file, limits, "
-        "timeouts, health and cors.",
+        "timeouts, health, cors and budget.",
     )
 
 
@@ -186,27 +212,74 @@ def _check_consistency(config: GatewayConfig, doc: MarkedDocument) -> None:
                 )
 
 
-def _resolve_route(i: int, route: Route, doc: MarkedDocument, settings: Any) -> ResolvedRoute:
+def _resolve_route(
+    i: int, route: Route, doc: MarkedDocument, settings: Any, source: Path, config: GatewayConfig
+) -> ResolvedRoute:
     backends = [
-        _resolve_backend(b, doc, ("routes", i, "backends", j), settings) for j, b in enumerate(route.backends)
+        _resolve_backend(b, doc, ("routes", i, "backends", j), settings, source, config)
+        for j, b in enumerate(route.backends)
     ]
+    kinds = {b.managed is not None for b in backends}
+    if len(kinds) > 1:
+        raise ConfigError(
+            f"{doc.where(('routes', i, 'backends'))}: route {route.model!r} mixes `spec:` backends (started "
+            "on demand) with running servers.",
+            hint="Give the launch specs a route of their own, or list only running servers here.",
+        )
     return ResolvedRoute(
         alias=route.model, backends=backends, defaults=route.defaults, override=route.override
     )
 
 
+def _resolve_managed(
+    spec: BackendSpec, doc: MarkedDocument, loc: tuple[str | int, ...], source: Path, config: GatewayConfig
+) -> ResolvedBackend:
+    managed = resolve_managed(spec, doc, loc, source, config.budget)
+    api_key = _api_key(spec, doc, loc)
+    if api_key is not None:  # the server it starts requires the key; the gateway sends it
+        launch = managed.spec.model_copy(update={"env": {**managed.spec.env, "VLLM_API_KEY": api_key}})
+        managed = dataclasses.replace(managed, spec=launch)
+    host = managed.spec.host if managed.spec.host not in {"0.0.0.0", "::"} else "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host
+    return ResolvedBackend(
+        url=f"http://{host}:{managed.spec.port}",
+        label=managed.name,
+        served_model=spec.model or managed.spec.effective_served_name,
+        api_key=api_key,
+        managed=managed,
+    )
+
+
 def _resolve_backend(
-    entry: str | BackendSpec, doc: MarkedDocument, loc: tuple[str | int, ...], settings: Any
+    entry: str | BackendSpec,
+    doc: MarkedDocument,
+    loc: tuple[str | int, ...],
+    settings: Any,
+    source: Path,
+    config: GatewayConfig,
 ) -> ResolvedBackend:
     from llmdeck.runtime.target import resolve_target
 
     spec = BackendSpec(url=entry) if isinstance(entry, str) else entry
-    target_text = spec.url or spec.server
-    if not target_text or (spec.url and spec.server):
+    given = [k for k in ("url", "server", "spec") if getattr(spec, k)]
+    if len(given) != 1:
         raise ConfigError(
-            f"{doc.where(loc)}: a backend needs exactly one of `url:` or `server:`.",
-            hint="Write a URL (http://127.0.0.1:8000) or the name of a server from `llmdeck status`.",
+            f"{doc.where(loc)}: a backend needs exactly one of `url:`, `server:` or `spec:`"
+            + (f" (it has {', '.join(given)})." if given else "."),
+            hint="Write a URL (http://127.0.0.1:8000), the name of a server from `llmdeck status`, or a "
+            "launch spec file from `llmdeck plan MODEL --spec-out FILE`.",
         )
+    lifecycle = ("keep", "ttl_s", "group", "memory_gib", "sleep_level", "start_timeout_s")
+    if spec.spec:
+        return _resolve_managed(spec, doc, loc, source, config)
+    if extra := [k for k in lifecycle if k in spec.model_fields_set]:
+        raise ConfigError(
+            f"{doc.where((*loc, extra[0]))}: `{extra[0]}` applies to a `spec:` backend (one the gateway "
+            "starts), not to a running server.",
+            hint="Remove it, or name a launch spec with `spec:`.",
+        )
+    target_text = spec.url or spec.server
+    assert target_text is not None
     try:
         target = resolve_target(target_text.strip(), settings)
     except LlmdeckError as exc:
@@ -215,18 +288,22 @@ def _resolve_backend(
         raise ConfigError(
             f"{doc.where(loc)}: `server: {spec.server}` looks like a URL.", hint="Use `url:` for URLs."
         )
-    api_key = None
-    if spec.api_key_env:
-        api_key = os.environ.get(spec.api_key_env)
-        if not api_key:
-            raise ConfigError(
-                f"{doc.where(loc)}: the environment variable {spec.api_key_env} (the backend's API key) is "
-                "not set.",
-                hint=f"Export {spec.api_key_env} before `llmdeck gateway up`.",
-            )
     return ResolvedBackend(
         url=target.base_url,
         label=target_text.strip(),
         served_model=spec.model or target.model,
-        api_key=api_key,
+        api_key=_api_key(spec, doc, loc),
     )
+
+
+def _api_key(spec: BackendSpec, doc: MarkedDocument, loc: tuple[str | int, ...]) -> str | None:
+    if not spec.api_key_env:
+        return None
+    api_key = os.environ.get(spec.api_key_env)
+    if not api_key:
+        raise ConfigError(
+            f"{doc.where(loc)}: the environment variable {spec.api_key_env} (the backend's API key) is "
+            "not set.",
+            hint=f"Export {spec.api_key_env} before `llmdeck gateway up`.",
+        )
+    return api_key

@@ -17,7 +17,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,6 +85,7 @@ class RequestCtx:
     status: int = 0
     outcome: str = ""
     gauge: Any = None  # the in-flight gauge, once the request is on its way
+    on_finish: Callable[[], None] | None = None  # e.g. the model manager's release of its lease
     _done: bool = False
 
     def ttft(self) -> None:
@@ -97,6 +98,8 @@ class RequestCtx:
         self.status, self.outcome = status, outcome
         if self.gauge is not None:
             self.gauge.dec()
+        if self.on_finish is not None:
+            self.on_finish()
         elapsed = time.perf_counter() - self.started
         self.metrics.requests.labels(self.route, self.key, str(status)).inc()
         self.metrics.latency.labels(self.route).observe(elapsed)

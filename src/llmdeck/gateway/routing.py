@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,6 +89,8 @@ class Router:
 
     def __init__(self, loaded: LoadedConfig) -> None:
         self.loaded = loaded
+        # backends to leave unprobed for now (a managed model that is not running: not "down")
+        self.skip_probe: Callable[[BackendState], bool] = lambda state: False
         self.backends: dict[str, BackendState] = {}
         self.routes: dict[str, RouteState] = {}
         for route in loaded.routes:
@@ -127,7 +130,8 @@ class Router:
         state.probe_failures = 0
 
     async def probe_all(self, client: httpx.AsyncClient, timeout_s: float) -> None:
-        await asyncio.gather(*(self.probe(client, s, timeout_s) for s in self.backends.values()))
+        states = [s for s in self.backends.values() if not self.skip_probe(s)]
+        await asyncio.gather(*(self.probe(client, s, timeout_s) for s in states))
 
     async def health_loop(self, client: httpx.AsyncClient, interval_s: float, timeout_s: float) -> None:
         while True:

@@ -19,6 +19,9 @@ def setup_logging() -> None:
     logging.basicConfig(
         level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # httpx logs every request at INFO (the readiness polls of the models the gateway starts): the
+    # gateway's own access log says what matters
+    logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
 def run(config: Path, host: str, port: int, *, insecure: bool) -> None:
@@ -33,7 +36,8 @@ def run(config: Path, host: str, port: int, *, insecure: bool) -> None:
 
     setup_logging()
     log = logging.getLogger("llmdeck.gateway")
-    loaded = load_config(config, Settings())
+    settings = Settings()
+    loaded = load_config(config, settings)
     keys_on = KeyRing(KeyStore(loaded.keys_file)).enabled
     check_bind(host, keys_on=keys_on, insecure=insecure)
     if insecure and not keys_on:
@@ -49,7 +53,7 @@ def run(config: Path, host: str, port: int, *, insecure: bool) -> None:
         ", ".join(r.alias for r in loaded.routes),
         f"required ({loaded.keys_file})" if keys_on else "off",
     )
-    app = build_app(loaded, insecure=insecure and not keys_on)
+    app = build_app(loaded, insecure=insecure and not keys_on, settings=settings)
     uvicorn.run(
         app,
         host=host,

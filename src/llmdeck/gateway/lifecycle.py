@@ -1,0 +1,152 @@
+"""The blocking steps of a managed model's life, run in worker threads by the model manager.
+
+Start and stop go through the runtime service API (``runtime.service.up``: validation, port,
+preflight, launch, readiness with the start-up watchdog, diagnosis; ``down``), so a server the
+gateway started is an ordinary llmdeck server (``llmdeck status``, ``llmdeck logs NAME``).
+
+Sleep mode (opt-in per backend, ``sleep_level: 1|2``): vLLM's dev endpoints ``POST /sleep?level=N``,
+``POST /wake_up`` and ``GET /is_sleeping`` (served with ``VLLM_SERVER_DEV_MODE=1`` and
+``--enable-sleep-mode``; vllm/entrypoints/serve/dev/sleep/api_router.py). Level 1 keeps the weights
+in host memory and drops the KV cache; level 2 drops both, so waking reloads the weights
+(``/collective_rpc`` ``reload_weights``, as vLLM's docs do after a level-2 sleep) and resets the
+prefix cache. On unified memory (GB10) level 1 moves the weights into the same pool and frees only
+the KV cache. Which level beats a restart, by how much memory and how fast it wakes, awaits the H200
+measurement (issue 21): until then stop/start is the default and sleep is what the config asks for.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from llmdeck.errors import LlmdeckError, OperationError, ServerStartError
+from llmdeck.gateway.managed import ManagedBackend
+from llmdeck.runtime.state import ServerRecord
+
+log = logging.getLogger("llmdeck.gateway.models")
+
+SLEEP_TIMEOUT_S = 300.0
+
+
+def start(
+    backend: ManagedBackend, settings: Any, on_progress: Callable[[str], None] | None = None
+) -> ServerRecord:
+    """``runtime.service.up`` with preflight; every service event goes to the gateway log (and the
+    start-up phase reached to ``on_progress``, for ``gateway status``)."""
+    from llmdeck.runtime.service import ServiceEvent, UpOptions, up
+
+    name = backend.name
+
+    def on_event(event: ServiceEvent) -> None:
+        at = f" (+{event.seconds:.1f} s)" if event.seconds is not None else ""
+        if event.kind in {"log", "phase", "ready", "failed", "stopped", "starting", "preflight"}:
+            log.info("model %s: %s%s", name, event.message, at)
+        if on_progress is not None and event.kind in {"starting", "phase", "ready"}:
+            on_progress(f"{event.message[:120]}{at}")
+
+    return up(backend.spec, settings, UpOptions(timeout_s=backend.start_timeout_s), on_event)
+
+
+def diagnosis(exc: BaseException) -> str:
+    """The runtime's words for a failed start: its message, its fix, and the log's error lines."""
+    if not isinstance(exc, LlmdeckError):
+        return f"{type(exc).__name__}: {exc}"
+    text = exc.render().replace("the log tail below (whole log: ", "the log (")
+    if isinstance(exc, ServerStartError) and exc.log_tail and "no known cause" in exc.message:
+        lines = [ln.strip() for ln in exc.log_tail.splitlines() if ln.strip()]
+        errors = [ln for ln in lines if "error" in ln.lower()][-3:] or lines[-2:]
+        if errors:
+            text += " Log: " + " | ".join(ln[:300] for ln in errors)
+    return text
+
+
+def stop(name: str, settings: Any) -> str:
+    from llmdeck.runtime.service import down
+
+    try:
+        return down(name, settings)
+    except LlmdeckError as exc:  # no record any more: it is gone already
+        return f"gone ({exc.message})"
+
+
+def settle_memory(kind: str) -> None:
+    """After a stop on unified memory, wait (bounded) until MemAvailable stops rising."""
+    if kind == "unified":
+        from llmdeck.runtime.service import wait_memory_settles
+
+        wait_memory_settles(max_s=15.0, step_s=0.5)
+
+
+def free_now(kind: str, gpu_index: int) -> int | None:
+    """Free memory now: MemAvailable (unified / CPU) or the GPU's free bytes through NVML."""
+    if kind == "unified":
+        from llmdeck.runtime.host import read_meminfo
+
+        return read_meminfo().available
+    from llmdeck.runtime.host import nvml_snapshot
+
+    report = nvml_snapshot()
+    gpu = next((g for g in report.gpus if g.index == gpu_index), None)
+    return gpu.free_bytes if gpu is not None else None
+
+
+def ollama_models(kind: str) -> list[tuple[str, int]]:
+    """Ollama's loaded models (name, bytes in this budget's memory); none when Ollama is not there."""
+    from llmdeck.runtime.tenants import ollama_ps
+
+    status = ollama_ps()
+    return [(m.name, m.size_vram if kind == "gpu" else m.size) for m in status.models]
+
+
+def unload_ollama(model: str) -> None:
+    from llmdeck.runtime.tenants import ollama_unload
+
+    ollama_unload(model)
+
+
+def alive_record(name: str, settings: Any) -> ServerRecord | None:
+    """A live server of that name left from an earlier gateway run, to adopt instead of restarting."""
+    from llmdeck.runtime.engine_state import is_alive
+    from llmdeck.runtime.state import StateStore
+
+    store = StateStore(settings.servers_dir)
+    if not store.path(name).exists():
+        return None
+    try:
+        record = store.load(name)
+    except LlmdeckError:
+        return None
+    return record if is_alive(record) and record.ready_at is not None else None
+
+
+def still_running(record: ServerRecord) -> bool:
+    """The server's engine process (or container) still runs."""
+    from llmdeck.runtime.engine_state import is_alive
+
+    return is_alive(record)
+
+
+def sleep(url: str, level: int) -> None:
+    _post(url, f"/sleep?level={level}", None)
+
+
+def wake(url: str, level: int) -> None:
+    _post(url, "/wake_up", None)
+    if level == 2:  # the weights were dropped: load them again, forget the cached prefixes
+        _post(url, "/collective_rpc", {"method": "reload_weights"})
+        _post(url, "/reset_prefix_cache", None)
+
+
+def _post(url: str, path: str, body: dict[str, Any] | None) -> None:
+    try:
+        resp = httpx.post(url + path, json=body, timeout=SLEEP_TIMEOUT_S)
+        resp.raise_for_status()
+    except httpx.HTTPError as exc:
+        raise OperationError(
+            f"vLLM at {url} refused POST {path} ({type(exc).__name__}: {str(exc)[:200]}).",
+            hint="Sleep mode needs --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1 (the gateway adds both "
+            "for `sleep_level:` backends) and a GPU build of vLLM.",
+        ) from exc

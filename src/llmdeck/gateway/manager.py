@@ -1,0 +1,385 @@
+"""The model manager: routes whose backends are launch specs get their servers started on demand.
+
+* The first request for a stopped model starts it (``lifecycle.start``: the runtime service, preflight
+  included); one start (or wake) at a time, behind one lock. Requests for a model that is starting
+  wait in its queue (``budget.queue.max_waiting``; more get 429) for at most ``budget.queue.wait_s``
+  (then 503), and are forwarded once it is ready.
+* Before a start, :mod:`llmdeck.gateway.budget` decides what must go; the victims stop taking requests
+  at once, are drained (requests in flight finish), then stopped (or put to sleep), least recently used
+  first. A model that would not fit even then is refused, with the reason, and nothing is stopped.
+* A failed start fails its waiting requests with the runtime's diagnosis; the other models keep
+  serving. For ``failed_retry_s`` after it, requests for that model fail at once with the same text.
+* In the background: models idle past their ``ttl_s`` are stopped, and the running models' footprints
+  are measured (the peak replaces the plan's estimate; the log says by how much it differed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from llmdeck.gateway import lifecycle
+from llmdeck.gateway.budget import Decision, Tenant, capacity_bytes, decide, gib
+from llmdeck.gateway.config import LoadedConfig
+from llmdeck.gateway.managed import Budget
+from llmdeck.gateway.model_state import ManagedModel
+
+log = logging.getLogger("llmdeck.gateway.models")
+
+TICK_S = 1.0
+MEASURE_EVERY_S = 5.0
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a request cannot be served by its model now (rendered as an OpenAI-style error)."""
+
+    status: int
+    message: str
+    code: str
+    retry_after_s: int | None = None
+
+
+class StartFailed(Exception):
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+
+class ModelManager:
+    """Every managed model of a config, keyed by its backend URL."""
+
+    def __init__(self, loaded: LoadedConfig, settings: Any) -> None:
+        self.settings = settings
+        self.budget: Budget = loaded.config.budget
+        self.models: dict[str, ManagedModel] = {}
+        for route in loaded.routes:
+            for b in route.backends:
+                if b.managed is not None:
+                    self.models.setdefault(b.url, ManagedModel(b.managed, b.url))
+        self._lock = asyncio.Lock()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # ---- requests ---------------------------------------------------------------------------
+
+    def get(self, url: str) -> ManagedModel | None:
+        return self.models.get(url)
+
+    async def acquire(self, model: ManagedModel) -> Refusal | None:
+        """Wait until ``model`` serves (starting it when needed); None: go ahead (call ``release``)."""
+        if model.state == "running" and not model.queue:
+            model.inflight += 1
+            model.touch()
+            return None
+        if (failed := self._recent_failure(model)) is not None:
+            return failed
+        if model.waiting >= self.budget.queue.max_waiting:
+            return Refusal(
+                429,
+                f"Model {model.name!r} is {model.state} and {model.waiting} requests already wait for it "
+                f"(budget.queue.max_waiting {self.budget.queue.max_waiting}); try again shortly.",
+                "queue_full",
+                retry_after_s=5,
+            )
+        return await self._wait_turn(model, time.monotonic() + self.budget.queue.wait_s)
+
+    def release(self, model: ManagedModel) -> None:
+        model.inflight = max(0, model.inflight - 1)
+        model.touch()
+
+    async def _wait_turn(self, model: ManagedModel, deadline: float) -> Refusal | None:
+        """Queue a ticket behind the model's start (making one when none is under way).
+
+        The start grants every queued ticket a lease (``inflight``) the moment it is ready, before the
+        lock passes to the next start: a model is never evicted before the requests that waited for it
+        were let in (they are drained, as any busy model's are)."""
+        ticket: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        model.queue.append(ticket)
+        try:
+            task = model.task
+            if task is None or task.done():
+                task = model.task = asyncio.create_task(self._bring_up(model))
+                task.add_done_callback(_retrieve)
+            timeout = max(0.0, deadline - time.monotonic())
+            await asyncio.wait({ticket, task}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:
+            self._give_back(model, ticket)
+            raise
+        if ticket.done() and not ticket.cancelled():
+            model.touch()
+            return None
+        self._give_back(model, ticket)
+        if task.done() and not task.cancelled() and (exc := task.exception()) is not None:
+            if isinstance(exc, StartFailed):
+                return exc.refusal
+            return Refusal(503, f"Model {model.name!r} could not start: {exc}", "model_start_failed", 10)
+        return Refusal(
+            503,
+            f"Model {model.name!r} was not ready within {self.budget.queue.wait_s:g} s "
+            f"(it is {model.state}; budget.queue.wait_s).",
+            "model_not_ready",
+            retry_after_s=10,
+        )
+
+    @staticmethod
+    def _give_back(model: ManagedModel, ticket: asyncio.Future[None]) -> None:
+        """A waiter that leaves: its ticket out of the queue, or its lease back if it was granted."""
+        if ticket in model.queue:
+            model.queue.remove(ticket)
+        if ticket.done() and not ticket.cancelled():
+            model.inflight = max(0, model.inflight - 1)
+        else:
+            ticket.cancel()
+
+    @staticmethod
+    def _grant(model: ManagedModel) -> None:
+        """The model serves: every queued request gets its lease now, in arrival order."""
+        while model.queue:
+            ticket = model.queue.popleft()
+            if not ticket.done():
+                ticket.set_result(None)
+                model.inflight += 1
+
+    def _recent_failure(self, model: ManagedModel) -> Refusal | None:
+        if model.state != "failed" or model.failed_at is None:
+            return None
+        if time.monotonic() - model.failed_at >= self.budget.queue.failed_retry_s:
+            return None
+        return Refusal(503, model.last_error or "the last start failed", "model_start_failed", 10)
+
+    # ---- starting ---------------------------------------------------------------------------
+
+    async def _bring_up(self, model: ManagedModel) -> None:
+        async with self._lock:
+            if model.state == "running":
+                self._grant(model)
+                return
+            try:
+                refusal = await self._make_room(model)
+            except Exception as exc:  # an eviction that failed (Ollama did not unload, a stop raised)
+                text = f"Could not make room for {model.name!r}: {lifecycle.diagnosis(exc)}"
+                log.error("%s", text)
+                refusal = Refusal(503, text, "eviction_failed", 10)
+            if refusal is not None:
+                model.fail(refusal.message, mark=refusal.code == "model_start_failed")
+                raise StartFailed(refusal)
+            if model.state == "sleeping":
+                await self._wake(model)
+            else:
+                await self._start(model)
+            self._grant(model)
+
+    async def _start(self, model: ManagedModel) -> None:
+        model.state = "starting"
+        model.starts += 1
+        log.info("start %s: needs %s (%s)", model.name, gib(model.estimate()), model.estimate_how())
+        t0 = time.monotonic()
+        try:
+            record = await asyncio.to_thread(
+                lifecycle.start, model.backend, self.settings, model.set_progress
+            )
+        except Exception as exc:
+            text = f"Model {model.name!r} failed to start: {lifecycle.diagnosis(exc)}"
+            log.error("start %s failed after %.1f s: %s", model.name, time.monotonic() - t0, text)
+            model.fail(text, mark=True)
+            raise StartFailed(Refusal(503, text, "model_start_failed", 10)) from exc
+        model.running(record, time.monotonic() - t0)
+        log.info("started %s in %.1f s at %s", model.name, model.start_seconds or 0, model.url)
+        await self._measure(model)
+
+    async def _wake(self, model: ManagedModel) -> None:
+        level = model.backend.sleep_level or 1
+        t0 = time.monotonic()
+        try:
+            await asyncio.to_thread(lifecycle.wake, model.url, level)
+        except Exception as exc:
+            log.error("wake %s failed (%s); stopping it to start afresh", model.name, exc)
+            await self._stop(model, "wake failed")
+            await self._start(model)
+            return
+        model.state = "running"
+        model.wakes += 1
+        model.touch()
+        log.info("woke %s (sleep level %d) in %.1f s", model.name, level, time.monotonic() - t0)
+
+    # ---- the budget ---------------------------------------------------------------------------
+
+    async def _tenants(self, starting: ManagedModel) -> list[Tenant]:
+        found = (m.tenant(starting, self.budget) for m in self.models.values() if m is not starting)
+        out = [t for t in found if t is not None]
+        for name, size in await asyncio.to_thread(lifecycle.ollama_models, self.budget.kind):
+            blocked = (
+                None if self.budget.allow_unload_ollama else "Ollama's; budget.allow_unload_ollama is off"
+            )
+            out.append(Tenant(f"ollama:{name}", size, kind="ollama", blocked=blocked))
+        return out
+
+    async def _decide(self, model: ManagedModel) -> Decision | Refusal:
+        tenants = await self._tenants(model)
+        fixed = None if self.budget.memory_gib == "auto" else float(self.budget.memory_gib)
+        free = None
+        if fixed is None:
+            free = await asyncio.to_thread(lifecycle.free_now, self.budget.kind, self.budget.gpu_index)
+        reserve = int(self.budget.reserve_gib * (1 << 30))
+        capacity = capacity_bytes(fixed, free, reserve, tenants)
+        if capacity is None:
+            return Refusal(
+                503,
+                f"Cannot read the free memory for the budget (kind {self.budget.kind}): NVML gave no answer.",
+                "budget_unknown",
+            )
+        need = model.estimate() - (model.held(self.budget.kind) if model.state == "sleeping" else 0)
+        return decide(model.name, need, capacity, tenants)
+
+    async def _make_room(self, model: ManagedModel) -> Refusal | None:
+        """Evict what the budget says must go (draining busy victims first); refuse what cannot fit.
+
+        In rounds: a model put to sleep may free less than the estimate said (the measurement after the
+        sleep tells), and the next round then stops it."""
+        for _ in range(2 * len(self.models) + 2):
+            decision = await self._decide(model)
+            if isinstance(decision, Refusal):
+                return decision
+            if not decision.fits:
+                log.warning("refused %s: %s", model.name, decision.reason)
+                text = f"Model {model.name!r} cannot start: {decision.reason}"
+                return Refusal(503, text, "insufficient_memory")
+            if not decision.evict:
+                return None
+            for victim in decision.evict:
+                await self._evict_tenant(victim, model, decision)
+            await asyncio.to_thread(lifecycle.settle_memory, self.budget.kind)
+        return Refusal(503, f"Could not make room for {model.name!r}.", "insufficient_memory")
+
+    async def _evict_tenant(self, victim: Tenant, model: ManagedModel, decision: Decision) -> None:
+        if victim.kind == "ollama":
+            log.info("evict %s for %s: unloading it (%s)", victim.name, model.name, gib(victim.bytes))
+            await asyncio.to_thread(lifecycle.unload_ollama, victim.name.removeprefix("ollama:"))
+            return
+        target = next(m for m in self.models.values() if m.name == victim.name)
+        await self._evict(target, f"to make room for {model.name} (needs {gib(decision.need)})")
+
+    async def _evict(self, model: ManagedModel, why: str) -> None:
+        """Stop taking requests, let the ones in flight finish (bounded), then sleep or stop."""
+        previous = model.state
+        model.state = "stopping"
+        deadline = time.monotonic() + self.budget.queue.wait_s
+        while model.inflight > 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        level = model.backend.sleep_level
+        if level is not None and previous == "running":
+            log.info("evict %s %s: sleep level %d (LRU, idle %.0f s)", model.name, why, level, model.idle_s())
+            try:
+                await asyncio.to_thread(lifecycle.sleep, model.url, level)
+                model.state = "sleeping"
+                model.evictions += 1
+                model.measured_sleeping = await self._measure_now(model)
+                return
+            except Exception as exc:
+                log.error("sleep %s failed (%s); stopping it instead", model.name, exc)
+        log.info("evict %s %s: stopping it (LRU, idle %.0f s)", model.name, why, model.idle_s())
+        model.evictions += 1
+        await self._stop(model, why)
+
+    async def _stop(self, model: ManagedModel, why: str) -> None:
+        model.state = "stopping"
+        outcome = await asyncio.to_thread(lifecycle.stop, model.name, self.settings)
+        model.stopped()
+        log.info("stopped %s (%s): %s", model.name, why, outcome)
+
+    # ---- measuring, TTL, lifespan -----------------------------------------------------------
+
+    async def _measure_now(self, model: ManagedModel) -> int | None:
+        from llmdeck.gateway.footprint import measure
+
+        pid = model.record.pid if model.record is not None else None
+        return await asyncio.to_thread(measure, pid, self.budget.kind, self.budget.gpu_index)
+
+    async def _measure(self, model: ManagedModel) -> None:
+        value = await self._measure_now(model)
+        if value is not None and model.state == "running":
+            first = model.measured is None
+            model.measured = max(value, model.measured or 0)
+            if first:
+                planned = model.backend.planned.bytes
+                log.info(
+                    "footprint %s: measured %s, planned %s (%+.0f%%)",
+                    model.name,
+                    gib(value),
+                    gib(planned),
+                    (value - planned) / planned * 100 if planned else 0.0,
+                )
+
+    async def _check(self, model: ManagedModel) -> None:
+        """A running model whose engine died on its own is stopped (its record cleared); else measured."""
+        record = model.record
+        if record is not None and not await asyncio.to_thread(lifecycle.still_running, record):
+            log.warning("model %s exited on its own; the next request starts it again", model.name)
+            await asyncio.to_thread(lifecycle.stop, model.name, self.settings)
+            model.stopped()
+            return
+        await self._measure(model)
+
+    async def startup(self) -> None:
+        """Adopt live servers of the configured names (an earlier gateway's), start the loop."""
+        for model in self.models.values():
+            record = await asyncio.to_thread(lifecycle.alive_record, model.name, self.settings)
+            if record is not None and record.base_url == model.url:
+                model.running(record, None)
+                log.info("adopted %s: already running at %s", model.name, model.url)
+                await self._measure(model)
+        self._tasks.append(asyncio.create_task(self._loop()))
+
+    async def _loop(self) -> None:
+        last_measure = 0.0
+        while True:
+            await asyncio.sleep(TICK_S)
+            with contextlib.suppress(Exception):
+                await self._expire()
+                if time.monotonic() - last_measure >= MEASURE_EVERY_S:
+                    last_measure = time.monotonic()
+                    for model in list(self.models.values()):
+                        if model.state == "running":
+                            await self._check(model)
+
+    async def _expire(self) -> None:
+        for model in self.models.values():
+            ttl = model.backend.ttl_s
+            if not ttl or model.state != "running" or model.busy() or model.idle_s() < ttl:
+                continue
+            if self._lock.locked():
+                return  # a start is under way: look again on the next tick
+            async with self._lock:
+                if model.state == "running" and not model.busy():
+                    log.info("evict %s: idle %.0f s, past its ttl_s %g", model.name, model.idle_s(), ttl)
+                    await self._evict(model, f"after ttl_s {ttl:g}")
+
+    async def shutdown(self) -> None:
+        """Stop the loop and every model this gateway runs (as llama-swap does on exit)."""
+        for task in self._tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        held = [m for m in self.models.values() if m.state in {"running", "sleeping", "starting", "stopping"}]
+        await asyncio.gather(*(self._stop(m, "gateway shutting down") for m in held), return_exceptions=True)
+
+    def status(self) -> dict[str, Any]:
+        """``/gateway/status``'s budget and models (state, memory planned / measured, last use, queue)."""
+        b = self.budget
+        held = sum(m.held(b.kind) for m in self.models.values())
+        budget = {
+            **b.model_dump(mode="json", exclude={"queue"}),
+            **b.queue.model_dump(mode="json"),
+            "held_gib": round(held / (1 << 30), 3),
+        }
+        return {"budget": budget, "models": [m.snapshot(b) for m in self.models.values()]}
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    """A start nobody waits for any more: its failure is in the log and the model's state already."""
+    if not task.cancelled():
+        task.exception()

@@ -1,0 +1,139 @@
+"""One managed model's live state: stopped / starting / running / sleeping / stopping / failed."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from llmdeck.gateway.budget import Tenant
+from llmdeck.gateway.managed import Budget, ManagedBackend
+from llmdeck.runtime.state import ServerRecord
+
+ModelStateName = Literal["stopped", "starting", "running", "sleeping", "stopping", "failed"]
+HOLDING = frozenset({"starting", "running", "stopping"})
+
+
+@dataclass
+class ManagedModel:
+    backend: ManagedBackend
+    url: str
+    state: ModelStateName = "stopped"
+    record: ServerRecord | None = None
+    inflight: int = 0
+    queue: deque[asyncio.Future[None]] = field(default_factory=deque, repr=False)  # waiting requests
+    last_used: float | None = None  # wall clock (time.time) of the last request's start or end
+    measured: int | None = None  # the peak of the running footprint (bytes), once measured
+    measured_sleeping: int | None = None
+    start_seconds: float | None = None
+    starts: int = 0
+    wakes: int = 0
+    evictions: int = 0
+    last_error: str | None = None
+    failed_at: float | None = None  # monotonic
+    progress: str | None = None  # the start-up phase reached (set from the start's worker thread)
+    task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        return self.backend.name
+
+    @property
+    def waiting(self) -> int:
+        return len(self.queue)
+
+    def set_progress(self, text: str) -> None:
+        self.progress = text
+
+    def touch(self) -> None:
+        self.last_used = time.time()
+
+    def idle_s(self) -> float:
+        return time.time() - self.last_used if self.last_used is not None else float("inf")
+
+    def busy(self) -> bool:
+        return self.inflight > 0 or self.waiting > 0
+
+    def estimate(self) -> int:
+        """What a start needs: the footprint measured on an earlier run, else the plan's."""
+        return self.measured or self.backend.planned.bytes
+
+    def estimate_how(self) -> str:
+        if self.measured:
+            return f"measured on its last run; planned {self.backend.planned.bytes / (1 << 30):.2f} GiB"
+        return self.backend.planned.how
+
+    def held(self, kind: str) -> int:
+        """Bytes this model holds now in the budget's memory."""
+        if self.state in HOLDING:
+            return self.estimate()
+        if self.state == "sleeping":
+            if self.measured_sleeping is not None:
+                return self.measured_sleeping
+            return self.backend.planned.sleeping(self.backend.sleep_level or 1, kind)
+        return 0
+
+    def tenant(self, starting: ManagedModel, budget: Budget) -> Tenant | None:
+        held = self.held(budget.kind)
+        if held <= 0:
+            return None
+        blocked = None
+        if self.backend.keep:
+            blocked = "keep: true"
+        elif self.backend.group is not None and self.backend.group == starting.backend.group:
+            blocked = f"same group {self.backend.group!r} as {starting.name}"
+        elif self.state in {"starting", "stopping"}:
+            blocked = self.state
+        return Tenant(self.name, held, busy=self.busy(), last_used=self.last_used or 0.0, blocked=blocked)
+
+    def running(self, record: ServerRecord, seconds: float | None) -> None:
+        self.record = record
+        self.state = "running"
+        self.start_seconds = seconds
+        self.last_error = None
+        self.failed_at = None
+        self.touch()
+
+    def stopped(self) -> None:
+        self.state = "stopped"
+        self.record = None
+        self.measured_sleeping = None
+
+    def fail(self, text: str, *, mark: bool) -> None:
+        self.last_error = text
+        if mark:
+            self.record = None
+            self.state = "failed"
+            self.failed_at = time.monotonic()
+        elif self.state not in {"running", "sleeping"}:
+            self.state = "stopped"
+
+    def snapshot(self, budget: Budget) -> dict[str, Any]:
+        gib = 1 << 30
+        held = self.held(budget.kind)
+        return {
+            "model": self.name,
+            "url": self.url,
+            "state": self.state,
+            "progress": self.progress if self.state == "starting" else None,
+            "planned_gib": round(self.backend.planned.bytes / gib, 3),
+            "planned_how": self.backend.planned.how,
+            "measured_gib": round(self.measured / gib, 3) if self.measured else None,
+            "held_gib": round(held / gib, 3),
+            "last_used": self.last_used,
+            "idle_s": round(self.idle_s(), 1) if self.last_used is not None else None,
+            "in_flight": self.inflight,
+            "queue": self.waiting,
+            "starts": self.starts,
+            "wakes": self.wakes,
+            "evictions": self.evictions,
+            "start_seconds": round(self.start_seconds, 1) if self.start_seconds else None,
+            "keep": self.backend.keep,
+            "ttl_s": self.backend.ttl_s,
+            "group": self.backend.group,
+            "sleep_level": self.backend.sleep_level,
+            "last_error": self.last_error,
+            "pid": self.record.pid if self.record is not None else None,
+        }

@@ -1,0 +1,482 @@
+"""The model manager's lifecycle with its blocking steps faked (no engine): queue, one start at a time,
+eviction order, drains, TTL, failures, Ollama. ``FakeLifecycle`` stands in for ``gateway.lifecycle``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from http_fakes import JsonHandler
+from llmdeck.engines.spec import LaunchSpec
+from llmdeck.errors import ServerStartError
+from llmdeck.gateway import footprint, lifecycle, manager
+from llmdeck.gateway.budget import GIB
+from llmdeck.gateway.config import parse_config
+from llmdeck.gateway.manager import ModelManager
+from llmdeck.runtime.state import ServerRecord
+from llmdeck.settings import Settings
+
+
+class FakeLifecycle:
+    """Records starts and stops; a start takes ``start_s``; names in ``fail`` fail like a bad flag."""
+
+    def __init__(self, mp: pytest.MonkeyPatch, *, start_s: float = 0.05) -> None:
+        self.start_s = start_s
+        self.fail: set[str] = set()
+        self.calls: list[tuple[str, str]] = []
+        self.up: set[str] = set()
+        self.max_up = 0
+        self.starting = 0
+        self.max_starting = 0
+        self.free: int | None = None
+        self.ollama: list[tuple[str, int]] = []
+        self.measured: int | None = None
+        self._lock = threading.Lock()
+        for name in ("start", "stop", "settle_memory", "free_now", "ollama_models", "unload_ollama"):
+            mp.setattr(lifecycle, name, getattr(self, name))
+        mp.setattr(lifecycle, "alive_record", lambda name, settings: None)
+        mp.setattr(lifecycle, "still_running", lambda record: record.name in self.up)
+        mp.setattr(footprint, "measure", lambda pid, kind, gpu_index=0: self.measured)
+
+    def start(self, backend: Any, settings: Any, on_progress: Any = None) -> ServerRecord:
+        with self._lock:
+            self.calls.append(("start", backend.name))
+            self.starting += 1
+            self.max_starting = max(self.max_starting, self.starting)
+        time.sleep(self.start_s)
+        with self._lock:
+            self.starting -= 1
+        if backend.name in self.fail:
+            raise ServerStartError(
+                f"Server {backend.name!r} exited before it was ready; no known cause matched its log.",
+                hint="Read the log tail below.",
+                log_tail="api_server.py: error: unrecognized arguments: --no-such-flag",
+            )
+        with self._lock:
+            self.up.add(backend.name)
+            self.max_up = max(self.max_up, len(self.up))
+        return ServerRecord(name=backend.name, spec=backend.spec, argv=[], log_path=Path("/dev/null"))
+
+    def stop(self, name: str, settings: Any) -> str:
+        with self._lock:
+            self.calls.append(("stop", name))
+            self.up.discard(name)
+        return "stopped"
+
+    def settle_memory(self, kind: str) -> None:
+        return None
+
+    def free_now(self, kind: str, gpu_index: int) -> int | None:
+        return self.free
+
+    def ollama_models(self, kind: str) -> list[tuple[str, int]]:
+        return list(self.ollama)
+
+    def unload_ollama(self, model: str) -> None:
+        self.calls.append(("unload", model))
+        if self.free is not None:  # MemAvailable gets Ollama's memory back
+            self.free += sum(size for name, size in self.ollama if name == model)
+        self.ollama = [o for o in self.ollama if o[0] != model]
+
+
+def _manager(tmp_path: Path, backends: dict[str, str], budget: str = "{memory_gib: 5}") -> ModelManager:
+    """Routes named like their specs; every spec is the CPU engine (planned 3.2 GiB: no weights on disk)."""
+    lines = ["routes:"]
+    for i, (name, extra) in enumerate(backends.items()):
+        spec = LaunchSpec(name=name, engine="cpu", model=str(tmp_path / "m"), port=9100 + i)
+        (tmp_path / f"{name}.json").write_text(spec.model_dump_json(), encoding="utf-8")
+        lines.append(f"  - {{model: {name}, backends: [{{spec: {name}.json{extra}}}]}}")
+    lines.append(f"budget: {budget}")
+    settings = Settings(state_dir=tmp_path / "st")
+    loaded = parse_config("\n".join(lines) + "\n", source=tmp_path / "gw.yaml", settings=settings)
+    return ModelManager(loaded, settings)
+
+
+def run(factory: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    asyncio.run(asyncio.wait_for(factory(), timeout=30))
+
+
+def _model(mgr: ModelManager, name: str) -> Any:
+    return next(m for m in mgr.models.values() if m.name == name)
+
+
+def test_alternating_models_are_never_up_together(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeLifecycle(monkeypatch)
+    mgr = _manager(tmp_path, {"a": "", "b": ""})
+
+    async def go() -> None:
+        for name in ("a", "b", "a"):
+            m = _model(mgr, name)
+            assert await mgr.acquire(m) is None
+            mgr.release(m)
+
+    run(go)
+    assert fake.calls == [("start", "a"), ("stop", "a"), ("start", "b"), ("stop", "b"), ("start", "a")]
+    assert fake.max_up == 1
+    assert _model(mgr, "b").evictions == 1 and _model(mgr, "a").starts == 2
+
+
+def test_requests_during_a_start_share_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeLifecycle(monkeypatch, start_s=0.3)
+    mgr = _manager(tmp_path, {"a": ""})
+
+    async def go() -> None:
+        m = _model(mgr, "a")
+        waits = [asyncio.create_task(mgr.acquire(m)) for _ in range(3)]
+        await asyncio.sleep(0.1)
+        assert m.state == "starting" and m.waiting == 3 and mgr.status()["models"][0]["queue"] == 3
+        assert await asyncio.gather(*waits) == [None, None, None]
+        assert m.inflight == 3
+
+    run(go)
+    assert fake.calls == [("start", "a")]
+
+
+def test_one_start_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeLifecycle(monkeypatch, start_s=0.2)
+    mgr = _manager(tmp_path, {"a": "", "b": ""}, budget="{memory_gib: 10}")
+
+    async def go() -> None:
+        results = await asyncio.gather(mgr.acquire(_model(mgr, "a")), mgr.acquire(_model(mgr, "b")))
+        assert results == [None, None]
+
+    run(go)
+    assert fake.max_starting == 1 and fake.up == {"a", "b"}  # both fit in 10 GiB: nothing evicted
+
+
+def test_a_full_queue_is_429_and_a_long_start_503(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    FakeLifecycle(monkeypatch, start_s=0.6)
+    mgr = _manager(tmp_path, {"a": ""}, budget="{memory_gib: 5, queue: {max_waiting: 1, wait_s: 0.3}}")
+
+    async def go() -> None:
+        m = _model(mgr, "a")
+        first = asyncio.create_task(mgr.acquire(m))
+        await asyncio.sleep(0.05)
+        full = await mgr.acquire(m)
+        assert full is not None and full.status == 429 and full.code == "queue_full"
+        timed_out = await first
+        assert timed_out is not None and timed_out.status == 503 and timed_out.code == "model_not_ready"
+        await asyncio.sleep(0.7)  # the start itself went on: the next request is served at once
+        assert m.state == "running" and await mgr.acquire(m) is None
+
+    run(go)
+
+
+def test_a_failed_start_fails_its_waiters_and_spares_the_others(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeLifecycle(monkeypatch)
+    fake.fail.add("broken")
+    mgr = _manager(tmp_path, {"a": "", "broken": ""}, budget="{memory_gib: 10, queue: {failed_retry_s: 60}}")
+
+    async def go() -> None:
+        assert await mgr.acquire(_model(mgr, "a")) is None
+        broken = _model(mgr, "broken")
+        refusals = await asyncio.gather(mgr.acquire(broken), mgr.acquire(broken))
+        for r in refusals:
+            assert r is not None and r.status == 503 and r.code == "model_start_failed"
+            assert "unrecognized arguments: --no-such-flag" in r.message
+        again = await mgr.acquire(broken)  # within failed_retry_s: the same answer, no new start
+        assert again is not None and "no-such-flag" in again.message
+        assert _model(mgr, "a").state == "running" and broken.state == "failed"
+
+    run(go)
+    assert fake.calls.count(("start", "broken")) == 1 and ("stop", "a") not in fake.calls
+
+
+def test_keep_is_never_evicted_and_the_refusal_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = FakeLifecycle(monkeypatch)
+    mgr = _manager(tmp_path, {"a": ", keep: true", "b": ""})
+
+    async def go() -> None:
+        a = _model(mgr, "a")
+        assert await mgr.acquire(a) is None
+        mgr.release(a)
+        refusal = await mgr.acquire(_model(mgr, "b"))
+        assert refusal is not None and refusal.code == "insufficient_memory"
+        assert "a (3.20 GiB, keep: true) would have to go" in refusal.message
+
+    with caplog.at_level(logging.INFO, logger="llmdeck.gateway.models"):
+        run(go)
+    assert ("stop", "a") not in fake.calls and "refused b" in caplog.text
+
+
+def test_a_busy_victim_is_drained_before_it_stops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeLifecycle(monkeypatch)
+    mgr = _manager(tmp_path, {"a": "", "b": ""})
+
+    async def go() -> None:
+        a, b = _model(mgr, "a"), _model(mgr, "b")
+        assert await mgr.acquire(a) is None  # one request in flight on a
+        wait_b = asyncio.create_task(mgr.acquire(b))
+        await asyncio.sleep(0.3)
+        assert a.state == "stopping" and ("stop", "a") not in fake.calls  # no new requests; not killed
+        mgr.release(a)
+        assert await wait_b is None
+
+    run(go)
+    assert fake.calls[-2:] == [("stop", "a"), ("start", "b")]
+
+
+def test_idle_past_ttl_is_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = FakeLifecycle(monkeypatch)
+    monkeypatch.setattr(manager, "TICK_S", 0.05)
+    mgr = _manager(tmp_path, {"a": ", ttl_s: 0.3", "b": ""}, budget="{memory_gib: 10}")
+
+    async def go() -> None:
+        await mgr.startup()
+        a, b = _model(mgr, "a"), _model(mgr, "b")
+        assert await mgr.acquire(a) is None and await mgr.acquire(b) is None
+        mgr.release(a)
+        mgr.release(b)
+        await asyncio.sleep(0.8)
+        assert a.state == "stopped" and b.state == "running"  # b has no ttl
+        await mgr.shutdown()
+        assert b.state == "stopped"
+
+    with caplog.at_level(logging.INFO, logger="llmdeck.gateway.models"):
+        run(go)
+    assert "past its ttl_s 0.3" in caplog.text and ("stop", "b") in fake.calls
+
+
+def test_ollama_counts_and_is_unloaded_only_when_allowed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeLifecycle(monkeypatch)
+    fake.free, fake.ollama = 2 * GIB, [("llama3:8b", 4 * GIB)]  # MemAvailable 2 GiB; Ollama holds 4
+    strict = _manager(tmp_path, {"a": ""}, budget="{memory_gib: auto, reserve_gib: 0}")
+
+    async def refused() -> None:
+        r = await strict.acquire(_model(strict, "a"))
+        assert (
+            r is not None and "ollama:llama3:8b (4.00 GiB" in r.message and "allow_unload_ollama" in r.message
+        )
+
+    run(refused)
+    allowed = _manager(
+        tmp_path, {"a": ""}, budget="{memory_gib: auto, reserve_gib: 0, allow_unload_ollama: true}"
+    )
+
+    async def unloaded() -> None:
+        assert await allowed.acquire(_model(allowed, "a")) is None
+
+    run(unloaded)
+    assert fake.calls == [("unload", "llama3:8b"), ("start", "a")]
+
+
+def test_the_measured_footprint_replaces_the_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeLifecycle(monkeypatch)
+    fake.measured = 2 * GIB
+    mgr = _manager(tmp_path, {"a": "", "b": ""})
+
+    async def go() -> None:
+        a = _model(mgr, "a")
+        assert await mgr.acquire(a) is None
+        assert a.estimate() == 2 * GIB and mgr.status()["models"][0]["measured_gib"] == 2.0
+        assert mgr.status()["models"][0]["planned_gib"] == 3.2
+        # a measured 2 GiB + b planned 3.2 GiB fit in 5.5 GiB, which the plan alone (6.4) did not
+        mgr.budget = mgr.budget.model_copy(update={"memory_gib": 5.5})
+        assert await mgr.acquire(_model(mgr, "b")) is None
+
+    run(go)
+    assert ("stop", "a") not in fake.calls
+
+
+# ---- sleep mode (opt-in; GPU engines) ---------------------------------------------------------
+
+
+def _sleepy(tmp_path: Path, mp: pytest.MonkeyPatch) -> tuple[FakeLifecycle, ModelManager]:
+    fake = FakeLifecycle(mp)
+    mp.setattr(lifecycle, "sleep", lambda url, level: fake.calls.append(("sleep", f"{url} {level}")))
+    mp.setattr(lifecycle, "wake", lambda url, level: fake.calls.append(("wake", f"{url} {level}")))
+    spec = LaunchSpec(name="gpu", engine="venv", model=str(tmp_path / "m"), port=9200)
+    (tmp_path / "gpu.json").write_text(spec.model_dump_json(), encoding="utf-8")
+    mgr = _manager(tmp_path, {"b": ""})
+    text = (
+        "routes:\n  - {model: gpu, backends: [{spec: gpu.json, sleep_level: 1, memory_gib: 3}]}\n"
+        "  - {model: b, backends: [{spec: b.json}]}\nbudget: {memory_gib: 5}\n"
+    )
+    loaded = parse_config(text, source=tmp_path / "gw.yaml", settings=mgr.settings)
+    return fake, ModelManager(loaded, mgr.settings)
+
+
+def test_sleep_is_opt_in_and_adds_the_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, mgr = _sleepy(tmp_path, monkeypatch)
+    spec = _model(mgr, "gpu").backend.spec
+    assert "--enable-sleep-mode" in spec.vllm_args and spec.env["VLLM_SERVER_DEV_MODE"] == "1"
+    assert _model(mgr, "b").backend.sleep_level is None  # stop/start unless the config asks
+
+
+def test_an_evicted_sleeper_sleeps_then_wakes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake, mgr = _sleepy(tmp_path, monkeypatch)
+
+    async def go() -> None:
+        gpu, b = _model(mgr, "gpu"), _model(mgr, "b")
+        assert await mgr.acquire(gpu) is None
+        mgr.release(gpu)
+        fake.measured = GIB // 2  # asleep it holds 0.5 GiB; b, once up, as well
+        assert await mgr.acquire(b) is None
+        assert gpu.state == "sleeping" and gpu.held("unified") == GIB // 2
+        assert mgr.status()["models"][0]["state"] == "sleeping"
+        assert await mgr.acquire(gpu) is None  # 2.5 GiB more fits beside b: a wake, no eviction
+        assert gpu.state == "running" and gpu.wakes == 1
+
+    run(go)
+    assert [c[0] for c in fake.calls] == ["start", "sleep", "start", "wake"]
+
+
+def test_a_sleep_that_frees_too_little_is_followed_by_a_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake, mgr = _sleepy(tmp_path, monkeypatch)
+
+    async def go() -> None:
+        gpu = _model(mgr, "gpu")
+        assert await mgr.acquire(gpu) is None
+        mgr.release(gpu)
+        fake.measured = 3 * GIB  # the sleep freed nothing (on unified memory level 1 keeps the weights)
+        assert await mgr.acquire(_model(mgr, "b")) is None
+        assert gpu.state == "stopped"
+
+    run(go)
+    assert [c[0] for c in fake.calls] == ["start", "sleep", "stop", "start"]
+
+
+class fake_sleep_server(JsonHandler):
+    """vLLM's dev endpoints as they answer (entrypoints/serve/dev/sleep/api_router.py); records paths."""
+
+    seen: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        self.seen.append(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        if self.path.startswith("/collective_rpc"):
+            self.seen.append(body.decode())
+        self._json(200, {"status": "ok"})
+
+
+def test_sleep_and_wake_speak_vllms_dev_endpoints() -> None:
+    from http.server import ThreadingHTTPServer
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), fake_sleep_server)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        lifecycle.sleep(url, 2)
+        lifecycle.wake(url, 2)
+        lifecycle.wake(url, 1)
+    finally:
+        server.shutdown()
+    assert fake_sleep_server.seen == [
+        "/sleep?level=2",
+        "/wake_up",
+        "/collective_rpc",
+        '{"method":"reload_weights"}',
+        "/reset_prefix_cache",
+        "/wake_up",
+    ]
+
+
+def test_a_model_that_dies_on_its_own_is_started_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = FakeLifecycle(monkeypatch)
+    monkeypatch.setattr(manager, "TICK_S", 0.05)
+    monkeypatch.setattr(manager, "MEASURE_EVERY_S", 0.05)
+    mgr = _manager(tmp_path, {"a": ""})
+
+    async def go() -> None:
+        await mgr.startup()
+        a = _model(mgr, "a")
+        assert await mgr.acquire(a) is None
+        mgr.release(a)
+        fake.up.discard("a")  # the engine was killed (e.g. by the OOM killer)
+        await asyncio.sleep(0.4)
+        assert a.state == "stopped"
+        assert await mgr.acquire(a) is None and a.starts == 2
+        await mgr.shutdown()
+
+    with caplog.at_level(logging.INFO, logger="llmdeck.gateway.models"):
+        run(go)
+    assert "exited on its own" in caplog.text
+
+
+def test_an_eviction_that_fails_is_a_clear_503(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmdeck.errors import EndpointError
+
+    fake = FakeLifecycle(monkeypatch)
+    fake.free, fake.ollama = 1 * GIB, [("qwen:32b", 20 * GIB)]
+
+    def fake_unload_refused(model: str) -> None:
+        raise EndpointError(f"Ollama at http://127.0.0.1:11434 did not unload {model!r} (ConnectError).")
+
+    monkeypatch.setattr(lifecycle, "unload_ollama", fake_unload_refused)
+    mgr = _manager(
+        tmp_path, {"a": ""}, budget="{memory_gib: auto, reserve_gib: 0, allow_unload_ollama: true}"
+    )
+
+    async def go() -> None:
+        r = await mgr.acquire(_model(mgr, "a"))
+        assert r is not None and r.status == 503 and r.code == "eviction_failed"
+        assert "did not unload 'qwen:32b'" in r.message
+
+    run(go)
+    assert ("start", "a") not in fake.calls
+
+
+def test_prometheus_shows_the_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmdeck.gateway.metrics import GatewayMetrics
+    from llmdeck.gateway.model_metrics import ModelCollector
+
+    FakeLifecycle(monkeypatch)
+    mgr = _manager(tmp_path, {"a": "", "b": ""})
+    metrics = GatewayMetrics()
+    metrics.registry.register(ModelCollector(mgr))
+
+    async def go() -> None:
+        assert await mgr.acquire(_model(mgr, "a")) is None
+
+    run(go)
+    text = metrics.render().decode()
+    assert 'llmdeck_gateway_model_state{model="a",state="running"} 1.0' in text
+    assert 'llmdeck_gateway_model_state{model="b",state="stopped"} 1.0' in text
+    assert 'llmdeck_gateway_model_starts_total{model="a"} 1.0' in text
+    assert 'llmdeck_gateway_model_memory_bytes{kind="planned",model="a"}' in text
+
+
+def test_contended_models_serve_their_waiters_before_they_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Requests for a and b at once, a budget for one: each start lets in the requests that waited
+    for it before the next start may evict it (no ping-pong that serves nobody)."""
+    fake = FakeLifecycle(monkeypatch, start_s=0.1)
+    mgr = _manager(tmp_path, {"a": "", "b": ""}, budget="{memory_gib: 5, queue: {wait_s: 10}}")
+
+    async def request(name: str) -> Any:
+        m = _model(mgr, name)
+        refusal = await mgr.acquire(m)
+        if refusal is None:
+            await asyncio.sleep(0.05)  # the request being served
+            mgr.release(m)
+        return refusal
+
+    async def go() -> None:
+        results = await asyncio.gather(*(request(n) for n in "abababab"))
+        assert results == [None] * 8
+
+    run(go)
+    starts = [c for c in fake.calls if c[0] == "start"]
+    assert fake.max_up == 1 and len(starts) <= 3, fake.calls
