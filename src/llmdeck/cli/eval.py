@@ -41,7 +41,9 @@ def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
     from llmdeck.cli.app import reflow_help
 
-    ev = typer.Typer(name="eval", help=reflow_help(EVAL_HELP), invoke_without_command=True, no_args_is_help=True)
+    ev = typer.Typer(
+        name="eval", help=reflow_help(EVAL_HELP), invoke_without_command=True, no_args_is_help=True
+    )
     ev.callback()(eval_run)
     ev.command("tasks", help="List the built-in tasks and suites (--json: the tasks' definitions).")(
         eval_tasks

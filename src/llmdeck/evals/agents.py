@@ -40,6 +40,7 @@ class AgentSetup:
     binary: Path
     python_dir: str  # put first on the agent's PATH: `python` / `pytest` are llmdeck's interpreter's
     log_dir: Path | None = None  # the agent's raw stdout and stderr per prompt (default: home)
+    max_model_len: int | None = None
 
     @property
     def logs(self) -> Path:
@@ -60,10 +61,10 @@ def find_binary(client: str, explicit: Path | None) -> Path:
         path = Path(explicit).expanduser()
         if not (path.is_file() and os.access(path, os.X_OK)):
             raise UsageError(f"--agent-bin {path} is not an executable file.", hint=_INSTALL[client])
-        return path
+        return path.absolute()  # the agent starts in its workspace: a relative path would not resolve
     found = shutil.which(client)
     if found:
-        return Path(found)
+        return Path(found).absolute()
     cached = Path.cwd() / ".cache" / "clients" / client / "node_modules" / ".bin" / client
     if cached.is_file() and os.access(cached, os.X_OK):
         return cached
@@ -130,9 +131,30 @@ def aider_argv(setup: AgentSetup, prompt: str, followup: bool) -> list[str]:
         "--no-check-update", "--analytics-disable", "--no-show-model-warnings", "--no-pretty",
         "--no-fancy-input", "--no-stream",
     ]  # fmt: skip
+    meta = aider_metadata(setup)
+    if meta is not None:
+        argv += ["--model-metadata-file", str(meta)]
     if followup:
         argv.append("--restore-chat-history")
     return [*argv, "--message", prompt, *files]
+
+
+def aider_metadata(setup: AgentSetup) -> Path | None:
+    """The served model's limits for aider (litellm's model-metadata format): without them aider takes
+    the context as 0 and stops at once with "has hit a token limit"."""
+    if not setup.max_model_len:
+        return None
+    path = setup.home / "aider-model-metadata.json"
+    entry = {
+        "max_input_tokens": setup.max_model_len,
+        "max_output_tokens": max(1024, min(32768, setup.max_model_len // 4)),
+        "input_cost_per_token": 0.0,
+        "output_cost_per_token": 0.0,
+        "litellm_provider": "openai",
+        "mode": "chat",
+    }
+    path.write_text(json.dumps({f"openai/{setup.model}": entry}, indent=2), encoding="utf-8")
+    return path
 
 
 @dataclass
@@ -142,6 +164,7 @@ class StreamState:
     run: AgentRun
     prompt: int = 0
     pending_tools: list[str] = field(default_factory=list)
+    pending_input: int = 0
 
 
 def _obj(value: Any) -> dict[str, Any]:
@@ -231,6 +254,9 @@ def _turn(state: StreamState, t: float, reason: Any, tokens: TokenCounts) -> Tur
 
 
 _AIDER_TOKENS = re.compile(r"Tokens: ([\d.]+)(k?) sent.*?([\d.]+)(k?) received")
+# after a reply cut by the context or output limit aider prints estimates instead of a Tokens: line
+_AIDER_LIMIT_IN = re.compile(r"^Input tokens: ~([\d,]+)")
+_AIDER_LIMIT_OUT = re.compile(r"^Output tokens: ~([\d,]+)")
 
 
 def _k(num: str, k: str) -> int:
@@ -243,6 +269,14 @@ def feed_aider(state: StreamState, line: str, t: float) -> TurnRecord | None:
     if m:
         tokens = TokenCounts(input=_k(m.group(1), m.group(2)), output=_k(m.group(3), m.group(4)))
         return _turn(state, t, None, tokens)
+    m = _AIDER_LIMIT_IN.match(line)
+    if m:
+        state.pending_input = int(m.group(1).replace(",", ""))
+    m = _AIDER_LIMIT_OUT.match(line)
+    if m:
+        tokens = TokenCounts(input=state.pending_input, output=int(m.group(1).replace(",", "")))
+        state.pending_input = 0
+        return _turn(state, t, "length", tokens)
     text = line.rstrip("\n")
     if text.strip():
         tr = state.run.transcript

@@ -37,6 +37,8 @@ def environment(result: EvalResult, file: str) -> dict[str, str]:
         "Max model len": str(t.max_model_len or "unknown"),
         "Client": f"{result.client} {result.client_version or ''}".strip(),
         "Thinking": result.thinking,
+        "KV cache (/metrics)": ", ".join(f"{k}={v}" for k, v in (result.server_cache_config or {}).items())
+        or "-",
         "Suite": result.suite or ", ".join(i.name for i in result.tasks),
         "Host": f"{h.hostname} · {h.platform} · {h.cpu_count} CPUs · {', '.join(h.gpus) or 'no GPU'}",
         "Written": f"{result.created_at:%Y-%m-%d %H:%M UTC} by llmdeck {result.llmdeck_version}",
@@ -92,7 +94,11 @@ def _file_stats(result: EvalResult) -> dict[str, str]:
 
 def _flag_diff(results: list[EvalResult]) -> list[list[str]]:
     """Server flags not shared by every file: one row per flag, its value per file."""
-    parsed = [_flags(r.target.server_args or []) for r in results]
+    parsed = [
+        _flags(r.target.server_args or [])
+        | {f"KV cache: {k}": v for k, v in (r.server_cache_config or {}).items()}
+        for r in results
+    ]
     keys = sorted({k for p in parsed for k in p})
     rows = []
     for k in keys:
@@ -163,14 +169,13 @@ def render_eval_html(results: list[EvalResult], files: list[str]) -> str:
         runs=[[_run_view(run, k) for run in r.runs] for k, r in zip(letters, results, strict=True)],
         columns=[
             "Task",
-            "Verdict",
+            "Verdict (limit)",
             "Hidden tests",
             "Turns",
             "Tokens",
             "Wall s",
-            "Limit",
             "Server TTFT ms",
-            "Prefix hits",
+            "Prefix-cache hits",
             "KV max",
             "Queue max",
         ],

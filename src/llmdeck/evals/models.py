@@ -138,6 +138,11 @@ class EvalResult(BaseModel):
     target: TargetInfo
     host: HostFacts
     thinking: str = "server"
+    server_cache_config: dict[str, str] | None = Field(
+        None,
+        description="vLLM's CacheConfig as its /metrics publishes it (vllm:cache_config_info): the KV "
+        "dtype, block size, prefix caching, memory share — known even when --server is a URL.",
+    )
     tasks: list[TaskInfo] = Field(default_factory=list)
     runs: list[TaskRun] = Field(default_factory=list)
     summary: EvalSummary = Field(default_factory=EvalSummary)

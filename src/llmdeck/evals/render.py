@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich import box
 from rich.markup import escape
 from rich.table import Table
 
@@ -15,6 +16,13 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 
+# the server's side: its own mean TTFT per turn, prefix-cache hit rate, KV cache and queue maxima
+RUN_COLUMNS = (
+    "task", "verdict", "hidden tests", "turns", "tokens", "wall s",
+    "server TTFT ms", "prefix hits", "KV max", "queue max",
+)  # fmt: skip
+
+
 def _f(v: float | None, fmt: str = "{:.0f}") -> str:
     return fmt.format(v) if v is not None else "-"
 
@@ -22,7 +30,11 @@ def _f(v: float | None, fmt: str = "{:.0f}") -> str:
 def run_row(run: TaskRun) -> list[str]:
     a, t, sm = run.agent, run.tests, run.server_metrics
     tests = f"{t.passed}/{t.total}" if t else "-"
-    verdict = "[green]pass[/]" if run.passed else ("[red]fail[/]" if run.status == "done" else run.status)
+    verdict: str = (
+        "[green]pass[/]" if run.passed else ("[red]fail[/]" if run.status == "done" else run.status)
+    )
+    if a is not None and a.limit_hit:
+        verdict += f" ({a.limit_hit})"
     ttfts = [x.server_ttft_ms for x in (a.turns if a else []) if x.server_ttft_ms is not None]
     return [
         escape(f"{run.task} #{run.repeat}"),
@@ -31,7 +43,6 @@ def run_row(run: TaskRun) -> list[str]:
         str(len(a.turns)) if a else "-",
         f"{a.tokens.total:,}" if a else "-",
         _f(a.wall_s) if a else "-",
-        (a.limit_hit or "") if a else "",
         _f(sum(ttfts) / len(ttfts) if ttfts else None),
         _f(sm.prefix_cache_hit_rate_pct if sm else None, "{:.0f}%"),
         _f(sm.kv_cache_usage_max_pct if sm else None, "{:.0f}%"),
@@ -48,13 +59,19 @@ def render_result(result: EvalResult, console: Console) -> None:
     )
     if t.server_args:
         console.print(f"[dim]server flags: {escape(' '.join(t.server_args))}[/]", highlight=False)
-    table = Table(show_header=True, header_style="bold")
-    for col in ("task", "verdict", "hidden tests", "turns", "tokens", "wall s", "limit", "server TTFT ms",
-                "prefix hits", "KV max", "queue max"):  # fmt: skip
-        table.add_column(col, justify="left" if col in ("task", "verdict", "limit") else "right")
-    for run in result.runs:
-        table.add_row(*run_row(run))
-    console.print(table)
+    split = 6  # the agent's columns, then the server's (two tables: each fits 80 columns)
+    for cols, cells in (
+        (RUN_COLUMNS[:split], slice(0, split)),
+        (RUN_COLUMNS[:1] + RUN_COLUMNS[split:], None),
+    ):
+        table = Table(show_header=True, header_style="bold", box=box.SIMPLE_HEAD)
+        for col in cols:
+            left = col in ("task", "verdict")
+            table.add_column(col, justify="left" if left else "right", no_wrap=True)
+        for run in result.runs:
+            row = run_row(run)
+            table.add_row(*(row[cells] if cells else [row[0], *row[split:]]))
+        console.print(table)
     for run in result.runs:
         if run.error:
             console.print(

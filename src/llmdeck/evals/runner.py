@@ -10,6 +10,7 @@ task run; an interrupted eval keeps every finished run and marks the rest.
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import sys
 import tempfile
@@ -133,6 +134,30 @@ async def _connect_opencode(target: TargetInfo, options: EvalOptions, settings: 
     connect_client("opencode", info, file=path, thinking=options.thinking)
 
 
+_CACHE_INFO = re.compile(r"^vllm:cache_config_info\{([^}\n]*)\}", re.M)
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+CACHE_KEYS = (
+    "cache_dtype",
+    "block_size",
+    "enable_prefix_caching",
+    "gpu_memory_utilization",
+    "num_gpu_blocks",
+)
+
+
+async def _cache_config(client: OpenAIClient) -> dict[str, str] | None:
+    """The KV-cache settings vLLM publishes on /metrics (labels of ``vllm:cache_config_info``)."""
+    try:
+        text = await client.metrics_text()
+    except Exception:
+        return None
+    m = _CACHE_INFO.search(text or "")
+    if m is None:
+        return None
+    labels = dict(_LABEL.findall(m.group(1)))
+    return {k: labels[k] for k in CACHE_KEYS if k in labels}
+
+
 def _is_random_model(target: TargetInfo) -> bool | None:
     from llmdeck.model.tiny import is_tiny_model
 
@@ -173,6 +198,7 @@ async def run_eval(
             request=options.request,
         )
         result.summary.random_weights = _is_random_model(target)
+        result.server_cache_config = await _cache_config(client)
         if progress:
             progress.message(
                 f"checking the {len(tasks)} task(s)' reference solutions against their hidden tests"
@@ -253,6 +279,7 @@ async def _run_one(
         options.binary,
         str(Path(options.python).parent),
         log_dir=tmp / f"logs-{task.name}-{run.repeat}",
+        max_model_len=target.max_model_len,
     )
     monitor = Monitor(client, interval_s=2.0)
     await monitor.start()

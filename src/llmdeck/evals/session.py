@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from llmdeck.errors import OperationError
 from llmdeck.evals.agents import AgentSetup, StreamState, agent_env, argv_for, clip, feed, shown_argv
 from llmdeck.evals.models import AgentRun, LimitHit, TranscriptEntry, TurnRecord
 from llmdeck.evals.spec import AgentLimits
@@ -60,16 +61,22 @@ async def _one_prompt(
     stderr_path = setup.logs / f"agent-stderr-{state.prompt + 1}.txt"
     raw_path = setup.logs / f"agent-stdout-{state.prompt + 1}.txt"
     with stderr_path.open("wb") as err, raw_path.open("wb") as raw:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            cwd=setup.workspace,
-            env=agent_env(setup),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            start_new_session=True,
-            limit=LINE_LIMIT,
-        )
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=setup.workspace,
+                env=agent_env(setup),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                start_new_session=True,
+                limit=LINE_LIMIT,
+            )
+        except OSError as exc:
+            raise OperationError(
+                f"Cannot start {client} ({argv[0]}): {exc.strerror or exc}.",
+                hint="Check the client's installation, or pass --agent-bin PATH.",
+            ) from exc
         hit: LimitHit | None = None
         try:
             hit = await _read(client, proc, state, deadline, t0, limits, on_turn, raw)
