@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llmdeck.evals.agents import AgentSetup, StreamState, aider_argv, feed_aider, opencode_argv
+from llmdeck.evals.agents import AgentSetup, StreamState, aider_argv, feed_aider, feed_opencode, opencode_argv
 from llmdeck.evals.models import AgentRun
 
 FIX = Path(__file__).parent / "fixtures" / "eval"
@@ -51,3 +51,28 @@ def test_argv_of_both_clients(tmp_path: Path) -> None:
     assert "--restore-chat-history" in ad and "--model-metadata-file" in ad
     meta = (setup.home / "aider-model-metadata.json").read_text()
     assert '"openai/m"' in meta and '"max_input_tokens": 16384' in meta
+
+
+def test_opencode_events_of_a_two_prompt_session() -> None:
+    """Real `opencode run --format json` of the FEM task's two prompts (the second with -s SESSION)."""
+    state, turns = _feed("opencode-1.18.33-fem-prompt1.jsonl", feed_opencode, "opencode")
+    state.prompt = 1
+    for i, line in enumerate((FIX / "opencode-1.18.33-fem-prompt2.jsonl").read_text().splitlines()):
+        turn = feed_opencode(state, line, 10.0 + i)
+        if turn is not None:
+            turns.append(turn)
+    run = state.run
+    assert run.session_id == "ses_dce87637effeMUbXicab1WYiIw"
+    assert [t.prompt for t in turns] == [0, 1] and [t.index for t in turns] == [1, 2]
+    assert turns[1].reason == "length" and turns[1].tokens.input == 7916 and turns[1].tokens.reasoning == 48
+    assert run.tokens.total == sum(t.tokens.total for t in turns) > 15000
+
+
+def test_opencode_lines_that_are_not_events() -> None:
+    state = StreamState(run=AgentRun(client="opencode"))
+    assert feed_opencode(state, "not json\n", 0.0) is None
+    assert feed_opencode(state, "[1, 2]\n", 0.0) is None
+    assert feed_opencode(state, '{"type": "step_finish", "part": {"tokens": "x"}}\n', 0.0) is not None
+    err = '{"type": "error", "error": {"name": "APIError", "data": {"message": "context length"}}}\n'
+    assert feed_opencode(state, err, 1.0) is None
+    assert state.run.transcript[-1].kind == "error" and "context length" in state.run.transcript[-1].text

@@ -104,6 +104,9 @@ def agent_env(setup: AgentSetup) -> dict[str, str]:
         PATH=setup.python_dir + os.pathsep + env.get("PATH", ""),
         PYTHONDONTWRITEBYTECODE="1",
     )
+    shared = os.environ.get("LLMDECK_EVAL_CACHE_HOME")
+    if shared:  # an offline host: the agent's packages (opencode's provider) from a cache filled beforehand
+        env["XDG_CACHE_HOME"] = shared
     return env
 
 
@@ -112,7 +115,8 @@ def opencode_config_path(setup: AgentSetup) -> Path:
 
 
 def opencode_argv(setup: AgentSetup, prompt: str, session: str | None) -> list[str]:
-    argv = [str(setup.binary), "run", "--format", "json", "--title", "llmdeck eval", "--auto"]
+    # --thinking: the reasoning parts come out as events too (the transcript keeps them)
+    argv = [str(setup.binary), "run", "--format", "json", "--title", "llmdeck eval", "--auto", "--thinking"]
     argv += ["-m", f"{OPENCODE_PROVIDER}/{setup.model}"]
     if session:
         argv += ["-s", session]
