@@ -22,7 +22,7 @@ def _feed(name: str, fn: object, client: str) -> tuple[StreamState, list[object]
 
 
 def test_aider_cut_by_a_token_limit_is_one_turn_with_its_estimates() -> None:
-    state, turns = _feed("aider-0.86.2-bugfix-intervals-tiny.txt", feed_aider, "aider")
+    state, turns = _feed("aider-0.86.2-fix-intervals-tiny.txt", feed_aider, "aider")
     assert len(turns) == 1 and turns[0].reason == "length"
     assert turns[0].tokens.input == 1022 and turns[0].tokens.output == 0
     assert any("Added intervals/merge.py to the chat." in e.text for e in state.run.transcript)

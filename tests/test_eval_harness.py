@@ -92,7 +92,7 @@ def fake_agent(tmp_path: Path) -> Path:
 def _run(url: str, agent: Path, tmp_path: Path, **kw: Any) -> Any:
     out = tmp_path / "eval.json"
     options = EvalOptions(client="aider", binary=agent, out_path=out, **kw)
-    tasks = [find_task("bugfix-intervals")]
+    tasks = [find_task("fix-intervals")]
     target = TargetInfo(base_url=url, model="")
     return asyncio.run(run_eval(tasks, target, options, Settings(state_dir=tmp_path / "state"))), out
 
@@ -101,7 +101,7 @@ def test_a_solving_agent_scores_1_and_everything_is_recorded(
     fake_vllm_server: str, fake_agent: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_AGENT", "solve")
-    monkeypatch.setenv("FAKE_SOLUTION", str(find_task("bugfix-intervals").solution_dir))
+    monkeypatch.setenv("FAKE_SOLUTION", str(find_task("fix-intervals").solution_dir))
     result, out = _run(fake_vllm_server, fake_agent, tmp_path, keep_dir=tmp_path / "keep")
     (run,) = result.runs
     assert run.status == "done" and run.passed and run.score == 1.0 and run.tests.total == 8
@@ -126,7 +126,7 @@ def test_a_solving_agent_scores_1_and_everything_is_recorded(
     assert result.tasks[0].reference_ok and len(result.tasks[0].hidden_tests) == 8
     saved = load_eval_result(out)
     assert is_eval_file(out) and saved.status == "complete" and saved.runs[0].passed
-    kept = tmp_path / "keep" / "bugfix-intervals-1"
+    kept = tmp_path / "keep" / "fix-intervals-1"
     assert (kept / "workspace" / "intervals" / "merge.py").is_file()
     assert "Tokens: 1.2k sent" in (kept / "logs" / "agent-stdout-1.txt").read_text()
 
@@ -181,7 +181,7 @@ def test_an_interrupted_eval_keeps_the_finished_runs(
     target = TargetInfo(base_url=fake_vllm_server, model="")
     settings = Settings(state_dir=tmp_path / "state")
     with pytest.raises(KeyboardInterrupt):
-        asyncio.run(run_eval([find_task("bugfix-intervals")], target, options, settings, Stop()))
+        asyncio.run(run_eval([find_task("fix-intervals")], target, options, settings, Stop()))
     saved = load_eval_result(out)
     assert saved.status == "interrupted" and [r.status for r in saved.runs] == ["done", "interrupted"]
     assert saved.summary.runs == 1 and saved.runs[0].tests is not None
@@ -202,9 +202,9 @@ def test_the_html_page_of_one_and_of_two_configurations(
     assert code == 0, err
     page = (tmp_path / "cmp.html").read_text()
     assert "2 serving configurations" in page and "--kv-cache-dtype" in page and "(not set)" in page
-    assert "<script" not in page and "bugfix-intervals" in page
+    assert "<script" not in page and "fix-intervals" in page
     code, out_text, _ = run_cli(["report", str(a)], capsys)
-    assert code == 0 and "bugfix" in out_text and "score 0.00" in out_text
+    assert code == 0 and "fix-intervals #1" in out_text and "score 0.00" in out_text
     code, _, err = run_cli(["report", str(a), "--against", str(b)], capsys)
     assert code == 2 and "bench results" in err
     bench = next(Path("/work/wt25/evidence/report/results").glob("*.json"), None)
@@ -216,7 +216,7 @@ def test_the_html_page_of_one_and_of_two_configurations(
 def test_bad_input_is_one_paragraph_and_exit_2(
     capsys: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    code, _, err = run_cli(["eval", "--client", "nope", "--task", "bugfix-intervals"], capsys)
+    code, _, err = run_cli(["eval", "--client", "nope", "--task", "fix-intervals"], capsys)
     assert code == 2 and "Unknown eval client 'nope'" in err and "opencode, aider" in err
     code, _, err = run_cli(["eval", "--client", "opencode", "--task", "fem-poisson"], capsys)
     assert code == 2 and "Did you mean 'fem-poisson-1d'" in err
@@ -226,11 +226,9 @@ def test_bad_input_is_one_paragraph_and_exit_2(
     assert code == 2 and "--task NAME" in err
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PATH", str(tmp_path))
-    code, _, err = run_cli(["eval", "--client", "opencode", "--task", "bugfix-intervals"], capsys)
+    code, _, err = run_cli(["eval", "--client", "opencode", "--task", "fix-intervals"], capsys)
     assert code == 2 and "opencode is not installed" in err and "npm install -g opencode-ai" in err
-    code, _, err = run_cli(
-        ["eval", "-c", "aider", "-t", "bugfix-intervals", "--agent-bin", "/no/such"], capsys
-    )
+    code, _, err = run_cli(["eval", "-c", "aider", "-t", "fix-intervals", "--agent-bin", "/no/such"], capsys)
     assert code == 2 and "not an executable" in err
     assert "Traceback" not in err
 
@@ -241,7 +239,7 @@ def test_an_unreachable_server_is_exit_1(capsys: Any, fake_agent: Path, tmp_path
     t0 = time.monotonic()
     url = f"http://127.0.0.1:{free_port()}"
     code, _, err = run_cli(
-        ["eval", "-c", "aider", "-t", "bugfix-intervals", "-s", url, "--agent-bin", str(fake_agent)], capsys
+        ["eval", "-c", "aider", "-t", "fix-intervals", "-s", url, "--agent-bin", str(fake_agent)], capsys
     )
     assert code == 1 and "Traceback" not in err and time.monotonic() - t0 < 60
     assert "127.0.0.1" in err

@@ -40,7 +40,7 @@ def test_real_opencode_through_the_harness(
     opencode = npm_client("opencode-ai", "opencode", "opencode")
     out, page = tmp_path / "eval.json", tmp_path / "eval.html"
     res = llmdeck(
-        "eval", "--client", "opencode", "--task", "bugfix-intervals", "--server", cpu_server_16k.name,
+        "eval", "--client", "opencode", "--task", "fix-intervals", "--server", cpu_server_16k.name,
         "--agent-bin", str(opencode), "--max-turns", "3", "--timeout", "300", "--out", str(out),
         "--html", str(page),
         state=session_settings.state_dir,
@@ -70,7 +70,7 @@ def test_real_opencode_through_the_harness(
     assert summary["score"] == 0.0 and summary["random_weights"] is True
     assert "random-weight" in summary["verdict"] and "harness" in summary["verdict"]
     html = page.read_text()
-    assert "bugfix-intervals" in html and "<script" not in html
+    assert "fix-intervals" in html and "<script" not in html
     # the table: the same verdict, and `report` re-renders the saved result
     again = llmdeck("report", str(out), state=session_settings.state_dir)
-    assert again.returncode == 0 and "bugfix-intervals" in again.stdout and "score 0.00" in again.stdout
+    assert again.returncode == 0 and "fix-intervals" in again.stdout and "score 0.00" in again.stdout

@@ -132,7 +132,7 @@ def test_bad_task_folders_are_exit_2(tmp_path: Path) -> None:
 
 def test_selecting_tasks() -> None:
     assert [t.name for t in select_tasks(None, "seed")] == ["fem-poisson-1d"]
-    with pytest.raises(UsageError, match="Did you mean 'bugfix-intervals'"):
+    with pytest.raises(UsageError, match="Did you mean 'fix-intervals'"):
         select_tasks(["bugfix-interval"], None)
     with pytest.raises(UsageError, match="Unknown eval suite 'cor'"):
         select_tasks(None, "cor")

@@ -14,11 +14,11 @@ $L up --model .cache/test-tiny --engine cpu --name evalcap --port $PORT -- --max
   --max-num-seqs 4 --enable-auto-tool-choice --tool-call-parser hermes --reasoning-parser qwen3 \
   --override-generation-config '{"max_new_tokens": 48}' || exit 1
 trap '$L down evalcap' EXIT
-$L eval --client opencode --task bugfix-intervals --task fem-poisson-1d --server evalcap --max-turns 3 \
+$L eval --client opencode --task fix-intervals --task fem-poisson-1d --server evalcap --max-turns 3 \
   --timeout 300 --agent-bin .cache/clients/opencode/node_modules/.bin/opencode --keep "$K/opencode" \
   --out "$OUT/opencode-tiny.json" --html "$OUT/opencode-tiny.html" > "$OUT/opencode-tiny.txt" 2>&1
 echo "opencode rc=$?" >> "$OUT/opencode-tiny.txt"
-[ -n "$AIDER" ] && $L eval --client aider --task bugfix-intervals --server evalcap --max-turns 3 --timeout 300 \
+[ -n "$AIDER" ] && $L eval --client aider --task fix-intervals --server evalcap --max-turns 3 --timeout 300 \
   --agent-bin "$AIDER" --keep "$K/aider" --out "$OUT/aider-tiny.json" > "$OUT/aider-tiny.txt" 2>&1
 echo "aider rc=$?" >> "$OUT/aider-tiny.txt"
 echo "workspaces and raw agent output: $K"

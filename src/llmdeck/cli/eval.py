@@ -23,17 +23,17 @@ Exit 0 when the eval ran (the score is data, even 0), 1 when it could not run, 2
 
 Examples:
 
-  llmdeck eval tasks                                   # the built-in tasks and suites
+  llmdeck eval tasks           # the built-in tasks and suites
 
-  llmdeck eval verify                                  # every reference passes, every wrong one fails
+  llmdeck eval verify          # each reference passes, each seeded wrong solution fails
 
   llmdeck eval --client opencode --suite core --server coder --out core.json
 
   llmdeck eval --client opencode --task fem-poisson-1d --server http://127.0.0.1:8000 --repeat 3
 
-  llmdeck eval --client aider --task bugfix-intervals --server coder --max-turns 10
+  llmdeck eval --client aider --task fix-intervals --server coder --max-turns 10
 
-  llmdeck report fp8.json bf16.json --html kv.html     # two serving configs, one suite, side by side
+  llmdeck report fp8.json bf16.json --html kv.html    # two serving configs side by side
 """
 
 

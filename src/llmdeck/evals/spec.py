@@ -147,14 +147,14 @@ def find_task(name: str) -> EvalTask:
     if name in builtin_task_names():
         return load_task(TASKS_DIR / name)
     raise _unknown(
-        "task", name, builtin_task_names(), "List them with `llmdeck eval tasks`, or give a task folder."
+        "task", name, builtin_task_names(), "Run `llmdeck eval tasks` to list them, or give a task folder."
     )
 
 
 def find_suite(name: str) -> list[EvalTask]:
     known = suites()
     if name not in known:
-        raise _unknown("suite", name, sorted(known), "List them with `llmdeck eval tasks`.")
+        raise _unknown("suite", name, sorted(known), "Run `llmdeck eval tasks` to list them.")
     return [find_task(t) for t in known[name][1]]
 
 
