@@ -185,6 +185,13 @@ CASES = [
     case("eval:timeout-negative", f"{EVAL} --timeout -5", 2, "--timeout"),
     case("eval:max-turns-zero", f"{EVAL} --max-turns 0", 2, "--max-turns"),
     case("eval:thinking-unknown", f"{EVAL} --thinking maybe --agent-bin /bin/true", 2, "--thinking"),
+    case(
+        "eval:aider-thinking",
+        "eval -c aider -t fix-intervals --thinking off",
+        2,
+        "aider",
+        "--default-chat-template-kwargs",
+    ),
     case("eval:agent-bin-folder", f"{EVAL} --agent-bin {{folder}}", 2, "{folder}", "not an executable"),
     case("eval:out-folder", f"{EVAL} --agent-bin /bin/true --out {{folder}}", 2, "{folder}"),
     case("eval:server-dead", f"{EVAL} --agent-bin /bin/true -s {DEAD}", 1, "127.0.0.1:9"),

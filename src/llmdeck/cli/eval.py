@@ -103,6 +103,12 @@ def _options(opts: dict[str, Any], settings: Any) -> Any:
         raise UsageError("Which agent? Give --client.", hint=f"Use one of: {', '.join(EVAL_CLIENTS)}.")
     if opts["thinking"] not in THINKING_CHOICES:
         raise UsageError(f"--thinking {opts['thinking']!r} is not valid.", hint="Use server, on or off.")
+    if client == "aider" and opts["thinking"] != "server":
+        raise UsageError(
+            "aider sends no chat_template_kwargs, so --thinking on/off cannot reach the server through it.",
+            hint="Drop --thinking, or restart the server with --default-chat-template-kwargs "
+            "'{\"enable_thinking\": false}' (or true).",
+        )
     binary = find_binary(client, opts["agent_bin"])
     request = {k: (str(v) if isinstance(v, Path) else v) for k, v in opts.items() if k != "api_key"}
     return EvalOptions(
