@@ -194,7 +194,9 @@ CASES = [
     ),
     case("eval:agent-bin-folder", f"{EVAL} --agent-bin {{folder}}", 2, "{folder}", "not an executable"),
     case("eval:out-folder", f"{EVAL} --agent-bin /bin/true --out {{folder}}", 2, "{folder}"),
-    case("eval:server-dead", f"{EVAL} --agent-bin /bin/true -s {DEAD}", 1, "127.0.0.1:9"),
+    case(
+        "eval:server-dead", f"{EVAL} --agent-bin /bin/true -s {DEAD}", 1, "Cannot run the eval against", ":9"
+    ),
     case("eval:verify-unknown-task", "eval verify --task nope", 2, "Unknown eval task 'nope'"),
     case("eval:report-newer-schema", "report {eval_newer}", 2, "{eval_newer}", "eval schema version 999"),
     # ---- models / recommend / quickstart / model / fetch -----------------------------------------

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from llmdeck.bench.models import TargetInfo
 from llmdeck.bench.monitor import Monitor, host_facts
 from llmdeck.bench.runner import probe_target
+from llmdeck.client.errors import ClientEndpointError
 from llmdeck.client.openai import OpenAIClient
 from llmdeck.client.prom import parse_metrics
 from llmdeck.client.types import Timeouts
@@ -187,7 +188,10 @@ async def run_eval(
     await asyncio.to_thread(check_pytest, options.python)
     timeouts = Timeouts(probe=30.0)
     async with OpenAIClient(target.base_url, api_key=options.api_key, timeouts=timeouts) as client:
-        await probe_target(client, target)
+        try:
+            await probe_target(client, target)
+        except ClientEndpointError as exc:  # bench's wording, said for an eval
+            raise exc.reworded(exc.message.replace("Cannot bench", "Cannot run the eval against", 1)) from exc
         result = EvalResult(
             client=options.client,
             client_version=await asyncio.to_thread(client_version, options.binary),
