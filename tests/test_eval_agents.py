@@ -76,3 +76,11 @@ def test_opencode_lines_that_are_not_events() -> None:
     err = '{"type": "error", "error": {"name": "APIError", "data": {"message": "context length"}}}\n'
     assert feed_opencode(state, err, 1.0) is None
     assert state.run.transcript[-1].kind == "error" and "context length" in state.run.transcript[-1].text
+
+
+def test_opencode_thinking_parts_land_in_the_transcript() -> None:
+    """Real output of `opencode run --format json --thinking`: the (random) reasoning is kept."""
+    state, turns = _feed("opencode-1.18.33-thinking.jsonl", feed_opencode, "opencode")
+    kinds = [e.kind for e in state.run.transcript]
+    assert kinds == ["reasoning"] and len(state.run.transcript[0].text) > 20
+    assert len(turns) == 1 and turns[0].tokens.reasoning == 48 and turns[0].tokens.input == 7284
