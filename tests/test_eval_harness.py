@@ -41,6 +41,9 @@ if mode == "solve":
 elif mode == "loop":
     while True:
         print("Tokens: 2.5k sent, 12 received.", flush=True); time.sleep(0.1)
+elif mode == "slow":
+    for _ in range(600):
+        print("Tokens: 1k sent, 5 received.", flush=True); time.sleep(1.0)
 elif mode == "hang":
     child = subprocess.Popen(["sleep", "300"])
     open(os.environ["FAKE_PIDFILE"], "w").write(str(child.pid))
@@ -263,3 +266,34 @@ def test_agent_env_isolates_home_and_puts_our_python_first(tmp_path: Path) -> No
     assert env["HOME"] == str(tmp_path / "home") and env["XDG_CONFIG_HOME"].startswith(str(tmp_path / "home"))
     assert env["PATH"].startswith("/opt/py/bin" + os.pathsep) and env["PWD"] == str(tmp_path / "ws")
     assert not any(k.startswith("PYTHONPATH") for k in env)
+
+
+def test_ctrl_c_keeps_the_finished_runs_and_stops_the_agent(
+    fake_vllm_server: str, fake_agent: Path, tmp_path: Path
+) -> None:
+    """A real SIGINT to `llmdeck eval` (a subprocess) during its second run: exit 130, the first run kept."""
+    import signal
+    import subprocess
+
+    out = tmp_path / "eval.json"
+    env = dict(os.environ, FAKE_AGENT="slow", PYTHONPATH=str(Path(__file__).parents[1] / "src"))
+    env["LLMDECK_STATE_DIR"] = str(tmp_path / "state")
+    argv = [sys.executable, "-m", "llmdeck", "eval", "-c", "aider", "-t", "fix-intervals", "--repeat", "2"]
+    argv += ["-s", fake_vllm_server, "--agent-bin", str(fake_agent), "--max-turns", "3", "--out", str(out)]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        doc = json.loads(out.read_text()) if out.is_file() else None
+        if doc and doc["runs"][0]["status"] == "done" and doc["runs"][1]["status"] == "running":
+            break
+        time.sleep(0.3)
+    time.sleep(1.5)  # the second run's agent is up
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and str(out) in err and "Traceback" not in err
+    saved = load_eval_result(out)
+    assert saved.status == "interrupted" and [r.status for r in saved.runs] == ["done", "interrupted"]
+    assert saved.runs[0].agent is not None and saved.runs[0].agent.limit_hit == "turns"
+    left = subprocess.run(["pgrep", "-f", str(fake_agent)], capture_output=True, text=True).stdout.split()
+    assert not left, f"agent processes left: {left}"

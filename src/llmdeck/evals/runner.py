@@ -238,6 +238,8 @@ async def _run_all(
         for n, run in enumerate(result.runs):
             if progress:
                 progress.run_start(run, n, len(result.runs))
+            run.status, run.started_at = "running", datetime.now(UTC)
+            writer.write()  # the file says which run is under way
             await _run_one(
                 client, by_name[run.task], infos[run.task], run, result, options, home, tmp, progress
             )
@@ -267,7 +269,6 @@ async def _run_one(
     tmp: Path,
     progress: Progress | None,
 ) -> None:
-    run.status, run.started_at = "running", datetime.now(UTC)
     if info.reference_ok is False:
         run.status, run.error = "error", f"not run: the reference solution fails here ({info.reference_note})"
         return
