@@ -297,3 +297,20 @@ def test_ctrl_c_keeps_the_finished_runs_and_stops_the_agent(
     assert saved.runs[0].agent is not None and saved.runs[0].agent.limit_hit == "turns"
     left = subprocess.run(["pgrep", "-f", str(fake_agent)], capture_output=True, text=True).stdout.split()
     assert not left, f"agent processes left: {left}"
+
+
+def test_random_weights_are_named_in_the_verdict() -> None:
+    from llmdeck.evals.models import EvalResult, EvalSummary, summarize
+    from llmdeck.evals.runner import _is_random_model
+
+    dummy = TargetInfo(
+        base_url="http://h", model="m", server_args=["vllm", "serve", "--load-format", "dummy"]
+    )
+    assert _is_random_model(dummy) is True
+    assert _is_random_model(TargetInfo(base_url="http://h", model="m")) is None
+    from llmdeck.bench.monitor import host_facts
+
+    result = EvalResult(
+        client="opencode", target=dummy, host=host_facts(), summary=EvalSummary(random_weights=True)
+    )
+    assert "no task run finished" in summarize(result).verdict

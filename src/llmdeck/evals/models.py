@@ -120,7 +120,9 @@ class EvalSummary(BaseModel):
     score: float | None = Field(None, description="Mean of the runs' scores: the share of runs that passed.")
     verdict: str = ""
     random_weights: bool | None = Field(
-        None, description="The served model is llmdeck's tiny random-weight model: the score is 0 by nature."
+        None,
+        description="The served model has random weights (llmdeck's tiny model, or --load-format dummy): "
+        "the score is 0 by nature.",
     )
 
 
@@ -166,7 +168,8 @@ def summarize(result: EvalResult) -> EvalSummary:
     random = result.summary.random_weights
     if random:
         verdict += (
-            "; the served model is llmdeck's tiny random-weight model, so a score of 0 is expected: "
+            "; the served model has random weights (llmdeck's tiny random-weight model or --load-format "
+            "dummy), so a score of 0 is expected: "
             "this run proves the harness (agent, server, hidden tests), not the model"
         )
     return EvalSummary(

@@ -10,6 +10,7 @@ task run; an interrupted eval keeps every finished run and marks the rest.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import re
 import shutil
 import sys
@@ -160,8 +161,15 @@ async def _cache_config(client: OpenAIClient) -> dict[str, str] | None:
 
 
 def _is_random_model(target: TargetInfo) -> bool | None:
+    """llmdeck's tiny model, or a server started with ``--load-format dummy`` (random weights of a real
+    shape, as on the H200): True. Unknown (a URL, a real checkpoint): None or False."""
     from llmdeck.model.tiny import is_tiny_model
 
+    args = target.server_args or []
+    if "--load-format=dummy" in args or any(
+        a == "--load-format" and b == "dummy" for a, b in itertools.pairwise(args)
+    ):
+        return True
     root = target.tokenizer
     return is_tiny_model(Path(root)) if root and Path(root).is_dir() else None
 
