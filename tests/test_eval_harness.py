@@ -314,3 +314,17 @@ def test_random_weights_are_named_in_the_verdict() -> None:
         client="opencode", target=dummy, host=host_facts(), summary=EvalSummary(random_weights=True)
     )
     assert "no task run finished" in summarize(result).verdict
+
+
+def test_an_agent_that_cannot_start_aborts_with_the_result_kept(
+    fake_vllm_server: str, tmp_path: Path
+) -> None:
+    from llmdeck.errors import OperationError
+
+    broken = tmp_path / "aider"
+    broken.write_text("#!/no/such/interpreter\n")
+    broken.chmod(0o755)
+    with pytest.raises(OperationError, match="Cannot start aider"):
+        _run(fake_vllm_server, broken, tmp_path)
+    saved = load_eval_result(tmp_path / "eval.json")
+    assert saved.status == "aborted" and saved.runs[0].status == "error" and "Cannot start" in saved.error

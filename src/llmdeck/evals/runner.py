@@ -261,6 +261,12 @@ async def _run_all(
             if run.status in ("pending", "running"):
                 run.status = "interrupted"
         raise
+    except Exception as exc:  # the agent could not start, the server went away …: keep what ran
+        result.status, result.error = "aborted", f"The eval stopped: {exc}"
+        for run in result.runs:
+            if run.status == "running":
+                run.status, run.error = "error", str(exc)
+        raise
     finally:
         result.finished_at = datetime.now(UTC)
         writer.write()
