@@ -67,6 +67,7 @@ def make_inputs(tmp: Path) -> dict[str, str]:
         json.dumps({"kind": "llmdeck.bench.result", "schema_version": 999, "model": "m", "name": "x"})
     )
     (tmp / "spec_newer.json").write_text(json.dumps({"schema_version": 999, "model": "m"}))
+    (tmp / "eval_newer.json").write_text(json.dumps({"kind": "llmdeck.eval.result", "schema_version": 999}))
     (tmp / "spec_bad_port.json").write_text(json.dumps({"model": "m", "port": "eighty"}))
     (tmp / "spec_bad_host.json").write_text(json.dumps({"model": "m", "host": "not a host"}))
     (tmp / "spec_no_model.json").write_text(json.dumps({"name": "x"}))
@@ -83,6 +84,7 @@ def make_inputs(tmp: Path) -> dict[str, str]:
         "wrong_kind": str(tmp / "wrong_kind.json"),
         "newer": str(tmp / "newer.json"),
         "spec_newer": str(tmp / "spec_newer.json"),
+        "eval_newer": str(tmp / "eval_newer.json"),
         "spec_bad_port": str(tmp / "spec_bad_port.json"),
         "spec_bad_host": str(tmp / "spec_bad_host.json"),
         "spec_no_model": str(tmp / "spec_no_model.json"),

@@ -15,6 +15,7 @@ from fuzz_helpers import Case, case, run_case
 DEAD = "http://127.0.0.1:9"  # nothing listens on the discard port: refused at once
 PLAN = "plan Qwen3-0.6B --machine h200"
 BENCH = f"bench {DEAD}"
+EVAL = "eval -c opencode --task fix-intervals"
 
 CASES = [
     # ---- root -------------------------------------------------------------------------------------
@@ -169,6 +170,35 @@ CASES = [
     case("report:wrong-kind", "report {wrong_kind}", 2, "{wrong_kind}", "something.else"),
     case("report:newer-schema", "report {newer}", 2, "{newer}", "schema version 999"),
     case("report:against-missing", "report {newer} --against {missing}", 2, "{newer}"),
+    # ---- eval -----------------------------------------------------------------------------------------
+    case(
+        "eval:unknown-client", f"{EVAL} --client cursor", 2, "Unknown eval client 'cursor'", "opencode, aider"
+    ),
+    case("eval:no-client", "eval --task fix-intervals", 2, "--client"),
+    case("eval:unknown-task", f"{EVAL} --task bugfix", 2, "Unknown eval task 'bugfix'", "eval tasks"),
+    case("eval:unknown-suite", "eval -c opencode --suite all", 2, "Unknown eval suite 'all'"),
+    case("eval:task-and-suite", f"{EVAL} --suite core", 2, "either --task"),
+    case("eval:no-task", "eval -c opencode", 2, "either --task"),
+    case("eval:task-folder-not-a-task", "eval -c opencode --task {folder}", 2, "{folder}", "task.toml"),
+    case("eval:repeat-zero", f"{EVAL} --repeat 0", 2, "--repeat"),
+    case("eval:timeout-nan", f"{EVAL} --timeout nan", 2, "--timeout"),
+    case("eval:timeout-negative", f"{EVAL} --timeout -5", 2, "--timeout"),
+    case("eval:max-turns-zero", f"{EVAL} --max-turns 0", 2, "--max-turns"),
+    case("eval:thinking-unknown", f"{EVAL} --thinking maybe --agent-bin /bin/true", 2, "--thinking"),
+    case(
+        "eval:aider-thinking",
+        "eval -c aider -t fix-intervals --thinking off",
+        2,
+        "aider",
+        "--default-chat-template-kwargs",
+    ),
+    case("eval:agent-bin-folder", f"{EVAL} --agent-bin {{folder}}", 2, "{folder}", "not an executable"),
+    case("eval:out-folder", f"{EVAL} --agent-bin /bin/true --out {{folder}}", 2, "{folder}"),
+    case(
+        "eval:server-dead", f"{EVAL} --agent-bin /bin/true -s {DEAD}", 1, "Cannot run the eval against", ":9"
+    ),
+    case("eval:verify-unknown-task", "eval verify --task nope", 2, "Unknown eval task 'nope'"),
+    case("eval:report-newer-schema", "report {eval_newer}", 2, "{eval_newer}", "eval schema version 999"),
     # ---- models / recommend / quickstart / model / fetch -----------------------------------------
     case("models:unknown-option", "models --all", 2, "--all"),
     case("models:stray-argument", "models qwen", 2, "qwen"),

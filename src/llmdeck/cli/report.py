@@ -26,7 +26,8 @@ def report(
     result_files: list[Path] = typer.Argument(
         ...,
         metavar="RESULT",
-        help="Result JSON(s) written by `llmdeck bench` (several: with --html, a comparison).",
+        help="Result JSON(s) written by `llmdeck bench` or `llmdeck eval` (several: with --html, a "
+        "comparison).",
     ),
     plot: Path | None = typer.Option(None, "--plot", help="Also draw TTFT/TPOT/throughput to a PNG."),
     against: list[Path] = typer.Option(
@@ -65,6 +66,9 @@ def report(
 
       llmdeck report r.json --against vllm-result.json --scenario random-2048-512
 
+      # `llmdeck eval` results: serving configurations side by side on the same tasks
+      llmdeck report fp8-kv.json bf16-kv.json --html evals.html
+
       # medians of 3 runs each: llmdeck bench ... --seed S --repeat 3 (one scenario: seeds S, S+1, S+2)
       # and vllm bench serve ... --seed S, S+1, S+2 --save-result
       llmdeck report r.json --against v0.json --against v1.json --against v2.json
@@ -83,7 +87,11 @@ def _report(
     from llmdeck.bench.render import render_result
     from llmdeck.bench.report import load_result, plot_result
     from llmdeck.errors import UsageError
+    from llmdeck.evals.models import is_eval_file
 
+    if any(is_eval_file(p) for p in result_files):
+        _report_evals(result_files, plot, against, scenario, html, json_out)
+        return
     if len(result_files) > 1 and html is None:
         raise UsageError(
             f"{len(result_files)} result files were given; several compare only as an HTML page.",
@@ -125,6 +133,49 @@ def _report(
         print_json(result)
     else:
         render_result(result, out_console())
+
+
+def _report_evals(
+    files: list[Path],
+    plot: Path | None,
+    against: list[Path],
+    scenario: str | None,
+    html: Path | None,
+    json_out: bool,
+) -> None:
+    """`report` of `llmdeck eval` results: the table or --json of one; --html: its page, or several side by
+    side (serving configurations on the same tasks)."""
+    from llmdeck.errors import UsageError
+    from llmdeck.evals.models import is_eval_file, load_eval_result
+
+    if not all(is_eval_file(p) for p in files):
+        raise UsageError(
+            "Eval results and bench results cannot be mixed in one report.", hint="Pass one kind."
+        )
+    if plot is not None or against or scenario is not None:
+        raise UsageError(
+            "--plot, --against and --scenario are for bench results.", hint="Use --html or --json."
+        )
+    if len(files) > 1 and html is None:
+        raise UsageError(
+            f"{len(files)} eval results compare only as an HTML page.", hint="Add --html OUT.html."
+        )
+    results = [load_eval_result(p) for p in files]
+    if html is not None:
+        from llmdeck.evals.html import write_eval_report
+
+        size = write_eval_report(results, [str(f) for f in files], html)
+        err_console().print(
+            f"[dim]HTML report written to {escape(str(html))} ({size / 1024:.0f} kB)[/]", highlight=False
+        )
+        if len(results) > 1:
+            return
+    if json_out:
+        print_json(results[0])
+    else:
+        from llmdeck.evals.render import render_result
+
+        render_result(results[0], out_console())
 
 
 def _write_html(results: list[BenchResult], files: list[Path], out: Path) -> None:

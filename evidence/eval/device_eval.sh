@@ -1,0 +1,42 @@
+#!/bin/bash
+# Issue 25 on ONE H200 (kind nvidia-h200): `llmdeck eval` with the real opencode on the seeds' coding
+# model shape (random weights: scores are meaningless and the result says why), under two serving
+# configurations — KV cache fp8 and bf16 — on the same suite, transcripts and server metrics kept.
+#
+# Not run yet (no device time in the session that wrote it). Run from the repo root on the device,
+# after gpu-lab's stage/carry/install (../shared/gpu-lab/README.md), and with the agent carried too:
+#   - the opencode binary (npm opencode-ai@1.18.33's platform package, opencode-linux-x64) at
+#     $OPENCODE_BIN (default /root/stash/agent/opencode) — carry it in chunks like the vLLM wheel;
+#   - the device has no network: opencode installs its provider package (@ai-sdk/openai-compatible)
+#     on first use, so carry a cache where it is installed already and point LLMDECK_EVAL_CACHE_HOME
+#     at it (default /root/stash/agent/cache: `XDG_CACHE_HOME=$PWD/cache opencode run …` once here
+#     fills one).
+#   bash evidence/eval/device_eval.sh            # ~2 x (3 min start + the suite under the limits)
+# Writes $OUT/eval/{fp8,bf16}.json, {fp8,bf16}-keep/ (final workspaces and the agent's raw output),
+# compare.html, the servers' logs; then compare here: llmdeck report fp8.json bf16.json --html cmp.html
+set -uo pipefail
+ls /tmp/site/.done >/dev/null 2>&1 || { echo COLD; exit 3; }
+OUT=${OUT:-/tmp/llmdeck-evidence}; B=$OUT/eval; mkdir -p "$B"
+OPENCODE_BIN=${OPENCODE_BIN:-/root/stash/agent/opencode}
+export LLMDECK_EVAL_CACHE_HOME=${LLMDECK_EVAL_CACHE_HOME:-/root/stash/agent/cache}
+[ -x "$OPENCODE_BIN" ] || { echo "no opencode at $OPENCODE_BIN: carry it first (see the header)"; exit 3; }
+MODEL=${MODEL:-qwen3-coder-30b-a3b}; PORT=${PORT:-8020}; URL=http://127.0.0.1:$PORT
+SUITE=${SUITE:-core}
+# what the seeds serve the coding model with (seed 004: tools with qwen3_coder), a 64K context (seed
+# 004 §7.7 ran at 64K), and a server-side reply cap: random weights never stop on their own
+COMMON=(--max-model-len 65536 --enable-auto-tool-choice --tool-call-parser qwen3_coder
+        --enable-prefix-caching --override-generation-config '{"max_new_tokens": 512}')
+export PYTHONPATH=src:/tmp/site COLUMNS=150
+trap 'bash .gpu/bin/device-stop.sh $MODEL $PORT >/dev/null 2>&1' EXIT
+for cfg in fp8 bf16; do
+  kv=(); [ $cfg = fp8 ] && kv=(--kv-cache-dtype fp8)
+  bash .gpu/bin/device-serve.sh $MODEL $PORT -- "${COMMON[@]}" "${kv[@]}" > "$B/serve-$cfg.txt" 2>&1 \
+    || { echo "server ($cfg) failed"; tail -30 "$B/serve-$cfg.txt"; exit 1; }
+  python3 -m llmdeck eval --client opencode --suite $SUITE --server $URL --agent-bin "$OPENCODE_BIN" \
+    --max-turns 12 --timeout 300 --out "$B/$cfg.json" --keep "$B/$cfg-keep" > "$B/$cfg.txt" 2>&1
+  echo "eval $cfg exit $?" | tee -a "$B/$cfg.txt"
+  cp /root/vllm-$MODEL-$PORT.log "$B/vllm-$cfg.log" 2>/dev/null
+  bash .gpu/bin/device-stop.sh $MODEL $PORT >/dev/null 2>&1
+done
+python3 -m llmdeck report "$B/fp8.json" "$B/bf16.json" --html "$B/compare.html" >/dev/null 2>>"$B/bf16.txt" || true
+tail -15 "$B/fp8.txt" "$B/bf16.txt"

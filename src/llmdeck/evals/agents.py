@@ -1,0 +1,308 @@
+"""The agents `llmdeck eval` drives headless: how to start each, and how to read what it prints.
+
+opencode: ``opencode run --format json`` prints one JSON event per line (``step_finish`` carries the
+step's tokens and why it ended, ``tool_use`` a tool call, ``text`` the reply); follow-up prompts go to the
+same session (``-s SESSION``). Its configuration is the one `llmdeck connect opencode` writes, in the
+agent's own scratch home (``$XDG_CONFIG_HOME/opencode/opencode.json``), never in the workspace.
+
+aider: ``aider --message PROMPT`` prints plain text; every model request ends with a
+``Tokens: 2.1k sent, 150 received.`` line. Follow-ups restore the chat history.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llmdeck.errors import MissingDependencyError, UsageError
+from llmdeck.evals.models import AgentRun, TokenCounts, TranscriptEntry, TurnRecord
+
+EVAL_CLIENTS: tuple[str, ...] = ("opencode", "aider")
+TEXT_CAP = 4000  # characters kept of one transcript entry
+OPENCODE_PROVIDER = "vllm"
+
+
+@dataclass
+class AgentSetup:
+    """Where and against what one agent run happens."""
+
+    workspace: Path
+    home: Path
+    base_url: str
+    model: str
+    api_key: str | None
+    binary: Path
+    python_dir: str  # put first on the agent's PATH: `python` / `pytest` are llmdeck's interpreter's
+    log_dir: Path | None = None  # the agent's raw stdout and stderr per prompt (default: home)
+    max_model_len: int | None = None
+
+    @property
+    def logs(self) -> Path:
+        path = self.log_dir or self.home
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+def clip(text: str, cap: int = TEXT_CAP) -> str:
+    return text if len(text) <= cap else text[:cap] + f" … [{len(text) - cap} more characters]"
+
+
+def find_binary(client: str, explicit: Path | None) -> Path:
+    """The agent's executable: --agent-bin, else PATH, else the copy the tests install (.cache/clients)."""
+    if client not in EVAL_CLIENTS:
+        raise UsageError(f"Unknown eval client {client!r}.", hint=f"Use one of: {', '.join(EVAL_CLIENTS)}.")
+    if explicit is not None:
+        path = Path(explicit).expanduser()
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise UsageError(f"--agent-bin {path} is not an executable file.", hint=_INSTALL[client])
+        return path.absolute()  # the agent starts in its workspace: a relative path would not resolve
+    found = shutil.which(client)
+    if found:
+        return Path(found).absolute()
+    cached = Path.cwd() / ".cache" / "clients" / client / "node_modules" / ".bin" / client
+    if cached.is_file() and os.access(cached, os.X_OK):
+        return cached
+    raise MissingDependencyError(f"{client} is not installed here (not on PATH).", hint=_INSTALL[client])
+
+
+_INSTALL = {
+    "opencode": "Install it with `npm install -g opencode-ai@1.18.33` (the version llmdeck's recording is "
+    "of), or pass --agent-bin PATH.",
+    "aider": "Install it with `pipx install aider-chat==0.86.2` (or into a venv of its own), or pass "
+    "--agent-bin PATH.",
+}
+
+
+def client_version(binary: Path) -> str | None:
+    try:
+        res = subprocess.run(
+            [str(binary), "--version"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    words = (res.stdout or res.stderr).strip().split()
+    return words[-1] if words else None
+
+
+def agent_env(setup: AgentSetup) -> dict[str, str]:
+    """A throwaway home (the agent's config, data and logs stay there), the workspace as $PWD."""
+    home = setup.home
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env.update(
+        PWD=str(setup.workspace),
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_DATA_HOME=str(home / ".local/share"),
+        XDG_CACHE_HOME=str(home / ".cache"),
+        XDG_STATE_HOME=str(home / ".local/state"),
+        PATH=setup.python_dir + os.pathsep + env.get("PATH", ""),
+        PYTHONDONTWRITEBYTECODE="1",
+    )
+    shared = os.environ.get("LLMDECK_EVAL_CACHE_HOME")
+    if shared:  # an offline host: the agent's packages (opencode's provider) from a cache filled beforehand
+        env["XDG_CACHE_HOME"] = shared
+    return env
+
+
+def opencode_config_path(setup: AgentSetup) -> Path:
+    return setup.home / ".config" / "opencode" / "opencode.json"
+
+
+def opencode_argv(setup: AgentSetup, prompt: str, session: str | None) -> list[str]:
+    # --thinking: the reasoning parts come out as events too (the transcript keeps them)
+    argv = [str(setup.binary), "run", "--format", "json", "--title", "llmdeck eval", "--auto", "--thinking"]
+    argv += ["-m", f"{OPENCODE_PROVIDER}/{setup.model}"]
+    if session:
+        argv += ["-s", session]
+    return [*argv, prompt]
+
+
+def aider_argv(setup: AgentSetup, prompt: str, followup: bool) -> list[str]:
+    files = sorted(
+        str(p.relative_to(setup.workspace))
+        for p in setup.workspace.rglob("*")
+        if p.is_file() and ".git" not in p.parts and "__pycache__" not in p.parts
+    )
+    argv = [
+        str(setup.binary), "--model", f"openai/{setup.model}", "--openai-api-base", setup.base_url + "/v1",
+        "--openai-api-key", setup.api_key or "sk-none", "--yes-always", "--no-auto-commits",
+        "--no-check-update", "--analytics-disable", "--no-show-model-warnings", "--no-pretty",
+        "--no-fancy-input", "--no-stream",
+    ]  # fmt: skip
+    meta = aider_metadata(setup)
+    if meta is not None:
+        argv += ["--model-metadata-file", str(meta)]
+    if followup:
+        argv.append("--restore-chat-history")
+    return [*argv, "--message", prompt, *files]
+
+
+def aider_metadata(setup: AgentSetup) -> Path | None:
+    """The served model's limits for aider (litellm's model-metadata format): without them aider takes
+    the context as 0 and stops at once with "has hit a token limit"."""
+    if not setup.max_model_len:
+        return None
+    path = setup.home / "aider-model-metadata.json"
+    entry = {
+        "max_input_tokens": setup.max_model_len,
+        "max_output_tokens": max(1024, min(32768, setup.max_model_len // 4)),
+        "input_cost_per_token": 0.0,
+        "output_cost_per_token": 0.0,
+        "litellm_provider": "openai",
+        "mode": "chat",
+    }
+    path.write_text(json.dumps({f"openai/{setup.model}": entry}, indent=2), encoding="utf-8")
+    return path
+
+
+@dataclass
+class StreamState:
+    """What a parser has read so far of one task's agent output."""
+
+    run: AgentRun
+    prompt: int = 0
+    pending_tools: list[str] = field(default_factory=list)
+    pending_input: int = 0
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _tokens(raw: Any) -> TokenCounts:
+    if not isinstance(raw, dict):
+        return TokenCounts()
+    cache = _obj(raw.get("cache"))
+
+    def num(v: Any) -> int:
+        return int(v) if isinstance(v, int | float) else 0
+
+    return TokenCounts(
+        input=num(raw.get("input")),
+        output=num(raw.get("output")),
+        reasoning=num(raw.get("reasoning")),
+        cache_read=num(cache.get("read")),
+        cache_write=num(cache.get("write")),
+    )
+
+
+def _tool_entry(part: dict[str, Any], t: float, prompt: int) -> TranscriptEntry:
+    state = _obj(part.get("state"))
+    args = json.dumps(state.get("input"), ensure_ascii=False) if state.get("input") is not None else ""
+    out = state.get("output") if state.get("output") is not None else state.get("error", "")
+    text = f"{args}\n→ {out}" if out else args
+    return TranscriptEntry(
+        t_s=t,
+        prompt=prompt,
+        kind="tool",
+        tool=str(part.get("tool")),
+        status=state.get("status"),
+        text=clip(text),
+    )
+
+
+def feed_opencode(state: StreamState, line: str, t: float) -> TurnRecord | None:
+    """One line of ``opencode run --format json``; returns the turn a ``step_finish`` ended."""
+    try:
+        ev = json.loads(line)
+    except ValueError:
+        if line.strip():
+            state.run.transcript.append(
+                TranscriptEntry(t_s=t, prompt=state.prompt, kind="text", text=clip(line))
+            )
+        return None
+    if not isinstance(ev, dict):
+        return None
+    run, kind = state.run, ev.get("type")
+    part = _obj(ev.get("part"))
+    if isinstance(ev.get("sessionID"), str):
+        run.session_id = ev["sessionID"]
+    if kind in ("text", "reasoning") and part.get("text"):
+        run.transcript.append(
+            TranscriptEntry(t_s=t, prompt=state.prompt, kind=kind, text=clip(str(part["text"])))
+        )
+    elif kind == "tool_use":
+        entry = _tool_entry(part, t, state.prompt)
+        run.transcript.append(entry)
+        state.pending_tools.append(entry.tool or "?")
+    elif kind == "error":
+        err = _obj(ev.get("error"))
+        data = _obj(err.get("data"))
+        msg = f"{err.get('name', 'error')}: {data.get('message') or err.get('message') or ''}"
+        run.transcript.append(TranscriptEntry(t_s=t, prompt=state.prompt, kind="error", text=clip(msg)))
+    elif kind == "step_finish":
+        return _turn(state, t, part.get("reason"), _tokens(part.get("tokens")))
+    return None
+
+
+def _turn(state: StreamState, t: float, reason: Any, tokens: TokenCounts) -> TurnRecord:
+    run = state.run
+    turn = TurnRecord(
+        prompt=state.prompt,
+        index=len(run.turns) + 1,
+        t_s=round(t, 3),
+        reason=str(reason) if reason is not None else None,
+        tokens=tokens,
+        tools=list(state.pending_tools),
+    )
+    state.pending_tools.clear()
+    run.turns.append(turn)
+    run.tokens.add(tokens)
+    return turn
+
+
+_AIDER_TOKENS = re.compile(r"Tokens: ([\d.]+)(k?) sent.*?([\d.]+)(k?) received")
+# after a reply cut by the context or output limit aider prints estimates instead of a Tokens: line
+_AIDER_LIMIT_IN = re.compile(r"^Input tokens: ~([\d,]+)")
+_AIDER_LIMIT_OUT = re.compile(r"^Output tokens: ~([\d,]+)")
+
+
+def _k(num: str, k: str) -> int:
+    return round(float(num) * (1000 if k else 1))
+
+
+def feed_aider(state: StreamState, line: str, t: float) -> TurnRecord | None:
+    """One line of aider's plain output; a ``Tokens:`` line ends a turn."""
+    m = _AIDER_TOKENS.search(line)
+    if m:
+        tokens = TokenCounts(input=_k(m.group(1), m.group(2)), output=_k(m.group(3), m.group(4)))
+        return _turn(state, t, None, tokens)
+    m = _AIDER_LIMIT_IN.match(line)
+    if m:
+        state.pending_input = int(m.group(1).replace(",", ""))
+    m = _AIDER_LIMIT_OUT.match(line)
+    if m:
+        tokens = TokenCounts(input=state.pending_input, output=int(m.group(1).replace(",", "")))
+        state.pending_input = 0
+        return _turn(state, t, "length", tokens)
+    text = line.rstrip("\n")
+    if text.strip():
+        tr = state.run.transcript
+        if tr and tr[-1].kind == "text" and tr[-1].prompt == state.prompt and len(tr[-1].text) < TEXT_CAP:
+            tr[-1].text = clip(tr[-1].text + "\n" + text)
+        else:
+            tr.append(TranscriptEntry(t_s=t, prompt=state.prompt, kind="text", text=clip(text)))
+    return None
+
+
+def argv_for(client: str, setup: AgentSetup, prompt: str, index: int, session: str | None) -> list[str]:
+    if client == "opencode":
+        return opencode_argv(setup, prompt, session)
+    return aider_argv(setup, prompt, followup=index > 0)
+
+
+def feed(client: str, state: StreamState, line: str, t: float) -> TurnRecord | None:
+    return feed_opencode(state, line, t) if client == "opencode" else feed_aider(state, line, t)
+
+
+def shown_argv(argv: list[str], prompt: str) -> list[str]:
+    """The command as recorded: the prompt (the task's text, in the result already) elided, keys hidden."""
+    from llmdeck.util.redact import redact_argv
+
+    return redact_argv(["<prompt>" if a == prompt else a for a in argv])

@@ -1,0 +1,30 @@
+"""The command line of wordfreq."""
+
+import argparse
+import re
+from collections import Counter
+
+WORD = re.compile(r"[A-Za-z']+")
+
+
+def words(text):
+    return [w.lower() for w in WORD.findall(text)]
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="wordfreq", description="Count the words of a text file.")
+    parser.add_argument("file", help="the text file")
+    parser.add_argument("--top", type=int, metavar="N")
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    with open(args.file, encoding="utf-8") as fh:
+        found = words(fh.read())
+    if args.top is None:
+        print(len(found))
+        return 0
+    for word, count in Counter(found).most_common(args.top if args.top > 0 else None):
+        print(f"{word} {count}")
+    return 0
