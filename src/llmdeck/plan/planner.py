@@ -51,6 +51,8 @@ class PlanRequest(BaseModel):
     vllm_version: str | None = None
     vllm_args: list[str] = Field(default_factory=list)
     total_gib: float | None = Field(None, gt=0, description="Override the machine's device memory total.")
+    nodes: int = Field(1, ge=1, description="machines the server spans (Ray)")
+    gpus_per_node: int = Field(1, ge=1, description="GPUs each machine gives the server")
 
 
 class Plan(BaseModel):
@@ -176,6 +178,9 @@ def resolve_settings(
         enable_prefix_caching=prefix,
         enforce_eager=bool(flags.get_bool("enforce-eager")),
         tensor_parallel_size=flags.get_int("tensor-parallel-size") or 1,
+        pipeline_parallel_size=flags.get_int("pipeline-parallel-size") or 1,
+        nodes=req.nodes,
+        gpus_per_node=req.gpus_per_node,
         block_size=flags.get_int("block-size"),
         num_speculative_tokens=spec_tokens,
         language_model_only=bool(flags.get_bool("language-model-only")) or not facts.has_vision,
