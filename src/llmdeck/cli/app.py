@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bench",
     "gateway",
     "keys",
+    "cluster",
     "model",
 )
 
