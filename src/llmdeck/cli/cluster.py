@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+
 import typer
 
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
@@ -128,6 +129,7 @@ def _netcheck_command(group: typer.Typer) -> None:
         backend: str = typer.Option("gloo", "--backend", help="gloo (CPU) | nccl (GPU)."),
         link: str = typer.Option(None, "--link", help="cx7-200g | ethernet-100g | ethernet-10g"),
         expect_gbps: float = typer.Option(None, "--expect-gbps", min=0.001, help="The link's rated GB/s."),
+        max_latency_us: float = typer.Option(None, "--max-latency-us", min=0.1, help="Latency limit (µs)."),
         interface: str = typer.Option(None, "--interface", help="Read the rated speed from this interface."),
         result: Path = typer.Option(None, "--result", help="Judge a saved run (its JSON lines)."),
         out: Path = typer.Option(None, "--out", help="Save the run's JSON lines here."),

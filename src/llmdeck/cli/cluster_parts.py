@@ -91,6 +91,8 @@ def netcheck(values: dict[str, Any], settings: Any) -> Any:
 
     speed = read_speed_mbps(values["interface"]) if values["interface"] else None
     profile = profile_for(values["link"], values["expect_gbps"], speed)
+    if values["max_latency_us"] is not None:
+        profile = profile.model_copy(update={"max_latency_us": values["max_latency_us"]})
     if values["result"] is not None:
         rows = load_rows(values["result"])
         return judge(rows, profile), None
@@ -149,11 +151,10 @@ def print_verdict(v: Any) -> None:
         )
     con.print(t)
     color = {"pass": "green", "warn": "yellow", "fail": "red"}[v.verdict]
-    con.print(
-        f"[{color}]{v.verdict}[/]: bus bandwidth {v.busbw_gbps:.2f} GB/s = {v.share:.0%} of "
-        f"{v.profile.rated_gbytes_s:g} GB/s; latency {v.latency_us:.0f} µs"
-        + ("; " + "; ".join(v.reasons) if v.reasons else ""),
-        highlight=False,
+    summary = (
+        f"bus bandwidth {v.busbw_gbps:.2f} GB/s = {v.share:.0%} of {v.profile.rated_gbytes_s:g} GB/s, "
+        f"latency {v.latency_us:.0f} µs"
     )
+    con.print(f"[{color}]{v.verdict}[/]: " + ("; ".join(v.reasons) or summary), highlight=False)
     if v.fix:
         con.print(f"fix: {v.fix}", markup=False, highlight=False)

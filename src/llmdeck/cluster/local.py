@@ -25,6 +25,7 @@ from llmdeck.cluster.raystatus import RayStatus, parse_ray_status
 from llmdeck.cluster.render import RayOptions, ray_start_argv
 from llmdeck.errors import MissingDependencyError, OperationError
 from llmdeck.util.atomic import atomic_write_json
+from llmdeck.util.net import free_port
 
 READY_MARK = "block forever"
 
@@ -115,7 +116,11 @@ def start(
     ray = ray_command()
     temp = Path(f"/tmp/llmdeck-ray-{port}")  # short: Ray's unix socket paths must stay < 108 bytes
     base = opts or RayOptions(num_cpus=1, num_gpus=0, object_store_bytes=100 * 1000 * 1000)
-    base = base.model_copy(update={"port": port, "temp_dir": str(temp), "block": True})
+    # a free client-server port: Ray's fixed default (10001) clashes with any other Ray on the machine
+    client = base.client_server_port or free_port()
+    base = base.model_copy(
+        update={"port": port, "temp_dir": str(temp), "block": True, "client_server_port": client}
+    )
     # nothing to drain on SIGTERM (no Serve replicas): Ray 2.60 waits 30 s otherwise
     # (ray/_private/node.py _drain_node_before_shutdown, RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S)
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}

@@ -40,6 +40,9 @@ class RayOptions(BaseModel):
     object_store_bytes: int = Field(DEFAULT_OBJECT_STORE_BYTES, ge=78 * (1 << 20))
     temp_dir: str | None = None
     block: bool = True
+    client_server_port: int | None = Field(
+        None, ge=1, le=65535, description="head only (Ray's default: 10001)"
+    )
 
 
 class NodeCommands(BaseModel):
@@ -63,6 +66,8 @@ def ray_start_argv(
         argv.append("--block")
     if head_address is None:
         argv += ["--head", "--port", str(opts.port), "--include-dashboard=false"]
+        if opts.client_server_port:
+            argv += ["--ray-client-server-port", str(opts.client_server_port)]
     else:
         argv += ["--address", head_address]
     argv += ["--node-ip-address", node_ip, "--object-store-memory", str(opts.object_store_bytes)]
