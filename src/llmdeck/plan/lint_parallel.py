@@ -203,12 +203,14 @@ def _r_fp8_block(ctx: LintContext, meta: Rule) -> list[Finding]:
     if tp == 1 or q is None or q.scheme != "fp8-block" or not q.weight_block_size:
         return []
     block_n = q.weight_block_size[0]
-    sizes = {"moe_intermediate_size": f.moe_intermediate_size, "intermediate_size": f.intermediate_size}
+    dense = not f.is_moe or any(not f.moe_layer(i) for i in range(f.num_hidden_layers))
+    sizes = {"moe_intermediate_size": f.moe_intermediate_size if f.is_moe else 0}
+    sizes["intermediate_size"] = f.intermediate_size if dense else 0  # dense MLPs only
     bad = {k: v for k, v in sizes.items() if v and (v % tp or (v // tp) % block_n)}
     if not bad:
         return []
     key, value = next(iter(bad.items()))
-    ok = [d for d in (1, 2, 4, 8) if value % d == 0 and (value // d) % block_n == 0]
+    ok = [d for d in (1, 2, 4, 8) if value % d == 0 and (value // d) % block_n == 0] or [1]
     return [
         finding(
             meta,
