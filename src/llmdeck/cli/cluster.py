@@ -79,6 +79,12 @@ def register(app: typer.Typer) -> None:
         res = up(req, get_settings(ctx).state_dir, dry_run=dry_run)
         print_json(res) if as_json else print_up(res)
 
+    _lifecycle_commands(group)
+    _netcheck_command(group)
+    app.add_typer(group)
+
+
+def _lifecycle_commands(group: typer.Typer) -> None:
     @group.command("status")
     def status_cmd(
         ctx: typer.Context,
@@ -108,9 +114,6 @@ def register(app: typer.Typer) -> None:
 
         kind, seconds = down(get_settings(ctx).state_dir, grace=grace)
         err_console().print(f"Ray cluster ({kind}) stopped in {seconds:.1f} s.", highlight=False)
-
-    _netcheck_command(group)
-    app.add_typer(group)
 
 
 NETCHECK_HELP = """All-reduce bus bandwidth and latency (torch.distributed; nccl on GPUs, gloo on CPUs)

@@ -92,28 +92,7 @@ def up(req: ClusterRequest, state_dir: Path, *, dry_run: bool = False) -> Cluste
     expected = 1 + len(req.workers)
     t0 = time.monotonic()
     if req.all_local and not dry_run:
-        opts = req.ray.model_copy(
-            update={
-                "num_cpus": req.ray.num_cpus or 1,
-                "num_gpus": req.ray.num_gpus if req.ray.num_gpus is not None else 0,
-            }
-        )
-        cluster = local.start(
-            state_dir, port=req.ray.port, workers=len(req.workers), opts=opts, timeout=req.timeout
-        )
-        try:
-            status = local.wait_nodes(cluster, expected, timeout=req.timeout)
-        except BaseException:
-            local.stop(state_dir, grace=5.0)
-            raise
-        return ClusterUp(
-            kind="local",
-            address=cluster.address,
-            nodes_expected=expected,
-            status=status,
-            seconds=time.monotonic() - t0,
-            net=net,
-        )
+        return _up_local(req, state_dir, net)
     commands = render(req)
     address = f"{req.head_ip or req.head}:{req.ray.port}"
     if dry_run:
@@ -146,6 +125,30 @@ def up(req: ClusterRequest, state_dir: Path, *, dry_run: bool = False) -> Cluste
         status=status,
         seconds=time.monotonic() - t0,
         commands=commands,
+        net=net,
+    )
+
+
+def _up_local(req: ClusterRequest, state_dir: Path, net: list[NetFinding]) -> ClusterUp:
+    """Real Ray processes here: 1 CPU and no GPU a node unless asked, waited for until all are alive."""
+    t0 = time.monotonic()
+    expected = 1 + len(req.workers)
+    gpus = req.ray.num_gpus if req.ray.num_gpus is not None else 0
+    opts = req.ray.model_copy(update={"num_cpus": req.ray.num_cpus or 1, "num_gpus": gpus})
+    cluster = local.start(
+        state_dir, port=req.ray.port, workers=len(req.workers), opts=opts, timeout=req.timeout
+    )
+    try:
+        status = local.wait_nodes(cluster, expected, timeout=req.timeout)
+    except BaseException:
+        local.stop(state_dir, grace=5.0)
+        raise
+    return ClusterUp(
+        kind="local",
+        address=cluster.address,
+        nodes_expected=expected,
+        status=status,
+        seconds=time.monotonic() - t0,
         net=net,
     )
 
