@@ -70,14 +70,19 @@ def register(app: typer.Typer) -> None:
         ),
         timeout: float = typer.Option(120.0, "--timeout", min=1, help="Seconds for each step."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the commands; start nothing."),
+        netcheck: str = typer.Option(None, "--netcheck", help="Then the all-reduce test: gloo | nccl."),
         as_json: bool = JSON_OPTION,
     ) -> None:
-        from llmdeck.cli.cluster_parts import print_up, request
+        from llmdeck.cli.cluster_parts import check_after_up, print_up, request
         from llmdeck.cluster.run import up
 
-        req = request({k: v for k, v in locals().items() if k not in {"ctx", "dry_run", "as_json"}})
-        res = up(req, get_settings(ctx).state_dir, dry_run=dry_run)
+        skip = {"ctx", "dry_run", "as_json", "netcheck"}
+        req = request({k: v for k, v in locals().items() if k not in skip})
+        settings = get_settings(ctx)
+        res = up(req, settings.state_dir, dry_run=dry_run)
         print_json(res) if as_json else print_up(res)
+        if netcheck and not dry_run:
+            check_after_up(res, netcheck, settings, quiet=as_json)
 
     _lifecycle_commands(group)
     _netcheck_command(group)

@@ -158,3 +158,26 @@ def print_verdict(v: Any) -> None:
     con.print(f"[{color}]{v.verdict}[/]: " + ("; ".join(v.reasons) or summary), highlight=False)
     if v.fix:
         con.print(f"fix: {v.fix}", markup=False, highlight=False)
+
+
+def check_after_up(res: Any, backend: str, settings: Any, *, quiet: bool) -> None:
+    """``cluster up --netcheck``: the all-reduce over the nodes just started; exit 1 with the fix on a
+    fail, before anyone starts vLLM on a slow link."""
+    from llmdeck.errors import CheckFailedError, UsageError
+
+    if backend not in ("gloo", "nccl"):
+        raise UsageError(f"--netcheck {backend!r} is not gloo or nccl.")
+    values: dict[str, Any] = {"link": None, "expect_gbps": None, "interface": None, "result": None}
+    values["max_latency_us"] = None
+    values |= {"backend": backend, "master_port": 29533, "timeout": 300.0}
+    values["local"] = res.nodes_expected if res.kind == "local" else 0
+    if res.kind == "local":  # one machine: the link is memory; judge against a loopback's share
+        values |= {"expect_gbps": 0.05, "max_latency_us": 1e6}
+    verdict, _ = netcheck(values, settings)
+    if not quiet:
+        print_verdict(verdict)
+    if verdict.verdict == "fail":
+        raise CheckFailedError(
+            f"The interconnect test failed: {'; '.join(verdict.reasons)}.",
+            hint=verdict.fix + " The Ray cluster is up; `llmdeck cluster down` stops it.",
+        )
