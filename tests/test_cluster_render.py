@@ -157,3 +157,12 @@ def test_cli_dry_run_prints_both_nodes(
     assert code == 2 and "--image" in err
     code, _, err = run_cli(["cluster", "status"], capsys)
     assert code == 2 and "No cluster" in err
+
+
+def test_local_nodes_get_their_own_gpus() -> None:
+    from llmdeck.cluster.local import _node_env
+
+    assert "CUDA_VISIBLE_DEVICES" not in _node_env({}, 1, 0)
+    assert _node_env({}, 0, 1)["CUDA_VISIBLE_DEVICES"] == "0"
+    assert _node_env({}, 1, 1)["CUDA_VISIBLE_DEVICES"] == "1"
+    assert _node_env({"A": "b"}, 1, 2) == {"A": "b", "CUDA_VISIBLE_DEVICES": "2,3"}

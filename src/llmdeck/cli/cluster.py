@@ -65,6 +65,7 @@ def register(app: typer.Typer) -> None:
         python: str = typer.Option("python3", "--python", help="--venv: the Python with vLLM and Ray."),
         port: int = typer.Option(6379, "--port", min=1, max=65535, help="Ray's head port."),
         num_cpus: int = typer.Option(None, "--num-cpus", min=1, help="CPUs each node offers Ray."),
+        num_gpus: int = typer.Option(None, "--num-gpus", min=0, help="GPUs each node offers (here: 0)."),
         object_store_mb: float = typer.Option(
             1024, "--object-store-mb", min=78, help="Ray's object store (MB)."
         ),

@@ -27,6 +27,7 @@ def request(values: dict[str, Any]) -> Any:
             ray=RayOptions(
                 port=values["port"],
                 num_cpus=values["num_cpus"],
+                num_gpus=values["num_gpus"],
                 object_store_bytes=_object_store_bytes(values),
             ),
             setup=Setup(

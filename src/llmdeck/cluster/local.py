@@ -136,7 +136,7 @@ def start(
                 *ray_start_argv(base, node_ip="127.0.0.1", head_address=None if i == 0 else address)[1:],
             ]
             log = logs / f"ray-{role}.log"
-            pgid = _spawn(argv, log, env)
+            pgid = _spawn(argv, log, _node_env(env, i, base.num_gpus))
             cluster.nodes.append(LocalNode(role=role, pgid=pgid, log=str(log), argv=argv))
             atomic_write_json(state_file(state_dir), cluster.model_dump(mode="json"))
             _wait_ready(log, pgid, timeout)
@@ -146,6 +146,14 @@ def start(
     cluster.start_seconds = time.monotonic() - t0
     atomic_write_json(state_file(state_dir), cluster.model_dump(mode="json"))
     return cluster
+
+
+def _node_env(env: dict[str, str], index: int, gpus: int | None) -> dict[str, str]:
+    """Node ``index`` of this machine sees its own GPUs (``gpus`` each), as a separate box would: Ray
+    takes a raylet's GPUs from CUDA_VISIBLE_DEVICES at start."""
+    if not gpus:
+        return env
+    return {**env, "CUDA_VISIBLE_DEVICES": ",".join(str(index * gpus + g) for g in range(gpus))}
 
 
 def group_members(pgid: int) -> list[psutil.Process]:
