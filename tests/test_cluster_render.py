@@ -166,3 +166,19 @@ def test_local_nodes_get_their_own_gpus() -> None:
     assert _node_env({}, 0, 1)["CUDA_VISIBLE_DEVICES"] == "0"
     assert _node_env({}, 1, 1)["CUDA_VISIBLE_DEVICES"] == "1"
     assert _node_env({"A": "b"}, 1, 2) == {"A": "b", "CUDA_VISIBLE_DEVICES": "2,3"}
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--head", "-oProxyCommand=x", "--worker", "b"], "--head"),  # never an ssh option
+        (["--head", "a", "--worker", "b c"], "--worker"),
+        (["--head", "a", "--head-ip", "x;y"], "--head-ip"),
+        (["--head", "a", "--worker", "b", "--netcheck", "mpi"], "--netcheck"),
+    ],
+)
+def test_cli_bad_hosts_and_choices_exit_2(
+    args: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run_cli(["cluster", "up", *args, "--dry-run"], capsys)
+    assert code == 2 and needle in err and "Traceback" not in err

@@ -77,6 +77,10 @@ def register(app: typer.Typer) -> None:
         from llmdeck.cli.cluster_parts import check_after_up, print_up, request
         from llmdeck.cluster.run import up
 
+        if netcheck not in (None, "gloo", "nccl"):
+            from llmdeck.errors import UsageError
+
+            raise UsageError(f"--netcheck {netcheck!r} is not gloo or nccl.")
         skip = {"ctx", "dry_run", "as_json", "netcheck"}
         req = request({k: v for k, v in locals().items() if k not in skip})
         settings = get_settings(ctx)

@@ -14,7 +14,18 @@ def request(values: dict[str, Any]) -> Any:
     from llmdeck.cluster.render import RayOptions, Setup
     from llmdeck.cluster.run import ClusterRequest
     from llmdeck.errors import UsageError
+    from llmdeck.util.net import validate_host
 
+    # hosts go to ssh as its destination: a name or an address only (no "-o…" options, no spaces)
+    for flag, hosts in (("--head", [values["head"]]), ("--worker", values["worker"] or [])):
+        for h in hosts:
+            validate_host(h.split("@", 1)[-1] if h.count("@") == 1 and not h.startswith("@") else h, flag)
+    for flag, ips in (
+        ("--head-ip", [values["head_ip"]] if values["head_ip"] else []),
+        ("--worker-ip", values["worker_ip"] or []),
+    ):
+        for ip in ips:
+            validate_host(ip, flag)
     try:
         return ClusterRequest(
             head=values["head"],

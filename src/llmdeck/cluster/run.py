@@ -193,7 +193,10 @@ def down(state_dir: Path, *, grace: float = 15.0, timeout: float = 60.0) -> tupl
         return "local", time.monotonic() - t0
     rec = load_remote(state_dir)
     if rec is None:
-        raise NotRunningError("No cluster started by llmdeck is recorded here.")
+        raise NotRunningError(
+            "No cluster started by llmdeck is recorded here.",
+            hint="Nothing to stop (`llmdeck cluster status`).",
+        )
     errors = []
     for node in reversed(rec.commands):
         for argv in node.down:
