@@ -88,3 +88,27 @@ def test_real_gloo_allreduce_two_local_ranks() -> None:
     assert len(rows) == 8 and raw.count('"schema": "llmdeck.allreduce/1"') == 8
     v = judge(rows, LinkProfile(name="loopback", rated_gbytes_s=0.05, max_latency_us=1e6))
     assert v.verdict == "pass" and v.busbw_gbps > 0.05  # a loaded 2-core machine still moves > 50 MB/s
+
+
+def test_cluster_ranks_run_from_the_source_without_llmdeck() -> None:
+    # the per-node commands `cluster netcheck` runs (here both nodes are this machine: no ssh);
+    # each rank is `python -c <allreduce.py>`, so a node needs torch, not llmdeck
+    import sys
+
+    from llmdeck.cluster.netcheck import cluster_argvs, run_cluster
+    from llmdeck.cluster.netenv import NetSpec
+    from llmdeck.cluster.render import Setup
+
+    hosts = ["127.0.0.1", "localhost"]
+    argvs = cluster_argvs(
+        hosts,
+        ["127.0.0.1", "127.0.0.1"],
+        net=NetSpec(interface="lo"),
+        backend="gloo",
+        port=free_port(),
+        setup=Setup(python=sys.executable),
+        sizes=[1024, 1 << 20],
+    )
+    assert all(a[0] == "env" and "-c" in a for a in argvs)
+    rows, _ = run_cluster(argvs, timeout=120)
+    assert [r.size_bytes for r in rows] == [1024, 1 << 20] and rows[0].world_size == 2

@@ -106,6 +106,7 @@ def test_netcheck_ranks_one_per_node_rank0_on_the_head() -> None:
     )
     head = argvs[0]
     assert head[0] == "env" and "NCCL_IB_HCA=rocep1s0f1,roceP2p1s0f1" in head
+    assert head[head.index("-c") + 1].startswith('"""The interconnect acceptance test')  # the module's source
     assert head[head.index("--rank") + 1] == "0" and head[head.index("--backend") + 1] == "nccl"
     worker = shlex.split(argvs[1][-1])
     assert (

@@ -140,7 +140,9 @@ def netcheck_cluster(values: dict[str, Any], settings: Any, profile: Any) -> Any
     net = NetSpec(
         interface=env.get("NCCL_SOCKET_IFNAME"), hcas=[h for h in env.get("NCCL_IB_HCA", "").split(",") if h]
     )
-    argvs = netcheck.cluster_argvs(hosts, ips, net=net, backend=values["backend"], port=values["master_port"])
+    argvs = netcheck.cluster_argvs(
+        hosts, ips, net=net, backend=values["backend"], port=values["master_port"], setup=rec.setup
+    )
     rows, raw = netcheck.run_cluster(argvs, timeout=values["timeout"])
     return judge(rows, profile), raw
 

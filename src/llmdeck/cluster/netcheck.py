@@ -4,19 +4,27 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
+from llmdeck.cluster import allreduce
 from llmdeck.cluster.netenv import NetSpec, node_env
-from llmdeck.cluster.render import over_ssh
+from llmdeck.cluster.render import Setup, over_ssh
 from llmdeck.cluster.verdict import Row, parse_rows
 from llmdeck.errors import OperationError
 
 MODULE = "llmdeck.cluster.allreduce"
 
 
+def _source() -> str:
+    """allreduce.py itself (stdlib + torch only): sent with ``python -c`` so that a node needs no llmdeck,
+    only the Python (or the image) that has torch."""
+    return Path(allreduce.__file__).read_text("utf-8")
+
+
 def rank_argv(
     python: str, *, backend: str, rank: int, world: int, master: str, port: int, sizes: list[int] | None
 ) -> list[str]:
-    argv = [python, "-m", MODULE, "--backend", backend, "--rank", str(rank), "--world-size", str(world)]
+    argv = [python, "-c", _source(), "--backend", backend, "--rank", str(rank), "--world-size", str(world)]
     argv += ["--master-addr", master, "--master-port", str(port)]
     if sizes:
         argv += ["--sizes", ",".join(str(s) for s in sizes)]
@@ -30,16 +38,22 @@ def cluster_argvs(
     net: NetSpec,
     backend: str,
     port: int,
-    python: str = "python3",
+    setup: Setup | None = None,
     sizes: list[int] | None = None,
 ) -> list[list[str]]:
-    """One command per node (rank = position; rank 0 on the head prints the rows)."""
+    """One command per node (rank = position; rank 0 on the head prints the rows). In docker mode
+    the rank runs inside the node's container, which already has the node's environment."""
+    setup = setup or Setup()
     out = []
     for rank, (host, ip) in enumerate(zip(hosts, ips, strict=True)):
+        python = "python3" if setup.mode == "docker" else setup.python
         argv = rank_argv(
             python, backend=backend, rank=rank, world=len(hosts), master=ips[0], port=port, sizes=sizes
         )
-        out.append(over_ssh(host, argv, node_env(net, ip)))
+        if setup.mode == "docker":
+            out.append(over_ssh(host, ["docker", "exec", setup.container, *argv]))
+        else:
+            out.append(over_ssh(host, argv, node_env(net, ip)))
     return out
 
 

@@ -53,6 +53,7 @@ class RemoteRecord(BaseModel):
     kind: str = "llmdeck.remote-ray/1"
     address: str
     commands: list[NodeCommands]
+    setup: Setup = Field(default_factory=Setup)
 
 
 def remote_file(state_dir: Path) -> Path:
@@ -106,7 +107,8 @@ def up(req: ClusterRequest, state_dir: Path, *, dry_run: bool = False) -> Cluste
             dry_run=True,
         )
     atomic_write_json(
-        remote_file(state_dir), RemoteRecord(address=address, commands=commands).model_dump(mode="json")
+        remote_file(state_dir),
+        RemoteRecord(address=address, commands=commands, setup=req.setup).model_dump(mode="json"),
     )
     for node in commands:
         for argv in node.up:
