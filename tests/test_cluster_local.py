@@ -78,6 +78,8 @@ def test_cli_refuses_a_second_cluster_and_down_twice(
     assert code == 1 and "already up" in err
     code, out, _ = run_cli(["cluster", "status", "--json"], capsys)
     assert code == 0 and '"nodes_alive": 2' in out
+    code, out, _ = run_cli(["cluster", "logs", "-n", "5"], capsys)
+    assert code == 0 and "== head" in out and "== worker1" in out and "--block" in out
     assert run_cli(["cluster", "down"], capsys)[0] == 0
     code, _, err = run_cli(["cluster", "down"], capsys)
     assert code == 2 and "No cluster" in err

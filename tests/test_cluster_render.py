@@ -59,6 +59,7 @@ def test_two_node_docker_plan_host_network_env_and_ray() -> None:
     assert "VLLM_HOST_IP=169.254.10.2" in shlex.split(wrun[-1])
     assert shlex.split(worker.down[0][-1]) == ["docker", "stop", "--time", "30", "llmdeck-ray"]
     assert head.status == ["docker", "exec", "llmdeck-ray", "ray", "status"] and worker.status is None
+    assert head.logs == ["docker", "logs", "--tail", "LINES", "llmdeck-ray"]
 
 
 def test_venv_plan_quotes_what_it_sends_over_ssh() -> None:

@@ -27,6 +27,8 @@ Examples:
 
   llmdeck cluster status --json
 
+  llmdeck cluster logs -n 20                                   # every node's Ray log
+
   llmdeck cluster down
 """
 
@@ -113,6 +115,20 @@ def _lifecycle_commands(group: typer.Typer) -> None:
             + ", ".join(f"{k} {v}" for k, v in st.totals.items()),
             highlight=False,
         )
+
+    @group.command("logs")
+    def logs_cmd(
+        ctx: typer.Context,
+        lines: int = typer.Option(50, "--lines", "-n", min=1, help="How many lines a node."),
+        timeout: float = typer.Option(30.0, "--timeout", min=1, help="Seconds for each node."),
+    ) -> None:
+        """The Ray log tail of every node of the recorded cluster."""
+        from llmdeck.cluster.run import logs
+
+        con = out_console()
+        for node, text in logs(get_settings(ctx).state_dir, lines=lines, timeout=timeout):
+            con.print(f"[bold]== {node}[/]", highlight=False)
+            con.print(text, markup=False, highlight=False)
 
     @group.command("down")
     def down_cmd(

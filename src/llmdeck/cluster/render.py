@@ -29,6 +29,7 @@ DEFAULT_OBJECT_STORE_BYTES = 1 << 30
 DEFAULT_CONTAINER = "llmdeck-ray"
 SSH_OPTIONS = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
+RAY_SESSION_LOG = "/tmp/ray/session_latest/logs/raylet.out"  # Ray's default temp dir, the newest session
 
 Mode = Literal["docker", "venv"]
 
@@ -55,6 +56,7 @@ class NodeCommands(BaseModel):
     up: list[list[str]]
     down: list[list[str]]
     status: list[str] | None = None
+    logs: list[str] | None = Field(None, description="the node's Ray log tail (LINES is replaced)")
 
 
 def ray_start_argv(
@@ -138,13 +140,17 @@ def node_commands(
         ]
         down = [over_ssh(host, ["docker", "stop", "--time", "30", name])]
         status = over_ssh(host, ["docker", "exec", name, "ray", "status"]) if role == "head" else None
+        logs = over_ssh(host, ["docker", "logs", "--tail", "LINES", name])
     else:
         ray = [setup.python, "-m", "ray.scripts.scripts"]
         start = [*ray, *ray_start_argv(ray_opts, node_ip=node_ip, head_address=head_address)[1:]]
         up = [over_ssh(host, start, env)]
         down = [over_ssh(host, [*ray, "stop", "--grace-period", "30"])]
         status = over_ssh(host, [*ray, "status"]) if role == "head" else None
-    return NodeCommands(host=host, role=role, node_ip=node_ip, env=env, up=up, down=down, status=status)
+        logs = over_ssh(host, ["tail", "-n", "LINES", RAY_SESSION_LOG])
+    return NodeCommands(
+        host=host, role=role, node_ip=node_ip, env=env, up=up, down=down, status=status, logs=logs
+    )
 
 
 def cluster_commands(

@@ -211,3 +211,32 @@ def down(state_dir: Path, *, grace: float = 15.0, timeout: float = 60.0) -> tupl
         )
     remote_file(state_dir).unlink(missing_ok=True)
     return "remote", time.monotonic() - t0
+
+
+def logs(state_dir: Path, *, lines: int = 50, timeout: float = 30.0) -> list[tuple[str, str]]:
+    """(node, log tail) for every node of the recorded cluster: the local ``ray start`` logs, or each
+    node's Ray log fetched with its rendered command."""
+    rec = local.load(state_dir)
+    if rec is not None:
+        out = []
+        for node in rec.nodes:
+            try:
+                text = Path(node.log).read_text("utf-8", errors="replace")
+            except OSError as exc:
+                text = f"(cannot read {node.log}: {exc.strerror})"
+            out.append((f"{node.role} (pgid {node.pgid})", "\n".join(text.splitlines()[-lines:])))
+        return out
+    remote = load_remote(state_dir)
+    if remote is None:
+        raise NotRunningError(
+            "No cluster started by llmdeck.", hint="`llmdeck cluster up --head H --worker W`."
+        )
+    result = []
+    for n in remote.commands:
+        if not n.logs:
+            continue
+        done = _run(
+            [str(lines) if a == "LINES" else a.replace(" LINES ", f" {lines} ") for a in n.logs], timeout
+        )
+        result.append((f"{n.role} {n.host}", (done.stdout + done.stderr).rstrip()))
+    return result
