@@ -207,10 +207,12 @@ def _parallel(
     available bytes, num_blocks every worker takes)."""
     par = plan_stages(facts, s, layout)
     for st in par.stages:
+        # the dummy sampler pass runs on the last stage only (vllm 0.32.0 gpu_model_runner.py:6196-6201)
+        over = overhead.total_gib - (0.0 if st.lm_head else overhead.sampler_gib)
         if s.kv_cache_memory_gib is not None:
             avail = int(s.kv_cache_memory_gib * GIB)
         else:
-            avail = int(requested - st.weights_gib * GIB - overhead.total_gib * GIB)
+            avail = int(requested - st.weights_gib * GIB - over * GIB)
         st.available_kv_gib = avail / GIB
         st.num_blocks = max(0, avail) // st.kv_bytes_per_block if st.kv_bytes_per_block else 0
     binding = min(par.stages, key=lambda st: st.num_blocks)
