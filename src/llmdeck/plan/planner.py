@@ -292,14 +292,6 @@ def make_plan(
     if raise_if_impossible and not memory.fits:
         raise _impossible(memory, facts, ctx.model_name)
     spec = build_spec(req, resolved, flags, image)
-    from llmdeck.plan.render import docker_argv, vllm_serve_argv
-
-    commands = {"vllm_serve": vllm_serve_argv(spec.model_copy(update={"engine": "venv", "image": None}))}
-    commands["docker"] = docker_argv(
-        spec.model_copy(update={"engine": "docker", "image": image or DEFAULT_IMAGE})
-    )
-    if req.nodes > 1:
-        commands |= _cluster_commands(req, spec)
     return Plan(
         request=req,
         model=resolved,
@@ -312,8 +304,20 @@ def make_plan(
         memory=memory,
         findings=findings,
         spec=spec,
-        commands=commands,
+        commands=_commands(req, spec, image),
     )
+
+
+def _commands(req: PlanRequest, spec: LaunchSpec, image: str | None) -> dict[str, list[str]]:
+    from llmdeck.plan.render import docker_argv, vllm_serve_argv
+
+    commands = {"vllm_serve": vllm_serve_argv(spec.model_copy(update={"engine": "venv", "image": None}))}
+    commands["docker"] = docker_argv(
+        spec.model_copy(update={"engine": "docker", "image": image or DEFAULT_IMAGE})
+    )
+    if req.nodes > 1:
+        commands |= _cluster_commands(req, spec)
+    return commands
 
 
 def _cluster_commands(req: PlanRequest, spec: LaunchSpec) -> dict[str, list[str]]:
