@@ -37,8 +37,9 @@ UP_HELP = """Start Ray's head and workers (and print the environment each node g
 Head and workers all 127.0.0.1/localhost: real Ray processes on this machine (Ray must be installed:
 pip install 'llmdeck\\[cluster]'). Otherwise each node is reached over ssh: --docker runs the vLLM image
 with --network host and starts Ray inside it, --venv starts Ray from the node's own Python. --dry-run
-prints the commands and runs nothing. Then start vLLM on the head with
-`-- --distributed-executor-backend ray --tensor-parallel-size N`.
+prints the commands and runs nothing. Then start vLLM on the head with `llmdeck up --ray-cluster
+-- --tensor-parallel-size N`. Ray listens on every interface and runs the code clients send: keep
+the nodes on a private link.
 """
 
 
