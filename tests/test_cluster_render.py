@@ -184,3 +184,13 @@ def test_cli_bad_hosts_and_choices_exit_2(
 ) -> None:
     code, _, err = run_cli(["cluster", "up", *args, "--dry-run"], capsys)
     assert code == 2 and needle in err and "Traceback" not in err
+
+
+def test_cli_up_stops_before_starting_when_this_nodes_link_is_wrong(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "state"))
+    args = ["cluster", "up", "--head", "127.0.0.1", "--worker", "10.0.0.2", "--interface", "no-such-if0"]
+    code, _, err = run_cli(args, capsys)
+    assert code == 1 and "no-such-if0" in err and "Nothing was started" in err
+    assert not (tmp_path / "state" / "cluster").exists()

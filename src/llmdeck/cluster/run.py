@@ -19,7 +19,7 @@ from llmdeck.cluster import local
 from llmdeck.cluster.netenv import NetFinding, NetSpec, check_link
 from llmdeck.cluster.raystatus import RayStatus, parse_ray_status
 from llmdeck.cluster.render import NodeCommands, RayOptions, Setup, cluster_commands, is_local
-from llmdeck.errors import NotRunningError, OperationError, UsageError
+from llmdeck.errors import CheckFailedError, NotRunningError, OperationError, UsageError
 from llmdeck.util.atomic import atomic_write_json
 
 
@@ -90,6 +90,12 @@ def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
 
 def up(req: ClusterRequest, state_dir: Path, *, dry_run: bool = False) -> ClusterUp:
     net = check_link(req.net) if req.net.interface or req.net.hcas else []
+    failed = [f for f in net if f.severity == "fail"]
+    if failed and is_local(req.head) and not dry_run:  # this machine is the head: its link is wrong
+        raise CheckFailedError(
+            "The link check failed on this node: " + "; ".join(f.message for f in failed),
+            hint=" ".join(f.fix for f in failed if f.fix) + " Nothing was started.",
+        )
     expected = 1 + len(req.workers)
     t0 = time.monotonic()
     if req.all_local and not dry_run:
