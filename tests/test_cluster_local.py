@@ -17,8 +17,7 @@ from cli_helpers import run_cli
 from llmdeck.cluster import local
 from llmdeck.cluster.netcheck import run_local
 from llmdeck.cluster.raystatus import parse_ray_status
-from llmdeck.cluster.render import RayOptions
-from llmdeck.cluster.run import ClusterRequest, down, status, up
+from llmdeck.cluster.run import down, status
 from llmdeck.cluster.verdict import LinkProfile, judge
 from llmdeck.util.net import free_port
 
@@ -41,48 +40,36 @@ def test_real_ray_status_captures_parse() -> None:
     assert one.nodes_alive == 1 and one.totals["object_store_memory"] == "0B/95.37MiB"
 
 
-def test_local_cluster_up_status_down(state_dir: Path) -> None:
+def test_local_cluster_up_status_logs_down(
+    state_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(state_dir))
     port = free_port()
     t0 = time.monotonic()
-    res = up(
-        ClusterRequest(
-            head="127.0.0.1", workers=["127.0.0.1"], ray=RayOptions(port=port, object_store_bytes=100_000_000)
-        ),
-        state_dir,
+    code, out, err = run_cli(
+        ["cluster", "up", "--head", "127.0.0.1", "--worker", "localhost", "--port", str(port)], capsys
     )
     started = time.monotonic() - t0
-    assert res.kind == "local" and res.status is not None and res.status.nodes_alive == 2
+    assert code == 0, err
+    assert "2 of 2 nodes alive" in out
     rec = local.load(state_dir)
     assert rec is not None and [n.role for n in rec.nodes] == ["head", "worker1"]
     assert all(local.group_alive(n.pgid) for n in rec.nodes)
     kind, address, st = status(state_dir)
     assert (kind, address, st.nodes_alive) == ("local", f"127.0.0.1:{port}", 2)
     assert st.totals["CPU"] == "0.0/2.0"  # 1 CPU a node, as asked
-    kind, seconds = down(state_dir, grace=10.0)
-    assert kind == "local" and not any(local.group_alive(n.pgid) for n in rec.nodes)
-    assert local.load(state_dir) is None
-    print(f"ray up {started:.1f} s (2 nodes alive), down {seconds:.1f} s")
-
-
-def test_cli_refuses_a_second_cluster_and_down_twice(
-    state_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("LLMDECK_STATE_DIR", str(state_dir))
-    port = str(free_port())
-    code, out, err = run_cli(
-        ["cluster", "up", "--head", "127.0.0.1", "--worker", "localhost", "--port", port], capsys
-    )
-    assert code == 0, err
-    assert "2 of 2 nodes alive" in out
-    code, _, err = run_cli(["cluster", "up", "--head", "127.0.0.1", "--port", port], capsys)
+    code, _, err = run_cli(["cluster", "up", "--head", "127.0.0.1", "--port", str(port)], capsys)
     assert code == 1 and "already up" in err
     code, out, _ = run_cli(["cluster", "status", "--json"], capsys)
     assert code == 0 and '"nodes_alive": 2' in out
     code, out, _ = run_cli(["cluster", "logs", "-n", "5"], capsys)
     assert code == 0 and "== head" in out and "== worker1" in out and "--block" in out
-    assert run_cli(["cluster", "down"], capsys)[0] == 0
+    kind, seconds = down(state_dir, grace=10.0)
+    assert kind == "local" and not any(local.group_alive(n.pgid) for n in rec.nodes)
+    assert local.load(state_dir) is None
     code, _, err = run_cli(["cluster", "down"], capsys)
     assert code == 2 and "No cluster" in err
+    print(f"ray up {started:.1f} s (2 nodes alive), down {seconds:.1f} s")
 
 
 def test_real_gloo_allreduce_two_local_ranks() -> None:
