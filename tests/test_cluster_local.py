@@ -57,7 +57,8 @@ def test_local_cluster_up_status_logs_down(
     assert all(local.group_alive(n.pgid) for n in rec.nodes)
     kind, address, st = status(state_dir)
     assert (kind, address, st.nodes_alive) == ("local", f"127.0.0.1:{port}", 2)
-    assert st.totals["CPU"] == "0.0/2.0"  # 1 CPU a node, as asked
+    assert st.totals["CPU"] == "0.0/2.0"  # 1 CPU a node
+    assert st.totals["object_store_memory"] == "0B/190.73MiB"  # 100 MB a node on one machine
     code, _, err = run_cli(["cluster", "up", "--head", "127.0.0.1", "--port", str(port)], capsys)
     assert code == 1 and "already up" in err
     code, out, _ = run_cli(["cluster", "status", "--json"], capsys)

@@ -153,6 +153,8 @@ def test_cli_dry_run_prints_both_nodes(
     code, out, _ = run_cli([*args, "--docker", "--image", "vllm/vllm-openai:v0.22.0", "--dry-run"], capsys)
     assert code == 0 and "head 10.0.0.1" in out and "worker 10.0.0.2" in out and "--network host" in out
     assert "dry run" in out and not (tmp_path / "state" / "cluster").exists()
+    assert "--object-store-memory 1073741824" in out  # 1 GiB across boxes, as the field's launchers
+    assert ":/root/.cache/huggingface" in out  # the model cache every node's container needs
     code, out, err = run_cli(
         ["cluster", "up", "--head", "a", "--worker", "b", "--docker", "--dry-run"], capsys
     )

@@ -70,8 +70,9 @@ def register(app: typer.Typer) -> None:
         num_cpus: int = typer.Option(None, "--num-cpus", min=1, help="CPUs each node offers Ray."),
         num_gpus: int = typer.Option(None, "--num-gpus", min=0, help="GPUs each node offers (here: 0)."),
         object_store_mb: float = typer.Option(
-            1024, "--object-store-mb", min=78, help="Ray's object store (MB)."
+            None, "--object-store-mb", min=78, help="Ray's object store (MB; 1024, 100 on one machine)."
         ),
+        hf_cache: str = typer.Option(None, "--hf-cache", help="--docker: the nodes' HF cache, mounted."),
         timeout: float = typer.Option(120.0, "--timeout", min=1, help="Seconds for each step."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the commands; start nothing."),
         netcheck: str = typer.Option(None, "--netcheck", help="Then the all-reduce test: gloo | nccl."),

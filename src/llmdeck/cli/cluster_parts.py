@@ -14,6 +14,7 @@ def request(values: dict[str, Any]) -> Any:
     from llmdeck.cluster.render import RayOptions, Setup
     from llmdeck.cluster.run import ClusterRequest
     from llmdeck.errors import UsageError
+    from llmdeck.util.hfpaths import default_hf_home
     from llmdeck.util.net import validate_host
 
     # hosts go to ssh as its destination: a name or an address only (no "-o…" options, no spaces)
@@ -42,7 +43,10 @@ def request(values: dict[str, Any]) -> Any:
                 object_store_bytes=_object_store_bytes(values),
             ),
             setup=Setup(
-                mode="docker" if values["docker"] else "venv", image=values["image"], python=values["python"]
+                mode="docker" if values["docker"] else "venv",
+                image=values["image"],
+                python=values["python"],
+                hf_cache=values["hf_cache"] or (str(default_hf_home()) if values["docker"] else None),
             ),
             timeout=values["timeout"],
         )
