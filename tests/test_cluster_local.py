@@ -67,7 +67,7 @@ def test_local_cluster_up_status_logs_down(
     assert code == 0 and "== head" in out and "== worker1" in out and "--block" in out
     kind, seconds = down(state_dir, grace=10.0)
     assert kind == "local" and not any(local.group_alive(n.pgid) for n in rec.nodes)
-    assert local.load(state_dir) is None
+    assert local.load(state_dir) is None and not Path(rec.temp_dir).exists()  # nothing left in /tmp
     code, _, err = run_cli(["cluster", "down"], capsys)
     assert code == 2 and "No cluster" in err
     print(f"ray up {started:.1f} s (2 nodes alive), down {seconds:.1f} s")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -195,6 +196,11 @@ def stop(state_dir: Path, *, grace: float = 15.0) -> float | None:
     while time.monotonic() < end and any(group_alive(g) for g in groups):
         time.sleep(0.1)
     state_file(state_dir).unlink(missing_ok=True)
+    # Ray's session files (sockets, its own logs) in the temp dir llmdeck named; `ray start`'s output
+    # stays in STATE_DIR/cluster/logs
+    temp = Path(cluster.temp_dir)
+    if temp.name.startswith("llmdeck-ray-") and not any(group_alive(g) for g in groups):
+        shutil.rmtree(temp, ignore_errors=True)
     return time.monotonic() - t0
 
 
