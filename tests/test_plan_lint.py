@@ -243,6 +243,57 @@ def test_chat_template_kwargs_flag_does_not_exist() -> None:
     assert f.severity == "error" and (f.fix or "").startswith("--default-chat-template-kwargs")
 
 
+def test_parallel_rules_on_qwen3_moe() -> None:
+    # Qwen3-30B-A3B: 32 attention heads, 4 KV heads (the bundled copy of shared/fixtures/configs)
+    (f,) = found(
+        plan("Qwen3-30B-A3B", ["--tensor-parallel-size", "3"], gpus_per_node=3),
+        "tp-attention-heads-not-divisible",
+    )
+    assert f.severity == "error" and "32 attention heads" in f.message and "8" in (f.fix or "")
+    p = plan("Qwen3-30B-A3B", ["--tensor-parallel-size", "8"], gpus_per_node=8)
+    (f,) = found(p, "tp-kv-heads-replicated")
+    assert f.severity == "info" and "2 copies" in f.message
+    assert (
+        found(p, "parallel-world-size-vs-gpus") == [] and found(p, "tp-attention-heads-not-divisible") == []
+    )
+    (f,) = found(plan("Qwen3-30B-A3B", ["-tp", "2", "-pp", "2"]), "parallel-world-size-vs-gpus")
+    assert f.severity == "error" and "4 GPUs" in f.message
+    (f,) = found(plan("Qwen3-30B-A3B", ["-tp", "2"], gpus_per_node=4), "parallel-world-size-vs-gpus")
+    assert f.severity == "warning" and "2 GPU(s) idle" in f.message
+
+
+def test_two_sparks_tp2_needs_ray_and_a_good_link() -> None:
+    spark = dgx_spark()
+    p = plan("Qwen3-30B-A3B", ["--tensor-parallel-size", "2"], machine=spark, nodes=2)
+    (f,) = found(p, "multi-node-needs-executor")
+    assert f.severity == "error" and "--distributed-executor-backend ray" in (f.fix or "")
+    (f,) = found(p, "tp-across-nodes")
+    assert "--pipeline-parallel-size 2" in (f.fix or "") and "netcheck" in (f.fix or "")
+    (f,) = found(p, "gb10-multi-node-nccl")
+    assert "NCCL_IB_HCA" in (f.fix or "") and "RAY_memory_monitor_refresh_ms=0" in (f.fix or "")
+    ok = plan("Qwen3-30B-A3B", ["-tp", "2", "--distributed-executor-backend", "ray"], machine=spark, nodes=2)
+    assert found(ok, "multi-node-needs-executor") == [] and found(ok, "parallel-world-size-vs-gpus") == []
+    pp = plan("Qwen3-30B-A3B", ["-pp", "2", "--distributed-executor-backend", "ray"], machine=spark, nodes=2)
+    assert found(pp, "tp-across-nodes") == []  # PP across the link, TP within a box
+    assert found(plan("Qwen3-30B-A3B", ["-tp", "2"], machine=h200(), nodes=2), "gb10-multi-node-nccl") == []
+
+
+def test_fp8_block_checkpoint_tp4_is_refused() -> None:
+    # Qwen3-Coder-30B-A3B-Instruct-FP8: weight_block_size [128, 128], moe_intermediate_size 768
+    (f,) = found(
+        plan("Qwen3-Coder-30B-A3B-Instruct-FP8", ["-tp", "4"], gpus_per_node=4), "fp8-block-tp-split"
+    )
+    assert (
+        f.severity == "error"
+        and "768 / TP 4 = 192" in f.message
+        and "--tensor-parallel-size 2" in (f.fix or "")
+    )
+    assert (
+        found(plan("Qwen3-Coder-30B-A3B-Instruct-FP8", ["-tp", "2"], gpus_per_node=2), "fp8-block-tp-split")
+        == []
+    )
+
+
 def test_every_rule_has_evidence_and_a_test() -> None:
     for r in RULES.values():
         assert r.evidence, r.id

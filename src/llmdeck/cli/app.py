@@ -27,6 +27,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "eval",
     "gateway",
     "keys",
+    "cluster",
     "model",
 )
 

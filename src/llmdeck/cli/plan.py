@@ -26,6 +26,9 @@ Examples:
   llmdeck plan gpt-oss-120b --machine dgx-spark --context 131072 --vllm-version 0.22.0
 
   llmdeck plan ./Qwen3-8B-YaRN/config.json --machine h200 --context 131072
+
+  llmdeck plan Qwen3-30B-A3B --machine dgx-spark --nodes 2 -- --tensor-parallel-size 2 \\
+      --distributed-executor-backend ray        # two boxes: per-GPU weights, KV, lint
 """
 
 
@@ -137,6 +140,10 @@ def _print_plan(plan: Any) -> None:
     )
     t = _memory_table(plan)
     con.print(t)
+    if plan.memory.parallel is not None:
+        from llmdeck.cli.plan_parallel import parallel_table
+
+        con.print(parallel_table(plan.memory.parallel))
     if plan.findings:
         con.print("[bold]Lint[/]")
         colors = {"error": "red", "warning": "yellow", "info": "cyan"}
@@ -156,6 +163,10 @@ def _print_plan(plan: Any) -> None:
     con.print(shell_join(redact_argv(plan.commands["docker"])), markup=False, highlight=False)
     con.print("[bold]venv[/]")
     con.print(shell_join(redact_argv(plan.commands["vllm_serve"])), markup=False, highlight=False)
+    for key in ("cluster_up", "up_on_cluster"):  # --nodes > 1
+        if key in plan.commands:
+            con.print(f"[bold]{key.replace('_', ' ')}[/]")
+            con.print(shell_join(redact_argv(plan.commands[key])), markup=False, highlight=False)
 
 
 def plan_cmd(
@@ -184,6 +195,10 @@ def plan_cmd(
     name: str = typer.Option("default", "--name", help="Server name (for llmdeck up)."),
     workload: str = typer.Option("agent", "--workload", help="agent | multi-user | long-context"),
     vllm_version: str | None = typer.Option(None, "--vllm-version", help="vLLM version of the venv/image."),
+    nodes: int = typer.Option(1, "--nodes", min=1, help="Machines the server spans (Ray; TP x PP = GPUs)."),
+    gpus_per_node: int = typer.Option(
+        1, "--gpus-per-node", min=1, help="GPUs each machine gives the server."
+    ),
     spec_out: Path | None = typer.Option(
         None, "--spec-out", help="Write the LaunchSpec JSON for `llmdeck up`."
     ),

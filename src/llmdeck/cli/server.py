@@ -32,6 +32,8 @@ Examples:
   llmdeck up --spec plan.json          # a launch spec written by `llmdeck plan --spec-out`
 
   llmdeck up --model ./tiny -- --api-key "$KEY"   # to vLLM as VLLM_API_KEY
+
+  llmdeck up --model DIR --ray-cluster -- --tensor-parallel-size 2   # over `llmdeck cluster up`'s Ray
 """
 
 
@@ -168,6 +170,7 @@ def up_cmd(
     ),
     force: bool = typer.Option(False, "--force", help="Start even when preflight finds problems."),
     warmup: bool = typer.Option(False, "--warmup/--no-warmup", help="Send warmup requests once ready."),
+    ray_cluster: bool = typer.Option(False, "--ray-cluster", help="On `llmdeck cluster up`'s Ray cluster."),
     watchdog: bool = typer.Option(
         True,
         "--watchdog/--no-watchdog",
@@ -184,6 +187,7 @@ def up_cmd(
     overrides = {"model": model, "name": name, "port": port, "host": host_, "engine": engine}
     overrides |= {"python": python, "served_model_name": served_model_name, "image": image}
     opts = {"force": force, "timeout_s": timeout, "warmup": warmup, "watchdog": watchdog}
+    overrides["ray_cluster"] = ray_cluster
     _up(ctx, overrides, spec_file, attach, as_json, {**opts, "watchdog_floor_gib": watchdog_floor_gib})
 
 
@@ -357,7 +361,12 @@ def _up(
     engine = overrides["engine"]
     if engine is not None and engine not in {"cpu", "venv", "docker"}:
         raise UsageError(f"Unknown engine {engine!r}.", hint="Use --engine cpu, venv or docker.")
+    on_ray = overrides.pop("ray_cluster", False)
     spec = _build_spec(spec_file=spec_file, overrides=overrides, extra=list(ctx.args), settings=settings)
+    if on_ray:
+        from llmdeck.cluster.launch import on_cluster
+
+        spec = on_cluster(spec, settings.state_dir)
     options = _up_options(settings, **opts)
     record = _run_up(spec, settings, options, attach=attach)
     if record is None:

@@ -25,6 +25,7 @@ from llmdeck.plan.kvlayout import kv_layout
 from llmdeck.plan.kvspec import KERNEL_BLOCK_ALIGN, KVLayout, cdiv, kv_dtype_bytes
 from llmdeck.plan.machine import MachineProfile
 from llmdeck.plan.modelinfo import ModelFacts
+from llmdeck.plan.parallel import ParallelPlan, plan_stages
 from llmdeck.plan.params import mxfp4_kernel_extra_bytes
 from llmdeck.plan.settings import DEFAULT_GPU_MEMORY_UTILIZATION, ServeSettings
 from llmdeck.util.units import GIB
@@ -190,10 +191,33 @@ class MemoryPlan(BaseModel):
     )
     target_concurrency: int = 1
     free_budget_gib: float | None = None
+    parallel: ParallelPlan | None = Field(
+        None, description="per-GPU shares under tensor/pipeline parallelism"
+    )
 
     @property
     def fits(self) -> bool:
         return self.capacity.max_concurrency >= 1.0
+
+
+def _parallel(
+    facts: ModelFacts, s: ServeSettings, layout: KVLayout, requested: int, overhead: OverheadModel
+) -> tuple[ParallelPlan, int, int]:
+    """Per stage: weights, available KV memory and blocks; (plan, binding stage's weights and
+    available bytes, num_blocks every worker takes)."""
+    par = plan_stages(facts, s, layout)
+    for st in par.stages:
+        # the dummy sampler pass runs on the last stage only (vllm 0.32.0 gpu_model_runner.py:6196-6201)
+        over = overhead.total_gib - (0.0 if st.lm_head else overhead.sampler_gib)
+        if s.kv_cache_memory_gib is not None:
+            avail = int(s.kv_cache_memory_gib * GIB)
+        else:
+            avail = int(requested - st.weights_gib * GIB - over * GIB)
+        st.available_kv_gib = avail / GIB
+        st.num_blocks = max(0, avail) // st.kv_bytes_per_block if st.kv_bytes_per_block else 0
+    binding = min(par.stages, key=lambda st: st.num_blocks)
+    par.binding_stage = binding.rank
+    return par, int(binding.weights_gib * GIB), int(binding.available_kv_gib * GIB)
 
 
 def plan_memory(
@@ -211,6 +235,12 @@ def plan_memory(
         available = int(requested - weights - overhead.total_gib * GIB)
         source = "predicted"
     layout = kv_layout(facts, s)
+    parallel: ParallelPlan | None = None
+    if tp > 1 or s.pipeline_parallel_size > 1:
+        parallel, weights_i, available = _parallel(facts, s, layout, requested, overhead)
+        weights = float(weights_i)
+        stage = parallel.stages[parallel.binding_stage]
+        layout = layout.model_copy(update={"bytes_per_block": stage.kv_bytes_per_block})
     cap = kv_capacity(layout, available, s.max_model_len)
     need_blocks = target_concurrency * layout.blocks_per_request(s.max_model_len)
     need_bytes = need_blocks * layout.bytes_per_block + weights + overhead.total_gib * GIB
@@ -237,4 +267,5 @@ def plan_memory(
         utilization_for_context=util_needed if util_needed <= 1.0 else None,
         target_concurrency=target_concurrency,
         free_budget_gib=machine.free_budget_gib,
+        parallel=parallel,
     )

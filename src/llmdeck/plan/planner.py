@@ -51,6 +51,8 @@ class PlanRequest(BaseModel):
     vllm_version: str | None = None
     vllm_args: list[str] = Field(default_factory=list)
     total_gib: float | None = Field(None, gt=0, description="Override the machine's device memory total.")
+    nodes: int = Field(1, ge=1, description="machines the server spans (Ray)")
+    gpus_per_node: int = Field(1, ge=1, description="GPUs each machine gives the server")
 
 
 class Plan(BaseModel):
@@ -176,6 +178,9 @@ def resolve_settings(
         enable_prefix_caching=prefix,
         enforce_eager=bool(flags.get_bool("enforce-eager")),
         tensor_parallel_size=flags.get_int("tensor-parallel-size") or 1,
+        pipeline_parallel_size=flags.get_int("pipeline-parallel-size") or 1,
+        nodes=req.nodes,
+        gpus_per_node=req.gpus_per_node,
         block_size=flags.get_int("block-size"),
         num_speculative_tokens=spec_tokens,
         language_model_only=bool(flags.get_bool("language-model-only")) or not facts.has_vision,
@@ -287,12 +292,6 @@ def make_plan(
     if raise_if_impossible and not memory.fits:
         raise _impossible(memory, facts, ctx.model_name)
     spec = build_spec(req, resolved, flags, image)
-    from llmdeck.plan.render import docker_argv, vllm_serve_argv
-
-    commands = {"vllm_serve": vllm_serve_argv(spec.model_copy(update={"engine": "venv", "image": None}))}
-    commands["docker"] = docker_argv(
-        spec.model_copy(update={"engine": "docker", "image": image or DEFAULT_IMAGE})
-    )
     return Plan(
         request=req,
         model=resolved,
@@ -305,8 +304,29 @@ def make_plan(
         memory=memory,
         findings=findings,
         spec=spec,
-        commands=commands,
+        commands=_commands(req, spec, image),
     )
+
+
+def _commands(req: PlanRequest, spec: LaunchSpec, image: str | None) -> dict[str, list[str]]:
+    from llmdeck.plan.render import docker_argv, vllm_serve_argv
+
+    commands = {"vllm_serve": vllm_serve_argv(spec.model_copy(update={"engine": "venv", "image": None}))}
+    commands["docker"] = docker_argv(
+        spec.model_copy(update={"engine": "docker", "image": image or DEFAULT_IMAGE})
+    )
+    if req.nodes > 1:
+        commands |= _cluster_commands(req, spec)
+    return commands
+
+
+def _cluster_commands(req: PlanRequest, spec: LaunchSpec) -> dict[str, list[str]]:
+    """Across boxes: Ray first (HEAD/WORKER are the user's), then vLLM on it from the head."""
+    up = ["llmdeck", "cluster", "up", "--head", "HEAD"]
+    for i in range(1, req.nodes):
+        up += ["--worker", f"WORKER{i}"]
+    serve = ["llmdeck", "up", "--model", spec.model, "--ray-cluster", "--", *spec.vllm_args]
+    return {"cluster_up": [*up, "--netcheck", "nccl"], "up_on_cluster": serve}
 
 
 def build_spec(req: PlanRequest, resolved: ResolvedModel, flags: VllmFlags, image: str | None) -> LaunchSpec:

@@ -18,6 +18,9 @@ class ServeSettings(BaseModel):
     enable_prefix_caching: bool = True
     enforce_eager: bool = False
     tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    nodes: int = Field(1, description="machines (plan --nodes)")
+    gpus_per_node: int = Field(1, description="GPUs a machine (plan --gpus-per-node)")
     block_size: int | None = Field(None, description="--block-size when the user set one.")
     num_speculative_tokens: int = 0
     language_model_only: bool = True

@@ -84,6 +84,9 @@ FATAL_LINT_RULES = frozenset(
         "chunked-prefill-disabled-on-hybrid",
         "auto-tool-choice-without-parser",
         "max-model-len-beyond-position-embeddings",
+        # vLLM refuses these under tensor parallelism whatever the machine (lint_parallel.py)
+        "tp-attention-heads-not-divisible",
+        "fp8-block-tp-split",
     }
 )
 # Rules about the flags alone (parsers, thinking): the server starts, clients suffer; warnings here.

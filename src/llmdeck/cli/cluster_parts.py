@@ -1,0 +1,201 @@
+"""The parts of `llmdeck cluster` below the typer commands: options to a request, results to tables."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llmdeck.cli.output import out_console
+
+
+def request(values: dict[str, Any]) -> Any:
+    from pydantic import ValidationError
+
+    from llmdeck.cluster.netenv import NetSpec
+    from llmdeck.cluster.render import RayOptions, Setup
+    from llmdeck.cluster.run import ClusterRequest
+    from llmdeck.errors import UsageError
+    from llmdeck.util.hfpaths import default_hf_home
+    from llmdeck.util.net import validate_host
+
+    # hosts go to ssh as its destination: a name or an address only (no "-o…" options, no spaces)
+    for flag, hosts in (("--head", [values["head"]]), ("--worker", values["worker"] or [])):
+        for h in hosts:
+            validate_host(h.split("@", 1)[-1] if h.count("@") == 1 and not h.startswith("@") else h, flag)
+    for flag, ips in (
+        ("--head-ip", [values["head_ip"]] if values["head_ip"] else []),
+        ("--worker-ip", values["worker_ip"] or []),
+    ):
+        for ip in ips:
+            validate_host(ip, flag)
+    try:
+        return ClusterRequest(
+            head=values["head"],
+            workers=values["worker"] or [],
+            head_ip=values["head_ip"],
+            worker_ips=values["worker_ip"] or [],
+            net=NetSpec(
+                interface=values["interface"], hcas=values["hca"] or [], gid_index=values["gid_index"]
+            ),
+            ray=RayOptions(
+                port=values["port"],
+                num_cpus=values["num_cpus"],
+                num_gpus=values["num_gpus"],
+                object_store_bytes=_object_store_bytes(values),
+            ),
+            setup=Setup(
+                mode="docker" if values["docker"] else "venv",
+                image=values["image"],
+                python=values["python"],
+                hf_cache=values["hf_cache"] or (str(default_hf_home()) if values["docker"] else None),
+            ),
+            timeout=values["timeout"],
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise UsageError(
+            f"Invalid option {where}: {first['msg']}.", hint="See llmdeck cluster up --help."
+        ) from exc
+
+
+def _object_store_bytes(values: dict[str, Any]) -> int:
+    """--object-store-mb, else 1 GiB across boxes (the field's launchers) and 100 MB on one machine."""
+    from llmdeck.cluster.render import DEFAULT_OBJECT_STORE_BYTES, is_local
+
+    if values["object_store_mb"] is not None:
+        return int(values["object_store_mb"] * 1_000_000)
+    local = is_local(values["head"]) and all(is_local(w) for w in values["worker"] or [])
+    return 100_000_000 if local else DEFAULT_OBJECT_STORE_BYTES
+
+
+def print_up(res: Any) -> None:
+    from llmdeck.plan.render import shell_join
+
+    con = out_console()
+    for f in res.net:
+        color = {"ok": "green", "warn": "yellow", "fail": "red"}[f.severity]
+        con.print(
+            f"[{color}]{f.severity:4}[/] {f.check}: {f.message}" + (f" fix: {f.fix}" if f.fix else ""),
+            highlight=False,
+        )
+    for node in res.commands:
+        con.print(f"[bold]{node.role} {node.host}[/] ({node.node_ip})", highlight=False)
+        for argv in node.up:
+            con.print(shell_join(argv), markup=False, highlight=False)
+    if res.dry_run:
+        con.print("(dry run: nothing was started)")
+        return
+    alive = res.status.nodes_alive if res.status else 0
+    con.print(
+        f"Ray cluster ({res.kind}) at {res.address}: {alive} of {res.nodes_expected} nodes alive "
+        f"after {res.seconds:.1f} s",
+        highlight=False,
+    )
+    con.print(
+        "next: llmdeck cluster netcheck; then on the head, with RAY_ADDRESS="
+        f"{res.address}: llmdeck up --model DIR -- --distributed-executor-backend ray "
+        f"--tensor-parallel-size {res.nodes_expected}",
+        highlight=False,
+        markup=False,
+    )
+
+
+def netcheck(values: dict[str, Any], settings: Any) -> Any:
+    from llmdeck.cluster import netcheck
+    from llmdeck.cluster.netenv import read_speed_mbps
+    from llmdeck.cluster.verdict import judge, load_rows, profile_for
+
+    speed = read_speed_mbps(values["interface"]) if values["interface"] else None
+    profile = profile_for(values["link"], values["expect_gbps"], speed)
+    if values["max_latency_us"] is not None:
+        profile = profile.model_copy(update={"max_latency_us": values["max_latency_us"]})
+    if values["result"] is not None:
+        rows = load_rows(values["result"])
+        return judge(rows, profile), None
+    if values["local"]:
+        env = {"GLOO_SOCKET_IFNAME": values["interface"]} if values["interface"] else {}
+        rows, raw = netcheck.run_local(
+            values["local"],
+            backend=values["backend"],
+            port=values["master_port"],
+            timeout=values["timeout"],
+            env=env,
+        )
+        return judge(rows, profile), raw
+    return netcheck_cluster(values, settings, profile)
+
+
+def netcheck_cluster(values: dict[str, Any], settings: Any, profile: Any) -> Any:
+    from llmdeck.cluster import netcheck
+    from llmdeck.cluster.netenv import NetSpec
+    from llmdeck.cluster.run import load_remote
+    from llmdeck.cluster.verdict import judge
+    from llmdeck.errors import NotRunningError
+
+    rec = load_remote(settings.state_dir)
+    if rec is None:
+        raise NotRunningError(
+            "No multi-node cluster recorded to test.",
+            hint="`llmdeck cluster up --head H --worker W ...` first, or --local N to test this machine.",
+        )
+    hosts = [n.host for n in rec.commands]
+    ips = [n.node_ip for n in rec.commands]
+    env = rec.commands[0].env
+    net = NetSpec(
+        interface=env.get("NCCL_SOCKET_IFNAME"), hcas=[h for h in env.get("NCCL_IB_HCA", "").split(",") if h]
+    )
+    argvs = netcheck.cluster_argvs(
+        hosts, ips, net=net, backend=values["backend"], port=values["master_port"], setup=rec.setup
+    )
+    rows, raw = netcheck.run_cluster(argvs, timeout=values["timeout"])
+    return judge(rows, profile), raw
+
+
+def print_verdict(v: Any) -> None:
+    from rich.table import Table
+
+    con = out_console()
+    t = Table(
+        title=f"all-reduce ({v.backend}, {v.world_size} ranks) vs {v.profile.name}", header_style="bold"
+    )
+    for col in ("size", "time", "algbw", "busbw"):
+        t.add_column(col, justify="right")
+    for r in v.rows:
+        t.add_row(
+            f"{r.size_bytes:,} B",
+            f"{r.time_us:,.1f} µs",
+            f"{r.algbw_gbps:.3f} GB/s",
+            f"{r.busbw_gbps:.3f} GB/s",
+        )
+    con.print(t)
+    color = {"pass": "green", "warn": "yellow", "fail": "red"}[v.verdict]
+    summary = (
+        f"bus bandwidth {v.busbw_gbps:.2f} GB/s = {v.share:.0%} of {v.profile.rated_gbytes_s:g} GB/s, "
+        f"latency {v.latency_us:.0f} µs"
+    )
+    con.print(f"[{color}]{v.verdict}[/]: " + ("; ".join(v.reasons) or summary), highlight=False)
+    if v.fix:
+        con.print(f"fix: {v.fix}", markup=False, highlight=False)
+
+
+def check_after_up(res: Any, backend: str, settings: Any, *, quiet: bool) -> None:
+    """``cluster up --netcheck``: the all-reduce over the nodes just started; exit 1 with the fix on a
+    fail, before anyone starts vLLM on a slow link."""
+    from llmdeck.errors import CheckFailedError, UsageError
+
+    if backend not in ("gloo", "nccl"):
+        raise UsageError(f"--netcheck {backend!r} is not gloo or nccl.")
+    values: dict[str, Any] = {"link": None, "expect_gbps": None, "interface": None, "result": None}
+    values["max_latency_us"] = None
+    values |= {"backend": backend, "master_port": 29533, "timeout": 300.0}
+    values["local"] = res.nodes_expected if res.kind == "local" else 0
+    if res.kind == "local":  # one machine: the link is memory; judge against a loopback's share
+        values |= {"expect_gbps": 0.05, "max_latency_us": 1e6}
+    verdict, _ = netcheck(values, settings)
+    if not quiet:
+        print_verdict(verdict)
+    if verdict.verdict == "fail":
+        raise CheckFailedError(
+            f"The interconnect test failed: {'; '.join(verdict.reasons)}.",
+            hint=verdict.fix + " The Ray cluster is up; `llmdeck cluster down` stops it.",
+        )
