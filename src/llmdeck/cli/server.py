@@ -97,46 +97,6 @@ def _up_options(settings: Settings, **kw: Any) -> Any:
     return UpOptions(watchdog=config if watchdog else None, **kw)
 
 
-def _print_records_json_or_table(statuses: list[Any], as_json: bool) -> None:
-    if as_json:
-        print_json(statuses)
-        return
-    if not statuses:
-        return
-    from rich.table import Table
-
-    table = Table(title="llmdeck servers")
-    for col in ("name", "state", "engine", "model", "url", "pid", "uptime", "run", "wait", "KV"):
-        table.add_column(col)
-    for st in statuses:
-        m = st.metrics or {}
-        uptime = f"{st.uptime_s / 60:.1f} min" if st.uptime_s is not None else "-"
-        kv = f"{m['kv_usage'] * 100:.1f}%" if "kv_usage" in m else "-"
-        table.add_row(
-            st.name,
-            st.state,
-            st.engine,
-            st.served_model_name,
-            st.base_url,
-            str(st.pid or "-"),
-            uptime,
-            str(int(m["running"])) if "running" in m else "-",
-            str(int(m["waiting"])) if "waiting" in m else "-",
-            kv,
-        )
-    out_console().print(table)
-    for st in statuses:
-        if st.note:
-            err_console().print(f"{st.name}: {st.note}", markup=False, highlight=False)
-        if st.state == "dead" and st.log_tail:
-            err_console().print(
-                f"[red]{escape(st.name)} is dead[/]; last lines of {escape(str(st.log_path))}:"
-            )
-            from llmdeck.util.redact import redact_text
-
-            err_console().print(redact_text(st.log_tail), markup=False, highlight=False)
-
-
 def register(app: typer.Typer) -> None:
     app.command("up", help=UP_HELP, cls=ForwardingCommand, context_settings={"allow_extra_args": True})(
         up_cmd
@@ -252,7 +212,9 @@ def status_cmd(
         status_of_url(name, settings, as_json, timeout)
         return
     statuses = status(settings, name)
-    _print_records_json_or_table(statuses, as_json)
+    from llmdeck.cli.status_url import print_records
+
+    print_records(statuses, as_json)
     from llmdeck.cli.gateway import print_gateway_models  # the models a gateway starts on demand
 
     if not as_json and not print_gateway_models(settings) and not statuses:

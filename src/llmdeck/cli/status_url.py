@@ -1,10 +1,13 @@
-"""`llmdeck status URL`: print what any server at a URL answers (exit 1 unless it is ready)."""
+"""`llmdeck status`'s rendering: the servers' table, and what any server at a URL answers (exit 1 unless
+it is ready)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from llmdeck.cli.output import out_console, print_json
+from rich.markup import escape
+
+from llmdeck.cli.output import err_console, out_console, print_json
 
 if TYPE_CHECKING:
     from llmdeck.settings import Settings
@@ -38,3 +41,43 @@ def status_of_url(url: str, settings: Settings, as_json: bool, timeout: float) -
         out_console().print(f"{st.base_url}: {st.state} ({st.detail}); models: {models}", markup=False)
     if st.state != "ready":
         raise OperationError(f"{st.base_url} is {_WORDS[st.state]}: {st.detail}.", hint=_URL_HINTS[st.state])
+
+
+def print_records(statuses: list[Any], as_json: bool) -> None:
+    if as_json:
+        print_json(statuses)
+        return
+    if not statuses:
+        return
+    from rich.table import Table
+
+    table = Table(title="llmdeck servers")
+    for col in ("name", "state", "engine", "model", "url", "pid", "uptime", "run", "wait", "KV"):
+        table.add_column(col)
+    for st in statuses:
+        m = st.metrics or {}
+        uptime = f"{st.uptime_s / 60:.1f} min" if st.uptime_s is not None else "-"
+        kv = f"{m['kv_usage'] * 100:.1f}%" if "kv_usage" in m else "-"
+        table.add_row(
+            st.name,
+            st.state,
+            st.engine,
+            st.served_model_name,
+            st.base_url,
+            str(st.pid or "-"),
+            uptime,
+            str(int(m["running"])) if "running" in m else "-",
+            str(int(m["waiting"])) if "waiting" in m else "-",
+            kv,
+        )
+    out_console().print(table)
+    for st in statuses:
+        if st.note:
+            err_console().print(f"{st.name}: {st.note}", markup=False, highlight=False)
+        if st.state == "dead" and st.log_tail:
+            err_console().print(
+                f"[red]{escape(st.name)} is dead[/]; last lines of {escape(str(st.log_path))}:"
+            )
+            from llmdeck.util.redact import redact_text
+
+            err_console().print(redact_text(st.log_tail), markup=False, highlight=False)
