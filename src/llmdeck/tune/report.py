@@ -28,6 +28,7 @@ class Row(BaseModel):
     output_throughput: float | None
     slo_values: list[str]
     meets: bool
+    vs_default: float | None = None
     on_front: bool = False
     best: bool = False
     reason: str = ""
@@ -40,6 +41,14 @@ def pareto_front(points: list[tuple[int, float, float]]) -> set[int]:
         if not any((x2 <= x and y2 >= y) and (x2 < x or y2 > y) for _, x2, y2 in points):
             front.add(n)
     return front
+
+
+def baseline_goodput(records: list[TrialRecord]) -> float | None:
+    """The goodput of vLLM's defaults (the baseline trial), when it was measured."""
+    for r in records:
+        if r.origin == "default" and r.status == "ok" and r.metrics is not None:
+            return r.score
+    return None
 
 
 def _label(rec: TrialRecord) -> str:
@@ -56,6 +65,7 @@ def rows(header: TrialsHeader, records: list[TrialRecord], best: TrialRecord | N
         if r.status == "ok" and r.metrics is not None
     ]
     front = pareto_front([(n, x, y) for n, x, y in pts if x is not None])
+    base = baseline_goodput(records)
     out = []
     for r in records:
         m = r.metrics
@@ -75,6 +85,7 @@ def rows(header: TrialsHeader, records: list[TrialRecord], best: TrialRecord | N
                 output_throughput=m.output_throughput if m else None,
                 slo_values=vals,
                 meets=r.meets_slo,
+                vs_default=r.score / base if base and m else None,
                 on_front=r.number in front,
                 best=best is not None and r.number == best.number,
                 reason=r.reason,

@@ -73,20 +73,30 @@ def read_trials(path: Path) -> tuple[TrialsHeader, list[TrialRecord]]:
 
 
 def append_trial(path: Path, record: TrialRecord) -> None:
-    """Append one trial as one line, atomically (one write on O_APPEND, then fsync)."""
+    """Append one trial as one line, atomically (one write on O_APPEND, then fsync). A torn last line
+    (a crash in the middle of our own write) is cut off first: it holds no whole trial."""
     data = (record.model_dump_json() + "\n").encode("utf-8")
+    _cut_torn_tail(path)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND)
     try:
-        with open(path, "rb") as fh:  # a torn last line of a crashed run: end it, so ours stays whole
-            fh.seek(0, os.SEEK_END)
-            if fh.tell() > 0:
-                fh.seek(-1, os.SEEK_END)
-                if fh.read(1) != b"\n":
-                    data = b"\n" + data
         os.write(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _cut_torn_tail(path: Path) -> None:
+    with open(path, "rb+") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        if size == 0:
+            return
+        fh.seek(-1, os.SEEK_END)
+        if fh.read(1) == b"\n":
+            return
+        fh.seek(0)
+        keep = fh.read().rfind(b"\n") + 1
+        fh.truncate(keep)
 
 
 def write_header(path: Path, header: TrialsHeader) -> None:

