@@ -100,3 +100,22 @@ def test_three_candidate_search_killed_after_the_first_trial_resumes(
     page = (out / "report.html").read_text()
     assert "Pareto" in page and "What mattered" in page
     assert _engines_running(state) == []
+
+
+def test_a_trial_whose_start_fails_is_diagnosed_and_the_search_goes_on(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """--max-num-seqs 0 passes plan (0 reads as unset there) but vLLM refuses it while starting: the
+    trial is recorded failed with the engine's own words, and the next trial runs and wins."""
+    out = tmp_path / "tune"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "LLMDECK_STATE_DIR": str(tmp_path / "state")}
+    env["LLMDECK_CACHE_DIR"] = str(ROOT / ".cache" / "engine-cache")
+    cmd = [*_cmd(tiny_model_dir, out), "--no-baseline", "--candidate", "--max-num-seqs 0"]
+    cmd[cmd.index("--trials") + 1] = "2"
+    done = subprocess.run(cmd, env=env, capture_output=True, timeout=1200)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    trials = _trial_lines(out / "trials.jsonl")
+    assert [(t["origin"], t["status"]) for t in trials] == [("given", "failed"), ("search", "ok")]
+    assert "max_num_seqs" in str(trials[0]["reason"])
+    assert json.loads(done.stdout)["best"]["number"] == 2
+    assert _engines_running(tmp_path / "state") == []

@@ -167,6 +167,8 @@ def test_plan_rejects_the_hybrid_block_size_coupling() -> None:
     assert pruner.reasons({**bad, "enable-prefix-caching": False}, base) == []
     over = pruner.reasons({"gpu-memory-utilization": 0.9}, base)
     assert over and "gb10" in over[0]
+    few = pruner.reasons({"max-num-seqs": 512, "max-num-batched-tokens": 256}, base)
+    assert few and few[-1].startswith("scheduler-batched-tokens-below-seqs")
 
 
 def test_candidate_flags_merge_over_the_base() -> None:
@@ -342,3 +344,23 @@ def test_trials_header_records_the_environment_as_json(tmp_path: Path) -> None:
     env = environment(req, Pruner(req))
     assert env["engine"] == "venv" and "optuna" in env["packages"] and env["deep_gemm_warmup"] == "relax"
     json.dumps(env)
+
+
+def test_a_start_that_fails_is_recorded_and_the_search_goes_on(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """A real start whose engine exits at once (the venv engine given /bin/false as its Python):
+    each trial is recorded `failed` with the service's diagnosis, the next one still runs, and no
+    spec is written for a tune that measured nothing."""
+    from llmdeck.settings import Settings
+    from llmdeck.tune.search import run_tune
+
+    base = LaunchSpec(name="tuned", engine="venv", model=str(tiny_model_dir), python="/bin/false")
+    req = _req(str(tiny_model_dir), machine="h200", trials=2, ready_timeout_s=60).model_copy(
+        update={"base": base}
+    )
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+    events: list[object] = []
+    result = run_tune(req, settings, tmp_path / "out", events.append)
+    assert [t.status for t in result.trials] == ["failed", "failed"]
+    assert all(t.reason for t in result.trials)
+    assert result.best is None and result.spec_file is None
+    assert (tmp_path / "out" / "trials.jsonl").read_text().count('"status":"failed"') == 2

@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
-from llmdeck.cli.validate import ForwardingCommand
+from llmdeck.cli.validate import ForwardingCommand, positive_seconds
 
 TUNE_HELP = """Find the vLLM flags that serve this workload best under your SLOs, on the real engine.
 
@@ -86,45 +86,45 @@ def tune_cmd(
     deep_gemm: str = typer.Option(
         "relax", "--deep-gemm-warmup", help="GPU: VLLM_DEEP_GEMM_WARMUP per start."
     ),
-    ready_timeout: float = typer.Option(1800.0, "--ready-timeout", help="Seconds a start may take."),
+    ready_timeout: float = typer.Option(
+        1800.0, "--ready-timeout", callback=positive_seconds, help="Seconds a start may take."
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
+    values = dict(locals())
+    _tune(values.pop("ctx"), values)
+
+
+def _tune(ctx: typer.Context, v: dict[str, Any]) -> None:
     from llmdeck.tune.request import make_request
     from llmdeck.tune.search import run_tune
 
     settings = get_settings(ctx)
+    load_keys = ("concurrency", "input_len", "output_len", "prefix_len", "num_prompts", "warmup", "repeat")
     req = make_request(
         settings,
-        model=model,
-        spec_file=spec_file,
-        workload=workload,
-        prompts=prompts,
-        slo=slo,
-        budget=budget,
-        trials=trials,
+        model=v["model"],
+        spec_file=v["spec_file"],
+        workload=v["workload"],
+        prompts=v["prompts"],
+        slo=v["slo"],
+        budget=v["budget"],
+        trials=v["trials"],
         extra_args=list(ctx.args),
-        spec_overrides={"engine": engine, "python": python, "image": image},
-        load={
-            "concurrency": concurrency,
-            "input_len": input_len,
-            "output_len": output_len,
-            "prefix_len": prefix_len,
-            "num_prompts": num_prompts,
-            "warmup": warmup,
-            "repeat": repeat,
-        },
+        spec_overrides={"engine": v["engine"], "python": v["python"], "image": v["image"]},
+        load={k: v[k] for k in load_keys},
         options={
-            "machine": machine,
-            "candidates": candidate,
-            "seed": seed,
-            "vllm_version": vllm_version,
-            "deep_gemm_warmup": deep_gemm,
-            "ready_timeout_s": ready_timeout,
+            "machine": v["machine"],
+            "candidates": v["candidate"],
+            "seed": v["seed"],
+            "vllm_version": v["vllm_version"],
+            "deep_gemm_warmup": v["deep_gemm"],
+            "ready_timeout_s": v["ready_timeout"],
         },
     )
     with _term_as_interrupt():
-        result = run_tune(req, settings, out, render_event, resume=resume, baseline=baseline)
-    _print(result, as_json)
+        result = run_tune(req, settings, v["out"], render_event, resume=v["resume"], baseline=v["baseline"])
+    _print(result, v["as_json"])
     if result.best is None or not result.best.meets_slo:
         raise typer.Exit(1)
 

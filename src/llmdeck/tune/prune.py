@@ -71,6 +71,13 @@ class Pruner:
         args, env = candidate_flags(base_args, params)
         plan = self.plan(args, env)
         out = [f"{f.rule}: {f.message}" + (f" Fix: {f.fix}" if f.fix else "") for f in plan.errors]
+        seqs, tokens = plan.settings.max_num_seqs, plan.settings.max_num_batched_tokens
+        if tokens < seqs:  # vllm 0.32.0 vllm/config/scheduler.py:328-333: a ValueError at start-up
+            out.append(
+                f"scheduler-batched-tokens-below-seqs: max_num_batched_tokens ({tokens}) must be greater "
+                f"than or equal to max_num_seqs ({seqs}); vLLM refuses it at start-up. "
+                f"Fix: --max-num-batched-tokens {seqs} or more."
+            )
         if not out and not plan.memory.fits:
             err = plan.fit_error()
             out.append(err.message if err else "does not fit")
