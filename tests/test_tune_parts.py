@@ -364,3 +364,25 @@ def test_a_start_that_fails_is_recorded_and_the_search_goes_on(tmp_path: Path, t
     assert all(t.reason for t in result.trials)
     assert result.best is None and result.spec_file is None
     assert (tmp_path / "out" / "trials.jsonl").read_text().count('"status":"failed"') == 2
+
+
+def test_an_api_key_never_reaches_the_trials_file(tmp_path: Path) -> None:
+    from llmdeck.settings import Settings
+    from llmdeck.tune.request import make_request
+    from llmdeck.tune.trial import trial_spec
+
+    req = make_request(
+        Settings(state_dir=tmp_path / "s", cache_dir=tmp_path / "c"),
+        model="Qwen3-0.6B", spec_file=None, workload="agent", prompts=None, slo="ttft_p99=2s",
+        budget="10m", trials=2, extra_args=["--api-key", "sk-secret-123", "--max-num-seqs", "4"],
+        spec_overrides={"engine": "venv"}, load={}, options={"machine": "h200"},
+    )  # fmt: skip
+    assert "sk-secret-123" not in req.model_dump_json() and "--max-num-seqs" in req.base.vllm_args
+    assert trial_spec(req, req.base.vllm_args, {}).env["VLLM_API_KEY"] == "sk-secret-123"
+
+
+def test_tune_help_lists_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(["tune", "--help"], capsys)
+    assert code == 0 and "--slo" in out and "Speculative" in out
+    examples = [line for line in out.splitlines() if line.lstrip().startswith("llmdeck tune")]
+    assert len(examples) >= 4 and all(line.startswith("   llmdeck") for line in examples)

@@ -54,6 +54,9 @@ class TuneRequest(BaseModel):
     deep_gemm_warmup: DeepGemmWarmup = "relax"
     candidates: list[list[str]] = Field(default_factory=list, description="Configs measured first.")
     ready_timeout_s: float = Field(1800.0, gt=0, allow_inf_nan=False)
+    secret_env: dict[str, str] = Field(
+        default_factory=dict, exclude=True, repr=False, description="--api-key & co.: never written."
+    )
 
     def fingerprint(self) -> str:
         """What must match for a trials file to be resumed: model, engine, base flags, workload, SLOs."""

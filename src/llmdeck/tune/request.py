@@ -86,6 +86,9 @@ def make_request(
     base = build_spec(
         base_file, overrides={"model": model, **spec_overrides}, extra_args=extra_args, defaults=defaults
     )
+    from llmdeck.engines.secrets import split_secrets
+
+    base, secrets = split_secrets(base)  # kept out of the trials file and spec.json; given at start
     version = options.pop("vllm_version", None)
     if version is None and base.engine == "cpu":
         version = _cpu_vllm_version()
@@ -104,6 +107,7 @@ def make_request(
             trials=trials,
             vllm_version=version,
             candidates=_candidates(options.pop("candidates", [])),
+            secret_env=secrets,
             **options,
         )
     except ValidationError as exc:

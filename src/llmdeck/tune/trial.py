@@ -44,7 +44,7 @@ def trial_spec(req: TuneRequest, args: list[str], env: dict[str, str]) -> Launch
             "name": server_name(req),
             "port": free_port(req.base.host if req.base.host != "0.0.0.0" else "127.0.0.1"),
             "vllm_args": args,
-            "env": {**req.base.env, **extra},
+            "env": {**req.base.env, **extra, **req.secret_env},
         }
     )
 
@@ -142,7 +142,8 @@ def _bench(
 
     tok = tokenizer_of(spec)
     breq = bench_request(req, server.base_url, tok)
-    options = build_options(breq, out_path=out, api_key=settings.api_key)
+    key = req.secret_env.get("VLLM_API_KEY") or settings.api_key
+    options = build_options(breq, out_path=out, api_key=key)
     options.goodput_slos_ms = goodput_limits_ms(req.slo)
     out.parent.mkdir(parents=True, exist_ok=True)
     target = TargetInfo(
