@@ -15,6 +15,7 @@ from llmdeck.tune.slo import parse_budget_s, parse_slo_targets
 from llmdeck.tune.workload import check_workload, load_shape
 
 if TYPE_CHECKING:
+    from llmdeck.engines.spec import LaunchSpec
     from llmdeck.settings import Settings
 
 DEEP_GEMM_CHOICES = ("relax", "skip", "full")
@@ -69,8 +70,6 @@ def make_request(
     options: dict[str, Any],
 ) -> TuneRequest:
     """The request, checked: model or spec, workload, SLOs, budget, engine, candidates."""
-    from llmdeck.engines.spec import build_spec, read_spec_file
-
     if slo is None:
         raise UsageError("--slo is required: the tune maximizes goodput under your SLOs.", hint=_SLO_EXAMPLE)
     targets = parse_slo_targets(slo)
@@ -78,17 +77,7 @@ def make_request(
     kind = check_workload(workload, prompts)
     if model is None and spec_file is None:
         raise UsageError("Nothing to tune: give MODEL (a folder or a catalog name) or --spec FILE.", hint=_EX)
-    engine = spec_overrides.get("engine")
-    if engine is not None and engine not in {"cpu", "venv", "docker"}:
-        raise UsageError(f"Unknown engine {engine!r}.", hint="Use --engine cpu, venv or docker.")
-    base_file = read_spec_file(spec_file) if spec_file is not None else None
-    defaults = {"port": settings.port, "host": settings.host, "engine": default_engine(), "name": "tuned"}
-    base = build_spec(
-        base_file, overrides={"model": model, **spec_overrides}, extra_args=extra_args, defaults=defaults
-    )
-    from llmdeck.engines.secrets import split_secrets
-
-    base, secrets = split_secrets(base)  # kept out of the trials file and spec.json; given at start
+    base, secrets = _base_spec(settings, model, spec_file, spec_overrides, extra_args)
     version = options.pop("vllm_version", None)
     if version is None and base.engine == "cpu":
         version = _cpu_vllm_version()
@@ -116,6 +105,28 @@ def make_request(
         raise UsageError(
             f"Invalid tune option {where}: {err['msg']}.", hint="See `llmdeck tune --help`."
         ) from exc
+
+
+def _base_spec(
+    settings: Settings,
+    model: str | None,
+    spec_file: Path | None,
+    overrides: dict[str, Any],
+    extra_args: list[str],
+) -> tuple[LaunchSpec, dict[str, str]]:
+    """(the base spec without secrets, the secrets: kept out of the trials file and spec.json)."""
+    from llmdeck.engines.secrets import split_secrets
+    from llmdeck.engines.spec import build_spec, read_spec_file
+
+    engine = overrides.get("engine")
+    if engine is not None and engine not in {"cpu", "venv", "docker"}:
+        raise UsageError(f"Unknown engine {engine!r}.", hint="Use --engine cpu, venv or docker.")
+    base_file = read_spec_file(spec_file) if spec_file is not None else None
+    defaults = {"port": settings.port, "host": settings.host, "engine": default_engine(), "name": "tuned"}
+    base = build_spec(
+        base_file, overrides={"model": model, **overrides}, extra_args=extra_args, defaults=defaults
+    )
+    return split_secrets(base)
 
 
 _SLO_EXAMPLE = "Example: --slo ttft_p99=2s,tpot_p99=100ms"
