@@ -167,6 +167,8 @@ def test_plan_rejects_the_hybrid_block_size_coupling() -> None:
     assert pruner.reasons({**bad, "enable-prefix-caching": False}, base) == []
     over = pruner.reasons({"gpu-memory-utilization": 0.9}, base)
     assert over and "gb10" in over[0]
+    # what starts is what plan planned: vLLM's defaults on GB10 get plan's 0.85 (its 0.9 does not boot)
+    assert pruner.check({}, base) == ([], [*base, "--gpu-memory-utilization", "0.85"])
     few = pruner.reasons({"max-num-seqs": 512, "max-num-batched-tokens": 256}, base)
     assert few and few[-1].startswith("scheduler-batched-tokens-below-seqs")
 

@@ -68,6 +68,12 @@ class Pruner:
 
     def reasons(self, params: dict[str, ParamValue], base_args: list[str]) -> list[str]:
         """Why plan refuses this candidate (empty: it may start)."""
+        return self.check(params, base_args)[0]
+
+    def check(self, params: dict[str, ParamValue], base_args: list[str]) -> tuple[list[str], list[str]]:
+        """(why plan refuses the candidate, the flags plan would start it with). Plan's flags are the
+        candidate's plus what plan adds for the machine (GB10: --gpu-memory-utilization 0.85 where the
+        candidate leaves it to vLLM, whose 0.9 does not boot there)."""
         args, env = candidate_flags(base_args, params)
         plan = self.plan(args, env)
         out = [f"{f.rule}: {f.message}" + (f" Fix: {f.fix}" if f.fix else "") for f in plan.errors]
@@ -81,7 +87,7 @@ class Pruner:
         if not out and not plan.memory.fits:
             err = plan.fit_error()
             out.append(err.message if err else "does not fit")
-        return out
+        return out, plan.spec.vllm_args
 
     def model_facts(self, base_args: list[str]) -> tuple[int | None, list[int], bool]:
         """(the model's longest context, the attention block sizes per KV dtype, hybrid?) of the base."""

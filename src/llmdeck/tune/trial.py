@@ -73,10 +73,11 @@ def run_trial(
     """Run one candidate to its record (rejected, failed or ok); Ctrl-C stops the server and propagates."""
     args, env = candidate_flags(base_args, params)
     rec = TrialRecord(number=number, params=params, origin=origin, args=args, env=env, status="ok")
-    reasons = pruner.reasons(params, base_args)
+    reasons, planned = pruner.check(params, base_args)
     if reasons:
         rec.status, rec.reason = "rejected", " ".join(reasons)
         return rec
+    rec.args = args = planned
     spec = trial_spec(req, args, env)
     t0 = time.monotonic()
     try:
