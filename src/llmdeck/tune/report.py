@@ -131,7 +131,7 @@ def pareto_chart(rs: list[Row], metric_label: str, first_index: int = 0) -> str:
         ax.margins(x=0.18, y=0.15)
         ax.set_xlabel(f"{metric_label}, ms (lower is better)")
         ax.set_ylabel("output tok/s")
-        ax.legend(loc="lower right")
+        ax.legend(loc="best")
         return charts.to_svg(fig, "throughput against the SLO metric")
 
 
