@@ -138,6 +138,11 @@ def test_a_trial_whose_start_fails_is_diagnosed_and_the_search_goes_on(
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     trials = _trial_lines(out / "trials.jsonl")
     assert [(t["origin"], t["status"]) for t in trials] == [("given", "failed"), ("search", "ok")]
-    assert "max_num_seqs" in str(trials[0]["reason"])
+    assert "SchedulerConfig" in str(trials[0]["reason"])  # vLLM's own words, from its log
+    log = out / str(trials[0]["log_file"])
+    assert (
+        "max_num_seqs" in log.read_text() and "Input should be greater than or equal to 1" in log.read_text()
+    )
+    assert (out / str(trials[1]["log_file"])).is_file()  # every trial's engine log is kept
     assert json.loads(done.stdout)["best"]["number"] == 2
     assert _engines_running(tmp_path / "state") == []

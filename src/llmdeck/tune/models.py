@@ -126,6 +126,7 @@ class TrialRecord(BaseModel):
     metrics: TrialMetrics | None = None
     meets_slo: bool = False
     bench_file: str | None = None
+    log_file: str | None = Field(None, description="The engine's log, in the tune's folder.")
 
     @property
     def score(self) -> float:

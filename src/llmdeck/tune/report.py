@@ -32,6 +32,8 @@ class Row(BaseModel):
     on_front: bool = False
     best: bool = False
     reason: str = ""
+    log: str | None = None
+    bench: str | None = None
 
 
 def pareto_front(points: list[tuple[int, float, float]]) -> set[int]:
@@ -89,6 +91,8 @@ def rows(header: TrialsHeader, records: list[TrialRecord], best: TrialRecord | N
                 on_front=r.number in front,
                 best=best is not None and r.number == best.number,
                 reason=r.reason,
+                log=r.log_file,
+                bench=r.bench_file,
             )
         )
     return out

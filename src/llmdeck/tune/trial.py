@@ -79,13 +79,14 @@ def run_trial(
         return rec
     rec.args = args = planned
     spec = trial_spec(req, args, env)
-    t0 = time.monotonic()
+    t0, wall0 = time.monotonic(), time.time()
     try:
         server = _start(spec, req, settings, events)
     except LlmdeckError as exc:
         rec.status, rec.startup_s = "failed", time.monotonic() - t0
         tail = getattr(exc, "log_tail", "")
         rec.reason = exc.render() + (f" Log tail: {tail[-1500:]}" if tail else "")
+        rec.log_file = keep_log(spec.name, number, settings, out_dir, wall0)
         return rec
     rec.startup_s = time.monotonic() - t0
     try:
@@ -102,7 +103,22 @@ def run_trial(
         rec.status, rec.reason = "failed", f"the bench failed: {exc.render()}"
     finally:
         _stop(spec.name, settings, events)
+        rec.log_file = keep_log(spec.name, number, settings, out_dir, wall0)
     return rec
+
+
+def keep_log(name: str, number: int, settings: Settings, out_dir: Path, since: float) -> str | None:
+    """The trial's engine log, copied into the tune's folder (the next start rotates the server's);
+    None when this trial wrote none (a start refused before the launch leaves the last one's)."""
+    import shutil
+
+    src = settings.logs_dir / f"{name}.log"
+    if not src.is_file() or src.stat().st_mtime < since:
+        return None
+    dest = out_dir / "logs" / f"trial-{number:03d}.log"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dest)
+    return str(dest.relative_to(out_dir))
 
 
 def _start(spec: LaunchSpec, req: TuneRequest, settings: Settings, events: TuneEvents) -> ServerRecord:
