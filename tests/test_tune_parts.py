@@ -404,3 +404,20 @@ def test_the_committed_cpu_evidence_reads_back() -> None:
     best = best_trial(trials)
     assert best is not None and read_spec_file(cpu / "spec.json").vllm_args == best.args
     assert [t.origin for t in trials[:2]] == ["default", "given"]
+
+
+def test_cli_refuses_an_out_folder_of_another_tune_before_starting_anything(
+    tmp_path: Path, tiny_model_dir: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llmdeck.engines.spec import write_spec_file
+    from llmdeck.tune.trials import open_out_dir
+
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "state"))
+    out = tmp_path / "tune"
+    open_out_dir(out, _header(_req(str(tiny_model_dir), engine="cpu")), resume=False)
+    spec = tmp_path / "spec.json"
+    write_spec_file(spec, LaunchSpec(name="mine", engine="cpu", model=str(tiny_model_dir), port=8123))
+    args = ["tune", "--spec", str(spec), "-w", "multi-user", "--slo", "ttft_p99=2s", "--out", str(out)]
+    code, out_text, err = run_cli(args, capsys)
+    assert code == 2 and "holds the trials of another tune" in err and "multi-user" in err
+    assert out_text == "" and not (tmp_path / "state").exists()  # nothing was started
