@@ -22,6 +22,7 @@ TRIAL_KIND = "llmdeck.tune.trial"
 TuneWorkload = Literal["agent", "multi-user", "long-context", "prompts"]
 DeepGemmWarmup = Literal["skip", "relax", "full"]
 ParamValue = str | int | float | bool | None
+Origin = Literal["default", "given", "search"]  # vLLM's defaults, a --candidate, the sampler's
 
 
 class LoadShape(BaseModel):
@@ -115,7 +116,7 @@ class TrialRecord(BaseModel):
     kind: str = TRIAL_KIND
     number: int
     params: dict[str, ParamValue]
-    origin: Literal["default", "given", "search"] = "search"
+    origin: Origin = "search"
     args: list[str] = Field(default_factory=list, description="The vLLM flags of this trial.")
     env: dict[str, str] = Field(default_factory=dict, description="Engine variables set by the tune.")
     status: Literal["ok", "rejected", "failed"]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from llmdeck.tune.models import (
     Dimension,
+    Origin,
     ParamValue,
     TrialRecord,
     TrialsHeader,
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from llmdeck.settings import Settings
     from llmdeck.tune.prune import Pruner
 
-Origin = Literal["default", "given", "search"]
 StopReason = Literal["trials", "budget", "space"]
 MAX_REPEATS_ASKED = 40  # proposals in a row that were all run already: the space is exhausted
 

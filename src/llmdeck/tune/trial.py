@@ -8,10 +8,18 @@ from __future__ import annotations
 import statistics
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from llmdeck.errors import LlmdeckError
-from llmdeck.tune.models import ParamValue, TrialMetrics, TrialRecord, TuneEvent, TuneEvents, TuneRequest
+from llmdeck.tune.models import (
+    Origin,
+    ParamValue,
+    TrialMetrics,
+    TrialRecord,
+    TuneEvent,
+    TuneEvents,
+    TuneRequest,
+)
 from llmdeck.tune.slo import goodput_limits_ms
 from llmdeck.tune.space import candidate_flags
 
@@ -21,8 +29,6 @@ if TYPE_CHECKING:
     from llmdeck.runtime.state import ServerRecord
     from llmdeck.settings import Settings
     from llmdeck.tune.prune import Pruner
-
-Origin = Literal["default", "given", "search"]
 
 
 def server_name(req: TuneRequest) -> str:
