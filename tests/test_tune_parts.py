@@ -429,3 +429,31 @@ def test_cli_refuses_an_out_folder_of_another_tune_before_starting_anything(
     code, out_text, err = run_cli(args, capsys)
     assert code == 2 and "holds the trials of another tune" in err and "multi-user" in err
     assert out_text == "" and not (tmp_path / "state").exists()  # nothing was started
+
+
+def test_confirm_reruns_the_leaders_and_the_defaults_and_the_median_decides() -> None:
+    from llmdeck.tune.outputs import best_trial
+    from llmdeck.tune.search import confirm_queue
+
+    d = _trial(1, {}, 2.0, origin="default")
+    a = _trial(2, {"max-num-seqs": 4, "enable-prefix-caching": True}, 3.0)  # lucky once
+    b = _trial(3, {"max-num-seqs": 2, "enable-prefix-caching": False}, 2.8)
+    c = _trial(4, {"max-num-seqs": 1, "enable-prefix-caching": False}, 1.0)
+    records = [d, a, b, c]
+    assert best_trial(records) is a
+    assert [r.number for r in confirm_queue(records, 2)] == [2, 3, 1]  # the two leaders, then defaults
+    assert confirm_queue(records, 0) == []
+    a2 = _trial(5, a.params, 1.5, origin="confirm")
+    a2.repeat_of = 2
+    b2 = _trial(6, b.params, 2.7, origin="confirm")
+    b2.repeat_of = 3
+    records += [a2, b2]
+    assert best_trial(records) is b  # medians: a 2.25, b 2.75
+    assert [r.number for r in confirm_queue(records, 2)] == [1]  # a resumed tune re-runs each once
+    b2.meets_slo = False
+    assert best_trial(records) is a  # a config must meet the SLOs in every run
+    from llmdeck.tune.report import render_tune_html
+
+    b2.meets_slo = True
+    html = render_tune_html(_header(_req("Qwen3-0.6B")), records, best_trial(records))
+    assert "the pick is by the median" in html and "2.800, 2.700" in html

@@ -22,8 +22,9 @@ benched at the workload's target load, scored by goodput (requests/s within the 
 baseline; then your --candidate configs; then optuna's TPE sampler searches --max-num-seqs,
 --max-num-batched-tokens, --gpu-memory-utilization (at most 0.85 on GB10), --kv-cache-dtype, prefix
 caching, CUDA-graph sizes and async scheduling (the CPU engine: seqs, batched tokens, prefix caching,
-VLLM_CPU_KVCACHE_SPACE), within --trials starts and the --budget. --max-model-len is set to what the
-workload needs. Speculative decoding is not searched: on random weights nothing is accepted for real.
+VLLM_CPU_KVCACHE_SPACE), within --trials starts and the --budget; --confirm N then runs the N best
+configs and the defaults once more each, and the winner is the best median. --max-model-len is set to
+what the workload needs. Speculative decoding is not searched: on random weights nothing is accepted for real.
 
 The folder (--out) gets spec.json (the winner: `llmdeck up --spec DIR/spec.json`), trials.jsonl
 (every trial, appended as it ends, with the environment in its header) and report.html. An interrupted
@@ -81,6 +82,9 @@ def tune_cmd(
     repeat: int = typer.Option(None, "--repeat", min=1, max=20, help="Runs per trial (median goodput)."),
     candidate: list[str] = typer.Option([], "--candidate", help="A config to measure too (vLLM flags)."),
     baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="Measure vLLM's defaults first."),
+    confirm: int = typer.Option(
+        0, "--confirm", min=0, max=10, help="Then run the N best configs and the defaults once more."
+    ),
     seed: int = typer.Option(0, "--seed", help="Prompts and sampler seed."),
     vllm_version: str = typer.Option(None, "--vllm-version", help="The vLLM the rules are checked for."),
     deep_gemm: str = typer.Option(
@@ -120,6 +124,7 @@ def _tune(ctx: typer.Context, v: dict[str, Any]) -> None:
             "vllm_version": v["vllm_version"],
             "deep_gemm_warmup": v["deep_gemm"],
             "ready_timeout_s": v["ready_timeout"],
+            "confirm": v["confirm"],
         },
     )
     with _term_as_interrupt():
@@ -169,7 +174,11 @@ def _print(result: Any, as_json: bool) -> None:
         console.print("No trial was measured: every candidate was rejected or failed.", markup=False)
     else:
         met = "meets the SLOs" if best.meets_slo else "no config met the SLOs; this is the best goodput"
-        console.print(f"best: trial {best.number} — goodput {best.score:.3f} req/s ({met})", markup=False)
+        runs = result.best_runs
+        many = f", runs {', '.join(f'{g:.3f}' for g in runs)}" if len(runs) > 1 else ""
+        console.print(
+            f"best: trial {best.number} — goodput {best.score:.3f} req/s ({met}{many})", markup=False
+        )
         console.print("  " + " ".join(best.args), markup=False)
     for label, path in (
         ("spec", result.spec_file),

@@ -22,7 +22,8 @@ TRIAL_KIND = "llmdeck.tune.trial"
 TuneWorkload = Literal["agent", "multi-user", "long-context", "prompts"]
 DeepGemmWarmup = Literal["skip", "relax", "full"]
 ParamValue = str | int | float | bool | None
-Origin = Literal["default", "given", "search"]  # vLLM's defaults, a --candidate, the sampler's
+# vLLM's defaults, a --candidate, the sampler's, a re-run of one of them (--confirm)
+Origin = Literal["default", "given", "search", "confirm"]
 
 
 class LoadShape(BaseModel):
@@ -55,6 +56,7 @@ class TuneRequest(BaseModel):
     deep_gemm_warmup: DeepGemmWarmup = "relax"
     candidates: list[list[str]] = Field(default_factory=list, description="Configs measured first.")
     ready_timeout_s: float = Field(1800.0, gt=0, allow_inf_nan=False)
+    confirm: int = Field(0, ge=0, le=10, description="Re-run the best N configs and the defaults once more.")
     secret_env: dict[str, str] = Field(
         default_factory=dict, exclude=True, repr=False, description="--api-key & co.: never written."
     )
@@ -127,6 +129,7 @@ class TrialRecord(BaseModel):
     metrics: TrialMetrics | None = None
     meets_slo: bool = False
     bench_file: str | None = None
+    repeat_of: int | None = Field(None, description="confirm: the trial whose config this re-runs.")
     log_file: str | None = Field(None, description="The engine's log, in the tune's folder.")
 
     @property
@@ -159,5 +162,8 @@ class TuneResult(BaseModel):
     resumed: int = Field(0, description="Trials read back from an earlier, interrupted run.")
     ran: int = Field(0, description="Trials run (started or rejected) in this run.")
     best: TrialRecord | None
+    best_runs: list[float] = Field(
+        default_factory=list, description="Goodput of each run of the best config."
+    )
     trials: list[TrialRecord]
     stopped_by: Literal["trials", "budget", "space"]

@@ -15,14 +15,37 @@ SPEC_NAME = "spec.json"
 REPORT_NAME = "report.html"
 
 
+def config_runs(records: list[TrialRecord]) -> dict[int, list[TrialRecord]]:
+    """The measured runs of each config: a trial and its --confirm re-runs, by the first's number."""
+    groups: dict[int, list[TrialRecord]] = {}
+    for r in records:
+        if r.status == "ok" and r.metrics is not None:
+            groups.setdefault(r.repeat_of or r.number, []).append(r)
+    return groups
+
+
+def median_goodput(runs: list[TrialRecord]) -> float:
+    import statistics
+
+    return statistics.median(r.score for r in runs)
+
+
 def best_trial(records: list[TrialRecord]) -> TrialRecord | None:
-    """The highest goodput among the trials that meet every SLO; when none does, the highest goodput
-    (the caller says that no config met the SLOs); ties go to output throughput."""
-    ok = [r for r in records if r.status == "ok" and r.metrics is not None]
-    pool = [r for r in ok if r.meets_slo] or ok
+    """The config with the highest median goodput over its runs among those whose every run meets the
+    SLOs; when none does, the highest median goodput (the caller says that no config met the SLOs);
+    ties go to output throughput. Returned as its first trial."""
+    groups = config_runs(records)
+    first = {r.number: r for r in records}
+    pool = [k for k, runs in groups.items() if all(r.meets_slo for r in runs)] or list(groups)
     if not pool:
         return None
-    return max(pool, key=lambda r: (r.score, r.metrics.output_throughput if r.metrics else 0.0, -r.number))
+
+    def rank(k: int) -> tuple[float, float, int]:
+        runs = groups[k]
+        tput = sum(r.metrics.output_throughput for r in runs if r.metrics) / len(runs)
+        return median_goodput(runs), tput, -k
+
+    return first[max(pool, key=rank)]
 
 
 class Effect(BaseModel):
@@ -90,6 +113,7 @@ def write_outputs(
         resumed=resumed,
         ran=ran,
         best=best,
+        best_runs=[r.score for r in config_runs(records).get(best.number, [])] if best else [],
         trials=records,
         stopped_by=stopped_by,
     )

@@ -177,8 +177,23 @@ def render_tune_html(header: TrialsHeader, records: list[TrialRecord], best: Tri
     return str(
         _env()
         .get_template("tune.html.jinja")
-        .render(header=header, rows=rs, best=best, charts=figs, effects=effects, css=css, made=made)
+        .render(
+            header=header,
+            rows=rs,
+            best=best,
+            best_runs=_best_runs(records, best),
+            charts=figs,
+            effects=effects,
+            css=css,
+            made=made,
+        )
     )
+
+
+def _best_runs(records: list[TrialRecord], best: TrialRecord | None) -> list[float]:
+    from llmdeck.tune.outputs import config_runs
+
+    return [r.score for r in config_runs(records).get(best.number, [])] if best else []
 
 
 def write_tune_report(

@@ -2,9 +2,11 @@
 own candidates (``--candidate``), then optuna's TPE sampler over the space, within ``--trials`` server
 starts and the wall-clock ``--budget``; every trial appended to the trials file as it ends.
 
-A resumed tune reads its trials back (the header must match), tells optuna their scores and runs only
-what is left. A candidate optuna proposes twice is not started twice: the sampler is told its score
-again and asked for another; when it proposes nothing new, the space is exhausted.
+With ``--confirm K`` the K best configs and the defaults then run once more each, and the winner
+is the best median over a config's runs. A resumed tune reads its trials back (the header must
+match), tells optuna their scores and runs only what is left. A candidate optuna proposes twice is
+not started twice: the sampler is told its score again and asked for another; when it proposes
+nothing new, the space is exhausted.
 """
 
 from __future__ import annotations
@@ -160,6 +162,7 @@ def run_tune(
     header, done = open_out_dir(out_dir, fresh, resume=resume)
     _begin(header, done, out_dir, events)
     stop_leftover(req, settings, events)
+    run = Runner(req, base_args, pruner, settings, out_dir, events)
     search = Search(header.space, req.seed, done)
     queue = _queue(req, done, baseline)
     records = list(done)
@@ -178,51 +181,83 @@ def run_tune(
             stopped = "space"
             events(TuneEvent(kind="done", message="the space holds no candidate that has not run"))
             break
-        rec = _one(req, len(records) + 1, params, origin, base_args, pruner, settings, out_dir, events)
+        rec = run.one(len(records) + 1, params, origin)
         if origin == "search":
             search.tell(params, rec.score)
         records.append(rec)
+    if stopped != "budget" and not _confirm(run, records, t0):
+        stopped = "budget"
     ran = len(records) - len(done)
     return write_outputs(req, header, records, out_dir, resumed=len(done), ran=ran, stopped_by=stopped)
 
 
+def confirm_queue(records: list[TrialRecord], k: int) -> list[TrialRecord]:
+    """The trials whose configs --confirm runs once more: the k best measured configs (those meeting
+    the SLOs first, by median goodput) and vLLM's defaults, each at most once (a resumed tune does
+    not repeat a re-run)."""
+    from llmdeck.tune.outputs import config_runs, median_goodput
+
+    if k <= 0:
+        return []
+    groups = config_runs(records)
+    first = {r.number: r for r in records}
+    ranked = sorted(
+        groups, key=lambda n: (not all(r.meets_slo for r in groups[n]), -median_goodput(groups[n]))
+    )
+    picks = ranked[:k] + [n for n in ranked[k:] if first[n].origin == "default"]
+    return [first[n] for n in picks if len(groups[n]) < 2]
+
+
+def _confirm(run: Runner, records: list[TrialRecord], t0: float) -> bool:
+    """--confirm: re-run the leaders and the defaults, so that the pick rests on two runs each where
+    one run's difference may be noise (on 2 shared CPU cores one config moved 2.2x between runs).
+    False when the budget stopped it."""
+    for orig in confirm_queue(records, run.req.confirm):
+        if not _budget_left(run.req, records, t0, run.events):
+            return False
+        records.append(run.one(len(records) + 1, orig.params, "confirm", repeat_of=orig.number))
+    return True
+
+
 def _started(records: list[TrialRecord]) -> int:
-    return sum(r.status != "rejected" for r in records)
+    return sum(r.status != "rejected" and r.origin != "confirm" for r in records)
 
 
 def _rejected(records: list[TrialRecord]) -> int:
     return sum(r.status == "rejected" for r in records)
 
 
-def _one(
-    req: TuneRequest,
-    n: int,
-    params: dict[str, ParamValue],
-    origin: Origin,
-    base_args: list[str],
-    pruner: Pruner,
-    settings: Settings,
-    out_dir: Path,
-    events: TuneEvents,
-) -> TrialRecord:
-    """Run trial ``n``, append it to the trials file, say how it went."""
-    from llmdeck.tune.trial import run_trial
+class Runner:
+    """Runs one trial of this tune: announced, run, appended to the trials file, reported."""
 
-    events(TuneEvent(kind="trial", message=f"trial {n} ({origin}): {_label(params)}", data={"n": n}))
-    rec = run_trial(
-        req,
-        n,
-        params,
-        origin,
-        base_args=base_args,
-        pruner=pruner,
-        settings=settings,
-        out_dir=out_dir,
-        events=events,
-    )
-    append_trial(out_dir / TRIALS_NAME, rec)
-    _report_trial(rec, events)
-    return rec
+    def __init__(
+        self,
+        req: TuneRequest,
+        base_args: list[str],
+        pruner: Pruner,
+        settings: Settings,
+        out_dir: Path,
+        events: TuneEvents,
+    ) -> None:
+        self.req, self.base_args, self.pruner = req, base_args, pruner
+        self.settings, self.out_dir, self.events = settings, out_dir, events
+
+    def one(
+        self, n: int, params: dict[str, ParamValue], origin: Origin, repeat_of: int | None = None
+    ) -> TrialRecord:
+        from llmdeck.tune.trial import run_trial
+
+        again = f" (again, as trial {repeat_of})" if repeat_of else ""
+        msg = f"trial {n} ({origin}): {_label(params)}{again}"
+        self.events(TuneEvent(kind="trial", message=msg, data={"n": n}))
+        rec = run_trial(
+            self.req, n, params, origin, base_args=self.base_args, pruner=self.pruner,
+            settings=self.settings, out_dir=self.out_dir, events=self.events,
+        )  # fmt: skip
+        rec.repeat_of = repeat_of
+        append_trial(self.out_dir / TRIALS_NAME, rec)
+        _report_trial(rec, self.events)
+        return rec
 
 
 def _begin(header: TrialsHeader, done: list[TrialRecord], out_dir: Path, events: TuneEvents) -> None:
