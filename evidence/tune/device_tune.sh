@@ -34,7 +34,7 @@ if [ "$MODE" = tune ]; then
     --machine h200 --vllm-version 0.22.0 --workload agent --concurrency 16 --prefix-len 4096 \
     --input-len 512 --output-len 256 --num-prompts 96 --warmup 8 --repeat 2 \
     --slo ttft_p99=2s,tpot_p99=100ms --trials 10 --budget 7m --ready-timeout 420 \
-    --candidate "$SEED000" --deep-gemm-warmup relax --out "$TUNE" --json \
+    --candidate "$SEED000" --confirm 2 --deep-gemm-warmup relax --out "$TUNE" --json \
     -- "${BASE[@]}" > "$OUT/tune.json" 2> "$OUT/tune.txt"
   rc=$?; echo "tune exit $rc" | tee -a "$OUT/tune.txt"
   [ $rc -eq 124 ] || [ $rc -eq 130 ] && echo "resume: run this mode again (it continues from $TUNE/trials.jsonl)"
