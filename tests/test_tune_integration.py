@@ -128,21 +128,28 @@ def test_a_trial_whose_start_fails_is_diagnosed_and_the_search_goes_on(
     tiny_model_dir: Path, tmp_path: Path
 ) -> None:
     """--max-num-seqs 0 passes plan (0 reads as unset there) but vLLM refuses it while starting: the
-    trial is recorded failed with the engine's own words, and the next trial runs and wins."""
+    trial is recorded failed with the engine's own words, and the next trial runs and wins; --confirm 1
+    runs the winner once more."""
     out = tmp_path / "tune"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "LLMDECK_STATE_DIR": str(tmp_path / "state")}
     env["LLMDECK_CACHE_DIR"] = str(ROOT / ".cache" / "engine-cache")
-    cmd = [*_cmd(tiny_model_dir, out), "--no-baseline", "--candidate", "--max-num-seqs 0"]
+    cmd = [*_cmd(tiny_model_dir, out), "--no-baseline", "--candidate", "--max-num-seqs 0", "--confirm", "1"]
     cmd[cmd.index("--trials") + 1] = "2"
     done = subprocess.run(cmd, env=env, capture_output=True, timeout=1200)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     trials = _trial_lines(out / "trials.jsonl")
-    assert [(t["origin"], t["status"]) for t in trials] == [("given", "failed"), ("search", "ok")]
+    assert [(t["origin"], t["status"]) for t in trials] == [
+        ("given", "failed"),
+        ("search", "ok"),
+        ("confirm", "ok"),
+    ]
+    assert trials[2]["repeat_of"] == 2 and trials[2]["args"] == trials[1]["args"]  # --confirm 1: once more
     assert "SchedulerConfig" in str(trials[0]["reason"])  # vLLM's own words, from its log
     log = out / str(trials[0]["log_file"])
     assert (
         "max_num_seqs" in log.read_text() and "Input should be greater than or equal to 1" in log.read_text()
     )
     assert (out / str(trials[1]["log_file"])).is_file()  # every trial's engine log is kept
-    assert json.loads(done.stdout)["best"]["number"] == 2
+    result = json.loads(done.stdout)
+    assert result["best"]["number"] == 2 and len(result["best_runs"]) == 2
     assert _engines_running(tmp_path / "state") == []
