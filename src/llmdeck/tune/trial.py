@@ -1,0 +1,231 @@
+"""One trial: plan it (a rejection starts nothing), start the server through the runtime service,
+warm it up, run the workload at its target load through bench, score goodput under the SLOs, stop the
+server. One server at a time: the next trial starts only after this one's engine has exited (two vLLMs
+started together on one GPU break each other's memory profiling)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from llmdeck.errors import LlmdeckError
+from llmdeck.tune.models import (
+    Origin,
+    ParamValue,
+    TrialMetrics,
+    TrialRecord,
+    TuneEvent,
+    TuneEvents,
+    TuneRequest,
+)
+from llmdeck.tune.slo import goodput_limits_ms
+from llmdeck.tune.space import candidate_flags
+
+if TYPE_CHECKING:
+    from llmdeck.bench.models import BenchResult, ScenarioResult
+    from llmdeck.engines.spec import LaunchSpec
+    from llmdeck.runtime.state import ServerRecord
+    from llmdeck.settings import Settings
+    from llmdeck.tune.prune import Pruner
+
+
+def server_name(req: TuneRequest) -> str:
+    """One name per tune: a server left by an interrupted run is known as this tune's."""
+    return f"tune-{req.fingerprint()[:10]}"
+
+
+def trial_spec(req: TuneRequest, args: list[str], env: dict[str, str]) -> LaunchSpec:
+    from llmdeck.util.net import free_port
+
+    extra = dict(env)
+    if req.base.engine != "cpu":
+        # DeepGEMM's first-start JIT warmup (> 15 min for block-FP8 on an H200) is chosen, not met:
+        # its kernels land in VLLM_CACHE_ROOT/deep_gemm, which every trial shares, so only the first
+        # start of a shape pays for it ("relax", vLLM's default) — or none does ("skip").
+        extra.setdefault("VLLM_DEEP_GEMM_WARMUP", req.deep_gemm_warmup)
+    return req.base.model_copy(
+        update={
+            "name": server_name(req),
+            "port": free_port(req.base.host if req.base.host != "0.0.0.0" else "127.0.0.1"),
+            "vllm_args": args,
+            "env": {**req.base.env, **extra, **req.secret_env},
+        }
+    )
+
+
+def tokenizer_of(spec: LaunchSpec) -> str | None:
+    from llmdeck.plan.flags import parse_vllm_flags
+
+    given = parse_vllm_flags(spec.vllm_args).get("tokenizer")
+    if isinstance(given, str):
+        return given
+    return spec.model if Path(spec.model).expanduser().is_dir() else None
+
+
+def run_trial(
+    req: TuneRequest,
+    number: int,
+    params: dict[str, ParamValue],
+    origin: Origin,
+    *,
+    base_args: list[str],
+    pruner: Pruner,
+    settings: Settings,
+    out_dir: Path,
+    events: TuneEvents,
+) -> TrialRecord:
+    """Run one candidate to its record (rejected, failed or ok); Ctrl-C stops the server and propagates."""
+    args, env = candidate_flags(base_args, params)
+    rec = TrialRecord(number=number, params=params, origin=origin, args=args, env=env, status="ok")
+    reasons, planned = pruner.check(params, base_args)
+    if reasons:
+        rec.status, rec.reason = "rejected", " ".join(reasons)
+        return rec
+    rec.args = args = planned
+    spec = trial_spec(req, args, env)
+    t0, wall0 = time.monotonic(), time.time()
+    try:
+        server = _start(spec, req, settings, events)
+    except LlmdeckError as exc:
+        rec.status, rec.startup_s = "failed", time.monotonic() - t0
+        tail = getattr(exc, "log_tail", "")
+        rec.reason = exc.render() + (f" Log tail: {tail[-1500:]}" if tail else "")
+        rec.log_file = keep_log(spec.name, number, settings, out_dir, wall0)
+        return rec
+    rec.startup_s = time.monotonic() - t0
+    try:
+        t1 = time.monotonic()
+        bench_file = out_dir / "bench" / f"trial-{number:03d}.json"
+        result = _bench(req, server, spec, bench_file, settings, events)
+        rec.bench_s = time.monotonic() - t1
+        rec.bench_file = str(bench_file.relative_to(out_dir))
+        rec.metrics = score(result, req)
+        rec.meets_slo = meets(rec.metrics, req)
+        if result.status != "complete":
+            rec.status, rec.reason = "failed", result.error or f"the bench ended {result.status}"
+    except LlmdeckError as exc:
+        rec.status, rec.reason = "failed", f"the bench failed: {exc.render()}"
+    finally:
+        _stop(spec.name, settings, events)
+        rec.log_file = keep_log(spec.name, number, settings, out_dir, wall0)
+    return rec
+
+
+def keep_log(name: str, number: int, settings: Settings, out_dir: Path, since: float) -> str | None:
+    """The trial's engine log, copied into the tune's folder (the next start rotates the server's);
+    None when this trial wrote none (a start refused before the launch leaves the last one's)."""
+    import shutil
+
+    src = settings.logs_dir / f"{name}.log"
+    if not src.is_file() or src.stat().st_mtime < since:
+        return None
+    dest = out_dir / "logs" / f"trial-{number:03d}.log"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dest)
+    return str(dest.relative_to(out_dir))
+
+
+def _start(spec: LaunchSpec, req: TuneRequest, settings: Settings, events: TuneEvents) -> ServerRecord:
+    from llmdeck.runtime.service import ServiceEvent, UpOptions, up
+    from llmdeck.runtime.watchdog import WatchdogConfig
+
+    def relay(ev: ServiceEvent) -> None:
+        if ev.kind in {"starting", "phase", "ready", "failed", "stopped", "warmup"}:
+            events(TuneEvent(kind="service", message=ev.message, data={"service": ev.kind}))
+
+    options = UpOptions(
+        timeout_s=req.ready_timeout_s,
+        warmup=req.base.engine != "cpu",  # the shapes' JIT before measuring; bench's warmup follows
+        watchdog=WatchdogConfig(floor_gib=settings.watchdog_floor_gib),
+    )
+    return up(spec, settings, options, events=relay)
+
+
+def _stop(name: str, settings: Settings, events: TuneEvents) -> None:
+    from llmdeck.runtime.service import down
+
+    outcome = down(name, settings)
+    events(TuneEvent(kind="service", message=f"server stopped ({outcome})", data={"service": "stopped"}))
+
+
+def _bench(
+    req: TuneRequest,
+    server: ServerRecord,
+    spec: LaunchSpec,
+    out: Path,
+    settings: Settings,
+    events: TuneEvents,
+) -> BenchResult:
+    from llmdeck.bench.models import TargetInfo
+    from llmdeck.bench.request import build_options, build_scenarios
+    from llmdeck.bench.runner import run_bench
+    from llmdeck.tune.workload import bench_request
+
+    tok = tokenizer_of(spec)
+    breq = bench_request(req, server.base_url, tok)
+    key = req.secret_env.get("VLLM_API_KEY") or settings.api_key
+    options = build_options(breq, out_path=out, api_key=key)
+    options.goodput_slos_ms = goodput_limits_ms(req.slo)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    target = TargetInfo(
+        base_url=server.base_url,
+        server_name=server.name,
+        model=server.served_model_name,
+        tokenizer=tok,
+        server_args=server.argv,
+    )
+    events(TuneEvent(kind="bench", message=f"bench: {req.workload} at concurrency {req.load.concurrency}"))
+    return run_bench(target, build_scenarios(breq), options, suite=None)
+
+
+def _slo_values(sr: ScenarioResult, req: TuneRequest) -> dict[str, float | None]:
+    from llmdeck.bench.metrics import compute_metrics
+
+    pcts = sorted({float(t.stat[1:]) for t in req.slo if t.stat.startswith("p")} | {50.0, 99.0})
+    m = compute_metrics(sr.requests, sr.metrics.duration_s if sr.metrics else 0.0, percentiles=pcts)
+    out: dict[str, float | None] = {}
+    for t in req.slo:
+        stats = getattr(m, f"{t.metric}_ms")
+        if stats is None:
+            out[t.key] = None
+        elif t.stat == "mean":
+            out[t.key] = stats.mean
+        elif t.stat == "median":
+            out[t.key] = stats.median
+        else:
+            out[t.key] = stats.percentiles.get(f"p{float(t.stat[1:]):g}")
+    return out
+
+
+def score(result: BenchResult, req: TuneRequest) -> TrialMetrics:
+    """Medians over the trial's runs (``--repeat``): goodput, throughput, each SLO's statistic; the
+    worst run's failures."""
+    runs = [sr for sr in result.scenarios if sr.metrics is not None and sr.status == "done"]
+    if not runs:
+        return TrialMetrics(goodput=0.0, request_throughput=0.0, output_throughput=0.0, completed=0, failed=0)
+    goodputs = [sr.metrics.request_goodput or 0.0 for sr in runs if sr.metrics]
+    values = [_slo_values(sr, req) for sr in runs]
+    med: dict[str, float | None] = {}
+    for t in req.slo:
+        got = [v[t.key] for v in values if v[t.key] is not None]
+        med[t.key] = statistics.median(x for x in got if x is not None) if got else None
+    ms = [sr.metrics for sr in runs if sr.metrics]
+    return TrialMetrics(
+        goodput=statistics.median(goodputs),
+        request_throughput=statistics.median(m.request_throughput for m in ms),
+        output_throughput=statistics.median(m.output_throughput for m in ms),
+        completed=min(m.completed for m in ms),
+        failed=max(m.failed for m in ms),
+        slo_values_ms=med,
+        runs=len(runs),
+        goodput_runs=goodputs,
+    )
+
+
+def meets(m: TrialMetrics, req: TuneRequest) -> bool:
+    """Every SLO statistic within its limit, and no request failed."""
+    if m.failed or not m.completed:
+        return False
+    return all((m.slo_values_ms.get(t.key) or float("inf")) <= t.limit_ms for t in req.slo)

@@ -1,0 +1,139 @@
+"""The trials file (``trials.jsonl`` in the tune's folder): a header line, then one line per trial.
+
+Each trial is appended with one ``write`` of one whole line on an ``O_APPEND`` descriptor, then
+fsync'd: a reader sees whole trials only; a line cut short by a crash (no newline at the end) is
+ignored and that trial runs again. An interrupted tune resumes from it: the header must match the
+new request (model, engine, base flags, workload, load, SLOs), or the folder is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from llmdeck.errors import ResultFileError, UsageError
+from llmdeck.tune.models import TRIAL_KIND, TRIALS_KIND, TRIALS_SCHEMA_VERSION, TrialRecord, TrialsHeader
+from llmdeck.util.atomic import atomic_write_text
+from llmdeck.util.owned import is_made_by_llmdeck, mark_made
+
+TRIALS_NAME = "trials.jsonl"
+MADE_WHAT = "llmdeck tune"
+
+
+def _bad(path: Path, lineno: int, why: str) -> ResultFileError:
+    return ResultFileError(
+        f"{path}:{lineno} is not a tune trial ({why}).",
+        hint="This trials file was edited or is not llmdeck's; pick another --out folder.",
+    )
+
+
+def read_trials(path: Path) -> tuple[TrialsHeader, list[TrialRecord]]:
+    """The header and every whole trial; a torn last line (a crash mid-write) is dropped."""
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ResultFileError(
+            f"Cannot read the trials file {path}: {exc}.", hint="Pick another --out."
+        ) from exc
+    lines = text.split("\n")
+    if lines and lines[-1] != "":
+        lines = lines[:-1]  # no newline at the end: a line cut short
+    lines = [ln for ln in lines if ln.strip()]
+    if not lines:
+        raise _bad(path, 1, "empty")
+    try:
+        head = json.loads(lines[0])
+    except json.JSONDecodeError as exc:
+        raise _bad(path, 1, f"not JSON: {exc.msg}") from exc
+    if not isinstance(head, dict) or head.get("kind") != TRIALS_KIND:
+        raise _bad(path, 1, "no llmdeck tune header")
+    version = head.get("schema_version")
+    if not isinstance(version, int) or version > TRIALS_SCHEMA_VERSION:
+        raise ResultFileError(
+            f"{path} has schema_version {version!r}; this llmdeck reads version {TRIALS_SCHEMA_VERSION}.",
+            hint="Upgrade llmdeck, or tune into another --out folder.",
+        )
+    try:
+        header = TrialsHeader.model_validate(head)
+    except ValidationError as exc:
+        raise _bad(path, 1, str(exc.errors()[0]["msg"])) from exc
+    records: list[TrialRecord] = []
+    for lineno, line in enumerate(lines[1:], 2):
+        try:
+            data = json.loads(line)
+            if not isinstance(data, dict) or data.get("kind") != TRIAL_KIND:
+                raise _bad(path, lineno, "not a trial line")
+            records.append(TrialRecord.model_validate(data))
+        except (json.JSONDecodeError, ValidationError) as exc:
+            raise _bad(path, lineno, type(exc).__name__) from exc
+    return header, records
+
+
+def append_trial(path: Path, record: TrialRecord) -> None:
+    """Append one trial as one line, atomically (one write on O_APPEND, then fsync). A torn last line
+    (a crash in the middle of our own write) is cut off first: it holds no whole trial."""
+    data = (record.model_dump_json() + "\n").encode("utf-8")
+    _cut_torn_tail(path)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _cut_torn_tail(path: Path) -> None:
+    with open(path, "rb+") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        if size == 0:
+            return
+        fh.seek(-1, os.SEEK_END)
+        if fh.read(1) == b"\n":
+            return
+        fh.seek(0)
+        keep = fh.read().rfind(b"\n") + 1
+        fh.truncate(keep)
+
+
+def write_header(path: Path, header: TrialsHeader) -> None:
+    atomic_write_text(path, header.model_dump_json() + "\n")
+
+
+def open_out_dir(out: Path, header: TrialsHeader, *, resume: bool) -> tuple[TrialsHeader, list[TrialRecord]]:
+    """Create the tune's folder, or resume from its trials file. Exit 2 when the folder holds someone
+    else's files, another tune's trials (another model, workload, load or SLO), or (with ``--resume``)
+    no trials at all."""
+    path = out / TRIALS_NAME
+    if out.exists() and not out.is_dir():
+        raise UsageError(
+            f"--out {out} is a file, not a folder.", hint="Give a folder for the tune's results."
+        )
+    if path.is_file():
+        old, records = read_trials(path)
+        if old.fingerprint != header.fingerprint:
+            raise UsageError(
+                f"--out {out} holds the trials of another tune ({_what(old)}), not of this one "
+                f"({_what(header)}); resuming would mix them.",
+                hint="Pick another --out folder, or give the same model, workload, load and --slo "
+                "to resume that tune.",
+            )
+        return old, records
+    if resume:
+        raise UsageError(f"--resume: {out} holds no trials file ({TRIALS_NAME}).", hint="Drop --resume.")
+    if out.is_dir() and any(out.iterdir()) and not is_made_by_llmdeck(out):
+        raise UsageError(
+            f"--out {out} is a folder of other files, not a tune's.", hint="Pick a new or empty folder."
+        )
+    mark_made(out, MADE_WHAT)
+    write_header(path, header)
+    return header, []
+
+
+def _what(h: TrialsHeader) -> str:
+    r = h.request
+    slo = ",".join(f"{t.key}={t.limit_ms:g}ms" for t in r.slo)
+    return f"{r.base.model}, {r.workload}, concurrency {r.load.concurrency}, --slo {slo}"
