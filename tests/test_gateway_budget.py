@@ -61,6 +61,19 @@ def test_keep_group_and_ollama_without_permission_are_never_evicted() -> None:
     assert "only 3.00 GiB can be freed" in d.reason
 
 
+def test_a_resident_model_makes_the_start_wait_not_fail() -> None:
+    tenants = [Tenant("a", 3 * GIB, busy=True, resident_s=12.0), Tenant("c", 1 * GIB, last_used=5.0)]
+    d = decide("b", 4 * GIB, 5 * GIB, tenants)
+    assert not d.fits and d.evict == [] and d.wait_s == 12.0
+    assert "a (3.00 GiB, 12 s more)" in d.reason and "min_resident_s" in d.reason
+    # room without the resident one: the others go, the resident stays
+    assert [t.name for t in decide("b", 2 * GIB, 5 * GIB, tenants).evict] == ["c"]
+    # a resident that is also blocked (keep) is a refusal, not a wait
+    kept = [Tenant("a", 3 * GIB, resident_s=12.0, blocked="keep: true")]
+    refused = decide("b", 4 * GIB, 5 * GIB, kept)
+    assert not refused.fits and refused.wait_s == 0 and "keep: true" in refused.reason
+
+
 def test_a_model_larger_than_the_whole_budget() -> None:
     d = decide("huge", 66 * GIB, 5 * GIB, [])
     assert not d.fits and "whole budget is 5.00 GiB" in d.reason
