@@ -242,3 +242,37 @@ def test_one_spec_may_serve_two_aliases(tmp_path: Path) -> None:
                 "[{spec: a.json}], defaults", "[{spec: a.json, ttl_s: 5}], defaults"
             ),
         )
+
+
+def test_status_json_adds_the_gateways_models_only_while_it_has_some(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`llmdeck status --json`: the list as before with no gateway (or none with models on demand);
+    an object {servers, gateway} while one runs models. The gateway's service answer is stubbed here
+    (the real gateway's is in tests/test_gateway_models_integration.py)."""
+    import json
+
+    from cli_helpers import run_cli
+    from llmdeck.gateway import service
+
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "state"))
+    code, out, _ = run_cli(["status", "--json"], capsys)
+    assert code == 0 and json.loads(out) == []  # no gateway: unchanged
+    monkeypatch.setattr(service, "load_record", lambda settings: object())
+    answer: dict[str, Any] = {"state": "running", "url": "http://127.0.0.1:4000", "routes": []}
+    monkeypatch.setattr(service, "status", lambda settings: answer)
+    code, out, _ = run_cli(["status", "--json"], capsys)
+    assert code == 0 and json.loads(out) == []  # a gateway without models on demand: unchanged
+    model = {"model": "coder", "state": "sleeping", "held_gib": 0.5, "last_used": 1.0, "queue": 0}
+    answer.update(budget={"memory_gib": 5.0, "kind": "unified", "held_gib": 0.5}, models=[model])
+    code, out, _ = run_cli(["status", "--json"], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["servers"] == []
+    assert data["gateway"] == {
+        "state": "running",
+        "url": "http://127.0.0.1:4000",
+        "budget": answer["budget"],
+        "models": [model],
+    }
+    code, out, _ = run_cli(["status", "--json", "nosuch"], capsys)  # one server asked for: no gateway
+    assert "gateway" not in out
