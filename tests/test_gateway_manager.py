@@ -307,7 +307,8 @@ def _sleepy(tmp_path: Path, mp: pytest.MonkeyPatch) -> tuple[FakeLifecycle, Mode
     (tmp_path / "gpu.json").write_text(spec.model_dump_json(), encoding="utf-8")
     mgr = _manager(tmp_path, {"b": ""})
     text = (
-        "routes:\n  - {model: gpu, backends: [{spec: gpu.json, sleep_level: 1, memory_gib: 3, min_resident_s: 0}]}\n"
+        "routes:\n  - {model: gpu, backends: [{spec: gpu.json, sleep_level: 1, memory_gib: 3, "
+        "min_resident_s: 0}]}\n"
         "  - {model: b, backends: [{spec: b.json}]}\nbudget: {memory_gib: 5}\n"
     )
     loaded = parse_config(text, source=tmp_path / "gw.yaml", settings=mgr.settings)

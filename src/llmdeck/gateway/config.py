@@ -36,7 +36,7 @@ GATEWAY_CONFIG_SCHEMA_VERSION = 1
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class BackendSpec(_Strict):

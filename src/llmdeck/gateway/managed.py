@@ -41,7 +41,7 @@ SLEEP_ENV = "VLLM_SERVER_DEV_MODE"  # vLLM serves /sleep, /wake_up, /is_sleeping
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class QueueSettings(_Strict):
@@ -148,7 +148,8 @@ def _with_sleep_mode(spec: LaunchSpec, where: str) -> LaunchSpec:
         raise ConfigError(
             f"{where}: `sleep_level` needs vLLM's sleep mode, which the CPU engine does not have (vLLM: "
             "'Sleep mode is not supported on current platform'; only CUDA, ROCm and XPU builds sleep).",
-            hint="Remove `sleep_level:` for a CPU-engine spec: it is stopped and started instead.",
+            hint="Drop `sleep_level:` for a CPU-engine spec (it is stopped and started instead), or use a "
+            "GPU engine's spec (`llmdeck plan … --engine venv|docker --spec-out FILE`).",
         )
     args = list(spec.vllm_args)
     if SLEEP_FLAG not in args:
