@@ -552,6 +552,7 @@ def test_requests_held_by_a_residency_time_out_and_the_resident_stays(
         assert refusal is not None and refusal.status == 503 and refusal.code == "model_not_ready"
         await asyncio.sleep(0.2)  # nobody waits for b any more: its start is abandoned
         assert a.state == "running" and b.state == "stopped" and b.task is not None and b.task.done()
+        assert "Dropped the start of 'b'" in (b.last_error or "") and "min_resident_s" in (b.last_error or "")
 
     run(go)
     assert fake.calls == [("start", "a")]

@@ -79,7 +79,7 @@ def decide(name: str, need: int, capacity: int, tenants: list[Tenant]) -> Decisi
     if not decision.fits:  # the rest of the room is held by resident models: wait for them
         resident = [t for t in tenants if not t.blocked and t.resident_s > 0]
         decision.evict = []
-        decision.wait_s = min(t.resident_s for t in resident)
+        decision.wait_s = min((t.resident_s for t in resident), default=0.0)
         listed = ", ".join(f"{t.name} ({gib(t.bytes)}, {t.resident_s:.0f} s more)" for t in resident)
         decision.reason = (
             f"{name} waits: {listed} became ready recently and still serves (min_resident_s); it is "

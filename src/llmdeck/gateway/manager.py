@@ -7,9 +7,8 @@
 * Before a start, :mod:`llmdeck.gateway.budget` decides what must go; the victims stop taking requests
   at once, are drained (requests in flight finish), then stopped (or put to sleep), least recently used
   first. A model that would not fit even then is refused, with the reason, and nothing is stopped.
-* Minimum residency (``min_resident_s``, default 30 s, 0: off) against thrash: a model that became
-  ready less than that ago and still has traffic is not evicted for another; the other's requests
-  wait (within ``wait_s``) until the time is up or the resident goes idle (``model_state.IN_USE_S``).
+* Against thrash, a model ready less than ``min_resident_s`` ago (default 30, 0: off) and still in use
+  is not evicted; the other's requests wait (``wait_s``) till that time is up or it idles (``IN_USE_S``).
 * A failed start fails its waiting requests with the runtime's diagnosis; the other models keep
   serving. For ``failed_retry_s`` after it, requests for that model fail at once with the same text.
 * In the background: models idle past their ``ttl_s`` are stopped, and the running models' footprints
@@ -246,11 +245,12 @@ class ModelManager:
         logged = False
         while True:
             decision = await self._decide(model)
-            if isinstance(decision, Refusal) or decision.wait_s <= 0:
+            if isinstance(decision, Refusal) or decision.wait_s <= 0 or model.waiting == 0:
                 model.progress = None
+                if isinstance(decision, Decision) and decision.wait_s > 0:  # its requests gave up
+                    text = f"Dropped the start of {model.name!r}: nobody waits for it now ({decision.reason})"
+                    return Refusal(503, text, "model_not_ready", 10)
                 return decision
-            if model.waiting == 0:
-                return Refusal(503, f"Nobody waits for {model.name!r} any more.", "model_not_ready", 10)
             if not logged:
                 log.info("hold %s: %s", model.name, decision.reason)
                 logged = True
