@@ -61,6 +61,19 @@ def test_keep_group_and_ollama_without_permission_are_never_evicted() -> None:
     assert "only 3.00 GiB can be freed" in d.reason
 
 
+def test_a_resident_model_makes_the_start_wait_not_fail() -> None:
+    tenants = [Tenant("a", 3 * GIB, busy=True, resident_s=12.0), Tenant("c", 1 * GIB, last_used=5.0)]
+    d = decide("b", 4 * GIB, 5 * GIB, tenants)
+    assert not d.fits and d.evict == [] and d.wait_s == 12.0
+    assert "a (3.00 GiB, 12 s more)" in d.reason and "min_resident_s" in d.reason
+    # room without the resident one: the others go, the resident stays
+    assert [t.name for t in decide("b", 2 * GIB, 5 * GIB, tenants).evict] == ["c"]
+    # a resident that is also blocked (keep) is a refusal, not a wait
+    kept = [Tenant("a", 3 * GIB, resident_s=12.0, blocked="keep: true")]
+    refused = decide("b", 4 * GIB, 5 * GIB, kept)
+    assert not refused.fits and refused.wait_s == 0 and "keep: true" in refused.reason
+
+
 def test_a_model_larger_than_the_whole_budget() -> None:
     d = decide("huge", 66 * GIB, 5 * GIB, [])
     assert not d.fits and "whole budget is 5.00 GiB" in d.reason
@@ -229,3 +242,37 @@ def test_one_spec_may_serve_two_aliases(tmp_path: Path) -> None:
                 "[{spec: a.json}], defaults", "[{spec: a.json, ttl_s: 5}], defaults"
             ),
         )
+
+
+def test_status_json_adds_the_gateways_models_only_while_it_has_some(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`llmdeck status --json`: the list as before with no gateway (or none with models on demand);
+    an object {servers, gateway} while one runs models. The gateway's service answer is stubbed here
+    (the real gateway's is in tests/test_gateway_models_integration.py)."""
+    import json
+
+    from cli_helpers import run_cli
+    from llmdeck.gateway import service
+
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "state"))
+    code, out, _ = run_cli(["status", "--json"], capsys)
+    assert code == 0 and json.loads(out) == []  # no gateway: unchanged
+    monkeypatch.setattr(service, "load_record", lambda settings: object())
+    answer: dict[str, Any] = {"state": "running", "url": "http://127.0.0.1:4000", "routes": []}
+    monkeypatch.setattr(service, "status", lambda settings: answer)
+    code, out, _ = run_cli(["status", "--json"], capsys)
+    assert code == 0 and json.loads(out) == []  # a gateway without models on demand: unchanged
+    model = {"model": "coder", "state": "sleeping", "held_gib": 0.5, "last_used": 1.0, "queue": 0}
+    answer.update(budget={"memory_gib": 5.0, "kind": "unified", "held_gib": 0.5}, models=[model])
+    code, out, _ = run_cli(["status", "--json"], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["servers"] == []
+    assert data["gateway"] == {
+        "state": "running",
+        "url": "http://127.0.0.1:4000",
+        "budget": answer["budget"],
+        "models": [model],
+    }
+    code, out, _ = run_cli(["status", "--json", "nosuch"], capsys)  # one server asked for: no gateway
+    assert "gateway" not in out

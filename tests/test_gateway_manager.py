@@ -17,7 +17,7 @@ import pytest
 from http_fakes import JsonHandler
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import ServerStartError
-from llmdeck.gateway import footprint, lifecycle, manager
+from llmdeck.gateway import footprint, lifecycle, manager, model_state
 from llmdeck.gateway.budget import GIB
 from llmdeck.gateway.config import parse_config
 from llmdeck.gateway.manager import ModelManager
@@ -88,9 +88,11 @@ class FakeLifecycle:
 
 
 def _manager(tmp_path: Path, backends: dict[str, str], budget: str = "{memory_gib: 5}") -> ModelManager:
-    """Routes named like their specs; every spec is the CPU engine (planned 3.2 GiB: no weights on disk)."""
+    """Routes named like their specs; every spec is the CPU engine (planned 3.2 GiB: no weights on disk).
+    Minimum residency is off unless a backend sets it (its own tests below)."""
     lines = ["routes:"]
     for i, (name, extra) in enumerate(backends.items()):
+        extra = extra if "min_resident_s" in extra else f"{extra}, min_resident_s: 0"
         spec = LaunchSpec(name=name, engine="cpu", model=str(tmp_path / "m"), port=9100 + i)
         (tmp_path / f"{name}.json").write_text(spec.model_dump_json(), encoding="utf-8")
         lines.append(f"  - {{model: {name}, backends: [{{spec: {name}.json{extra}}}]}}")
@@ -305,7 +307,8 @@ def _sleepy(tmp_path: Path, mp: pytest.MonkeyPatch) -> tuple[FakeLifecycle, Mode
     (tmp_path / "gpu.json").write_text(spec.model_dump_json(), encoding="utf-8")
     mgr = _manager(tmp_path, {"b": ""})
     text = (
-        "routes:\n  - {model: gpu, backends: [{spec: gpu.json, sleep_level: 1, memory_gib: 3}]}\n"
+        "routes:\n  - {model: gpu, backends: [{spec: gpu.json, sleep_level: 1, memory_gib: 3, "
+        "min_resident_s: 0}]}\n"
         "  - {model: b, backends: [{spec: b.json}]}\nbudget: {memory_gib: 5}\n"
     )
     loaded = parse_config(text, source=tmp_path / "gw.yaml", settings=mgr.settings)
@@ -480,3 +483,86 @@ def test_contended_models_serve_their_waiters_before_they_go(
     run(go)
     starts = [c for c in fake.calls if c[0] == "start"]
     assert fake.max_up == 1 and len(starts) <= 3, fake.calls
+
+
+# ---- minimum residency (against thrash) -------------------------------------------------------
+
+
+def test_a_resident_model_in_use_is_not_evicted_until_its_time_is_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = FakeLifecycle(monkeypatch)
+    monkeypatch.setattr(manager, "RESIDENT_POLL_S", 0.05)
+    mgr = _manager(tmp_path, {"a": ", min_resident_s: 0.8", "b": ", min_resident_s: 0.8"})
+
+    async def go() -> None:
+        a, b = _model(mgr, "a"), _model(mgr, "b")
+        assert await mgr.acquire(a) is None  # a serves; demand for both goes on
+        wait_b = asyncio.create_task(mgr.acquire(b))
+        await asyncio.sleep(0.3)
+        assert a.state == "running" and b.waiting == 1 and fake.calls == [("start", "a")]
+        shown = next(m for m in mgr.status()["models"] if m["model"] == "b")
+        assert "min_resident_s" in shown["progress"] and shown["queue"] == 1
+        mgr.release(a)
+        assert await mgr.acquire(a) is None  # a's traffic goes on: still served, no swap
+        await asyncio.sleep(0.2)
+        assert a.state == "running"
+        await asyncio.sleep(0.5)  # the residency is over: a is drained, then evicted
+        assert a.state == "stopping"
+        mgr.release(a)
+        assert await wait_b is None
+
+    with caplog.at_level(logging.INFO, logger="llmdeck.gateway.models"):
+        run(go)
+    assert fake.calls == [("start", "a"), ("stop", "a"), ("start", "b")]
+    assert "hold b: b waits: a (3.20 GiB" in caplog.text
+
+
+def test_a_resident_model_gone_idle_is_evicted_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeLifecycle(monkeypatch)
+    monkeypatch.setattr(model_state, "IN_USE_S", 0.1)
+    mgr = _manager(tmp_path, {"a": ", min_resident_s: 30", "b": ""})
+
+    async def go() -> None:
+        a = _model(mgr, "a")
+        assert await mgr.acquire(a) is None
+        mgr.release(a)
+        await asyncio.sleep(0.2)  # no traffic for longer than IN_USE_S: the residency no longer holds
+        assert a.resident_s() == 0.0
+        assert await asyncio.wait_for(mgr.acquire(_model(mgr, "b")), 2) is None
+
+    run(go)
+    assert fake.calls == [("start", "a"), ("stop", "a"), ("start", "b")]
+
+
+def test_requests_held_by_a_residency_time_out_and_the_resident_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeLifecycle(monkeypatch)
+    monkeypatch.setattr(manager, "RESIDENT_POLL_S", 0.05)
+    budget = "{memory_gib: 5, queue: {wait_s: 0.3}}"
+    mgr = _manager(tmp_path, {"a": ", min_resident_s: 60", "b": ""}, budget=budget)
+
+    async def go() -> None:
+        a, b = _model(mgr, "a"), _model(mgr, "b")
+        assert await mgr.acquire(a) is None
+        refusal = await mgr.acquire(b)
+        assert refusal is not None and refusal.status == 503 and refusal.code == "model_not_ready"
+        await asyncio.sleep(0.2)  # nobody waits for b any more: its start is abandoned
+        assert a.state == "running" and b.state == "stopped" and b.task is not None and b.task.done()
+        assert "Dropped the start of 'b'" in (b.last_error or "") and "min_resident_s" in (b.last_error or "")
+
+    run(go)
+    assert fake.calls == [("start", "a")]
+
+
+def test_min_resident_s_defaults_to_30_and_0_turns_it_off(tmp_path: Path) -> None:
+    mgr = _manager(tmp_path, {"a": ", min_resident_s: 30", "b": ""})
+    assert _model(mgr, "a").backend.min_resident_s == 30 and _model(mgr, "b").backend.min_resident_s == 0
+    spec = LaunchSpec(name="c", engine="cpu", model=str(tmp_path / "m"), port=9300)
+    (tmp_path / "c.json").write_text(spec.model_dump_json(), encoding="utf-8")
+    text = "routes:\n  - {model: c, backends: [{spec: c.json}]}\n"
+    loaded = parse_config(text, source=tmp_path / "gw.yaml", settings=mgr.settings)
+    assert loaded.routes[0].backends[0].managed.min_resident_s == 30.0

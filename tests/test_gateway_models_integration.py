@@ -213,4 +213,9 @@ def test_status_shows_the_models(
     models = {m["model"]: m for m in data["models"]}
     assert code == 0 and data["budget"]["memory_gib"] == 5.0 and data["budget"]["kind"] == "unified"
     assert models["gw-a"]["measured_gib"] > 3 and models["gw-a"]["last_used"] is not None
+    code, out, _ = run_cli(["status", "--json"], capsys)  # the servers' list, and the gateway's models
+    both = json.loads(out)
+    assert code == 0 and "gw-a" in [s["name"] for s in both["servers"]], both["servers"]
+    assert {m["model"]: m["state"] for m in both["gateway"]["models"]}["gw-b"] == "stopped"
+    assert both["gateway"]["budget"]["memory_gib"] == 5.0
     print("status:", json.dumps(models["gw-a"]), json.dumps(data["budget"]))

@@ -159,14 +159,23 @@ def _print_models(data: dict[str, Any]) -> None:
         console.print(line, markup=False, highlight=False)
 
 
-def print_gateway_models(settings: Any) -> bool:
-    """For `llmdeck status`: the running gateway's models on demand (True when there were any)."""
+def gateway_models(settings: Any) -> dict[str, Any] | None:
+    """The running gateway's models on demand (url, budget, models), or None when it has none."""
     from llmdeck.gateway.service import load_record, status
 
     if load_record(settings) is None:
-        return False
+        return None
     data = status(settings)
     if not data.get("models"):
+        return None
+    keys = ("state", "url", "pid", "budget", "models")
+    return {k: data[k] for k in keys if k in data}
+
+
+def print_gateway_models(settings: Any) -> bool:
+    """For `llmdeck status`: the running gateway's models on demand (True when there were any)."""
+    data = gateway_models(settings)
+    if data is None:
         return False
     _print_models(data)
     return True

@@ -193,11 +193,16 @@ def status_cmd(
     Given a URL instead of a name: the state of any OpenAI-compatible server there (exit 1 when it
     is not ready: unreachable, not answering, needs an API key, not OpenAI-compatible).
 
+    --json: the list of servers; while a gateway runs models on demand (and no name is given), an
+    object {"servers": [that list], "gateway": {url, state, budget, models}} instead.
+
     Examples:
 
       llmdeck status
 
       llmdeck status demo --json
+
+      llmdeck status --json | jq 'if type == "object" then .gateway.models else [] end'
 
       llmdeck status http://127.0.0.1:8000
     """
@@ -212,12 +217,15 @@ def status_cmd(
         status_of_url(name, settings, as_json, timeout)
         return
     statuses = status(settings, name)
+    from llmdeck.cli.gateway import gateway_models, print_gateway_models  # its models on demand
     from llmdeck.cli.status_url import print_records
 
-    print_records(statuses, as_json)
-    from llmdeck.cli.gateway import print_gateway_models  # the models a gateway starts on demand
-
-    if not as_json and not print_gateway_models(settings) and not statuses:
+    if as_json:  # the list as before; an object {servers, gateway} only while a gateway has models
+        gateway = None if name else gateway_models(settings)
+        print_json(statuses if gateway is None else {"servers": statuses, "gateway": gateway})
+        return
+    print_records(statuses, False)
+    if not print_gateway_models(settings) and not statuses:
         err_console().print("No llmdeck servers. Start one with `llmdeck up --model DIR`.")
 
 

@@ -8,6 +8,10 @@ least recently used first — idle models before busy ones (a busy model is drai
 gateway's own models before Ollama's — and never a ``keep`` model, a member of the starting model's
 group, or Ollama's models unless the config allows. When even evicting everything allowed would not
 make room, the answer is a refusal that names what would have to go and why it may not.
+
+Minimum residency (against thrash): a tenant with ``resident_s`` > 0 became ready less than its
+``min_resident_s`` ago and is still in use; it is not evicted for another model. When only such
+tenants stand between a model and its room, the answer is to wait (``wait_s``), not to refuse.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ class Tenant:
     busy: bool = False  # requests in flight or waiting
     last_used: float = 0.0
     blocked: str | None = None  # why it may not be evicted ("keep: true", …), None when it may
+    resident_s: float = 0.0  # > 0: within its minimum residency and in use for this many seconds more
 
 
 @dataclass
@@ -46,6 +51,7 @@ class Decision:
     held: int
     evict: list[Tenant] = field(default_factory=list)
     reason: str = ""
+    wait_s: float = 0.0  # > 0: room only once a resident model's minimum residency ends; ask again then
 
     @property
     def free_after(self) -> int:
@@ -64,12 +70,21 @@ def decide(name: str, need: int, capacity: int, tenants: list[Tenant]) -> Decisi
         decision.reason = _refusal(name, need, capacity, tenants)
         return decision
     free = capacity - held
-    for tenant in sorted((t for t in tenants if not t.blocked), key=_order):
+    for tenant in sorted((t for t in tenants if not t.blocked and t.resident_s <= 0), key=_order):
         if free >= need:
             break
         decision.evict.append(tenant)
         free += tenant.bytes
     decision.fits = free >= need
+    if not decision.fits:  # the rest of the room is held by resident models: wait for them
+        resident = [t for t in tenants if not t.blocked and t.resident_s > 0]
+        decision.evict = []
+        decision.wait_s = min((t.resident_s for t in resident), default=0.0)
+        listed = ", ".join(f"{t.name} ({gib(t.bytes)}, {t.resident_s:.0f} s more)" for t in resident)
+        decision.reason = (
+            f"{name} waits: {listed} became ready recently and still serves (min_resident_s); it is "
+            "evicted once that time is up or it goes idle."
+        )
     return decision
 
 

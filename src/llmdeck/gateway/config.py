@@ -36,7 +36,7 @@ GATEWAY_CONFIG_SCHEMA_VERSION = 1
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class BackendSpec(_Strict):
@@ -53,6 +53,9 @@ class BackendSpec(_Strict):
     memory_gib: float | None = Field(None, gt=0, le=65536, description="spec: the footprint, declared.")
     sleep_level: Literal[1, 2] | None = Field(None, description="spec: vLLM sleep mode instead of a stop.")
     start_timeout_s: float | None = Field(None, gt=0, le=7200, description="spec: readiness timeout.")
+    min_resident_s: float | None = Field(
+        None, ge=0, le=3600, description="spec: not evicted for another this long after ready while used."
+    )
     model: str | None = Field(None, description="The backend's served model name (default: learned).")
     api_key_env: str | None = Field(None, description="Environment variable with the backend's API key.")
 
@@ -269,7 +272,7 @@ def _resolve_backend(
             hint="Write a URL (http://127.0.0.1:8000), the name of a server from `llmdeck status`, or a "
             "launch spec file from `llmdeck plan MODEL --spec-out FILE`.",
         )
-    lifecycle = ("keep", "ttl_s", "group", "memory_gib", "sleep_level", "start_timeout_s")
+    lifecycle = ("keep", "ttl_s", "group", "memory_gib", "sleep_level", "start_timeout_s", "min_resident_s")
     if spec.spec:
         return _resolve_managed(spec, doc, loc, source, config)
     if extra := [k for k in lifecycle if k in spec.model_fields_set]:

@@ -11,6 +11,7 @@ Config (in a route's ``backends:``, and a top-level ``budget:``)::
             group: agents           # members of one group are never evicted for each other
             memory_gib: 20          # optional: declare the footprint instead of the plan's estimate
             sleep_level: 1          # opt-in vLLM sleep mode (GPU engines only) instead of stop/start
+            min_resident_s: 30      # once ready and in use, not evicted for another this long (0: off)
     budget:
       memory_gib: auto              # or a number of GiB the managed models may use together
       reserve_gib: 4                # auto: MemAvailable (or the GPU's free memory) less this
@@ -35,11 +36,12 @@ from llmdeck.errors import ConfigError, LlmdeckError
 from llmdeck.gateway.yamlmarks import MarkedDocument
 
 SLEEP_FLAG = "--enable-sleep-mode"
+MIN_RESIDENT_S = 30.0  # the default minimum residency: a start costs tens of seconds, so serve a while
 SLEEP_ENV = "VLLM_SERVER_DEV_MODE"  # vLLM serves /sleep, /wake_up, /is_sleeping only in dev mode
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class QueueSettings(_Strict):
@@ -104,6 +106,7 @@ class ManagedBackend:
     group: str | None = None
     sleep_level: int | None = None
     start_timeout_s: float | None = None
+    min_resident_s: float = MIN_RESIDENT_S
 
     @property
     def name(self) -> str:
@@ -135,6 +138,7 @@ def resolve_managed(
         group=entry.group,
         sleep_level=entry.sleep_level,
         start_timeout_s=entry.start_timeout_s,
+        min_resident_s=MIN_RESIDENT_S if entry.min_resident_s is None else entry.min_resident_s,
     )
 
 
@@ -144,7 +148,8 @@ def _with_sleep_mode(spec: LaunchSpec, where: str) -> LaunchSpec:
         raise ConfigError(
             f"{where}: `sleep_level` needs vLLM's sleep mode, which the CPU engine does not have (vLLM: "
             "'Sleep mode is not supported on current platform'; only CUDA, ROCm and XPU builds sleep).",
-            hint="Remove `sleep_level:` for a CPU-engine spec: it is stopped and started instead.",
+            hint="Drop `sleep_level:` for a CPU-engine spec (it is stopped and started instead), or use a "
+            "GPU engine's spec (`llmdeck plan … --engine venv|docker --spec-out FILE`).",
         )
     args = list(spec.vllm_args)
     if SLEEP_FLAG not in args:
@@ -182,7 +187,7 @@ def check_managed(backends: list[tuple[ManagedBackend, str]]) -> None:
             raise ConfigError(
                 f"{where}: the spec's server name {spec.name!r} is also the one at {names[spec.name][1]}"
                 + (
-                    " with other settings (keep, ttl_s, group, memory_gib, sleep_level)."
+                    " with other settings (keep, ttl_s, group, memory_gib, sleep_level, min_resident_s)."
                     if same_spec
                     else "."
                 ),

@@ -7,6 +7,8 @@
 * Before a start, :mod:`llmdeck.gateway.budget` decides what must go; the victims stop taking requests
   at once, are drained (requests in flight finish), then stopped (or put to sleep), least recently used
   first. A model that would not fit even then is refused, with the reason, and nothing is stopped.
+* Against thrash, a model ready less than ``min_resident_s`` ago (default 30, 0: off) and still in use
+  is not evicted; the other's requests wait (``wait_s``) till that time is up or it idles (``IN_USE_S``).
 * A failed start fails its waiting requests with the runtime's diagnosis; the other models keep
   serving. For ``failed_retry_s`` after it, requests for that model fail at once with the same text.
 * In the background: models idle past their ``ttl_s`` are stopped, and the running models' footprints
@@ -26,12 +28,13 @@ from llmdeck.gateway import lifecycle
 from llmdeck.gateway.budget import Decision, Tenant, capacity_bytes, decide, gib
 from llmdeck.gateway.config import LoadedConfig
 from llmdeck.gateway.managed import Budget
-from llmdeck.gateway.model_state import ManagedModel
+from llmdeck.gateway.model_state import ManagedModel, budget_status
 
 log = logging.getLogger("llmdeck.gateway.models")
 
 TICK_S = 1.0
 MEASURE_EVERY_S = 5.0
+RESIDENT_POLL_S = 0.5  # how often a model held back by another's minimum residency asks again
 
 
 @dataclass(frozen=True)
@@ -201,9 +204,8 @@ class ModelManager:
             await self._stop(model, "wake failed")
             await self._start(model)
             return
-        model.state = "running"
+        model.ready()
         model.wakes += 1
-        model.touch()
         log.info("woke %s (sleep level %d) in %.1f s", model.name, level, time.monotonic() - t0)
 
     # ---- the budget ---------------------------------------------------------------------------
@@ -235,13 +237,33 @@ class ModelManager:
         need = model.estimate() - (model.held(self.budget.kind) if model.state == "sleeping" else 0)
         return decide(model.name, need, capacity, tenants)
 
+    async def _decide_after_residency(self, model: ManagedModel) -> Decision | Refusal:
+        """The budget's answer once no resident model (``min_resident_s``) stands in the way.
+
+        The wait is bounded by the residents' ``min_resident_s``, and ends early when they go idle or
+        when nobody waits for ``model`` any more (its requests left after ``budget.queue.wait_s``)."""
+        logged = False
+        while True:
+            decision = await self._decide(model)
+            if isinstance(decision, Refusal) or decision.wait_s <= 0 or model.waiting == 0:
+                model.progress = None
+                if isinstance(decision, Decision) and decision.wait_s > 0:  # its requests gave up
+                    text = f"Dropped the start of {model.name!r}: nobody waits for it now ({decision.reason})"
+                    return Refusal(503, text, "model_not_ready", 10)
+                return decision
+            if not logged:
+                log.info("hold %s: %s", model.name, decision.reason)
+                logged = True
+            model.progress = decision.reason
+            await asyncio.sleep(min(decision.wait_s, RESIDENT_POLL_S))
+
     async def _make_room(self, model: ManagedModel) -> Refusal | None:
         """Evict what the budget says must go (draining busy victims first); refuse what cannot fit.
 
         In rounds: a model put to sleep may free less than the estimate said (the measurement after the
         sleep tells), and the next round then stops it."""
         for _ in range(2 * len(self.models) + 2):
-            decision = await self._decide(model)
+            decision = await self._decide_after_residency(model)
             if isinstance(decision, Refusal):
                 return decision
             if not decision.fits:
@@ -369,14 +391,7 @@ class ModelManager:
 
     def status(self) -> dict[str, Any]:
         """``/gateway/status``'s budget and models (state, memory planned / measured, last use, queue)."""
-        b = self.budget
-        held = sum(m.held(b.kind) for m in self.models.values())
-        budget = {
-            **b.model_dump(mode="json", exclude={"queue"}),
-            **b.queue.model_dump(mode="json"),
-            "held_gib": round(held / (1 << 30), 3),
-        }
-        return {"budget": budget, "models": [m.snapshot(b) for m in self.models.values()]}
+        return budget_status(self.budget, list(self.models.values()))
 
 
 def _retrieve(task: asyncio.Task[None]) -> None:

@@ -14,6 +14,7 @@ from llmdeck.runtime.state import ServerRecord
 
 ModelStateName = Literal["stopped", "starting", "running", "sleeping", "stopping", "failed"]
 HOLDING = frozenset({"starting", "running", "stopping"})
+IN_USE_S = 5.0  # a model with a request in flight, waiting, or ended this recently "still has traffic"
 
 
 @dataclass
@@ -33,6 +34,7 @@ class ManagedModel:
     evictions: int = 0
     last_error: str | None = None
     failed_at: float | None = None  # monotonic
+    ready_at: float | None = None  # monotonic: when it last became ready (started, woke or adopted)
     progress: str | None = None  # the start-up phase reached (set from the start's worker thread)
     task: asyncio.Task[None] | None = field(default=None, repr=False)
 
@@ -55,6 +57,19 @@ class ManagedModel:
 
     def busy(self) -> bool:
         return self.inflight > 0 or self.waiting > 0
+
+    def resident_s(self) -> float:
+        """Seconds left of its minimum residency while it still has traffic (0: it may be evicted)."""
+        if self.state != "running" or self.ready_at is None:
+            return 0.0
+        left = self.backend.min_resident_s - (time.monotonic() - self.ready_at)
+        in_use = self.busy() or self.idle_s() < IN_USE_S
+        return left if left > 0 and in_use else 0.0
+
+    def ready(self) -> None:
+        self.state = "running"
+        self.ready_at = time.monotonic()
+        self.touch()
 
     def estimate(self) -> int:
         """What a start needs: the footprint measured on an earlier run, else the plan's."""
@@ -86,15 +101,17 @@ class ManagedModel:
             blocked = f"same group {self.backend.group!r} as {starting.name}"
         elif self.state in {"starting", "stopping"}:
             blocked = self.state
-        return Tenant(self.name, held, busy=self.busy(), last_used=self.last_used or 0.0, blocked=blocked)
+        last = self.last_used or 0.0
+        return Tenant(
+            self.name, held, busy=self.busy(), last_used=last, blocked=blocked, resident_s=self.resident_s()
+        )
 
     def running(self, record: ServerRecord, seconds: float | None) -> None:
         self.record = record
-        self.state = "running"
         self.start_seconds = seconds
         self.last_error = None
         self.failed_at = None
-        self.touch()
+        self.ready()
 
     def stopped(self) -> None:
         self.state = "stopped"
@@ -117,7 +134,7 @@ class ManagedModel:
             "model": self.name,
             "url": self.url,
             "state": self.state,
-            "progress": self.progress if self.state == "starting" else None,
+            "progress": self.progress if self.state == "starting" or self.waiting else None,
             "planned_gib": round(self.backend.planned.bytes / gib, 3),
             "planned_how": self.backend.planned.how,
             "measured_gib": round(self.measured / gib, 3) if self.measured else None,
@@ -134,6 +151,18 @@ class ManagedModel:
             "ttl_s": self.backend.ttl_s,
             "group": self.backend.group,
             "sleep_level": self.backend.sleep_level,
+            "min_resident_s": self.backend.min_resident_s,
             "last_error": self.last_error,
             "pid": self.record.pid if self.record is not None else None,
         }
+
+
+def budget_status(b: Budget, models: list[ManagedModel]) -> dict[str, Any]:
+    """The budget (settings and what the models hold) and every model's snapshot."""
+    held = sum(m.held(b.kind) for m in models)
+    budget = {
+        **b.model_dump(mode="json", exclude={"queue"}),
+        **b.queue.model_dump(mode="json"),
+        "held_gib": round(held / (1 << 30), 3),
+    }
+    return {"budget": budget, "models": [m.snapshot(b) for m in models]}

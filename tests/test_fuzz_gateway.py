@@ -1,0 +1,85 @@
+"""Fuzz suite, part 5: bad gateway configs for the models on demand (issue 21) through
+`llmdeck gateway up --config FILE`: every one exit 2 before anything starts, naming the file and the
+line, saying what to do (tests/fuzz_helpers.py). Ids start with the command (counted by conftest)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fuzz_helpers import Case, case, run_case
+
+HEAD = "routes:\n  - model: a\n"
+
+
+def _cfg(backend: str, budget: str = "") -> str:
+    """A route whose backend is ``backend`` (line 3); ``budget`` lines follow from line 4."""
+    return HEAD + f"    backends: [{backend}]\n" + (f"budget:\n{budget}" if budget else "")
+
+
+CONFIGS: dict[str, tuple[str, int, str]] = {
+    "spec-missing": (_cfg("{spec: missing.json}"), 3, "does not exist"),
+    "spec-folder": (_cfg("{spec: folder}"), 3, "folder"),
+    "spec-not-json": (_cfg("{spec: binary.json}"), 3, "spec"),
+    "spec-a-list": (_cfg("{spec: list.json}"), 3, "not a JSON object"),
+    "spec-no-model": (_cfg("{spec: no_model.json}"), 3, "model"),
+    "spec-empty-string": (_cfg("{spec: ''}"), 3, "spec"),
+    "sleep-level-3": (_cfg("{spec: a.json, sleep_level: 3}"), 3, "sleep_level"),
+    "sleep-level-cpu": (_cfg("{spec: a.json, sleep_level: 1}"), 3, "CPU engine"),
+    "ttl-negative": (_cfg("{spec: a.json, ttl_s: -1}"), 3, "ttl_s"),
+    "ttl-text": (_cfg("{spec: a.json, ttl_s: soon}"), 3, "ttl_s"),
+    "backend-memory-zero": (_cfg("{spec: a.json, memory_gib: 0}"), 3, "memory_gib"),
+    "min-resident-negative": (_cfg("{spec: a.json, min_resident_s: -1}"), 3, "min_resident_s"),
+    "group-empty": (_cfg("{spec: a.json, group: ''}"), 3, "group"),
+    "keep-text": (_cfg("{spec: a.json, keep: perhaps}"), 3, "keep"),
+    "backend-unknown-key": (_cfg("{spec: a.json, tll_s: 5}"), 3, "tll_s"),
+    "lifecycle-on-a-url": (_cfg("{url: 'http://127.0.0.1:9', min_resident_s: 5}"), 3, "min_resident_s"),
+    "budget-negative": (_cfg("{spec: a.json}", "  memory_gib: -1\n"), 5, "budget.memory_gib"),
+    "budget-text": (_cfg("{spec: a.json}", "  memory_gib: lots\n"), 5, "budget.memory_gib"),
+    "budget-inf": (_cfg("{spec: a.json}", "  memory_gib: .inf\n"), 5, "budget.memory_gib"),
+    "budget-nan": (_cfg("{spec: a.json}", "  memory_gib: .nan\n"), 5, "finite number"),
+    "budget-reserve-negative": (_cfg("{spec: a.json}", "  reserve_gib: -2\n"), 5, "reserve_gib"),
+    "budget-kind-unknown": (_cfg("{spec: a.json}", "  kind: tpu\n"), 5, "kind"),
+    "budget-unknown-key": (_cfg("{spec: a.json}", "  memory: 5\n"), 5, "memory"),
+    "budget-a-list": (_cfg("{spec: a.json}", "  - 5\n"), 5, "budget"),
+    "queue-max-waiting-zero": (_cfg("{spec: a.json}", "  queue: {max_waiting: 0}\n"), 5, "max_waiting"),
+    "queue-wait-zero": (_cfg("{spec: a.json}", "  queue: {wait_s: 0}\n"), 5, "wait_s"),
+    "queue-unknown-key": (_cfg("{spec: a.json}", "  queue: {max_wait: 3}\n"), 5, "max_wait"),
+}
+CASES = [
+    case(
+        f"gateway:config-{name}",
+        "gateway up --config {tmp}/" + f"{name}.yaml",
+        2,
+        f"{name}.yaml:{line}",
+        word,
+    )
+    for name, (_text, line, word) in CONFIGS.items()
+]
+
+
+@pytest.fixture
+def gateway_inputs(fuzz_env: dict[str, str]) -> dict[str, str]:
+    tmp = Path(fuzz_env["tmp"])
+    spec = {"name": "a", "engine": "cpu", "model": str(tmp / "m"), "port": 9301}
+    (tmp / "a.json").write_text(json.dumps(spec))
+    (tmp / "binary.json").write_bytes(bytes(range(256)))
+    (tmp / "list.json").write_text("[1, 2]")
+    (tmp / "no_model.json").write_text(json.dumps({"name": "a"}))
+    for name, (text, _line, _word) in CONFIGS.items():
+        (tmp / f"{name}.yaml").write_text(text)
+    return fuzz_env
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("c", CASES)
+def test_bad_gateway_config(
+    c: Case,
+    gateway_inputs: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    run_case(c, tmp_path, capsys, monkeypatch, gateway_inputs)
