@@ -9,7 +9,7 @@ export PYTHONPATH=$PWD/src LLMDECK_STATE_DIR=${LLMDECK_STATE_DIR:-/tmp/llmdeck-t
 export LLMDECK_CACHE_DIR=${LLMDECK_CACHE_DIR:-$PWD/.cache/engine-cache}
 PY=${PY:-/work/main/.venv/bin/python}
 MODEL=${MODEL:-$PWD/.cache/test-tiny}
-OUTD=evidence/tune/cpu
+OUTD=${OUTD:-evidence/tune/cpu}
 [ -d "$MODEL" ] || $PY -m llmdeck model make-tiny "$MODEL"
 rm -rf "$OUTD"
 flock /tmp/llmdeck-engine.lock $PY -m llmdeck tune "$MODEL" --engine cpu --workload agent \
