@@ -299,3 +299,36 @@ def test_repeat_runs_each_scenario_with_fresh_prompts_and_reports_the_range(
         timeout=60,
     )
     assert rendered.returncode == 0 and "Run to run" in rendered.stdout and "2 of 2" in rendered.stdout
+
+
+def test_agent_sessions_hit_the_prefix_cache(cpu_server: Any, tmp_path: Path) -> None:
+    """agent-sessions on the real server: 3 sessions of 2 turns behind one 512-token system prompt
+    (4 of the CPU engine's 128-token blocks): the server counts what the prompts hold (the system
+    prompt in every first turn, the first turn's conversation again in the second) and its prefix
+    cache serves the shared prompt and the sessions' histories."""
+    out = tmp_path / "a.json"
+    args = [sys.executable, "-m", "llmdeck", "bench", cpu_server.base_url, "--workload", "agent-sessions"]
+    args += ["--prefix-len", "512", "--num-turns", "2", "--input-len", "32", "--output-len", "8"]
+    args += [
+        "--num-prompts",
+        "6",
+        "--max-concurrency",
+        "2",
+        "--temperature",
+        "0",
+        "--out",
+        str(out),
+        "--json",
+    ]
+    proc = subprocess.run(args, env=_env(cpu_server.settings), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    [sc] = json.loads(proc.stdout)["scenarios"]
+    assert sc["spec"]["endpoint"] == "chat" and sc["metrics"]["completed"] == 6
+    reqs = {(r["session"], r["turn"]): r for r in sc["requests"]}
+    assert sorted(reqs) == [(s, t) for s in range(3) for t in range(2)]
+    for s in range(3):
+        first, second = reqs[(s, 0)]["prompt_tokens"], reqs[(s, 1)]["prompt_tokens"]
+        assert 512 + 32 < first < 512 + 32 + 40  # the system prompt, the user message, the template
+        assert second > first + 8 + 32  # the first turn's conversation, its reply, a new message
+    hit = sc["server_metrics"]["prefix_cache_hit_rate_pct"]
+    assert hit is not None and hit > 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -239,6 +240,52 @@ def test_shared_prefix_and_multi_turn(tokenizer: object) -> None:
     )
     turns = build_workload(mt, tokenizer)
     assert [(t.session, t.turn) for t in turns] == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
+
+
+def test_agent_sessions_share_the_system_prompt_and_grow_each_session(tokenizer: object) -> None:
+    """agent-sessions: every session opens with the same system prompt of exactly prefix_len tokens,
+    and each turn's request is the previous turn's conversation (its reply included) plus a new user
+    message: as tokens (the chat template), turn k's prompt is a prefix of turn k+1's, and session
+    s's first request shares the whole system prompt with every other session's."""
+    from llmdeck.bench.workloads import SessionHistory, build_workload
+
+    tok: Any = tokenizer
+    spec = ScenarioSpec(
+        name="a", workload="agent-sessions", endpoint="chat", prefix_len=300, input_len=40, num_turns=3,
+        num_prompts=9, output_len=16,
+    )  # fmt: skip
+    items = build_workload(spec, tok)
+    assert [(t.session, t.turn) for t in items][:4] == [(0, 0), (0, 1), (0, 2), (1, 0)]
+    [system] = {it.system_text for it in items}
+    assert system and len(tok.encode(system, add_special_tokens=False)) == 300
+    assert len({it.user_text for it in items}) == 9 and all(it.prompt_len == 40 for it in items)
+
+    def ids(msgs: list[dict[str, Any]]) -> list[int]:
+        return list(tok.apply_chat_template(msgs, tokenize=True)["input_ids"])
+
+    sent: dict[int, list[list[int]]] = {}
+    for sid in range(3):
+        history = SessionHistory(items[sid * 3].system_text)
+        for it in items[sid * 3 : sid * 3 + 3]:
+            msgs = history.ask(it)
+            assert msgs[0] == {"role": "system", "content": system} and msgs[-1]["content"] == it.user_text
+            sent.setdefault(sid, []).append(ids(msgs))
+            history.reply(f"reply {sid}.{it.turn}: " + "ok " * 10)
+    system_ids = ids([{"role": "system", "content": system}])
+    assert len(system_ids) >= 300
+    for turns in sent.values():
+        assert all(t[: len(system_ids)] == system_ids for t in turns)  # the shared prefix, every session
+        for k in range(1, len(turns)):  # the session's history: the previous request, then more
+            assert turns[k][: len(turns[k - 1])] == turns[k - 1] and len(turns[k]) > len(turns[k - 1]) + 40
+    firsts = [turns[0] for turns in sent.values()]
+    assert len({tuple(f) for f in firsts}) == 3  # the sessions differ after the shared prompt
+    # multi-turn is the same sessions without the system prompt; max_context counts the prompt once
+    assert all(
+        it.system_text is None
+        for it in build_workload(spec.model_copy(update={"workload": "multi-turn"}), tok)
+    )
+    # the system prompt (+16 of template) and 3 turns of 40 in, 16 out, 16 of template each
+    assert spec.max_context == (300 + 16) + 3 * (40 + 16 + 16)
 
 
 def test_jsonl_workload(tmp_path: Path) -> None:

@@ -26,6 +26,15 @@ def test_sweep_points_get_names_and_fresh_seeds() -> None:
 def test_prompts_imply_jsonl_and_multi_turn_talks_chat(tmp_path: Path) -> None:
     assert BenchRequest(target="x:1", prompts=tmp_path / "p.jsonl").normalized().workload == "jsonl"
     assert BenchRequest(target="x:1", workload="multi-turn").normalized().endpoint == "chat"
+    # agent-sessions: chat sessions that keep --prefix-len (the shared system prompt) and --num-turns;
+    # multi-turn drops the prefix (its sessions have no system prompt)
+    req = BenchRequest(target="x:1", workload="agent-sessions", prefix_len=4096, num_turns=3, repeat=2)
+    specs = build_scenarios(req)
+    assert [(s.endpoint, s.prefix_len, s.num_turns) for s in specs] == [("chat", 4096, 3)] * 2
+    assert specs[0].seed != specs[1].seed  # each repeat its own system prompt: no cross-run cache hits
+    assert "prefix 4096 3 turns" in specs[0].label() and "sessions/s" not in specs[0].label()
+    [mt] = build_scenarios(req.model_copy(update={"workload": "multi-turn", "repeat": 1}))
+    assert mt.prefix_len == 0
 
 
 def test_suite_and_repeats() -> None:

@@ -75,6 +75,7 @@ def test_workload_names_and_prompt_file(tmp_path: Path) -> None:
             check_workload(name, prompts)
     shape = load_shape("agent", concurrency=3, input_len=None)
     assert (shape.concurrency, shape.input_len, shape.prefix_len, shape.warmup) == (3, 512, 4096, 3)
+    assert shape.num_turns == 4
 
 
 @pytest.mark.parametrize(
@@ -121,6 +122,25 @@ def _req(model: str, engine: str = "venv", args: list[str] | None = None, **kw: 
     return TuneRequest.model_validate(values)
 
 
+def test_agent_workload_is_sessions_behind_one_shared_system_prompt() -> None:
+    """Issue 24's agent traffic: bench's agent-sessions workload, the system prompt, turns and
+    concurrency from the options (chat: the sessions send the whole conversation)."""
+    from llmdeck.tune.workload import scenarios_of
+
+    req = _req("Qwen3-0.6B", load=load_shape("agent", concurrency=16, prefix_len=4096, num_turns=3))
+    [spec] = scenarios_of(req, "http://127.0.0.1:1", None)
+    assert (spec.workload, spec.endpoint, spec.prefix_len, spec.num_turns) == (
+        "agent-sessions",
+        "chat",
+        4096,
+        3,
+    )
+    assert spec.max_concurrency == 16 and spec.num_prompts == 64
+    mu = _req("Qwen3-0.6B", workload="multi-user", load=load_shape("multi-user", concurrency=4))
+    [spec] = scenarios_of(mu, "http://127.0.0.1:1", None)
+    assert (spec.workload, spec.prefix_len) == ("multi-turn", 0)
+
+
 def test_gpu_space_on_gb10_for_the_hybrid_model() -> None:
     from llmdeck.tune.prune import Pruner
     from llmdeck.tune.search import prepare
@@ -141,8 +161,9 @@ def test_gpu_space_on_gb10_for_the_hybrid_model() -> None:
     assert 16 in dims["max-num-seqs"]
     # the attention block size (per KV dtype) and its multiples are in the batched-tokens axis
     assert {2096, 4192, 8384} <= set(dims["max-num-batched-tokens"])  # type: ignore[arg-type]
-    # --max-model-len only as long as the workload needs: 4096 prefix + 512 in + 256 out -> 4864
-    assert base_args == ["--max-model-len", "4864"]
+    # --max-model-len only as long as the workload needs: the 4096-token system prompt, then 4 turns of
+    # 512 in + 256 out (16 tokens of chat template each, and the prompt's) = 7248 -> 7424 (to 256s)
+    assert base_args == ["--max-model-len", "7424"]
     assert any("speculative decoding" in n for n in header.notes)
 
 

@@ -1,7 +1,9 @@
 #!/bin/bash
 # Issue 24 on ONE H200 (kind nvidia-h200): `llmdeck tune` on the Qwen3.6-35B-A3B shape (hybrid
-# Gated-DeltaNet + MoE, random weights: gpu-lab's --load-format dummy), agent traffic — a shared
-# 4096-token system prompt, 16 in flight — under TTFT P99 <= 2 s and TPOT P99 <= 100 ms; vLLM's
+# Gated-DeltaNet + MoE, random weights: gpu-lab's --load-format dummy), agent traffic — multi-turn
+# sessions (4 turns: each sends the whole conversation so far, replies included, and a new 512-token
+# user message) that all open with one shared 4096-token system prompt, 16 in flight (bench's
+# agent-sessions workload) — under TTFT P99 <= 2 s and TPOT P99 <= 100 ms; vLLM's
 # defaults and seed 000's command measured in the same search. RESULTS PENDING: not run yet (no device
 # time in the session that wrote it).
 #
@@ -32,7 +34,7 @@ if [ "$MODE" = tune ]; then
   # or skip (then the bench's warmup requests pay the JIT), and say which.
   timeout -s TERM 540 python3 -m llmdeck tune "$DIR" --engine venv --python "$(command -v python3)" \
     --machine h200 --vllm-version 0.22.0 --workload agent --concurrency 16 --prefix-len 4096 \
-    --input-len 512 --output-len 256 --num-prompts 96 --warmup 8 --repeat 2 \
+    --num-turns 4 --input-len 512 --output-len 256 --num-prompts 96 --warmup 8 --repeat 2 \
     --slo ttft_p99=2s,tpot_p99=100ms --trials 10 --budget 7m --ready-timeout 420 \
     --candidate "$SEED000" --confirm 2 --deep-gemm-warmup relax --out "$TUNE" --json \
     -- "${BASE[@]}" > "$OUT/tune.json" 2> "$OUT/tune.txt"
@@ -60,8 +62,8 @@ for s in $WHICH; do
   [ -f "$f" ] || { echo "no spec for $s"; continue; }
   python3 -m llmdeck up --spec "$f" --name "c-$s" --port 8010 --warmup --timeout 420 > "$OUT/up-$s.txt" 2>&1 \
     || { echo "$s failed to start"; tail -20 "$OUT/up-$s.txt"; continue; }
-  python3 -m llmdeck bench http://127.0.0.1:8010 --tokenizer "$DIR" --workload shared-prefix \
-    --prefix-len 4096 --input-len 512 --output-len 256 --num-prompts 96 --max-concurrency 16 \
+  python3 -m llmdeck bench http://127.0.0.1:8010 --tokenizer "$DIR" --workload agent-sessions \
+    --prefix-len 4096 --num-turns 4 --input-len 512 --output-len 256 --num-prompts 96 --max-concurrency 16 \
     --warmup 8 --repeat 3 --temperature 0 --goodput ttft:2000 --goodput tpot:100 \
     --out "$OUT/confirm-$s.json" > "$OUT/confirm-$s.txt" 2>&1; echo "$s bench exit $?"
   python3 -m llmdeck down "c-$s" >/dev/null 2>&1

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from llmdeck.bench.models import RequestRecord, ScenarioSpec
-from llmdeck.bench.workloads import WorkItem
+from llmdeck.bench.workloads import SessionHistory, WorkItem
 from llmdeck.client.errors import ClientEndpointError
 from llmdeck.client.openai import OpenAIClient
 from llmdeck.client.types import StreamResult
@@ -222,7 +222,7 @@ class ScenarioRun:
             async with sem:
                 with contextlib.suppress(ClientEndpointError):
                     await self._send(
-                        item, [{"role": "user", "content": item.user_text}] if item.user_text else None
+                        item, SessionHistory(item.system_text).ask(item) if item.user_text else None
                     )
 
         await asyncio.gather(*(w(i) for i in self.warmup_items))
@@ -275,7 +275,7 @@ class ScenarioRun:
 
     async def _dispatch(self, tasks: list[asyncio.Task[Any]], rng: np.random.Generator) -> None:
         spec = self.spec
-        if spec.workload == "multi-turn":
+        if spec.workload in ("multi-turn", "agent-sessions"):
             await self._dispatch_sessions(tasks, rng)
             return
         n = len(self.items)
@@ -317,12 +317,11 @@ class ScenarioRun:
                 self.on_dispatch(self.dispatched)
 
     async def _session(self, turns: list[WorkItem]) -> None:
-        history: list[dict[str, Any]] = []
+        history = SessionHistory(turns[0].system_text if turns else None)
         for k, item in enumerate(turns):
             if self.spec.duration_s is not None and time.perf_counter() - self.t0 >= self.spec.duration_s:
                 return
-            history.append({"role": "user", "content": item.user_text or ""})
-            res = await self._one(item.index, item, time.perf_counter(), list(history))
+            res = await self._one(item.index, item, time.perf_counter(), history.ask(item))
             if res is None:
                 for later in turns[k + 1 :]:
                     self._finish(
@@ -338,7 +337,7 @@ class ScenarioRun:
                         )
                     )
                 return
-            history.append({"role": "assistant", "content": res.text or res.reasoning})
+            history.reply(res.text or res.reasoning)
 
     def unfinished(self, kind: str, reason: str) -> list[RequestRecord]:
         """Records for every request that did not finish: in flight (failed) or never sent."""

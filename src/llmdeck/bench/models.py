@@ -13,7 +13,7 @@ from llmdeck import __version__
 BENCH_SCHEMA_VERSION = 1
 BENCH_RESULT_KIND = "llmdeck.bench.result"
 
-Workload = Literal["random", "shared-prefix", "multi-turn", "jsonl"]
+Workload = Literal["random", "shared-prefix", "multi-turn", "agent-sessions", "jsonl"]
 Endpoint = Literal["completions", "chat"]
 
 
@@ -32,8 +32,10 @@ class ScenarioSpec(BaseModel):
     max_concurrency: int | None = Field(None, ge=1, description="Client-side semaphore.")
     warmup: int = Field(0, ge=0, description="Warmup requests, excluded from the metrics.")
     duration_s: float | None = Field(None, gt=0, description="Stop dispatching after this many seconds.")
-    prefix_len: int = Field(0, ge=0, description="shared-prefix: tokens of the fixed system prompt.")
-    num_turns: int = Field(4, ge=1, description="multi-turn: turns per session.")
+    prefix_len: int = Field(
+        0, ge=0, description="shared-prefix, agent-sessions: tokens of the shared system prompt."
+    )
+    num_turns: int = Field(4, ge=1, description="multi-turn, agent-sessions: turns per session.")
     jsonl_path: Path | None = None
     ignore_eos: bool = True
     seed: int = 0
@@ -64,12 +66,13 @@ class ScenarioSpec(BaseModel):
         hi_in = int(self.input_len * (1 + self.range_ratio)) + 1 if self.range_ratio else self.input_len
         hi_out = int(self.output_len * (1 + self.range_ratio)) + 1 if self.range_ratio else self.output_len
         base = hi_in + self.prefix_len
-        if self.workload == "multi-turn":
+        if self.workload in ("multi-turn", "agent-sessions"):
             base = self.num_turns * (hi_in + hi_out) - hi_out + 16 * self.num_turns
+            base += self.prefix_len + 16 if self.workload == "agent-sessions" else 0
         return base + hi_out
 
     def label(self) -> str:
-        unit = "sessions/s" if self.workload == "multi-turn" else "req/s"
+        unit = "sessions/s" if self.workload in ("multi-turn", "agent-sessions") else "req/s"
         load = f"@{self.request_rate:g} {unit}" if self.request_rate else "@inf"
         if self.max_concurrency:
             load += f" c{self.max_concurrency}"
@@ -78,6 +81,8 @@ class ScenarioSpec(BaseModel):
             extra = f" prefix {self.prefix_len}"
         elif self.workload == "multi-turn":
             extra = f" {self.num_turns} turns"
+        elif self.workload == "agent-sessions":
+            extra = f" prefix {self.prefix_len} {self.num_turns} turns"
         elif self.workload == "jsonl":
             extra = " jsonl"
         if self.temperature is not None:

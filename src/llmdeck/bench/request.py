@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from llmdeck.bench.runner import BenchOptions
 
 REQUEST_SCHEMA_VERSION = 1
-Workload = Literal["random", "shared-prefix", "multi-turn", "jsonl"]
+Workload = Literal["random", "shared-prefix", "multi-turn", "agent-sessions", "jsonl"]
 
 
 class RequestTimeouts(BaseModel):
@@ -76,11 +76,11 @@ class BenchRequest(BaseModel):
     html: Path | None = None
 
     def normalized(self) -> BenchRequest:
-        """A prompt file means the jsonl workload; multi-turn talks chat."""
+        """A prompt file means the jsonl workload; multi-turn and agent-sessions talk chat."""
         update: dict[str, object] = {}
         if self.prompts is not None:
             update["workload"] = "jsonl"
-        if (update.get("workload") or self.workload) == "multi-turn":
+        if (update.get("workload") or self.workload) in ("multi-turn", "agent-sessions"):
             update["endpoint"] = "chat"
         return self.model_copy(update=update) if update else self
 
@@ -114,7 +114,7 @@ def _scenario(req: BenchRequest, rate: float | None, conc: int | None) -> Scenar
             max_concurrency=conc,
             warmup=req.warmup,
             duration_s=req.duration_s,
-            prefix_len=req.prefix_len if req.workload == "shared-prefix" else 0,
+            prefix_len=req.prefix_len if req.workload in ("shared-prefix", "agent-sessions") else 0,
             num_turns=req.num_turns,
             jsonl_path=req.prompts,
             ignore_eos=req.ignore_eos,

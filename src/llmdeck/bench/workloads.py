@@ -7,6 +7,9 @@
   different suffix of ``input_len`` tokens per request: the prefix-cache case.
 * ``multi-turn``: chat sessions of ``num_turns`` turns; each turn appends a user message of
   ``input_len`` tokens and the model's reply, so the context grows.
+* ``agent-sessions``: both at once, a coding agent's traffic: ``multi-turn`` sessions that all open
+  with the same system prompt of ``prefix_len`` tokens, so the prefix cache sees the shared prefix
+  across sessions and each session's growing history across its turns.
 * ``jsonl``: one request per line: ``{"prompt": "..."}`` or ``{"messages": [...]}``, optional
   ``"max_tokens"``.
 """
@@ -32,6 +35,7 @@ class WorkItem:
     prompt: str | None = None  # completions
     messages: list[dict[str, Any]] | None = None  # chat (fixed)
     user_text: str | None = None  # multi-turn: the user message of this turn
+    system_text: str | None = None  # agent-sessions: the system prompt every session opens with
     prompt_len: int = 0
     session: int | None = None
     turn: int | None = None
@@ -141,7 +145,10 @@ def build_workload(spec: ScenarioSpec, tokenizer: Any | None, count: int | None 
                     prefix_ids + maker.ids(ins[i], int(offsets[i]) + i), len(prefix_ids) + ins[i]
                 )
                 items.append(WorkItem(index=i, output_len=outs[i], prompt=text, prompt_len=plen))
-    elif spec.workload == "multi-turn":
+    elif spec.workload in ("multi-turn", "agent-sessions"):
+        system = None
+        if spec.workload == "agent-sessions" and spec.prefix_len:
+            system = maker.text(spec.prefix_len)[0]
         turns = spec.num_turns
         for i in range(n):
             text, plen = maker.fit(maker.ids(ins[i], int(offsets[i]) + i), ins[i])
@@ -150,12 +157,32 @@ def build_workload(spec: ScenarioSpec, tokenizer: Any | None, count: int | None 
                     index=i,
                     output_len=outs[i],
                     user_text=text,
+                    system_text=system,
                     prompt_len=plen,
                     session=i // turns,
                     turn=i % turns,
                 )
             )
     return items
+
+
+class SessionHistory:
+    """The messages of one chat session (multi-turn, agent-sessions): the system prompt when the
+    workload has one, then each turn's user message and the model's reply; every request sends all
+    of it, so a turn's prompt starts with the previous turn's whole conversation."""
+
+    def __init__(self, system_text: str | None = None) -> None:
+        self.messages: list[dict[str, Any]] = []
+        if system_text:
+            self.messages.append({"role": "system", "content": system_text})
+
+    def ask(self, item: WorkItem) -> list[dict[str, Any]]:
+        """Append this turn's user message; the messages to send (a copy)."""
+        self.messages.append({"role": "user", "content": item.user_text or ""})
+        return list(self.messages)
+
+    def reply(self, text: str) -> None:
+        self.messages.append({"role": "assistant", "content": text})
 
 
 _WORDS = "the of and to in is that for it as with was on be by at this from or an are not".split()  # noqa: SIM905

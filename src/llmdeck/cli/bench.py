@@ -31,11 +31,21 @@ Examples:
 
   llmdeck bench mysrv --suite agent --slo ttft_p99=2s --out agent.json
 
+  llmdeck bench mysrv --workload agent-sessions --prefix-len 4096 --num-turns 4 --max-concurrency 16
+      # sessions that grow turn by turn behind one shared system prompt (a coding agent's traffic)
+
   llmdeck bench mysrv --suite seeds --html seeds.html   # also one HTML page to open or share
 
   llmdeck bench mysrv --suite seeds --temperature 0   # greedy, like `vllm bench serve --temperature 0`
 
   llmdeck bench mysrv --request-rate 1 --num-prompts 96 --repeat 3   # median and range over 3 runs
+
+Workloads (--workload): random (exact-length prompts, as vLLM's random dataset); shared-prefix
+(one system prompt of --prefix-len tokens before every request); multi-turn (chat sessions of
+--num-turns turns, each turn sending the whole conversation so far: replies and a new user message
+of --input-len tokens); agent-sessions (multi-turn sessions that all open with the same system
+prompt of --prefix-len tokens: the prefix cache sees the shared prompt across sessions and each
+session's history across its turns); jsonl (--prompts FILE).
 
 Repeats: one run's mean TTFT moves with the server's state. On an H200 at 1 req/s, two runs of
 `vllm bench serve` itself on the same 96 prompts differed by 4.3% and 6.4% (benchmarks/README.md). --repeat N
@@ -59,7 +69,7 @@ def bench(
     tokenizer: str | None = typer.Option(
         None, "--tokenizer", help="Model folder with the tokenizer (default: the server's model folder)."
     ),
-    workload: str = typer.Option("random", "--workload", help="random, shared-prefix, multi-turn or jsonl."),
+    workload: str = typer.Option("random", "--workload", help="What to send (see Workloads, above)."),
     prompts: Path | None = typer.Option(
         None, "--prompts", help="JSONL prompt file (implies --workload jsonl)."
     ),
@@ -72,8 +82,8 @@ def bench(
     range_ratio: float = typer.Option(
         0.0, "--range-ratio", callback=number(at_least=0, at_most=0.999), help="Length spread, like vLLM."
     ),
-    prefix_len: int = typer.Option(2048, "--prefix-len", min=0, help="shared-prefix: fixed prefix tokens."),
-    num_turns: int = typer.Option(4, "--num-turns", min=1, help="multi-turn: turns per session."),
+    prefix_len: int = typer.Option(2048, "--prefix-len", min=0, help="Shared system prompt's tokens."),
+    num_turns: int = typer.Option(4, "--num-turns", min=1, help="multi-turn, agent-sessions: turns."),
     request_rate: list[str] = typer.Option(
         [], "--request-rate", help="Arrivals/s (Poisson/gamma); comma list sweeps; inf = all at once."
     ),

@@ -26,6 +26,11 @@ VLLM_CPU_KVCACHE_SPACE), within --trials starts and the --budget; --confirm N th
 configs and the defaults once more each, and the winner is the best median. --max-model-len is set to
 what the workload needs. Speculative decoding is not searched: on random weights nothing is accepted for real.
 
+Workloads (-w): agent = a coding agent's traffic: chat sessions of --num-turns turns (4) whose
+context grows turn by turn, every one opening with the same system prompt of --prefix-len tokens
+(4096), --concurrency in flight (16): the prefix cache sees the shared prompt and each session's
+history; multi-user = such sessions without the shared prompt; long-context = few long prompts.
+
 The folder (--out) gets spec.json (the winner: `llmdeck up --spec DIR/spec.json`), trials.jsonl
 (every trial, appended as it ends, with the environment in its header) and report.html. An interrupted
 tune (Ctrl-C, kill) resumes from trials.jsonl when run again with the same --out; a folder holding
@@ -77,6 +82,7 @@ def tune_cmd(
     input_len: int = typer.Option(None, "--input-len", min=1, help="Prompt tokens per request/turn."),
     output_len: int = typer.Option(None, "--output-len", min=1, help="Output tokens per request."),
     prefix_len: int = typer.Option(None, "--prefix-len", min=0, help="agent: shared system-prompt tokens."),
+    num_turns: int = typer.Option(None, "--num-turns", min=1, help="agent, multi-user: turns per session."),
     num_prompts: int = typer.Option(None, "--num-prompts", min=1, help="Requests measured per trial."),
     warmup: int = typer.Option(None, "--warmup", min=0, help="Warmup requests per trial (not measured)."),
     repeat: int = typer.Option(None, "--repeat", min=1, max=20, help="Runs per trial (median goodput)."),
@@ -99,12 +105,16 @@ def tune_cmd(
     _tune(values.pop("ctx"), values)
 
 
+# the load options (LoadShape's fields), passed on as given (None = the workload's default)
+_LOAD_KEYS: tuple[str, ...] = ("concurrency", "input_len", "output_len", "prefix_len", "num_turns")
+_LOAD_KEYS += ("num_prompts", "warmup", "repeat")
+
+
 def _tune(ctx: typer.Context, v: dict[str, Any]) -> None:
     from llmdeck.tune.request import make_request
     from llmdeck.tune.search import run_tune
 
     settings = get_settings(ctx)
-    load_keys = ("concurrency", "input_len", "output_len", "prefix_len", "num_prompts", "warmup", "repeat")
     req = make_request(
         settings,
         model=v["model"],
@@ -116,7 +126,7 @@ def _tune(ctx: typer.Context, v: dict[str, Any]) -> None:
         trials=v["trials"],
         extra_args=list(ctx.args),
         spec_overrides={"engine": v["engine"], "python": v["python"], "image": v["image"]},
-        load={k: v[k] for k in load_keys},
+        load={k: v[k] for k in _LOAD_KEYS},
         options={
             "machine": v["machine"],
             "candidates": v["candidate"],

@@ -1,14 +1,13 @@
 """The tune's workloads as bench requests, at their target load.
 
-* ``agent``: a coding agent's traffic: one shared system prompt (``prefix_len`` tokens, 4096 by
-  default) in front of every request, ``concurrency`` requests in flight (the prefix-cache case).
-* ``multi-user``: chat sessions of several turns whose context grows, ``concurrency`` at once.
+* ``agent``: a coding agent's traffic (bench's ``agent-sessions``): chat sessions of ``num_turns``
+  turns (4 by default) whose context grows turn by turn, every one opening with the same system
+  prompt (``prefix_len`` tokens, 4096 by default), ``concurrency`` requests in flight: the prefix
+  cache sees the shared prompt across sessions and each session's history across its turns.
+* ``multi-user``: chat sessions of several turns whose context grows, no shared system prompt,
+  ``concurrency`` at once.
 * ``long-context``: few requests with long prompts (32k tokens by default).
 * ``prompts``: the user's own prompts (a JSONL file, as `llmdeck bench --prompts`).
-
-The bench's ``shared-prefix`` workload carries the shared system prompt and its ``multi-turn``
-workload the growing sessions; one request with both (sessions behind a shared system prompt) is not
-a bench workload yet, so ``agent`` measures the shared prompt and ``multi-user`` the sessions.
 """
 
 from __future__ import annotations
@@ -22,12 +21,19 @@ from llmdeck.tune.models import LoadShape, TuneRequest, TuneWorkload
 
 WORKLOADS: tuple[str, ...] = ("agent", "multi-user", "long-context")
 _DEFAULTS: dict[str, dict[str, int]] = {
-    "agent": {"concurrency": 16, "input_len": 512, "output_len": 256, "prefix_len": 4096, "num_prompts": 64},
+    "agent": {
+        "concurrency": 16,
+        "input_len": 512,
+        "output_len": 256,
+        "prefix_len": 4096,
+        "num_turns": 4,
+        "num_prompts": 64,
+    },
     "multi-user": {"concurrency": 16, "input_len": 256, "output_len": 256, "num_turns": 4, "num_prompts": 64},
     "long-context": {"concurrency": 2, "input_len": 32768, "output_len": 256, "num_prompts": 8},
     "prompts": {"concurrency": 16, "input_len": 1, "output_len": 256, "num_prompts": 64},
 }
-_BENCH_WORKLOAD = {"agent": "shared-prefix", "multi-user": "multi-turn", "long-context": "random"}
+_BENCH_WORKLOAD = {"agent": "agent-sessions", "multi-user": "multi-turn", "long-context": "random"}
 
 
 def check_workload(name: str | None, prompts: Path | None) -> TuneWorkload:
