@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from llmdeck.bench.models import BENCH_RESULT_KIND, BENCH_SCHEMA_VERSION, BenchResult
 from llmdeck.errors import MissingDependencyError, ResultFileError
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def read_json_file(p: Path, hint: str) -> Any:
@@ -29,29 +31,35 @@ def first_problem(exc: ValidationError) -> str:
     return f"{where}: {first.get('msg')}"
 
 
-def load_result(path: Path) -> BenchResult:
-    """Read and validate a result file. Raises ResultFileError (exit 2) with what is wrong."""
+def load_versioned(path: Path, model: type[M], kind: str, version: int, noun: str, command: str) -> M:
+    """Read a result file of ``kind`` at schema ``version`` into ``model``; ResultFileError (exit 2)
+    naming what is wrong: missing, not JSON, another kind, another schema version, invalid."""
     p = Path(path)
-    data = read_json_file(p, "Pass a file written by `llmdeck bench`.")
-    if not isinstance(data, dict) or data.get("kind") != BENCH_RESULT_KIND:
-        kind = data.get("kind") if isinstance(data, dict) else None
+    data = read_json_file(p, f"Pass a file written by `llmdeck {command}`.")
+    if not isinstance(data, dict) or data.get("kind") != kind:
+        found = data.get("kind") if isinstance(data, dict) else None
         raise ResultFileError(
-            f'{p} is not an llmdeck bench result (its "kind" is {kind!r}).',
-            hint="Pass a file written by `llmdeck bench --out`.",
+            f'{p} is not an llmdeck {noun} result (its "kind" is {found!r}).',
+            hint=f"Pass a file written by `llmdeck {command} --out`.",
         )
-    version = data.get("schema_version")
-    if version != BENCH_SCHEMA_VERSION:
+    if data.get("schema_version") != version:
         raise ResultFileError(
-            f"{p} has result schema version {version!r}; this llmdeck reads version {BENCH_SCHEMA_VERSION}.",
-            hint="Re-render it with the llmdeck version that wrote it, or run the bench again.",
+            f"{p} has {noun} schema version {data.get('schema_version')!r}; this llmdeck reads version "
+            f"{version}.",
+            hint=f"Re-render it with the llmdeck version that wrote it, or run the {noun} again.",
         )
     try:
-        return BenchResult.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         raise ResultFileError(
-            f"{p} is not a valid bench result: {first_problem(exc)}.",
-            hint="The file may be truncated or edited by hand; run the bench again.",
+            f"{p} is not a valid {noun} result: {first_problem(exc)}.",
+            hint=f"The file may be truncated or edited by hand; run the {noun} again.",
         ) from exc
+
+
+def load_result(path: Path) -> BenchResult:
+    """Read and validate a bench result file. Raises ResultFileError (exit 2) with what is wrong."""
+    return load_versioned(path, BenchResult, BENCH_RESULT_KIND, BENCH_SCHEMA_VERSION, "bench", "bench")
 
 
 def plot_result(result: BenchResult, out: Path) -> None:

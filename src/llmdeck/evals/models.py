@@ -195,26 +195,6 @@ def is_eval_file(path: Path) -> bool:
 
 def load_eval_result(path: Path) -> EvalResult:
     """Read and validate an eval result; ResultFileError (exit 2) saying what is wrong."""
-    from pydantic import ValidationError
+    from llmdeck.bench.report import load_versioned
 
-    from llmdeck.bench.report import first_problem, read_json_file
-    from llmdeck.errors import ResultFileError
-
-    data = read_json_file(Path(path), "Pass a file written by `llmdeck eval --out`.")
-    if not isinstance(data, dict) or data.get("kind") != EVAL_RESULT_KIND:
-        raise ResultFileError(
-            f"{path} is not an llmdeck eval result.", hint="Pass a file written by `llmdeck eval --out`."
-        )
-    if data.get("schema_version") != EVAL_SCHEMA_VERSION:
-        raise ResultFileError(
-            f"{path} has eval schema version {data.get('schema_version')!r}; this llmdeck reads "
-            f"{EVAL_SCHEMA_VERSION}.",
-            hint="Re-render it with the llmdeck version that wrote it.",
-        )
-    try:
-        return EvalResult.model_validate(data)
-    except ValidationError as exc:
-        raise ResultFileError(
-            f"{path} is not a valid eval result: {first_problem(exc)}.",
-            hint="The file may be truncated or edited by hand; run the eval again.",
-        ) from exc
+    return load_versioned(path, EvalResult, EVAL_RESULT_KIND, EVAL_SCHEMA_VERSION, "eval", "eval")

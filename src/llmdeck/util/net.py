@@ -11,8 +11,9 @@ from llmdeck.errors import UsageError
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    """True when nothing listens on ``host:port`` and we could bind it."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    """True when nothing listens on ``host:port`` and we could bind it (IPv4 or IPv6 host)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import shlex
-import socket
 from collections.abc import Iterable
 
 from llmdeck.runtime.host import MemInfo, NvmlReport
 from llmdeck.runtime.preflight.report import Finding
 from llmdeck.runtime.tenants import InferenceProcess, OllamaStatus, ollama_unload_command
+from llmdeck.util.net import port_is_free
 from llmdeck.util.units import GIB
 from llmdeck.util.units import fmt_gib as _gib
 
@@ -30,21 +30,10 @@ def _listener(port: int) -> str | None:
     return None
 
 
-def _bindable(host: str, port: int) -> bool:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
-
-
 def check_port(host: str, port: int) -> list[Finding]:
     """The server's port must be free to bind (on the host it will bind)."""
     bind_host = "0.0.0.0" if host in {"0.0.0.0", ""} else host
-    if _bindable(bind_host, port):
+    if port_is_free(port, bind_host):
         return []
     holder = _listener(port)
     by = f" by {holder}" if holder else ""
