@@ -179,7 +179,10 @@ def targets(backend: str, model: str, a: argparse.Namespace, tmp: Path) -> Itera
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "LITELLM_LOG": "ERROR",
     }
-    ld_env = {"PYTHONPATH": str(ROOT / "src"), "LLMDECK_STATE_DIR": str(tmp / "state")}
+    ld_env = {
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")])),
+        "LLMDECK_STATE_DIR": str(tmp / "state"),
+    }
     with (
         spawn(ld_argv, f"http://127.0.0.1:{ld_port}/health", tmp / "llmdeck.log", ld_env) as ld_pid,
         spawn(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import tempfile
 import time
@@ -114,7 +115,10 @@ def run(backend: str, model: str, a: argparse.Namespace, tmp: Path) -> dict[str,
         "--port",
         str(port),
     ]
-    env = {"PYTHONPATH": str(ROOT / "src"), "LLMDECK_STATE_DIR": str(tmp / "state")}
+    env = {
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")])),
+        "LLMDECK_STATE_DIR": str(tmp / "state"),
+    }
     with spawn(argv, f"http://127.0.0.1:{port}/health", tmp / "gateway.log", env) as pid:
         return asyncio.run(soak(f"http://127.0.0.1:{port}", pid, a))
 
