@@ -15,7 +15,7 @@
 #
 #   bash evidence/device/serving_layer.sh main|collect|sleep
 # Each call writes one file, $OUT/MODE.tgz (a device call brings back at most 8 files); unpack it
-# under evidence/device/serving-layer/. LiteLLM travels as wheels: LITELLM_WHEELS (default .whl-litellm,
+# under evidence/device/serving-layer/. LiteLLM travels as wheels: LITELLM_WHEELS (default /root/stash/litellm: gpu-lab's stash, carried beside it;
 # see benchmarks/README.md) is installed into /tmp/litellm-site; without it the overhead run skips LiteLLM.
 set -uo pipefail
 ls /tmp/site/.done >/dev/null 2>&1 || { echo COLD; exit 3; }
@@ -46,7 +46,7 @@ PY
 }
 
 litellm_setup() {  # installs the carried wheels; prints the path of a `litellm` launcher, or nothing
-  local whl=${LITELLM_WHEELS:-.whl-litellm}
+  local whl=${LITELLM_WHEELS:-/root/stash/litellm}
   ls "$whl"/*.whl >/dev/null 2>&1 || return 0
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/litellm-site \
     "$whl"/*.whl > "$D/litellm-install.txt" 2>&1 || return 0
