@@ -10,6 +10,7 @@
 #            gateway to this server (#19), and a scripted sequence of model switches through a gateway
 #            whose budget holds one of two launch specs (qwen3-0.6b, qwen3-8b) under load (#21).
 #   collect  (~9.5 min) waits for both soaks, samples nvidia-smi meanwhile, brings their results back.
+#   sleep-fresh  the same on a fresh machine (the coding model started eager first)
 #   sleep    (~4 min) sleep levels 1 and 2 on the coding model's server (#21), stops it, then
 #            evidence/gateway-models/device_sleep.sh on the qwen3-0.6b shape (a cold start of its own).
 #
@@ -139,6 +140,11 @@ case $MODE in
   main) main ;;
   collect) collect ;;
   sleep) sleep_runs ;;
+  sleep-fresh)  # a fresh machine: the coding model's server again (eager: only sleep is measured here)
+    VLLM_SERVER_DEV_MODE=1 OUT= bash .gpu/bin/device-serve.sh $MODEL $PORT -- --max-model-len 8192 \
+      --enforce-eager --enable-sleep-mode > "$D/serve.txt" 2>&1 || { tail -20 "$D/serve.txt"; exit 1; }
+    head -2 "$D/serve.txt"; ttft_probe $URL $MODEL > "$D/cold.json" 2>&1; cat "$D/cold.json"
+    sleep_runs ;;
   *) echo "usage: $0 main|collect|sleep"; exit 2 ;;
 esac
 stamp "done $MODE"

@@ -66,7 +66,10 @@ def cycle(url: str, model: str, pid: int, level: int) -> dict[str, Any]:
     out["asleep"] = gpu_used(pid)
     wake = post(url, "/wake_up")
     if level == 2:
-        wake += post(url, "/collective_rpc", {"method": "reload_weights"})
+        try:
+            out["reload_s"] = post(url, "/collective_rpc", {"method": "reload_weights"})
+        except httpx.HTTPStatusError as exc:  # vLLM 0.22: "Model reloading with `dummy` format" is
+            out["reload_error"] = exc.response.text[:300]  # not implemented (random weights)
         wake += post(url, "/reset_prefix_cache")
     out["wake_s"] = wake
     out["ttft_first_after_wake_s"] = ttft(url, model)
@@ -77,9 +80,13 @@ def cycle(url: str, model: str, pid: int, level: int) -> dict[str, Any]:
 
 def main() -> None:
     url, model, pid = sys.argv[1].rstrip("/"), sys.argv[2], int(sys.argv[3])
-    result = {"url": url, "model": model, "cycles": [cycle(url, model, pid, level) for level in (1, 2)]}
-    json.dump(result, sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    result: dict[str, Any] = {"url": url, "model": model, "cycles": []}
+    try:
+        for level in (1, 2):
+            result["cycles"].append(cycle(url, model, pid, level))
+    finally:  # what was measured is kept when a later step fails
+        json.dump(result, sys.stdout, indent=2)
+        sys.stdout.write("\n")
 
 
 if __name__ == "__main__":
