@@ -16,7 +16,7 @@ import pytest
 from llmdeck.bench.html.page import render_html
 from llmdeck.bench.html.view import FORMATS, json_value
 from llmdeck.bench.report import load_result
-from test_report_html import CMP_A, CMP_B, OVERLOAD, SEEDS, SWEEP, _parse
+from test_report_html import CMP_A, CMP_B, H200_SEEDS, OVERLOAD, SEEDS, SWEEP, _parse
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
@@ -65,7 +65,9 @@ def test_the_harness_sees_a_network_request_and_a_console_error(tmp_path: Path) 
 
 
 @pytest.mark.parametrize(
-    "files", [[SEEDS], [SWEEP], [OVERLOAD], [CMP_A, CMP_B]], ids=["seeds", "sweep", "overload", "compare"]
+    "files",
+    [[SEEDS], [SWEEP], [OVERLOAD], [CMP_A, CMP_B], [H200_SEEDS], [SEEDS, H200_SEEDS]],
+    ids=["seeds", "sweep", "overload", "compare", "h200-seeds", "cpu-vs-h200"],
 )
 def test_page_in_chromium(files: list[Path], tmp_path: Path) -> None:
     results = [load_result(f) for f in files]

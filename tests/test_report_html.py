@@ -26,6 +26,9 @@ RESULTS = ROOT / "evidence" / "report" / "results"
 SWEEP, OVERLOAD = RESULTS / "sweep.json", RESULTS / "overload.json"
 CMP_A, CMP_B = RESULTS / "cmp-seqs16.json", RESULTS / "cmp-seqs2.json"
 SEEDS = RESULTS / "seeds.json"  # `bench --suite seeds` (max_model_len 4096: 4 of 8 skipped)
+# the same suite on an H200 (vLLM 0.22.0, Qwen3-Coder-30B-A3B shape, 131,072 tokens): 6 scenarios done,
+# the 64K and 128K ones cut by the device call's time limit (interrupted), evidence/device/serving-layer
+H200_SEEDS = ROOT / "benchmarks" / "results" / "bench_h200-seeds.json"
 
 
 class _Page(HTMLParser):
@@ -115,6 +118,17 @@ def test_seeds_suite_page_is_the_seeds_table_with_plots_one_click_away() -> None
     assert failed and all(sr.verdict and str(escape(sr.verdict.label)) in html for sr in failed)
 
 
+def test_h200_seeds_page_shows_the_gpu_run_and_what_was_cut() -> None:
+    res = load_result(H200_SEEDS)
+    assert res.status == "interrupted" and res.target.server_version == "0.22.0"
+    done = [sr for sr in res.scenarios if sr.status == "done"]
+    assert len(done) == 6 and all(sr.metrics.completed == len(sr.requests) for sr in done)
+    html = _render([H200_SEEDS])
+    page = _parse(html)
+    assert page.figures and all(int(f["points"]) > 0 for f in page.figures)
+    assert "H200" in html and "interrupted" in html.lower()
+
+
 def test_overload_page_shows_the_waiting_queue_and_the_failed_slo() -> None:
     res = load_result(OVERLOAD)
     sr = res.scenarios[0]
@@ -133,7 +147,7 @@ def test_overload_page_shows_the_waiting_queue_and_the_failed_slo() -> None:
 def test_numbers_in_the_page_equal_report_json(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """Every number the page marks with its JSON path is the value `report --json` prints there, and
     its text is that value in the page's format (the summary table: the terminal's)."""
-    for f in (SWEEP, OVERLOAD, CMP_A, SEEDS):
+    for f in (SWEEP, OVERLOAD, CMP_A, SEEDS, H200_SEEDS):
         if f == SWEEP:  # through the CLI: --json and --html at once
             out_html = tmp_path / f"{f.stem}.html"
             code, out, _ = run_cli(["report", str(f), "--json", "--html", str(out_html)], capsys)

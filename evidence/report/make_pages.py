@@ -3,7 +3,8 @@ chromium, at a laptop's width (1280 px) and a phone's (390 px); PNGs are palette
 
     PYTHONPATH=src python evidence/report/make_pages.py
 
-Pages: seeds.html (`bench --suite seeds`, from results/seeds.json), compare.html (the same repeated
+Pages: seeds.html (`bench --suite seeds`, from results/seeds.json), seeds-h200.html (the same suite on an
+H200, from benchmarks/results/bench_h200-seeds.json), compare.html (the same repeated
 scenario on --max-num-seqs 16 and 2), and a concurrency sweep's page (only its screenshot is kept:
 sweep.png). Needs chromium and Pillow (matplotlib's dependency).
 """
@@ -22,10 +23,12 @@ PAGES = {
     "seeds": ["seeds.json"],
     "sweep": ["sweep.json"],
     "compare": ["cmp-seqs16.json", "cmp-seqs2.json"],
+    # the H200 run (evidence/device/serving-layer): the seeds' suite on the seeds' coding model shape
+    "seeds-h200": ["../../../benchmarks/results/bench_h200-seeds.json"],
 }
-SHOTS = {"seeds": (1280, 3000), "compare": (1280, 2300), "sweep": (1280, 1500)}
+SHOTS = {"seeds": (1280, 3000), "compare": (1280, 2300), "sweep": (1280, 1500), "seeds-h200": (1280, 3000)}
 PHONE = ("seeds", "compare")
-KEPT = ("seeds", "compare")  # pages committed; the others are rendered to a temp folder
+KEPT = ("seeds", "compare", "seeds-h200")  # pages committed; the others are rendered to a temp folder
 
 
 def shoot(page: Path, png: Path, width: int, height: int) -> None:
@@ -59,7 +62,7 @@ def main() -> None:
     from llmdeck.bench.report import load_result
 
     for name, files in PAGES.items():
-        paths = [RESULTS / f for f in files]
+        paths = [(RESULTS / f).resolve() for f in files]
         if not all(p.is_file() for p in paths):
             print(f"skip {name}: missing {[str(p) for p in paths if not p.is_file()]}")
             continue

@@ -10,8 +10,10 @@ Sleep mode (opt-in per backend, ``sleep_level: 1|2``): vLLM's dev endpoints ``PO
 in host memory and drops the KV cache; level 2 drops both, so waking reloads the weights
 (``/collective_rpc`` ``reload_weights``, as vLLM's docs do after a level-2 sleep) and resets the
 prefix cache. On unified memory (GB10) level 1 moves the weights into the same pool and frees only
-the KV cache. Which level beats a restart, by how much memory and how fast it wakes, awaits the H200
-measurement (issue 21): until then stop/start is the default and sleep is what the config asks for.
+the KV cache. Measured on an H200 (evidence/device/serving-layer): Qwen3-Coder-30B-A3B wakes from level 1
+in 1.3-1.6 s against an 86-130 s start, but falling asleep copies its 57 GiB of weights to host memory
+(~42 s); level 2 sleeps in 0.1 s and wakes by a weight reload. Stop/start stays the default; sleep is
+what the config asks for, and a failed wake is stopped and started afresh (the manager's ``_wake``).
 """
 
 from __future__ import annotations
