@@ -301,11 +301,16 @@ def test_trials_file_appends_whole_lines_and_resumes(tmp_path: Path) -> None:
 
 
 def test_an_incompatible_or_foreign_folder_is_refused(tmp_path: Path) -> None:
-    from llmdeck.tune.trials import open_out_dir
+    from llmdeck.tune.trials import append_trial, open_out_dir
 
     out = tmp_path / "tune"
     open_out_dir(out, _header(_req("Qwen3-0.6B")), resume=False)
     other = _req("Qwen3-0.6B", slo=parse_slo_targets("ttft_p99=1s"))
+    # a folder holding only another tune's header (no trial measured) is taken over: nothing is lost
+    header, done = open_out_dir(out, _header(other), resume=False)
+    assert done == [] and header.fingerprint == other.fingerprint()
+    open_out_dir(out, _header(_req("Qwen3-0.6B")), resume=False)
+    append_trial(out / "trials.jsonl", _trial(1, {"max-num-seqs": 4}))
     with pytest.raises(UsageError, match="another tune") as info:
         open_out_dir(out, _header(other), resume=False)
     assert info.value.exit_code == 2

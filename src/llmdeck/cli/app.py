@@ -181,7 +181,10 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # an unexpected bug: one line, unless debugging
         if _debug():
             raise
-        _print_internal(exc)
+        if _is_http_error(exc):  # a peer that broke off where no caller mapped it: a failed operation
+            _print_error(_http_failure(exc))
+        else:
+            _print_internal(exc)
         sys.exit(1)
     sys.exit(0)
 
@@ -214,6 +217,22 @@ def _print_error(exc: Any) -> None:
     if tail:
         console.print("[dim]--- log tail ---[/]")
         console.print(tail, markup=False, highlight=False)
+
+
+def _is_http_error(exc: Exception) -> bool:
+    """httpx's errors, without importing httpx (the error path of every command stays light)."""
+    return any(c.__module__.startswith("httpx") and c.__name__ == "HTTPError" for c in type(exc).__mro__)
+
+
+def _http_failure(exc: Exception) -> Any:
+    from llmdeck.errors import EndpointError
+
+    request = getattr(exc, "_request", None)
+    where = f" from {request.url}" if request is not None else ""
+    return EndpointError(
+        f"The reply{where} broke off or never finished ({type(exc).__name__}: {exc}).",
+        hint="Check that the server is healthy (`llmdeck status`, `llmdeck logs`), then run again.",
+    )
 
 
 def _print_internal(exc: Exception) -> None:

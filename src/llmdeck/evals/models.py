@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -190,7 +191,9 @@ def is_eval_file(path: Path) -> bool:
             head = fh.read(4096)
     except OSError:
         return False
-    return f'"kind": "{EVAL_RESULT_KIND}"'.encode() in head
+    # any JSON spacing (compact files too): was a literal '"kind": "..."', so a compact eval file was
+    # read as a bench result and refused as "not a bench result"
+    return re.search(rb'"kind"\s*:\s*"' + re.escape(EVAL_RESULT_KIND.encode()) + rb'"', head) is not None
 
 
 def load_eval_result(path: Path) -> EvalResult:
