@@ -80,7 +80,7 @@ def test_check_and_connect_against_streams_that_break(
     """A server whose /v1/models answers but whose streams trickle or are cut: /tokenize (learning the
     chat template) used to raise out of the check as an internal error."""
     with running(fake) as url:
-        argv = ["check", url, "--timeout", "2"]
+        argv = ["check", url, "--timeout", "2", "--deadline", "8"]  # a probe a 2 s timeout: bound it
         if command == "connect":
             argv = ["connect", "opencode", "--server", url, "--print", "--timeout", "2"]
         code, _out, err, elapsed = run_main(argv, capsys)
@@ -436,25 +436,53 @@ def test_tune_header_only_folder_is_taken_over(
     assert code == 2 and "another tune" not in err and "does not exist" in err
 
 
-def test_tune_engine_python_missing_ends_at_the_first_start(
-    fuzz_env: dict[str, str], tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("python", "says"),
+    [("{missing}", "does not exist"), ("/bin/false", "cannot import vllm")],
+    ids=["tune:python-missing", "tune:python-without-vllm"],
+)
+def test_tune_engine_python_refused_ends_at_the_first_start(
+    python: str,
+    says: str,
+    fuzz_env: dict[str, str],
+    tiny_model_dir: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """tune:python-missing — the venv engine's --python does not exist: vLLM's defaults are refused at
-    once, so every trial would be; exit 2 naming the flag, no trial recorded (was: --trials failed
-    starts, exit 1)."""
+    """The venv engine's --python does not exist, or cannot import vllm: vLLM's defaults are refused at
+    once, so every trial would be; exit 2 naming it, no trial recorded (was: --trials failed starts and
+    exit 1; the vllm-not-importable refusal was also raised as "port in use", "port" being in "import")."""
     out = Path(fuzz_env["tmp"]) / "tpy"
-    argv = [
-        "tune",
-        str(tiny_model_dir),
-        "--machine",
-        "h200",
-        "--engine",
-        "venv",
-        "--python",
-        fuzz_env["missing"],
-    ]
-    argv += ["-w", "agent"]
-    argv += ["--slo", "ttft_p99=2s", "--trials", "3", "--out", str(out)]
+    python = python.format(**fuzz_env)
+    argv = ["tune", str(tiny_model_dir), "--machine", "h200", "--engine", "venv", "--python", python]
+    argv += ["-w", "agent", "--slo", "ttft_p99=2s", "--trials", "3", "--out", str(out)]
     code, _out, err, elapsed = run_main(argv, capsys)
-    assert_clean_failure(code, err, elapsed, want=2, needles=(fuzz_env["missing"], "--python"), seconds=30)
+    assert_clean_failure(code, err, elapsed, want=2, needles=(python, says), seconds=30)
+    assert "port" not in err.lower().replace("import", "")
     assert len((out / "trials.jsonl").read_text().splitlines()) == 1  # the header, no trial
+
+
+# ---- eval's result: bench's header, old files still load -----------------------------------------------
+
+EVIDENCE = Path(__file__).resolve().parents[1] / "evidence"
+
+
+def test_eval_result_shares_benchs_header_and_old_files_load(tmp_path: Path) -> None:
+    """The eval result is a bench ResultHeader (one TargetInfo, one HostFacts, one status/version
+    block, not copies); the shape is unchanged, so version-1 files written before still load and write
+    back the same keys, and any other version is refused with what to do."""
+    from llmdeck.bench.models import BenchResult, HostFacts, ResultHeader
+    from llmdeck.errors import ResultFileError
+    from llmdeck.evals.models import EvalResult, load_eval_result
+
+    assert issubclass(EvalResult, ResultHeader) and issubclass(BenchResult, ResultHeader)
+    assert EvalResult.model_fields["host"].annotation is HostFacts
+    for name in ("opencode-tiny.json", "aider-tiny.json"):
+        path = EVIDENCE / "eval" / "cpu" / name
+        raw = json.loads(path.read_text())
+        again = load_eval_result(path).model_dump(mode="json")
+        assert set(again) == set(raw) and again["host"] == raw["host"]
+        newer = tmp_path / name
+        newer.write_text(json.dumps({**raw, "schema_version": 2}))
+        with pytest.raises(ResultFileError, match="eval schema version 2") as info:
+            load_eval_result(newer)
+        assert "run the eval again" in info.value.render()

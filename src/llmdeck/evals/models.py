@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from llmdeck import __version__
-from llmdeck.bench.models import HostFacts, HostSummary, ServerMetricsSummary, TargetInfo
+from llmdeck.bench.models import HostSummary, ResultHeader, ServerMetricsSummary
 from llmdeck.evals.spec import AgentLimits
 from llmdeck.evals.verifier import VerifierRun
 
@@ -127,19 +126,15 @@ class EvalSummary(BaseModel):
     )
 
 
-class EvalResult(BaseModel):
+class EvalResult(ResultHeader):
+    """The eval's result file: bench's header (target, host, options: the same models, so `report`
+    and the HTML pages read one environment), then the client, the tasks and their runs. The file's
+    shape did not change when the header became shared, so its schema stays version 1."""
+
     schema_version: int = EVAL_SCHEMA_VERSION
     kind: str = EVAL_RESULT_KIND
-    llmdeck_version: str = __version__
-    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
-    finished_at: datetime | None = None
-    status: Literal["running", "complete", "interrupted", "aborted"] = "running"
-    error: str | None = None
-    suite: str | None = None
     client: str
     client_version: str | None = None
-    target: TargetInfo
-    host: HostFacts
     thinking: str = "server"
     server_cache_config: dict[str, str] | None = Field(
         None,
@@ -149,7 +144,6 @@ class EvalResult(BaseModel):
     tasks: list[TaskInfo] = Field(default_factory=list)
     runs: list[TaskRun] = Field(default_factory=list)
     summary: EvalSummary = Field(default_factory=EvalSummary)
-    request: dict[str, Any] | None = Field(None, description="The options of the run (no API key).")
 
 
 def summarize(result: EvalResult) -> EvalSummary:
