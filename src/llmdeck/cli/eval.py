@@ -33,6 +33,8 @@ Examples:
 
   llmdeck eval --client aider --task fix-intervals --server coder --max-turns 10
 
+  llmdeck eval --client opencode --task ./my-task --server http://gpu-box:8000 --timeout-probe 60
+
   llmdeck report fp8.json bf16.json --html kv.html    # two serving configs side by side
 """
 
