@@ -236,9 +236,11 @@ def _http_failure(exc: Exception) -> Any:
 
 
 def _print_internal(exc: Exception) -> None:
+    from llmdeck.cli.output import safe_text
     from llmdeck.util.redact import redact_text
 
     sys.stderr.write(
-        f"error: internal error: {type(exc).__name__}: {redact_text(str(exc))}. This is a bug in llmdeck; "
+        f"error: internal error: {type(exc).__name__}: {safe_text(redact_text(str(exc)))}. This is a bug in "
+        "llmdeck; "
         "run again with LLMDECK_DEBUG=1 for the traceback and report it.\n"
     )
