@@ -359,8 +359,14 @@ def _corrupt(state: Path, which: str, text: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("which", ["local.json", "remote.json"])
-@pytest.mark.parametrize("command", ["down", "status", "logs", "up-ray"])
+CORRUPTED = [(w, c) for w in ("local.json", "remote.json") for c in ("down", "status", "logs", "up-ray")]
+
+
+@pytest.mark.parametrize(
+    ("which", "command"),
+    CORRUPTED,
+    ids=[f"cluster:corrupted-{w.split('.')[0]}-record-{c}" for w, c in CORRUPTED],
+)
 def test_a_corrupted_cluster_record_is_reported_not_ignored(
     which: str, command: str, fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
