@@ -78,6 +78,18 @@ def _trickle_stream(conn: socket.socket, path: str) -> None:
         time.sleep(0.5)
 
 
+def _sse_cut(conn: socket.socket, path: str) -> None:
+    """/v1/models answers; every other reply is a chunked SSE stream cut after its first event (no
+    [DONE], no final chunk): the peer died mid-stream."""
+    if path.startswith("/v1/models"):
+        _json(conn, 200, MODELS_OK)
+        return
+    event = b'data: {"id": "x", "choices": [{"index": 0, "delta": {"content": "Hel"}}]}\n\n'
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+    conn.sendall(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+    conn.shutdown(socket.SHUT_RDWR)
+
+
 def _silent(conn: socket.socket, path: str) -> None:
     time.sleep(3600)
 
@@ -107,6 +119,7 @@ FAKES: dict[str, Callable[[socket.socket, str], None]] = {
     "fake_silent_server": _silent,
     "fake_trickle_server": _trickle,
     "fake_trickle_stream_server": _trickle_stream,
+    "fake_sse_cut_server": _health_ok_else(_sse_cut),
     "fake_hostile_strings_server": _health_ok_else(
         lambda c, p: (
             _json(c, 200, {"data": [{"id": HOSTILE_ID, "max_model_len": "lots"}]})

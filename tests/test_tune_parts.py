@@ -301,11 +301,16 @@ def test_trials_file_appends_whole_lines_and_resumes(tmp_path: Path) -> None:
 
 
 def test_an_incompatible_or_foreign_folder_is_refused(tmp_path: Path) -> None:
-    from llmdeck.tune.trials import open_out_dir
+    from llmdeck.tune.trials import append_trial, open_out_dir
 
     out = tmp_path / "tune"
     open_out_dir(out, _header(_req("Qwen3-0.6B")), resume=False)
     other = _req("Qwen3-0.6B", slo=parse_slo_targets("ttft_p99=1s"))
+    # a folder holding only another tune's header (no trial measured) is taken over: nothing is lost
+    header, done = open_out_dir(out, _header(other), resume=False)
+    assert done == [] and header.fingerprint == other.fingerprint()
+    open_out_dir(out, _header(_req("Qwen3-0.6B")), resume=False)
+    append_trial(out / "trials.jsonl", _trial(1, {"max-num-seqs": 4}))
     with pytest.raises(UsageError, match="another tune") as info:
         open_out_dir(out, _header(other), resume=False)
     assert info.value.exit_code == 2
@@ -378,13 +383,17 @@ def test_trials_header_records_the_environment_as_json(tmp_path: Path) -> None:
 
 
 def test_a_start_that_fails_is_recorded_and_the_search_goes_on(tmp_path: Path, tiny_model_dir: Path) -> None:
-    """A real start whose engine exits at once (the venv engine given /bin/false as its Python):
+    """A real start whose engine exits at once (the venv engine's Python exits 1 when it is to serve):
     each trial is recorded `failed` with the service's diagnosis, the next one still runs, and no
     spec is written for a tune that measured nothing."""
     from llmdeck.settings import Settings
     from llmdeck.tune.search import run_tune
 
-    base = LaunchSpec(name="tuned", engine="venv", model=str(tiny_model_dir), python="/bin/false")
+    # a "Python" that passes preflight's `import vllm` and exits 1 when asked to serve: the engine dies
+    python = tmp_path / "python"
+    python.write_text('#!/bin/sh\ncase "$1" in -c) echo 0.22.0; exit 0;; esac\necho boom >&2\nexit 1\n')
+    python.chmod(0o755)
+    base = LaunchSpec(name="tuned", engine="venv", model=str(tiny_model_dir), python=str(python))
     req = _req(str(tiny_model_dir), machine="h200", trials=2, ready_timeout_s=60).model_copy(
         update={"base": base}
     )
@@ -443,7 +452,10 @@ def test_cli_refuses_an_out_folder_of_another_tune_before_starting_anything(
 
     monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "state"))
     out = tmp_path / "tune"
+    from llmdeck.tune.trials import append_trial
+
     open_out_dir(out, _header(_req(str(tiny_model_dir), engine="cpu")), resume=False)
+    append_trial(out / "trials.jsonl", _trial(1, {"max-num-seqs": 4}))  # a measured trial: not to mix
     spec = tmp_path / "spec.json"
     write_spec_file(spec, LaunchSpec(name="mine", engine="cpu", model=str(tiny_model_dir), port=8123))
     args = ["tune", "--spec", str(spec), "-w", "multi-user", "--slo", "ttft_p99=2s", "--out", str(out)]

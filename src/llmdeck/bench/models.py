@@ -325,24 +325,36 @@ class HostFacts(BaseModel):
     gpus: list[str] = Field(default_factory=list)
 
 
-class BenchResult(BaseModel):
-    """The whole result file (``schema_version`` bumps on breaking changes)."""
+RunStatus = Literal["running", "complete", "interrupted", "aborted"]
 
-    schema_version: int = BENCH_SCHEMA_VERSION
-    kind: str = BENCH_RESULT_KIND
+
+class ResultHeader(BaseModel):
+    """What every llmdeck result file opens with (bench's and eval's: one model, not copies): its kind
+    and schema, who wrote it and when, how the run ended, the server it ran against and the host it ran
+    on (the environment), and the options it was run with. A subclass sets ``kind`` and the version."""
+
+    schema_version: int
+    kind: str
     llmdeck_version: str = __version__
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     finished_at: datetime | None = None
-    status: Literal["running", "complete", "interrupted", "aborted"] = "running"
+    status: RunStatus = "running"
     error: str | None = None
     suite: str | None = None
     target: TargetInfo
     host: HostFacts
+    request: dict[str, Any] | None = Field(
+        None, description="The options this run was made from (every option but the API key)."
+    )
+
+
+class BenchResult(ResultHeader):
+    """The whole result file (``schema_version`` bumps on breaking changes)."""
+
+    schema_version: int = BENCH_SCHEMA_VERSION
+    kind: str = BENCH_RESULT_KIND
     slo: dict[str, float] = Field(default_factory=dict, description="Verdict limits in effect.")
     scenarios: list[ScenarioResult] = Field(default_factory=list)
     repeats: list[RepeatSummary] = Field(
         default_factory=list, description="With --repeat: the spread of each scenario's runs."
-    )
-    request: dict[str, Any] | None = Field(
-        None, description="The BenchRequest this run was made from (every option but the API key)."
     )

@@ -222,13 +222,9 @@ def _check_row(row: dict[str, Any], where: str) -> None:
         )
 
 
-def _jsonl(spec: ScenarioSpec, tokenizer: Any | None, n: int) -> list[WorkItem]:
-    path = spec.jsonl_path
-    if path is None or not Path(path).is_file():
-        raise UsageError(
-            f"The jsonl workload needs a prompt file; {str(path)!r} is not a file.",
-            hint='Pass --prompts FILE.jsonl with one {"prompt": "..."} or {"messages": [...]} per line.',
-        )
+def read_prompt_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a --prompts JSONL file, checked; ConfigError (exit 2) naming the file and line.
+    (`tune` reads them up front too, so a bad file is refused before any server starts.)"""
     rows: list[dict[str, Any]] = []
     try:
         text = Path(path).read_bytes().decode("utf-8")
@@ -255,6 +251,17 @@ def _jsonl(spec: ScenarioSpec, tokenizer: Any | None, n: int) -> list[WorkItem]:
         rows.append(row)
     if not rows:
         raise ConfigError(f"{path} holds no prompts.", hint="Add at least one JSON line.")
+    return rows
+
+
+def _jsonl(spec: ScenarioSpec, tokenizer: Any | None, n: int) -> list[WorkItem]:
+    path = spec.jsonl_path
+    if path is None or not Path(path).is_file():
+        raise UsageError(
+            f"The jsonl workload needs a prompt file; {str(path)!r} is not a file.",
+            hint='Pass --prompts FILE.jsonl with one {"prompt": "..."} or {"messages": [...]} per line.',
+        )
+    rows = read_prompt_rows(Path(path))
     items: list[WorkItem] = []
     for i in range(n):
         row = rows[i % len(rows)]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
+
 from llmdeck.checks.clients import AGENT_CLIENTS
 from llmdeck.checks.probe_base import (
     Outcome,
@@ -36,12 +38,18 @@ def learn_thinking(ctx: ProbeContext) -> None:
 
     The template honours ``enable_thinking`` when on and off differ; the server default is whichever
     of the two the bare request equals (vLLM applies --default-chat-template-kwargs in /tokenize too).
+    A /tokenize that times out or breaks leaves the template unknown (the probes then ask the chat API
+    itself): this runs outside any probe, so its errors must not escape the check.
     """
     saved, ctx.evidence = ctx.evidence, []
-    default = _tokenize(ctx, None)
-    on = _tokenize(ctx, {"enable_thinking": True})
-    off = _tokenize(ctx, {"enable_thinking": False})
-    ctx.template_evidence, ctx.evidence = ctx.evidence, saved
+    try:
+        default = _tokenize(ctx, None)
+        on = _tokenize(ctx, {"enable_thinking": True}) if default is not None else None
+        off = _tokenize(ctx, {"enable_thinking": False}) if on is not None else None
+    except httpx.HTTPError:
+        default = on = off = None
+    finally:
+        ctx.template_evidence, ctx.evidence = ctx.evidence, saved
     if default is None or on is None or off is None:
         return
     ctx.facts.thinking_template = on != off

@@ -181,7 +181,10 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # an unexpected bug: one line, unless debugging
         if _debug():
             raise
-        _print_internal(exc)
+        if _is_http_error(exc):  # a peer that broke off where no caller mapped it: a failed operation
+            _print_error(_http_failure(exc))
+        else:
+            _print_internal(exc)
         sys.exit(1)
     sys.exit(0)
 
@@ -216,10 +219,28 @@ def _print_error(exc: Any) -> None:
         console.print(tail, markup=False, highlight=False)
 
 
+def _is_http_error(exc: Exception) -> bool:
+    """httpx's errors, without importing httpx (the error path of every command stays light)."""
+    return any(c.__module__.startswith("httpx") and c.__name__ == "HTTPError" for c in type(exc).__mro__)
+
+
+def _http_failure(exc: Exception) -> Any:
+    from llmdeck.errors import EndpointError
+
+    request = getattr(exc, "_request", None)
+    where = f" from {request.url}" if request is not None else ""
+    return EndpointError(
+        f"The reply{where} broke off or never finished ({type(exc).__name__}: {exc}).",
+        hint="Check that the server is healthy (`llmdeck status`, `llmdeck logs`), then run again.",
+    )
+
+
 def _print_internal(exc: Exception) -> None:
+    from llmdeck.cli.output import safe_text
     from llmdeck.util.redact import redact_text
 
     sys.stderr.write(
-        f"error: internal error: {type(exc).__name__}: {redact_text(str(exc))}. This is a bug in llmdeck; "
+        f"error: internal error: {type(exc).__name__}: {safe_text(redact_text(str(exc)))}. This is a bug in "
+        "llmdeck; "
         "run again with LLMDECK_DEBUG=1 for the traceback and report it.\n"
     )

@@ -84,7 +84,9 @@ def register(app: typer.Typer) -> None:
         if netcheck not in (None, "gloo", "nccl"):
             from llmdeck.errors import UsageError
 
-            raise UsageError(f"--netcheck {netcheck!r} is not gloo or nccl.")
+            raise UsageError(
+                f"--netcheck {netcheck!r} is not gloo or nccl.", hint="Use --netcheck gloo or nccl."
+            )
         skip = {"ctx", "dry_run", "as_json", "netcheck"}
         req = request({k: v for k, v in locals().items() if k not in skip})
         settings = get_settings(ctx)
@@ -137,10 +139,16 @@ def _lifecycle_commands(group: typer.Typer) -> None:
         ctx: typer.Context,
         grace: float = typer.Option(15.0, "--grace", min=0, help="Seconds Ray gets before SIGKILL."),
     ) -> None:
-        """Stop the recorded cluster: workers first, then the head (only what llmdeck started)."""
+        """Stop the recorded cluster: workers first, then the head (only what llmdeck started). Exit 0
+        when none is recorded (nothing to stop), as `llmdeck down --all`."""
         from llmdeck.cluster.run import down
 
         kind, seconds = down(get_settings(ctx).state_dir, grace=grace)
+        if kind == "none":
+            err_console().print(
+                "No cluster started by llmdeck is recorded here: nothing to stop.", markup=False
+            )
+            return
         err_console().print(f"Ray cluster ({kind}) stopped in {seconds:.1f} s.", highlight=False)
 
 
@@ -173,7 +181,9 @@ def _netcheck_command(group: typer.Typer) -> None:
         from llmdeck.util.atomic import atomic_write_text
 
         if backend not in ("gloo", "nccl"):
-            raise UsageError(f"--backend {backend!r} is not gloo or nccl.")
+            raise UsageError(
+                f"--backend {backend!r} is not gloo or nccl.", hint="Use --backend gloo or nccl."
+            )
         values = {k: v for k, v in locals().items() if k not in {"ctx", "as_json"}}
         verdict, raw = netcheck(values, get_settings(ctx))
         if out is not None and raw:

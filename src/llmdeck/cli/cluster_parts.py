@@ -10,7 +10,7 @@ from llmdeck.cli.output import out_console
 def request(values: dict[str, Any]) -> Any:
     from pydantic import ValidationError
 
-    from llmdeck.cluster.netenv import NetSpec
+    from llmdeck.cluster.netenv import NetSpec, validate_link_names
     from llmdeck.cluster.render import RayOptions, Setup
     from llmdeck.cluster.run import ClusterRequest
     from llmdeck.errors import UsageError
@@ -27,6 +27,7 @@ def request(values: dict[str, Any]) -> Any:
     ):
         for ip in ips:
             validate_host(ip, flag)
+    validate_link_names(values["interface"], values["hca"] or [])
     try:
         return ClusterRequest(
             head=values["head"],
@@ -102,9 +103,10 @@ def print_up(res: Any) -> None:
 
 def netcheck(values: dict[str, Any], settings: Any) -> Any:
     from llmdeck.cluster import netcheck
-    from llmdeck.cluster.netenv import read_speed_mbps
+    from llmdeck.cluster.netenv import read_speed_mbps, validate_link_names
     from llmdeck.cluster.verdict import judge, load_rows, profile_for
 
+    validate_link_names(values["interface"], [])
     speed = read_speed_mbps(values["interface"]) if values["interface"] else None
     profile = profile_for(values["link"], values["expect_gbps"], speed)
     if values["max_latency_us"] is not None:
@@ -136,7 +138,8 @@ def netcheck_cluster(values: dict[str, Any], settings: Any, profile: Any) -> Any
     if rec is None:
         raise NotRunningError(
             "No multi-node cluster recorded to test.",
-            hint="`llmdeck cluster up --head H --worker W ...` first, or --local N to test this machine.",
+            hint="Start one with `llmdeck cluster up --head H --worker W ...` first, or pass --local N to "
+            "test this machine.",
         )
     hosts = [n.host for n in rec.commands]
     ips = [n.node_ip for n in rec.commands]
@@ -184,7 +187,7 @@ def check_after_up(res: Any, backend: str, settings: Any, *, quiet: bool) -> Non
     from llmdeck.errors import CheckFailedError, UsageError
 
     if backend not in ("gloo", "nccl"):
-        raise UsageError(f"--netcheck {backend!r} is not gloo or nccl.")
+        raise UsageError(f"--netcheck {backend!r} is not gloo or nccl.", hint="Use --netcheck gloo or nccl.")
     values: dict[str, Any] = {"link": None, "expect_gbps": None, "interface": None, "result": None}
     values["max_latency_us"] = None
     values |= {"backend": backend, "master_port": 29533, "timeout": 300.0}

@@ -33,6 +33,8 @@ Examples:
 
   llmdeck eval --client aider --task fix-intervals --server coder --max-turns 10
 
+  llmdeck eval --client opencode --task ./my-task --server http://gpu-box:8000 --timeout-probe 60
+
   llmdeck report fp8.json bf16.json --html kv.html    # two serving configs side by side
 """
 
@@ -74,6 +76,13 @@ def eval_run(
     timeout: float | None = typer.Option(
         None, "--timeout", callback=positive_seconds, help="Agent wall time per task (s)."
     ),
+    timeout_probe: float = typer.Option(
+        30.0,
+        "--timeout-probe",
+        callback=positive_seconds,
+        help="Seconds each question to the server "
+        "before the tasks may take (/v1/models, the client's setup).",
+    ),
     max_turns: int | None = typer.Option(None, "--max-turns", min=1, help="Agent turns per task."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Agent tokens per task."),
     keep: Path | None = typer.Option(None, "--keep", help="Keep each run's final workspace under DIR."),
@@ -86,6 +95,7 @@ def eval_run(
         client=client, task=task, suite=suite, server=server, model=model, repeat=repeat, out=out,
         html=html, api_key=api_key, agent_bin=agent_bin, python=python, thinking=thinking,
         limits={"timeout_sec": timeout, "max_turns": max_turns, "max_tokens": max_tokens}, keep=keep,
+        timeout_probe=timeout_probe,
     )  # fmt: skip
     _eval(ctx, opts, json_out)
 
@@ -124,6 +134,7 @@ def _options(opts: dict[str, Any], settings: Any) -> Any:
         keep_dir=opts["keep"],
         suite=opts["suite"],
         request=request,
+        probe_timeout=opts["timeout_probe"],
     )
 
 

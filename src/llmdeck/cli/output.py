@@ -16,18 +16,46 @@ if TYPE_CHECKING:
 JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON to stdout.")
 
 
+def _control(ch: str) -> bool:
+    code = ord(ch)
+    return (code < 32 and ch not in "\n\t") or code == 127 or 0x80 <= code < 0xA0
+
+
+def safe_text(text: str) -> str:
+    """``text`` with control characters (ESC, CR, BEL, C1 ...) shown as ``\\xNN``: a string from a server
+    or a file is printed as data and never drives the terminal (colours, titles, cursor moves)."""
+    if not any(_control(ch) for ch in text):
+        return text
+    return "".join(f"\\x{ord(ch):02x}" if _control(ch) else ch for ch in text)
+
+
+_CONSOLE: type[Console] | None = None
+
+
+def _console_class() -> type[Console]:
+    """rich's Console, with every string it renders (prints, table cells) passed through safe_text;
+    rich's own styles are added after, so colours still work."""
+    global _CONSOLE
+    if _CONSOLE is None:
+        from rich.console import Console
+        from rich.text import Text
+
+        class SafeConsole(Console):
+            def render_str(self, text: str, **kwargs: Any) -> Text:
+                return super().render_str(safe_text(text), **kwargs)
+
+        _CONSOLE = SafeConsole
+    return _CONSOLE
+
+
 def err_console() -> Console:
     """A rich console on stderr, for progress and diagnostics."""
-    from rich.console import Console
-
-    return Console(stderr=True)
+    return _console_class()(stderr=True)
 
 
 def out_console() -> Console:
     """A rich console on stdout, for human-readable data (tables)."""
-    from rich.console import Console
-
-    return Console(soft_wrap=True)
+    return _console_class()(soft_wrap=True)
 
 
 def to_jsonable(obj: Any) -> Any:

@@ -44,7 +44,7 @@ def on_cluster(spec: LaunchSpec, state_dir: Path) -> LaunchSpec:
         if remote is None:
             raise NotRunningError(
                 "--ray-cluster, but no Ray cluster started by llmdeck is recorded.",
-                hint="`llmdeck cluster up --head H --worker W` first.",
+                hint="Start one with `llmdeck cluster up --head H --worker W` first, or drop --ray-cluster.",
             )
         env = {**remote.commands[0].env, "RAY_ADDRESS": remote.address}
     return spec.model_copy(update={"vllm_args": args, "env": {**spec.env, **env}})

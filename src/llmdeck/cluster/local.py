@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from llmdeck.cluster.raystatus import RayStatus, parse_ray_status
 from llmdeck.cluster.render import RayOptions, ray_start_argv
-from llmdeck.errors import MissingDependencyError, OperationError
+from llmdeck.errors import MissingDependencyError, NotRunningError, OperationError
 from llmdeck.util.atomic import atomic_write_json
 from llmdeck.util.net import free_port
 
@@ -70,8 +70,13 @@ def load(state_dir: Path) -> LocalCluster | None:
         return None
     try:
         return LocalCluster.model_validate_json(path.read_text("utf-8"))
-    except ValueError:
-        return None
+    except (OSError, ValueError) as exc:  # was: None, as if no cluster ran (its Ray kept running)
+        raise NotRunningError(
+            f"The record of the local Ray cluster, {path}, is unreadable ({type(exc).__name__}); the Ray "
+            "processes it listed may still run.",
+            hint="Stop them (`ps -eo pgid,args | grep 'ray start'`, then kill -- -PGID), then delete "
+            f"{path}.",
+        ) from exc
 
 
 def _spawn(argv: list[str], log: Path, env: dict[str, str]) -> int:

@@ -16,14 +16,34 @@ HCAs, MTU 9000 and these variables are set) is what they guard against.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from llmdeck.errors import UsageError
+
 SYS_NET = Path("/sys/class/net")
 SYS_IB = Path("/sys/class/infiniband")
 JUMBO_MTU = 9000
+
+
+# Linux interface names (IFNAMSIZ: 15 characters, no '/', no whitespace) and RDMA device names: they go
+# into /sys paths and every node's environment, so nothing else (no '..', no quotes, no escapes) passes.
+_IFNAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,14}")
+_HCANAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
+
+
+def validate_link_names(interface: str | None, hcas: list[str]) -> None:
+    """--interface and each --hca are a device's name, or a UsageError (exit 2) naming the flag."""
+    for flag, name, pattern in [("--interface", interface, _IFNAME)] + [("--hca", h, _HCANAME) for h in hcas]:
+        if name is not None and (not pattern.fullmatch(name) or ".." in name):
+            raise UsageError(
+                f"{flag} {name!r} is not a device name.",
+                hint="Give the name `ip -br link` (interfaces) or `ibv_devices` (HCAs) shows, e.g. "
+                "enp1s0f1np1 or rocep1s0f1.",
+            )
 
 
 class NetSpec(BaseModel):

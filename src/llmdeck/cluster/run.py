@@ -56,6 +56,9 @@ class RemoteRecord(BaseModel):
     setup: Setup = Field(default_factory=Setup)
 
 
+START_HINT = "Start one with `llmdeck cluster up --head H --worker W` first."
+
+
 def remote_file(state_dir: Path) -> Path:
     return state_dir / "cluster" / "remote.json"
 
@@ -67,7 +70,10 @@ def render(req: ClusterRequest) -> list[NodeCommands]:
             hint="Give one --worker-ip per --worker, in the same order, or none.",
         )
     if req.setup.mode == "docker" and not req.setup.image:
-        raise UsageError("--docker needs --image (the vLLM image every node runs).")
+        raise UsageError(
+            "--docker needs --image (the vLLM image every node runs).",
+            hint="Add e.g. --image vllm/vllm-openai:v0.22.0, or use --venv.",
+        )
     return cluster_commands(
         req.head,
         req.workers,
@@ -164,7 +170,7 @@ def _up_local(req: ClusterRequest, state_dir: Path, net: list[NetFinding]) -> Cl
 def remote_status(state_dir: Path, *, timeout: float = 30.0) -> RayStatus:
     rec = load_remote(state_dir)
     if rec is None:
-        raise NotRunningError("No cluster recorded.", hint="`llmdeck cluster up --head H --worker W` first.")
+        raise NotRunningError("No cluster recorded.", hint=START_HINT)
     head = rec.commands[0]
     if head.status is None:
         raise OperationError("The recorded cluster has no status command.")
@@ -178,8 +184,12 @@ def load_remote(state_dir: Path) -> RemoteRecord | None:
         return None
     try:
         return RemoteRecord.model_validate_json(path.read_text("utf-8"))
-    except ValueError:
-        return None
+    except (OSError, ValueError) as exc:  # was: None, as if no cluster ran (its nodes kept running)
+        raise NotRunningError(
+            f"The record of the Ray cluster, {path}, is unreadable ({type(exc).__name__}); its nodes may "
+            "still run Ray.",
+            hint=f"Stop Ray on each node (`ray stop` there), then delete {path}.",
+        ) from exc
 
 
 def status(state_dir: Path, *, timeout: float = 30.0) -> tuple[str, str, RayStatus]:
@@ -190,21 +200,20 @@ def status(state_dir: Path, *, timeout: float = 30.0) -> tuple[str, str, RayStat
     remote = load_remote(state_dir)
     if remote is not None:
         return "remote", remote.address, remote_status(state_dir, timeout=timeout)
-    raise NotRunningError("No cluster started by llmdeck.", hint="`llmdeck cluster up --head H --worker W`.")
+    raise NotRunningError("No cluster started by llmdeck.", hint=START_HINT)
 
 
 def down(state_dir: Path, *, grace: float = 15.0, timeout: float = 60.0) -> tuple[str, float]:
-    """Stop the recorded cluster (workers first). (kind, seconds)."""
+    """Stop the recorded cluster (workers first). (kind, seconds); kind "none" when none is recorded:
+    nothing to stop is not an error (as `llmdeck down --all` with no server), so scripts can run it
+    to make sure no cluster is left."""
     t0 = time.monotonic()
     if local.load(state_dir) is not None:
         local.stop(state_dir, grace=grace)
         return "local", time.monotonic() - t0
     rec = load_remote(state_dir)
     if rec is None:
-        raise NotRunningError(
-            "No cluster started by llmdeck is recorded here.",
-            hint="Nothing to stop (`llmdeck cluster status`).",
-        )
+        return "none", time.monotonic() - t0
     errors = []
     for node in reversed(rec.commands):
         for argv in node.down:
@@ -234,9 +243,7 @@ def logs(state_dir: Path, *, lines: int = 50, timeout: float = 30.0) -> list[tup
         return out
     remote = load_remote(state_dir)
     if remote is None:
-        raise NotRunningError(
-            "No cluster started by llmdeck.", hint="`llmdeck cluster up --head H --worker W`."
-        )
+        raise NotRunningError("No cluster started by llmdeck.", hint=START_HINT)
     result = []
     for n in remote.commands:
         if not n.logs:

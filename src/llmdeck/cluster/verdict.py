@@ -78,28 +78,44 @@ def parse_rows(text: str, source: str = "the all-reduce output") -> list[Row]:
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise ResultFileError(f"Line {n} of {source} is not JSON: {exc.msg}.") from exc
+            raise ResultFileError(f"Line {n} of {source} is not JSON: {exc.msg}.", hint=_ROWS_HINT) from exc
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             continue
         try:
             rows.append(Row.model_validate(data))
         except ValidationError as exc:
             raise ResultFileError(
-                f"Line {n} of {source} is not an all-reduce row: {exc.errors()[0]['msg']}."
+                f"Line {n} of {source} is not an all-reduce row: {_where(exc)}{exc.errors()[0]['msg']}.",
+                hint=_ROWS_HINT,
             ) from exc
     if not rows:
         raise ResultFileError(
             f"{source} has no all-reduce rows (schema {SCHEMA}).",
-            hint="It is what `python -m llmdeck.cluster.allreduce` prints on rank 0.",
+            hint=_ROWS_HINT,
         )
     return rows
+
+
+def _where(exc: ValidationError) -> str:
+    loc = ".".join(str(x) for x in exc.errors()[0].get("loc", ()))
+    return f"{loc}: " if loc else ""
+
+
+_ROWS_HINT = (
+    "Give --result a file saved by `llmdeck cluster netcheck --out FILE` (what "
+    "`python -m llmdeck.cluster.allreduce` prints on rank 0), or run the test again without --result."
+)
 
 
 def load_rows(path: Path) -> list[Row]:
     try:
         text = path.read_text("utf-8")
     except OSError as exc:
-        raise ResultFileError(f"Cannot read {path}: {exc.strerror}.") from exc
+        raise ResultFileError(f"Cannot read {path}: {exc.strerror}.", hint=_ROWS_HINT) from exc
+    except UnicodeDecodeError as exc:
+        raise ResultFileError(
+            f"{path} is not text (not UTF-8): not a saved netcheck.", hint=_ROWS_HINT
+        ) from exc
     return parse_rows(text, str(path))
 
 

@@ -9,6 +9,8 @@ prompt with room for one tool-loop turn gets no config: connect fails with the f
 
 from __future__ import annotations
 
+import httpx
+
 from llmdeck.checks.http import Http
 from llmdeck.checks.traffic import (
     budget,
@@ -29,6 +31,8 @@ def base_prompt_tokens(info: ServeInfo, client: str, timeout: float = 60.0) -> t
     http = Http(info.base_url, info.api_key, timeout=timeout)
     try:
         reply = http.request("POST", "/tokenize", tokenize_body(rec, info.model))
+    except httpx.HTTPError:  # timed out, cut off mid-reply: count as without /tokenize
+        return rec.agent.prompt_tokens, "the recording's Qwen3 count"
     finally:
         http.close()
     if reply.ok and isinstance(reply.data, dict) and isinstance(reply.data.get("count"), int):

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from llmdeck import __version__
-from llmdeck.bench.models import HostFacts, HostSummary, ServerMetricsSummary, TargetInfo
+from llmdeck.bench.models import HostSummary, ResultHeader, ServerMetricsSummary
 from llmdeck.evals.spec import AgentLimits
 from llmdeck.evals.verifier import VerifierRun
 
@@ -126,19 +126,15 @@ class EvalSummary(BaseModel):
     )
 
 
-class EvalResult(BaseModel):
+class EvalResult(ResultHeader):
+    """The eval's result file: bench's header (target, host, options: the same models, so `report`
+    and the HTML pages read one environment), then the client, the tasks and their runs. The file's
+    shape did not change when the header became shared, so its schema stays version 1."""
+
     schema_version: int = EVAL_SCHEMA_VERSION
     kind: str = EVAL_RESULT_KIND
-    llmdeck_version: str = __version__
-    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
-    finished_at: datetime | None = None
-    status: Literal["running", "complete", "interrupted", "aborted"] = "running"
-    error: str | None = None
-    suite: str | None = None
     client: str
     client_version: str | None = None
-    target: TargetInfo
-    host: HostFacts
     thinking: str = "server"
     server_cache_config: dict[str, str] | None = Field(
         None,
@@ -148,7 +144,6 @@ class EvalResult(BaseModel):
     tasks: list[TaskInfo] = Field(default_factory=list)
     runs: list[TaskRun] = Field(default_factory=list)
     summary: EvalSummary = Field(default_factory=EvalSummary)
-    request: dict[str, Any] | None = Field(None, description="The options of the run (no API key).")
 
 
 def summarize(result: EvalResult) -> EvalSummary:
@@ -190,7 +185,9 @@ def is_eval_file(path: Path) -> bool:
             head = fh.read(4096)
     except OSError:
         return False
-    return f'"kind": "{EVAL_RESULT_KIND}"'.encode() in head
+    # any JSON spacing (compact files too): was a literal '"kind": "..."', so a compact eval file was
+    # read as a bench result and refused as "not a bench result"
+    return re.search(rb'"kind"\s*:\s*"' + re.escape(EVAL_RESULT_KIND.encode()) + rb'"', head) is not None
 
 
 def load_eval_result(path: Path) -> EvalResult:

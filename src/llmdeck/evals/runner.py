@@ -73,6 +73,7 @@ class EvalOptions:
     keep_dir: Path | None = None  # keep each run's workspace under this folder
     suite: str | None = None
     request: dict[str, Any] | None = None
+    probe_timeout: float = 30.0  # each question to the server before the tasks (/v1/models, connect's)
 
 
 def check_pytest(python: str) -> None:
@@ -128,6 +129,7 @@ async def _connect_opencode(target: TargetInfo, options: EvalOptions, settings: 
         model=target.model,
         api_key=options.api_key,
         settings=settings,
+        timeout=options.probe_timeout,
         client="opencode",
     )
     setup = AgentSetup(home, home, target.base_url, target.model, None, options.binary, "")
@@ -194,7 +196,7 @@ async def run_eval(
     if options.out_path is not None:
         refuse_foreign_file(options.out_path, "eval result", json_kind_is(EVAL_RESULT_KIND))
     await asyncio.to_thread(check_pytest, options.python)
-    timeouts = Timeouts(probe=30.0)
+    timeouts = Timeouts(probe=options.probe_timeout)
     async with OpenAIClient(target.base_url, api_key=options.api_key, timeouts=timeouts) as client:
         try:
             await probe_target(client, target)

@@ -107,12 +107,21 @@ def load_task(root: Path) -> EvalTask:
             raise ConfigError(f"The eval task {root} has no {part}.", hint=_LAYOUT_HINT)
     followups = sorted((root / "followups").glob("*.md")) if (root / "followups").is_dir() else []
     return EvalTask(
-        name=root.name,
+        name=root.name or root.resolve().name,
         root=root,
         config=config,
-        instruction=(root / "instruction.md").read_text(encoding="utf-8").strip(),
-        followups=[p.read_text(encoding="utf-8").strip() for p in followups],
+        instruction=_prompt(root / "instruction.md"),
+        followups=[_prompt(p) for p in followups],
     )
+
+
+def _prompt(path: Path) -> str:
+    """A prompt file's text; ConfigError when it is a folder, unreadable or not UTF-8 text."""
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ConfigError(f"The eval task prompt {path} cannot be read ({why}).", hint=_LAYOUT_HINT) from exc
 
 
 _LAYOUT_HINT = (

@@ -6,8 +6,6 @@ The ``docker run`` argv has exactly one implementation, :func:`llmdeck.engines.d
 
 from __future__ import annotations
 
-import shlex
-
 from llmdeck.engines.docker import docker_run_argv
 from llmdeck.engines.spec import LaunchSpec
 
@@ -35,16 +33,18 @@ def vllm_serve_argv(spec: LaunchSpec) -> list[str]:
 
 def shell_join(argv: list[str], *, multiline: bool = True) -> str:
     """A copy-pasteable shell command; one flag per line when ``multiline``."""
+    from llmdeck.util.shellquote import join, quote
+
     if not multiline:
-        return shlex.join(argv)
+        return join(argv)
     lines: list[str] = []
     current: list[str] = []
     for i, tok in enumerate(argv):
         flag_full = len(current) >= 2 and current[0].startswith("-")  # a flag already has its value
         if current and i > 1 and (tok.startswith("-") or flag_full):
-            lines.append(" ".join(shlex.quote(t) for t in current))
+            lines.append(" ".join(quote(t) for t in current))
             current = []
         current.append(tok)
     if current:
-        lines.append(" ".join(shlex.quote(t) for t in current))
+        lines.append(" ".join(quote(t) for t in current))
     return " \\\n  ".join(lines)

@@ -88,7 +88,9 @@ def preflight(spec: LaunchSpec, settings: Settings, options: UpOptions, clock: E
     blocking = [f for f in report.findings if f.severity == "error"]
     if not blocking or options.force:
         return
-    port_issue = next((f for f in blocking if "port" in f.id), None)
+    # the id itself: "port" in the id also matched vllm-not-importable and gpu-memory-not-supported,
+    # which were then raised as a PortInUseError ("the port is taken") with their own message
+    port_issue = next((f for f in blocking if f.id == "port-in-use"), None)
     if port_issue is not None:
         launcher.check_port(spec.host, spec.port)  # raises the precise PortInUseError
         raise PortInUseError(port_issue.message, hint=port_issue.fix)

@@ -89,6 +89,8 @@ def run_trial(
     try:
         server = _start(spec, req, settings, events)
     except LlmdeckError as exc:
+        if is_input_error(exc, params):
+            raise  # every trial would fail alike: exit 2 now, not --trials failed starts
         rec.status, rec.startup_s = "failed", time.monotonic() - t0
         tail = getattr(exc, "log_tail", "")
         rec.reason = exc.render() + (f" Log tail: {tail[-1500:]}" if tail else "")
@@ -111,6 +113,16 @@ def run_trial(
         _stop(spec.name, settings, events)
         rec.log_file = keep_log(spec.name, number, settings, out_dir, wall0)
     return rec
+
+
+def is_input_error(exc: Exception, params: dict[str, ParamValue]) -> bool:
+    """A start refused for what the user gave, not for the candidate: the model path, a missing engine,
+    a taken port, or any bad-input refusal of vLLM's defaults (no candidate flags at all)."""
+    from llmdeck.errors import MissingDependencyError, ModelPathError, PortInUseError, UsageError
+
+    if isinstance(exc, ModelPathError | MissingDependencyError | PortInUseError):
+        return True
+    return isinstance(exc, UsageError) and not params
 
 
 def keep_log(name: str, number: int, settings: Settings, out_dir: Path, since: float) -> str | None:

@@ -114,6 +114,9 @@ def open_out_dir(out: Path, header: TrialsHeader, *, resume: bool) -> tuple[Tria
         )
     if path.is_file():
         old, records = read_trials(path)
+        if old.fingerprint != header.fingerprint and not records:  # nothing measured: nothing to lose
+            write_header(path, header)
+            return header, []
         if old.fingerprint != header.fingerprint:
             raise UsageError(
                 f"--out {out} holds the trials of another tune ({_what(old)}), not of this one "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
@@ -206,5 +205,7 @@ def image_vllm_version_argv(image: str, *, docker: str = "docker") -> list[str]:
 
 
 def render_shell(argv: Sequence[str]) -> str:
-    """The argv as one copy-pasteable shell line."""
-    return shlex.join(list(argv))
+    """The argv as one copy-pasteable shell line (control characters escaped: see util/shellquote)."""
+    from llmdeck.util.shellquote import join
+
+    return join(list(argv))
