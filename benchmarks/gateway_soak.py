@@ -14,7 +14,8 @@ of the run) and at the end, and the growth between them.
 The client is one Python process. Its default transport is llmdeck's LeanTransport (``--client lean``):
 with httpx's default stack (``--client httpx``) 256 streams cost that process 24.5 ms CPU per request
 (9 ms at 32 streams) against 1.6 ms, so it saturated one core at ~25 requests/s here (~42 on the H200)
-and the server saw convoys (256 running, then ~60 for seconds) instead of 256 streams.
+and the server saw convoys (256 running, then ~60 for seconds) instead of 256 streams: 69% of that CPU
+is httpcore 1.0.9's pool bookkeeping, O(connections²) per request (encode/httpcore#1035).
 
   python benchmarks/gateway_soak.py --concurrency 64 --seconds 120 --out results/gateway_soak_fake-c64.json
 """
@@ -192,7 +193,7 @@ def main() -> None:
     if a.out:
         params = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()}
         doc = {
-            "schema": "llmdeck.gateway_soak/1",
+            "schema": "llmdeck.gateway_soak/2",
             "params": params,
             "result": result,
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
