@@ -5,6 +5,11 @@ tokens, and sends ``max_tokens`` tokens (one per chunk) plus a usage chunk and `
 way vLLM streams. The true TTFT/TPOT/ITL are known, and unlike a real engine it adds no
 run-to-run noise, so two clients measuring it can be compared to well under 3%.
 
+It counts the streams it is serving at once: ``GET /metrics`` answers with vLLM's gauge name
+(``vllm:num_requests_running``, so a client samples it the same way as a real server's), ``GET /stats``
+with JSON (``streams`` now, ``max_streams`` so far, ``served`` in all), and ``--stats-every S`` prints
+a line with the count every S seconds (to tell a fixed cap from periodic convoys).
+
   python benchmarks/fake_paced_server.py --port 8199 --ttft-ms 40 --itl-ms 10
 """
 
@@ -14,6 +19,8 @@ import argparse
 import asyncio
 import json
 import time
+
+STATS = {"streams": 0, "max_streams": 0, "served": 0}
 
 
 async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, a: argparse.Namespace) -> None:
@@ -36,6 +43,17 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, a: 
                     }
                 elif path == "/version":
                     obj = {"version": "fake-paced"}
+                elif path == "/stats":
+                    obj = dict(STATS)
+                elif path == "/metrics":
+                    text = f'vllm:num_requests_running{{model_name="{a.model}"}} {STATS["streams"]}\n'
+                    data = text.encode()
+                    writer.write(
+                        b"HTTP/1.1 200 OK\r\ncontent-type: text/plain; version=0.0.4\r\n"
+                        b"content-length: %d\r\n\r\n%s" % (len(data), data)
+                    )
+                    await writer.drain()
+                    continue
                 else:
                     obj = {}
                 data = json.dumps(obj).encode()
@@ -45,43 +63,62 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, a: 
                 )
                 await writer.drain()
                 continue
-            n = int(body.get("max_tokens") or 16)
-            prompt = body.get("prompt", "")
-            writer.write(
-                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-            )
-            await writer.drain()
-            t0 = time.perf_counter()
-
-            def event(obj: object) -> bytes:
-                data = b"data: " + json.dumps(obj).encode() + b"\n\n"
-                return b"%x\r\n%s\r\n" % (len(data), data)
-
-            for i in range(n):
-                due = t0 + (a.ttft_ms + i * a.itl_ms) / 1000.0
-                delay = due - time.perf_counter()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                fin = "length" if i == n - 1 else None
-                writer.write(
-                    event(
-                        {"id": f"{t0:.6f}", "choices": [{"index": 0, "text": " tok", "finish_reason": fin}]}
-                    )
-                )
-                await writer.drain()
-            ptoks = len(prompt.split()) if isinstance(prompt, str) else len(prompt)
-            usage = {"prompt_tokens": ptoks, "completion_tokens": n, "total_tokens": ptoks + n}
-            writer.write(event({"id": "x", "choices": [], "usage": usage}))
-            writer.write(b"%x\r\n%s\r\n" % (len(b"data: [DONE]\n\n"), b"data: [DONE]\n\n") + b"0\r\n\r\n")
-            await writer.drain()
+            STATS["streams"] += 1
+            STATS["max_streams"] = max(STATS["max_streams"], STATS["streams"])
+            try:
+                await stream(writer, body, a)
+            finally:
+                STATS["streams"] -= 1
+                STATS["served"] += 1
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
     finally:
         writer.close()
 
 
+async def stream(writer: asyncio.StreamWriter, body: dict[str, object], a: argparse.Namespace) -> None:
+    n = int(body.get("max_tokens") or 16)  # type: ignore[call-overload]
+    prompt = body.get("prompt", "")
+    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+    await writer.drain()
+    t0 = time.perf_counter()
+
+    def event(obj: object) -> bytes:
+        data = b"data: " + json.dumps(obj).encode() + b"\n\n"
+        return b"%x\r\n%s\r\n" % (len(data), data)
+
+    for i in range(n):
+        due = t0 + (a.ttft_ms + i * a.itl_ms) / 1000.0
+        delay = due - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        fin = "length" if i == n - 1 else None
+        writer.write(
+            event({"id": f"{t0:.6f}", "choices": [{"index": 0, "text": " tok", "finish_reason": fin}]})
+        )
+        await writer.drain()
+    ptoks = len(prompt.split()) if isinstance(prompt, str) else len(prompt)
+    usage = {"prompt_tokens": ptoks, "completion_tokens": n, "total_tokens": ptoks + n}
+    writer.write(event({"id": "x", "choices": [], "usage": usage}))
+    writer.write(b"%x\r\n%s\r\n" % (len(b"data: [DONE]\n\n"), b"data: [DONE]\n\n") + b"0\r\n\r\n")
+    await writer.drain()
+
+
+async def report(every: float) -> None:
+    t0 = time.monotonic()
+    while True:
+        await asyncio.sleep(every)
+        print(
+            f"t={time.monotonic() - t0:.0f}s streams={STATS['streams']} max={STATS['max_streams']} "
+            f"served={STATS['served']}",
+            flush=True,
+        )
+
+
 async def main(a: argparse.Namespace) -> None:
     server = await asyncio.start_server(lambda r, w: handle(r, w, a), "127.0.0.1", a.port)
+    if a.stats_every:
+        asyncio.get_running_loop().create_task(report(a.stats_every))
     async with server:
         await server.serve_forever()
 
@@ -92,4 +129,5 @@ if __name__ == "__main__":
     p.add_argument("--model", default="fake-paced")
     p.add_argument("--ttft-ms", type=float, default=40.0)
     p.add_argument("--itl-ms", type=float, default=10.0)
+    p.add_argument("--stats-every", type=float, default=0.0, help="print the stream count every S s")
     asyncio.run(main(p.parse_args()))
