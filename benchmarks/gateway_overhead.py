@@ -198,7 +198,8 @@ async def measure(tg: dict[str, Any], a: argparse.Namespace) -> dict[str, list[d
         for name in order:
             base, model, key, pid = tg[name]
             cpu0 = cpu_seconds(pid) if pid else 0.0
-            run = await load(base, model, key, a, a.requests)
+            n = a.litellm_requests if name == "litellm" and a.litellm_requests else a.requests
+            run = await load(base, model, key, a, n)
             run["proxy_cpu_s"] = cpu_seconds(pid) - cpu0 if pid else None
             run["round"] = rnd
             runs[name].append(run)
@@ -228,10 +229,34 @@ def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]
             "proxy_cpu_s_per_1000_requests": statistics.median(cpu) if cpu else None,
         }
     direct = out["direct"]
-    for s in out.values():
+    for name, s in out.items():
         s["added_ttft_p50_ms"] = s["ttft_p50_ms"] - direct["ttft_p50_ms"]
         s["throughput_vs_direct"] = s["events_per_s"] / direct["events_per_s"]
+        s.update(paired(runs[name], runs["direct"]))
     return out
+
+
+def paired(rs: list[dict[str, Any]], direct: list[dict[str, Any]]) -> dict[str, Any]:
+    """Round by round against direct's run of the same round (the rounds drift more than the proxies
+    differ: on the H200 one target's round walls moved by 6% between rounds), then the median."""
+    ratios = [
+        (r["events"] / r["wall_s"]) / (d["events"] / d["wall_s"]) for r, d in zip(rs, direct, strict=True)
+    ]
+    added = [
+        statistics.median(r["ttfts_ms"]) - statistics.median(d["ttfts_ms"])
+        for r, d in zip(rs, direct, strict=True)
+    ]
+    added_min = [min(r["ttfts_ms"]) - min(d["ttfts_ms"]) for r, d in zip(rs, direct, strict=True)]
+    pooled = sum(r["events"] for r in rs) / sum(r["wall_s"] for r in rs)
+    pooled_direct = sum(d["events"] for d in direct) / sum(d["wall_s"] for d in direct)
+    return {
+        "round_throughput_ratios": ratios,
+        "paired_throughput_ratio_median": statistics.median(ratios),
+        "pooled_throughput_vs_direct": pooled / pooled_direct,
+        "round_added_ttft_p50_ms": added,
+        "paired_added_ttft_p50_ms_median": statistics.median(added),
+        "paired_added_ttft_min_ms_median": statistics.median(added_min),
+    }
 
 
 def table(summary: dict[str, dict[str, Any]]) -> str:
@@ -254,6 +279,15 @@ def table(summary: dict[str, dict[str, Any]]) -> str:
             f"{ll['proxy_cpu_s_per_1000_requests'] / ld['proxy_cpu_s_per_1000_requests']:.1f}x; "
             f"added p50 TTFT, llmdeck {ld['added_ttft_p50_ms']:+.2f} ms vs LiteLLM "
             f"{ll['added_ttft_p50_ms']:+.2f} ms"
+        )
+    for name in ("llmdeck", "litellm"):
+        s = summary[name]
+        lines.append(
+            f"{name}, round by round against direct: throughput {s['paired_throughput_ratio_median']:.3f}x "
+            f"(rounds {', '.join(f'{r:.3f}' for r in s['round_throughput_ratios'])}; pooled "
+            f"{s['pooled_throughput_vs_direct']:.3f}x), "
+            f"added p50 TTFT {s['paired_added_ttft_p50_ms_median']:+.2f} ms, "
+            f"added min TTFT {s['paired_added_ttft_min_ms_median']:+.2f} ms"
         )
     return "\n".join(lines)
 
@@ -347,6 +381,11 @@ def main() -> None:
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument("--requests", type=int, default=200, help="per target per round")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument(
+        "--litellm-requests",
+        type=int,
+        help="LiteLLM's requests per round (default --requests; it is ~8x slower)",
+    )
     p.add_argument("--max-tokens", type=int, default=32)
     p.add_argument("--prompt-words", type=int, default=16)
     p.add_argument(

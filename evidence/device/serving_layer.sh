@@ -15,6 +15,9 @@
 #            evidence/gateway-models/device_sleep.sh on the qwen3-0.6b shape (a cold start of its own).
 #
 #   bash evidence/device/serving_layer.sh main|collect|sleep
+# Ran on 2026-12-01 (evidence/device/serving-layer/README.md). The overhead run has since become longer
+# (1,024 requests x 5 rounds, the lean client, paired round figures: ~6 min), so the next run — issue 19
+# alone — is: SKIP_SEEDS=1 SKIP_SWITCH=1 bash evidence/device/serving_layer.sh main, then collect.
 # Each call writes one file, $OUT/MODE.tgz (a device call brings back at most 8 files); unpack it
 # under evidence/device/serving-layer/. LiteLLM travels as wheels: LITELLM_WHEELS (default /root/stash/litellm: gpu-lab's stash, carried beside it;
 # see benchmarks/README.md) is installed into /tmp/litellm-site; without it the overhead run skips LiteLLM.
@@ -83,10 +86,16 @@ main() {
   ttft_probe $URL $MODEL > "$D/cold.json" 2>&1; cat "$D/cold.json"
   LL=$(litellm_setup); stamp "litellm: ${LL:-not carried}"
   stamp "gateway overhead, 64 streams"
-  timeout 210 "$PY" benchmarks/gateway_overhead.py --backend url --base-url $URL --model $MODEL \
-    --concurrency 64 --requests 256 --rounds 3 --max-tokens 128 ${LL:+--litellm $LL} \
+  timeout 420 "$PY" benchmarks/gateway_overhead.py --backend url --base-url $URL --model $MODEL \
+    --concurrency 64 --requests 1024 --rounds 5 --litellm-requests 256 --client lean --max-tokens 128 ${LL:+--litellm $LL} \
     --out "$D/gateway_overhead_h200-c64.json" > "$D/overhead.txt" 2>&1; echo "overhead exit $?" >> "$D/overhead.txt"
   tail -8 "$D/overhead.txt"
+  [ -n "${SKIP_SEEDS:-}" ] || seeds_suite
+  start_soaks
+  cp /root/vllm-$MODEL-$PORT.log "$D/vllm-main.log"
+}
+
+seeds_suite() {
   local left=$(( 540 - $(el) ))
   [ $left -lt 30 ] && left=30  # (timeout 0 would mean no limit)
   stamp "seeds suite (${left} s left for it)"
@@ -94,8 +103,6 @@ main() {
     --out "$D/seeds.json" --html "$D/seeds.html" > "$D/seeds.txt" 2>&1; echo "seeds exit $?" >> "$D/seeds.txt"
   tail -16 "$D/seeds.txt"
   [ -s "$D/seeds.html" ] || "$PY" -m llmdeck report "$D/seeds.json" --html "$D/seeds.html" >/dev/null 2>&1
-  start_soaks
-  cp /root/vllm-$MODEL-$PORT.log "$D/vllm-main.log"
 }
 
 start_soaks() {
@@ -104,7 +111,7 @@ start_soaks() {
   setsid nohup "$PY" benchmarks/gateway_soak.py --base-url $URL --model $MODEL --concurrency 256 \
     --seconds 600 --max-tokens 64 --out $W/soak/gateway_soak_h200-c256.json \
     > $W/soak/soak.txt 2>&1 < /dev/null &
-  setsid nohup "$PY" benchmarks/gateway_switch_soak.py --spec $W/sw-0.6b.json --spec $W/sw-8b.json \
+  [ -n "${SKIP_SWITCH:-}" ] || setsid nohup "$PY" benchmarks/gateway_switch_soak.py --spec $W/sw-0.6b.json --spec $W/sw-8b.json \
     --memory-gib 50 --seconds 600 --phase-s 150 --skew-s 1 --concurrency 8 \
     --out $W/soak/gateway_switch_h200.json > $W/soak/switch.txt 2>&1 < /dev/null &
   date +%s > $W/soak/started
@@ -114,7 +121,7 @@ collect() {
   local started; started=$(cat $W/soak/started 2>/dev/null || echo 0)
   stamp "soaks started $(( $(date +%s) - started )) s ago"
   while [ $(el) -lt 575 ]; do
-    [ -s $W/soak/gateway_soak_h200-c256.json ] && [ -s $W/soak/gateway_switch_h200.json ] && break
+    [ -s $W/soak/gateway_soak_h200-c256.json ] && { [ -n "${SKIP_SWITCH:-}" ] || [ -s $W/soak/gateway_switch_h200.json ]; } && break
     { date +%T; nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader;
       nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader; } >> $W/soak/nvidia-smi.txt 2>&1
     sleep 20
