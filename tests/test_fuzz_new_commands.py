@@ -288,6 +288,13 @@ CLUSTER_CASES = [
         "--worker-ip",
     ),
     case("cluster:docker-without-image", "cluster up --head 10.0.0.1 --docker --dry-run", 2, "--image"),
+    case(
+        "cluster:hf-cache-relative",
+        "cluster up --head 10.0.0.1 --docker --image vllm/vllm-openai:v0.22.0 --hf-cache rel/hf --dry-run",
+        2,
+        "--hf-cache",
+        "absolute",
+    ),
     case("cluster:netcheck-backend", "cluster netcheck --local 2 --backend mpi", 2, "--backend"),
     case("cluster:netcheck-nothing-recorded", "cluster netcheck", 2, "No multi-node cluster recorded"),
     case("cluster:status-nothing-recorded", "cluster status", 2, "No cluster started by llmdeck"),
@@ -300,6 +307,7 @@ CLUSTER_CASES = [
     ),
     case("plan:nodes-zero", "plan Qwen3-0.6B --machine h200 --nodes 0", 2, "--nodes"),
     case("plan:nodes-text", "plan Qwen3-0.6B --machine h200 --nodes two", 2, "--nodes"),
+    case("plan:nodes-absurd", "plan Qwen3-0.6B --machine h200 --nodes 1000000", 2, "--nodes"),
     case(
         "plan:gpus-per-node-negative",
         "plan Qwen3-0.6B --machine h200 --gpus-per-node -1",
@@ -387,8 +395,8 @@ def test_cluster_down_with_nothing_recorded_is_ok(
     """cluster:down-nothing-recorded — exit 0 and says so (was exit 2), as `down --all` with no server."""
     code, out, err, _ = run_main(["cluster", "down"], capsys)
     assert code == 0 and "nothing to stop" in err and out == ""
-    code, _out, _err, _ = run_main(["down", "--all"], capsys)
-    assert code == 0
+    code, out, err, _ = run_main(["down", "--all"], capsys)
+    assert code == 0 and out == "" and "nothing to stop" in err
     code, _out, err, elapsed = run_main(["down", "ghost"], capsys)  # a name that matches nothing: a typo
     assert_clean_failure(code, err, elapsed, want=2, needles=("ghost",), seconds=15)
 

@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from llmdeck.cli.output import out_console
+
+
+def _hf_cache(given: str | None) -> str | None:
+    """--hf-cache as an absolute path: a leading ~ is this machine's home (the nodes get the path itself:
+    a quoted ~ would reach them unexpanded)."""
+    from pathlib import PurePosixPath
+
+    from llmdeck.errors import UsageError
+
+    if not given:
+        return None
+    path = os.path.expanduser(given)
+    if not PurePosixPath(path).is_absolute():
+        raise UsageError(
+            f"--hf-cache {given!r} is not an absolute path.",
+            hint="Give the nodes' Hugging Face cache as an absolute path, e.g. --hf-cache /data/hf.",
+        )
+    return path
 
 
 def request(values: dict[str, Any]) -> Any:
@@ -28,6 +47,7 @@ def request(values: dict[str, Any]) -> Any:
         for ip in ips:
             validate_host(ip, flag)
     validate_link_names(values["interface"], values["hca"] or [])
+    hf_cache = _hf_cache(values["hf_cache"]) or (str(default_hf_home()) if values["docker"] else None)
     try:
         return ClusterRequest(
             head=values["head"],
@@ -47,7 +67,7 @@ def request(values: dict[str, Any]) -> Any:
                 mode="docker" if values["docker"] else "venv",
                 image=values["image"],
                 python=values["python"],
-                hf_cache=values["hf_cache"] or (str(default_hf_home()) if values["docker"] else None),
+                hf_cache=hf_cache,
             ),
             timeout=values["timeout"],
         )

@@ -195,9 +195,11 @@ def plan_cmd(
     name: str = typer.Option("default", "--name", help="Server name (for llmdeck up)."),
     workload: str = typer.Option("agent", "--workload", help="agent | multi-user | long-context"),
     vllm_version: str | None = typer.Option(None, "--vllm-version", help="vLLM version of the venv/image."),
-    nodes: int = typer.Option(1, "--nodes", min=1, help="Machines the server spans (Ray; TP x PP = GPUs)."),
+    nodes: int = typer.Option(
+        1, "--nodes", min=1, max=1024, help="Machines the server spans (Ray; TP x PP = GPUs)."
+    ),
     gpus_per_node: int = typer.Option(
-        1, "--gpus-per-node", min=1, help="GPUs each machine gives the server."
+        1, "--gpus-per-node", min=1, max=64, help="GPUs each machine gives the server."
     ),
     spec_out: Path | None = typer.Option(
         None, "--spec-out", help="Write the LaunchSpec JSON for `llmdeck up`."

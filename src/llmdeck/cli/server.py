@@ -175,6 +175,8 @@ def down_cmd(
     results = {n: down(n, settings) for n in names}
     if as_json:
         print_json(results)
+    elif not results:
+        err_console().print("No llmdeck servers are recorded: nothing to stop.", markup=False)
     else:
         for n, outcome in results.items():
             out_console().print(f"{n}: {outcome}", markup=False)
