@@ -42,12 +42,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _pin import affinity, omp_bind, parse_cpus, tree_affinity  # noqa: E402
 from _stream import OUTCOMES, one  # noqa: E402
 
 from llmdeck.gateway.keys import KeyStore  # noqa: E402
 from llmdeck.util.net import free_port  # noqa: E402
 
 LITELLM_KEY = "sk-bench-master-0123456789abcdef0123456789"
+ENGINE: dict[str, Any] = {}  # --backend cpu: what the pinning did (recorded in env)
 
 
 def _wait(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 120) -> None:
@@ -145,10 +147,10 @@ def targets(backend: str, model: str, a: argparse.Namespace, tmp: Path) -> Itera
         f"      api_base: {backend}/v1\n      api_key: none\nlitellm_settings:\n  drop_params: true\n"
     )
     ld_port, ll_port = free_port(), free_port()
+    wrap = [str(ROOT / "benchmarks/_profiled_gateway.py"), str(a.profile_gateway), "--"]
     ld_argv = [
         sys.executable,
-        "-m",
-        "llmdeck.gateway.serve",
+        *(wrap if a.profile_gateway else ["-m", "llmdeck.gateway.serve"]),
         "--config",
         str(tmp / "gw.yaml"),
         "--port",
@@ -314,6 +316,8 @@ def env_info(a: argparse.Namespace) -> dict[str, Any]:
         "uvicorn": version("uvicorn"),
         "httpx": version("httpx"),
         "loadavg_start": os.getloadavg(),
+        "affinity_benchmark": sorted(os.sched_getaffinity(0)),
+        "engine": ENGINE,
     }
 
 
@@ -351,6 +355,7 @@ def cpu_backend(a: argparse.Namespace, tmp: Path) -> Iterator[tuple[str, str]]:
     if not is_tiny_model(model_dir):
         make_tiny_model(model_dir, force=True)
     settings = Settings(state_dir=tmp / "engine-state", cache_dir=ROOT / ".cache" / "engine-cache")
+    cpus = parse_cpus(a.engine_cpus)
     spec = LaunchSpec(
         name="bench-gw",
         engine="cpu",
@@ -358,8 +363,13 @@ def cpu_backend(a: argparse.Namespace, tmp: Path) -> Iterator[tuple[str, str]]:
         served_model_name="tiny-qwen3",
         port=free_port(),
         vllm_args=["--max-model-len", "2048", "--max-num-seqs", str(a.concurrency)],
+        env={"VLLM_CPU_OMP_THREADS_BIND": omp_bind(cpus)} if cpus else {},
     )
-    record = wait_ready(start_background(spec, settings), settings, timeout_s=600)
+    with affinity(cpus):  # the engine's processes inherit it
+        started = start_background(spec, settings)
+    record = wait_ready(started, settings, timeout_s=600)
+    ENGINE.update(argv=record.argv, pid=record.pid)
+    ENGINE["thread_affinities"] = sorted({str(c) for c in tree_affinity(record.pid).values()})
     try:
         yield record.base_url, "tiny-qwen3"
     finally:
@@ -396,7 +406,10 @@ def main() -> None:
         "the httpx client saturates its one core near 25-45 requests/s at 256 streams)",
     )
     p.add_argument("--litellm", default="/work/venv-litellm/bin/litellm")
+    p.add_argument("--engine-cpus", help="--backend cpu: pin the engine to these cores (e.g. 0; _pin.py)")
+    p.add_argument("--client-cpus", help="pin the load client and both proxies to these cores (e.g. 1)")
     p.add_argument("--out", type=Path)
+    p.add_argument("--profile-gateway", type=Path, help="run the gateway under cProfile, stats to this file")
     a = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="gw-bench-") as tmpdir:
         tmp = Path(tmpdir)
@@ -406,6 +419,8 @@ def main() -> None:
             else:
                 make = fake_backend if a.backend == "fake" else cpu_backend
                 backend, model = stack.enter_context(make(a, tmp))
+            if client_cpus := parse_cpus(a.client_cpus):  # the client and the proxies it spawns
+                os.sched_setaffinity(0, client_cpus)
             tg = stack.enter_context(targets(backend, model, a, tmp))
             info = env_info(a)
             runs = asyncio.run(measure(tg, a))
@@ -420,7 +435,7 @@ def write_result(a: argparse.Namespace, info: dict[str, Any], runs: dict[str, li
         result = {
             "schema": "llmdeck.gateway_overhead/1",
             "params": params,
-            "env": info,
+            "env": {**info, "loadavg_end": os.getloadavg()},
             "summary": summary,
             "runs": runs,
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -313,3 +313,29 @@ def test_llmdeck_worker_runs_many_measurements_in_one_process(tmp_path: Path, ti
     finally:
         fake.terminate()
         fake.wait(10)
+
+
+def test_pin_parses_core_lists_and_restores_the_affinity() -> None:
+    import os
+
+    from _pin import affinity, omp_bind, parse_cpus
+
+    assert parse_cpus(None) is None and parse_cpus("") is None
+    assert parse_cpus("0,2-3") == {0, 2, 3}
+    assert omp_bind({3, 0, 2}) == "0,2,3"
+    before = os.sched_getaffinity(0)
+    one = {min(before)}
+    with affinity(one):
+        assert os.sched_getaffinity(0) == one
+    assert os.sched_getaffinity(0) == before
+
+
+def test_gateway_overhead_cpu_c64_results_say_what_the_readme_says() -> None:
+    for name, ratio, cpu in (
+        ("gateway_overhead_cpu-vllm-c64.json", 0.914, 1.18),
+        ("gateway_overhead_cpu-vllm-c64-pinned.json", 1.012, 1.23),
+    ):
+        s = _load(name)["summary"]
+        assert s["llmdeck"]["paired_throughput_ratio_median"] == pytest.approx(ratio, abs=5e-4)
+        assert s["llmdeck"]["proxy_cpu_s_per_1000_requests"] == pytest.approx(cpu, abs=5e-3)
+        assert s["litellm"]["proxy_cpu_s_per_1000_requests"] > 30 * cpu
