@@ -24,6 +24,7 @@ class Row(BaseModel):
     label: str
     args: str
     goodput: float | None
+    max_rate: float | None = None
     request_throughput: float | None
     output_throughput: float | None
     slo_values: list[str]
@@ -83,6 +84,7 @@ def rows(header: TrialsHeader, records: list[TrialRecord], best: TrialRecord | N
                 label=_label(r),
                 args=" ".join(r.args + [f"{k}={v}" for k, v in r.env.items()]),
                 goodput=r.score if m else None,
+                max_rate=m.max_rate if m else None,
                 request_throughput=m.request_throughput if m else None,
                 output_throughput=m.output_throughput if m else None,
                 slo_values=vals,

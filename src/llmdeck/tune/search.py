@@ -316,12 +316,14 @@ def _report_trial(rec: TrialRecord, events: TuneEvents) -> None:
     else:
         m = rec.metrics
         slo = ", ".join(f"{k} {v:.0f} ms" for k, v in (m.slo_values_ms if m else {}).items() if v is not None)
+        rate = f" at {m.max_rate:.3g} req/s (the highest rate within the SLOs)" if m and m.max_rate else ""
+        met = " — meets the SLOs" if rec.meets_slo else " — misses the SLOs"
+        tput = m.output_throughput if m else 0.0
         events(
             TuneEvent(
                 kind="result",
-                message=f"trial {rec.number}: goodput {rec.score:.2f} req/s, "
-                f"{m.output_throughput if m else 0:.1f} output tok/s, {slo}"
-                + (" — meets the SLOs" if rec.meets_slo else " — misses the SLOs"),
+                message=f"trial {rec.number}: goodput {rec.score:.2f} req/s{rate}, "
+                f"{tput:.1f} output tok/s, {slo}{met}",
                 data={"n": rec.number, "goodput": rec.score},
             )
         )
