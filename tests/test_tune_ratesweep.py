@@ -109,3 +109,20 @@ def test_the_option_reaches_the_load_and_old_fingerprints_hold(tmp_path: Path) -
         req({"start": 0.0, "max_steps": 6})
     with pytest.raises(UsageError, match="rate sweep"):
         req({"start": 1.0, "max_steps": 1})
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--find-max-rate", "--rate-start", "0"], "rate sweep"),
+        (["--find-max-rate", "--rate-steps", "1"], "rate sweep"),
+        (["--max-repeats", "0"], "--max-repeats"),
+    ],
+)
+def test_bad_sweep_or_repeat_options_exit_2(
+    args: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli_helpers import run_cli
+
+    code, out, err = run_cli(["tune", "some-model", "-w", "agent", "--slo", "ttft_p99=2s", *args], capsys)
+    assert code == 2 and says in err and "Traceback" not in err and out == ""
