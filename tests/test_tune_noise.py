@@ -133,7 +133,7 @@ def test_max_repeats_1_is_off_and_a_failed_recheck_counts_toward_the_cap() -> No
 
 def test_one_config_alone_is_not_within_noise() -> None:
     d = decide([_rec(1, SEARCHED, [2.0])], 3)
-    assert d is not None and not d.within_noise and d.comparisons == [] and "only config" in d.message
+    assert d is not None and not d.within_noise and d.comparisons == [] and "no contender" in d.message
 
 
 def test_search_recheck_runs_the_rounds_through_the_runner() -> None:

@@ -147,7 +147,7 @@ def describe(d: NoiseDecision, first: dict[int, TrialRecord]) -> str:
     """One sentence for the CLI and the page."""
     if not d.within_noise:
         if not d.comparisons:
-            return f"{_who(d.leader, first)} is the only config that meets the SLOs: no contender."
+            return f"{_who(d.leader, first)} has no contender: no other measured config meets the SLOs."
         lead = d.comparisons[0].leader_runs
         others = "; ".join(f"{_who(c.other, first)} {_range(c.other_runs)}" for c in d.comparisons)
         return f"{_who(d.leader, first)} wins: its runs ({_range(lead)}) are apart from {others}."
