@@ -28,6 +28,7 @@ def _cmd(model: Path, out: Path) -> list[str]:
         "--slo", "ttft_p99=60s,tpot_p99=10s", "--trials", "3", "--budget", "40m",
         "--concurrency", "2", "--input-len", "32", "--output-len", "16", "--prefix-len", "128",
         "--num-prompts", "6", "--warmup", "1", "--ready-timeout", "600", "--out", str(out), "--json",
+        "--max-repeats", "1",  # adaptive repeats off: these tests count the trials (noise: test_tune_noise)
     ]  # fmt: skip
 
 

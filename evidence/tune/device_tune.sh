@@ -7,8 +7,20 @@
 # defaults and seed 000's command measured in the same search. RESULTS PENDING: not run yet (no device
 # time in the session that wrote it).
 #
+# Repeats are adaptive (--max-repeats 3, llmdeck.tune.noise): every trial runs the workload twice
+# (--repeat 2); after the search, while the leader's per-run goodputs overlap the runner-up's, vLLM's
+# defaults' or seed 000's (min..max ranges, >= 3 runs each to count as apart), both are started and
+# measured again in alternating order, up to 3 trials each; a tie that never separates is reported
+# "within noise" in tune.json ("noise") and on the page, and spec.json is then the config with the
+# fewest flags set. Alternative load: LOAD=rate bash evidence/tune/device_tune.sh tune — each trial
+# a rate sweep (--find-max-rate: open-loop session arrivals from 0.25/s, doubling, then bisecting, at
+# most 6 bench runs), scored by the goodput at the highest rate within the SLOs (folder
+# /root/tune-agent-rate).
+#
 # Run on the device from the repo root, after gpu-lab's stage/carry/install (../shared/gpu-lab/README):
 #   bash evidence/tune/device_tune.sh tune      # repeat while it says "resume": each call ~9 min
+#     (a chunk resumed after the search goes on with the rechecks: they are worked out from the
+#     trials file, so a chunk may start nothing but rechecks)
 #   bash evidence/tune/device_tune.sh confirm   # defaults vs seed 000 vs the winner, --repeat 3 each
 #     (three starts + benches may not fit one 10-min command: then `confirm defaults`, `confirm
 #     seed000`, `confirm tuned` on the same warm machine, and `confirm report` for the side-by-side page)
@@ -21,6 +33,8 @@ ls /tmp/site/.done >/dev/null 2>&1 || { echo COLD; exit 3; }
 MODE=${1:-tune}
 OUT=${OUT:-/tmp/llmdeck-evidence}; mkdir -p "$OUT"
 MODEL=${MODEL:-qwen3.6-35b-a3b}; DIR=/root/models/$MODEL; TUNE=/root/tune-agent
+LOADOPTS=(--concurrency 16)
+[ "${LOAD:-fixed}" = rate ] && { TUNE=/root/tune-agent-rate; LOADOPTS=(--find-max-rate --rate-start 0.25 --rate-steps 6); }
 export PYTHONPATH=src:/tmp/site PATH=/tmp/site/bin:$PATH COLUMNS=120 HF_HUB_OFFLINE=1 \
        VLLM_USE_FLASHINFER_SAMPLER=0 LLMDECK_STATE_DIR=/root/llmdeck-state
 # Served as gpu-lab serves it: random weights, no vision tower, Triton GDN prefill (no FlashInfer).
@@ -33,10 +47,10 @@ if [ "$MODE" = tune ]; then
   # config use --deep-gemm-warmup relax (the first start fills VLLM_CACHE_ROOT/deep_gemm, > 15 min)
   # or skip (then the bench's warmup requests pay the JIT), and say which.
   timeout -s TERM 540 python3 -m llmdeck tune "$DIR" --engine venv --python "$(command -v python3)" \
-    --machine h200 --vllm-version 0.22.0 --workload agent --concurrency 16 --prefix-len 4096 \
+    --machine h200 --vllm-version 0.22.0 --workload agent "${LOADOPTS[@]}" --prefix-len 4096 \
     --num-turns 4 --input-len 512 --output-len 256 --num-prompts 96 --warmup 8 --repeat 2 \
     --slo ttft_p99=2s,tpot_p99=100ms --trials 10 --budget 7m --ready-timeout 420 \
-    --candidate "$SEED000" --confirm 2 --deep-gemm-warmup relax --out "$TUNE" --json \
+    --candidate "$SEED000" --max-repeats 3 --deep-gemm-warmup relax --out "$TUNE" --json \
     -- "${BASE[@]}" > "$OUT/tune.json" 2> "$OUT/tune.txt"
   rc=$?; echo "tune exit $rc" | tee -a "$OUT/tune.txt"
   [ $rc -eq 124 ] || [ $rc -eq 130 ] && echo "resume: run this mode again (it continues from $TUNE/trials.jsonl)"

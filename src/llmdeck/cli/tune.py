@@ -23,8 +23,15 @@ baseline; then your --candidate configs; then optuna's TPE sampler searches --ma
 --max-num-batched-tokens, --gpu-memory-utilization (at most 0.85 on GB10), --kv-cache-dtype, prefix
 caching, CUDA-graph sizes and async scheduling (the CPU engine: seqs, batched tokens, prefix caching,
 VLLM_CPU_KVCACHE_SPACE), within --trials starts and the --budget; --confirm N then runs the N best
-configs and the defaults once more each, and the winner is the best median. --max-model-len is set to
-what the workload needs. Speculative decoding is not searched: on random weights nothing is accepted for real.
+configs and the defaults once more each, and the winner is the best median. Adaptive repeats
+(--max-repeats N, 3; 1 turns them off): while the leader's per-run goodputs overlap the runner-up's,
+the defaults' or a --candidate's (their min..max ranges, 3 runs each at least), both are measured again
+in alternating order until they separate, N trials each or the budget; a tie that never separates is
+reported "within noise" — no winner — and spec.json gets the config with the fewest flags set (then
+the higher median). --find-max-rate: each trial steps the request rate (--rate-start, doubling, then
+bisecting, at most --rate-steps bench runs, no concurrency cap) and scores the highest rate that
+meets the SLOs (its goodput). --max-model-len is set to what the workload needs. Speculative
+decoding is not searched: on random weights nothing is accepted for real.
 
 Workloads (-w): agent = a coding agent's traffic: chat sessions of --num-turns turns (4) whose
 context grows turn by turn, every one opening with the same system prompt of --prefix-len tokens
@@ -45,7 +52,9 @@ Examples:
 
   llmdeck tune ./tiny --engine cpu -w agent --slo ttft_p99=30s --trials 3 -c 2 --num-prompts 6
 
-  llmdeck tune MODEL -w agent --slo tpot_p99=100ms --candidate '--max-num-seqs 8'
+  llmdeck tune MODEL -w agent --slo tpot_p99=100ms --candidate '--max-num-seqs 8' --repeat 2 --max-repeats 4
+
+  llmdeck tune MODEL -w multi-user --slo ttft_p99=2s,tpot_p99=100ms --find-max-rate --rate-start 0.5
 
   llmdeck tune MODEL --prompts my-agent.jsonl --slo e2el_p99=30s --out tune-mine --resume
 """
@@ -91,6 +100,18 @@ def tune_cmd(
     confirm: int = typer.Option(
         0, "--confirm", min=0, max=10, help="Then run the N best configs and the defaults once more."
     ),
+    max_repeats: int = typer.Option(
+        3,
+        "--max-repeats",
+        min=1,
+        max=20,
+        help="Re-measure the leader and an overlapping contender up to N trials each (1: off).",
+    ),
+    find_max_rate: bool = typer.Option(
+        False, "--find-max-rate", help="Each trial: the highest request rate that meets the SLOs."
+    ),
+    rate_start: float = typer.Option(1.0, "--rate-start", help="--find-max-rate: the first rate (req/s)."),
+    rate_steps: int = typer.Option(8, "--rate-steps", help="--find-max-rate: the most bench runs a trial."),
     seed: int = typer.Option(0, "--seed", help="Prompts and sampler seed."),
     vllm_version: str = typer.Option(None, "--vllm-version", help="The vLLM the rules are checked for."),
     deep_gemm: str = typer.Option(
@@ -135,6 +156,10 @@ def _tune(ctx: typer.Context, v: dict[str, Any]) -> None:
             "deep_gemm_warmup": v["deep_gemm"],
             "ready_timeout_s": v["ready_timeout"],
             "confirm": v["confirm"],
+            "max_repeats": v["max_repeats"],
+            "rate_sweep": {"start": v["rate_start"], "max_steps": v["rate_steps"]}
+            if v["find_max_rate"]
+            else None,
         },
     )
     with _term_as_interrupt():
@@ -180,14 +205,19 @@ def _print(result: Any, as_json: bool) -> None:
         f"stopped by {result.stopped_by}.",
         markup=False,
     )
+    noise = result.noise
+    if noise is not None:
+        console.print(noise.message, markup=False)
     if best is None:
         console.print("No trial was measured: every candidate was rejected or failed.", markup=False)
     else:
         met = "meets the SLOs" if best.meets_slo else "no config met the SLOs; this is the best goodput"
         runs = result.best_runs
         many = f", runs {', '.join(f'{g:.3f}' for g in runs)}" if len(runs) > 1 else ""
+        label = "chosen (within noise, no winner)" if noise is not None and noise.within_noise else "best"
+        rate = f", max rate {best.metrics.max_rate:g} req/s" if best.metrics and best.metrics.max_rate else ""
         console.print(
-            f"best: trial {best.number} — goodput {best.score:.3f} req/s ({met}{many})", markup=False
+            f"{label}: trial {best.number} — goodput {best.score:.3f} req/s{rate} ({met}{many})", markup=False
         )
         console.print("  " + " ".join(best.args), markup=False)
     for label, path in (

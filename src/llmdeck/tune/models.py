@@ -22,8 +22,20 @@ TRIAL_KIND = "llmdeck.tune.trial"
 TuneWorkload = Literal["agent", "multi-user", "long-context", "prompts"]
 DeepGemmWarmup = Literal["skip", "relax", "full"]
 ParamValue = str | int | float | bool | None
-# vLLM's defaults, a --candidate, the sampler's, a re-run of one of them (--confirm)
-Origin = Literal["default", "given", "search", "confirm"]
+# vLLM's defaults, a --candidate, the sampler's, a re-run of one of them (--confirm), a re-run of a
+# leader or a contender whose goodputs still overlap (adaptive repeats, --max-repeats)
+Origin = Literal["default", "given", "search", "confirm", "recheck"]
+
+
+class RateSweep(BaseModel):
+    """--find-max-rate: each trial steps the arrival rate (geometric steps from ``start``, ``factor``
+    apart, then a bisection) and keeps the highest rate that meets the SLOs, in at most ``max_steps``
+    bench runs; the bisection stops when the bracket is within ``resolution`` (0.1: 10%)."""
+
+    start: float = Field(1.0, gt=0, allow_inf_nan=False)
+    factor: float = Field(2.0, gt=1, le=16, allow_inf_nan=False)
+    max_steps: int = Field(8, ge=2, le=30)
+    resolution: float = Field(0.1, gt=0, lt=1)
 
 
 class LoadShape(BaseModel):
@@ -37,6 +49,7 @@ class LoadShape(BaseModel):
     num_prompts: int = Field(ge=1)
     warmup: int = Field(ge=0)
     repeat: int = Field(1, ge=1, le=20)
+    rate_sweep: RateSweep | None = Field(None, description="--find-max-rate: a rate sweep per trial.")
 
 
 class TuneRequest(BaseModel):
@@ -57,6 +70,9 @@ class TuneRequest(BaseModel):
     candidates: list[list[str]] = Field(default_factory=list, description="Configs measured first.")
     ready_timeout_s: float = Field(1800.0, gt=0, allow_inf_nan=False)
     confirm: int = Field(0, ge=0, le=10, description="Re-run the best N configs and the defaults once more.")
+    max_repeats: int = Field(
+        3, ge=1, le=20, description="Adaptive repeats: the most measured trials of one config (1: off)."
+    )
     secret_env: dict[str, str] = Field(
         default_factory=dict, exclude=True, repr=False, description="--api-key & co.: never written."
     )
@@ -71,7 +87,8 @@ class TuneRequest(BaseModel):
             "machine": self.machine,
             "workload": self.workload,
             "prompts": str(self.prompts) if self.prompts else None,
-            "load": self.load.model_dump(),
+            # a tune without a rate sweep keeps the fingerprint it had before the option existed
+            "load": self.load.model_dump(exclude={"rate_sweep"} if self.load.rate_sweep is None else None),
             "slo": [t.model_dump() for t in self.slo],
         }
         return hashlib.sha256(json.dumps(same, sort_keys=True).encode()).hexdigest()[:16]
@@ -99,6 +116,16 @@ class TrialsHeader(BaseModel):
     environment: dict[str, Any] = Field(default_factory=dict)
 
 
+class RateStep(BaseModel):
+    """One step of a rate sweep: the arrival rate asked for, and what it measured."""
+
+    rate: float
+    goodput: float
+    meets_slo: bool
+    slo_values_ms: dict[str, float | None] = Field(default_factory=dict)
+    bench_file: str | None = None
+
+
 class TrialMetrics(BaseModel):
     """One trial's numbers (medians over its repeats), as `vllm bench serve` defines them."""
 
@@ -110,6 +137,12 @@ class TrialMetrics(BaseModel):
     slo_values_ms: dict[str, float | None] = Field(default_factory=dict, description="Each SLO's statistic.")
     runs: int = 1
     goodput_runs: list[float] = Field(default_factory=list)
+    max_rate: float | None = Field(
+        None,
+        description="--find-max-rate: the highest arrival rate (requests/s; sessions/s for "
+        "session workloads) that met the SLOs; None when none did or no sweep ran.",
+    )
+    rate_steps: list[RateStep] = Field(default_factory=list, description="--find-max-rate: each step.")
 
 
 class TrialRecord(BaseModel):
@@ -152,6 +185,31 @@ class TuneEvent(BaseModel):
 TuneEvents = Callable[[TuneEvent], None]
 
 
+class Comparison(BaseModel):
+    """The leader against one contender (the runner-up, vLLM's defaults, a --candidate): their
+    per-run goodputs, and whether their ranges (min..max) are apart."""
+
+    leader: int
+    other: int
+    other_origin: Origin
+    leader_runs: list[float]
+    other_runs: list[float]
+    separated: bool
+
+
+class NoiseDecision(BaseModel):
+    """How the winner was picked when runs were repeated (see llmdeck.tune.noise)."""
+
+    rule: str
+    leader: int = Field(description="The config with the best median goodput (its first trial).")
+    chosen: int = Field(description="The config written to spec.json (its first trial).")
+    within_noise: bool = Field(description="The leader never separated from at least one contender.")
+    tied: list[int] = Field(default_factory=list, description="The leader and the contenders it ties.")
+    comparisons: list[Comparison] = Field(default_factory=list)
+    stopped_by: Literal["separated", "max-repeats", "budget", "off"] = "separated"
+    message: str = ""
+
+
 class TuneResult(BaseModel):
     """What `llmdeck tune --json` prints."""
 
@@ -167,3 +225,6 @@ class TuneResult(BaseModel):
     )
     trials: list[TrialRecord]
     stopped_by: Literal["trials", "budget", "space"]
+    noise: NoiseDecision | None = Field(
+        None, description="Adaptive repeats: whether the winner is told apart from its contenders."
+    )

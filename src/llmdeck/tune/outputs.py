@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from llmdeck.tune.models import ParamValue, TrialRecord, TrialsHeader, TuneRequest, TuneResult
+from llmdeck.tune.models import NoiseDecision, ParamValue, TrialRecord, TrialsHeader, TuneRequest, TuneResult
 from llmdeck.tune.trials import TRIALS_NAME
 
 SPEC_NAME = "spec.json"
@@ -96,15 +96,19 @@ def write_outputs(
     stopped_by: Literal["trials", "budget", "space"],
 ) -> TuneResult:
     from llmdeck.engines.spec import LaunchSpec, write_spec_file
+    from llmdeck.tune.noise import decide
 
     best = best_trial(records)
+    noise = decide(records, req.max_repeats, budget_stopped=stopped_by == "budget")
+    if noise is not None:  # within noise: the simplest config of the tie, not the best median
+        best = next(r for r in records if r.number == noise.chosen)
     spec_path: Path | None = None
     if best is not None:
         spec = winning_spec(req, best)
         assert isinstance(spec, LaunchSpec)
         spec_path = out_dir / SPEC_NAME
         write_spec_file(spec_path, spec)
-    report_path = _report(header, records, best, out_dir)
+    report_path = _report(header, records, best, out_dir, noise)
     return TuneResult(
         out_dir=str(out_dir),
         trials_file=str(out_dir / TRIALS_NAME),
@@ -116,11 +120,16 @@ def write_outputs(
         best_runs=[r.score for r in config_runs(records).get(best.number, [])] if best else [],
         trials=records,
         stopped_by=stopped_by,
+        noise=noise,
     )
 
 
 def _report(
-    header: TrialsHeader, records: list[TrialRecord], best: TrialRecord | None, out_dir: Path
+    header: TrialsHeader,
+    records: list[TrialRecord],
+    best: TrialRecord | None,
+    out_dir: Path,
+    noise: NoiseDecision | None = None,
 ) -> Path | None:
     """The HTML page, when matplotlib is there to draw it (llmdeck[plot]); None otherwise."""
     from llmdeck.errors import MissingDependencyError
@@ -128,7 +137,7 @@ def _report(
 
     path = out_dir / REPORT_NAME
     try:
-        write_tune_report(header, records, best, path)
+        write_tune_report(header, records, best, path, noise)
     except MissingDependencyError:
         return None
     return path

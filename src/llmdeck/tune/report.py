@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from llmdeck import __version__
 from llmdeck.bench.html import charts
 from llmdeck.bench.html.view import Chart
-from llmdeck.tune.models import TrialRecord, TrialsHeader
+from llmdeck.tune.models import NoiseDecision, TrialRecord, TrialsHeader
 from llmdeck.tune.outputs import Effect, what_mattered
 
 
@@ -24,6 +24,7 @@ class Row(BaseModel):
     label: str
     args: str
     goodput: float | None
+    max_rate: float | None = None
     request_throughput: float | None
     output_throughput: float | None
     slo_values: list[str]
@@ -83,6 +84,7 @@ def rows(header: TrialsHeader, records: list[TrialRecord], best: TrialRecord | N
                 label=_label(r),
                 args=" ".join(r.args + [f"{k}={v}" for k, v in r.env.items()]),
                 goodput=r.score if m else None,
+                max_rate=m.max_rate if m else None,
                 request_throughput=m.request_throughput if m else None,
                 output_throughput=m.output_throughput if m else None,
                 slo_values=vals,
@@ -156,7 +158,12 @@ def _env() -> Any:
     )
 
 
-def render_tune_html(header: TrialsHeader, records: list[TrialRecord], best: TrialRecord | None) -> str:
+def render_tune_html(
+    header: TrialsHeader,
+    records: list[TrialRecord],
+    best: TrialRecord | None,
+    noise: NoiseDecision | None = None,
+) -> str:
     charts.require_matplotlib()
     rs = rows(header, records, best)
     measured = [r for r in rs if r.status == "ok"]
@@ -182,6 +189,7 @@ def render_tune_html(header: TrialsHeader, records: list[TrialRecord], best: Tri
             rows=rs,
             best=best,
             best_runs=_best_runs(records, best),
+            noise=noise,
             charts=figs,
             effects=effects,
             css=css,
@@ -197,8 +205,12 @@ def _best_runs(records: list[TrialRecord], best: TrialRecord | None) -> list[flo
 
 
 def write_tune_report(
-    header: TrialsHeader, records: list[TrialRecord], best: TrialRecord | None, path: Path
+    header: TrialsHeader,
+    records: list[TrialRecord],
+    best: TrialRecord | None,
+    path: Path,
+    noise: NoiseDecision | None = None,
 ) -> None:
     from llmdeck.bench.html.page import write_html
 
-    write_html(path, render_tune_html(header, records, best))
+    write_html(path, render_tune_html(header, records, best, noise))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from llmdeck.errors import UsageError
-from llmdeck.tune.models import TuneRequest
+from llmdeck.tune.models import LoadShape, RateSweep, TuneRequest
 from llmdeck.tune.slo import parse_budget_s, parse_slo_targets
 from llmdeck.tune.workload import check_workload, load_shape
 
@@ -81,6 +81,7 @@ def make_request(
     version = options.pop("vllm_version", None)
     if version is None and base.engine == "cpu":
         version = _cpu_vllm_version()
+    sweep = options.pop("rate_sweep", None)
     dg = options.get("deep_gemm_warmup", "relax")
     if dg not in DEEP_GEMM_CHOICES:
         raise UsageError(f"--deep-gemm-warmup {dg!r} is not a choice.", hint="Use relax, skip or full.")
@@ -90,7 +91,7 @@ def make_request(
             model_ref=model or base.model,
             workload=kind,
             prompts=prompts,
-            load=load_shape(kind, **load),
+            load=_with_sweep(load_shape(kind, **load), sweep),
             slo=targets,
             budget_s=budget_s,
             trials=trials,
@@ -104,6 +105,20 @@ def make_request(
         where = ".".join(str(p) for p in err["loc"])
         raise UsageError(
             f"Invalid tune option {where}: {err['msg']}.", hint="See `llmdeck tune --help`."
+        ) from exc
+
+
+def _with_sweep(shape: LoadShape, sweep: dict[str, Any] | None) -> LoadShape:
+    """--find-max-rate: the load with its rate sweep (a bad --rate-start/--rate-steps is a UsageError)."""
+    if sweep is None:
+        return shape
+    try:
+        return shape.model_copy(update={"rate_sweep": RateSweep(**sweep)})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise UsageError(
+            f"Invalid rate sweep: {err['loc'][0]} {err['msg']}.",
+            hint="Write e.g. --find-max-rate --rate-start 0.5 --rate-steps 8 (a start above 0, 2-30 steps).",
         ) from exc
 
 

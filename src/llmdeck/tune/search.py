@@ -3,10 +3,12 @@ own candidates (``--candidate``), then optuna's TPE sampler over the space, with
 starts and the wall-clock ``--budget``; every trial appended to the trials file as it ends.
 
 With ``--confirm K`` the K best configs and the defaults then run once more each, and the winner
-is the best median over a config's runs. A resumed tune reads its trials back (the header must
-match), tells optuna their scores and runs only what is left. A candidate optuna proposes twice is
-not started twice: the sampler is told its score again and asked for another; when it proposes
-nothing new, the space is exhausted.
+is the best median over a config's runs. Then adaptive repeats (``--max-repeats``, llmdeck.tune.noise)
+re-measure the leader and each contender whose goodputs still overlap, until they separate; a tie
+that never separates is reported "within noise" and the simplest config of it is written.
+A resumed tune reads its trials back (the header must match), tells optuna their scores and runs
+only what is left. A candidate optuna proposes twice is not started twice: the sampler is told its
+score again and asked for another; when it proposes nothing new, the space is exhausted.
 """
 
 from __future__ import annotations
@@ -187,6 +189,8 @@ def run_tune(
         records.append(rec)
     if stopped != "budget" and not _confirm(run, records, t0):
         stopped = "budget"
+    if stopped != "budget" and not _recheck(run, records, t0):
+        stopped = "budget"
     ran = len(records) - len(done)
     return write_outputs(req, header, records, out_dir, resumed=len(done), ran=ran, stopped_by=stopped)
 
@@ -219,8 +223,22 @@ def _confirm(run: Runner, records: list[TrialRecord], t0: float) -> bool:
     return True
 
 
+def _recheck(run: Runner, records: list[TrialRecord], t0: float) -> bool:
+    """Adaptive repeats (llmdeck.tune.noise): while the leader's goodputs overlap a contender's, measure
+    both again, in alternating order, up to --max-repeats trials each. False when the budget stopped it."""
+    from llmdeck.tune.noise import next_round
+
+    first = {r.number: r for r in records}
+    while todo := next_round(records, run.req.max_repeats):
+        for n in todo:
+            if not _budget_left(run.req, records, t0, run.events):
+                return False
+            records.append(run.one(len(records) + 1, first[n].params, "recheck", repeat_of=n))
+    return True
+
+
 def _started(records: list[TrialRecord]) -> int:
-    return sum(r.status != "rejected" and r.origin != "confirm" for r in records)
+    return sum(r.status != "rejected" and r.origin not in ("confirm", "recheck") for r in records)
 
 
 def _rejected(records: list[TrialRecord]) -> int:
@@ -298,12 +316,14 @@ def _report_trial(rec: TrialRecord, events: TuneEvents) -> None:
     else:
         m = rec.metrics
         slo = ", ".join(f"{k} {v:.0f} ms" for k, v in (m.slo_values_ms if m else {}).items() if v is not None)
+        rate = f" at {m.max_rate:.3g} req/s (the highest rate within the SLOs)" if m and m.max_rate else ""
+        met = " — meets the SLOs" if rec.meets_slo else " — misses the SLOs"
+        tput = m.output_throughput if m else 0.0
         events(
             TuneEvent(
                 kind="result",
-                message=f"trial {rec.number}: goodput {rec.score:.2f} req/s, "
-                f"{m.output_throughput if m else 0:.1f} output tok/s, {slo}"
-                + (" — meets the SLOs" if rec.meets_slo else " — misses the SLOs"),
+                message=f"trial {rec.number}: goodput {rec.score:.2f} req/s{rate}, "
+                f"{tput:.1f} output tok/s, {slo}{met}",
                 data={"n": rec.number, "goodput": rec.score},
             )
         )

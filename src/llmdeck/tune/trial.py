@@ -25,6 +25,7 @@ from llmdeck.tune.space import candidate_flags
 
 if TYPE_CHECKING:
     from llmdeck.bench.models import BenchResult, ScenarioResult
+    from llmdeck.bench.request import BenchRequest
     from llmdeck.engines.spec import LaunchSpec
     from llmdeck.runtime.state import ServerRecord
     from llmdeck.settings import Settings
@@ -99,14 +100,16 @@ def run_trial(
     rec.startup_s = time.monotonic() - t0
     try:
         t1 = time.monotonic()
-        bench_file = out_dir / "bench" / f"trial-{number:03d}.json"
-        result = _bench(req, server, spec, bench_file, settings, events)
+        if req.load.rate_sweep is not None:
+            from llmdeck.tune.ratesweep import sweep_trial as measure
+        else:
+            measure = fixed_load
+        rec.metrics, bench_file, error = measure(req, server, spec, number, out_dir, settings, events)
         rec.bench_s = time.monotonic() - t1
-        rec.bench_file = str(bench_file.relative_to(out_dir))
-        rec.metrics = score(result, req)
+        rec.bench_file = str(bench_file.relative_to(out_dir)) if bench_file else None
         rec.meets_slo = meets(rec.metrics, req)
-        if result.status != "complete":
-            rec.status, rec.reason = "failed", result.error or f"the bench ended {result.status}"
+        if error:
+            rec.status, rec.reason = "failed", error
     except LlmdeckError as exc:
         rec.status, rec.reason = "failed", f"the bench failed: {exc.render()}"
     finally:
@@ -162,21 +165,40 @@ def _stop(name: str, settings: Settings, events: TuneEvents) -> None:
     events(TuneEvent(kind="service", message=f"server stopped ({outcome})", data={"service": "stopped"}))
 
 
-def _bench(
+def fixed_load(
     req: TuneRequest,
+    server: ServerRecord,
+    spec: LaunchSpec,
+    number: int,
+    out_dir: Path,
+    settings: Settings,
+    events: TuneEvents,
+) -> tuple[TrialMetrics, Path | None, str | None]:
+    """The workload at its target load (``--repeat`` runs): (metrics, bench file, error or None)."""
+    from llmdeck.tune.workload import bench_request
+
+    bench_file = out_dir / "bench" / f"trial-{number:03d}.json"
+    breq = bench_request(req, server.base_url, tokenizer_of(spec))
+    events(TuneEvent(kind="bench", message=f"bench: {req.workload} at concurrency {req.load.concurrency}"))
+    result = bench(breq, server, spec, bench_file, settings, req)
+    error = None if result.status == "complete" else result.error or f"the bench ended {result.status}"
+    return score(result, req), bench_file, error
+
+
+def bench(
+    breq: BenchRequest,
     server: ServerRecord,
     spec: LaunchSpec,
     out: Path,
     settings: Settings,
-    events: TuneEvents,
+    req: TuneRequest,
 ) -> BenchResult:
+    """One bench run of ``breq`` against the trial's server, scored by goodput under the tune's SLOs."""
     from llmdeck.bench.models import TargetInfo
     from llmdeck.bench.request import build_options, build_scenarios
     from llmdeck.bench.runner import run_bench
-    from llmdeck.tune.workload import bench_request
 
     tok = tokenizer_of(spec)
-    breq = bench_request(req, server.base_url, tok)
     key = req.secret_env.get("VLLM_API_KEY") or settings.api_key
     options = build_options(breq, out_path=out, api_key=key)
     options.goodput_slos_ms = goodput_limits_ms(req.slo)
@@ -188,7 +210,6 @@ def _bench(
         tokenizer=tok,
         server_args=server.argv,
     )
-    events(TuneEvent(kind="bench", message=f"bench: {req.workload} at concurrency {req.load.concurrency}"))
     return run_bench(target, build_scenarios(breq), options, suite=None)
 
 
