@@ -117,6 +117,7 @@ def test_the_option_reaches_the_load_and_old_fingerprints_hold(tmp_path: Path) -
         (["--find-max-rate", "--rate-start", "0"], "rate sweep"),
         (["--find-max-rate", "--rate-steps", "1"], "rate sweep"),
         (["--max-repeats", "0"], "--max-repeats"),
+        (["--rate-steps", "4"], "only take effect with --find-max-rate"),
     ],
 )
 def test_bad_sweep_or_repeat_options_exit_2(

@@ -110,8 +110,12 @@ def tune_cmd(
     find_max_rate: bool = typer.Option(
         False, "--find-max-rate", help="Each trial: the highest request rate that meets the SLOs."
     ),
-    rate_start: float = typer.Option(1.0, "--rate-start", help="--find-max-rate: the first rate (req/s)."),
-    rate_steps: int = typer.Option(8, "--rate-steps", help="--find-max-rate: the most bench runs a trial."),
+    rate_start: float = typer.Option(
+        None, "--rate-start", help="--find-max-rate: the first rate (req/s; default 1)."
+    ),
+    rate_steps: int = typer.Option(
+        None, "--rate-steps", help="--find-max-rate: the most bench runs a trial (default 8)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Prompts and sampler seed."),
     vllm_version: str = typer.Option(None, "--vllm-version", help="The vLLM the rules are checked for."),
     deep_gemm: str = typer.Option(
@@ -157,9 +161,7 @@ def _tune(ctx: typer.Context, v: dict[str, Any]) -> None:
             "ready_timeout_s": v["ready_timeout"],
             "confirm": v["confirm"],
             "max_repeats": v["max_repeats"],
-            "rate_sweep": {"start": v["rate_start"], "max_steps": v["rate_steps"]}
-            if v["find_max_rate"]
-            else None,
+            "rate_sweep": _rate_sweep(v),
         },
     )
     with _term_as_interrupt():
@@ -227,3 +229,21 @@ def _print(result: Any, as_json: bool) -> None:
     ):
         if path:
             console.print(f"{label}: {path}", markup=False)
+
+
+def _rate_sweep(v: dict[str, Any]) -> dict[str, Any] | None:
+    if not v["find_max_rate"]:
+        given = [
+            f for f, k in (("--rate-start", "rate_start"), ("--rate-steps", "rate_steps")) if v[k] is not None
+        ]
+        if given:
+            from llmdeck.errors import UsageError
+
+            raise UsageError(
+                f"{' and '.join(given)} only take effect with --find-max-rate.",
+                hint="Add --find-max-rate (each trial then finds the highest rate that meets the SLOs), "
+                "or leave them out.",
+            )
+        return None
+    start = 1.0 if v["rate_start"] is None else v["rate_start"]
+    return {"start": start, "max_steps": 8 if v["rate_steps"] is None else v["rate_steps"]}
