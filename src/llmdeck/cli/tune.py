@@ -110,12 +110,8 @@ def tune_cmd(
     find_max_rate: bool = typer.Option(
         False, "--find-max-rate", help="Each trial: the highest request rate that meets the SLOs."
     ),
-    rate_start: float = typer.Option(
-        None, "--rate-start", help="--find-max-rate: the first rate (req/s; default 1)."
-    ),
-    rate_steps: int = typer.Option(
-        None, "--rate-steps", help="--find-max-rate: the most bench runs a trial (default 8)."
-    ),
+    rate_start: float = typer.Option(None, "--rate-start", help="--find-max-rate: the first rate (1/s)."),
+    rate_steps: int = typer.Option(None, "--rate-steps", help="--find-max-rate: bench runs a trial (8)."),
     seed: int = typer.Option(0, "--seed", help="Prompts and sampler seed."),
     vllm_version: str = typer.Option(None, "--vllm-version", help="The vLLM the rules are checked for."),
     deep_gemm: str = typer.Option(
