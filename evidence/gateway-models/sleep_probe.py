@@ -22,24 +22,21 @@ GIB = 1 << 30
 
 
 def gpu_used(pid: int) -> dict[str, float]:
+    """The device's used memory, the server's process tree's GPU memory and RSS (GPU 0), read the way
+    the gateway measures a footprint (llmdeck.gateway.footprint, llmdeck.runtime.host's NVML snapshot)."""
     import psutil
-    import pynvml
 
-    pynvml.nvmlInit()
-    try:
-        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        info = pynvml.nvmlDeviceGetMemoryInfo(handle)
-        tree = {pid, *(c.pid for c in psutil.Process(pid).children(recursive=True))}
-        procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
-        mine = sum(p.usedGpuMemory or 0 for p in procs if p.pid in tree)
-        host = sum(psutil.Process(p).memory_info().rss for p in tree if psutil.pid_exists(p))
-        return {
-            "device_used_gib": info.used / GIB,
-            "server_gpu_gib": mine / GIB,
-            "server_rss_gib": host / GIB,
-        }
-    finally:
-        pynvml.nvmlShutdown()
+    from llmdeck.gateway.footprint import process_tree, tree_gpu_bytes
+    from llmdeck.runtime.host import nvml_snapshot
+
+    tree = process_tree(pid)
+    gpu0 = next(g for g in nvml_snapshot().gpus if g.index == 0)
+    host = sum(psutil.Process(p).memory_info().rss for p in tree if psutil.pid_exists(p))
+    return {
+        "device_used_gib": (gpu0.used_bytes or 0) / GIB,
+        "server_gpu_gib": (tree_gpu_bytes(tree, 0) or 0) / GIB,
+        "server_rss_gib": host / GIB,
+    }
 
 
 def ttft(url: str, model: str) -> float:
