@@ -210,10 +210,11 @@ def test_the_html_page_of_one_and_of_two_configurations(
     assert code == 0 and "fix-intervals #1" in out_text and "score 0.00" in out_text
     code, _, err = run_cli(["report", str(a), "--against", str(b)], capsys)
     assert code == 2 and "bench results" in err
-    bench = next(Path("/work/wt25/evidence/report/results").glob("*.json"), None)
-    if bench is not None:
-        code, _, err = run_cli(["report", str(a), str(bench), "--html", str(tmp_path / "x.html")], capsys)
-        assert code == 2 and "cannot be mixed" in err
+    # a committed bench result beside an eval result: refused, not mixed (this path was a helper's
+    # worktree, so the check was skipped everywhere else)
+    bench = Path(__file__).resolve().parents[1] / "evidence/report/results/seeds.json"
+    code, _, err = run_cli(["report", str(a), str(bench), "--html", str(tmp_path / "x.html")], capsys)
+    assert code == 2 and "cannot be mixed" in err
 
 
 def test_bad_input_is_one_paragraph_and_exit_2(
@@ -299,7 +300,7 @@ def test_ctrl_c_keeps_the_finished_runs_and_stops_the_agent(
     assert not left, f"agent processes left: {left}"
 
 
-def test_random_weights_are_named_in_the_verdict() -> None:
+def test_random_weights_are_named_in_the_verdict(tmp_path: Path) -> None:
     from llmdeck.evals.models import EvalResult, EvalSummary, summarize
     from llmdeck.evals.runner import _is_random_model
 
@@ -308,6 +309,15 @@ def test_random_weights_are_named_in_the_verdict() -> None:
     )
     assert _is_random_model(dummy) is True
     assert _is_random_model(TargetInfo(base_url="http://h", model="m")) is None
+    # a URL server whose model folder is on this host: a config and no weights means random weights
+    # (the H200 run's case, where the server's flags were not known); a weight file means real ones
+    shape = tmp_path / "shape"
+    shape.mkdir()
+    (shape / "config.json").write_text("{}")
+    by_url = TargetInfo(base_url="http://h", model="m", tokenizer=str(shape))
+    assert _is_random_model(by_url) is True
+    (shape / "model-00001-of-00002.safetensors").write_bytes(b"")
+    assert _is_random_model(by_url) is False
     from llmdeck.bench.monitor import host_facts
 
     result = EvalResult(

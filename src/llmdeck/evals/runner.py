@@ -172,8 +172,20 @@ def _is_random_model(target: TargetInfo) -> bool | None:
         a == "--load-format" and b == "dummy" for a, b in itertools.pairwise(args)
     ):
         return True
-    root = target.tokenizer
-    return is_tiny_model(Path(root)) if root and Path(root).is_dir() else None
+    root = Path(target.tokenizer) if target.tokenizer else None
+    if root is None or not root.is_dir():
+        return None
+    return is_tiny_model(root) or _config_without_weights(root)
+
+
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf")
+
+
+def _config_without_weights(folder: Path) -> bool:
+    """The folder the server names (on this host) has a config.json and no weight file: vLLM can only
+    have served it with random weights (``--load-format dummy``, as gpu-lab does on the H200)."""
+    has_config = (folder / "config.json").is_file()
+    return has_config and not any(next(folder.glob(p), None) for p in WEIGHT_FILES)
 
 
 class _Writer:
