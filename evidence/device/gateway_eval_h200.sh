@@ -17,6 +17,9 @@
 #
 #   bash evidence/device/gateway_eval_h200.sh start     # starts the orchestrator, then follows it
 #   bash evidence/device/gateway_eval_h200.sh wait      # follows it (again), ~9.5 min at most
+# Ran on 2026-12-01: evidence/device/gateway-eval/README.md (23 min of the orchestrator, 8 staging calls).
+# Watching for a process from a device call: `pgrep -f PATTERN` also matches the call's own shell,
+# whose command line holds PATTERN; test for the result file instead.
 #
 # The agent: opencode 1.18.33's binary (npm opencode-linux-x64), xz-compressed to ~42 MB, carried as
 # .agent/opencode.xz (`xz -9 -T2 -c BIN > .agent/opencode.xz`); offline it needs no provider cache
@@ -70,7 +73,10 @@ litellm_setup() {  # the carried wheels; prints a `litellm` launcher's path, or 
     "$whl"/*.whl > "$W/litellm-install.txt" 2>&1 || return 0
   mkdir -p /root/llbin
   printf '#!/bin/sh\nPYTHONPATH=/tmp/litellm-site:/tmp/site exec %s -c "import sys; from litellm.proxy.proxy_cli import run_server; sys.exit(run_server())" "$@"\n' "$PY" > /root/llbin/litellm
-  chmod +x /root/llbin/litellm
+  # gateway_overhead.py asks LiteLLM's version of the `python` beside the launcher (the first run
+  # of this script lacked it: the benchmark died in 14 s and was rerun by hand, see the README)
+  printf '#!/bin/sh\nPYTHONPATH=/tmp/litellm-site:/tmp/site exec %s "$@"\n' "$PY" > /root/llbin/python
+  chmod +x /root/llbin/litellm /root/llbin/python
   echo /root/llbin/litellm
 }
 
