@@ -1,0 +1,5 @@
+import sys
+
+from wordfreq.cli import main
+
+sys.exit(main())

@@ -1,0 +1,3 @@
+from intervals.merge import merge_intervals
+
+__all__ = ["merge_intervals"]

@@ -1,0 +1,1 @@
+"""Word counts of a text file."""
