@@ -17,20 +17,23 @@
 # most 6 bench runs), scored by the goodput at the highest rate within the SLOs (folder
 # /root/tune-agent-rate).
 #
-# Run on the device from the repo root, after gpu-lab's stage/carry/install (../shared/gpu-lab/README):
-#   bash evidence/tune/device_tune.sh tune      # repeat while it says "resume": each call ~9 min
-#     (a chunk resumed after the search goes on with the rechecks: they are worked out from the
-#     trials file, so a chunk may start nothing but rechecks)
-#   bash evidence/tune/device_tune.sh confirm   # defaults vs seed 000 vs the winner, --repeat 3 each
-#     (three starts + benches may not fit one 10-min command: then `confirm defaults`, `confirm
-#     seed000`, `confirm tuned` on the same warm machine, and `confirm report` for the side-by-side page)
-# A device command runs at most 10 min, a start of this shape takes 2-4 min: the tune runs in
-# chunks. Its folder lives on the device's disk (/root/tune-agent) while the machine stays warm, and
-# each chunk resumes from its trials file (`timeout` ends a chunk with SIGTERM: the running trial's
-# server is stopped, the finished trials stay). Every call copies the folder to $OUT/tune.
+# Run on the device from the repo root, after gpu-lab's stage/carry/install (../shared/gpu-lab/README;
+# with a tracked tree over ~13 MB the wheel goes as six pieces: evidence/device/device-join.sh):
+#   bash evidence/tune/device_tune.sh start     # the tune in the background (setsid), then follows it
+#   bash evidence/tune/device_tune.sh wait      # follows it again; each call returns within ~9.5 min
+#     with everything so far in $OUT/tune-K.tgz (unpack it under evidence/tune/h200/)
+# The tune runs as one process for TUNE_BUDGET (default 19m: staging ~1.5 min + the budget + the last
+# trial fit one 30-minute lease), so no trial is cut by a call's 10-minute limit; the search stops
+# starting trials when one more would not fit, then writes spec.json, tune.json and the page. An
+# interrupted tune resumes from its trials file (carry it back to /root/tune-agent and `start` again).
+#   bash evidence/tune/device_tune.sh confirm   # (if a lease is left) defaults vs seed 000 vs the
+#     winner, --repeat 3 each; `confirm defaults|seed000|tuned|report` one at a time.
+# A start of this shape takes 2-4 min (the compile cache, shared by every trial, makes later starts
+# faster). Lesson from the eval lease: watch for the result file, not `pgrep -f` (it matches the
+# device call's own shell).
 set -uo pipefail
 ls /tmp/site/.done >/dev/null 2>&1 || { echo COLD; exit 3; }
-MODE=${1:-tune}
+MODE=${1:-wait}
 OUT=${OUT:-/tmp/llmdeck-evidence}; mkdir -p "$OUT"
 MODEL=${MODEL:-qwen3.6-35b-a3b}; DIR=/root/models/$MODEL; TUNE=/root/tune-agent
 LOADOPTS=(--concurrency 16)
@@ -41,22 +44,35 @@ export PYTHONPATH=src:/tmp/site PATH=/tmp/site/bin:$PATH COLUMNS=120 HF_HUB_OFFL
 BASE=(--load-format dummy --language-model-only --gdn-prefill-backend triton
       --enable-auto-tool-choice --tool-call-parser qwen3_coder --reasoning-parser qwen3)
 SEED000='--max-model-len 131072 --gpu-memory-utilization 0.85 --kv-cache-dtype fp8 --enable-prefix-caching --max-num-batched-tokens 4096 --max-num-seqs 8'
-if [ "$MODE" = tune ]; then
+tune_cmd() {
   # --machine h200: plan sizes memory for the H200; vLLM 0.22.0 is gpu-lab's (its rules apply, the
   # hybrid block-size assert included). DeepGEMM: this shape is bf16 (no DeepGEMM); for a block-FP8
   # config use --deep-gemm-warmup relax (the first start fills VLLM_CACHE_ROOT/deep_gemm, > 15 min)
   # or skip (then the bench's warmup requests pay the JIT), and say which.
-  timeout -s TERM 540 python3 -m llmdeck tune "$DIR" --engine venv --python "$(command -v python3)" \
+  python3 -m llmdeck tune "$DIR" --engine venv --python "$(command -v python3)" \
     --machine h200 --vllm-version 0.22.0 --workload agent "${LOADOPTS[@]}" --prefix-len 4096 \
-    --num-turns 4 --input-len 512 --output-len 256 --num-prompts 96 --warmup 8 --repeat 2 \
-    --slo ttft_p99=2s,tpot_p99=100ms --trials 10 --budget 7m --ready-timeout 420 \
+    --num-turns 4 --input-len 512 --output-len 256 --num-prompts 64 --warmup 8 --repeat 2 \
+    --slo ttft_p99=2s,tpot_p99=100ms --trials 12 --budget "${TUNE_BUDGET:-19m}" --ready-timeout 420 \
     --candidate "$SEED000" --max-repeats 3 --deep-gemm-warmup relax --out "$TUNE" --json \
-    -- "${BASE[@]}" > "$OUT/tune.json" 2> "$OUT/tune.txt"
-  rc=$?; echo "tune exit $rc" | tee -a "$OUT/tune.txt"
-  [ $rc -eq 124 ] || [ $rc -eq 130 ] && echo "resume: run this mode again (it continues from $TUNE/trials.jsonl)"
-  cp -r "$TUNE" "$OUT/tune"; grep -vE '^  ' "$OUT/tune.txt" | tail -25
-  exit 0
-fi
+    -- "${BASE[@]}" > "$TUNE.json" 2> "$TUNE.txt"
+  echo "tune exit $?" >> "$TUNE.txt"; touch "$TUNE.done"
+}
+follow() {  # until the tune ends or ~9.5 minutes pass; everything so far comes back
+  local t0; t0=$(date +%s)
+  while [ $(( $(date +%s) - t0 )) -lt 560 ] && [ ! -e "$TUNE.done" ]; do sleep 10; done
+  grep -vE '^  ' "$TUNE.txt" 2>/dev/null | tail -25
+  local n; n=$(( $(cat "$TUNE.n" 2>/dev/null || echo 0) + 1 )); echo $n > "$TUNE.n"
+  tar czf "$OUT/tune-$n.tgz" -C /root "$(basename "$TUNE")" "$(basename "$TUNE").json" "$(basename "$TUNE").txt" 2>/dev/null
+  ls -la "$OUT"
+}
+case $MODE in
+  start) rm -f "$TUNE.done"; export -f tune_cmd; export DIR TUNE SEED000
+         setsid nohup bash -c "$(declare -p LOADOPTS BASE); tune_cmd" > /dev/null 2>&1 < /dev/null &
+         sleep 5; follow; exit 0 ;;
+  wait) follow; exit 0 ;;
+  confirm) ;;
+  *) echo "usage: $0 start|wait|confirm [defaults|seed000|tuned|report]"; exit 2 ;;
+esac
 # confirm: the three configs side by side in one run, each started in turn, --repeat 3 (fresh prompts
 # per run), the same load. specs: vLLM's defaults (trial 1), seed 000 (trial 2), the winner (spec.json).
 python3 - "$TUNE" <<'PY'
