@@ -66,22 +66,10 @@ run_eval() {  # CFG
   stamp "eval $cfg exit $?"
 }
 
-litellm_setup() {  # the carried wheels; prints a `litellm` launcher's path, or nothing
-  local whl=/root/stash/litellm
-  ls "$whl"/*.whl >/dev/null 2>&1 || return 0
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/litellm-site \
-    "$whl"/*.whl > "$W/litellm-install.txt" 2>&1 || return 0
-  mkdir -p /root/llbin
-  printf '#!/bin/sh\nPYTHONPATH=/tmp/litellm-site:/tmp/site exec %s -c "import sys; from litellm.proxy.proxy_cli import run_server; sys.exit(run_server())" "$@"\n' "$PY" > /root/llbin/litellm
-  # gateway_overhead.py asks LiteLLM's version of the `python` beside the launcher (the first run
-  # of this script lacked it: the benchmark died in 14 s and was rerun by hand, see the README)
-  printf '#!/bin/sh\nPYTHONPATH=/tmp/litellm-site:/tmp/site exec %s "$@"\n' "$PY" > /root/llbin/python
-  chmod +x /root/llbin/litellm /root/llbin/python
-  echo /root/llbin/litellm
-}
+source evidence/device/litellm_setup.sh
 
 overhead() {
-  local ll; ll=$(litellm_setup)
+  local ll; ll=$(litellm_setup "$W")
   stamp "gateway overhead, 64 streams (litellm: ${ll:-not carried})"
   timeout 400 "$PY" benchmarks/gateway_overhead.py --backend url --base-url $URL --model $MODEL \
     --concurrency 64 --requests 1024 --rounds 5 --litellm-requests 64 --client lean --max-tokens 128 \

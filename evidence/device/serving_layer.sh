@@ -49,17 +49,7 @@ print(json.dumps({"ttft_first_after_cold_start_s": probe.ttft(sys.argv[1], sys.a
 PY
 }
 
-litellm_setup() {  # installs the carried wheels; prints the path of a `litellm` launcher, or nothing
-  local whl=${LITELLM_WHEELS:-/root/stash/litellm}
-  ls "$whl"/*.whl >/dev/null 2>&1 || return 0
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/litellm-site \
-    "$whl"/*.whl > "$D/litellm-install.txt" 2>&1 || return 0
-  mkdir -p /root/llbin
-  printf '#!/bin/sh\nPYTHONPATH=/tmp/litellm-site:/tmp/site exec %s -c "import sys; from litellm.proxy.proxy_cli import run_server; sys.exit(run_server())" "$@"\n' "$PY" > /root/llbin/litellm
-  printf '#!/bin/sh\nPYTHONPATH=/tmp/litellm-site:/tmp/site exec %s "$@"\n' "$PY" > /root/llbin/python
-  chmod +x /root/llbin/litellm /root/llbin/python
-  echo /root/llbin/litellm
-}
+source evidence/device/litellm_setup.sh
 
 make_specs() {  # two launch specs for the switch soak: a small and a mid-size shape, one GPU
   mkdir -p /root/models/qwen3-8b && cp evidence/plan/families/configs/qwen3-8b-yarn4/config.json /root/models/qwen3-8b/
@@ -84,7 +74,7 @@ main() {
     > "$D/serve.txt" 2>&1 || { stamp "server failed"; tail -30 "$D/serve.txt"; cp /root/vllm-$MODEL-$PORT.log "$D/"; exit 1; }
   head -3 "$D/serve.txt"; stamp ready
   ttft_probe $URL $MODEL > "$D/cold.json" 2>&1; cat "$D/cold.json"
-  LL=$(litellm_setup); stamp "litellm: ${LL:-not carried}"
+  LL=$(litellm_setup "$D"); stamp "litellm: ${LL:-not carried}"
   stamp "gateway overhead, 64 streams"
   timeout 420 "$PY" benchmarks/gateway_overhead.py --backend url --base-url $URL --model $MODEL \
     --concurrency 64 --requests 1024 --rounds 5 --litellm-requests 256 --client lean --max-tokens 128 ${LL:+--litellm $LL} \
