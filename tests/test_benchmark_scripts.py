@@ -339,3 +339,24 @@ def test_gateway_overhead_cpu_c64_results_say_what_the_readme_says() -> None:
         assert s["llmdeck"]["paired_throughput_ratio_median"] == pytest.approx(ratio, abs=5e-4)
         assert s["llmdeck"]["proxy_cpu_s_per_1000_requests"] == pytest.approx(cpu, abs=5e-3)
         assert s["litellm"]["proxy_cpu_s_per_1000_requests"] > 30 * cpu
+
+
+def test_gateway_h200_results_meet_issue_19s_targets_as_the_readmes_say() -> None:
+    """Session 12's H200 run: recomputed from its raw rounds, the figures the READMEs quote."""
+    from gateway_overhead import summarize
+
+    doc = _load("gateway_overhead_h200-c64.json")
+    again = summarize(doc["runs"])
+    llmdeck = again["llmdeck"]
+    assert llmdeck["paired_throughput_ratio_median"] == pytest.approx(1.002, abs=5e-4)
+    assert min(llmdeck["round_throughput_ratios"]) >= 0.98
+    assert llmdeck["paired_added_ttft_p50_ms_median"] == pytest.approx(0.96, abs=5e-3)
+    assert llmdeck["paired_added_ttft_p50_ms_median"] <= 1.0
+    assert llmdeck["added_ttft_p50_ms"] == pytest.approx(-5.39, abs=5e-3)
+    assert llmdeck["proxy_cpu_s_per_1000_requests"] == pytest.approx(4.79, abs=5e-3)
+    assert again["litellm"]["paired_throughput_ratio_median"] == pytest.approx(0.134, abs=5e-4)
+    assert again == doc["summary"]
+    soak = _load("gateway_soak_h200-c256.json")["result"]
+    assert soak["ok"] == 91408 and soak["failed"] == 0 and soak["completion_tokens"] == {"64": 91408}
+    assert soak["rss_growth"] < 0.05 and soak["rss_growth"] == pytest.approx(0.0071, abs=5e-5)
+    assert soak["client_in_flight_min"] == 256 and soak["gateway_in_flight_median"] == 256
