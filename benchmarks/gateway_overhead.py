@@ -294,19 +294,26 @@ def table(summary: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def litellm_version(launcher: str | None) -> str | None:
+    """LiteLLM's version from the interpreter beside its launcher; None when it cannot be read (a
+    missing interpreter once killed a whole H200 run before its first round: the version is a label)."""
+    if not launcher:
+        return None
+    probe = "from importlib.metadata import version; print(version('litellm'))"
+    try:
+        res = subprocess.run(
+            [str(Path(launcher).parent / "python"), "-c", probe],
+            capture_output=True, text=True, check=False, timeout=60,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return res.stdout.strip() or None
+
+
 def env_info(a: argparse.Namespace) -> dict[str, Any]:
     from importlib.metadata import version
 
-    ll = subprocess.run(
-        [
-            str(Path(a.litellm).parent / "python"),
-            "-c",
-            "from importlib.metadata import version; print(version('litellm'))",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout.strip()
+    ll = litellm_version(a.litellm)
     return {
         "python": platform.python_version(),
         "machine": platform.machine(),

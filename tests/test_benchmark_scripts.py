@@ -360,3 +360,15 @@ def test_gateway_h200_results_meet_issue_19s_targets_as_the_readmes_say() -> Non
     assert soak["ok"] == 91408 and soak["failed"] == 0 and soak["completion_tokens"] == {"64": 91408}
     assert soak["rss_growth"] < 0.05 and soak["rss_growth"] == pytest.approx(0.0071, abs=5e-5)
     assert soak["client_in_flight_min"] == 256 and soak["gateway_in_flight_median"] == 256
+
+
+def test_litellm_version_is_a_label_not_a_precondition(tmp_path: Path) -> None:
+    """No interpreter beside the launcher (the first session-12 H200 run): None, not a crash."""
+    from gateway_overhead import litellm_version
+
+    launcher = tmp_path / "bin" / "litellm"
+    assert litellm_version(None) is None
+    assert litellm_version(str(launcher)) is None
+    launcher.parent.mkdir()
+    (launcher.parent / "python").symlink_to(sys.executable)
+    assert litellm_version(str(launcher)) is None  # this interpreter has no litellm: still a label

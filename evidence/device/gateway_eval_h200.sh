@@ -107,7 +107,6 @@ orchestrate() {
 }
 
 follow() {  # up to ~560 s, then everything so far comes back
-  local k; k=$(ls "$OUT"/wait-*.tgz 2>/dev/null | wc -l)
   while [ $(( $(date +%s) - T0 )) -lt 560 ] && [ ! -e "$W/DONE" ]; do sleep 10; done
   tail -25 "$W/progress.txt"
   n=$(cat "$W/n" 2>/dev/null || echo 0); n=$(( n + 1 )); echo $n > "$W/n"

@@ -3,14 +3,14 @@
 # model shape (random weights: scores are meaningless and the result says why), under two serving
 # configurations — KV cache fp8 and bf16 — on the same suite, transcripts and server metrics kept.
 #
-# Not run yet (no device time in the session that wrote it). Run from the repo root on the device,
-# after gpu-lab's stage/carry/install (../shared/gpu-lab/README.md), and with the agent carried too:
-#   - the opencode binary (npm opencode-ai@1.18.33's platform package, opencode-linux-x64) at
-#     $OPENCODE_BIN (default /root/stash/agent/opencode) — carry it in chunks like the vLLM wheel;
-#   - the device has no network: opencode installs its provider package (@ai-sdk/openai-compatible)
-#     on first use, so carry a cache where it is installed already and point LLMDECK_EVAL_CACHE_HOME
-#     at it (default /root/stash/agent/cache: `XDG_CACHE_HOME=$PWD/cache opencode run …` once here
-#     fills one).
+# Ran once inside evidence/device/gateway_eval_h200.sh (session 12, evidence/eval/README.md), with that
+# lease's server flags (131,072 tokens, sleep mode); this is the same suite on its own, at 64K. Run from
+# the repo root on the device, after gpu-lab's stage/carry/install (../shared/gpu-lab/README.md), with the
+# agent carried too: the opencode binary (npm opencode-ai@1.18.33's platform package, opencode-linux-x64)
+# xz-compressed to ~42 MB as .agent/opencode.xz (`xz -9 -T2 -c BIN > .agent/opencode.xz`; carry
+# [".agent"]), unpacked to $OPENCODE_BIN. Offline it needs no provider cache: its
+# @ai-sdk/openai-compatible is built in (seen with `unshare -n` here: the plugin install it tries first
+# fails quietly). LLMDECK_EVAL_CACHE_HOME stays available for agents that do need one.
 #   bash evidence/eval/device_eval.sh            # ~2 x (3 min start + the suite under the limits)
 # Writes $OUT/eval/{fp8,bf16}.json, {fp8,bf16}-keep/ (final workspaces and the agent's raw output),
 # compare.html, the servers' logs; then compare here: llmdeck report fp8.json bf16.json --html cmp.html
@@ -18,7 +18,9 @@ set -uo pipefail
 ls /tmp/site/.done >/dev/null 2>&1 || { echo COLD; exit 3; }
 OUT=${OUT:-/tmp/llmdeck-evidence}; B=$OUT/eval; mkdir -p "$B"
 OPENCODE_BIN=${OPENCODE_BIN:-/root/stash/agent/opencode}
-export LLMDECK_EVAL_CACHE_HOME=${LLMDECK_EVAL_CACHE_HOME:-/root/stash/agent/cache}
+[ -x "$OPENCODE_BIN" ] || [ ! -f .agent/opencode.xz ] || { mkdir -p "$(dirname "$OPENCODE_BIN")" &&
+  python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+    .agent/opencode.xz "$OPENCODE_BIN" && chmod +x "$OPENCODE_BIN"; }
 [ -x "$OPENCODE_BIN" ] || { echo "no opencode at $OPENCODE_BIN: carry it first (see the header)"; exit 3; }
 MODEL=${MODEL:-qwen3-coder-30b-a3b}; PORT=${PORT:-8020}; URL=http://127.0.0.1:$PORT
 SUITE=${SUITE:-core}
