@@ -490,3 +490,16 @@ def test_confirm_reruns_the_leaders_and_the_defaults_and_the_median_decides() ->
     b2.meets_slo = True
     html = render_tune_html(_header(_req("Qwen3-0.6B")), records, best_trial(records))
     assert "the pick is by the median" in html and "2.800, 2.700" in html
+
+
+def test_deep_gemm_choice_reaches_each_trial_start() -> None:
+    """relax/skip/full set VLLM_DEEP_GEMM_WARMUP; off turns DeepGEMM off (VLLM_USE_DEEP_GEMM=0) so a
+    block-FP8 shape starts without its > 15 min JIT warmup; the CPU engine gets neither."""
+    from llmdeck.tune.trial import trial_spec
+
+    relax = trial_spec(_req("Qwen3-0.6B"), [], {}).env
+    assert relax["VLLM_DEEP_GEMM_WARMUP"] == "relax" and "VLLM_USE_DEEP_GEMM" not in relax
+    off = trial_spec(_req("Qwen3-0.6B", deep_gemm_warmup="off"), [], {}).env
+    assert off["VLLM_USE_DEEP_GEMM"] == "0" and "VLLM_DEEP_GEMM_WARMUP" not in off
+    cpu = trial_spec(_req("Qwen3-0.6B", engine="cpu"), [], {}).env
+    assert not {"VLLM_USE_DEEP_GEMM", "VLLM_DEEP_GEMM_WARMUP"} & set(cpu)

@@ -115,7 +115,9 @@ def tune_cmd(
     seed: int = typer.Option(0, "--seed", help="Prompts and sampler seed."),
     vllm_version: str = typer.Option(None, "--vllm-version", help="The vLLM the rules are checked for."),
     deep_gemm: str = typer.Option(
-        "relax", "--deep-gemm-warmup", help="GPU: VLLM_DEEP_GEMM_WARMUP per start."
+        "relax",
+        "--deep-gemm-warmup",
+        help="GPU: VLLM_DEEP_GEMM_WARMUP per start (relax | skip | full); off: VLLM_USE_DEEP_GEMM=0.",
     ),
     ready_timeout: float = typer.Option(
         1800.0, "--ready-timeout", callback=positive_seconds, help="Seconds a start may take."

@@ -20,7 +20,7 @@ TRIALS_SCHEMA_VERSION = 1
 TRIALS_KIND = "llmdeck.tune.trials"
 TRIAL_KIND = "llmdeck.tune.trial"
 TuneWorkload = Literal["agent", "multi-user", "long-context", "prompts"]
-DeepGemmWarmup = Literal["skip", "relax", "full"]
+DeepGemmWarmup = Literal["skip", "relax", "full", "off"]
 ParamValue = str | int | float | bool | None
 # vLLM's defaults, a --candidate, the sampler's, a re-run of one of them (--confirm), a re-run of a
 # leader or a contender whose goodputs still overlap (adaptive repeats, --max-repeats)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from llmdeck.engines.spec import LaunchSpec
     from llmdeck.settings import Settings
 
-DEEP_GEMM_CHOICES = ("relax", "skip", "full")
+DEEP_GEMM_CHOICES = ("relax", "skip", "full", "off")
 
 
 def default_engine() -> str:
@@ -84,7 +84,7 @@ def make_request(
     sweep = options.pop("rate_sweep", None)
     dg = options.get("deep_gemm_warmup", "relax")
     if dg not in DEEP_GEMM_CHOICES:
-        raise UsageError(f"--deep-gemm-warmup {dg!r} is not a choice.", hint="Use relax, skip or full.")
+        raise UsageError(f"--deep-gemm-warmup {dg!r} is not a choice.", hint="Use relax, skip, full or off.")
     try:
         return TuneRequest(
             base=base,

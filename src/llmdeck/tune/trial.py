@@ -44,8 +44,12 @@ def trial_spec(req: TuneRequest, args: list[str], env: dict[str, str]) -> Launch
     if req.base.engine != "cpu":
         # DeepGEMM's first-start JIT warmup (> 15 min for block-FP8 on an H200) is chosen, not met:
         # its kernels land in VLLM_CACHE_ROOT/deep_gemm, which every trial shares, so only the first
-        # start of a shape pays for it ("relax", vLLM's default) — or none does ("skip").
-        extra.setdefault("VLLM_DEEP_GEMM_WARMUP", req.deep_gemm_warmup)
+        # start of a shape pays for it ("relax", vLLM's default) — or none does ("skip"), or DeepGEMM is
+        # not used at all ("off": block-FP8 runs on CUTLASS/Triton, no JIT, for every trial alike).
+        if req.deep_gemm_warmup == "off":
+            extra.setdefault("VLLM_USE_DEEP_GEMM", "0")
+        else:
+            extra.setdefault("VLLM_DEEP_GEMM_WARMUP", req.deep_gemm_warmup)
     return req.base.model_copy(
         update={
             "name": server_name(req),
