@@ -12,7 +12,7 @@ import pytest
 from cli_helpers import run_cli
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import UsageError
-from llmdeck.tune.models import TrialMetrics, TrialRecord, TrialsHeader, TuneRequest
+from llmdeck.tune.models import Dimension, TrialMetrics, TrialRecord, TrialsHeader, TuneRequest
 from llmdeck.tune.slo import goodput_limits_ms, parse_budget_s, parse_slo_targets
 from llmdeck.tune.workload import check_workload, load_shape
 
@@ -503,3 +503,64 @@ def test_deep_gemm_choice_reaches_each_trial_start() -> None:
     assert off["VLLM_USE_DEEP_GEMM"] == "0" and "VLLM_DEEP_GEMM_WARMUP" not in off
     cpu = trial_spec(_req("Qwen3-0.6B", engine="cpu"), [], {}).env
     assert not {"VLLM_USE_DEEP_GEMM", "VLLM_DEEP_GEMM_WARMUP"} & set(cpu)
+
+
+def _moves(model: str, **kw: object) -> tuple[list[tuple[dict[str, object], str]], object, list[str]]:
+    from llmdeck.tune.moves import first_moves
+    from llmdeck.tune.prune import Pruner
+    from llmdeck.tune.search import prepare
+
+    req = _req(model, machine="h200", **kw)
+    pruner = Pruner(req)
+    header, base_args = prepare(req, pruner)
+    return first_moves(req, pruner, base_args, header.space), pruner, base_args  # type: ignore[return-value]
+
+
+def test_first_move_turns_prefix_caching_on_where_vllm_022_leaves_it_off_on_a_hybrid() -> None:
+    """The H200 tune's lesson: vLLM 0.22's defaults serve the hybrid without prefix caching (its log:
+    enable_prefix_caching=False, hit rate 0%) while agent sessions repeat ~50% of their tokens; the first
+    move is the defaults with it on and a chunk of whole attention blocks (1056 for the bf16 KV cache),
+    and plan accepts it."""
+    moves, pruner, base_args = _moves("Qwen3.6-35B-A3B-FP8", vllm_version="0.22.0")
+    assert len(moves) == 1
+    params, why = moves[0]
+    assert params["enable-prefix-caching"] is True and params["max-num-batched-tokens"] == 8448
+    assert params["max-num-seqs"] == 1024 and params["gpu-memory-utilization"] == 0.92  # vLLM 0.22 default
+    assert params["kv-cache-dtype"] == "auto" and params["async-scheduling"] is True
+    assert "prefix" in why and "1056" in why
+    assert pruner.reasons(params, base_args) == []  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("model", "kw"),
+    [
+        ("Qwen3.6-35B-A3B-FP8", {"vllm_version": "0.29.0"}),  # prefix caching default-on for hybrids
+        ("Qwen3-0.6B", {"vllm_version": "0.22.0"}),  # not a hybrid: on by default already
+        ("Qwen3.6-35B-A3B-FP8", {"vllm_version": "0.22.0", "workload": "long-context"}),  # no shared prefix
+    ],
+)
+def test_no_first_move_where_prefix_caching_is_on_or_useless(model: str, kw: dict[str, object]) -> None:
+    assert _moves(model, **kw)[0] == []
+
+
+def test_the_sampler_proposes_the_first_move_first_and_skips_it_once_run() -> None:
+    from llmdeck.tune.search import Search
+
+    dims = [Dimension(name="a", values=[1, 2, 3]), Dimension(name="b", values=[True, False])]
+    move = {"a": 3, "b": False}
+    assert Search(dims, 0, [], [move]).propose() == move
+    ran = TrialRecord(number=2, params=move, origin="search", args=[], env={}, status="ok")
+    assert Search(dims, 0, [ran], [move]).propose() != move
+
+
+def test_the_winning_spec_keeps_the_engine_variables_its_trial_ran_with() -> None:
+    """A spec for `up --spec` must start what was measured: with --deep-gemm-warmup off that is
+    VLLM_USE_DEEP_GEMM=0 (the session-13 H200 spec.json had an empty env)."""
+    from llmdeck.tune.outputs import winning_spec
+
+    req = _req("Qwen3-0.6B", deep_gemm_warmup="off")
+    best = TrialRecord(
+        number=1, params={}, origin="default", args=["--max-num-seqs", "16"], env={}, status="ok"
+    )
+    env = winning_spec(req, best).env  # type: ignore[attr-defined]
+    assert env["VLLM_USE_DEEP_GEMM"] == "0" and env["TRITON_CACHE_AUTOTUNING"] == "1"

@@ -19,7 +19,8 @@ Each trial is planned first (a config plan refuses — memory, KV tokens, the hy
 is recorded as rejected and never started), then started through the runtime service, warmed up,
 benched at the workload's target load, scored by goodput (requests/s within the per-request SLOs, as
 `vllm bench serve --goodput`), and stopped before the next starts. vLLM's defaults run first as the
-baseline; then your --candidate configs; then optuna's TPE sampler searches --max-num-seqs,
+baseline; then your --candidate configs; then optuna's TPE sampler (first proposing what the workload
+argues for: prefix caching where vLLM's defaults leave it off and prompts repeat) searches --max-num-seqs,
 --max-num-batched-tokens, --gpu-memory-utilization (at most 0.85 on GB10), --kv-cache-dtype, prefix
 caching, CUDA-graph sizes and async scheduling (the CPU engine: seqs, batched tokens, prefix caching,
 VLLM_CPU_KVCACHE_SPACE), within --trials starts and the --budget; --confirm N then runs the N best

@@ -82,7 +82,13 @@ def what_mattered(records: list[TrialRecord], dims: list[str]) -> list[Effect]:
 
 
 def winning_spec(req: TuneRequest, best: TrialRecord) -> object:
-    return req.base.model_copy(update={"vllm_args": best.args, "env": {**req.base.env, **best.env}})
+    """The winner as a launch spec: its flags and the environment its trial ran with (the tune's
+    engine variables too — ``VLLM_USE_DEEP_GEMM=0`` of ``--deep-gemm-warmup off`` changes the kernels),
+    never the secrets."""
+    from llmdeck.tune.trial import engine_env
+
+    env = {**engine_env(req), **req.base.env, **best.env}
+    return req.base.model_copy(update={"vllm_args": best.args, "env": env})
 
 
 def write_outputs(

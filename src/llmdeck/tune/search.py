@@ -55,7 +55,13 @@ def _distributions(dims: list[Dimension]) -> dict[str, Any]:
 class Search:
     """Ask-and-tell over the space with optuna's TPE sampler (seeded: a rerun proposes the same)."""
 
-    def __init__(self, dims: list[Dimension], seed: int, done: list[TrialRecord]) -> None:
+    def __init__(
+        self,
+        dims: list[Dimension],
+        seed: int,
+        done: list[TrialRecord],
+        first: list[dict[str, ParamValue]] | None = None,
+    ) -> None:
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -72,6 +78,9 @@ class Search:
                     params=rec.params, distributions=self.dists, value=rec.score
                 )
                 self.study.add_trial(trial)
+        for params in first or []:  # llmdeck.tune.moves: asked first, told like any search trial
+            if params_key(params) not in self.seen:
+                self.study.enqueue_trial(params, skip_if_exists=True)
 
     def propose(self) -> dict[str, ParamValue] | None:
         """New parameters, or None when the sampler only proposes what has been run."""
@@ -165,7 +174,7 @@ def run_tune(
     _begin(header, done, out_dir, events)
     stop_leftover(req, settings, events)
     run = Runner(req, base_args, pruner, settings, out_dir, events)
-    search = Search(header.space, req.seed, done)
+    search = Search(header.space, req.seed, done, _first_moves(req, pruner, base_args, header, events))
     queue = _queue(req, done, baseline)
     records = list(done)
     stopped: StopReason = "trials"
@@ -283,6 +292,17 @@ def _begin(header: TrialsHeader, done: list[TrialRecord], out_dir: Path, events:
     if done:
         events(TuneEvent(kind="resume", message=f"resuming {out_dir}: {len(done)} trial(s) already run"))
     events(TuneEvent(kind="begin", message=f"space ({space_size(header.space)} configs): {dims}"))
+
+
+def _first_moves(
+    req: TuneRequest, pruner: Pruner, base_args: list[str], header: TrialsHeader, events: TuneEvents
+) -> list[dict[str, ParamValue]]:
+    from llmdeck.tune.moves import first_moves
+
+    moves = first_moves(req, pruner, base_args, header.space)
+    for params, why in moves:
+        events(TuneEvent(kind="begin", message=f"first move: {_label(params)} — {why}"))
+    return [params for params, _ in moves]
 
 
 def _budget_left(req: TuneRequest, records: list[TrialRecord], t0: float, events: TuneEvents) -> bool:

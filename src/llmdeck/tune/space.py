@@ -51,7 +51,7 @@ def _batched(req: TuneRequest, block_sizes: list[int], model_len: int | None) ->
         return _uniq([max(floor, v) for v in (512, 1024, 2048)])
     values = [2048, 4096, 8192, 16384]
     for b in block_sizes:  # hybrids: the block size and its multiples keep the chunks whole
-        values += [b, 2 * b, 4 * b]
+        values += [b, 2 * b, 4 * b, 8 * b]
     return _uniq(values)
 
 

@@ -37,25 +37,35 @@ def server_name(req: TuneRequest) -> str:
     return f"tune-{req.fingerprint()[:10]}"
 
 
+def engine_env(req: TuneRequest) -> dict[str, str]:
+    """What every GPU start of a tune gets in its environment (and the winning spec keeps).
+
+    DeepGEMM's first-start JIT warmup (> 15 min for block-FP8 on an H200) is chosen, not met: its
+    kernels land in VLLM_CACHE_ROOT/deep_gemm, which every trial shares, so only the first start of a
+    shape pays for it ("relax", vLLM's default) — or none does ("skip"), or DeepGEMM is not used at all
+    ("off": block-FP8 runs on CUTLASS/Triton, no JIT, for every trial alike). Triton's autotuning
+    results are kept on disk (TRITON_CACHE_AUTOTUNING=1, in its cache, which the trials share): the
+    hybrids' Gated-DeltaNet kernels autotune in vLLM's profiling run, 81-96 s of every start in the
+    H200 tune of session 13."""
+    if req.base.engine == "cpu":
+        return {}
+    env = {"TRITON_CACHE_AUTOTUNING": "1"}
+    if req.deep_gemm_warmup == "off":
+        env["VLLM_USE_DEEP_GEMM"] = "0"
+    else:
+        env["VLLM_DEEP_GEMM_WARMUP"] = req.deep_gemm_warmup
+    return env
+
+
 def trial_spec(req: TuneRequest, args: list[str], env: dict[str, str]) -> LaunchSpec:
     from llmdeck.util.net import free_port
 
-    extra = dict(env)
-    if req.base.engine != "cpu":
-        # DeepGEMM's first-start JIT warmup (> 15 min for block-FP8 on an H200) is chosen, not met:
-        # its kernels land in VLLM_CACHE_ROOT/deep_gemm, which every trial shares, so only the first
-        # start of a shape pays for it ("relax", vLLM's default) — or none does ("skip"), or DeepGEMM is
-        # not used at all ("off": block-FP8 runs on CUTLASS/Triton, no JIT, for every trial alike).
-        if req.deep_gemm_warmup == "off":
-            extra.setdefault("VLLM_USE_DEEP_GEMM", "0")
-        else:
-            extra.setdefault("VLLM_DEEP_GEMM_WARMUP", req.deep_gemm_warmup)
     return req.base.model_copy(
         update={
             "name": server_name(req),
             "port": free_port(req.base.host if req.base.host != "0.0.0.0" else "127.0.0.1"),
             "vllm_args": args,
-            "env": {**req.base.env, **extra, **req.secret_env},
+            "env": {**engine_env(req), **req.base.env, **env, **req.secret_env},
         }
     )
 
