@@ -15,10 +15,11 @@
 # (the same folder, resumed, the rest of the budget); when the FP8 shape does not start, the bf16
 # shape is tuned instead (folder /root/tune-agent-bf16) and the result says so.
 #
-# Repeats are adaptive (--max-repeats 3, llmdeck.tune.noise): every trial runs the workload twice
-# (--repeat 2); after the search, while the leader's per-run goodputs overlap the runner-up's, vLLM's
-# defaults' or seed 000's (min..max ranges, >= 3 runs each to count as apart), both are started and
-# measured again in alternating order, up to 3 trials each; a tie that never separates is reported
+# Repeats: every trial runs the workload three times (--repeat 3: three per-run goodputs, enough for
+# llmdeck.tune.noise to call two configs apart without another start — a start is the expensive part,
+# 240-333 s a trial in session 13); after the search, while the leader's per-run goodputs overlap the
+# runner-up's, vLLM's defaults' or seed 000's (min..max ranges), both are started and measured again in
+# alternating order, up to 3 trials each (--max-repeats 3); a tie that never separates is reported
 # "within noise" in tune.json ("noise") and on the page, and spec.json is then the config with the
 # fewest flags set. Alternative load: LOAD=rate bash evidence/tune/device_tune.sh start — each trial
 # a rate sweep (--find-max-rate: open-loop session arrivals from 0.25/s, doubling, then bisecting, at
@@ -31,14 +32,18 @@
 #   bash evidence/tune/device_tune.sh start     # the tune in the background (setsid), then follows it
 #   bash evidence/tune/device_tune.sh wait      # follows it again; each call returns within ~9.5 min
 #     with everything so far in $OUT/tune-K.tgz (unpack it under evidence/tune/h200/)
-# The tune runs for TUNE_MIN minutes in all (default 20: staging ~1.5 min + the budget + writing the
+# The tune runs for TUNE_MIN minutes in all (default 22: staging ~1.5 min + the budget + writing the
 # outputs fit one 30-minute lease), so no trial is cut by a call's 10-minute limit; the search stops
 # starting trials when one more would not fit, then writes spec.json, tune.json and the page. An
 # interrupted tune resumes from its trials file (carry it back to /root/tune-agent and `start` again).
 #   bash evidence/tune/device_tune.sh confirm   # (if a lease is left) defaults vs seed 000 vs the
 #     winner, --repeat 3 each; `confirm defaults|seed000|tuned|report` one at a time.
-# A cold start of this shape takes ~3-4 min (the bf16 probe: compile done at 118 s; the compile cache,
-# shared by every trial, makes later starts faster). Lesson from the eval lease: watch for the result
+# Session 13's lease (results: evidence/tune/h200/README.md): 4 trials in 22 minutes; vLLM's defaults
+# led; the lesson — on vLLM 0.22 the hybrid's defaults leave prefix caching off — is now the tune's
+# first move (llmdeck.tune.moves: defaults + prefix caching + whole-block chunks), the sampler's first
+# proposal, and TRITON_CACHE_AUTOTUNING=1 keeps the Gated-DeltaNet autotuning (81-96 s a start) on disk.
+# A start of this shape took 240-333 s in session 13 (the compile cache, shared by every trial, only
+# helps a prefill chunk size that ran before: vLLM compiles one range per size). Lesson from the eval lease: watch for the result
 # file, not `pgrep -f` (it matches the device call's own shell).
 set -uo pipefail
 ls /tmp/site/.done >/dev/null 2>&1 || { echo COLD; exit 3; }
@@ -68,7 +73,7 @@ tune_cmd() {  # tune_cmd TRIALS BUDGET_S — one llmdeck tune run into $TUNE (re
   # hybrid block-size assert included); --deep-gemm-warmup off: see the top of this file.
   python3 -m llmdeck tune "$DIR" --engine venv --python "$(command -v python3)" \
     --machine h200 --vllm-version 0.22.0 --workload agent "${LOADOPTS[@]}" --prefix-len 4096 \
-    --num-turns 4 --input-len 512 --output-len 256 --num-prompts 64 --warmup 8 --repeat 2 \
+    --num-turns 4 --input-len 512 --output-len 256 --num-prompts 64 --warmup 8 --repeat 3 \
     --slo ttft_p99=2s,tpot_p99=100ms --trials "$1" --budget "${2}s" --ready-timeout 480 \
     --candidate "$SEED000" --max-repeats 3 --deep-gemm-warmup off --out "$TUNE" --json \
     -- "${BASE[@]}" > "$TUNE.json" 2>> "$TUNE.txt"
@@ -78,7 +83,7 @@ first_ok() {  # trial 1 (vLLM's defaults) started and was measured
   python3 -c 'import json,sys; ls=open(sys.argv[1]).read().splitlines(); sys.exit(0 if len(ls)>1 and json.loads(ls[1])["status"]=="ok" else 1)' "$TUNE/trials.jsonl" 2>/dev/null
 }
 orchestrate() {
-  local t0 total left; t0=$(date +%s); total=$(( ${TUNE_MIN:-20} * 60 ))
+  local t0 total left; t0=$(date +%s); total=$(( ${TUNE_MIN:-22} * 60 ))
   first_ok || tune_cmd 1 "$total"  # does the FP8 shape start? (resumed: already known)
   left=$(( total - ($(date +%s) - t0) ))
   if first_ok; then

@@ -1,0 +1,91 @@
+"""The committed H200 tune run (evidence/tune/h200/): read back with llmdeck's own loader, its
+figures recomputed from the bench results it kept, and the README's claims checked against the logs."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+H200 = Path(__file__).resolve().parents[1] / "evidence" / "tune" / "h200"
+
+
+def _records() -> list:  # type: ignore[type-arg]
+    from llmdeck.tune.trials import read_trials
+
+    return read_trials(H200 / "trials.jsonl")[1]
+
+
+def test_the_trials_load_and_give_the_readmes_ratios() -> None:
+    from llmdeck.tune.outputs import best_trial
+
+    recs = _records()
+    assert [(r.origin, r.status) for r in recs] == [
+        ("default", "ok"), ("given", "ok"), ("search", "ok"), ("given", "ok")
+    ]  # fmt: skip
+    score = {r.number: r.score for r in recs}
+    assert round(score[1], 2) == 4.51 and round(score[2], 2) == 0.35
+    best = best_trial(recs)
+    assert best is not None and best.origin == "default"  # the spec is vLLM's defaults
+    assert score[1] / score[2] >= 1.3 and round(score[1] / score[2], 1) == 12.8
+    assert max(recs[1].metrics.goodput_runs) < min(recs[0].metrics.goodput_runs)  # runs apart
+    assert not any(r.meets_slo for r in recs)
+    assert json.loads((H200 / "spec.json").read_text())["env"] == {}  # as written before the fix
+
+
+def test_the_defaults_are_on_the_pareto_front() -> None:
+    from llmdeck.tune.report import pareto_front
+
+    points = [
+        (r.number, r.metrics.slo_values_ms["ttft_p99"], r.metrics.output_throughput) for r in _records()
+    ]
+    assert pareto_front(points) == {1, 4}
+
+
+def test_goodput_recomputed_from_the_kept_requests() -> None:
+    """vLLM's goodput: requests whose own TTFT <= 2 s and TPOT <= 100 ms, over the run's duration."""
+    for rec in _records():
+        bench = json.loads(gzip.decompress((H200 / "bench" / f"trial-{rec.number:03d}.json.gz").read_bytes()))
+        runs = []
+        for sc in bench["scenarios"]:
+            good = 0
+            for r in sc["requests"]:
+                out = r["output_tokens"]
+                tpot = (r["latency"] - r["ttft"]) / (out - 1)
+                good += r["ok"] and r["ttft"] <= 2.0 and tpot <= 0.1
+            runs.append(good / sc["metrics"]["duration_s"])
+        assert np.allclose(runs, rec.metrics.goodput_runs, rtol=1e-9)
+        assert round(float(np.median(runs)), 6) == round(rec.score, 6)
+
+
+def test_the_logs_say_what_the_readme_says() -> None:
+    logs = {n: (H200 / "logs" / f"trial-{n:03d}.log").read_text() for n in (1, 2, 3, 4)}
+    assert "enable_prefix_caching=False" in logs[1] and "enable_prefix_caching=False" in logs[4]
+    for n in (2, 3):  # prefix caching on: ~half the prompt tokens hit
+        hits = [float(x) for x in re.findall(r"Prefix cache hit rate: ([0-9.]+)%", logs[n])]
+        assert max(hits) > 45
+    for log in logs.values():  # DeepGEMM off: CUTLASS block-FP8 linears, Triton MoE
+        assert "CutlassFp8BlockScaledMMKernel" in log and "Using TRITON Fp8 MoE backend" in log
+        assert "Model loading took 33.38 GiB" in log
+    blocks = {n: re.search(r"block size to (\d+) tokens", log).group(1) for n, log in logs.items()}  # type: ignore[union-attr]
+    assert blocks == {1: "1056", 2: "2096", 3: "2096", 4: "1056"}
+
+
+def test_the_first_move_for_this_shape_is_the_one_the_readme_names() -> None:
+    from llmdeck.tune.models import Dimension, TuneRequest
+    from llmdeck.tune.moves import first_moves
+    from llmdeck.tune.prune import Pruner
+    from llmdeck.tune.search import prepare
+
+    header = json.loads((H200 / "trials.jsonl").read_text().splitlines()[0])
+    req = TuneRequest.model_validate({**header["request"], "model_ref": "Qwen3.6-35B-A3B-FP8"})
+    pruner = Pruner(req)
+    fresh, base_args = prepare(req, pruner)
+    ((params, _),) = first_moves(req, pruner, base_args, fresh.space)
+    assert params["enable-prefix-caching"] is True and params["max-num-batched-tokens"] == 8448
+    # the header this run wrote has no whole-block chunk >= 8192: a resume of it proposes no move
+    written = [Dimension.model_validate(d) for d in header["space"]]
+    assert first_moves(req, pruner, base_args, written) == []
