@@ -564,3 +564,27 @@ def test_the_winning_spec_keeps_the_engine_variables_its_trial_ran_with() -> Non
     )
     env = winning_spec(req, best).env  # type: ignore[attr-defined]
     assert env["VLLM_USE_DEEP_GEMM"] == "0" and env["TRITON_CACHE_AUTOTUNING"] == "1"
+
+
+def test_what_mattered_counts_a_flag_left_to_vllm_at_vllms_own_value() -> None:
+    """On the H200 run the prefix-caching row read "default 4.38 · True 1.67": with plan's defaults
+    (off for the hybrid on vLLM 0.22) the trials that left it alone count as False (default)."""
+    from llmdeck.tune.outputs import what_mattered
+
+    a = _trial(1, {}, 4.4, origin="default")
+    b = _trial(2, {"enable-prefix-caching": True}, 1.7)
+    c = _trial(3, {"enable-prefix-caching": False}, 4.0)
+    effects = what_mattered([a, b, c], ["enable-prefix-caching"], {"enable-prefix-caching": False})
+    assert effects[0].means == pytest.approx({"False (default)": 4.2, "True": 1.7})
+    assert what_mattered([a, b], ["enable-prefix-caching"])[0].means == {"default": 4.4, "True": 1.7}
+
+
+def test_the_header_records_vllms_defaults_on_each_axis() -> None:
+    from llmdeck.tune.prune import Pruner
+    from llmdeck.tune.search import prepare
+
+    req = _req("Qwen3.6-35B-A3B-FP8", machine="h200", vllm_version="0.22.0")
+    header, _ = prepare(req, Pruner(req))
+    assert header.defaults["enable-prefix-caching"] is False
+    assert header.defaults["max-num-batched-tokens"] == 8192 and header.defaults["max-num-seqs"] == 1024
+    assert set(header.defaults) == {d.name for d in header.space}

@@ -114,6 +114,9 @@ class TrialsHeader(BaseModel):
     space: list[Dimension]
     notes: list[str] = Field(default_factory=list, description="What the space leaves out, and why.")
     environment: dict[str, Any] = Field(default_factory=dict)
+    defaults: dict[str, ParamValue] = Field(
+        default_factory=dict, description="vLLM's own value on each axis for this model (from plan)."
+    )
 
 
 class RateStep(BaseModel):

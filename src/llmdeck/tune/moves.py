@@ -30,9 +30,8 @@ if TYPE_CHECKING:
 PREFIX_WORKLOADS = frozenset({"agent", "multi-user", "prompts"})
 
 
-def defaults_point(plan: Plan, dims: list[Dimension]) -> dict[str, ParamValue] | None:
-    """vLLM's defaults as a point of the space (each axis at the value vLLM would use), or None when
-    one of them is not among the axis's values."""
+def defaults_of(plan: Plan, dims: list[Dimension]) -> dict[str, ParamValue]:
+    """vLLM's own value on each axis of the space, as plan resolves it for this model and machine."""
     s = plan.settings
     known: dict[str, ParamValue] = {
         "max-num-seqs": s.max_num_seqs,
@@ -44,12 +43,14 @@ def defaults_point(plan: Plan, dims: list[Dimension]) -> dict[str, ParamValue] |
         "async-scheduling": True,
         CUDAGRAPH: "default",
     }
-    point: dict[str, ParamValue] = {}
-    for d in dims:
-        value = known.get(d.name)
-        if value not in d.values:
-            return None
-        point[d.name] = value
+    return {d.name: known[d.name] for d in dims if d.name in known}
+
+
+def defaults_point(plan: Plan, dims: list[Dimension]) -> dict[str, ParamValue] | None:
+    """vLLM's defaults as a point of the space, or None when one of them is not among its axis's values."""
+    point = defaults_of(plan, dims)
+    if len(point) < len(dims) or any(point[d.name] not in d.values for d in dims):
+        return None
     return point
 
 

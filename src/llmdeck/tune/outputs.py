@@ -57,16 +57,22 @@ class Effect(BaseModel):
     spread: float
 
 
-def what_mattered(records: list[TrialRecord], dims: list[str]) -> list[Effect]:
-    """Per dimension, the mean goodput of the measured trials at each value (vLLM's default where a
-    trial did not set it), ranked by spread: a first answer to "what mattered", from the trials run."""
+def what_mattered(
+    records: list[TrialRecord], dims: list[str], defaults: dict[str, ParamValue] | None = None
+) -> list[Effect]:
+    """Per dimension, the mean goodput of the measured trials at each value, ranked by spread: a first
+    answer to "what mattered", from the trials run. A trial that left a flag to vLLM counts at vLLM's
+    own value where plan knows it (``defaults``: prefix caching is *off* by default for a hybrid on
+    vLLM 0.22), marked "(default)"; else under "default"."""
     ok = [r for r in records if r.status == "ok"]
+    known = defaults or {}
     out: list[Effect] = []
     for name in dims:
         groups: dict[str, list[float]] = {}
         for r in ok:
-            value: ParamValue | str = r.params.get(name, "default")
-            groups.setdefault(str(value), []).append(r.score)
+            value: ParamValue | str = r.params.get(name, known.get(name, "default"))
+            key = f"{value} (default)" if name in known and str(value) == str(known[name]) else str(value)
+            groups.setdefault(key, []).append(r.score)
         if len(groups) < 2:
             continue
         means = {k: sum(v) / len(v) for k, v in groups.items()}

@@ -178,7 +178,7 @@ def render_tune_html(
                 points=len(measured),
             )
         )
-    effects: list[Effect] = what_mattered(records, [d.name for d in header.space])
+    effects: list[Effect] = what_mattered(records, [d.name for d in header.space], header.defaults)
     css = (Path(charts.__file__).parent / "templates" / "report.css").read_text(encoding="utf-8")
     made = f"llmdeck {__version__}, {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}"
     return str(

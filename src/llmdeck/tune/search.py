@@ -117,12 +117,18 @@ def environment(req: TuneRequest, pruner: Pruner) -> dict[str, Any]:
         "engine": req.base.engine,
         "packages": versions,
         "deep_gemm_warmup": req.deep_gemm_warmup if req.base.engine != "cpu" else "n/a (CPU engine)",
-        "compile_cache": "VLLM_CACHE_ROOT, shared by every trial and never cleared",
+        "compile_cache": "VLLM_CACHE_ROOT, shared by every trial and never cleared"
+        + (
+            ""
+            if req.base.engine == "cpu"
+            else "; Triton's autotuning kept in its cache (TRITON_CACHE_AUTOTUNING=1)"
+        ),
     }
 
 
 def prepare(req: TuneRequest, pruner: Pruner) -> tuple[TrialsHeader, list[str]]:
     """The space and the header of a tune; the base flags with the workload's --max-model-len."""
+    from llmdeck.tune.moves import defaults_of
     from llmdeck.tune.workload import needed_model_len
 
     limit, blocks, hybrid = pruner.model_facts(req.base.vllm_args)
@@ -140,6 +146,7 @@ def prepare(req: TuneRequest, pruner: Pruner) -> tuple[TrialsHeader, list[str]]:
         space=dims,
         notes=notes,
         environment=environment(req, pruner),
+        defaults=defaults_of(pruner.plan(base_args, {}), dims),
     )
     return header, base_args
 
