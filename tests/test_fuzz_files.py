@@ -161,3 +161,22 @@ def test_client_errors_are_constructible_and_rewordable() -> None:
     again = e.reworded("Cannot bench http://h: " + e.message)
     assert isinstance(again, HTTPStatusError) and again.status == 401 and "API key" in again.render()
     assert copy.copy(e).status == 401
+
+
+@pytest.mark.timeout(120)
+@FAST
+@given(value=JSON_VALUES, cut=st.integers(min_value=0, max_value=400))
+def test_report_hypothesis_a_tune_trials_file_with_a_random_line(
+    value: object, cut: int, fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`report DIR` of a tune folder: the real H200 header, then random JSON as a trial line, or the
+    header cut short — exit 2 naming the file (a torn last line alone is dropped, as the tune does)."""
+    header = (
+        (Path(__file__).resolve().parents[1] / "evidence/tune/h200/trials.jsonl").read_text().split("\n")[0]
+    )
+    folder = Path(fuzz_env["tmp"]) / "tune"
+    folder.mkdir(exist_ok=True)
+    text = f"{header}\n{json.dumps(value)}\n{header[:cut]}\n"
+    (folder / "trials.jsonl").write_text(text)
+    code, _out, err, elapsed = run_main(["report", str(folder)], capsys)
+    assert_clean_failure(code, err, elapsed, want=2, needles=("trials.jsonl",), seconds=15)

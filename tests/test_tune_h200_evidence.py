@@ -9,6 +9,9 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
+
+from cli_helpers import run_cli
 
 H200 = Path(__file__).resolve().parents[1] / "evidence" / "tune" / "h200"
 
@@ -89,3 +92,29 @@ def test_the_first_move_for_this_shape_is_the_one_the_readme_names() -> None:
     # the header this run wrote has no whole-block chunk >= 8192: a resume of it proposes no move
     written = [Dimension.model_validate(d) for d in header["space"]]
     assert first_moves(req, pruner, base_args, written) == []
+
+
+def test_report_reads_a_tune_folder_back(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`llmdeck report DIR`: the config a tune chose and why (its noise rule re-applied: at 2 runs a side
+    nothing is "apart", which the sentence says), --json, and the page again with --html."""
+    code, out, _ = run_cli(["report", str(H200)], capsys)
+    assert code == 0 and "chosen: trial 1 (default)" in out
+    assert "within noise" in out and "apart but under 3 runs a side" in out and "before" not in out
+    code, out, _ = run_cli(["report", str(H200 / "trials.jsonl"), "--json"], capsys)
+    data = json.loads(out)
+    assert code == 0 and data["best"]["number"] == 1 and data["noise"]["within_noise"] is True
+    assert len(data["trials"]) == 4 and data["noise"]["stopped_by"] == "unknown"
+    code, _, _err = run_cli(["report", str(H200), "--html", str(tmp_path / "t.html")], capsys)
+    assert code == 0 and "Pareto" in (tmp_path / "t.html").read_text()
+
+
+@pytest.mark.parametrize("extra", [["--plot", "x.png"], []])
+def test_report_refuses_what_is_not_a_tune(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, extra: list[str]
+) -> None:
+    bad = tmp_path / "other.jsonl"
+    bad.write_text('{"kind": "something else"}\n')
+    target = [str(H200)] if extra else [str(bad)]
+    code, _, err = run_cli(["report", *target, *extra], capsys)
+    assert code == 2 and "Traceback" not in err
+    assert ("for bench results" in err) if extra else ("not a tune folder" in err)

@@ -27,7 +27,7 @@ def report(
         ...,
         metavar="RESULT",
         help="Result JSON(s) written by `llmdeck bench` or `llmdeck eval` (several: with --html, a "
-        "comparison).",
+        "comparison), or a `llmdeck tune` folder (its trials.jsonl).",
     ),
     plot: Path | None = typer.Option(None, "--plot", help="Also draw TTFT/TPOT/throughput to a PNG."),
     against: list[Path] = typer.Option(
@@ -69,6 +69,9 @@ def report(
       # `llmdeck eval` results: serving configurations side by side on the same tasks
       llmdeck report fp8-kv.json bf16-kv.json --html evals.html
 
+      # a `llmdeck tune` folder (copied from the GPU box): the config it chose, its page again
+      llmdeck report tune-agent --html tune.html
+
       # medians of 3 runs each: llmdeck bench ... --seed S --repeat 3 (one scenario: seeds S, S+1, S+2)
       # and vllm bench serve ... --seed S, S+1, S+2 --save-result
       llmdeck report r.json --against v0.json --against v1.json --against v2.json
@@ -91,6 +94,9 @@ def _report(
 
     if any(is_eval_file(p) for p in result_files):
         _report_evals(result_files, plot, against, scenario, html, json_out)
+        return
+    if any(p.is_dir() or p.suffix == ".jsonl" for p in result_files):
+        _report_tune(result_files, bool(plot or against or scenario), html, json_out)
         return
     if len(result_files) > 1 and html is None:
         raise UsageError(
@@ -176,6 +182,60 @@ def _report_evals(
         from llmdeck.evals.render import render_result
 
         render_result(results[0], out_console())
+
+
+def _report_tune(files: list[Path], bench_options: bool, html: Path | None, json_out: bool) -> None:
+    """`report` of a tune (its folder or trials file, e.g. copied from the GPU box): which config it
+    chose and why, --json, or its page again (--html) with this llmdeck's renderer."""
+    from llmdeck.errors import UsageError
+    from llmdeck.tune.models import TuneReport
+    from llmdeck.tune.outputs import best_runs, chosen
+    from llmdeck.tune.trials import read_trials, trials_path_of
+
+    path = trials_path_of(files[0])
+    if len(files) > 1 or path is None:
+        raise UsageError(
+            f"{files[0]} is not a tune folder or trials file, or several were given.",
+            hint="Pass one folder written by `llmdeck tune --out DIR` (or its trials.jsonl).",
+        )
+    if bench_options:
+        raise UsageError(
+            "--plot, --against and --scenario are for bench results.", hint="Use --html or --json."
+        )
+    header, records = read_trials(path)
+    best, noise = chosen(records, header.request.max_repeats, budget_stopped=None)
+    if html is not None:
+        from llmdeck.bench.html.page import check_html_path
+        from llmdeck.tune.report import write_tune_report
+
+        check_html_path(html)
+        write_tune_report(header, records, best, html, noise)
+        err_console().print(f"[dim]HTML report written to {escape(str(html))}[/]", highlight=False)
+    report = TuneReport(
+        trials_file=str(path), best=best, best_runs=best_runs(records, best), noise=noise, trials=records
+    )
+    if json_out:
+        print_json(report)
+    elif html is None:
+        _print_tune(report)
+
+
+def _print_tune(report: object) -> None:
+    from llmdeck.tune.models import TuneReport
+
+    assert isinstance(report, TuneReport)
+    console, best = out_console(), report.best
+    ok = sum(1 for t in report.trials if t.status == "ok")
+    console.print(f"{report.trials_file}: {len(report.trials)} trial(s), {ok} measured.", markup=False)
+    if report.noise is not None:
+        console.print(report.noise.message, markup=False)
+    if best is None:
+        console.print("No trial was measured: every candidate was rejected or failed.", markup=False)
+        return
+    met = "meets the SLOs" if best.meets_slo else "no config met the SLOs; this is the best goodput"
+    console.print(f"chosen: trial {best.number} ({best.origin}) — goodput {best.score:.3f} req/s ({met})",
+                  markup=False)  # fmt: skip
+    console.print("  " + " ".join(best.args), markup=False)
 
 
 def _write_html(results: list[BenchResult], files: list[Path], out: Path) -> None:

@@ -209,7 +209,7 @@ class NoiseDecision(BaseModel):
     within_noise: bool = Field(description="The leader never separated from at least one contender.")
     tied: list[int] = Field(default_factory=list, description="The leader and the contenders it ties.")
     comparisons: list[Comparison] = Field(default_factory=list)
-    stopped_by: Literal["separated", "max-repeats", "budget", "off"] = "separated"
+    stopped_by: Literal["separated", "max-repeats", "budget", "off", "unknown"] = "separated"
     message: str = ""
 
 
@@ -231,3 +231,13 @@ class TuneResult(BaseModel):
     noise: NoiseDecision | None = Field(
         None, description="Adaptive repeats: whether the winner is told apart from its contenders."
     )
+
+
+class TuneReport(BaseModel):
+    """What `llmdeck report TRIALS --json` prints: a tune's trials read back and the config it chose."""
+
+    trials_file: str
+    best: TrialRecord | None
+    best_runs: list[float] = Field(default_factory=list)
+    noise: NoiseDecision | None = None
+    trials: list[TrialRecord]

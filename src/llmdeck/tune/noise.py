@@ -30,6 +30,7 @@ the best median, as before the option).
 from __future__ import annotations
 
 import statistics
+from typing import Literal
 
 from llmdeck.tune.models import Comparison, NoiseDecision, TrialRecord
 from llmdeck.tune.outputs import best_trial, config_runs
@@ -99,9 +100,10 @@ def next_round(records: list[TrialRecord], cap: int) -> list[int]:
     return []
 
 
-def decide(records: list[TrialRecord], cap: int, budget_stopped: bool = False) -> NoiseDecision | None:
+def decide(records: list[TrialRecord], cap: int, budget_stopped: bool | None = False) -> NoiseDecision | None:
     """The leader, its comparisons and the config to write (see the module doc); None when nothing
-    was measured or ``cap`` is 1 (adaptive repeats off)."""
+    was measured or ``cap`` is 1 (adaptive repeats off). ``budget_stopped`` None: not known (a trials
+    file read back by `report`, which does not record why its tune stopped)."""
     best = best_trial(records)
     if best is None or cap <= 1:
         return None
@@ -122,7 +124,10 @@ def decide(records: list[TrialRecord], cap: int, budget_stopped: bool = False) -
     tied = [leader] + [c.other for c in comps if not c.separated]
     chosen = min(tied, key=lambda n: (flags_set(first[n]), -statistics.median(samples(groups[n])), n))
     within = len(tied) > 1
-    stop = "separated" if not within else ("budget" if budget_stopped else "max-repeats")
+    why: dict[bool | None, Literal["budget", "max-repeats", "unknown"]] = {
+        True: "budget", False: "max-repeats", None: "unknown"
+    }  # fmt: skip
+    stop = "separated" if not within else why[budget_stopped]
     decision = NoiseDecision(
         rule=RULE, leader=leader, chosen=chosen, within_noise=within, tied=tied, comparisons=comps,
         stopped_by=stop,
@@ -143,6 +148,15 @@ def _who(n: int, first: dict[int, TrialRecord]) -> str:
     return f"trial {n} ({what})"
 
 
+def _tie(c: Comparison, first: dict[int, TrialRecord]) -> str:
+    """A contender not told apart; ranges that do not overlap but rest on too few runs say so (at 2
+    runs a side, 1 in 3 ties look apart by chance)."""
+    a, b = c.leader_runs, c.other_runs
+    apart = min(a) > max(b) or min(b) > max(a)
+    short = f", apart but under {MIN_RUNS} runs a side" if apart and min(len(a), len(b)) < MIN_RUNS else ""
+    return f"{_who(c.other, first)} ({_range(b)}{short})"
+
+
 def describe(d: NoiseDecision, first: dict[int, TrialRecord]) -> str:
     """One sentence for the CLI and the page."""
     if not d.within_noise:
@@ -155,7 +169,8 @@ def describe(d: NoiseDecision, first: dict[int, TrialRecord]) -> str:
     why = {"budget": "the budget ran out", "max-repeats": "--max-repeats was reached"}.get(d.stopped_by, "")
     return (
         f"within noise: {_who(d.leader, first)} ({_range(ties[0].leader_runs)}) did not separate from "
-        + "; ".join(f"{_who(c.other, first)} ({_range(c.other_runs)})" for c in ties)
-        + f" before {why}; no winner is named, and spec.json gets {_who(d.chosen, first)}: the fewest "
+        + " or ".join(_tie(c, first) for c in ties)
+        + (f" before {why}" if why else "")
+        + f"; no winner is named, and spec.json gets {_who(d.chosen, first)}: the fewest "
         "flags set away from vLLM's defaults, then the higher median."
     )

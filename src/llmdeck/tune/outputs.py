@@ -87,6 +87,24 @@ def what_mattered(
     return sorted(out, key=lambda e: -e.spread)
 
 
+def chosen(
+    records: list[TrialRecord], max_repeats: int, *, budget_stopped: bool | None = False
+) -> tuple[TrialRecord | None, NoiseDecision | None]:
+    """The config a tune writes and the noise decision behind it: the best (llmdeck.tune.outputs), or,
+    when it is within noise of a contender, the simplest config of the tie — not the best median."""
+    from llmdeck.tune.noise import decide
+
+    best = best_trial(records)
+    noise = decide(records, max_repeats, budget_stopped=budget_stopped)
+    if noise is not None:
+        best = next(r for r in records if r.number == noise.chosen)
+    return best, noise
+
+
+def best_runs(records: list[TrialRecord], best: TrialRecord | None) -> list[float]:
+    return [r.score for r in config_runs(records).get(best.number, [])] if best else []
+
+
 def winning_spec(req: TuneRequest, best: TrialRecord) -> object:
     """The winner as a launch spec: its flags and the environment its trial ran with (the tune's
     engine variables too — ``VLLM_USE_DEEP_GEMM=0`` of ``--deep-gemm-warmup off`` changes the kernels),
@@ -108,12 +126,8 @@ def write_outputs(
     stopped_by: Literal["trials", "budget", "space"],
 ) -> TuneResult:
     from llmdeck.engines.spec import LaunchSpec, write_spec_file
-    from llmdeck.tune.noise import decide
 
-    best = best_trial(records)
-    noise = decide(records, req.max_repeats, budget_stopped=stopped_by == "budget")
-    if noise is not None:  # within noise: the simplest config of the tie, not the best median
-        best = next(r for r in records if r.number == noise.chosen)
+    best, noise = chosen(records, req.max_repeats, budget_stopped=stopped_by == "budget")
     spec_path: Path | None = None
     if best is not None:
         spec = winning_spec(req, best)
@@ -129,7 +143,7 @@ def write_outputs(
         resumed=resumed,
         ran=ran,
         best=best,
-        best_runs=[r.score for r in config_runs(records).get(best.number, [])] if best else [],
+        best_runs=best_runs(records, best),
         trials=records,
         stopped_by=stopped_by,
         noise=noise,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -140,3 +141,17 @@ def _what(h: TrialsHeader) -> str:
     r = h.request
     slo = ",".join(f"{t.key}={t.limit_ms:g}ms" for t in r.slo)
     return f"{r.base.model}, {r.workload}, concurrency {r.load.concurrency}, --slo {slo}"
+
+
+def trials_path_of(path: Path) -> Path | None:
+    """The trials file ``path`` names — a tune folder holding one, or the file itself (its first line
+    says so; cheap: the first 4 KB) — else None."""
+    candidate = path / TRIALS_NAME if path.is_dir() else path
+    try:
+        with candidate.open("rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return None
+    return (
+        candidate if re.search(rb'"kind"\s*:\s*"' + re.escape(TRIALS_KIND.encode()) + rb'"', head) else None
+    )
