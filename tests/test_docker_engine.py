@@ -118,6 +118,24 @@ def test_run_argv_ngc_needs_vllm_serve_and_attach() -> None:
     assert tail[3:5] == ["--served-model-name", "Qwen3-30B-A3B"]
 
 
+def test_run_argv_mounts_the_compile_cache_so_the_next_container_compiles_nothing_again() -> None:
+    """A tune's trials (and a restart) reuse torch.compile, Triton (its autotuning too) and DeepGEMM:
+    the host folder is mounted and the container's caches point into it; the user's env wins."""
+    spec = LaunchSpec(
+        name="c", engine="docker", model="Qwen/Qwen3-0.6B", image="vllm/vllm-openai",
+        compile_cache="/var/cache/llmdeck/docker-compile", env={"TRITON_CACHE_DIR": "/mine"},
+    )  # fmt: skip
+    argv = docker_run_argv(spec)
+    i = argv.index("/var/cache/llmdeck/docker-compile:/llmdeck-compile-cache")
+    assert argv[i - 1] == "-v"
+    assert "VLLM_CACHE_ROOT=/llmdeck-compile-cache/vllm" in argv and "TRITON_CACHE_DIR=/mine" in argv
+    assert argv.index("VLLM_CACHE_ROOT=/llmdeck-compile-cache/vllm") < argv.index("vllm/vllm-openai")
+    plain = docker_run_argv(spec.model_copy(update={"compile_cache": None, "env": {}}))
+    assert not any("llmdeck-compile-cache" in a for a in plain)
+    with pytest.raises(ValueError, match="absolute"):
+        LaunchSpec(name="c", engine="docker", model="m", compile_cache="rel/dir")
+
+
 def test_run_argv_host_network_binds_spec_host() -> None:
     spec = LaunchSpec(name="h", engine="docker", model="Qwen/Qwen3-0.6B", port=9000, image="vllm/vllm-openai")
     argv = docker_run_argv(spec, network="host")

@@ -588,3 +588,17 @@ def test_the_header_records_vllms_defaults_on_each_axis() -> None:
     assert header.defaults["enable-prefix-caching"] is False
     assert header.defaults["max-num-batched-tokens"] == 8192 and header.defaults["max-num-seqs"] == 1024
     assert set(header.defaults) == {d.name for d in header.space}
+
+
+def test_a_docker_tune_gives_every_trial_one_compile_cache(tmp_path: Path) -> None:
+    """Docker containers start fresh: without a mounted cache each trial would compile cold."""
+    from llmdeck.settings import Settings
+    from llmdeck.tune.request import make_request
+
+    settings = Settings(state_dir=tmp_path / "s", cache_dir=tmp_path / "c")
+    req = make_request(
+        settings, model="Qwen3-0.6B", spec_file=None, workload="agent", prompts=None, slo="ttft_p99=2s",
+        budget="10m", trials=2, extra_args=[], spec_overrides={"engine": "docker"}, load={},
+        options={"machine": "h200"},
+    )  # fmt: skip
+    assert req.base.compile_cache == str(tmp_path / "c" / "engine" / "docker-compile")

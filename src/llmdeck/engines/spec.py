@@ -35,6 +35,18 @@ class LaunchSpec(BaseModel):
     image: str | None = Field(None, description="docker engine: the image.")
     hf_cache: str | None = Field(None, description="docker engine: host HF cache mounted in the container.")
     restart_policy: str | None = Field("unless-stopped", description="docker engine: --restart policy.")
+    compile_cache: str | None = Field(
+        None,
+        description="docker engine: a host folder for the engine's compile caches (torch.compile, "
+        "Triton with its autotuning, DeepGEMM), mounted so that the next container reuses them.",
+    )
+
+    @field_validator("compile_cache")
+    @classmethod
+    def _cache_ok(cls, value: str | None) -> str | None:
+        if value is not None and not Path(value).is_absolute():
+            raise ValueError(f"compile_cache {value!r} must be an absolute path (docker mounts it)")
+        return value
 
     @field_validator("name")
     @classmethod

@@ -170,6 +170,8 @@ def start_docker(spec: LaunchSpec, settings: Settings, docker: DockerCLI | None 
         validate_spec(spec)
     check_port(spec.host, spec.port)
     cli.version()  # a clear error when the daemon is not reachable
+    if spec.compile_cache:  # ours, not root's: docker would make a missing mount source as root
+        Path(spec.compile_cache).mkdir(parents=True, exist_ok=True)
     log_path = settings.logs_dir / f"{spec.name}.log"
     settings.logs_dir.mkdir(parents=True, exist_ok=True)
     rotate_log(log_path)

@@ -141,6 +141,10 @@ def _base_spec(
     base = build_spec(
         base_file, overrides={"model": model, **overrides}, extra_args=extra_args, defaults=defaults
     )
+    if base.engine == "docker" and base.compile_cache is None:  # every trial's container reuses it
+        base = base.model_copy(
+            update={"compile_cache": str(settings.cache_dir / "engine" / "docker-compile")}
+        )
     return split_secrets(base)
 
 

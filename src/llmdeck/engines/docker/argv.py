@@ -14,6 +14,7 @@ VLLM_OPENAI_REPO = "vllm/vllm-openai"
 NGC_REPO = "nvcr.io/nvidia/vllm"
 CONTAINER_HF_CACHE = "/root/.cache/huggingface"
 CONTAINER_MODELS_DIR = "/models"
+CONTAINER_COMPILE_CACHE = "/llmdeck-compile-cache"
 LABEL_NAME = "llmdeck.name"
 LABEL_PORT = "llmdeck.port"
 CONTAINER_PREFIX = "llmdeck-"
@@ -116,6 +117,8 @@ def docker_run_argv(
             argv += ["-p", f"{spec.host}:{spec.port}:{spec.port}"]
         bind_host = "0.0.0.0"
     argv += ["-v", f"{spec.hf_cache or default_hf_cache()}:{CONTAINER_HF_CACHE}"]
+    if spec.compile_cache:
+        argv += ["-v", f"{spec.compile_cache}:{CONTAINER_COMPILE_CACHE}"]
     if local:
         host_dir = str(Path(spec.model).expanduser().resolve())
         argv += ["-v", f"{host_dir}:{container_model_path(spec)}:ro"]
@@ -129,12 +132,26 @@ def docker_run_argv(
     return argv
 
 
+def compile_cache_env(spec: LaunchSpec) -> dict[str, str]:
+    """Where the container's vLLM and Triton keep their caches when ``compile_cache`` is mounted
+    (torch.compile and DeepGEMM live under VLLM_CACHE_ROOT; Triton's kernels and autotuning results
+    under TRITON_CACHE_DIR): a restart, or the next trial of a tune, compiles nothing it compiled
+    before. The user's own ``env`` wins."""
+    if not spec.compile_cache:
+        return {}
+    return {
+        "VLLM_CACHE_ROOT": f"{CONTAINER_COMPILE_CACHE}/vllm",
+        "TRITON_CACHE_DIR": f"{CONTAINER_COMPILE_CACHE}/triton",
+    }
+
+
 def _env_flags(spec: LaunchSpec, local: bool, secret_names: set[str]) -> list[str]:
     """``-e KEY=VALUE`` for plain variables, ``-e KEY`` (the value from docker's environment) for
     secrets and for HF_TOKEN (the caller's, for hub models)."""
     flags = ["-e", "HF_HUB_OFFLINE=1", "-e", "TRANSFORMERS_OFFLINE=1"] if local else []
-    for key in sorted(spec.env):
-        flags += ["-e", f"{key}={spec.env[key]}"]
+    env = {**compile_cache_env(spec), **spec.env}
+    for key in sorted(env):
+        flags += ["-e", f"{key}={env[key]}"]
     for key in sorted(secret_names | (set() if local else {"HF_TOKEN"})):
         flags += ["-e", key]
     return flags
