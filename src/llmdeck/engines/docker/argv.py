@@ -116,12 +116,7 @@ def docker_run_argv(
         else:
             argv += ["-p", f"{spec.host}:{spec.port}:{spec.port}"]
         bind_host = "0.0.0.0"
-    argv += ["-v", f"{spec.hf_cache or default_hf_cache()}:{CONTAINER_HF_CACHE}"]
-    if spec.compile_cache:
-        argv += ["-v", f"{spec.compile_cache}:{CONTAINER_COMPILE_CACHE}"]
-    if local:
-        host_dir = str(Path(spec.model).expanduser().resolve())
-        argv += ["-v", f"{host_dir}:{container_model_path(spec)}:ro"]
+    argv += _mounts(spec, local)
     argv += _env_flags(spec, local, {*found, *secret_env})
     argv.append(image)
     if kind != "vllm-openai":
@@ -129,6 +124,17 @@ def docker_run_argv(
     argv.append(container_model_path(spec))
     argv += ["--served-model-name", spec.effective_served_name, "--host", bind_host, "--port", str(spec.port)]
     argv += list(spec.vllm_args)
+    return argv
+
+
+def _mounts(spec: LaunchSpec, local: bool) -> list[str]:
+    """The HF cache, the compile cache (when the spec names one) and a local model folder (read-only)."""
+    argv = ["-v", f"{spec.hf_cache or default_hf_cache()}:{CONTAINER_HF_CACHE}"]
+    if spec.compile_cache:
+        argv += ["-v", f"{spec.compile_cache}:{CONTAINER_COMPILE_CACHE}"]
+    if local:
+        host_dir = str(Path(spec.model).expanduser().resolve())
+        argv += ["-v", f"{host_dir}:{container_model_path(spec)}:ro"]
     return argv
 
 
