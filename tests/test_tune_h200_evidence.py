@@ -104,8 +104,11 @@ def test_report_reads_a_tune_folder_back(capsys: pytest.CaptureFixture[str], tmp
     data = json.loads(out)
     assert code == 0 and data["best"]["number"] == 1 and data["noise"]["within_noise"] is True
     assert len(data["trials"]) == 4 and data["noise"]["stopped_by"] == "unknown"
+    # written before trials recorded where their start went: read from the kept logs
+    assert data["trials"][0]["start_phases"]["profiling + KV cache"] == 111.0
     code, _, _err = run_cli(["report", str(H200), "--html", str(tmp_path / "t.html")], capsys)
-    assert code == 0 and "Pareto" in (tmp_path / "t.html").read_text()
+    page = (tmp_path / "t.html").read_text()
+    assert code == 0 and "Pareto" in page and "Where the time went" in page
 
 
 @pytest.mark.parametrize("extra", [["--plot", "x.png"], []])

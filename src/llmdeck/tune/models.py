@@ -167,6 +167,9 @@ class TrialRecord(BaseModel):
     bench_file: str | None = None
     repeat_of: int | None = Field(None, description="confirm: the trial whose config this re-runs.")
     log_file: str | None = Field(None, description="The engine's log, in the tune's folder.")
+    start_phases: dict[str, float] = Field(
+        default_factory=dict, description="Seconds of the start per phase, from the log (tune.startcost)."
+    )
 
     @property
     def score(self) -> float:

@@ -100,6 +100,15 @@ def rows(header: TrialsHeader, records: list[TrialRecord], best: TrialRecord | N
     return out
 
 
+def start_table(records: list[TrialRecord]) -> tuple[list[str], list[TrialRecord]]:
+    """The start-phase columns any trial has (in start-up order) and the trials that started."""
+    from llmdeck.tune.startcost import SEGMENTS
+
+    started = [r for r in records if r.startup_s is not None]
+    cols = [name for _, name in SEGMENTS if any(name in r.start_phases for r in started)]
+    return cols, started
+
+
 def goodput_chart(rs: list[Row]) -> str:
     with charts.figure(5.6, 2.8) as (fig, axes):
         ax = axes[0][0]
@@ -179,6 +188,7 @@ def render_tune_html(
             )
         )
     effects: list[Effect] = what_mattered(records, [d.name for d in header.space], header.defaults)
+    start_cols, started = start_table(records)
     css = (Path(charts.__file__).parent / "templates" / "report.css").read_text(encoding="utf-8")
     made = f"llmdeck {__version__}, {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}"
     return str(
@@ -192,6 +202,8 @@ def render_tune_html(
             noise=noise,
             charts=figs,
             effects=effects,
+            start_cols=start_cols,
+            started=started,
             css=css,
             made=made,
         )

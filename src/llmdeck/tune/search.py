@@ -346,11 +346,16 @@ def _report_trial(rec: TrialRecord, events: TuneEvents) -> None:
         rate = f" at {m.max_rate:.3g} req/s (the highest rate within the SLOs)" if m and m.max_rate else ""
         met = " — meets the SLOs" if rec.meets_slo else " — misses the SLOs"
         tput = m.output_throughput if m else 0.0
+        cost = f"; start {rec.startup_s:.0f} s" if rec.startup_s is not None else ""
+        if rec.start_phases:
+            from llmdeck.tune.startcost import describe
+
+            cost += f" ({describe(rec.start_phases)})"
         events(
             TuneEvent(
                 kind="result",
                 message=f"trial {rec.number}: goodput {rec.score:.2f} req/s{rate}, "
-                f"{tput:.1f} output tok/s, {slo}{met}",
+                f"{tput:.1f} output tok/s, {slo}{met}{cost}",
                 data={"n": rec.number, "goodput": rec.score},
             )
         )

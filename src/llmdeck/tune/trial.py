@@ -109,7 +109,7 @@ def run_trial(
         rec.status, rec.startup_s = "failed", time.monotonic() - t0
         tail = getattr(exc, "log_tail", "")
         rec.reason = exc.render() + (f" Log tail: {tail[-1500:]}" if tail else "")
-        rec.log_file = keep_log(spec.name, number, settings, out_dir, wall0)
+        _keep_log(rec, spec.name, settings, out_dir, wall0)
         return rec
     rec.startup_s = time.monotonic() - t0
     try:
@@ -128,7 +128,7 @@ def run_trial(
         rec.status, rec.reason = "failed", f"the bench failed: {exc.render()}"
     finally:
         _stop(spec.name, settings, events)
-        rec.log_file = keep_log(spec.name, number, settings, out_dir, wall0)
+        _keep_log(rec, spec.name, settings, out_dir, wall0)
     return rec
 
 
@@ -140,6 +140,14 @@ def is_input_error(exc: Exception, params: dict[str, ParamValue]) -> bool:
     if isinstance(exc, ModelPathError | MissingDependencyError | PortInUseError):
         return True
     return isinstance(exc, UsageError) and not params
+
+
+def _keep_log(rec: TrialRecord, name: str, settings: Settings, out_dir: Path, since: float) -> None:
+    """The trial's log into the tune's folder, and where its start went (llmdeck.tune.startcost)."""
+    from llmdeck.tune.startcost import log_phases
+
+    rec.log_file = keep_log(name, rec.number, settings, out_dir, since)
+    rec.start_phases = log_phases(out_dir, rec.log_file)
 
 
 def keep_log(name: str, number: int, settings: Settings, out_dir: Path, since: float) -> str | None:
