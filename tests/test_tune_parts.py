@@ -325,7 +325,7 @@ def test_an_incompatible_or_foreign_folder_is_refused(tmp_path: Path) -> None:
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "trials.jsonl").write_text('{"kind": "something-else"}\n')
-    with pytest.raises(UsageError, match="not a tune trial"):
+    with pytest.raises(UsageError, match=r"not a llmdeck\.tune\.trials header \(kind 'something-else'\)"):
         open_out_dir(bad, _header(other), resume=False)
 
 

@@ -25,10 +25,18 @@ MADE_WHAT = "llmdeck tune"
 
 
 def _bad(path: Path, lineno: int, why: str) -> ResultFileError:
+    what = "a llmdeck.tune.trials header" if lineno == 1 else "a tune trial"
     return ResultFileError(
-        f"{path}:{lineno} is not a tune trial ({why}).",
-        hint="This trials file was edited or is not llmdeck's; pick another --out folder.",
+        f"{path}:{lineno} is not {what} ({why}).",
+        hint="This trials file was edited or is not llmdeck's; pick another --out folder "
+        "(or, for `report`, the folder a tune wrote).",
     )
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(x) for x in err["loc"])
+    return f"{err['msg']}{f' at {where}' if where else ''}"
 
 
 def read_trials(path: Path) -> tuple[TrialsHeader, list[TrialRecord]]:
@@ -50,7 +58,7 @@ def read_trials(path: Path) -> tuple[TrialsHeader, list[TrialRecord]]:
     except json.JSONDecodeError as exc:
         raise _bad(path, 1, f"not JSON: {exc.msg}") from exc
     if not isinstance(head, dict) or head.get("kind") != TRIALS_KIND:
-        raise _bad(path, 1, "no llmdeck tune header")
+        raise _bad(path, 1, f"kind {head.get('kind')!r}" if isinstance(head, dict) else "not an object")
     version = head.get("schema_version")
     if not isinstance(version, int) or version > TRIALS_SCHEMA_VERSION:
         raise ResultFileError(
@@ -60,7 +68,7 @@ def read_trials(path: Path) -> tuple[TrialsHeader, list[TrialRecord]]:
     try:
         header = TrialsHeader.model_validate(head)
     except ValidationError as exc:
-        raise _bad(path, 1, str(exc.errors()[0]["msg"])) from exc
+        raise _bad(path, 1, _first_error(exc)) from exc
     records: list[TrialRecord] = []
     for lineno, line in enumerate(lines[1:], 2):
         try:
@@ -68,8 +76,10 @@ def read_trials(path: Path) -> tuple[TrialsHeader, list[TrialRecord]]:
             if not isinstance(data, dict) or data.get("kind") != TRIAL_KIND:
                 raise _bad(path, lineno, "not a trial line")
             records.append(TrialRecord.model_validate(data))
-        except (json.JSONDecodeError, ValidationError) as exc:
-            raise _bad(path, lineno, type(exc).__name__) from exc
+        except json.JSONDecodeError as exc:
+            raise _bad(path, lineno, f"not JSON: {exc.msg}") from exc
+        except ValidationError as exc:
+            raise _bad(path, lineno, _first_error(exc)) from exc
     return header, records
 
 
