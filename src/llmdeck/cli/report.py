@@ -13,6 +13,7 @@ from llmdeck.cli.output import JSON_OPTION, err_console, out_console, print_json
 
 if TYPE_CHECKING:
     from llmdeck.bench.models import BenchResult
+    from llmdeck.tune.models import TuneReport
 
 HTML_HELP = (
     "Write one self-contained HTML page (no scripts, nothing from the network): per scenario the "
@@ -222,10 +223,7 @@ def _report_tune(files: list[Path], bench_options: bool, html: Path | None, json
         _print_tune(report)
 
 
-def _print_tune(report: object) -> None:
-    from llmdeck.tune.models import TuneReport
-
-    assert isinstance(report, TuneReport)
+def _print_tune(report: TuneReport) -> None:
     console, best = out_console(), report.best
     ok = sum(1 for t in report.trials if t.status == "ok")
     console.print(f"{report.trials_file}: {len(report.trials)} trial(s), {ok} measured.", markup=False)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -180,14 +179,9 @@ def summarize(result: EvalResult) -> EvalSummary:
 
 def is_eval_file(path: Path) -> bool:
     """True when ``path`` is a JSON file whose ``kind`` is an eval result (cheap: the first 4 KB)."""
-    try:
-        with Path(path).open("rb") as fh:
-            head = fh.read(4096)
-    except OSError:
-        return False
-    # any JSON spacing (compact files too): was a literal '"kind": "..."', so a compact eval file was
-    # read as a bench result and refused as "not a bench result"
-    return re.search(rb'"kind"\s*:\s*"' + re.escape(EVAL_RESULT_KIND.encode()) + rb'"', head) is not None
+    from llmdeck.util.kindsniff import has_kind
+
+    return has_kind(path, EVAL_RESULT_KIND)
 
 
 def load_eval_result(path: Path) -> EvalResult:

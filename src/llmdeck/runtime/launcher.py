@@ -156,6 +156,13 @@ def start_background(spec: LaunchSpec, settings: Settings) -> ServerRecord:
     return record
 
 
+def make_compile_cache(spec: LaunchSpec) -> None:
+    """The spec's compile-cache folder, made by us rather than by docker (which makes a missing mount
+    source as root)."""
+    if spec.compile_cache:
+        Path(spec.compile_cache).mkdir(parents=True, exist_ok=True)
+
+
 def start_docker(spec: LaunchSpec, settings: Settings, docker: DockerCLI | None = None) -> ServerRecord:
     """`docker run -d` the spec (vllm/vllm-openai or nvcr.io/nvidia/vllm) and record the container.
 
@@ -170,8 +177,7 @@ def start_docker(spec: LaunchSpec, settings: Settings, docker: DockerCLI | None 
         validate_spec(spec)
     check_port(spec.host, spec.port)
     cli.version()  # a clear error when the daemon is not reachable
-    if spec.compile_cache:  # ours, not root's: docker would make a missing mount source as root
-        Path(spec.compile_cache).mkdir(parents=True, exist_ok=True)
+    make_compile_cache(spec)
     log_path = settings.logs_dir / f"{spec.name}.log"
     settings.logs_dir.mkdir(parents=True, exist_ok=True)
     rotate_log(log_path)

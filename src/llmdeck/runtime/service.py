@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -261,8 +260,7 @@ def run_docker_foreground(spec: LaunchSpec, *, tty: bool, events: Events = _igno
     from llmdeck.errors import OperationError
 
     spec, secrets = split_secrets(spec)
-    if spec.compile_cache:
-        Path(spec.compile_cache).mkdir(parents=True, exist_ok=True)
+    launcher.make_compile_cache(spec)
     argv = docker_run_argv(spec, detach=False, tty=tty, secret_env=list(secrets))
     events(ServiceEvent(kind="starting", message=render_shell(argv)))
     try:

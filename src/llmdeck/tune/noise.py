@@ -124,10 +124,9 @@ def decide(records: list[TrialRecord], cap: int, budget_stopped: bool | None = F
     tied = [leader] + [c.other for c in comps if not c.separated]
     chosen = min(tied, key=lambda n: (flags_set(first[n]), -statistics.median(samples(groups[n])), n))
     within = len(tied) > 1
-    why: dict[bool | None, Literal["budget", "max-repeats", "unknown"]] = {
-        True: "budget", False: "max-repeats", None: "unknown"
-    }  # fmt: skip
-    stop = "separated" if not within else why[budget_stopped]
+    stop: Literal["separated", "budget", "max-repeats", "unknown"] = "separated"
+    if within:
+        stop = "unknown" if budget_stopped is None else "budget" if budget_stopped else "max-repeats"
     decision = NoiseDecision(
         rule=RULE, leader=leader, chosen=chosen, within_noise=within, tied=tied, comparisons=comps,
         stopped_by=stop,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -155,13 +154,8 @@ def _what(h: TrialsHeader) -> str:
 
 def trials_path_of(path: Path) -> Path | None:
     """The trials file ``path`` names — a tune folder holding one, or the file itself (its first line
-    says so; cheap: the first 4 KB) — else None."""
+    says so) — else None."""
+    from llmdeck.util.kindsniff import has_kind
+
     candidate = path / TRIALS_NAME if path.is_dir() else path
-    try:
-        with candidate.open("rb") as fh:
-            head = fh.read(4096)
-    except OSError:
-        return None
-    return (
-        candidate if re.search(rb'"kind"\s*:\s*"' + re.escape(TRIALS_KIND.encode()) + rb'"', head) else None
-    )
+    return candidate if has_kind(candidate, TRIALS_KIND) else None
