@@ -121,3 +121,16 @@ def test_report_refuses_what_is_not_a_tune(
     code, _, err = run_cli(["report", *target, *extra], capsys)
     assert code == 2 and "Traceback" not in err
     assert ("for bench results" in err) if extra else ("not a tune folder" in err)
+
+
+def test_report_quotes_a_hostile_flag_for_the_shell(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A trials file from elsewhere is data: `$(...)` in a flag prints quoted, escapes as text."""
+    lines = (H200 / "trials.jsonl").read_text().splitlines()
+    trial = json.loads(lines[1])
+    trial["args"] += ["--served-model-name", "$(touch /tmp/pwned)\x1b[31m"]
+    (tmp_path / "trials.jsonl").write_text(lines[0] + "\n" + json.dumps(trial) + "\n")
+    code, out, _ = run_cli(["report", str(tmp_path)], capsys)
+    assert code == 0 and "\x1b" not in out
+    assert "'$(touch /tmp/pwned)" in out or "$'$(touch /tmp/pwned)" in out

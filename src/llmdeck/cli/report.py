@@ -235,7 +235,9 @@ def _print_tune(report: TuneReport) -> None:
     met = "meets the SLOs" if best.meets_slo else "no config met the SLOs; this is the best goodput"
     console.print(f"chosen: trial {best.number} ({best.origin}) — goodput {best.score:.3f} req/s ({met})",
                   markup=False)  # fmt: skip
-    console.print("  " + " ".join(best.args), markup=False)
+    from llmdeck.util.shellquote import join
+
+    console.print("  " + join(best.args), markup=False)  # copy-pasteable: quoted for a shell
 
 
 def _write_html(results: list[BenchResult], files: list[Path], out: Path) -> None:

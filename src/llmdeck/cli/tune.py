@@ -220,7 +220,9 @@ def _print(result: Any, as_json: bool) -> None:
         console.print(
             f"{label}: trial {best.number} — goodput {best.score:.3f} req/s{rate} ({met}{many})", markup=False
         )
-        console.print("  " + " ".join(best.args), markup=False)
+        from llmdeck.util.shellquote import join
+
+        console.print("  " + join(best.args), markup=False)  # copy-pasteable: quoted for a shell
     for label, path in (
         ("spec", result.spec_file),
         ("trials", result.trials_file),
