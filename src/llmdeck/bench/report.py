@@ -15,12 +15,14 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def read_json_file(p: Path, hint: str) -> Any:
-    """A JSON file's content; ResultFileError (exit 2) when it is missing or not JSON."""
+    """A JSON file's content (gzipped or not); ResultFileError (exit 2) when it is missing or not JSON."""
+    from llmdeck.util.gz import InflateError, read_bytes
+
     if not p.is_file():
         raise ResultFileError(f"{p} does not exist or is not a file.", hint=hint)
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return json.loads(read_bytes(p).decode("utf-8"))
+    except (OSError, InflateError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ResultFileError(f"{p} is not a JSON file ({exc}).", hint=hint) from exc
 
 

@@ -28,7 +28,8 @@ def report(
         ...,
         metavar="RESULT",
         help="Result JSON(s) written by `llmdeck bench` or `llmdeck eval` (several: with --html, a "
-        "comparison), or a `llmdeck tune` folder (its trials.jsonl).",
+        "comparison), or a `llmdeck tune` folder (its trials.jsonl); gzipped files (.json.gz) read as "
+        "they are.",
     ),
     plot: Path | None = typer.Option(None, "--plot", help="Also draw TTFT/TPOT/throughput to a PNG."),
     against: list[Path] = typer.Option(
@@ -96,7 +97,7 @@ def _report(
     if any(is_eval_file(p) for p in result_files):
         _report_evals(result_files, plot, against, scenario, html, json_out)
         return
-    if any(p.is_dir() or p.suffix == ".jsonl" for p in result_files):
+    if any(_is_tune(p) for p in result_files):
         _report_tune(result_files, bool(plot or against or scenario), html, json_out)
         return
     if len(result_files) > 1 and html is None:
@@ -183,6 +184,13 @@ def _report_evals(
         from llmdeck.evals.render import render_result
 
         render_result(results[0], out_console())
+
+
+def _is_tune(p: Path) -> bool:
+    """A tune's folder or trials file (by name, or by its first line when gzipped or renamed)."""
+    from llmdeck.tune.trials import trials_path_of
+
+    return p.is_dir() or p.suffix == ".jsonl" or trials_path_of(p) is not None
 
 
 def _report_tune(files: list[Path], bench_options: bool, html: Path | None, json_out: bool) -> None:

@@ -40,9 +40,11 @@ def _first_error(exc: ValidationError) -> str:
 
 def read_trials(path: Path) -> tuple[TrialsHeader, list[TrialRecord]]:
     """The header and every whole trial; a torn last line (a crash mid-write) is dropped."""
+    from llmdeck.util.gz import InflateError, read_bytes
+
     try:
-        text = path.read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_bytes(path).decode("utf-8")  # gzipped or not
+    except (OSError, InflateError, UnicodeDecodeError) as exc:
         raise ResultFileError(
             f"Cannot read the trials file {path}: {exc}.", hint="Pick another --out."
         ) from exc
@@ -123,6 +125,14 @@ def open_out_dir(out: Path, header: TrialsHeader, *, resume: bool) -> tuple[Tria
             f"--out {out} is a file, not a folder.", hint="Give a folder for the tune's results."
         )
     if path.is_file():
+        from llmdeck.util.gz import is_gzip
+
+        if is_gzip(path):  # read_trials inflates it, but a trial appended to it would be lost
+            raise UsageError(
+                f"--out {out}: its {TRIALS_NAME} is gzipped; a tune appends to it.",
+                hint=f"Unpack it in place (zcat {TRIALS_NAME} > t && mv t {TRIALS_NAME}) to resume, or pick "
+                "another --out.",
+            )
         old, records = read_trials(path)
         if old.fingerprint != header.fingerprint and not records:  # nothing measured: nothing to lose
             write_header(path, header)

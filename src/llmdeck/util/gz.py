@@ -1,0 +1,51 @@
+"""Result files kept gzipped (evidence folders keep bench results as ``.json.gz``) read like plain ones:
+the gzip magic decides, not the name; a file that inflates past ``MAX_INFLATED`` is refused, so a gzip
+bomb handed to ``llmdeck report`` costs a bounded read, not the machine's memory."""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from pathlib import Path
+
+GZIP_MAGIC = b"\x1f\x8b"
+MAX_INFLATED = 2 << 30  # 2 GiB: a bench result with every request's ITL is tens of MB
+
+
+class InflateError(ValueError):
+    """A gzipped file that is corrupt, cut short, or inflates past the limit."""
+
+
+def is_gzip(path: Path) -> bool:
+    with Path(path).open("rb") as fh:
+        return fh.read(2) == GZIP_MAGIC
+
+
+def read_head(path: Path, n: int) -> bytes:
+    """The first ``n`` bytes of the file's content (inflated when it is gzipped)."""
+    with Path(path).open("rb") as fh:
+        head = fh.read(n)
+    if not head.startswith(GZIP_MAGIC):
+        return head
+    try:
+        with gzip.open(path, "rb") as gz:
+            return gz.read(n)
+    except (OSError, EOFError, zlib.error):
+        return b""
+
+
+def read_bytes(path: Path, limit: int = MAX_INFLATED) -> bytes:
+    """The file's content, inflated when it is gzipped. InflateError when that fails or passes ``limit``."""
+    p = Path(path)
+    if not is_gzip(p):
+        return p.read_bytes()
+    out = bytearray()
+    try:
+        with gzip.open(p, "rb") as gz:
+            while chunk := gz.read(1 << 20):
+                out += chunk
+                if len(out) > limit:
+                    raise InflateError(f"it inflates past {limit >> 20} MiB")
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InflateError(f"it is gzipped but cannot be inflated: {exc}") from exc
+    return bytes(out)
