@@ -38,6 +38,9 @@
 # interrupted tune resumes from its trials file (carry it back to /root/tune-agent and `start` again).
 #   bash evidence/tune/device_tune.sh confirm   # (if a lease is left) defaults vs seed 000 vs the
 #     winner, --repeat 3 each; `confirm defaults|seed000|tuned|report` one at a time.
+# Session 14: the machine was released twice while no call was in flight (30 s idle: a gap on the
+# caller's side), the second time after trial 1 — the `wait` calls must follow each other at once;
+# what was left measured the first move alone (evidence/tune/device_firstmove.sh, h200/s14/).
 # Session 13's lease (results: evidence/tune/h200/README.md): 4 trials in 22 minutes; vLLM's defaults
 # led; the lesson — on vLLM 0.22 the hybrid's defaults leave prefix caching off — is now the tune's
 # first move (llmdeck.tune.moves: defaults + prefix caching + whole-block chunks), the sampler's first
