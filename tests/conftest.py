@@ -14,11 +14,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+# A suite started in the background (`cmd &`, nohup) inherits SIGINT *ignored*, and every child then
+# ignores it too (an ignored signal survives exec): the Ctrl-C tests would see their CLI finish instead of
+# stop. A handler in this process resets to the default in each child at exec, as in a terminal.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT.parent / "shared" / "fixtures"
