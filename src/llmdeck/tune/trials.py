@@ -32,14 +32,9 @@ def _bad(path: Path, lineno: int, why: str) -> ResultFileError:
     )
 
 
-def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    where = ".".join(str(x) for x in err["loc"])
-    return f"{err['msg']}{f' at {where}' if where else ''}"
-
-
 def read_trials(path: Path) -> tuple[TrialsHeader, list[TrialRecord]]:
     """The header and every whole trial; a torn last line (a crash mid-write) is dropped."""
+    from llmdeck.bench.report import first_problem
     from llmdeck.util.gz import InflateError, read_bytes
 
     try:
@@ -69,7 +64,7 @@ def read_trials(path: Path) -> tuple[TrialsHeader, list[TrialRecord]]:
     try:
         header = TrialsHeader.model_validate(head)
     except ValidationError as exc:
-        raise _bad(path, 1, _first_error(exc)) from exc
+        raise _bad(path, 1, first_problem(exc)) from exc
     records: list[TrialRecord] = []
     for lineno, line in enumerate(lines[1:], 2):
         try:
@@ -80,7 +75,7 @@ def read_trials(path: Path) -> tuple[TrialsHeader, list[TrialRecord]]:
         except json.JSONDecodeError as exc:
             raise _bad(path, lineno, f"not JSON: {exc.msg}") from exc
         except ValidationError as exc:
-            raise _bad(path, lineno, _first_error(exc)) from exc
+            raise _bad(path, lineno, first_problem(exc)) from exc
     return header, records
 
 
@@ -127,7 +122,8 @@ def open_out_dir(out: Path, header: TrialsHeader, *, resume: bool) -> tuple[Tria
     if path.is_file():
         from llmdeck.util.gz import is_gzip
 
-        if is_gzip(path):  # read_trials inflates it, but a trial appended to it would be lost
+        # read_trials inflates it, but a plain line appended after the gzip stream makes it unreadable
+        if is_gzip(path):
             raise UsageError(
                 f"--out {out}: its {TRIALS_NAME} is gzipped; a tune appends to it.",
                 hint=f"Unpack it in place (zcat {TRIALS_NAME} > t && mv t {TRIALS_NAME}) to resume, or pick "
