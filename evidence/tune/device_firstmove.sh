@@ -13,16 +13,7 @@ OUT=${OUT:-/tmp/llmdeck-evidence}; mkdir -p "$OUT"
 DIR=/root/models/qwen3.6-35b-a3b-fp8
 export PYTHONPATH=src:/tmp/site PATH=/tmp/site/bin:$PATH COLUMNS=120 HF_HUB_OFFLINE=1 \
        VLLM_USE_FLASHINFER_SAMPLER=0 LLMDECK_STATE_DIR=/root/llmdeck-state
-if [ ! -f $DIR/config.json ]; then  # the FP8 release's shape, as device_tune.sh makes it
-  mkdir -p $DIR; cp /root/models/qwen3.6-35b-a3b/tokenizer*.json $DIR/
-  python3 - <<'PY'
-import json
-c = json.load(open("/root/models/qwen3.6-35b-a3b/config.json"))
-c["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
-                            "weight_block_size": [128, 128]}
-json.dump(c, open("/root/models/qwen3.6-35b-a3b-fp8/config.json", "w"), indent=2)
-PY
-fi
+bash evidence/tune/make_fp8_shape.sh  # the FP8 release's shape
 sed "s#/opt/torch/.venv/bin/python3#$(command -v python3)#" evidence/tune/spec-firstmove.json > /tmp/spec.json
 t0=$(date +%s)
 python3 -m llmdeck up --spec /tmp/spec.json --name firstmove --port 8010 --warmup --timeout 420 > "$OUT/up.txt" 2>&1 \

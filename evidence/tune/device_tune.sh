@@ -57,17 +57,7 @@ LOADOPTS=(--concurrency 16)
 [ "${LOAD:-fixed}" = rate ] && { TUNE=/root/tune-agent-rate; LOADOPTS=(--find-max-rate --rate-start 0.25 --rate-steps 6); }
 export PYTHONPATH=src:/tmp/site PATH=/tmp/site/bin:$PATH COLUMNS=120 HF_HUB_OFFLINE=1 \
        VLLM_USE_FLASHINFER_SAMPLER=0 LLMDECK_STATE_DIR=/root/llmdeck-state
-if [ ! -f /root/models/qwen3.6-35b-a3b-fp8/config.json ]; then  # the FP8 release's shape
-  mkdir -p /root/models/qwen3.6-35b-a3b-fp8
-  cp /root/models/qwen3.6-35b-a3b/tokenizer*.json /root/models/qwen3.6-35b-a3b-fp8/
-  python3 - <<'PY'
-import json
-c = json.load(open("/root/models/qwen3.6-35b-a3b/config.json"))
-c["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
-                            "weight_block_size": [128, 128]}
-json.dump(c, open("/root/models/qwen3.6-35b-a3b-fp8/config.json", "w"), indent=2)
-PY
-fi
+bash evidence/tune/make_fp8_shape.sh  # the FP8 release's shape
 BASE=(--load-format dummy --language-model-only --gdn-prefill-backend triton
       --enable-auto-tool-choice --tool-call-parser qwen3_coder --reasoning-parser qwen3)
 SEED000='--max-model-len 131072 --gpu-memory-utilization 0.85 --kv-cache-dtype fp8 --enable-prefix-caching --max-num-batched-tokens 4096 --max-num-seqs 8'
