@@ -624,3 +624,17 @@ def test_where_a_start_went_from_real_engine_logs() -> None:
     rec.startup_s, rec.bench_s, rec.start_phases = 333.4, 49.1, gpu
     html = render_tune_html(_header(_req("Qwen3-0.6B")), [rec], rec)
     assert "Where the time went" in html and "profiling + KV cache" in html and ">333<" in html
+
+
+def test_page_names_a_trial_by_what_it_changed_from_vllms_defaults() -> None:
+    """A sampler's trial sets every dimension; the page leads with the flags away from vLLM's own
+    values and names the rest, and a trial of only vLLM's values says so."""
+    from llmdeck.tune.report import _label
+
+    defaults = {"max-num-seqs": 1024, "enable-prefix-caching": False}
+    rec = _trial(2, {"max-num-seqs": 1024, "enable-prefix-caching": True}, 1.0)
+    assert _label(rec, defaults) == ("enable-prefix-caching=True", ["max-num-seqs"])
+    same = _trial(3, {"max-num-seqs": 1024}, 1.0)
+    assert _label(same, defaults) == ("vLLM's defaults, set explicitly", ["max-num-seqs"])
+    assert _label(_trial(1, {}, 1.0, origin="default"), defaults) == ("vLLM's defaults", [])
+    assert _label(rec, {}) == ("max-num-seqs=1024, enable-prefix-caching=True", [])

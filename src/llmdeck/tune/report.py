@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from llmdeck import __version__
 from llmdeck.bench.html import charts
 from llmdeck.bench.html.view import Chart
-from llmdeck.tune.models import NoiseDecision, TrialRecord, TrialsHeader
+from llmdeck.tune.models import NoiseDecision, ParamValue, TrialRecord, TrialsHeader
 from llmdeck.tune.outputs import Effect, what_mattered
 
 
@@ -22,8 +22,10 @@ class Row(BaseModel):
     origin: str
     status: str
     label: str
+    at_default: list[str] = []
     args: str
     goodput: float | None
+    goodput_runs: list[float] = []
     max_rate: float | None = None
     request_throughput: float | None
     output_throughput: float | None
@@ -54,10 +56,14 @@ def baseline_goodput(records: list[TrialRecord]) -> float | None:
     return None
 
 
-def _label(rec: TrialRecord) -> str:
+def _label(rec: TrialRecord, defaults: dict[str, ParamValue]) -> tuple[str, list[str]]:
+    """What the trial set away from vLLM's defaults, and the flags it set to vLLM's own value (a
+    sampler's trial names every dimension: the page says what it changed, not all it set)."""
     if rec.origin == "default":
-        return "vLLM's defaults"
-    return ", ".join(f"{k}={v}" for k, v in rec.params.items()) or "-"
+        return "vLLM's defaults", []
+    same = [k for k, v in rec.params.items() if k in defaults and str(v) == str(defaults[k])]
+    changed = ", ".join(f"{k}={v}" for k, v in rec.params.items() if k not in same)
+    return changed or "vLLM's defaults, set explicitly", same
 
 
 def rows(header: TrialsHeader, records: list[TrialRecord], best: TrialRecord | None) -> list[Row]:
@@ -72,6 +78,7 @@ def rows(header: TrialsHeader, records: list[TrialRecord], best: TrialRecord | N
     out = []
     for r in records:
         m = r.metrics
+        label, same = _label(r, header.defaults)
         vals = [
             f"{m.slo_values_ms[t.key]:.0f}" if m and m.slo_values_ms.get(t.key) is not None else "-"
             for t in header.request.slo
@@ -81,9 +88,11 @@ def rows(header: TrialsHeader, records: list[TrialRecord], best: TrialRecord | N
                 number=r.number,
                 origin=r.origin,
                 status=r.status,
-                label=_label(r),
+                label=label,
+                at_default=same,
                 args=" ".join(r.args + [f"{k}={v}" for k, v in r.env.items()]),
                 goodput=r.score if m else None,
+                goodput_runs=list(m.goodput_runs) if m else [],
                 max_rate=m.max_rate if m else None,
                 request_throughput=m.request_throughput if m else None,
                 output_throughput=m.output_throughput if m else None,
@@ -110,12 +119,21 @@ def start_table(records: list[TrialRecord]) -> tuple[list[str], list[TrialRecord
 
 
 def goodput_chart(rs: list[Row]) -> str:
+    """The median goodput per trial as a bar; with --repeat, each run a dot and the min..max a whisker,
+    so configs whose runs do not overlap show apart."""
     with charts.figure(5.6, 2.8) as (fig, axes):
         ax = axes[0][0]
         xs = [r.number for r in rs]
         colors = [charts.COLORS[2] if r.meets else "#adb5bd" for r in rs]
-        ax.bar(xs, [r.goodput or 0.0 for r in rs], color=colors)
-        ax.set_xlabel("trial (green: meets every SLO)")
+        heights = [r.goodput or 0.0 for r in rs]
+        ax.bar(xs, heights, color=colors)
+        pairs = zip(xs, heights, rs, strict=True)
+        multi = [(x, h, r.goodput_runs) for x, h, r in pairs if len(r.goodput_runs) > 1]
+        for x, h, runs in multi:
+            ax.errorbar([x], [h], yerr=[[h - min(runs)], [max(runs) - h]], color="#343a40", capsize=4, lw=1)
+            ax.plot([x] * len(runs), runs, ls="none", marker="o", ms=3, color="#343a40")
+        runs_note = "; dots: each run, whisker: min..max" if multi else ""
+        ax.set_xlabel(f"trial (green: meets every SLO{runs_note})")
         ax.set_ylabel("goodput, requests/s")
         ax.set_xticks(xs)
         return charts.to_svg(fig, "goodput per trial")
