@@ -196,3 +196,69 @@ def test_plan_predicts_the_first_moves_kv_cache_as_vllm_sized_it(capsys: pytest.
     mem = json.loads(out)["memory"]
     assert code == 0 and mem["layout"]["block_size"] == 1056
     assert abs(mem["capacity"]["kv_cache_tokens"] / 2_366_134 - 1) < 0.02
+
+
+S15 = H200 / "s15"
+
+
+def test_session_15_one_run_tuned_beats_defaults_and_seed000_with_runs_apart() -> None:
+    """#24's acceptance, in one tune run on one machine (s15/): vLLM's defaults, seed 000 and the tune's
+    first move, three runs each; goodput recomputed per request from the kept bench files."""
+    from llmdeck.tune.trials import read_trials
+
+    header, recs = read_trials(S15 / "trials.jsonl")
+    assert [(r.origin, r.status, r.metrics.runs) for r in recs] == [  # type: ignore[union-attr]
+        ("default", "ok", 3), ("given", "ok", 3), ("search", "ok", 3)
+    ]  # fmt: skip
+    runs = {r.number: _vllm_goodput_runs(S15 / "bench" / f"trial-{r.number:03d}.json.gz") for r in recs}
+    for r in recs:
+        assert np.allclose(runs[r.number], r.metrics.goodput_runs, rtol=1e-9)  # type: ignore[union-attr]
+    score = {r.number: r.score for r in recs}
+    assert round(score[3] / score[1], 2) == 1.66 and round(score[3] / score[2], 1) == 21.4
+    assert min(runs[3]) > max(runs[1]) > max(runs[2])  # apart, not just better medians
+    assert [r.meets_slo for r in recs] == [False, False, True]
+    # one run: one trials file, one machine, the three trials back to back within 20 minutes
+    assert len({r.started_at for r in recs}) == 3
+    span = (recs[2].started_at - recs[0].started_at).total_seconds()
+    assert 0 < span < 20 * 60 and header.created_at <= recs[0].started_at
+    assert header.environment["host"]["gpus"] == ["NVIDIA H200"]
+    assert header.environment["packages"]["vllm"] == "0.22.0"
+    assert recs[2].params == {
+        "max-num-seqs": 1024, "max-num-batched-tokens": 8448, "enable-prefix-caching": True,
+        "gpu-memory-utilization": 0.92, "async-scheduling": True, "kv-cache-dtype": "auto",
+        "max-cudagraph-capture-size": "default",
+    }  # fmt: skip
+
+
+def test_session_15_spec_logs_and_tune_json_agree() -> None:
+    spec = json.loads((S15 / "spec.json").read_text())
+    trial3 = json.loads((S15 / "trials.jsonl").read_text().splitlines()[3])
+    assert spec["vllm_args"] == trial3["args"]
+    assert spec["env"] == {"TRITON_CACHE_AUTOTUNING": "1", "VLLM_USE_DEEP_GEMM": "0"}
+    tune = json.loads((S15 / "tune.json").read_text())
+    assert tune["best"]["number"] == 3 and tune["stopped_by"] == "budget"
+    assert tune["noise"]["within_noise"] is False
+    logs = {n: (S15 / "logs" / f"trial-{n:03d}.log").read_text() for n in (1, 2, 3)}
+    assert "enable_prefix_caching=False" in logs[1] and "enable_prefix_caching=True" in logs[3]
+    hits = [float(x) for x in re.findall(r"Prefix cache hit rate: ([0-9.]+)%", logs[3])]
+    assert max(hits) > 60
+    kv = {n: re.search(r"GPU KV cache size: ([0-9,]+) tokens", log).group(1) for n, log in logs.items()}  # type: ignore[union-attr]
+    assert kv == {1: "3,011,444", 2: "7,983,994", 3: "2,366,134"}  # trial 3: as session 14's, plan 1.012
+    for log in logs.values():
+        assert "CutlassFp8BlockScaledMMKernel" in log and "Using TRITON Fp8 MoE backend" in log
+
+
+def test_session_15_page_shows_each_run_and_what_the_tune_changed(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The page people look at: per-run goodputs side by side, and the winner named by what it changed
+    from vLLM's defaults (the sampler sets every dimension; four of seven are vLLM's own values)."""
+    code, out, _ = run_cli(["report", str(S15)], capsys)
+    assert code == 0 and "chosen: trial 3 (search)" in out
+    code, _, _ = run_cli(["report", str(S15), "--html", str(tmp_path / "t.html")], capsys)
+    page = (tmp_path / "t.html").read_text()
+    assert code == 0
+    assert "4.63 · 3.77 · 3.83" in page and "6.35 · 6.47 · 6.01" in page
+    assert "max-num-batched-tokens=8448, enable-prefix-caching=True<br>" in page
+    assert "at vLLM's defaults: max-num-seqs, gpu-memory-utilization" in page
+    assert "whisker: min..max" in page

@@ -38,6 +38,8 @@
 # interrupted tune resumes from its trials file (carry it back to /root/tune-agent and `start` again).
 #   bash evidence/tune/device_tune.sh confirm   # (if a lease is left) defaults vs seed 000 vs the
 #     winner, --repeat 3 each; `confirm defaults|seed000|tuned|report` one at a time.
+# Session 15 (h200/s15/): TUNE_MIN=22, start + 2 wait calls back to back: defaults, seed 000 and the first
+# move in one run, 3 runs each, 21.5 min held in all (staging included).
 # Session 14: the machine was released twice while no call was in flight (30 s idle: a gap on the
 # caller's side), the second time after trial 1 — the `wait` calls must follow each other at once;
 # what was left measured the first move alone (evidence/tune/device_firstmove.sh, h200/s14/).
