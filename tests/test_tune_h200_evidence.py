@@ -130,10 +130,12 @@ def test_report_quotes_a_hostile_flag_for_the_shell(
     lines = (H200 / "trials.jsonl").read_text().splitlines()
     trial = json.loads(lines[1])
     trial["args"] += ["--served-model-name", "$(touch /tmp/pwned)\x1b[31m"]
+    trial["origin"], trial["params"] = "search", {"max-num-seqs": "8\x1b]0;title\x07"}  # printed too
     (tmp_path / "trials.jsonl").write_text(lines[0] + "\n" + json.dumps(trial) + "\n")
     code, out, _ = run_cli(["report", str(tmp_path)], capsys)
-    assert code == 0 and "\x1b" not in out
+    assert code == 0 and "\x1b" not in out and "\x07" not in out
     assert "'$(touch /tmp/pwned)" in out or "$'$(touch /tmp/pwned)" in out
+    assert "max-num-seqs=8\\x1b]0;title\\x07" in out  # shown as data
 
 
 S14 = H200 / "s14"
@@ -255,6 +257,8 @@ def test_session_15_page_shows_each_run_and_what_the_tune_changed(
     from vLLM's defaults (the sampler sets every dimension; four of seven are vLLM's own values)."""
     code, out, _ = run_cli(["report", str(S15)], capsys)
     assert code == 0 and "chosen: trial 3 (search)" in out
+    assert "4.63 3.77 3.83" in out and "6.35 6.47 6.01" in out  # the terminal's trials table
+    assert "  3: max-num-batched-tokens=8448, enable-prefix-caching=True (at vLLM's defaults:" in out
     code, _, _ = run_cli(["report", str(S15), "--html", str(tmp_path / "t.html")], capsys)
     page = (tmp_path / "t.html").read_text()
     assert code == 0

@@ -12,8 +12,10 @@ from rich.markup import escape
 from llmdeck.cli.output import JSON_OPTION, err_console, out_console, print_json
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from llmdeck.bench.models import BenchResult
-    from llmdeck.tune.models import TuneReport
+    from llmdeck.tune.models import TrialsHeader, TuneReport
 
 HTML_HELP = (
     "Write one self-contained HTML page (no scripts, nothing from the network): per scenario the "
@@ -228,13 +230,45 @@ def _report_tune(files: list[Path], bench_options: bool, html: Path | None, json
     if json_out:
         print_json(report)
     elif html is None:
-        _print_tune(report)
+        _print_tune(report, header)
 
 
-def _print_tune(report: TuneReport) -> None:
+def _trials_table(header: TrialsHeader, report: TuneReport) -> tuple[Table, list[str]]:
+    """Every trial, as the page's table (goodput with each run, SLO figures), and a line a trial of
+    what it changed from vLLM's defaults (configs are long: below the table, not in a column)."""
+    from rich.table import Table
+
+    from llmdeck.tune.report import rows
+
+    t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
+    for name in ("#", "origin", "goodput req/s", "runs", "× defaults"):
+        t.add_column(name, justify="left" if name in ("origin", "runs") else "right", no_wrap=True)
+    for slo in header.request.slo:
+        t.add_column(f"{slo.label()} ms", justify="right")
+    t.add_column("SLOs")
+    configs = []
+    for r in rows(header, report.trials, report.best):
+        runs = " ".join(f"{g:.2f}" for g in r.goodput_runs) if len(r.goodput_runs) > 1 else ""
+        state = ("meets" if r.meets else "misses") if r.status == "ok" else r.status
+        t.add_row(
+            f"{r.number}{' *' if r.best else ''}", r.origin,
+            f"{r.goodput:.3f}" if r.goodput is not None else "-", runs,
+            f"{r.vs_default:.2f}" if r.vs_default is not None else "-", *r.slo_values, state,
+        )  # fmt: skip
+        same = f" (at vLLM's defaults: {', '.join(r.at_default)})" if r.at_default else ""
+        configs.append(f"  {r.number}: {r.label}{same}")
+    return t, configs
+
+
+def _print_tune(report: TuneReport, header: TrialsHeader) -> None:
     console, best = out_console(), report.best
     ok = sum(1 for t in report.trials if t.status == "ok")
     console.print(f"{report.trials_file}: {len(report.trials)} trial(s), {ok} measured.", markup=False)
+    if report.trials:
+        table, configs = _trials_table(header, report)
+        console.print(table)
+        for line in configs:
+            console.print(line, markup=False, highlight=False)
     if report.noise is not None:
         console.print(report.noise.message, markup=False)
     if best is None:
