@@ -12,6 +12,7 @@ import httpx
 
 from llmdeck.checks.report import Exchange
 from llmdeck.errors import EndpointError
+from llmdeck.util.http import JSON_CAP, STREAM_CAP, capped_chunks, capped_lines, raise_for_redirect
 
 TRIM = 600
 
@@ -141,7 +142,8 @@ class Http:
         limit = self._limit(timeout)
         try:
             with self._open(method, path, body, api_key, limit) as resp:
-                raw = b"".join(_chunks(resp, t0 + limit))
+                raise_for_redirect(resp, self.base_url + path)
+                raw = b"".join(capped_chunks(_chunks(resp, t0 + limit), self.base_url + path, cap=JSON_CAP))
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise self._unreachable(exc) from exc
         seconds = round(time.monotonic() - t0, 3)
@@ -170,8 +172,11 @@ class Http:
         done = False
         try:
             with self._open("POST", path, body, True, limit) as resp:
+                url = self.base_url + path
+                raise_for_redirect(resp, url)
                 if resp.status_code >= 300:
-                    text = b"".join(_chunks(resp, t0 + limit)).decode("utf-8", "replace")
+                    raw = b"".join(capped_chunks(_chunks(resp, t0 + limit), url, cap=JSON_CAP))
+                    text = raw.decode("utf-8", "replace")
                     ex = Exchange(
                         method="POST",
                         path=path,
@@ -181,7 +186,8 @@ class Http:
                         seconds=round(time.monotonic() - t0, 3),
                     )
                     return Reply(status_code=resp.status_code, text=text, exchange=ex, data=_loads(text))
-                done = _read_sse(_lines(_chunks(resp, t0 + limit)), chunks, raw_lines)
+                body_chunks = capped_chunks(_chunks(resp, t0 + limit), url, cap=STREAM_CAP)
+                done = _read_sse(_lines(body_chunks, url), chunks, raw_lines)
                 status = resp.status_code
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise self._unreachable(exc) from exc
@@ -233,12 +239,6 @@ def _chunks(resp: httpx.Response, until: float) -> Iterator[bytes]:
             raise httpx.ReadTimeout("the reply did not finish within the request's time limit")
 
 
-def _lines(chunks: Iterator[bytes]) -> Iterator[str]:
-    pending = b""
-    for chunk in chunks:
-        pending += chunk
-        *lines, pending = pending.split(b"\n")
-        for line in lines:
-            yield line.rstrip(b"\r").decode("utf-8", "replace")
-    if pending:
-        yield pending.decode("utf-8", "replace")
+def _lines(chunks: Iterator[bytes], url: str) -> Iterator[str]:
+    for line in capped_lines(chunks, url):
+        yield line.rstrip(b"\r").decode("utf-8", "replace")

@@ -34,8 +34,8 @@ def fetch(
         30.0,
         "--timeout",
         callback=positive_seconds,
-        help="Limit (s) for the hub's first answer about the repo: a silent or trickling endpoint "
-        "is reported as not answering after it.",
+        help="Limit (s) for each answer of the hub's API about the repo (not for the files): a silent "
+        "or trickling endpoint is reported as not answering after it.",
     ),
     json_out: bool = JSON_OPTION,
 ) -> None:

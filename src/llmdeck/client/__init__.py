@@ -10,7 +10,8 @@ Public API (keep it small):
 * errors (all ``llmdeck.errors.EndpointError``): :class:`ServerUnreachableError`,
   :class:`HTTPStatusError` (``.status``, ``.body``), :class:`MalformedStreamError`,
   :class:`StreamErrorEvent`, :class:`StreamTimeoutError` (``.which``),
-  :class:`ConnectionDroppedError`; each has ``.kind`` and ``.partial``.
+  :class:`ConnectionDroppedError`, :class:`ResponseTooLargeError` (an endless body or stream line),
+  :class:`RedirectedError`; each has ``.kind`` and ``.partial``.
 """
 
 from llmdeck.client.errors import (
@@ -18,6 +19,8 @@ from llmdeck.client.errors import (
     ConnectionDroppedError,
     HTTPStatusError,
     MalformedStreamError,
+    RedirectedError,
+    ResponseTooLargeError,
     ServerUnreachableError,
     StreamErrorEvent,
     StreamTimeoutError,
@@ -31,6 +34,8 @@ __all__ = [
     "HTTPStatusError",
     "MalformedStreamError",
     "OpenAIClient",
+    "RedirectedError",
+    "ResponseTooLargeError",
     "ServerUnreachableError",
     "StreamErrorEvent",
     "StreamResult",

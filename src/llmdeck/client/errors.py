@@ -89,6 +89,18 @@ class StreamTimeoutError(ClientEndpointError):
         self.which = which
 
 
+class ResponseTooLargeError(ClientEndpointError):
+    """The server sent more than the cap: an endless body, or one endless line of a stream."""
+
+    kind = "too_large"
+
+
+class RedirectedError(ClientEndpointError):
+    """The server answered with a redirect (the client follows none)."""
+
+    kind = "redirect"
+
+
 class ConnectionDroppedError(ClientEndpointError):
     """The connection closed before the stream ended (no ``[DONE]``, incomplete body)."""
 

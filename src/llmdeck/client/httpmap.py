@@ -10,10 +10,13 @@ import httpx
 from llmdeck.client.errors import (
     ClientEndpointError,
     ConnectionDroppedError,
+    RedirectedError,
+    ResponseTooLargeError,
     ServerUnreachableError,
     StreamTimeoutError,
 )
 from llmdeck.client.types import StreamResult
+from llmdeck.util.http import BodyTooLarge, Redirected
 
 _HINT_UNREACHABLE = "Check that the server is running (`llmdeck status`) and that the URL and port are right."
 
@@ -27,6 +30,10 @@ def _map_httpx_errors(url: str, partial: StreamResult | None = None) -> Iterator
     """Turn httpx's exceptions into the client's typed errors."""
     try:
         yield
+    except BodyTooLarge as exc:
+        raise ResponseTooLargeError(exc.message, hint=exc.hint, url=url, partial=partial) from exc
+    except Redirected as exc:
+        raise RedirectedError(exc.message, hint=exc.hint, url=url, partial=partial) from exc
     except httpx.ConnectTimeout as exc:
         raise StreamTimeoutError(
             f"Connecting to {url} timed out.", which="connect", url=url, hint=_HINT_UNREACHABLE

@@ -22,7 +22,6 @@ import httpx
 
 from llmdeck.client.errors import (
     ClientEndpointError,
-    ConnectionDroppedError,
     MalformedStreamError,
     StreamErrorEvent,
     StreamTimeoutError,
@@ -31,60 +30,20 @@ from llmdeck.client.errors import (
     not_answering,
 )
 from llmdeck.client.httpmap import _headers, _map_httpx_errors
+from llmdeck.client.replies import check_complete, merge_tool_calls, raise_for_status
 from llmdeck.client.sync import get_models, health, server_version
 from llmdeck.client.transport import LeanTransport
 from llmdeck.client.types import StreamResult, Timeouts
+from llmdeck.util.http import (
+    JSON_CAP,
+    METRICS_CAP,
+    SSE_LINE_CAP,
+    BodyTooLarge,
+    aread_capped,
+    raise_for_redirect,
+)
 
 __all__ = ["OpenAIClient", "get_models", "health", "server_version"]
-
-
-def _merge_tool_calls(tools: dict[int, dict[str, Any]], deltas: list[dict[str, Any]]) -> None:
-    """Accumulate streamed tool-call deltas by ``index`` (name once, arguments concatenated)."""
-    for d in deltas:
-        idx = int(d.get("index", 0))
-        cur = tools.get(idx)
-        fn = d.get("function") or {}
-        if cur is None:
-            cur = tools[idx] = {
-                "id": d.get("id"),
-                "type": d.get("type", "function"),
-                "function": {"name": fn.get("name") or "", "arguments": ""},
-            }
-        elif d.get("id") and not cur.get("id"):
-            cur["id"] = d["id"]
-        if fn.get("name") and not cur["function"]["name"]:
-            cur["function"]["name"] = fn["name"]
-        if fn.get("arguments"):
-            cur["function"]["arguments"] += fn["arguments"]
-
-
-async def _raise_for_status(resp: httpx.Response, url: str) -> None:
-    if resp.status_code != 200:
-        body = (await resp.aread())[:4000].decode("utf-8", "replace")
-        raise http_status_error(
-            url,
-            resp.status_code,
-            body,
-            hint="Check the model name, the request size against max_model_len, and the server log.",
-        )
-
-
-def _check_complete(res: StreamResult, url: str) -> None:
-    """A stream that ended without a finish or without output is an error, with what it got."""
-    times = res.chunk_times
-    if not res.done and res.finish_reason is None:
-        raise ConnectionDroppedError(
-            f"The stream from {url} ended before it was complete (no finish_reason, no [DONE]).",
-            url=url,
-            partial=res,
-            hint="The server may have crashed or closed the connection; check its log.",
-        )
-    if not times:
-        raise MalformedStreamError(
-            f"The stream from {url} finished without any generated output chunk.",
-            url=url,
-            partial=res,
-        )
 
 
 class OpenAIClient:
@@ -206,7 +165,7 @@ class OpenAIClient:
         reasoning_parts: list[str] = []
         tools: dict[int, dict[str, Any]] = {}
         async with self._stream_http.stream("POST", path, json=payload) as resp:
-            await _raise_for_status(resp, url)
+            await raise_for_status(resp, url)
             pending = b""
             data: list[bytes] = []
             event = self._event
@@ -221,6 +180,8 @@ class OpenAIClient:
                     continue
                 lines = raw.split(b"\n")
                 pending = lines.pop()
+                if len(pending) > SSE_LINE_CAP:  # one endless line: nothing to parse, ever
+                    raise BodyTooLarge(url, SSE_LINE_CAP, line=True)
                 for line in lines:
                     if line[-1:] == b"\r":
                         line = line[:-1]
@@ -242,7 +203,7 @@ class OpenAIClient:
         res.text = "".join(text_parts)
         res.reasoning = "".join(reasoning_parts)
         res.tool_calls = [tools[i] for i in sorted(tools)]
-        _check_complete(res, url)
+        check_complete(res, url)
 
     @staticmethod
     def _event(
@@ -273,7 +234,7 @@ class OpenAIClient:
                     if reasoning:
                         reasoning_parts.append(reasoning)
                     if tc:
-                        _merge_tool_calls(tools, tc)
+                        merge_tool_calls(tools, tc)
                     if content or reasoning or tc or "role" not in delta:
                         times.append(now)
                 else:
@@ -312,17 +273,19 @@ class OpenAIClient:
         limit = self.timeouts.probe if limit is None else limit
         try:
             with _map_httpx_errors(url):
-                async with asyncio.timeout(limit):
-                    resp = await self._http.request(method, path, json=body)
+                async with asyncio.timeout(limit), self._http.stream(method, path, json=body) as resp:
+                    raise_for_redirect(resp, url)
+                    status = resp.status_code
+                    text = (await aread_capped(resp, url, cap=JSON_CAP)).decode("utf-8", "replace")
         except TimeoutError as exc:
             raise not_answering(url, limit) from exc
-        if resp.status_code >= 400:
-            raise http_status_error(url, resp.status_code, resp.text)
+        if status >= 400:
+            raise http_status_error(url, status, text)
         try:
-            return resp.json()
+            return json.loads(text)
         except ValueError as exc:
             raise MalformedStreamError(
-                f"{url} did not answer JSON: {resp.text[:200]!r}",
+                f"{url} did not answer JSON: {text[:200]!r}",
                 url=url,
                 hint="Check that the URL points at an OpenAI-compatible server (e.g. vLLM).",
             ) from exc
@@ -382,10 +345,13 @@ class OpenAIClient:
         url = self.base_url + "/metrics"
         try:
             with _map_httpx_errors(url):  # the lean transport: parsing a 100 KB page costs little
-                async with asyncio.timeout(self.timeouts.probe):
-                    resp = await self._stream_http.get("/metrics")
+                async with (
+                    asyncio.timeout(self.timeouts.probe),
+                    self._stream_http.stream("GET", "/metrics") as resp,
+                ):
+                    if resp.status_code != 200:
+                        return None
+                    body = await aread_capped(resp, url, cap=METRICS_CAP)
         except TimeoutError as exc:
             raise not_answering(url, self.timeouts.probe) from exc
-        if resp.status_code != 200:
-            return None
-        return resp.text
+        return body.decode(resp.encoding or "utf-8", "replace")

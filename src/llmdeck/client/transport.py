@@ -17,6 +17,9 @@ from typing import Any
 
 import httpx
 
+_HEAD_CAP = 64 << 10  # status line and headers
+_LINE_CAP = 64 << 10  # a chunk-size line, the trailer
+
 
 class _Conn(asyncio.Protocol):
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -116,24 +119,21 @@ class _Body(httpx.AsyncByteStream):
         buf = conn.buf
         if self.chunked:
             while True:
-                i = buf.find(b"\r\n")
-                if i < 0:
-                    await self._more()
-                    continue
-                size = int(bytes(buf[:i]).split(b";", 1)[0].strip() or b"0", 16)
+                size = await self._chunk_size()
                 if size == 0:
-                    end = buf.find(b"\r\n\r\n", i)
-                    while end < 0:
-                        await self._more()
-                        end = buf.find(b"\r\n\r\n", i)
-                    del buf[: end + 4]
+                    await self._trailer()
                     break
-                need = i + 2 + size + 2
-                while len(buf) < need:
+                while size > 0:  # a chunk's bytes as they come: a huge declared size is never buffered
+                    if not buf:
+                        await self._more()
+                        continue
+                    data = bytes(buf[:size])
+                    del buf[: len(data)]
+                    size -= len(data)
+                    yield data
+                while len(buf) < 2:
                     await self._more()
-                data = bytes(buf[i + 2 : i + 2 + size])
-                del buf[:need]
-                yield data
+                del buf[:2]
         elif self.remaining is not None:
             while self.remaining > 0:
                 if not buf:
@@ -154,6 +154,30 @@ class _Body(httpx.AsyncByteStream):
                     break
                 await conn.wait()
         self.done = True
+
+    async def _chunk_size(self) -> int:
+        buf = self.conn.buf
+        while (i := buf.find(b"\r\n")) < 0:
+            if len(buf) > _LINE_CAP:
+                raise httpx.RemoteProtocolError("a chunk-size line longer than 64 KiB")
+            await self._more()
+        try:
+            size = int(bytes(buf[:i]).split(b";", 1)[0].strip() or b"0", 16)
+        except ValueError as exc:
+            raise httpx.RemoteProtocolError(f"bad chunk size {bytes(buf[:i])[:40]!r}") from exc
+        del buf[: i + 2]
+        return size
+
+    async def _trailer(self) -> None:
+        buf = self.conn.buf
+        while True:  # the trailer: header lines, then an empty one
+            while (i := buf.find(b"\r\n")) < 0:
+                if len(buf) > _LINE_CAP:
+                    raise httpx.RemoteProtocolError("a chunked trailer longer than 64 KiB")
+                await self._more()
+            del buf[: i + 2]
+            if i == 0:
+                return
 
     async def _more(self) -> None:
         if self.conn.eof:
@@ -248,6 +272,10 @@ class LeanTransport(httpx.AsyncBaseTransport):
             i = conn.buf.find(b"\r\n\r\n")
             if i >= 0:
                 break
+            if len(conn.buf) > _HEAD_CAP:
+                raise httpx.RemoteProtocolError(
+                    "the response head is longer than 64 KiB (not an HTTP server?)"
+                )
             if conn.eof:
                 raise httpx.RemoteProtocolError("server disconnected without sending a response")
             await conn.wait()

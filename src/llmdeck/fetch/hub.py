@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from llmdeck import __version__
 from llmdeck.errors import DownloadError, LlmdeckError, MissingDependencyError, UsageError
 from llmdeck.fetch.verify import VerifyReport, verify_model_files
+from llmdeck.util.http import BodyTooLarge, NotAnswering
 
 FETCH_RESULT_SCHEMA_VERSION = 1
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -42,6 +43,7 @@ CONFIG_ONLY_PATTERNS: tuple[str, ...] = (
     "chat_template.json",
     "*.safetensors.index.json",
 )
+_ENDPOINT_HINT = "Check --endpoint (or HF_ENDPOINT): it should be the hub or a mirror. "
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
@@ -98,13 +100,16 @@ def validate_repo_id(repo_id: str) -> str:
 
 
 def validate_endpoint(endpoint: str) -> str:
+    """The hub endpoint without a trailing ``/``; UsageError (exit 2) unless it is a usable http(s) URL."""
+    from llmdeck.util.net import parse_http_url
+
     value = endpoint.strip().rstrip("/")
-    if not re.match(r"^https?://[^/\s]+", value):
+    if not re.match(r"^https?://", value):
         raise UsageError(
             f"--endpoint {endpoint!r} is not an http(s) URL.",
             hint="Give an http(s) URL, for example --endpoint https://hf-mirror.com",
         )
-    return value
+    return parse_http_url(value, what="--endpoint", example="--endpoint https://hf-mirror.com")
 
 
 def environment_warnings(env: Mapping[str, str] | None = None) -> list[str]:
@@ -190,11 +195,14 @@ def map_hub_error(exc: BaseException, repo_id: str, endpoint: str, revision: str
 def _hub_sizes(endpoint: str, repo_id: str, revision: str | None) -> dict[str, int] | None:
     """File sizes from the hub's metadata, or None if they cannot be had."""
     try:
-        from huggingface_hub import HfApi
+        import huggingface_hub
 
-        info = HfApi(endpoint=endpoint).model_info(
-            repo_id, revision=revision, files_metadata=True, timeout=30
-        )
+        from llmdeck.fetch.hubcap import capped_hub_client
+
+        with capped_hub_client(huggingface_hub, config_only=False):
+            info = huggingface_hub.HfApi(endpoint=endpoint).model_info(
+                repo_id, revision=revision, files_metadata=True, timeout=30
+            )
     except Exception:
         return None
     sizes = {s.rfilename: int(s.size) for s in (info.siblings or []) if s.size is not None}
@@ -205,16 +213,23 @@ def check_answers(endpoint: str, repo_id: str, revision: str | None, limit: floa
     """Ask the hub about the repo first, bounded as a whole: a silent or trickling endpoint is a
     DownloadError (exit 1) after ``limit`` s, where huggingface_hub would wait without end. Any
     answer (even 401/404) is fine here: snapshot_download then says what it means."""
-    from llmdeck.util.http import NotAnswering, bounded_get
+    from llmdeck.fetch.hubcap import HUB_JSON_CAP, HUB_WHAT
+    from llmdeck.util.http import Redirected, bounded_get
 
     url = f"{endpoint}/api/models/{repo_id}/revision/{revision or 'main'}"
     token = os.environ.get("HF_TOKEN")
-    try:
-        bounded_get(url, limit=limit, headers={"Authorization": f"Bearer {token}"} if token else None)
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    try:  # capped: an endless answer here is what snapshot_download would read into memory
+        bounded_get(url, limit=limit, headers=headers, cap=HUB_JSON_CAP, what=HUB_WHAT)
     except NotAnswering as exc:
         raise DownloadError(
             f"{endpoint} is not answering: no complete reply about {repo_id} within {limit:g} s.",
             hint="Check the network and the endpoint, or raise --timeout if it is just slow. " + MIRROR_HINT,
+        ) from exc
+    except (BodyTooLarge, Redirected) as exc:
+        raise DownloadError(
+            exc.message,
+            hint="Check --endpoint (or HF_ENDPOINT): it should be the hub or a mirror. " + MIRROR_HINT,
         ) from exc
     except Exception:  # unreachable, TLS, ...: snapshot_download reports those with its own words
         return
@@ -241,16 +256,33 @@ def _patterns(config_only: bool, include: list[str] | None) -> list[str] | None:
 
 
 def _download(
-    hub: Any, repo_id: str, revision: str | None, target: Path, patterns: list[str] | None, endpoint: str
+    hub: Any,
+    repo_id: str,
+    revision: str | None,
+    target: Path,
+    patterns: list[str] | None,
+    endpoint: str,
+    api_limit: float,
 ) -> None:
+    from llmdeck.fetch.hubcap import capped_hub_client
+
+    config_only = patterns == list(CONFIG_ONLY_PATTERNS)
     try:
-        hub.snapshot_download(
-            repo_id,
-            revision=revision,
-            local_dir=str(target),
-            allow_patterns=patterns,
-            endpoint=endpoint,
-        )
+        with capped_hub_client(hub, config_only=config_only, api_limit=api_limit):
+            hub.snapshot_download(
+                repo_id,
+                revision=revision,
+                local_dir=str(target),
+                allow_patterns=patterns,
+                endpoint=endpoint,
+            )
+    except BodyTooLarge as exc:
+        raise DownloadError(exc.message, hint=_ENDPOINT_HINT + MIRROR_HINT) from exc
+    except NotAnswering as exc:
+        raise DownloadError(
+            f"{endpoint} is not answering: no complete reply to {exc} within {api_limit:g} s.",
+            hint="Check the network and the endpoint, or raise --timeout if it is just slow. " + MIRROR_HINT,
+        ) from exc
     except LlmdeckError:
         raise
     except KeyboardInterrupt:
@@ -322,7 +354,7 @@ def fetch_model(
         if on_wait:
             on_wait(f"asking {effective_endpoint} about {repo_id} (up to {answer_timeout_s:g} s)")
         check_answers(effective_endpoint, repo_id, revision, answer_timeout_s)
-    _download(huggingface_hub, repo_id, revision, target, patterns, effective_endpoint)
+    _download(huggingface_hub, repo_id, revision, target, patterns, effective_endpoint, answer_timeout_s)
 
     sizes = _hub_sizes(effective_endpoint, repo_id, revision)
     report = _verify(target, repo_id, sizes, require_shards=not config_only and not include)

@@ -89,6 +89,8 @@ class UsageSniffer:
             return
         events = data.split(b"\n\n")
         self._tail = events.pop()
+        if len(self._tail) > self.MAX_BODY:  # one endless event: keep only what could start the next one
+            self._tail = self._tail[-4096:]
         for event in events:
             if b'"usage"' in event and event.startswith(b"data:"):
                 self._take(event[5:])

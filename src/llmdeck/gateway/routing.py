@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from typing import Any
 import httpx
 
 from llmdeck.gateway.config import LoadedConfig, ResolvedBackend, ResolvedRoute
+from llmdeck.util.http import JSON_CAP, BodyTooLarge, aread_capped
 
 log = logging.getLogger("llmdeck.gateway")
 
@@ -109,11 +111,15 @@ class Router:
 
     async def probe(self, client: httpx.AsyncClient, state: BackendState, timeout_s: float) -> None:
         headers = {"Authorization": f"Bearer {state.backend.api_key}"} if state.backend.api_key else {}
-        try:
-            resp = await client.get(f"{state.url}/v1/models", headers=headers, timeout=timeout_s)
-            resp.raise_for_status()
-            models = resp.json().get("data") or []
-        except (httpx.HTTPError, ValueError, AttributeError) as exc:
+        url = f"{state.url}/v1/models"
+        try:  # bounded as a whole, and capped: a trickling or endless backend cannot hold the gateway
+            async with (
+                asyncio.timeout(timeout_s),
+                client.stream("GET", url, headers=headers, timeout=timeout_s) as resp,
+            ):
+                resp.raise_for_status()
+                models = json.loads(await aread_capped(resp, url, cap=JSON_CAP)).get("data") or []
+        except (httpx.HTTPError, ValueError, AttributeError, TimeoutError, BodyTooLarge) as exc:
             state.probe_failures += 1
             if state.probe_failures >= 2 or not state.healthy:  # one slow probe on a busy box is not "down"
                 state.mark_down(f"health probe: {type(exc).__name__}")

@@ -48,11 +48,11 @@ def probe_state(record: ServerRecord) -> ServerState:
         return "dead"
     if who == "other":
         return "stale"
-    from llmdeck.util.http import NotAnswering, bounded_get
+    from llmdeck.util.http import BodyTooLarge, NotAnswering, Redirected, bounded_get
 
     try:  # bounded as a whole: a trickling /health cannot hold `status`
         status, _ = bounded_get(f"{record.base_url}/health", limit=3.0)
-    except (httpx.HTTPError, NotAnswering):
+    except (httpx.HTTPError, NotAnswering, BodyTooLarge, Redirected):
         return "starting" if record.ready_at is None else "unhealthy"
     if status == 200:
         return "ready"
@@ -66,11 +66,11 @@ def scrape_live_metrics(base_url: str) -> dict[str, float] | None:
     exposes no metrics. A missing value means "not reported", never zero.
     """
     from llmdeck.client.prom import parse_metrics
-    from llmdeck.util.http import NotAnswering, bounded_get
+    from llmdeck.util.http import METRICS_CAP, BodyTooLarge, NotAnswering, Redirected, bounded_get
 
     try:
-        status, body = bounded_get(f"{base_url}/metrics", limit=5.0)
-    except (httpx.HTTPError, NotAnswering):
+        status, body = bounded_get(f"{base_url}/metrics", limit=5.0, cap=METRICS_CAP)
+    except (httpx.HTTPError, NotAnswering, BodyTooLarge, Redirected):
         return None
     if status != 200:
         return None

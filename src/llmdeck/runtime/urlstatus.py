@@ -12,7 +12,7 @@ from typing import Literal
 import httpx
 from pydantic import BaseModel, Field
 
-from llmdeck.util.http import NotAnswering, bounded_get
+from llmdeck.util.http import JSON_CAP, METRICS_CAP, BodyTooLarge, NotAnswering, Redirected, bounded_get
 
 UrlState = Literal["ready", "unhealthy", "needs_api_key", "not_openai", "not_answering", "unreachable"]
 
@@ -28,32 +28,43 @@ class UrlStatus(BaseModel):
     metrics: dict[str, float] | None = None
 
 
-def _ask(url: str, limit: float, api_key: str | None) -> tuple[int, bytes] | str:
-    """``(status, body)``, or the state word when there is no HTTP answer."""
+_WORDS = {
+    "unreachable": "nothing accepts connections there",
+    "not_openai": "the peer does not speak HTTP (it closed the connection or sent junk)",
+}
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
+def _ask(
+    base: str, path: str, limit: float, api_key: str | None, cap: int = JSON_CAP
+) -> tuple[int, bytes] | UrlStatus:
+    """``(status, body)`` of ``GET base+path``, or the state (with its detail) when there is no usable
+    HTTP answer: silent, trickling, endless, redirected away, not HTTP at all."""
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else None
     try:
-        return bounded_get(url, limit=limit, headers=headers)
+        return bounded_get(base + path, limit=limit, headers=headers, cap=cap)
     except NotAnswering:
-        return "not_answering"
+        detail = f"accepted the connection but sent no complete reply to GET {path} within {limit:g} s"
+        return UrlStatus(base_url=base, state="not_answering", detail=detail)
+    except (BodyTooLarge, Redirected) as exc:  # answered, but not as an OpenAI server does
+        return UrlStatus(base_url=base, state="not_openai", detail=_lower_first(exc.message.rstrip(".")))
     except (httpx.ConnectError, httpx.ConnectTimeout):
-        return "unreachable"
+        return UrlStatus(base_url=base, state="unreachable", detail=_WORDS["unreachable"])
     except httpx.HTTPError:
-        return "not_openai"  # answered, but not HTTP (a closed socket, junk)
+        return UrlStatus(base_url=base, state="not_openai", detail=_WORDS["not_openai"])
 
 
 def url_status(base_url: str, *, api_key: str | None = None, limit: float = 10.0) -> UrlStatus:
     """Ask the server at ``base_url`` (no /v1) how it is; never raises for what the server does."""
-    health = _ask(f"{base_url}/health", limit, None)
-    if isinstance(health, str):
-        words = {
-            "not_answering": f"accepted the connection but sent no complete reply within {limit:g} s",
-            "unreachable": "nothing accepts connections there",
-            "not_openai": "the peer does not speak HTTP (it closed the connection or sent junk)",
-        }
-        return UrlStatus(base_url=base_url, state=health, detail=words[health])
-    models = _ask(f"{base_url}/v1/models", limit, api_key)
-    if isinstance(models, str):
-        return UrlStatus(base_url=base_url, state=models, detail="GET /v1/models got no HTTP answer")
+    health = _ask(base_url, "/health", limit, None)
+    if isinstance(health, UrlStatus):
+        return health
+    models = _ask(base_url, "/v1/models", limit, api_key)
+    if isinstance(models, UrlStatus):
+        return models
     if models[0] in (401, 403):
         return UrlStatus(base_url=base_url, state="needs_api_key", detail=f"/v1/models answered {models[0]}")
     out = _parse_models(base_url, models)
@@ -91,8 +102,8 @@ def _parse_models(base_url: str, reply: tuple[int, bytes]) -> UrlStatus:
 def _metrics(base_url: str, limit: float) -> dict[str, float] | None:
     from llmdeck.client.prom import parse_metrics
 
-    reply = _ask(f"{base_url}/metrics", limit, None)
-    if isinstance(reply, str) or reply[0] != 200:
+    reply = _ask(base_url, "/metrics", limit, None, cap=METRICS_CAP)
+    if isinstance(reply, UrlStatus) or reply[0] != 200:
         return None
     values = parse_metrics(reply[1].decode("utf-8", "replace")).values
     return {k: values[k] for k in ("running", "waiting", "kv_usage") if k in values} or None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-from urllib.parse import urlparse
+from urllib.parse import urlsplit
 
 from llmdeck.errors import UsageError
 
@@ -61,20 +61,57 @@ def validate_port(port: int) -> int:
     return port
 
 
-def normalize_base_url(url: str) -> str:
-    """``http://host:8000/v1/`` or ``host:8000`` -> ``http://host:8000`` (no trailing /v1)."""
+def _url_problem(raw: str) -> str:
+    """What makes ``raw`` unusable as an http(s) URL, or ``""``."""
+    try:
+        parts = urlsplit(raw)
+    except ValueError:  # "Invalid IPv6 URL": an unclosed [
+        return "its [IPv6] host has no closing bracket"
+    if parts.scheme not in {"http", "https"}:
+        return f"it must start with http:// or https:// (not {parts.scheme or 'nothing'}://)"
+    host = parts.hostname or ""
+    if not host:
+        return "it names no host"
+    if not is_valid_host(host.replace("_", "-")):  # "_" is fine in a URL (Docker service names)
+        return f"{host!r} is not {HOST_ACCEPTED}"
+    try:
+        port = parts.port
+    except ValueError:
+        port_text = parts.netloc.rpartition("@")[2].rpartition("]")[2].partition(":")[2]
+        if port_text.isdigit():
+            return f"the port {port_text} is not between 1 and 65535"
+        return f"the port {port_text!r} is not a number between 1 and 65535"
+    if port is not None and not 1 <= port <= 65535:
+        return f"the port {port} is not between 1 and 65535"
+    return ""
+
+
+def parse_http_url(url: str, *, what: str = "The URL", example: str = "http://127.0.0.1:8000") -> str:
+    """The one parser of user-given http(s) URLs: ``scheme://netloc/path`` (no query, no trailing
+    ``/``; ``http://`` added when there is no scheme), or a UsageError (exit 2) that says what is wrong
+    with it (an unclosed ``[``, a port that is no number or out of range, a host with a space, ...)."""
     raw = url.strip()
     if "://" not in raw:
         raw = "http://" + raw
-    parsed = urlparse(raw)
-    if parsed.scheme not in {"http", "https"} or not parsed.hostname:
+    problem = _url_problem(raw)
+    if problem:
+        from llmdeck.util.redact import redact_url
+
+        shown = "".join(ch if ch.isprintable() else "?" for ch in redact_url(url.strip()))[:200]
         raise UsageError(
-            f"{url!r} is not a server URL.",
-            hint="Give a URL like http://127.0.0.1:8000 (with or without /v1), or a server name from "
-            "`llmdeck status`.",
+            f"{what} {shown!r} is not a usable http(s) URL: {problem}.",
+            hint=f"Give a URL like {example}.",
         )
-    path = parsed.path.rstrip("/")
-    if path.endswith("/v1"):
-        path = path[: -len("/v1")]
-    netloc = parsed.netloc
-    return f"{parsed.scheme}://{netloc}{path}"
+    parts = urlsplit(raw)
+    return f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
+
+
+def normalize_base_url(url: str) -> str:
+    """``http://host:8000/v1/`` or ``host:8000`` -> ``http://host:8000`` (no trailing /v1); a UsageError
+    (exit 2) for a URL that is not one."""
+    out = parse_http_url(
+        url,
+        what="The server URL",
+        example="http://127.0.0.1:8000 (with or without /v1), or a server name from `llmdeck status`",
+    )
+    return out[: -len("/v1")] if out.endswith("/v1") else out

@@ -1,0 +1,544 @@
+"""Bounded HTTP reading (llmdeck.util.http) and the one URL parser (llmdeck.util.net.parse_http_url).
+
+Tiny raw-socket fakes on 127.0.0.1, each named for what it fakes: an endless body (bytes flowing at
+full speed, so no read timeout ever fires), one endless SSE line (inside a chunk whose declared size is
+1 GiB), a redirect to file://, a redirect loop, an endless response head. Every client path (status,
+check and connect, the OpenAI client of bench and eval, the sync helpers, fetch's hub questions, the
+gateway's health probe) must stop after its cap with a one-paragraph EndpointError (exit 1), fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import run_cli
+from llmdeck.errors import EndpointError, UsageError
+from llmdeck.util import http as uhttp
+from llmdeck.util.net import normalize_base_url, parse_http_url
+
+MODELS = {"object": "list", "data": [{"id": "fake", "object": "model", "max_model_len": 4096}]}
+Handler = Callable[[socket.socket, str, str], None]
+
+
+def _send(conn: socket.socket, status: str, body: bytes, extra: str = "") -> None:
+    head = f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+    conn.sendall((head + extra + "Connection: close\r\n\r\n").encode() + body)
+
+
+def _endless(conn: socket.socket, head: bytes, prefix: bytes, seconds: float = 20.0) -> None:
+    """``head`` + ``prefix`` then 64 KiB chunks of ``a`` until the client hangs up (or ``seconds``)."""
+    conn.sendall(head + prefix)
+    chunk, t0 = b"a" * 65536, time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        conn.sendall(chunk)
+
+
+_JSON_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n"
+
+
+def _endless_body_server(conn: socket.socket, method: str, path: str) -> None:
+    """Fakes a peer whose every answer (but /health) is an endless JSON body, sent as fast as it goes."""
+    if path == "/health":
+        _send(conn, "200 OK", b"")
+    else:
+        _endless(conn, _JSON_HEAD, b'{"data": ["')
+
+
+def _endless_chat_server(conn: socket.socket, method: str, path: str) -> None:
+    """Fakes a server that lists a model but answers every other request with an endless body."""
+    if path == "/health":
+        _send(conn, "200 OK", b"")
+    elif path.startswith("/v1/models"):
+        _send(conn, "200 OK", json.dumps(MODELS).encode())
+    elif path.startswith(("/version", "/tokenize", "/metrics")):
+        _send(conn, "404 Not Found", b"{}")
+    else:
+        _endless(conn, _JSON_HEAD, b'{"choices": [{"message": {"content": "')
+
+
+def _endless_sse_line_server(conn: socket.socket, method: str, path: str) -> None:
+    """Fakes a server whose streams are one endless ``data:`` line, in a chunk that claims 1 GiB."""
+    if path == "/health":
+        _send(conn, "200 OK", b"")
+    elif path.startswith("/v1/models"):
+        _send(conn, "200 OK", json.dumps(MODELS).encode())
+    else:
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+        _endless(conn, head, b"40000000\r\ndata: ")
+
+
+def _redirect_to_file_server(conn: socket.socket, method: str, path: str) -> None:
+    """Fakes a server that redirects everything to file:///etc/passwd."""
+    _send(conn, "302 Found", b"", "Location: file:///etc/passwd\r\n")
+
+
+def _redirect_loop_server(conn: socket.socket, method: str, path: str) -> None:
+    """Fakes a server that redirects every path to itself."""
+    _send(conn, "302 Found", b"", f"Location: {path}\r\n")
+
+
+def _redirect_once_server(conn: socket.socket, method: str, path: str) -> None:
+    """Fakes a server that moved: /old/... redirects to /..., which answers."""
+    if path.startswith("/old"):
+        _send(conn, "301 Moved", b"", f"Location: {path[4:]}\r\n")
+    else:
+        _send(conn, "200 OK", json.dumps(MODELS).encode())
+
+
+def _endless_head_server(conn: socket.socket, method: str, path: str) -> None:
+    """Fakes a peer that starts a response head and never ends it."""
+    _endless(conn, b"HTTP/1.1 200 OK\r\nX-Junk: ", b"")
+
+
+def _fragmented_chunked_stream_server(conn: socket.socket, method: str, path: str) -> None:
+    """Fakes a well-behaved server whose chunked SSE reply arrives in odd fragments (a chunk split
+    mid-way, its size line split, a trailer after the last chunk)."""
+    events = [
+        b'data: {"choices": [{"index": 0, "delta": {"content": "Hel"}}]}\n\n',
+        b'data: {"choices": [{"index": 0, "delta": {"content": "lo"}, "finish_reason": "stop"}]}\n\n',
+        b"data: [DONE]\n\n",
+    ]
+    wire = b"".join(f"{len(e):x}\r\n".encode() + e + b"\r\n" for e in events) + b"0\r\nX-T: 1\r\n\r\n"
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+    for i in range(0, len(wire), 7):
+        conn.sendall(wire[i : i + 7])
+        time.sleep(0.002)
+
+
+def _read_request(conn: socket.socket) -> tuple[str, str]:
+    conn.settimeout(5)
+    data = b""
+    with contextlib.suppress(OSError):
+        while b"\r\n\r\n" not in data and len(data) < 65536:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    length = next((int(x.split(":", 1)[1]) for x in lines[1:] if x.lower().startswith("content-length:")), 0)
+    with contextlib.suppress(OSError):
+        while len(rest) < length:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            rest += chunk
+    parts = lines[0].split(" ")
+    return (parts[0], parts[1]) if len(parts) > 1 else ("", "")
+
+
+@contextlib.contextmanager
+def _fake(handler: Handler) -> Iterator[str]:
+    """Serve ``handler`` on a free port; yields the base URL."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(32)
+    sock.settimeout(0.2)
+    stop = threading.Event()
+    conns: list[socket.socket] = []
+
+    def one(conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            method, path = _read_request(conn)
+            handler(conn, method, path)
+        with contextlib.suppress(OSError):
+            conn.close()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                continue
+            conns.append(conn)
+            threading.Thread(target=one, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        stop.set()
+        for conn in conns:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+                conn.close()
+        sock.close()
+        thread.join(timeout=2)
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("LLMDECK_API_KEY", raising=False)
+
+
+# ---- util.http ----------------------------------------------------------------------------------
+
+
+def test_bounded_get_stops_an_endless_body_at_the_cap() -> None:
+    with _fake(_endless_body_server) as url:
+        t0 = time.monotonic()
+        with pytest.raises(uhttp.BodyTooLarge) as info:
+            uhttp.bounded_get(url + "/v1/models", limit=30)
+    assert time.monotonic() - t0 < 5
+    assert info.value.exit_code == 1
+    assert f"The server at {url} sent more than 8 MiB for /v1/models" in info.value.message
+    assert "OpenAI-compatible" in info.value.message and info.value.hint
+
+
+def test_bounded_get_reports_a_redirect_to_file_and_a_loop() -> None:
+    with _fake(_redirect_to_file_server) as url, pytest.raises(uhttp.Redirected) as info:
+        uhttp.bounded_get(url + "/health", limit=5)
+    assert "redirected /health to 'file:///etc/passwd'" in info.value.message
+    assert "not http(s)" in info.value.message
+    with _fake(_redirect_loop_server) as url, pytest.raises(uhttp.Redirected) as info:
+        uhttp.bounded_get(url + "/health", limit=5)
+    assert "more than 5 times" in info.value.message and "loop" in info.value.message
+
+
+def test_bounded_get_follows_a_plain_http_redirect() -> None:
+    with _fake(_redirect_once_server) as url:
+        status, body = uhttp.bounded_get(url + "/old/v1/models", limit=5)
+    assert status == 200 and json.loads(body) == MODELS
+
+
+def test_a_redirect_location_is_shown_redacted_and_without_control_characters() -> None:
+    shown = uhttp.shown_location("http://user:s3cret@evil/\x1b[2Jx")
+    assert "s3cret" not in shown and "\x1b" not in shown
+
+
+def test_capped_lines_stops_one_endless_line() -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b"data: 1\n\ndata: "
+        while True:
+            yield b"x" * 65536
+
+    lines = uhttp.capped_lines(chunks(), "http://h:1/v1/chat/completions", line_cap=1 << 20)
+    assert next(lines) == b"data: 1"
+    with pytest.raises(uhttp.BodyTooLarge, match="a line longer than 1 MiB for /v1/chat/completions"):
+        list(lines)
+
+
+# ---- every client path --------------------------------------------------------------------------
+
+
+def test_status_url_says_an_endless_models_list_is_not_openai() -> None:
+    from llmdeck.runtime.urlstatus import url_status
+
+    with _fake(_endless_body_server) as url:
+        st = url_status(url, limit=30)
+    assert st.state == "not_openai"
+    assert "sent more than 8 MiB for /v1/models" in st.detail
+
+
+def test_status_url_says_where_the_server_redirected(capsys: pytest.CaptureFixture[str]) -> None:
+    with _fake(_redirect_to_file_server) as url:
+        code, _out, err = run_cli(["status", url, "--timeout", "5"], capsys)
+    flat = " ".join(err.split())
+    assert code == 1
+    assert "redirected /health to 'file:///etc/passwd'" in flat
+    assert "does not speak HTTP" not in flat
+
+
+def test_sync_get_models_stops_an_endless_body() -> None:
+    from llmdeck.client import ResponseTooLargeError, get_models
+
+    with _fake(_endless_body_server) as url, pytest.raises(ResponseTooLargeError) as info:
+        get_models(url, timeout_s=30)
+    assert info.value.exit_code == 1 and info.value.kind == "too_large"
+
+
+def test_openai_client_caps_models_chat_and_one_endless_stream_line() -> None:
+    from llmdeck.client import OpenAIClient, ResponseTooLargeError, Timeouts
+
+    async def go(url: str) -> list[str]:
+        messages = [{"role": "user", "content": "hi"}]
+        async with OpenAIClient(url, timeouts=Timeouts(read=30, total=60, probe=30)) as client:
+            errors = []
+            for call in (
+                client.chat("fake", messages, max_tokens=4),
+                client.stream_chat("fake", messages, max_tokens=4),
+            ):
+                with pytest.raises(ResponseTooLargeError) as info:
+                    await call
+                errors.append(info.value.message)
+            return errors
+
+    t0 = time.monotonic()
+    with _fake(_endless_chat_server) as url:
+        chat_error, _ = asyncio.run(go(url))
+    with _fake(_endless_sse_line_server) as url:
+        _, stream_error = asyncio.run(go(url))
+    with _fake(_endless_body_server) as url, pytest.raises(ResponseTooLargeError):
+        asyncio.run(OpenAIClient(url).models())
+    assert time.monotonic() - t0 < 5
+    assert "more than 8 MiB for /v1/chat/completions" in chat_error
+    assert "a line longer than 4 MiB for /v1/chat/completions" in stream_error
+
+
+def test_openai_client_reports_a_redirect() -> None:
+    from llmdeck.client import OpenAIClient, RedirectedError
+
+    with _fake(_redirect_to_file_server) as url, pytest.raises(RedirectedError, match="file:///etc/passwd"):
+        asyncio.run(OpenAIClient(url).models())
+
+
+def test_lean_transport_still_reads_a_fragmented_chunked_stream() -> None:
+    from llmdeck.client import OpenAIClient, Timeouts
+
+    async def go(url: str) -> str:
+        async with OpenAIClient(url, timeouts=Timeouts(read=5, total=10)) as client:
+            res = await client.stream_chat("fake", [{"role": "user", "content": "hi"}], max_tokens=4)
+            assert res.done and res.finish_reason == "stop" and len(res.chunk_times) == 2
+            return res.text
+
+    with _fake(_fragmented_chunked_stream_server) as url:
+        assert asyncio.run(go(url)) == "Hello"
+
+
+def test_lean_transport_stops_an_endless_response_head() -> None:
+    from llmdeck.client import ConnectionDroppedError, OpenAIClient, Timeouts
+
+    async def go(url: str) -> None:
+        async with OpenAIClient(url, timeouts=Timeouts(read=30, total=60)) as client:
+            await client.stream_chat("fake", [{"role": "user", "content": "hi"}], max_tokens=4)
+
+    with _fake(_endless_head_server) as url, pytest.raises(ConnectionDroppedError, match="64 KiB"):
+        asyncio.run(go(url))
+
+
+def test_checks_http_caps_json_and_stream_lines_and_stops_at_a_redirect() -> None:
+    from llmdeck.checks.http import Http
+
+    with _fake(_endless_chat_server) as url:
+        http = Http(url, None, timeout=30)
+        with pytest.raises(uhttp.BodyTooLarge, match="for /v1/chat/completions"):
+            http.request("POST", "/v1/chat/completions", {"model": "fake"})
+        http.close()
+    with _fake(_endless_sse_line_server) as url:
+        http = Http(url, None, timeout=30)
+        with pytest.raises(uhttp.BodyTooLarge, match="a line longer than 4 MiB"):
+            http.stream("/v1/chat/completions", {"model": "fake", "stream": True})
+        http.close()
+    with _fake(_redirect_loop_server) as url:
+        http = Http(url, None, timeout=30)
+        with pytest.raises(uhttp.Redirected, match="redirected /health to '/health'"):
+            http.request("GET", "/health")
+        http.close()
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["check", "{url}", "--timeout", "30", "--deadline", "60"], "sent more than 8 MiB for /v1/chat"),
+        (["connect", "opencode", "--server", "{url}", "--timeout", "30", "--print"], "is it an OpenAI"),
+    ],
+    ids=["check", "connect"],
+)
+def test_cli_stops_an_endless_chat_reply(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # /v1/models answers; connect's first endless reply is another question, check's is the chat
+    with _fake(_endless_chat_server) as url:
+        t0 = time.monotonic()
+        code, _out, err = run_cli([a.format(url=url) for a in argv], capsys)
+    flat = " ".join(err.split())
+    assert code == 1, flat
+    assert time.monotonic() - t0 < 5
+    assert says in flat and "Traceback" not in err and "internal error" not in flat
+
+
+def test_gateway_probe_marks_an_endless_backend_down() -> None:
+    import httpx
+
+    from llmdeck.gateway.routing import BackendState, Router
+
+    class _Backend:  # the two fields the probe reads
+        api_key = None
+        label = "b"
+
+        def __init__(self, url: str) -> None:
+            self.url = url
+
+    async def go(url: str) -> BackendState:
+        state = BackendState(_Backend(url))  # type: ignore[arg-type]
+        async with httpx.AsyncClient() as client:
+            for _ in range(2):  # two failed probes in a row: down
+                await Router.probe(None, client, state, 30)  # type: ignore[arg-type]
+        return state
+
+    with _fake(_endless_body_server) as url:
+        t0 = time.monotonic()
+        state = asyncio.run(go(url))
+    assert time.monotonic() - t0 < 5
+    assert not state.healthy and state.probe_failures == 2
+    assert state.last_error == "health probe: BodyTooLarge"
+
+
+# ---- fetch --------------------------------------------------------------------------------------
+
+
+def test_fetch_stops_an_endless_hub_answer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("huggingface_hub")
+    with _fake(_endless_body_server) as url:
+        t0 = time.monotonic()
+        argv = ["fetch", "Qwen/Qwen3-0.6B", "--endpoint", url, "--timeout", "30", "--config-only"]
+        code, _out, err = run_cli([*argv, "--local-dir", str(tmp_path / "m")], capsys)
+    flat = " ".join(err.split())
+    assert code == 1, flat
+    assert time.monotonic() - t0 < 5
+    assert "sent more than 16 MiB for /api/models/Qwen/Qwen3-0.6B/revision/main" in flat
+    assert "Hugging Face hub or mirror" in flat and "--endpoint" in flat
+
+
+def _endless_config_hub_server(conn: socket.socket, method: str, path: str) -> None:
+    """Fakes a hub mirror whose API answers, but whose config.json never ends."""
+    sha = "a" * 40
+    if path.startswith("/api/"):
+        info: object = {"id": "o/m", "sha": sha, "siblings": [{"rfilename": "config.json"}]}
+        if "/tree/" in path:
+            info = [{"type": "file", "path": "config.json", "size": 100, "oid": "b" * 40}]
+        _send(conn, "200 OK", json.dumps(info).encode())
+        return
+    head = f'HTTP/1.1 200 OK\r\nETag: "e"\r\nX-Repo-Commit: {sha}\r\nContent-Type: text/plain\r\n'
+    if method == "HEAD":
+        conn.sendall((head + "Content-Length: 100\r\nConnection: close\r\n\r\n").encode())
+        return
+    _endless(conn, (head + "Connection: close\r\n\r\n").encode(), b"{")
+
+
+def test_fetch_config_only_caps_a_config_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("huggingface_hub")
+    import huggingface_hub
+
+    from llmdeck.fetch import hubcap
+
+    if not hasattr(huggingface_hub, "set_client_factory"):
+        pytest.skip("huggingface_hub < 1.0: its client cannot be hooked")
+    monkeypatch.setattr(hubcap, "CONFIG_FILE_CAP", 1 << 20)
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    with _fake(_endless_config_hub_server) as url:
+        t0 = time.monotonic()
+        argv = ["fetch", "o/m", "--endpoint", url, "--timeout", "10", "--config-only"]
+        code, _out, err = run_cli([*argv, "--local-dir", str(tmp_path / "m")], capsys)
+    flat = " ".join(err.split())
+    assert code == 1, flat
+    assert time.monotonic() - t0 < 5
+    assert "sent more than 1 MiB for /o/m/resolve/" in flat and "config.json" in flat
+    assert hubcap.cap_for("/o/m/resolve/main/model.safetensors", config_only=False) is None
+
+
+def _trickling_hub_server() -> Handler:
+    """Fakes a hub mirror that answers the first question about a repo, then trickles every API
+    answer (a byte every 0.2 s: never a read timeout, never an end)."""
+    asked: list[str] = []
+
+    def handle(conn: socket.socket, method: str, path: str) -> None:
+        asked.append(path)
+        if len(asked) == 1:
+            _send(conn, "200 OK", json.dumps({"id": "o/m", "sha": "a" * 40, "siblings": []}).encode())
+            return
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+        for _ in range(100):
+            conn.sendall(b" ")
+            time.sleep(0.2)
+
+    return handle
+
+
+def test_fetch_stops_a_trickling_hub_api_within_timeout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+    if not hasattr(huggingface_hub, "set_client_factory"):
+        pytest.skip("huggingface_hub < 1.0: its client cannot be hooked")
+    with _fake(_trickling_hub_server()) as url:
+        t0 = time.monotonic()
+        argv = ["fetch", "o/m", "--endpoint", url, "--timeout", "1", "--config-only"]
+        code, _out, err = run_cli([*argv, "--local-dir", str(tmp_path / "m")], capsys)
+    flat = " ".join(err.split())
+    assert code == 1, flat
+    assert time.monotonic() - t0 < 5
+    assert "is not answering" in flat and "within 1 s" in flat and "--timeout" in flat
+
+
+# ---- one URL parser -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("http://[::1", "no closing bracket"),
+        ("http://127.0.0.1:abc", "port 'abc' is not a number"),
+        ("http://127.0.0.1:0", "port 0 is not between 1 and 65535"),
+        ("http://127.0.0.1:99999", "port 99999 is not between 1 and 65535"),
+        ("http://bad host:8000", "'bad host' is not an IP address"),
+        ("ftp://127.0.0.1:21", "http:// or https://"),
+        ("http://:8000", "names no host"),
+    ],
+)
+def test_parse_http_url_rejects_what_cannot_be_a_server(url: str, says: str) -> None:
+    with pytest.raises(UsageError) as info:
+        normalize_base_url(url)
+    assert info.value.exit_code == 2
+    assert says in info.value.message and info.value.hint
+
+
+def test_parse_http_url_keeps_what_is_fine() -> None:
+    assert normalize_base_url("127.0.0.1:8000/v1/") == "http://127.0.0.1:8000"
+    assert normalize_base_url("http://[::1]:8000") == "http://[::1]:8000"
+    assert normalize_base_url("https://gpu-box.lan/proxy/v1") == "https://gpu-box.lan/proxy"
+    assert normalize_base_url("http://vllm_server:8000") == "http://vllm_server:8000"
+    assert parse_http_url("https://hf-mirror.com/") == "https://hf-mirror.com"
+    with pytest.raises(UsageError) as info:
+        parse_http_url("http://user:s3cret@[::1")
+    assert "s3cret" not in info.value.message
+
+
+@pytest.mark.parametrize(
+    "url", ["http://[::1", "http://127.0.0.1:abc", "http://127.0.0.1:0", "http://bad host"]
+)
+@pytest.mark.parametrize("command", ["check", "status", "connect"])
+def test_cli_rejects_a_bad_url_with_exit_2(
+    command: str, url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = {
+        "check": ["check", url],
+        "status": ["status", url],
+        "connect": ["connect", "opencode", "--server", url],
+    }
+    code, _out, err = run_cli(argv[command] + (["--print"] if command == "connect" else []), capsys)
+    flat = " ".join(err.split())
+    assert code == 2, flat
+    assert "is not a usable http(s) URL" in flat and "Give a URL like" in flat
+    assert "internal error" not in flat and "unreachable" not in flat.lower()
+
+
+@pytest.mark.parametrize("endpoint", ["http://[::1", "http://hub:99999", "https://bad host"])
+def test_fetch_rejects_a_bad_endpoint_with_exit_2(
+    endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("huggingface_hub")
+    argv = ["fetch", "Qwen/Qwen3-0.6B", "--endpoint", endpoint, "--local-dir", str(tmp_path / "m")]
+    code, _out, err = run_cli(argv, capsys)
+    flat = " ".join(err.split())
+    assert code == 2, flat
+    assert "--endpoint" in flat and "is not a usable http(s) URL" in flat
+
+
+def test_endpoint_errors_are_one_paragraph() -> None:
+    err = uhttp.BodyTooLarge("http://h:1/v1/models", 8 << 20)
+    assert isinstance(err, EndpointError) and "\n" not in err.render()
