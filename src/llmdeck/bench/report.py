@@ -17,11 +17,16 @@ M = TypeVar("M", bound=BaseModel)
 def read_json_file(p: Path, hint: str) -> Any:
     """A JSON file's content (gzipped or not); ResultFileError (exit 2) when it is missing or not JSON."""
     from llmdeck.util.gz import InflateError, read_bytes
+    from llmdeck.util.localfile import NotRegularFileError
 
-    if not p.is_file():
-        raise ResultFileError(f"{p} does not exist or is not a file.", hint=hint)
     try:
         return json.loads(read_bytes(p).decode("utf-8"))
+    except FileNotFoundError as exc:
+        raise ResultFileError(f"{p} does not exist.", hint=hint) from exc
+    except (NotRegularFileError, IsADirectoryError) as exc:
+        raise ResultFileError(f"{p} is not a result file: {exc.strerror}.", hint=hint) from exc
+    except RecursionError as exc:
+        raise ResultFileError(f"{p} is not a result file: its JSON nests too deeply.", hint=hint) from exc
     except (OSError, InflateError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ResultFileError(f"{p} is not a JSON file ({exc}).", hint=hint) from exc
 
@@ -44,7 +49,14 @@ def load_versioned(path: Path, model: type[M], kind: str, version: int, noun: st
             f'{p} is not an llmdeck {noun} result (its "kind" is {found!r}).',
             hint=f"Pass a file written by `llmdeck {command} --out`.",
         )
-    if data.get("schema_version") != version:
+    found_version = data.get("schema_version")
+    if not isinstance(found_version, int) or isinstance(found_version, bool):
+        raise ResultFileError(
+            f"{p}: schema_version is {json.dumps(found_version)[:40]}; it must be an integer (this llmdeck "
+            f"reads {noun} schema version {version}).",
+            hint=f"The file may be edited by hand; run the {noun} again.",
+        )
+    if found_version != version:
         raise ResultFileError(
             f"{p} has {noun} schema version {data.get('schema_version')!r}; this llmdeck reads version "
             f"{version}.",

@@ -61,7 +61,7 @@ class BenchRequest(BaseModel):
     burstiness: float = Field(1.0, gt=0, allow_inf_nan=False)
     warmup: int = Field(0, ge=0)
     duration_s: float | None = Field(None, gt=0, allow_inf_nan=False)
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=2**63 - 1, description="numpy's generator takes no negative seed")
     ignore_eos: bool = True
     temperature: float | None = None
     top_p: float | None = None

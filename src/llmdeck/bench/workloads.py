@@ -41,6 +41,17 @@ class WorkItem:
     turn: int | None = None
 
 
+# Files one of which a folder needs for transformers to load a tokenizer from it.
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer.model",
+    "vocab.json",
+    "vocab.txt",
+    "spiece.model",
+    "tekken.json",
+)
+
+
 def load_tokenizer(path_or_id: str | Path) -> Any:
     """``transformers.AutoTokenizer`` from a model folder (or a local hub cache id)."""
     try:
@@ -51,6 +62,13 @@ def load_tokenizer(path_or_id: str | Path) -> Any:
             hint="Install llmdeck with the cpu extra, or use `--workload jsonl`.",
         ) from exc
     p = Path(path_or_id).expanduser()
+    if p.is_dir() and not any((p / name).is_file() for name in TOKENIZER_FILES):
+        raise ModelPathError(
+            f"{p} has no tokenizer files (none of {', '.join(TOKENIZER_FILES)}), so bench cannot build "
+            "prompts of exact length from it.",
+            hint="Pass --tokenizer with the served model's folder (the one holding tokenizer.json), or "
+            "download the tokenizer files into it.",
+        )
     try:
         return AutoTokenizer.from_pretrained(str(p) if p.exists() else str(path_or_id), local_files_only=True)
     except Exception as exc:
@@ -70,6 +88,11 @@ class PromptMaker:
         special = set(int(i) for i in (tokenizer.all_special_ids or []))
         self.allowed = np.array([i for i in range(vocab) if i not in special], dtype=np.int64)
         self.vocab = vocab
+        if len(self.allowed) == 0:
+            raise ModelPathError(
+                f"The tokenizer has no ordinary tokens (vocab_size {vocab}), so bench cannot build prompts.",
+                hint="Pass --tokenizer with the served model's folder (the one holding tokenizer.json).",
+            )
 
     def fit(self, ids: list[int], target: int, max_retry: int = 10) -> tuple[str, int]:
         """decode -> re-encode -> trim/extend until the text encodes to ``target`` tokens."""

@@ -37,10 +37,34 @@ def backup(path: Path) -> Path:
     return target
 
 
+MAX_CLIENT_CONFIG_BYTES = 16 << 20  # a client's config is a few KB
+
+
+def read_text_file(path: Path) -> str | None:
+    """The text of the user's config file, None when there is none; ConfigError (exit 2) when it is a
+    pipe, a device, too large, unreadable or not UTF-8 (never waits on a FIFO)."""
+    from llmdeck.util.localfile import read_regular_text
+
+    try:
+        return read_regular_text(path, MAX_CLIENT_CONFIG_BYTES)
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path} is not a text file (not UTF-8: {exc.reason}); llmdeck will not rewrite it.",
+            hint="Use --print and paste the block yourself, or --file to write a separate file.",
+        ) from exc
+    except OSError as exc:
+        raise ConfigError(
+            f"Cannot read {path}: {exc.strerror or exc}.",
+            hint="Give a regular file with --file, or use --print and paste the block yourself.",
+        ) from exc
+
+
 def read_json(path: Path) -> dict[str, Any]:
-    if not path.exists():
+    text = read_text_file(path)
+    if text is None:
         return {}
-    text = path.read_text(encoding="utf-8")
     if not text.strip():
         return {}
     try:
@@ -59,10 +83,11 @@ def read_json(path: Path) -> dict[str, Any]:
 def read_yaml(path: Path) -> dict[str, Any]:
     import yaml
 
-    if not path.exists():
+    text = read_text_file(path)
+    if text is None:
         return {}
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path} is not valid YAML ({exc}).", hint="Fix the file or use --print.") from exc
     if data is None:
@@ -73,7 +98,8 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 
 def read_env(path: Path) -> list[str]:
-    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    text = read_text_file(path)
+    return text.splitlines() if text is not None else []
 
 
 def env_line(key: str, value: str, *, export: bool = False) -> str:

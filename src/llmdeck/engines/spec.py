@@ -15,6 +15,7 @@ from llmdeck.errors import ConfigError, UsageError
 from llmdeck.util.names import NAME_RULE, is_valid_server_name
 
 LAUNCH_SPEC_SCHEMA_VERSION = 1
+MAX_SPEC_BYTES = 16 << 20  # a launch spec is a few KB
 
 EngineKind = Literal["cpu", "venv", "docker"]
 
@@ -75,13 +76,20 @@ def read_spec_file(path: Path) -> LaunchSpec:
     """A launch spec written by `llmdeck plan --spec-out` (exit 2 when missing, unreadable or invalid)."""
     import json
 
+    from llmdeck.util.localfile import NotRegularFileError, read_regular
+
     hint = "Write one with `llmdeck plan MODEL --spec-out FILE`."
     p = Path(path)
-    if not p.is_file():
-        what = "is a folder, not a file" if p.is_dir() else "does not exist"
-        raise UsageError(f"Launch spec {path} {what}.", hint=hint)
     try:
-        data = json.loads(p.read_bytes().decode("utf-8"))
+        data = json.loads(read_regular(p, MAX_SPEC_BYTES).decode("utf-8"))
+    except FileNotFoundError as exc:
+        raise UsageError(f"Launch spec {path} does not exist.", hint=hint) from exc
+    except NotRegularFileError as exc:
+        raise UsageError(f"Launch spec {path} is not a file: {exc.strerror}.", hint=hint) from exc
+    except RecursionError as exc:
+        raise ConfigError(
+            f"Launch spec {path} is not a launch spec: its JSON nests too deeply.", hint=hint
+        ) from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"Launch spec {path} is not a text file (not UTF-8: {exc.reason}).", hint=hint
@@ -95,7 +103,14 @@ def read_spec_file(path: Path) -> LaunchSpec:
             f"Launch spec {path} is not a JSON object (it is a {type(data).__name__}).", hint=hint
         )
     version = data.get("schema_version", LAUNCH_SPEC_SCHEMA_VERSION)
-    if not isinstance(version, int) or version > LAUNCH_SPEC_SCHEMA_VERSION:
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ConfigError(
+            f"Launch spec {path}: schema_version is {json.dumps(version)[:40]}; it must be an integer "
+            f"(this llmdeck writes and reads {LAUNCH_SPEC_SCHEMA_VERSION}).",
+            hint=f'Write "schema_version": {LAUNCH_SPEC_SCHEMA_VERSION} without quotes, or regenerate '
+            "the spec with `llmdeck plan MODEL --spec-out FILE`.",
+        )
+    if version > LAUNCH_SPEC_SCHEMA_VERSION:
         raise ConfigError(
             f"Launch spec {path} has schema_version {version!r}; this llmdeck reads version "
             f"{LAUNCH_SPEC_SCHEMA_VERSION}.",

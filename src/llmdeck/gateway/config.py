@@ -118,6 +118,9 @@ class ResolvedRoute:
     override: dict[str, Any]
 
 
+MAX_CONFIG_BYTES = 16 << 20  # a gateway config is a few KB; more is not a config
+
+
 @dataclass
 class LoadedConfig:
     config: GatewayConfig
@@ -131,9 +134,16 @@ class LoadedConfig:
 
 def load_config(path: Path, settings: Any) -> LoadedConfig:
     """Read, validate and resolve a gateway config; :class:`ConfigError` (exit 2) names the line."""
+    from llmdeck.util.localfile import read_regular_text
+
     path = Path(path).expanduser()
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_text(path, MAX_CONFIG_BYTES)  # a pipe or /dev/zero: refused, never waited on
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"The gateway config {path} is not a text file (not UTF-8: {exc.reason}).",
+            hint="Give a YAML file with --config (see `llmdeck gateway up --help`).",
+        ) from exc
     except OSError as exc:
         raise ConfigError(
             f"Cannot read the gateway config {path} ({exc.strerror or exc}).",

@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from llmdeck.errors import AlreadyExistsError, ConfigError, NotRunningError, UsageError
 from llmdeck.util.atomic import atomic_write_text
+from llmdeck.util.localfile import ensure_dir
 
 KEYS_SCHEMA_VERSION = 1
 KEY_PREFIX = "sk-llmdeck-"
@@ -79,7 +80,7 @@ class KeyStore:
             ) from exc
 
     def save(self, data: KeysFile) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        ensure_dir(self.path.parent, 0o700)  # a file in the way is a UsageError naming it
         atomic_write_text(self.path, data.model_dump_json(indent=2) + "\n")  # mkstemp: mode 0600
         os.chmod(self.path, 0o600)
 

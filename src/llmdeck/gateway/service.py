@@ -22,6 +22,7 @@ from llmdeck.errors import AlreadyExistsError, NotRunningError, OperationError, 
 from llmdeck.runtime.launcher import read_tail, rotate_log
 from llmdeck.runtime.process import ProcessIdentity, identify, pid_owner, stop_process_group
 from llmdeck.util.atomic import atomic_write_json
+from llmdeck.util.localfile import ensure_dir
 from llmdeck.util.net import port_is_free, validate_port
 
 GATEWAY_RECORD_SCHEMA_VERSION = 1
@@ -105,7 +106,7 @@ def start_background(config: Path, host: str, port: int, settings: Any, *, insec
     if not port_is_free(port, "127.0.0.1" if host in {"0.0.0.0", "::"} else host):
         raise UsageError(f"Port {port} on {host} is in use.", hint="Choose another with --port.")
     log = log_path(settings)
-    log.parent.mkdir(parents=True, exist_ok=True)
+    ensure_dir(log.parent)  # a file in the way is a UsageError naming it
     rotate_log(log)
     argv = [
         sys.executable,

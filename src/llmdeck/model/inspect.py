@@ -30,8 +30,10 @@ class ModelDirInfo(BaseModel):
 
 
 def _read_config(config_path: Path) -> dict[str, object]:
+    from llmdeck.util.localfile import read_regular_text
+
     try:
-        text = config_path.read_text("utf-8")
+        text = read_regular_text(config_path, 64 << 20)  # a FIFO or device: refused, never waited on
     except OSError as exc:
         raise ConfigError(
             f"Cannot read {config_path}: {exc.strerror or exc}.",
@@ -44,6 +46,11 @@ def _read_config(config_path: Path) -> dict[str, object]:
         ) from exc
     try:
         data = json.loads(text)
+    except RecursionError as exc:
+        raise ConfigError(
+            f"{config_path} nests its JSON too deeply to be a model config.",
+            hint="Re-download the model (llmdeck fetch REPO_ID).",
+        ) from exc
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"{config_path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno} "

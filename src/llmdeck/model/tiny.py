@@ -77,6 +77,12 @@ def _check_target(dir: Path, force: bool) -> None:
             f"{dir} exists and is not a directory; make-tiny needs a directory to write the model into.",
             hint="Pick another path.",
         )
+    existing = next((p for p in dir.parents if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise ModelPathError(
+            f"Cannot make {dir}: {existing} is a file, not a folder, so no folder can be made under it.",
+            hint="Pick a path under a folder, or move that file away.",
+        )
     if not dir.is_dir() or not any(dir.iterdir()):
         return
     if not force:

@@ -14,11 +14,15 @@ value is recorded as a guess.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from llmdeck.errors import ConfigError, ModelPathError
 
+MAX_CONFIG_BYTES = 64 << 20  # the largest real config.json is well under 1 MB
+MAX_CONFIG_DEPTH = 64  # real configs nest 3-4 levels; json.loads recurses once per level
+_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 # Sizes that must be positive whole numbers when present (the first four are required).
 REQUIRED_SIZES = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 OPTIONAL_SIZES = (
@@ -40,6 +44,39 @@ OPTIONAL_SIZES = (
     "linear_num_key_heads",
     "linear_num_value_heads",
 )
+# Upper bounds on the sizes plan reads: generous (far above any real model: 10M-token contexts,
+# 262k vocabularies, a few hundred layers), low enough that the arithmetic stays in floats and
+# a per-layer list fits in memory. Keys not named here use MAX_SIZE.
+MAX_CONTEXT_LEN = 1 << 32
+MAX_SIZE = 1 << 24
+SIZE_LIMITS: dict[str, int] = {
+    "num_hidden_layers": 100_000,
+    "num_attention_heads": 1 << 16,
+    "num_key_value_heads": 1 << 16,
+    "linear_num_key_heads": 1 << 16,
+    "linear_num_value_heads": 1 << 16,
+    "num_experts_per_tok": 1 << 16,
+    "hidden_size": 1 << 20,
+    "head_dim": 1 << 20,
+    "vocab_size": 1 << 26,
+    "max_position_embeddings": MAX_CONTEXT_LEN,
+    "sliding_window": MAX_CONTEXT_LEN,
+}
+# Counts that may be 0 but must be whole numbers within MAX_SIZE when present.
+BOUNDED_COUNTS = (
+    "num_experts",
+    "n_routed_experts",
+    "num_local_experts",
+    "moe_num_experts",
+    "n_shared_experts",
+    "first_k_dense_replace",
+    "moe_layer_freq",
+    "decoder_sparse_step",
+    "shared_expert_intermediate_size",
+    "num_kv_shared_layers",
+    "mtp_num_hidden_layers",
+    "attention_chunk_size",
+)
 # Keys whose absence means the library default applies (so transformers is asked).
 DEFAULTED_KEYS = (*REQUIRED_SIZES, "max_position_embeddings", "num_key_value_heads", "tie_word_embeddings")
 # transformers' defaults for the model types whose public configs are known to lean on them
@@ -59,16 +96,42 @@ DOCUMENTED_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+def json_depth(text: str) -> int:
+    """How deep ``[``/``{`` nest in JSON text (brackets inside strings are skipped), without parsing."""
+    depth = deepest = 0
+    for m in _BRACKETS.finditer(text):
+        tok = m.group()
+        if tok in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif tok in "]}":
+            depth -= 1
+    return deepest
+
+
 def read_config_file(path: Path) -> dict[str, Any]:
     """Read and parse one config.json, turning every failure into a ConfigError (exit 2)."""
+    from llmdeck.util.localfile import read_regular_text
+
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_regular_text(path, MAX_CONFIG_BYTES)  # a FIFO or device is refused, never waited on
     except FileNotFoundError as exc:
         raise ModelPathError(
             f"{path} does not exist.", hint="Point llmdeck at a model folder that holds config.json."
         ) from exc
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         raise ConfigError(f"Cannot read {path}: {exc}.", hint="Check the file and its permissions.") from exc
+    except OSError as exc:
+        raise ConfigError(
+            f"Cannot read {path}: {exc.strerror or exc}.", hint="Check the file and its permissions."
+        ) from exc
+    depth = json_depth(text)
+    if depth > MAX_CONFIG_DEPTH:
+        raise ConfigError(
+            f"{path} nests its JSON {depth} levels deep (a model config nests a handful; llmdeck reads at "
+            f"most {MAX_CONFIG_DEPTH}), so it is not a model config.",
+            hint="Fetch config.json again from the model's page.",
+        )
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -112,13 +175,45 @@ def text_section(cfg: dict[str, Any]) -> dict[str, Any]:
     return t
 
 
-def _bad_size(value: Any) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, float) and value.is_integer() and value > 0:
-            return None
+def _bad_size(value: Any, limit: int = MAX_SIZE, *, positive: bool = True) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"is {json.dumps(value)[:60]}, not a whole number"
+    if isinstance(value, float) and not value.is_integer():
         return f"is {json.dumps(value)}, not a whole number"
-    if value <= 0:
-        return f"is {value}; it must be positive"
+    if value <= 0 if positive else value < 0:
+        return f"is {json.dumps(value)}; it must be {'positive' if positive else 'zero or more'}"
+    if value > limit:
+        return f"is {json.dumps(value)[:60]}, more than {limit:,} (no real model comes near)"
+    return None
+
+
+def _size_problems(t: dict[str, Any]) -> tuple[str, str] | None:
+    """(key, why) of the first size that is not a positive whole number within its limit."""
+    for key in (*REQUIRED_SIZES, *OPTIONAL_SIZES):
+        if t.get(key) is not None and (why := _bad_size(t[key], SIZE_LIMITS.get(key, MAX_SIZE))):
+            return key, why
+    for key in BOUNDED_COUNTS:  # only numbers: other shapes fail the model's type check later
+        value = t.get(key)
+        if (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and (why := _bad_size(value, positive=False))
+        ):
+            return key, why
+    return None
+
+
+def _head_dim_problem(t: dict[str, Any]) -> tuple[str, str] | None:
+    """vLLM takes head_dim = hidden_size // num_attention_heads when head_dim is absent, and splits
+    the query heads evenly over the KV heads: refuse a split that leaves a remainder."""
+    heads, kv = int(t["num_attention_heads"]), t.get("num_key_value_heads")
+    if t.get("head_dim") is None and t.get("kv_lora_rank") is None and int(t["hidden_size"]) % heads:
+        return "num_attention_heads", (
+            f"is {heads}, which does not divide hidden_size {int(t['hidden_size'])} and no head_dim is given "
+            "(the head size would be fractional)"
+        )
+    if kv is not None and heads % int(kv):
+        return "num_key_value_heads", f"is {int(kv)}, which does not divide num_attention_heads {heads}"
     return None
 
 
@@ -133,15 +228,13 @@ def validate_sizes(t: dict[str, Any], source: str) -> None:
             "size the model (is it a decoder-only language model, and is the file complete?).",
             hint="Check the file against the model's page on Hugging Face, or re-download config.json.",
         )
-    for key in (*REQUIRED_SIZES, *OPTIONAL_SIZES):
-        if key not in t or t[key] is None:
-            continue
-        why = _bad_size(t[key])
-        if why:
-            raise ConfigError(
-                f"The config.json of {src} is not a usable model config: field {where}{key} {why}.",
-                hint=f"Fix {key} (compare with the model's page on Hugging Face) or re-download config.json.",
-            )
+    problem = _size_problems(t) or _head_dim_problem(t)
+    if problem:
+        key, why = problem
+        raise ConfigError(
+            f"The config.json of {src} is not a usable model config: field {where}{key} {why}.",
+            hint=f"Fix {key} (compare with the model's page on Hugging Face) or re-download config.json.",
+        )
     for key in ("layer_types", "mlp_only_layers"):
         if key in t and t[key] is not None and not isinstance(t[key], list):
             raise ConfigError(

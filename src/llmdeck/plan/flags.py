@@ -45,6 +45,19 @@ BOOLEAN_FLAGS = frozenset(
     }
 )
 SHORT_ALIASES = {"-tp": "tensor-parallel-size", "-pp": "pipeline-parallel-size", "-dp": "data-parallel-size"}
+# vLLM's ``CacheDType`` choices (vllm 0.22.0 config/cache.py; float16 for newer releases).
+KV_CACHE_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
+# Whole-number flags vLLM refuses below 1 (argparse accepts them; the engine config dies on them).
+POSITIVE_INT_FLAGS = (
+    "tensor-parallel-size",
+    "pipeline-parallel-size",
+    "data-parallel-size",
+    "max-num-seqs",
+    "max-num-batched-tokens",
+    "max-model-len",
+    "block-size",
+)
+MAX_FLAG_INT = 1 << 40  # a bound far above any real setting; keeps the memory math in floats
 # Flags llmdeck sets itself from the launch spec (never duplicated in vllm_args).
 SPEC_FLAGS = frozenset({"host", "port", "served-model-name", "model"})
 
@@ -66,11 +79,17 @@ class VllmFlags(BaseModel):
         if value is None or isinstance(value, bool):
             return None
         try:
-            return int(float(value)) if "." in value or "e" in value.lower() else int(value)
-        except ValueError as exc:
+            number = int(float(value)) if "." in value or "e" in value.lower() else int(value)
+        except (ValueError, OverflowError) as exc:  # OverflowError: 1e999 is an infinite float
             raise UsageError(
                 f"--{name} needs a whole number, got {value!r}.", hint=f"Write e.g. --{name} 8192."
             ) from exc
+        if abs(number) > MAX_FLAG_INT:
+            raise UsageError(
+                f"--{name} {value} is out of range (at most {MAX_FLAG_INT:,}).",
+                hint=f"Write e.g. --{name} 8192.",
+            )
+        return number
 
     def get_float(self, name: str) -> float | None:
         value = self.values.get(name)
@@ -82,6 +101,24 @@ class VllmFlags(BaseModel):
             raise UsageError(
                 f"--{name} needs a number, got {value!r}.", hint=f"Write e.g. --{name} 0.85."
             ) from exc
+
+    def check_values(self) -> None:
+        """UsageError (exit 2) for a value vLLM refuses at start-up: a size below 1, an unknown
+        ``--kv-cache-dtype`` (so plan never passes a flag the engine dies on)."""
+        for name in POSITIVE_INT_FLAGS:
+            number = self.get_int(name)
+            if number is not None and number < 1:
+                raise UsageError(
+                    f"--{name} {self.values[name]} is out of range: vLLM needs a whole number of at least 1.",
+                    hint=f"Write e.g. --{name} {2048 if 'tokens' in name or 'len' in name else 1}, or "
+                    "leave it out for vLLM's default.",
+                )
+        dtype = self.values.get("kv-cache-dtype")
+        if isinstance(dtype, str) and dtype not in KV_CACHE_DTYPES:
+            raise UsageError(
+                f"--kv-cache-dtype {dtype!r} is not one of vLLM's choices ({', '.join(KV_CACHE_DTYPES)}).",
+                hint="Use auto (the model's dtype) or fp8.",
+            )
 
     def get_bool(self, name: str) -> bool | None:
         """True/False when set (``--x``, ``--no-x``, ``--x=false``), None when absent."""

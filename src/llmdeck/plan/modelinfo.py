@@ -10,10 +10,11 @@ attention (Qwen3-Next, Qwen3.5/3.6: ``layer_types``, ``full_attention_interval``
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from llmdeck.errors import ConfigError, ModelPathError
 from llmdeck.plan.configfields import (
@@ -222,6 +223,24 @@ def _vllm_dtype(config_dtype: str) -> str:
     return {"half": "float16", "bf16": "bfloat16", "fp16": "float16"}.get(config_dtype, config_dtype)
 
 
+def _quantization(qc: Any, quant_file: dict[str, Any] | None, source: str) -> QuantizationInfo | None:
+    """The parsed quantization; a broken ``quantization_config`` is a ConfigError naming the field."""
+    where = "quantization_config" if qc else "hf_quant_config.json"
+    try:
+        return parse_quantization(qc or quant_file)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(x) for x in err.get("loc", ()))
+        given = json.dumps(err.get("input"), default=str)[:60]
+        problem = f"field {where}.{field}: {err.get('msg')} (it is {given})"
+    except (TypeError, ValueError, AttributeError) as exc:
+        problem = f"its {where} has a field of the wrong shape ({exc})"
+    raise ConfigError(
+        f"The config.json of {source} is not a usable model config: {problem}.",
+        hint="Re-download the model's config files; compare them with the model's page on Hugging Face.",
+    )
+
+
 def facts_from_config(
     cfg: dict[str, Any],
     *,
@@ -235,7 +254,7 @@ def facts_from_config(
     h, n_heads, n_layers = int(t["hidden_size"]), int(t["num_attention_heads"]), int(t["num_hidden_layers"])
     model_type = str(cfg_get(t, "model_type", cfg_get(cfg, "model_type", "unknown")))
     types, window = apply_sliding_window(t, layer_kinds(t, n_layers, source), n_layers)
-    quant = parse_quantization(t.get("quantization_config") or quant_file)
+    quant = _quantization(t.get("quantization_config"), quant_file, source)
     length: DerivedLength = derive_max_len(t)
     archs = cfg.get("architectures") or []
     vc = cfg.get("vision_config")
@@ -285,8 +304,6 @@ def facts_from_config(
 
 def read_index_total_size(model_dir: Path) -> int | None:
     """``metadata.total_size`` of ``model.safetensors.index.json``, or the size of a lone safetensors file."""
-    import json
-
     index = model_dir / "model.safetensors.index.json"
     if index.is_file():
         try:
@@ -313,6 +330,13 @@ def facts_from_dir(model_dir: Path, *, overrides: dict[str, Any] | None = None) 
     if not model_dir.is_dir():
         raise ModelPathError(
             f"{model_dir} is not a folder.", hint="Pass a model folder, a catalog name or a repo id."
+        )
+    if config.exists() and not config.is_file():
+        from llmdeck.util.localfile import not_regular
+
+        raise ModelPathError(
+            f"{config} cannot be read: {not_regular(config, config.stat().st_mode).strerror}.",
+            hint="Replace it with the model's config.json file.",
         )
     if not config.is_file():
         raise ModelPathError(

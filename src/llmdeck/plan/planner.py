@@ -115,13 +115,17 @@ def parse_bytes(text: str) -> int:
     t = text.strip().upper().removesuffix("IB").removesuffix("B")
     mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
     try:
-        if t and t[-1] in mult:
-            return int(float(t[:-1]) * mult[t[-1]])
-        return int(float(t))
-    except ValueError as exc:
+        n = int(float(t[:-1]) * mult[t[-1]]) if t and t[-1] in mult else int(float(t))
+    except (ValueError, OverflowError) as exc:  # 1e999: an infinite float
         raise UsageError(
             f"--kv-cache-memory-bytes {text!r} is not a size.", hint="Write e.g. 60G or 64424509440."
         ) from exc
+    if not 0 < n <= 1 << 60:
+        raise UsageError(
+            f"--kv-cache-memory-bytes {text!r} is out of range (more than 0, at most 1 EiB).",
+            hint="Write e.g. 60G or 64424509440.",
+        )
+    return n
 
 
 def image_version(image: str | None, catalog: Catalog) -> tuple[str | None, str | None, str]:
@@ -265,6 +269,7 @@ def make_plan(
     """Build the whole plan. Raises PlanError (exit 2) for a context beyond memory when asked to."""
     catalog = catalog or load_catalog(catalog_paths)
     flags = parse_vllm_flags(req.vllm_args)
+    flags.check_values()
     facts, entry, resolved = resolve_model(req.model, catalog, models_dir, _overrides(flags))
     machine = machine or get_machine(req.machine, total_gib=req.total_gib)
     image = (req.image or DEFAULT_IMAGE) if req.engine == "docker" else None

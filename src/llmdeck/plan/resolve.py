@@ -11,8 +11,9 @@ from pydantic import BaseModel
 
 from llmdeck.catalog.models import Catalog, CatalogEntry
 from llmdeck.errors import ConfigError, UnknownModelError
-from llmdeck.plan.modelinfo import ModelFacts, facts_from_config, facts_from_dir
+from llmdeck.plan.modelinfo import ModelFacts, facts_from_config, facts_from_dir, read_config_file
 from llmdeck.util.hfpaths import default_hf_home
+from llmdeck.util.shellquote import quote
 
 
 class ResolvedModel(BaseModel):
@@ -63,6 +64,8 @@ def find_local_copy(entry_or_repo: str, models_dir: Path | None) -> Path | None:
 def _local(
     path: Path, catalog: Catalog, overrides: dict[str, Any] | None
 ) -> tuple[ModelFacts, CatalogEntry | None, ResolvedModel]:
+    if path.is_file() and path.name != "config.json" and path.suffix == ".json":
+        return _config_file(path, catalog, overrides)  # `plan Qwen3-0.6B.config.json`: that file alone
     if path.is_file():  # `plan PATH/config.json` reads like its folder
         path = path.parent
     facts = facts_from_dir(path, overrides=overrides)
@@ -78,6 +81,17 @@ def _local(
             config_source=str(folder / "config.json"),
         ),
     )
+
+
+def _config_file(
+    path: Path, catalog: Catalog, overrides: dict[str, Any] | None
+) -> tuple[ModelFacts, CatalogEntry | None, ResolvedModel]:
+    """A lone config file (``NAME.config.json``): planned from it; named NAME (a catalog entry when known)."""
+    name = path.name.removesuffix(".json").removesuffix(".config") or path.stem
+    facts = facts_from_config(read_config_file(path), source=str(path), overrides=overrides)
+    entry = catalog.find(name)
+    resolved = ResolvedModel(name=name, repo_id=entry.repo_id if entry else None, config_source=str(path))
+    return facts, entry, resolved
 
 
 def resolve_model(
@@ -113,7 +127,8 @@ def resolve_model(
     if "/" in model:
         raise UnknownModelError(
             f"{model} is not in a catalog and its config.json is not in the Hugging Face cache.",
-            hint=f"Fetch the config first (`hf download {model} config.json`), or pass a local model folder.",
+            hint=f"Fetch the config first (`hf download {quote(model)} config.json`), or pass a local model "
+            "folder.",
         )
     known = ", ".join(e.name for e in catalog.models)
     raise UnknownModelError(
@@ -130,8 +145,8 @@ def _bundled(
         raise ConfigError(
             f"{entry.name} is in the catalog, but llmdeck has no config.json for it offline "
             "(none bundled, none in the Hugging Face cache or the models folder), so it cannot size it.",
-            hint=f"Fetch just the config: `hf download {entry.repo_id} config.json --local-dir "
-            f"~/.cache/huggingface/models/{entry.name}`, then run llmdeck plan again.",
+            hint=f"Fetch just the config: `hf download {quote(entry.repo_id)} config.json --local-dir "
+            f"~/.cache/huggingface/models/{quote(entry.name)}`, then run llmdeck plan again.",
         )
     facts = facts_from_config(cfg, source=f"catalog:{entry.name} ({entry.config})", overrides=overrides)
     return (

@@ -15,9 +15,13 @@ Follows vllm 0.22.0 ``vllm/config/model.py:2119-2253`` (``_get_and_verify_max_le
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pydantic import BaseModel
+
+from llmdeck.errors import ConfigError
+from llmdeck.plan.configread import MAX_CONTEXT_LEN
 
 LEN_KEYS = (
     "max_position_embeddings",
@@ -68,14 +72,14 @@ def derive_max_len(t: dict[str, Any]) -> DerivedLength:
     key = "max_position_embeddings"
     for k in LEN_KEYS:
         v = t.get(k)
-        if isinstance(v, int | float) and not isinstance(v, bool) and v < best:
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v < best:
             best, key = v, k
     mml = t.get("model_max_length")
-    if isinstance(mml, int | float) and not isinstance(mml, bool) and mml:
+    if isinstance(mml, int | float) and not isinstance(mml, bool) and math.isfinite(mml) and mml:
         best, key = mml, "model_max_length"
     guessed = best == float("inf")
     base = DEFAULT_MAX_LEN if guessed else int(best)
-    derived = float(base)
+    derived = float(min(base, MAX_CONTEXT_LEN + 1))  # a 400-digit JSON int is no float
     factor, rope_type = 1.0, None
     if "gemma3" not in str(t.get("model_type", "")):
         for rp in _rope_list(t):
@@ -88,11 +92,18 @@ def derive_max_len(t: dict[str, Any]) -> DerivedLength:
                 factor, rope_type = float(f), rtype
             if rtype == "yarn" and isinstance(rp.get("original_max_position_embeddings"), int):
                 base = int(rp["original_max_position_embeddings"])
-                derived = float(base)
+                derived = float(min(base, MAX_CONTEXT_LEN + 1))
         derived *= factor
+    if not 1 <= derived <= MAX_CONTEXT_LEN:  # NaN fails too
+        raise ConfigError(
+            f"The config's context length is {derived:g} (base {base:g}, RoPE factor {factor:g}), outside "
+            f"1..{MAX_CONTEXT_LEN:,}; no real model comes near.",
+            hint=f"Fix {key} or the rope_scaling factor (compare with the model's page on Hugging Face).",
+        )
     default_len = int(derived)
     if rope_type == "longrope":
-        default_len = int(t.get("original_max_position_embeddings") or derived)
+        orig = t.get("original_max_position_embeddings")
+        default_len = int(orig) if isinstance(orig, int) and 1 <= orig <= derived else int(derived)
     return DerivedLength(
         max_len=int(derived),
         key=key,

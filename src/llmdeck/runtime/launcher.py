@@ -91,6 +91,14 @@ def validate_spec(spec: LaunchSpec) -> None:
             f"The Python {spec.python!r} given for the engine does not exist.",
             hint="Point --python at the interpreter of the venv that has vLLM, e.g. ~/.venv/bin/python.",
         )
+    if spec.python and not (Path(spec.python).is_file() and os.access(spec.python, os.X_OK)):
+        what = "a folder" if Path(spec.python).is_dir() else "a file without execute permission"
+        if Path(spec.python).exists() and not Path(spec.python).is_dir() and not Path(spec.python).is_file():
+            what = "not a regular file"
+        raise UsageError(
+            f"--python {spec.python} is not an executable ({what}).",
+            hint="Point --python at the interpreter of the venv that has vLLM, e.g. ~/.venv/bin/python.",
+        )
 
 
 # ---- start ----------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import stat
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,6 +38,9 @@ def header_line(argv: Sequence[str]) -> str:
     return f"# llmdeck: {datetime.now(UTC).isoformat()} starting: {shlex.join(redact_argv(argv))}\n"
 
 
+_LOG_HINT = "Move it away; llmdeck writes a new log file there when the server starts again."
+
+
 def open_log(log_path: Path, argv: Sequence[str]) -> BinaryIO:
     """A new log file (0600, the folder 0700) opened for appending, the header written."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -49,14 +53,26 @@ def open_log(log_path: Path, argv: Sequence[str]) -> BinaryIO:
 
 
 def read_tail(path: Path, max_bytes: int = 200_000) -> str:
+    """The last ``max_bytes`` of a log ("" when there is none). A log path that is a folder, a pipe
+    or a device is a UsageError naming it (opened without blocking, never read)."""
+    from llmdeck.errors import UsageError
+    from llmdeck.util.localfile import not_regular
+
     try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - max_bytes))
-            return fh.read().decode("utf-8", errors="replace")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         return ""
+    except OSError as exc:
+        raise UsageError(f"Cannot read the log {path}: {exc.strerror or exc}.", hint=_LOG_HINT) from exc
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise UsageError(f"Cannot read the log {path}: {not_regular(path, mode).strerror}.", hint=_LOG_HINT)
+    with os.fdopen(fd, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        fh.seek(max(0, size - max_bytes))
+        return fh.read().decode("utf-8", errors="replace")
 
 
 def feed_new_lines(path: Path, offset: int, pending: str, on_line: Callable[[str], None]) -> tuple[int, str]:

@@ -19,6 +19,7 @@ from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import NotRunningError
 from llmdeck.runtime.process import ProcessIdentity
 from llmdeck.util.atomic import atomic_write_json
+from llmdeck.util.localfile import ensure_dir
 from llmdeck.util.names import validate_server_name
 from llmdeck.util.redact import redact_argv, redact_env
 
@@ -69,6 +70,40 @@ class ServerRecord(BaseModel):
         return self.spec.effective_served_name
 
 
+MAX_RECORD_BYTES = 1 << 20  # a record is a few KB
+_WHY = {
+    "UnicodeDecodeError": "not UTF-8 text",
+    "JSONDecodeError": "not JSON",
+    "ValidationError": "not a record",
+}
+
+
+def _read_record(path: Path) -> ServerRecord:
+    """One record file (never waits on a pipe put there); ValidationError / ValueError / OSError."""
+    from llmdeck.util.localfile import read_regular_text
+
+    return ServerRecord.model_validate_json(read_regular_text(path, MAX_RECORD_BYTES))
+
+
+Warnings = list[str]  # (named here: inside StateStore, ``list`` is the method)
+
+
+def _scan_records(servers_dir: Path) -> tuple[list[ServerRecord], Warnings]:
+    """(readable records, a warning for each unreadable one) of a servers folder."""
+    if not servers_dir.is_dir():
+        return [], []
+    records, problems = [], []
+    for path in sorted(servers_dir.glob("*.json")):
+        try:
+            records.append(_read_record(path))
+        except (ValidationError, ValueError, OSError) as exc:  # ValueError: not JSON, not UTF-8
+            why = getattr(exc, "strerror", None) or _WHY.get(type(exc).__name__, type(exc).__name__)
+            problems.append(
+                f"skipped the unreadable server record {path} ({why}); delete it if no server uses it."
+            )
+    return records, problems
+
+
 class StateStore:
     """Server records under ``<state_dir>/servers/<name>.json``."""
 
@@ -83,7 +118,7 @@ class StateStore:
         return self.servers_dir / f"{validate_server_name(name)}.secrets"
 
     def _ensure_dir(self) -> None:
-        self.servers_dir.mkdir(parents=True, exist_ok=True)
+        ensure_dir(self.servers_dir)  # a file in the way is a UsageError naming it
         with contextlib.suppress(OSError):
             os.chmod(self.servers_dir, 0o700)
 
@@ -115,23 +150,20 @@ class StateStore:
                 hint="Run `llmdeck status` to see servers, or `llmdeck up` to start one.",
             )
         try:
-            return ServerRecord.model_validate_json(path.read_text(encoding="utf-8"))
-        except (ValidationError, json.JSONDecodeError) as exc:
+            return _read_record(path)
+        except (ValidationError, ValueError, OSError) as exc:  # ValueError: not JSON, not UTF-8
             raise NotRunningError(
                 f"The record of server {name!r} at {path} is unreadable ({exc.__class__.__name__}).",
                 hint=f"Delete {path} and start the server again.",
             ) from exc
 
     def list(self) -> list[ServerRecord]:
-        if not self.servers_dir.is_dir():
-            return []
-        records = []
-        for path in sorted(self.servers_dir.glob("*.json")):
-            try:
-                records.append(ServerRecord.model_validate_json(path.read_text(encoding="utf-8")))
-            except (ValidationError, json.JSONDecodeError, OSError):
-                continue
-        return records
+        """The readable records; unreadable ones are skipped (:meth:`unreadable` names them)."""
+        return _scan_records(self.servers_dir)[0]
+
+    def unreadable(self) -> Warnings:
+        """One warning per record file :meth:`list` skips (not UTF-8, not JSON, not a record, a pipe)."""
+        return _scan_records(self.servers_dir)[1]
 
     def remove(self, name: str) -> None:
         self.path(name).unlink(missing_ok=True)

@@ -64,7 +64,7 @@ class TuneRequest(BaseModel):
     slo: list[SloTarget] = Field(min_length=1)
     budget_s: float = Field(gt=0, allow_inf_nan=False)
     trials: int = Field(ge=1, le=500)
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="optuna's sampler takes 0 .. 2**32-1")
     vllm_version: str | None = None
     deep_gemm_warmup: DeepGemmWarmup = "relax"
     candidates: list[list[str]] = Field(default_factory=list, description="Configs measured first.")

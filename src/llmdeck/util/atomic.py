@@ -72,6 +72,11 @@ def check_writable(path: Path) -> os.stat_result | None:
         raise write_error(path, exc) from exc
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise UsageError(f"Cannot write {path}: it is a folder, not a file.", hint=_HINT)
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        from llmdeck.util.localfile import not_regular
+
+        reason = not_regular(path, st.st_mode).strerror
+        raise UsageError(f"Cannot write {path}: {reason}; llmdeck neither reads nor replaces it.", hint=_HINT)
     if st is not None and not st.st_mode & 0o222:
         raise UsageError(
             f"{path} is read-only (mode {stat.S_IMODE(st.st_mode):o}); llmdeck does not overwrite files "

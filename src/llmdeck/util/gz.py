@@ -8,6 +8,8 @@ import gzip
 import zlib
 from pathlib import Path
 
+from llmdeck.util.localfile import read_regular
+
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_INFLATED = 2 << 30  # 2 GiB: a bench result with every request's ITL is tens of MB
 
@@ -17,14 +19,13 @@ class InflateError(ValueError):
 
 
 def is_gzip(path: Path) -> bool:
-    with Path(path).open("rb") as fh:
-        return fh.read(2) == GZIP_MAGIC
+    """True for a gzipped file; ``OSError`` (``NotRegularFileError`` for a pipe or device) when unreadable."""
+    return read_regular(Path(path), 2, head=True) == GZIP_MAGIC
 
 
 def read_head(path: Path, n: int) -> bytes:
     """The first ``n`` bytes of the file's content (inflated when it is gzipped)."""
-    with Path(path).open("rb") as fh:
-        head = fh.read(n)
+    head = read_regular(Path(path), n, head=True)  # never blocks on a pipe
     if not head.startswith(GZIP_MAGIC):
         return head
     try:
@@ -38,7 +39,7 @@ def read_bytes(path: Path, limit: int = MAX_INFLATED) -> bytes:
     """The file's content, inflated when it is gzipped. InflateError when that fails or passes ``limit``."""
     p = Path(path)
     if not is_gzip(p):
-        return p.read_bytes()
+        return read_regular(p, limit)
     out = bytearray()
     try:
         with gzip.open(p, "rb") as gz:

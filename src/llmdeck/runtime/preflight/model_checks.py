@@ -19,9 +19,11 @@ def _looks_local(model: str) -> bool:
 def read_architecture(model_dir: Path) -> str | None:
     import json
 
+    from llmdeck.util.localfile import read_regular_text
+
     try:
-        data = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_regular_text(model_dir / "config.json", 64 << 20))
+    except (OSError, ValueError, RecursionError):
         return None
     archs = data.get("architectures") if isinstance(data, dict) else None
     return str(archs[0]) if isinstance(archs, list) and archs else None

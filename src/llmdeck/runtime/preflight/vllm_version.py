@@ -81,6 +81,8 @@ def probe_venv_vllm(python: str, *, run: Runner = _run) -> tuple[str | None, str
         proc = run(venv_version_argv(python))
     except FileNotFoundError:
         return None, f"{python} does not exist"
+    except OSError as exc:  # a folder, a file without the execute bit, a binary of another machine
+        return None, f"{python} cannot be run ({exc.strerror or exc})"
     except subprocess.TimeoutExpired:
         return None, "importing vllm took more than 180 s"
     if proc.returncode != 0:
