@@ -300,11 +300,14 @@ def render_comparison(cmp: Comparison, console: Any) -> None:
     """The comparison as a rich table, the workload differences under it."""
     from rich.table import Table
 
+    from llmdeck.util.safetext import markup_data
+
     several = cmp.llmdeck_runs > 1 or cmp.vllm_runs > 1
-    title = f"{cmp.scenario}: llmdeck vs vllm bench serve"
+    scenario = markup_data(cmp.scenario)  # names and notes from result files: data, not markup
+    title = f"{scenario}: llmdeck vs vllm bench serve"
     if several:
         title = (
-            f"{cmp.scenario}: llmdeck (median of {cmp.llmdeck_runs} run(s)) vs vllm bench serve "
+            f"{scenario}: llmdeck (median of {cmp.llmdeck_runs} run(s)) vs vllm bench serve "
             f"(median of {cmp.vllm_runs} run(s))"
         )
     t = Table(title=title)
@@ -319,16 +322,16 @@ def render_comparison(cmp: Comparison, console: Any) -> None:
                     (("llmdeck", r.llmdeck_runs), ("vLLM", r.vllm_runs)) if vals]  # fmt: skip
             note = "; ".join([*runs, note] if note else runs)
         t.add_row(
-            r.metric,
+            markup_data(r.metric),
             "-" if r.llmdeck is None else f"{r.llmdeck:.3f}",
             "-" if r.vllm is None else f"{r.vllm:.3f}",
             "-" if r.ratio is None else f"{r.ratio:.3f}",
-            note,
+            markup_data(note or ""),
         )
     console.print(t)
     if cmp.workload_differences:
         console.print("The workloads differ, so the ratios compare different runs:")
         for d in cmp.workload_differences:
-            console.print(f"  - {d}", highlight=False)
+            console.print(f"  - {markup_data(d)}", highlight=False)
     else:
         console.print("Same workload shape (requests, rate, concurrency, endpoint, tokens per request).")

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from llmdeck.bench.models import BenchResult, RepeatSummary, ScenarioResult, Stats
 from llmdeck.bench.repeats import summarize_repeats
+from llmdeck.util.redact import redact_url
+from llmdeck.util.safetext import markup_data
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -59,8 +61,8 @@ def summary_table(result: BenchResult) -> Table:
     from rich.table import Table
 
     t = result.target
-    title = f"llmdeck bench: {t.model} at {t.base_url}"
-    about = [f"server {t.server_version}"] if t.server_version else []
+    title = f"llmdeck bench: {markup_data(t.model)} at {markup_data(redact_url(t.base_url))}"
+    about = [f"server {markup_data(t.server_version)}"] if t.server_version else []
     if t.server_started_at:
         about.append(f"up {_age(result.created_at - t.server_started_at)} at the start")
     if about:
@@ -71,7 +73,7 @@ def summary_table(result: BenchResult) -> Table:
             col, overflow="fold", justify="right" if col not in {"Scenario", "Verdict"} else "left"
         )
     for sr in result.scenarios:
-        table.add_row(*scenario_row(sr))
+        table.add_row(*(markup_data(cell) for cell in scenario_row(sr)))  # names, errors: data
     return table
 
 
@@ -100,7 +102,7 @@ def repeats_table(result: BenchResult) -> Table | None:
         table.add_column(col, overflow="fold", justify="left" if col == "Scenario" else "right")
     for su in summaries:
         table.add_row(
-            su.label,
+            markup_data(su.label),
             f"{su.runs_measured} of {su.runs_planned}",
             _range_cell(su, "mean_ttft_ms", fmt_ms),
             _range_cell(su, "p99_ttft_ms", fmt_ms),
@@ -199,9 +201,10 @@ def render_result(result: BenchResult, console: Console, *, details: bool = True
         for line in detail_lines(result):
             console.print(line, highlight=False, markup=False)
         for line in verdict_lines(result):
-            console.print(f"[dim]{line}[/]", highlight=False)
+            console.print(f"[dim]{markup_data(line)}[/]", highlight=False)
     if result.status != "complete":
-        console.print(f"[bold yellow]run {result.status}[/]: {result.error or ''}", highlight=False)
+        status, error = markup_data(result.status), markup_data(result.error or "")
+        console.print(f"[bold yellow]run {status}[/]: {error}", highlight=False)
 
 
 def _short_ms(ms: float) -> str:

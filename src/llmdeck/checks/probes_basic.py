@@ -16,6 +16,7 @@ from llmdeck.checks.probe_base import (
     _message,
     _reasoning,
 )
+from llmdeck.util.shellquote import quote
 
 
 def probe_health(ctx: ProbeContext) -> Outcome:
@@ -90,9 +91,9 @@ def probe_models(ctx: ProbeContext) -> Outcome:
         ctx.facts.model = ids[0]
         return Outcome(
             "fail",
-            f"The server does not serve {ctx.requested_model!r}; it serves {', '.join(ids)}.",
-            fix=f"Use --model {ids[0]} (requests must name the --served-model-name), or restart the "
-            f"server with --served-model-name {ctx.requested_model}.",
+            f"The server does not serve {ctx.requested_model!r}; it serves {', '.join(map(quote, ids))}.",
+            fix=f"Use --model {quote(ids[0])} (requests must name the --served-model-name), or restart the "
+            f"server with --served-model-name {quote(ctx.requested_model)}.",
         )
     chosen = wanted if wanted in ids else ids[0]
     entry = next(e for e in entries if isinstance(e, dict) and e.get("id") == chosen)

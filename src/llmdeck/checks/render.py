@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.markup import escape
-
 from llmdeck.checks.report import CheckReport
+from llmdeck.util.redact import redact_text, redact_url
+from llmdeck.util.safetext import markup_data, safe_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -29,22 +29,26 @@ def report_table(report: CheckReport) -> Table:
 
     facts = report.server
     who = report.client or "any OpenAI client"
-    title = f"llmdeck check {facts.base_url} — model {facts.model or '?'}"
+    url, model = markup_data(redact_url(facts.base_url)), markup_data(facts.model or "?")
+    title = f"llmdeck check {url} — model {model}"
     if facts.max_model_len:
         title += f", max_model_len {facts.max_model_len}"
     if facts.server_version:
-        title += f", vLLM {facts.server_version}"
-    table = Table(title=title, caption=f"required (*) = needed by {who}", show_lines=False, expand=False)
+        title += f", vLLM {markup_data(facts.server_version)}"
+    table = Table(
+        title=title, caption=f"required (*) = needed by {markup_data(who)}", show_lines=False, expand=False
+    )
     table.add_column("probe", no_wrap=True)
     table.add_column("verdict", no_wrap=True)
     table.add_column("*", no_wrap=True)
     table.add_column("finding", ratio=1, min_width=30)
     for probe in report.probes:
-        finding = Text(probe.summary)
+        finding = Text(safe_text(probe.summary))  # a Text is not markup: `[/]` in a model id is text
         if probe.fix:
             finding.append("\nfix: ", style="bold")
-            finding.append(probe.fix)
-        table.add_row(probe.id, STYLE.get(probe.status, probe.status), "*" if probe.required else "", finding)
+            finding.append(safe_text(probe.fix))
+        verdict = STYLE.get(probe.status, markup_data(probe.status))
+        table.add_row(markup_data(probe.id), verdict, "*" if probe.required else "", finding)
     return table
 
 
@@ -54,17 +58,18 @@ def print_report(report: CheckReport, console: Console, *, verbose: bool = False
     if verbose:
         for probe in report.probes:
             for ex in probe.evidence:
-                console.print(
-                    f"[bold]{probe.id}[/] {ex.method} {ex.path} -> {ex.status_code}", highlight=False
-                )
+                line = markup_data(f"{ex.method} {ex.path} -> {ex.status_code}")
+                console.print(f"[bold]{markup_data(probe.id)}[/] {line}", highlight=False)
                 if ex.sent:
-                    console.print(f"  sent: {ex.sent}", markup=False, highlight=False)
+                    console.print(f"  sent: {redact_text(ex.sent)}", markup=False, highlight=False)
                 if ex.received:
-                    console.print(f"  got:  {ex.received}", markup=False, highlight=False)
+                    console.print(f"  got:  {redact_text(ex.received)}", markup=False, highlight=False)
     failed = report.failed_required
     who = report.client or "a plain OpenAI client"
     if failed:
         names = ", ".join(p.id for p in failed)
-        console.print(f"[bold red]NOT READY[/] for {escape(who)}: {escape(names)} failed.", highlight=False)
+        console.print(
+            f"[bold red]NOT READY[/] for {markup_data(who)}: {markup_data(names)} failed.", highlight=False
+        )
     else:
-        console.print(f"[bold green]READY[/] for {escape(who)}.", highlight=False)
+        console.print(f"[bold green]READY[/] for {markup_data(who)}.", highlight=False)

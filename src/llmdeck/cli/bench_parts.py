@@ -6,6 +6,8 @@ from typing import Any
 
 from rich.markup import escape
 
+from llmdeck.util.safetext import safe_text
+
 
 def sampling(temperature: float | None, top_p: float | None, top_k: int | None) -> dict[str, float | int]:
     """The sampling flags that were given, checked like vLLM checks them (a bad one is exit 2 here,
@@ -81,7 +83,7 @@ class RichProgress:
         if self.task is not None:
             self.progress.remove_task(self.task)
         self.task = self.progress.add_task(
-            f"[{index + 1}/{total}] {spec.label()}",
+            f"[{index + 1}/{total}] {escape(safe_text(spec.label()))}",  # TextColumn parses markup
             total=spec.num_prompts if spec.duration_s is None else None,
             failed=0,
         )
@@ -93,7 +95,7 @@ class RichProgress:
     def scenario_end(self, result: Any) -> None:
         from llmdeck.bench.render import scenario_row
 
-        row = scenario_row(result)
+        row = [escape(safe_text(cell)) for cell in scenario_row(result)]  # names and errors are data
         self.console.print(
             f"[bold]{row[0]}[/]: {row[1]} ok/failed, TTFT mean {row[2]} p99 {row[3]}, TPOT mean {row[4]}, "
             f"{row[5]} tok/s -> {row[6]}",
@@ -101,4 +103,4 @@ class RichProgress:
         )
 
     def message(self, text: str) -> None:
-        self.console.print(f"[dim]{escape(text)}[/]", highlight=False)
+        self.console.print(f"[dim]{escape(safe_text(text))}[/]", highlight=False)

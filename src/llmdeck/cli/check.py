@@ -10,6 +10,10 @@ from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_conso
 from llmdeck.cli.validate import positive_seconds
 
 DEADLINE_HINT = "The server answers slowly; check its log, or give the check more time with --deadline."
+REJECTED_KEY_HINT = (
+    "Use the key the server was started with (its --api-key / VLLM_API_KEY): pass it with --api-key "
+    "or LLMDECK_API_KEY."
+)
 
 CHECK_HELP = """Probe an OpenAI-compatible server for what a client needs, with evidence and fixes.
 
@@ -88,15 +92,15 @@ def _check(
 ) -> None:
     from llmdeck.checks import print_report, run_checks
     from llmdeck.checks.clients import validate_client
-    from llmdeck.client.errors import API_KEY_HINT
-    from llmdeck.errors import CheckFailedError
     from llmdeck.runtime.target import resolve_target
+    from llmdeck.util.redact import redact_url
 
     settings = get_settings(ctx)
     client = validate_client(client)
     tgt = resolve_target(target, settings)
+    shown_url = redact_url(tgt.base_url)
     err = err_console()
-    err.print(f"checking {tgt.base_url} for {client or 'any OpenAI client'} …", highlight=False, markup=False)
+    err.print(f"checking {shown_url} for {client or 'any OpenAI client'} …", highlight=False, markup=False)
 
     def progress(result: Any) -> None:
         err.print(f"  {result.id}: {result.status}", highlight=False, markup=False)
@@ -116,16 +120,31 @@ def _check(
         print_json(report)
     else:
         print_report(report, out_console(), verbose=verbose)
+    _raise_unless_ready(
+        report, shown_url, client, key_sent=bool(api_key if api_key is not None else settings.api_key)
+    )
+
+
+def _raise_unless_ready(report: Any, shown_url: str, client: str | None, *, key_sent: bool) -> None:
+    """Exit 1 when a probe the client needs failed (an API key the server refused is called rejected,
+    a missing one missing), or when the deadline cut the check short."""
+    from llmdeck.client.errors import API_KEY_HINT
+    from llmdeck.errors import CheckFailedError
+
     if report.failed_required:
         names = ", ".join(p.id for p in report.failed_required)
         first = report.failed_required[0]
-        needs_key = report.server.api_key_required is True and first.id in {"health", "api_key"}
+        key_failed = report.server.api_key_required is True and first.id in {"health", "api_key"}
+        summary = first.summary.rstrip(".")
+        if key_failed and key_sent and "reject" not in summary:
+            summary += "; the server rejected the API key"
+        hint = "Apply the fixes shown in the report, restart the server, and check again."
+        if key_failed:
+            hint = REJECTED_KEY_HINT if key_sent else API_KEY_HINT
         raise CheckFailedError(
-            f"{tgt.base_url} is not ready for {client or 'a plain OpenAI client'}: {names} failed "
-            f"(first, {first.id}: {first.summary.rstrip('.')}).",
-            hint=API_KEY_HINT
-            if needs_key
-            else "Apply the fixes shown in the report, restart the server, and check again.",
+            f"{shown_url} is not ready for {client or 'a plain OpenAI client'}: {names} failed "
+            f"(first, {first.id}: {summary}).",
+            hint=hint,
         )
     if report.incomplete:
         raise CheckFailedError(f"{report.incomplete}; the probes left were skipped.", hint=DEADLINE_HINT)

@@ -121,7 +121,7 @@ def _connect(
 
 
 def _render(name: str, info: Any, result: Any, json_out: bool) -> None:
-    from llmdeck.util.redact import redact_url
+    from llmdeck.util.redact import redact_text, redact_url
 
     if json_out:
         print_json(result)
@@ -140,5 +140,5 @@ def _render(name: str, info: Any, result: Any, json_out: bool) -> None:
             markup=False,
             highlight=False,
         )
-    for note in result.notes:
-        err_console().print(f"note: {note}", highlight=False, markup=False)
+    for note in result.notes:  # stderr never shows the key (only the printed config carries it)
+        err_console().print(f"note: {redact_text(note)}", highlight=False, markup=False)

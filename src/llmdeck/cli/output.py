@@ -3,46 +3,89 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 import sys
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import typer
 
+from llmdeck.util.safetext import is_unsafe, markup_data
+from llmdeck.util.safetext import safe_text as safe_text
+
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.segment import Segment
+    from rich.text import Text
 
     from llmdeck.settings import Settings
 
 JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON to stdout.")
 
 
-def _control(ch: str) -> bool:
-    code = ord(ch)
-    return (code < 32 and ch not in "\n\t") or code == 127 or 0x80 <= code < 0xA0
+# llmdeck's own markup: styles built from these words, and closing tags. Any other tag in a string a
+# console renders ([link=...], [reverse], [@click] ...) is escaped before rich parses it, so data that
+# reached a markup string unescaped still cannot add a hyperlink or restyle the terminal.
+_STYLE_WORDS = frozenset(
+    {"bold", "dim", "italic", "underline", "strike", "not", "on", "b", "i", "u", "s"}
+    | {"red", "green", "yellow", "blue", "magenta", "cyan", "white", "black"}
+)
+_TAG = re.compile(r"(\\*)\[([a-z#/@][^\[]*?)\]")
 
 
-def safe_text(text: str) -> str:
-    """``text`` with control characters (ESC, CR, BEL, C1 ...) shown as ``\\xNN``: a string from a server
-    or a file is printed as data and never drives the terminal (colours, titles, cursor moves)."""
-    if not any(_control(ch) for ch in text):
-        return text
-    return "".join(f"\\x{ord(ch):02x}" if _control(ch) else ch for ch in text)
+def esc(value: object) -> str:
+    """``value`` (a model id, a URL, an error from a server) ready to go into a markup string."""
+    return markup_data(value)
+
+
+def _own_tag(tag: str) -> bool:
+    words = tag.removeprefix("/").split()
+    return tag == "/" or (bool(words) and all(w in _STYLE_WORDS for w in words))
+
+
+def neutralize_markup(text: str) -> str:
+    """``text`` with every tag that is not llmdeck's own styling escaped (see ``_STYLE_WORDS``)."""
+
+    def fix(m: re.Match[str]) -> str:
+        slashes, tag = m.group(1), m.group(2)
+        if len(slashes) % 2 or _own_tag(tag):
+            return m.group(0)
+        return f"{slashes}\\[{tag}]"
+
+    return _TAG.sub(fix, text)
 
 
 _CONSOLE: type[Console] | None = None
 
 
 def _console_class() -> type[Console]:
-    """rich's Console, with every string it renders (prints, table cells) passed through safe_text;
-    rich's own styles are added after, so colours still work."""
+    """rich's Console, made safe for data: every string it renders (prints, titles, table cells) passes
+    through safe_text, tags that are not llmdeck's styling are escaped, markup that does not parse is
+    printed as plain text (never a crash), and text inside any renderable (``Text`` cells, progress
+    columns) has its control characters shown too. rich's own styles are added after, so colours work."""
     global _CONSOLE
     if _CONSOLE is None:
         from rich.console import Console
-        from rich.text import Text
+        from rich.errors import MarkupError
+        from rich.segment import Segment
 
         class SafeConsole(Console):
             def render_str(self, text: str, **kwargs: Any) -> Text:
-                return super().render_str(safe_text(text), **kwargs)
+                text = safe_text(text)
+                if kwargs.get("markup") is False or (kwargs.get("markup") is None and not self._markup):
+                    return super().render_str(text, **kwargs)
+                try:
+                    return super().render_str(neutralize_markup(text), **kwargs)
+                except MarkupError:
+                    return super().render_str(text, **{**kwargs, "markup": False})
+
+            def render(self, renderable: Any, options: Any = None) -> Iterable[Segment]:
+                for seg in super().render(renderable, options):
+                    if seg.control is None and any(is_unsafe(ch) for ch in seg.text):
+                        yield Segment(safe_text(seg.text), seg.style)
+                    else:
+                        yield seg
 
         _CONSOLE = SafeConsole
     return _CONSOLE
@@ -69,12 +112,37 @@ def to_jsonable(obj: Any) -> Any:
     return obj
 
 
+def finite(obj: Any) -> Any:
+    """JSON-like data with NaN and ±inf (a server's /metrics may say NaN) as None: standard JSON."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [finite(x) for x in obj]
+    return obj
+
+
+# Characters json.dumps(ensure_ascii=False) leaves raw that a terminal acts on: DEL, C1, bidi controls.
+_RAW_IN_JSON = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
 def print_json(obj: Any) -> None:
-    """Write one JSON document to stdout, secrets redacted (llmdeck.util.redact)."""
+    """Write one standard JSON document to stdout (NaN/inf as null), secrets redacted
+    (llmdeck.util.redact), no character raw that could drive the terminal."""
     from llmdeck.util.redact import redact_data
 
-    sys.stdout.write(json.dumps(redact_data(to_jsonable(obj)), indent=2, ensure_ascii=False) + "\n")
+    text = json.dumps(finite(redact_data(to_jsonable(obj))), indent=2, ensure_ascii=False, allow_nan=False)
+    sys.stdout.write(_RAW_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n")
     sys.stdout.flush()
+
+
+def log_text(text: str) -> str:
+    """A server's log as data: secrets redacted (the same redactor as ``status``), control characters
+    shown (``safe_text``), CRLF line ends kept as line ends."""
+    from llmdeck.util.redact import redact_text
+
+    return safe_text(redact_text(text.replace("\r\n", "\n")))
 
 
 def info(message: str) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
+from llmdeck.cli.output import JSON_OPTION, err_console, esc, get_settings, out_console, print_json
 from llmdeck.cli.validate import ForwardingCommand, number
 from llmdeck.cli.validate import host as host_check
 
@@ -115,18 +115,14 @@ def _print_plan(plan: Any) -> None:
 
     con = out_console()
     f = plan.facts
-    con.print(
-        f"[bold]{plan.model.name}[/] ({f.architecture}, {f.kind}, {f.dtype}"
-        + (f", {f.quantization.method}" if f.quantization else "")
-        + f") on [bold]{plan.machine.name}[/] — {plan.machine.description}",
+    quant = f", {f.quantization.method}" if f.quantization else ""
+    con.print(  # names and config values are data: escaped, never markup
+        f"[bold]{esc(plan.model.name)}[/] ({esc(f'{f.architecture}, {f.kind}, {f.dtype}{quant}')}) on "
+        f"[bold]{esc(plan.machine.name)}[/] — {esc(plan.machine.description)}",
         highlight=False,
     )
-    con.print(
-        f"config: {plan.model.config_source}; target vLLM: {plan.target_vllm or 'recent'} "
-        f"({plan.target_vllm_source})",
-        highlight=False,
-        style="dim",
-    )
+    source = f"config: {plan.model.config_source}; target vLLM: {plan.target_vllm or 'recent'}"
+    con.print(f"{source} ({plan.target_vllm_source})", highlight=False, style="dim", markup=False)
     con.print(
         f"longest context vLLM allows: {f.derived_max_len:,} ({f.derived_max_len_how})"
         + (
@@ -149,7 +145,7 @@ def _print_plan(plan: Any) -> None:
         colors = {"error": "red", "warning": "yellow", "info": "cyan"}
         for fd in plan.findings:
             con.print(
-                f"[{colors[fd.severity]}]{fd.severity:7}[/] [bold]{fd.rule}[/]: {fd.message}",
+                f"[{colors[fd.severity]}]{fd.severity:7}[/] [bold]{esc(fd.rule)}[/]: {esc(fd.message)}",
                 highlight=False,
             )
             if fd.fix:
@@ -279,14 +275,14 @@ def recommend_cmd(
         return
     con = out_console()
     con.print(
-        f"[bold]{rec.pick}[/] for {rec.workload} on {rec.machine} at {rec.context:,} tokens",
+        f"[bold]{esc(rec.pick)}[/] for {esc(rec.workload)} on {esc(rec.machine)} at {rec.context:,} tokens",
         highlight=False,
     )
-    con.print(rec.why, highlight=False)
+    con.print(rec.why, highlight=False, markup=False)
     if rec.memory_summary:
-        con.print(rec.memory_summary, highlight=False)
+        con.print(rec.memory_summary, highlight=False, markup=False)
     if rec.alternatives:
-        con.print("alternatives: " + ", ".join(rec.alternatives), highlight=False)
+        con.print("alternatives: " + ", ".join(rec.alternatives), highlight=False, markup=False)
     con.print(f"next: {rec.next_command}", highlight=False, markup=False)
 
 
@@ -307,6 +303,20 @@ def _check_choices(engine: str, workload: str, kv_cache_dtype: str | None) -> No
         "bfloat16",
     }:
         raise UsageError(f"--kv-cache-dtype {kv_cache_dtype!r} is not known.", hint="Use auto or fp8.")
+
+
+def _check_name_and_version(name: str, vllm_version: str | None) -> None:
+    """--name follows the server-name rule (as `up --name`); --vllm-version must read as a version."""
+    from llmdeck.errors import UsageError
+    from llmdeck.plan.versions import version_tuple
+    from llmdeck.util.names import validate_server_name
+
+    validate_server_name(name)
+    if vllm_version is not None and not version_tuple(vllm_version):
+        raise UsageError(
+            f"--vllm-version {vllm_version!r} is not a version.",
+            hint="Give the vLLM release, e.g. --vllm-version 0.22.0 (or leave it out).",
+        )
 
 
 def _plan_request(values: dict[str, Any], vllm_args: list[str]) -> Any:
@@ -330,6 +340,7 @@ def _plan(ctx: typer.Context, values: dict[str, Any], spec_out: Path | None, as_
 
     settings = get_settings(ctx)
     _check_choices(values["engine"], values["workload"], values["kv_cache_dtype"])
+    _check_name_and_version(values["name"], values["vllm_version"])
     req = _plan_request(values, list(ctx.args))
     plan = make_plan(
         req,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 from rich.markup import escape
 
-from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
+from llmdeck.cli.output import JSON_OPTION, err_console, esc, get_settings, log_text, out_console, print_json
 from llmdeck.cli.validate import ForwardingCommand, host, number, positive_seconds
 
 if TYPE_CHECKING:
@@ -53,6 +53,14 @@ def _pick_name(settings: Settings, name: str | None) -> str:
         names = ", ".join(r.name for r in records)
         raise UsageError(f"Several servers are known ({names}).", hint="Name the one you mean.")
     return records[0].name
+
+
+def _warn_unreadable(settings: Settings) -> None:
+    """A warning on stderr for each server record that cannot be read (skipped, never fatal)."""
+    from llmdeck.runtime.state import StateStore
+
+    for problem in StateStore(settings.servers_dir).unreadable():
+        err_console().print(f"warning: {problem}", markup=False, highlight=False)
 
 
 def _default_engine() -> str:
@@ -169,6 +177,8 @@ def down_cmd(
     from llmdeck.runtime.state import StateStore
 
     settings = get_settings(ctx)
+    if all_:
+        _warn_unreadable(settings)
     names = (
         [r.name for r in StateStore(settings.servers_dir).list()] if all_ else [_pick_name(settings, name)]
     )
@@ -219,6 +229,8 @@ def status_cmd(
         status_of_url(name, settings, as_json, timeout)
         return
     statuses = status(settings, name)
+    if not name:
+        _warn_unreadable(settings)
     from llmdeck.cli.gateway import gateway_models, print_gateway_models  # its models on demand
     from llmdeck.cli.status_url import print_records
 
@@ -246,7 +258,7 @@ def logs_cmd(
       llmdeck logs -f            # follow the only running server until it exits
     """
     from llmdeck.errors import NotRunningError
-    from llmdeck.runtime.launcher import is_alive, read_tail
+    from llmdeck.runtime.launcher import read_tail
     from llmdeck.runtime.state import StateStore
     from llmdeck.util.names import validate_server_name
 
@@ -261,25 +273,38 @@ def logs_cmd(
         record = store.load(_pick_name(settings, name))
         log_path = record.log_path
     text = read_tail(log_path)
-    sys.stdout.write("\n".join(text.splitlines()[-lines:]) + "\n")
+    sys.stdout.write(log_text("\n".join(text.splitlines()[-lines:]) + "\n"))
     sys.stdout.flush()
-    if not follow:
-        return
+    if follow:
+        _follow(log_path, record)
+
+
+def _follow(log_path: Path, record: Any) -> None:
+    """`logs -f`: print what the log gains, a whole line at a time (a secret or an escape sequence split
+    across two reads is redacted / shown like any other), until the server exits or Ctrl-C."""
+    from llmdeck.runtime.launcher import is_alive
+
     offset = log_path.stat().st_size
+    pending = b""
     try:
         while True:
             with open(log_path, "rb") as fh:
                 fh.seek(offset)
                 chunk = fh.read()
             if chunk:
-                sys.stdout.write(chunk.decode("utf-8", errors="replace"))
-                sys.stdout.flush()
                 offset += len(chunk)
+                whole, nl, pending = (pending + chunk).rpartition(b"\n")
+                if nl:
+                    sys.stdout.write(log_text(whole.decode("utf-8", errors="replace") + "\n"))
+                    sys.stdout.flush()
             elif record is not None and not is_alive(record):  # a reused pid is not the server
                 break
             time.sleep(0.5)
     except KeyboardInterrupt:
-        return
+        pass
+    if pending:
+        sys.stdout.write(log_text(pending.decode("utf-8", errors="replace")) + "\n")
+        sys.stdout.flush()
 
 
 def restart_cmd(
@@ -314,7 +339,7 @@ def restart_cmd(
         print_json(new)
     else:
         out_console().print(
-            f"[green]ready[/] {new.name} at {new.base_url}/v1 (pid {new.pid})", highlight=False
+            f"[green]ready[/] {esc(new.name)} at {esc(new.base_url)}/v1 (pid {new.pid})", highlight=False
         )
 
 
@@ -347,8 +372,9 @@ def _up(
         print_json(record)
     else:
         out_console().print(
-            f"[green]ready[/] {record.name}: {record.served_model_name} at {record.base_url}/v1 "
-            f"(pid {record.pid}, log {record.log_path})",
+            f"[green]ready[/] {esc(record.name)}: {esc(record.served_model_name)} at "
+            f"{esc(record.base_url)}/v1 "
+            f"(pid {record.pid}, log {esc(record.log_path)})",
             highlight=False,
         )
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rich.markup import escape
-
-from llmdeck.cli.output import err_console, out_console, print_json
+from llmdeck.cli.output import err_console, esc, log_text, out_console, print_json
 
 if TYPE_CHECKING:
     from llmdeck.settings import Settings
@@ -26,21 +24,26 @@ _URL_HINTS = {
     "not_answering": "Check that it finished loading and is not stuck, or raise --timeout.",
     "unreachable": "Check the host and port; start a server with `llmdeck up --model DIR`.",
 }
+_REJECTED_HINT = "Set LLMDECK_API_KEY to the key the server was started with (its --api-key / VLLM_API_KEY)."
 
 
 def status_of_url(url: str, settings: Settings, as_json: bool, timeout: float) -> None:
     from llmdeck.errors import OperationError
     from llmdeck.runtime.urlstatus import url_status
     from llmdeck.util.net import normalize_base_url
+    from llmdeck.util.redact import redact_url
 
     st = url_status(normalize_base_url(url), api_key=settings.api_key, limit=timeout)
+    shown = redact_url(st.base_url)
     if as_json:
         print_json(st)
     else:
         models = ", ".join(st.models) or "-"
-        out_console().print(f"{st.base_url}: {st.state} ({st.detail}); models: {models}", markup=False)
+        out_console().print(f"{shown}: {st.state} ({st.detail}); models: {models}", markup=False)
+    if st.state == "needs_api_key" and settings.api_key:  # a key was sent: it is the wrong one
+        raise OperationError(f"{shown} rejected the API key: {st.detail}.", hint=_REJECTED_HINT)
     if st.state != "ready":
-        raise OperationError(f"{st.base_url} is {_WORDS[st.state]}: {st.detail}.", hint=_URL_HINTS[st.state])
+        raise OperationError(f"{shown} is {_WORDS[st.state]}: {st.detail}.", hint=_URL_HINTS[st.state])
 
 
 def print_records(statuses: list[Any], as_json: bool) -> None:
@@ -51,6 +54,8 @@ def print_records(statuses: list[Any], as_json: bool) -> None:
         return
     from rich.table import Table
 
+    from llmdeck.util.redact import redact_url
+
     table = Table(title="llmdeck servers")
     for col in ("name", "state", "engine", "model", "url", "pid", "uptime", "run", "wait", "KV"):
         table.add_column(col)
@@ -59,11 +64,11 @@ def print_records(statuses: list[Any], as_json: bool) -> None:
         uptime = f"{st.uptime_s / 60:.1f} min" if st.uptime_s is not None else "-"
         kv = f"{m['kv_usage'] * 100:.1f}%" if "kv_usage" in m else "-"
         table.add_row(
-            st.name,
-            st.state,
-            st.engine,
-            st.served_model_name,
-            st.base_url,
+            esc(st.name),
+            esc(st.state),
+            esc(st.engine),
+            esc(st.served_model_name),
+            esc(redact_url(st.base_url)),
             str(st.pid or "-"),
             uptime,
             str(int(m["running"])) if "running" in m else "-",
@@ -75,9 +80,5 @@ def print_records(statuses: list[Any], as_json: bool) -> None:
         if st.note:
             err_console().print(f"{st.name}: {st.note}", markup=False, highlight=False)
         if st.state == "dead" and st.log_tail:
-            err_console().print(
-                f"[red]{escape(st.name)} is dead[/]; last lines of {escape(str(st.log_path))}:"
-            )
-            from llmdeck.util.redact import redact_text
-
-            err_console().print(redact_text(st.log_tail), markup=False, highlight=False)
+            err_console().print(f"[red]{esc(st.name)} is dead[/]; last lines of {esc(st.log_path)}:")
+            err_console().print(log_text(st.log_tail), markup=False, highlight=False)

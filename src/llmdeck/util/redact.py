@@ -12,7 +12,7 @@ result files (``target``), ``connect --json``, ``plan --spec-out`` and every ``-
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -31,7 +31,85 @@ _SECRET_NAME_RE = re.compile(
 # Placeholder values clients need when a server has no key: not secrets, kept as they are.
 PLACEHOLDERS = frozenset({"", "EMPTY", "none", "None", "null", REDACTED})
 
-_TEXT_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+# A word after a flag name or "api_key:" that is prose or a placeholder, not a value: "pass --api-key or
+# set ...", "(--api-key / VLLM_API_KEY)", "api_key: the server answers 401", "--api-key KEY",
+# "--api-key $KEY", "sk-llmdeck-…". Only these words of prose: any other word may be a (weak) key, and a
+# key shown is worse than a hint that reads "<redacted>".
+_PROSE = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "as",
+        "for",
+        "from",
+        "given",
+        "if",
+        "in",
+        "is",
+        "not",
+        "of",
+        "on",
+        "or",
+        "pass",
+        "sent",
+        "set",
+        "the",
+        "to",
+        "when",
+        "with",
+        "header",
+        "flag",
+        "option",
+        "value",
+        # a check's verdict after its name: "api_key rejected (...)"
+        "accepted",
+        "failed",
+        "invalid",
+        "missing",
+        "needed",
+        "ok",
+        "passed",
+        "rejected",
+        "required",
+        "skipped",
+        "wrong",
+    ]
+)
+_NOT_A_VALUE = re.compile(r"[A-Z][A-Z_]*|[$<(/].*|.*(?:…|\.\.\.).*|[^A-Za-z0-9]*")
+
+
+def looks_like_secret(value: str) -> bool:
+    """True for a value that may be a real secret; False for a placeholder or a word of prose."""
+    v = value.rstrip(".,;:)!?`]}")
+    return v not in PLACEHOLDERS and v.lower() not in _PROSE and not _NOT_A_VALUE.fullmatch(v)
+
+
+def _flag_value(m: re.Match[str]) -> str:
+    """``--api-key X``: X hidden when given with '=' or quoted (always a value), or when it looks like one."""
+    flag, sep, quote, value = m.group(1), m.group(2), m.group(3), m.group(4)
+    bound = "=" in sep or bool(quote)
+    if value in PLACEHOLDERS or value.startswith("$") or not (bound or looks_like_secret(value)):
+        return m.group(0)
+    return f"{flag}{sep}{quote}{REDACTED}{quote}"
+
+
+def _named_value(m: re.Match[str]) -> str:
+    """``KEY=X``, ``"apiKey": "X"``, ``'api_key': ['X']``: hidden; ``api_key: X`` only when X looks like
+    a key."""
+    head, sep, mid, quote, value = m.groups()
+    if not (sep == "=" or quote or "[" in mid or looks_like_secret(value)):
+        return m.group(0)
+    return f"{head}{sep}{mid}{quote}{REDACTED}{quote}"
+
+
+def _prose_value(m: re.Match[str]) -> str:
+    """``API key sk-...`` in a sentence: the key hidden, "API key header" kept."""
+    return m.group(1) + REDACTED if looks_like_secret(m.group(2)) else m.group(0)
+
+
+_Repl = str | Callable[[re.Match[str]], str]
+_TEXT_PATTERNS: list[tuple[re.Pattern[str], _Repl]] = [
     # Authorization: Bearer X / Basic X (headers, curl lines, logged requests)
     (
         re.compile(r"(?i)\b(authorization\s*[:=]\s*[\"']?(?:bearer|basic|token)?\s*)[^\s\"',}]+"),
@@ -40,18 +118,20 @@ _TEXT_PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{4,}"), r"\1" + REDACTED),
     # --api-key X, --api-key=X, --hf-token X (argv inside text: log headers, ps lines)
     (
-        re.compile(r"(--[a-z0-9-]*(?:api-key|token|password|secret))(\s+|=)(?!-)(['\"]?)[^\s'\"]+\3"),
-        r"\1\2" + REDACTED,
+        re.compile(r"(--[a-z0-9-]*(?:api-key|token|password|secret))(\s+|=)(?!-)(['\"]?)([^\s'\"]+)\3"),
+        _flag_value,
     ),
     # KEY=VALUE, "apiKey": "X", 'api_key': ['X'], api_key: X (env dumps, JSON, YAML, Python reprs)
     (
         re.compile(
             r"(?i)([\"']?\b[A-Za-z0-9_-]*(?:api[_-]?key|access[_-]?token|auth[_-]?token|hf[_-]?token|"
-            r"password|passwd|secret)[\"']?\s*[:=]\s*\[?\s*)([\"']?)(?!none\b|null\b|EMPTY\b|<redacted>)"
-            r"[^\s\"',\]}]+\2"
+            r"password|passwd|secret)[\"']?\s*)([:=])(\s*\[?\s*)([\"']?)(?!none\b|null\b|EMPTY\b|<redacted>)"
+            r"([^\s\"',\]}]+)\4"
         ),
-        r"\1\2" + REDACTED + r"\2",
+        _named_value,
     ),
+    # prose: "API key sk-...", "api key: X" (a client's or vLLM's own message)
+    (re.compile(r"(?i)\b(api[ _-]?key\s*[:=]?\s+)([^\s\"',\]}]+)"), _prose_value),
     # Hugging Face tokens wherever they are
     (re.compile(r"\bhf_[A-Za-z0-9]{20,}\b"), REDACTED),
     # passwords in URLs: scheme://user:password@host

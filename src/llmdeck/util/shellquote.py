@@ -1,15 +1,17 @@
 """Quoting for a shell that also keeps a terminal safe: ``shlex.quote``, except that a string holding
-control characters (ESC, CR, BEL ...) becomes ANSI-C ``$'...'`` with them escaped, so a printed command
-neither runs anything nor drives the terminal that shows it, and still pastes back as the same word."""
+control characters (ESC, CR, BEL, newline ...) or bidi controls (U+202E ...) becomes ANSI-C ``$'...'``
+with them escaped, so a printed command neither runs anything nor drives (or reorders) the terminal
+that shows it, and still pastes back as the same word."""
 
 from __future__ import annotations
 
 import shlex
 
+from llmdeck.util.safetext import escape_char, is_unsafe
+
 
 def _is_control(ch: str) -> bool:
-    code = ord(ch)
-    return code < 32 or code == 127 or 0x80 <= code < 0xA0
+    return ch in "\n\t" or is_unsafe(ch)
 
 
 def quote(word: str) -> str:
@@ -20,7 +22,7 @@ def quote(word: str) -> str:
         if ch in "\\'":
             out.append("\\" + ch)
         elif _is_control(ch):
-            out.append(f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+            out.append(escape_char(ch))
         else:
             out.append(ch)
     return "$'" + "".join(out) + "'"

@@ -14,6 +14,7 @@ from llmdeck.bench.html.sweep import SweepView, sweep_view
 from llmdeck.bench.html.view import Chart, RunView, ScenarioView, run_view
 from llmdeck.bench.models import BenchResult
 from llmdeck.errors import UsageError
+from llmdeck.util.safetext import safe_text
 
 
 def _scenario_charts(sv: ScenarioView) -> None:
@@ -109,12 +110,25 @@ def build_comparison(results: list[BenchResult], files: list[str]) -> tuple[Comp
     return cmp, views
 
 
+def visible_controls(value: object) -> object:
+    """Every value the page shows, with control characters (ESC, BEL, CR ...) and bidi overrides from a
+    result file written as visible ``\\x1b`` / ``\\u202e`` (HTML-escaping keeps tags out, not them)."""
+    import markupsafe
+
+    if isinstance(value, markupsafe.Markup):  # already-escaped HTML (an SVG chart, a macro's output)
+        return markupsafe.Markup(safe_text(str(value)))
+    if isinstance(value, str):
+        return safe_text(value)
+    return value
+
+
 def _env() -> object:
     import jinja2
 
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("llmdeck.bench.html", "templates"),
         autoescape=True,
+        finalize=visible_controls,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,

@@ -1,0 +1,45 @@
+"""Strings from servers, users and files shown as data: the one definition of a character that must not
+reach a terminal raw (C0 controls but newline and tab, DEL, C1 controls, the bidi embeddings,
+overrides and isolates U+202A-U+202E and U+2066-U+2069), and the one way to put data into a rich
+markup string (``markup_data``: its ``[`` can open no tag).
+
+Used by: ``llmdeck.cli.output`` (its console passes every string through ``safe_text``), the HTML
+report (``llmdeck.bench.html``), the renderers below the CLI (``checks``, ``bench``) and
+``llmdeck.util.shellquote``.
+"""
+
+from __future__ import annotations
+
+BIDI_CONTROLS = frozenset(chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A)))
+
+
+def is_unsafe(ch: str) -> bool:
+    """True for a character shown escaped: a control character (not newline or tab) or a bidi control."""
+    code = ord(ch)
+    if code < 32:
+        return ch not in "\n\t"
+    return code == 127 or 0x80 <= code < 0xA0 or ch in BIDI_CONTROLS
+
+
+def escape_char(ch: str) -> str:
+    """``\\x1b`` for a character below U+0100, ``\\u202e`` above."""
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def safe_text(text: str) -> str:
+    """``text`` with control characters (ESC, CR, BEL, C1 ...) and bidi controls shown as ``\\xNN`` /
+    ``\\uNNNN``: a string from a server or a file is printed as data and never drives the terminal
+    (colours, titles, cursor moves) or reorders what is shown."""
+    if not any(is_unsafe(ch) for ch in text):
+        return text
+    return "".join(escape_char(ch) if is_unsafe(ch) else ch for ch in text)
+
+
+def markup_data(value: object) -> str:
+    """``value`` as text to put into a rich markup string: control characters shown (``safe_text``) and
+    every ``[`` that could open a tag escaped, so ``[/]`` or ``[link=...]`` in a model id prints as
+    itself instead of crashing or styling the line."""
+    from rich.markup import escape
+
+    return escape(safe_text(str(value)))
