@@ -270,3 +270,12 @@ def test_make_tiny_under_a_file(tmp_path: Path) -> None:
     with pytest.raises(ModelPathError, match="is a file, not a folder"):
         make_tiny_model(tmp_path / "afile" / "sub")
     assert stat.S_ISREG((tmp_path / "afile").stat().st_mode)
+
+
+@pytest.mark.parametrize("dtype", ["fp8_e5m2", "nvfp4", "turboquant_k8v4", "fp8_per_token_head"])
+def test_every_kv_cache_dtype_some_vllm_takes_is_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], dtype: str
+) -> None:
+    """The union of vLLM 0.22's and 0.32's choices: refusing what vLLM takes is worse than a typo."""
+    code, _ = plan([str(model(tmp_path)), "--machine", "dgx-spark", "--", "--kv-cache-dtype", dtype], capsys)
+    assert code == 0

