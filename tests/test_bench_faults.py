@@ -218,7 +218,10 @@ def test_http_errors_are_failed_requests_with_verdict(tmp_path: Path) -> None:
         )
     finally:
         srv.kill()
-    assert proc.returncode == 0, proc.stderr
+    # nothing measured: the command failed (exit 1, the first failure named), the data still printed
+    assert proc.returncode == 1, proc.stderr
+    assert "Every request failed (3 of them)" in proc.stderr and "503" in proc.stderr
+    assert "Traceback" not in proc.stderr
     data = json.loads(proc.stdout)
     sc = data["scenarios"][0]
     assert sc["metrics"]["failed"] == 3 and sc["metrics"]["completed"] == 0

@@ -240,6 +240,24 @@ def bench(
             f"{result.error} Finished requests and the failures are saved in {out_path}.",
             hint="Check the server's log (`llmdeck logs`), restart it, and run the bench again.",
         )
+    _fail_if_nothing_completed(result, out_path)
+
+
+def _fail_if_nothing_completed(result: Any, out_path: Path) -> None:
+    """Every request of every measured scenario failed: nothing was measured, so the command failed
+    (exit 1), with the first failure named; the result file keeps every failure."""
+    from llmdeck.errors import OperationError
+
+    ran = [sc for sc in result.scenarios if sc.metrics is not None]
+    if not ran or any(sc.metrics.completed > 0 for sc in ran):
+        return
+    errors = [r.error for sc in ran for r in sc.requests if r.error]
+    first = f" The first: {errors[0][:300]}" if errors else ""
+    raise OperationError(
+        f"Every request failed ({sum(sc.metrics.failed for sc in ran)} of them), so nothing was "
+        f"measured.{first} The failures are saved in {out_path}.",
+        hint="Check that the model answers (`llmdeck check URL`) and the server's log (`llmdeck logs`).",
+    )
 
 
 def _html_after(out_path: Path, html: Path | None, console: Any, *, interrupted: bool = False) -> None:
