@@ -349,3 +349,23 @@ def test_status_url_json_is_standard(fake_close_tag_server: str, capsys: pytest.
     assert code == 0, err
     assert "NaN" not in out and "Infinity" not in out
     _strict(out)
+
+
+def test_tune_and_eval_pages_show_control_characters_as_escapes(tmp_path: Path) -> None:
+    """The tune page (a trials file's flags) and the eval page (an agent's transcript) are data too."""
+    from llmdeck.evals.html import render_eval_html
+    from llmdeck.evals.models import load_eval_result
+    from llmdeck.tune.outputs import best_trial
+    from llmdeck.tune.report import render_tune_html
+    from llmdeck.tune.trials import read_trials
+
+    evil = "x\x1b]0;pwned\x07\u202e"
+    root = Path(__file__).resolve().parents[1] / "evidence"
+    header, recs = read_trials(root / "tune" / "h200" / "s15" / "trials.jsonl")
+    recs[2].args = [*recs[2].args, "--served-model-name", evil]
+    page = render_tune_html(header, recs, best_trial(recs))
+    assert "\x1b" not in page and "\u202e" not in page and "x\\x1b]0;pwned\\x07\\u202e" in page
+    res = load_eval_result(root / "eval" / "h200" / "eval-fp8.json")
+    res.client_version = evil
+    page = render_eval_html([res], ["eval-fp8.json"])
+    assert "\x1b" not in page and "\u202e" not in page and "x\\x1b]0;pwned\\x07\\u202e" in page

@@ -143,9 +143,12 @@ def _matrix(results: list[EvalResult]) -> list[list[str]]:
 def render_eval_html(results: list[EvalResult], files: list[str]) -> str:
     import jinja2
 
+    from llmdeck.bench.html.page import visible_controls
+
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("llmdeck.evals", "templates"),
         autoescape=True,
+        finalize=visible_controls,  # transcripts and tool output are an agent's data
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,

@@ -171,6 +171,8 @@ def pareto_chart(rs: list[Row], metric_label: str, first_index: int = 0) -> str:
 def _env() -> Any:
     import jinja2
 
+    from llmdeck.bench.html.page import visible_controls
+
     return jinja2.Environment(
         loader=jinja2.ChoiceLoader(
             [
@@ -179,6 +181,7 @@ def _env() -> Any:
             ]
         ),
         autoescape=True,
+        finalize=visible_controls,  # a trials file is data: its flags' control characters shown
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
