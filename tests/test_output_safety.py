@@ -369,3 +369,19 @@ def test_tune_and_eval_pages_show_control_characters_as_escapes(tmp_path: Path) 
     res.client_version = evil
     page = render_eval_html([res], ["eval-fp8.json"])
     assert "\x1b" not in page and "\u202e" not in page and "x\\x1b]0;pwned\\x07\\u202e" in page
+
+
+def test_client_401_says_whether_the_key_sent_was_rejected_or_none_was_sent(fake_keyed_server: str) -> None:
+    """bench's, eval's and connect's client: a wrong key is "rejected", a missing one "none was sent"."""
+    from llmdeck.client.errors import HTTPStatusError
+    from llmdeck.client.sync import get_models
+
+    with pytest.raises(HTTPStatusError) as wrong:
+        get_models(fake_keyed_server, api_key="the-wrong-key-999", timeout_s=5)
+    assert "rejected the API key sent" in str(wrong.value) and "the key the server was started" in (
+        wrong.value.hint or ""
+    )
+    with pytest.raises(HTTPStatusError) as missing:
+        get_models(fake_keyed_server, timeout_s=5)
+    assert "none was sent" in str(missing.value) and "pass --api-key" in (missing.value.hint or "")
+    assert get_models(fake_keyed_server, api_key="the-right-key-123", timeout_s=5)

@@ -107,17 +107,33 @@ class ConnectionDroppedError(ClientEndpointError):
     kind = "dropped"
 
 
-def http_status_error(url: str, status: int, body: str, hint: str | None = None) -> HTTPStatusError:
-    """The error for a non-2xx answer; 401/403 say that an API key is needed (and how to give one)."""
+REJECTED_KEY_HINT = (
+    "Use the key the server was started with (its --api-key / VLLM_API_KEY): pass it with --api-key or "
+    "LLMDECK_API_KEY."
+)
+
+
+def http_status_error(
+    url: str, status: int, body: str, hint: str | None = None, *, key_sent: bool | None = None
+) -> HTTPStatusError:
+    """The error for a non-2xx answer; 401/403 say that an API key is needed, or that the one sent was
+    rejected (``key_sent``; None: not known), and how to give the right one."""
     snippet = " ".join(body.split())[:300]
     if status in (401, 403):
         word = "Unauthorized" if status == 401 else "Forbidden"
+        why = (
+            "the server needs an API key (or rejects the one sent)"
+            if key_sent is None
+            else "the server rejected the API key sent"
+            if key_sent
+            else "the server needs an API key and none was sent"
+        )
         return HTTPStatusError(
-            f"{url} answered HTTP {status} {word}: the server needs an API key (or rejects the one sent).",
+            f"{url} answered HTTP {status} {word}: {why}.",
             status=status,
             body=body[:4000],
             url=url,
-            hint=API_KEY_HINT,
+            hint=REJECTED_KEY_HINT if key_sent else API_KEY_HINT,
         )
     return HTTPStatusError(
         f"{url} answered HTTP {status}: {snippet or '(empty body)'}",

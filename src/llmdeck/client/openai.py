@@ -280,7 +280,7 @@ class OpenAIClient:
         except TimeoutError as exc:
             raise not_answering(url, limit) from exc
         if status >= 400:
-            raise http_status_error(url, status, text)
+            raise http_status_error(url, status, text, key_sent=bool(self.api_key))
         try:
             return json.loads(text)
         except ValueError as exc:

@@ -51,6 +51,7 @@ async def raise_for_status(resp: httpx.Response, url: str) -> None:
             resp.status_code,
             body,
             hint="Check the model name, the request size against max_model_len, and the server log.",
+            key_sent="authorization" in resp.request.headers,
         )
 
 

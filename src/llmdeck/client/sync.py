@@ -34,7 +34,7 @@ def get_models(base_url: str, *, api_key: str | None = None, timeout_s: float = 
     status, body = _sync_get(base_url, "/v1/models", api_key, timeout_s)
     text = body.decode("utf-8", "replace")
     if status != 200:
-        raise http_status_error(url, status, text)
+        raise http_status_error(url, status, text, key_sent=bool(api_key))
     try:
         data = json.loads(text)
     except ValueError as exc:
