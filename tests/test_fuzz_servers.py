@@ -151,7 +151,8 @@ def test_bench_trickling_stream_is_bounded_by_timeout_total(
         argv = ["bench", url, "--num-prompts", "2", "--no-metrics", "--timeout-total", "2", "--out", str(out)]
         code, _stdout, err, _ = run_main([*argv, "--input-len", "8", "--output-len", "4"], capsys)
         elapsed = time.monotonic() - t0
-    assert code == 0, err  # a finished bench with failed requests: the verdict says so
+    assert code == 1, err  # every request failed: nothing measured, the first failure named
+    assert "Every request failed (2 of them)" in " ".join(err.split())
     assert elapsed < 45 and "asking /v1/models" in " ".join(err.split())
     requests = json.loads(out.read_text())["scenarios"][0]["requests"]
     assert [r["error_kind"] for r in requests] == ["timeout", "timeout"]

@@ -261,6 +261,11 @@ def test_gateway_up_refuses_bad_config_and_open_lan_bind(
     cfg.write_text("routes:\n  - model: a\n    backends: [http://127.0.0.1:9]\n")
     code, _, err = run_cli(["gateway", "up", "--config", str(cfg), "--host", "0.0.0.0"], capsys)
     assert code == 2 and "without API keys" in err
+    code, _, err = run_cli(["gateway", "up", "--config", str(cfg), "--host", "bad host"], capsys)
+    assert code == 2 and "--host 'bad host' is not a host" in err  # a typo, not a LAN bind
+    args = ["--host", "10.254.254.254", "--insecure", "--port", "18931"]  # not this machine's address
+    code, _, err = run_cli(["gateway", "up", "--config", str(cfg), *args], capsys)
+    assert code == 2 and "not this machine's address" in err and "in use" not in err
     code, out, _ = run_cli(["gateway", "status", "--json"], capsys)
     assert code == 0 and json.loads(out) == {"state": "stopped"}
     assert run_cli(["gateway", "down"], capsys)[0] == 2

@@ -138,6 +138,20 @@ def test_port_check_against_a_real_bound_socket() -> None:
     assert check_port("127.0.0.1", port) == []
 
 
+@pytest.mark.parametrize(
+    ("host", "problem"), [("x.invalid", "no such host"), ("10.254.254.254", "not this machine's address")]
+)
+def test_a_host_that_cannot_be_bound_is_not_called_a_port_in_use(host: str, problem: str) -> None:
+    """LLMDECK_HOST=x.invalid used to read "Port N is already in use"; the finding names the host."""
+    from llmdeck.util.net import bind_problem, free_port
+
+    port = free_port()
+    assert bind_problem(port, host) == problem and bind_problem(port) is None
+    (finding,) = check_port(host, port)
+    assert finding.id == "host-not-bindable" and problem in finding.message
+    assert "127.0.0.1" in finding.fix and "in use" not in finding.message
+
+
 # ---- memory -------------------------------------------------------------------------------
 
 

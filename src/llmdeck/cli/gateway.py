@@ -63,7 +63,9 @@ def _up(config: Path, host: str, port: int, attach: bool, insecure: bool, settin
     from llmdeck.gateway.config import load_config
     from llmdeck.gateway.keys import KeyRing, KeyStore
     from llmdeck.gateway.service import check_bind, start_background
+    from llmdeck.util.net import validate_host
 
+    validate_host(host)  # 'bad host' is a typo, not a network bind to refuse for want of keys
     loaded = load_config(config, settings)  # config errors: exit 2 before anything starts
     keys_on = KeyRing(KeyStore(loaded.keys_file)).enabled
     check_bind(host, keys_on=keys_on, insecure=insecure)

@@ -23,7 +23,7 @@ from llmdeck.runtime.launcher import read_tail, rotate_log
 from llmdeck.runtime.process import ProcessIdentity, identify, pid_owner, stop_process_group
 from llmdeck.util.atomic import atomic_write_json
 from llmdeck.util.localfile import ensure_dir
-from llmdeck.util.net import port_is_free, validate_port
+from llmdeck.util.net import bind_hint, bind_problem, validate_port
 
 GATEWAY_RECORD_SCHEMA_VERSION = 1
 
@@ -103,8 +103,13 @@ def start_background(config: Path, host: str, port: int, settings: Any, *, insec
             f"The gateway is already running (pid {old.pid}, {old.base_url}).",
             hint="Stop it with `llmdeck gateway down` first.",
         )
-    if not port_is_free(port, "127.0.0.1" if host in {"0.0.0.0", "::"} else host):
+    problem = bind_problem(port, "127.0.0.1" if host in {"0.0.0.0", "::"} else host)
+    if problem == "in use":
         raise UsageError(f"Port {port} on {host} is in use.", hint="Choose another with --port.")
+    if problem is not None:
+        raise UsageError(
+            f"The gateway cannot listen on {host}:{port}: {problem}.", hint=bind_hint(host, problem)
+        )
     log = log_path(settings)
     ensure_dir(log.parent)  # a file in the way is a UsageError naming it
     rotate_log(log)

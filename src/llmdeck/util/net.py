@@ -22,6 +22,38 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
     return True
 
 
+def bind_problem(port: int, host: str = "127.0.0.1") -> str | None:
+    """Why ``host:port`` cannot be bound, or None when it can: "in use", "no such host" (the name does
+    not resolve), "not this machine's address", "not allowed" (a port below 1024 without root)."""
+    import errno
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        return "no such host"
+    family, _, _, _, addr = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(addr)
+        except OSError as exc:
+            return {
+                errno.EADDRNOTAVAIL: "not this machine's address",
+                errno.EACCES: "not allowed",
+            }.get(exc.errno or 0, "in use")
+    return None
+
+
+def bind_hint(host: str, problem: str) -> str:
+    """The fix for :func:`bind_problem`'s answer other than "in use"."""
+    if problem == "not allowed":
+        return "Ports below 1024 need root: choose one above 1023 with --port."
+    return (
+        f"{host!r} is not an address of this machine: bind 127.0.0.1 (this machine only), 0.0.0.0 (every "
+        "interface), or one of its own addresses (`ip -brief addr`) with --host or LLMDECK_HOST."
+    )
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port the OS says is free right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from llmdeck.runtime.host import MemInfo, NvmlReport
 from llmdeck.runtime.preflight.report import Finding
 from llmdeck.runtime.tenants import InferenceProcess, OllamaStatus, ollama_unload_command
-from llmdeck.util.net import port_is_free
+from llmdeck.util.net import bind_hint, bind_problem
 from llmdeck.util.units import GIB
 from llmdeck.util.units import fmt_gib as _gib
 
@@ -33,8 +33,19 @@ def _listener(port: int) -> str | None:
 def check_port(host: str, port: int) -> list[Finding]:
     """The server's port must be free to bind (on the host it will bind)."""
     bind_host = "0.0.0.0" if host in {"0.0.0.0", ""} else host
-    if port_is_free(port, bind_host):
+    problem = bind_problem(port, bind_host)
+    if problem is None:
         return []
+    if problem != "in use":
+        return [
+            Finding(
+                id="host-not-bindable",
+                severity="error",
+                message=f"The server cannot listen on {bind_host}:{port}: {problem}.",
+                fix=bind_hint(bind_host, problem),
+                data={"host": bind_host, "port": port, "problem": problem},
+            )
+        ]
     holder = _listener(port)
     by = f" by {holder}" if holder else ""
     return [
