@@ -173,7 +173,7 @@ def bench(
     from llmdeck.bench.runner import resolve_target, run_bench
     from llmdeck.cli.bench_parts import floats as _floats
     from llmdeck.cli.bench_parts import sampling as _sampling
-    from llmdeck.errors import OperationError, UsageError
+    from llmdeck.errors import UsageError
     from llmdeck.util.atomic import check_writable
     from llmdeck.util.redact import redact_url
 
@@ -235,19 +235,19 @@ def bench(
         render_result(result, out_console())
         console.print(f"[dim]result: {escape(str(out_path))}[/]", highlight=False)
     _html_after(out_path, html, console)
+    _fail_if_failed(result, out_path)
+
+
+def _fail_if_failed(result: Any, out_path: Path) -> None:
+    """Exit 1 when the run aborted, or when every request of every measured scenario failed (nothing
+    was measured), the first failure named; the result file keeps every failure."""
+    from llmdeck.errors import OperationError
+
     if result.status == "aborted":
         raise OperationError(
             f"{result.error} Finished requests and the failures are saved in {out_path}.",
             hint="Check the server's log (`llmdeck logs`), restart it, and run the bench again.",
         )
-    _fail_if_nothing_completed(result, out_path)
-
-
-def _fail_if_nothing_completed(result: Any, out_path: Path) -> None:
-    """Every request of every measured scenario failed: nothing was measured, so the command failed
-    (exit 1), with the first failure named; the result file keeps every failure."""
-    from llmdeck.errors import OperationError
-
     ran = [sc for sc in result.scenarios if sc.metrics is not None]
     if not ran or any(sc.metrics.completed > 0 for sc in ran):
         return
