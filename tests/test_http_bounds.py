@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import json
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -138,14 +137,8 @@ def _read_request(conn: socket.socket) -> tuple[str, str]:
 
 @contextlib.contextmanager
 def _fake(handler: Handler) -> Iterator[str]:
-    """Serve ``handler`` on a free port; yields the base URL."""
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(32)
-    sock.settimeout(0.2)
-    stop = threading.Event()
-    conns: list[socket.socket] = []
+    """Serve ``handler`` on a free port (gateway_fakes' raw socket server); yields the base URL."""
+    from gateway_fakes import _raw_server
 
     def one(conn: socket.socket) -> None:
         with contextlib.suppress(OSError):
@@ -154,27 +147,8 @@ def _fake(handler: Handler) -> Iterator[str]:
         with contextlib.suppress(OSError):
             conn.close()
 
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = sock.accept()
-            except OSError:
-                continue
-            conns.append(conn)
-            threading.Thread(target=one, args=(conn,), daemon=True).start()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        stop.set()
-        for conn in conns:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-                conn.close()
-        sock.close()
-        thread.join(timeout=2)
+    with _raw_server(one) as url:
+        yield url
 
 
 @pytest.fixture(autouse=True)
