@@ -90,6 +90,20 @@ def _sse_cut(conn: socket.socket, path: str) -> None:
     conn.shutdown(socket.SHUT_RDWR)
 
 
+def _sse_stall(conn: socket.socket, path: str) -> None:
+    """Like a healthy server until a stream: its first event comes, then nothing (the socket stays
+    open): an engine stuck mid-generation."""
+    if path.startswith("/v1/models"):
+        _json(conn, 200, MODELS_OK)
+        return
+    if not path.startswith("/v1/chat/completions"):
+        _json(conn, 404, {})
+        return
+    event = b'data: {"id": "x", "choices": [{"index": 0, "delta": {"content": "Hel"}}]}\n\n'
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + event)
+    time.sleep(3600)
+
+
 def _silent(conn: socket.socket, path: str) -> None:
     time.sleep(3600)
 
@@ -120,6 +134,7 @@ FAKES: dict[str, Callable[[socket.socket, str], None]] = {
     "fake_trickle_server": _trickle,
     "fake_trickle_stream_server": _trickle_stream,
     "fake_sse_cut_server": _health_ok_else(_sse_cut),
+    "fake_sse_stall_server": _health_ok_else(_sse_stall),
     "fake_hostile_strings_server": _health_ok_else(
         lambda c, p: (
             _json(c, 200, {"data": [{"id": HOSTILE_ID, "max_model_len": "lots"}]})

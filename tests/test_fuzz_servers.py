@@ -156,3 +156,15 @@ def test_bench_trickling_stream_is_bounded_by_timeout_total(
     assert elapsed < 45 and "asking /v1/models" in " ".join(err.split())
     requests = json.loads(out.read_text())["scenarios"][0]["requests"]
     assert [r["error_kind"] for r in requests] == ["timeout", "timeout"]
+
+
+def test_check_fails_a_stream_that_stalls_after_its_first_event(
+    fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """fake_sse_stall_server: /health and /v1/models answer, a stream sends one event and then nothing.
+    An agent reading it would hang, so streaming_usage fails (it was "inconclusive: timed out", exit 0)."""
+    with running("fake_sse_stall_server") as url:
+        code, _out, err, elapsed = run_main(["check", url, "--timeout", "2", "--deadline", "40"], capsys)
+    assert_clean_failure(
+        code, err, elapsed, want=1, needles=("streaming_usage", "The stream stalled: 1 chunk(s)"), seconds=40
+    )

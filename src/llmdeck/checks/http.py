@@ -55,6 +55,7 @@ class Reply:
     data: Any = None
     chunks: list[dict[str, Any]] = field(default_factory=list)
     done: bool = False
+    stalled_s: float | None = None  # the stream began, then sent nothing more within the limit
 
     @property
     def ok(self) -> bool:
@@ -169,7 +170,7 @@ class Http:
         limit = self._limit(timeout)
         chunks: list[dict[str, Any]] = []
         raw_lines: list[str] = []
-        done = False
+        done, stalled = False, None
         try:
             with self._open("POST", path, body, True, limit) as resp:
                 url = self.base_url + path
@@ -187,8 +188,13 @@ class Http:
                     )
                     return Reply(status_code=resp.status_code, text=text, exchange=ex, data=_loads(text))
                 body_chunks = capped_chunks(_chunks(resp, t0 + limit), url, cap=STREAM_CAP)
-                done = _read_sse(_lines(body_chunks, url), chunks, raw_lines)
                 status = resp.status_code
+                try:
+                    done = _read_sse(_lines(body_chunks, url), chunks, raw_lines)
+                except httpx.TimeoutException:
+                    if not chunks:  # nothing came at all: the probe's timeout handling says so
+                        raise
+                    stalled = round(time.monotonic() - t0, 1)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise self._unreachable(exc) from exc
         usage_chunk = next((c for c in reversed(chunks) if c.get("usage")), None)
@@ -205,7 +211,7 @@ class Http:
             received=trim(f"{len(chunks)} chunks; " + "\n".join(shown), 900),
             seconds=round(time.monotonic() - t0, 3),
         )
-        return Reply(status_code=status, text="", exchange=ex, chunks=chunks, done=done)
+        return Reply(status_code=status, text="", exchange=ex, chunks=chunks, done=done, stalled_s=stalled)
 
 
 def _read_sse(lines: Iterator[str], chunks: list[dict[str, Any]], raw_lines: list[str]) -> bool:

@@ -159,6 +159,14 @@ def probe_streaming_usage(ctx: ProbeContext) -> Outcome:
                 deltas += 1
     usage = next((c["usage"] for c in reversed(reply.chunks) if c.get("usage")), None)
     data = {"chunks": len(reply.chunks), "content_chunks": deltas, "usage": usage, "done": reply.done}
+    if reply.stalled_s is not None:
+        return Outcome(
+            "fail",
+            f"The stream stalled: {len(reply.chunks)} chunk(s), then nothing more until the request's limit "
+            f"({reply.stalled_s:g} s), no `data: [DONE]`; an agent reading it waits as long.",
+            fix="Check the server's log (`llmdeck logs`) for a stuck engine, and any proxy in between.",
+            data=data,
+        )
     if not reply.done:
         return Outcome(
             "fail",
