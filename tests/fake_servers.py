@@ -128,6 +128,8 @@ FAKES: dict[str, Callable[[socket.socket, str], None]] = {
     "fake_wrong_shape_no_id_server": _health_ok_else(_models({"data": [{"no_id": 1}]})),
     "fake_wrong_shape_items_server": _health_ok_else(_models({"data": [1, "two", None]})),
     "fake_empty_body_server": lambda c, p: _reply(c, 200, b""),
+    # JSON nested deeper than Python's decoder follows (RecursionError, not ValueError): 400 kB
+    "fake_deep_json_server": lambda c, p: _reply(c, 200, b"[" * 200_000 + b"]" * 200_000, "application/json"),
     "fake_non_http_server": _non_http,
     "fake_closing_server": _close,
     "fake_silent_server": _silent,

@@ -29,6 +29,7 @@ SAYS: dict[str, tuple[str, ...]] = {
     "fake_wrong_shape_no_id_server": ("id",),
     "fake_wrong_shape_items_server": ("id",),
     "fake_empty_body_server": ("json",),
+    "fake_deep_json_server": ("json",),
     "fake_non_http_server": ("127.0.0.1",),
     "fake_closing_server": ("127.0.0.1",),
     "fake_silent_server": ("not answering",),
@@ -46,6 +47,7 @@ CHECK_SAYS = {
     "fake_html_server": ("models",),
     "fake_garbage_server": ("models",),
     "fake_empty_body_server": ("models",),
+    "fake_deep_json_server": ("models",),
     "fake_wrong_shape_dict_server": ("models",),
     "fake_wrong_shape_list_server": ("models",),
 }
@@ -56,6 +58,7 @@ STATUS_SAYS = {
     "fake_non_http_server": ("not an openai-compatible", "http"),
     "fake_closing_server": ("not an openai-compatible", "http"),
     "fake_wrong_shape_items_server": ("not an openai-compatible", "model list"),
+    "fake_deep_json_server": ("not an openai-compatible", "model list"),
 }
 PAIRS = [(cmd, fake) for cmd in COMMANDS for fake in SAYS]
 

@@ -279,3 +279,14 @@ def test_every_kv_cache_dtype_some_vllm_takes_is_accepted(
     """The union of vLLM 0.22's and 0.32's choices: refusing what vLLM takes is worse than a typo."""
     code, _ = plan([str(model(tmp_path)), "--machine", "dgx-spark", "--", "--kv-cache-dtype", dtype], capsys)
     assert code == 0
+
+
+def test_a_client_config_nested_too_deep_is_a_config_error(tmp_path: Path) -> None:
+    """connect merges into the client's JSON file: one nested past the decoder is refused, not a bug."""
+    from llmdeck.connect.write import read_json
+    from llmdeck.errors import ConfigError
+
+    path = tmp_path / "opencode.json"
+    path.write_text("[" * 100_000)
+    with pytest.raises(ConfigError, match="nested too deep"):
+        read_json(path)

@@ -13,6 +13,7 @@ import httpx
 from llmdeck.checks.report import Exchange
 from llmdeck.errors import EndpointError
 from llmdeck.util.http import JSON_CAP, STREAM_CAP, capped_chunks, capped_lines, raise_for_redirect
+from llmdeck.util.jsonsafe import loads as json_loads
 
 TRIM = 600
 
@@ -151,7 +152,7 @@ class Http:
         text = raw.decode(resp.encoding or "utf-8", "replace")
         data: Any = None
         try:
-            data = json.loads(text) if text.strip() else None
+            data = json_loads(text) if text.strip() else None
         except ValueError:
             data = None
         ex = Exchange(
@@ -232,7 +233,7 @@ def _read_sse(lines: Iterator[str], chunks: list[dict[str, Any]], raw_lines: lis
 
 def _loads(text: str) -> Any:
     try:
-        return json.loads(text) if text.strip() else None
+        return json_loads(text) if text.strip() else None
     except ValueError:
         return None
 

@@ -14,7 +14,6 @@ its bytes arrive. Every failure is a :class:`llmdeck.client.errors.ClientEndpoin
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any
 
@@ -42,6 +41,7 @@ from llmdeck.util.http import (
     aread_capped,
     raise_for_redirect,
 )
+from llmdeck.util.jsonsafe import loads as json_loads
 
 __all__ = ["OpenAIClient", "get_models", "health", "server_version"]
 
@@ -220,7 +220,7 @@ class OpenAIClient:
             res.done = True
             return
         try:
-            obj = json.loads(payload)
+            obj = json_loads(payload)
             choices = obj.get("choices")
             if choices:
                 c = choices[0]
@@ -282,7 +282,7 @@ class OpenAIClient:
         if status >= 400:
             raise http_status_error(url, status, text, key_sent=bool(self.api_key))
         try:
-            return json.loads(text)
+            return json_loads(text)
         except ValueError as exc:
             raise MalformedStreamError(
                 f"{url} did not answer JSON: {text[:200]!r}",

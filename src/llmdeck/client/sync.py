@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from llmdeck.client.errors import (
@@ -14,6 +13,7 @@ from llmdeck.client.errors import (
 )
 from llmdeck.client.httpmap import _headers, _map_httpx_errors
 from llmdeck.util.http import NotAnswering, bounded_get
+from llmdeck.util.jsonsafe import loads as json_loads
 
 
 def _sync_get(base_url: str, path: str, api_key: str | None, timeout_s: float) -> tuple[int, bytes]:
@@ -36,7 +36,7 @@ def get_models(base_url: str, *, api_key: str | None = None, timeout_s: float = 
     if status != 200:
         raise http_status_error(url, status, text, key_sent=bool(api_key))
     try:
-        data = json.loads(text)
+        data = json_loads(text)
     except ValueError as exc:
         raise MalformedStreamError(
             f"{url} did not answer JSON: {text[:200]!r}",
@@ -58,7 +58,7 @@ def server_version(base_url: str, *, api_key: str | None = None, timeout_s: floa
     """The server's version from ``GET /version`` (vLLM), or None when it does not say."""
     try:
         status, body = _sync_get(base_url, "/version", api_key, timeout_s)
-        v = json.loads(body).get("version") if status == 200 else None
+        v = json_loads(body).get("version") if status == 200 else None
     except (ClientEndpointError, ValueError, AttributeError):
         return None
     return str(v) if v is not None else None

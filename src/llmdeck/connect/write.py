@@ -12,6 +12,7 @@ from typing import Any
 
 from llmdeck.errors import ConfigError
 from llmdeck.util.atomic import atomic_write_text, check_writable, resolve_target
+from llmdeck.util.jsonsafe import loads as json_loads
 
 
 def deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
@@ -68,10 +69,11 @@ def read_json(path: Path) -> dict[str, Any]:
     if not text.strip():
         return {}
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
+        data = json_loads(text)
+    except ValueError as exc:
+        where = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else str(exc)
         raise ConfigError(
-            f"{path} is not plain JSON (line {exc.lineno}: {exc.msg}); llmdeck will not rewrite a file it "
+            f"{path} is not plain JSON ({where}); llmdeck will not rewrite a file it "
             "cannot read completely (comments or trailing commas, JSONC/JSON5, are not merged).",
             hint="Use --print and paste the block yourself, or --file to write a separate file.",
         ) from exc

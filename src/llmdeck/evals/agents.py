@@ -22,6 +22,7 @@ from typing import Any
 
 from llmdeck.errors import MissingDependencyError, UsageError
 from llmdeck.evals.models import AgentRun, TokenCounts, TranscriptEntry, TurnRecord
+from llmdeck.util.jsonsafe import loads as json_loads
 
 EVAL_CLIENTS: tuple[str, ...] = ("opencode", "aider")
 TEXT_CAP = 4000  # characters kept of one transcript entry
@@ -210,7 +211,7 @@ def _tool_entry(part: dict[str, Any], t: float, prompt: int) -> TranscriptEntry:
 def feed_opencode(state: StreamState, line: str, t: float) -> TurnRecord | None:
     """One line of ``opencode run --format json``; returns the turn a ``step_finish`` ended."""
     try:
-        ev = json.loads(line)
+        ev = json_loads(line)
     except ValueError:
         if line.strip():
             state.run.transcript.append(

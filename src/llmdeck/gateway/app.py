@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
-import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from llmdeck.gateway.merge import rewrite_request
 from llmdeck.gateway.metrics import GatewayMetrics
 from llmdeck.gateway.proxy import DROP_REQUEST, RequestCtx, Upstream, forward, openai_error
 from llmdeck.gateway.routing import Router, RouteState
+from llmdeck.util.jsonsafe import loads as json_loads
 
 REWRITTEN_PATHS = ("/v1/chat/completions", "/v1/completions")
 MAX_BODY_BYTES = 32 << 20
@@ -301,7 +301,7 @@ def _parse_body(raw: bytes, request: Request) -> dict[str, Any] | JSONResponse |
     if "json" not in request.headers.get("content-type", "application/json"):
         return None
     try:
-        body = json.loads(raw)
+        body = json_loads(raw)
     except ValueError:
         return openai_error(400, "The request body is not valid JSON.", "invalid_request_error")
     if not isinstance(body, dict):

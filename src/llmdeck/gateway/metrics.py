@@ -7,10 +7,11 @@ for ``stream_options.include_usage``).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from llmdeck.util.jsonsafe import loads as json_loads
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
@@ -102,7 +103,7 @@ class UsageSniffer:
 
     def _take(self, raw: bytes) -> None:
         try:
-            obj = json.loads(raw)
+            obj = json_loads(raw)
         except ValueError:
             return
         usage = obj.get("usage") if isinstance(obj, dict) else None

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -21,6 +20,7 @@ import httpx
 
 from llmdeck.gateway.config import LoadedConfig, ResolvedBackend, ResolvedRoute
 from llmdeck.util.http import JSON_CAP, BodyTooLarge, aread_capped
+from llmdeck.util.jsonsafe import loads as json_loads
 
 log = logging.getLogger("llmdeck.gateway")
 
@@ -118,7 +118,7 @@ class Router:
                 client.stream("GET", url, headers=headers, timeout=timeout_s) as resp,
             ):
                 resp.raise_for_status()
-                models = json.loads(await aread_capped(resp, url, cap=JSON_CAP)).get("data") or []
+                models = json_loads(await aread_capped(resp, url, cap=JSON_CAP)).get("data") or []
         except (httpx.HTTPError, ValueError, AttributeError, TimeoutError, BodyTooLarge) as exc:
             state.probe_failures += 1
             if state.probe_failures >= 2 or not state.healthy:  # one slow probe on a busy box is not "down"

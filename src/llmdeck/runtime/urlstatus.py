@@ -6,13 +6,13 @@ server is reported as "not answering" in seconds; nothing a server sends can cra
 
 from __future__ import annotations
 
-import json
 from typing import Literal
 
 import httpx
 from pydantic import BaseModel, Field
 
 from llmdeck.util.http import JSON_CAP, METRICS_CAP, BodyTooLarge, NotAnswering, Redirected, bounded_get
+from llmdeck.util.jsonsafe import loads as json_loads
 
 UrlState = Literal["ready", "unhealthy", "needs_api_key", "not_openai", "not_answering", "unreachable"]
 
@@ -78,7 +78,7 @@ def url_status(base_url: str, *, api_key: str | None = None, limit: float = 10.0
 def _parse_models(base_url: str, reply: tuple[int, bytes]) -> UrlStatus:
     status, body = reply
     try:
-        data = json.loads(body.decode("utf-8"))
+        data = json_loads(body.decode("utf-8"))
     except ValueError:
         data = None
     items = data.get("data") if isinstance(data, dict) else None

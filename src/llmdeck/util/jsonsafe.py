@@ -1,0 +1,20 @@
+"""``json.loads`` for data from elsewhere (a server's reply, a client's request, an agent's output, a
+file): a document nested too deep for Python's decoder raises ``RecursionError``, which no
+``except ValueError`` catches, so a hostile reply was an internal error. Here it is a ``ValueError``
+like any other malformed JSON."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+class TooDeepError(ValueError):
+    """The JSON is nested deeper than the decoder can follow."""
+
+
+def loads(text: str | bytes) -> Any:
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise TooDeepError("the JSON is nested too deep to read") from None
