@@ -128,13 +128,20 @@ def _check_resumed(result: dict[str, object], err_text: str, out: Path, model: P
 def test_a_trial_whose_start_fails_is_diagnosed_and_the_search_goes_on(
     tiny_model_dir: Path, tmp_path: Path
 ) -> None:
-    """--max-num-seqs 0 passes plan (0 reads as unset there) but vLLM refuses it while starting: the
-    trial is recorded failed with the engine's own words, and the next trial runs and wins; --confirm 1
-    runs the winner once more."""
+    """--prefill-schedule-interval 0 passes plan (a flag plan does not model) but vLLM refuses it while
+    starting: the trial is recorded failed with the engine's own words, and the next trial runs and
+    wins; --confirm 1 runs the winner once more. (--max-num-seqs 0, used before, plan now rejects.)"""
     out = tmp_path / "tune"
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "LLMDECK_STATE_DIR": str(tmp_path / "state")}
     env["LLMDECK_CACHE_DIR"] = str(ROOT / ".cache" / "engine-cache")
-    cmd = [*_cmd(tiny_model_dir, out), "--no-baseline", "--candidate", "--max-num-seqs 0", "--confirm", "1"]
+    cmd = [
+        *_cmd(tiny_model_dir, out),
+        "--no-baseline",
+        "--candidate",
+        "--prefill-schedule-interval 0",
+        "--confirm",
+        "1",
+    ]
     cmd[cmd.index("--trials") + 1] = "2"
     done = subprocess.run(cmd, env=env, capture_output=True, timeout=1200)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
@@ -148,7 +155,8 @@ def test_a_trial_whose_start_fails_is_diagnosed_and_the_search_goes_on(
     assert "SchedulerConfig" in str(trials[0]["reason"])  # vLLM's own words, from its log
     log = out / str(trials[0]["log_file"])
     assert (
-        "max_num_seqs" in log.read_text() and "Input should be greater than or equal to 1" in log.read_text()
+        "prefill_schedule_interval" in log.read_text()
+        and "Input should be greater than or equal to 1" in log.read_text()
     )
     assert (out / str(trials[1]["log_file"])).is_file()  # every trial's engine log is kept
     result = json.loads(done.stdout)

@@ -198,6 +198,9 @@ def test_plan_rejects_the_hybrid_block_size_coupling() -> None:
     assert over and "gb10" in over[0]
     # what starts is what plan planned: vLLM's defaults on GB10 get plan's 0.85 (its 0.9 does not boot)
     assert pruner.check({}, base) == ([], [*base, "--gpu-memory-utilization", "0.85"])
+    # a flag plan refuses is that candidate's rejection (the tune goes on), not the tune's exit 2
+    (zero,) = pruner.reasons({"max-num-seqs": 0}, base)
+    assert zero.startswith("flags: --max-num-seqs 0 is out of range") and "Fix:" in zero
     few = pruner.reasons({"max-num-seqs": 512, "max-num-batched-tokens": 256}, base)
     assert few and few[-1].startswith("scheduler-batched-tokens-below-seqs")
 

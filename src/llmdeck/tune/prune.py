@@ -74,8 +74,13 @@ class Pruner:
         """(why plan refuses the candidate, the flags plan would start it with). Plan's flags are the
         candidate's plus what plan adds for the machine (GB10: --gpu-memory-utilization 0.85 where the
         candidate leaves it to vLLM, whose 0.9 does not boot there)."""
+        from llmdeck.errors import UsageError
+
         args, env = candidate_flags(base_args, params)
-        plan = self.plan(args, env)
+        try:
+            plan = self.plan(args, env)
+        except UsageError as exc:  # a flag plan refuses (--max-num-seqs 0): a rejection, not the tune's end
+            return [f"flags: {exc.message}" + (f" Fix: {exc.hint}" if exc.hint else "")], args
         out = [f"{f.rule}: {f.message}" + (f" Fix: {f.fix}" if f.fix else "") for f in plan.errors]
         seqs, tokens = plan.settings.max_num_seqs, plan.settings.max_num_batched_tokens
         if tokens < seqs:  # vllm 0.32.0 vllm/config/scheduler.py:328-333: a ValueError at start-up
