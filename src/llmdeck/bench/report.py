@@ -17,15 +17,17 @@ M = TypeVar("M", bound=BaseModel)
 def read_json_file(p: Path, hint: str) -> Any:
     """A JSON file's content (gzipped or not); ResultFileError (exit 2) when it is missing or not JSON."""
     from llmdeck.util.gz import InflateError, read_bytes
+    from llmdeck.util.jsonsafe import TooDeepError
+    from llmdeck.util.jsonsafe import loads as json_loads
     from llmdeck.util.localfile import NotRegularFileError
 
     try:
-        return json.loads(read_bytes(p).decode("utf-8"))
+        return json_loads(read_bytes(p).decode("utf-8"))
     except FileNotFoundError as exc:
         raise ResultFileError(f"{p} does not exist.", hint=hint) from exc
     except (NotRegularFileError, IsADirectoryError) as exc:
         raise ResultFileError(f"{p} is not a result file: {exc.strerror}.", hint=hint) from exc
-    except RecursionError as exc:
+    except TooDeepError as exc:
         raise ResultFileError(f"{p} is not a result file: its JSON nests too deeply.", hint=hint) from exc
     except (OSError, InflateError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ResultFileError(f"{p} is not a JSON file ({exc}).", hint=hint) from exc

@@ -76,17 +76,19 @@ def read_spec_file(path: Path) -> LaunchSpec:
     """A launch spec written by `llmdeck plan --spec-out` (exit 2 when missing, unreadable or invalid)."""
     import json
 
+    from llmdeck.util.jsonsafe import TooDeepError
+    from llmdeck.util.jsonsafe import loads as json_loads
     from llmdeck.util.localfile import NotRegularFileError, read_regular
 
     hint = "Write one with `llmdeck plan MODEL --spec-out FILE`."
     p = Path(path)
     try:
-        data = json.loads(read_regular(p, MAX_SPEC_BYTES).decode("utf-8"))
+        data = json_loads(read_regular(p, MAX_SPEC_BYTES).decode("utf-8"))
     except FileNotFoundError as exc:
         raise UsageError(f"Launch spec {path} does not exist.", hint=hint) from exc
     except NotRegularFileError as exc:
         raise UsageError(f"Launch spec {path} is not a file: {exc.strerror}.", hint=hint) from exc
-    except RecursionError as exc:
+    except TooDeepError as exc:
         raise ConfigError(
             f"Launch spec {path} is not a launch spec: its JSON nests too deeply.", hint=hint
         ) from exc

@@ -30,6 +30,8 @@ class ModelDirInfo(BaseModel):
 
 
 def _read_config(config_path: Path) -> dict[str, object]:
+    from llmdeck.util.jsonsafe import TooDeepError
+    from llmdeck.util.jsonsafe import loads as json_loads
     from llmdeck.util.localfile import read_regular_text
 
     try:
@@ -45,8 +47,8 @@ def _read_config(config_path: Path) -> dict[str, object]:
             hint="Re-download the model (llmdeck fetch REPO_ID).",
         ) from exc
     try:
-        data = json.loads(text)
-    except RecursionError as exc:
+        data = json_loads(text)
+    except TooDeepError as exc:
         raise ConfigError(
             f"{config_path} nests its JSON too deeply to be a model config.",
             hint="Re-download the model (llmdeck fetch REPO_ID).",

@@ -17,13 +17,13 @@ def _looks_local(model: str) -> bool:
 
 
 def read_architecture(model_dir: Path) -> str | None:
-    import json
 
+    from llmdeck.util.jsonsafe import loads as json_loads
     from llmdeck.util.localfile import read_regular_text
 
     try:
-        data = json.loads(read_regular_text(model_dir / "config.json", 64 << 20))
-    except (OSError, ValueError, RecursionError):
+        data = json_loads(read_regular_text(model_dir / "config.json", 64 << 20))
+    except (OSError, ValueError):  # jsonsafe: too deep is a ValueError
         return None
     archs = data.get("architectures") if isinstance(data, dict) else None
     return str(archs[0]) if isinstance(archs, list) and archs else None
