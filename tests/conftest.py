@@ -83,6 +83,17 @@ def tiny_model_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_eos_model_dir() -> Path:
+    """The tiny model made with --eos-bias 0.8: its replies end on their own (real agents need that)."""
+    from llmdeck.model.tiny import is_tiny_model, make_tiny_model
+
+    target = ROOT / ".cache" / "test-tiny-eos"
+    if not is_tiny_model(target):
+        make_tiny_model(target, force=True, eos_bias=0.8)
+    return target
+
+
+@pytest.fixture(scope="session")
 def session_settings(tmp_path_factory: pytest.TempPathFactory) -> object:
     """Settings isolated from the user's own state (servers, logs) for the whole session."""
     from llmdeck.settings import Settings

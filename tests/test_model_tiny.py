@@ -182,3 +182,27 @@ def test_make_tiny_end_to_end_json(tmp_path: Path, capsys: pytest.CaptureFixture
     assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= set(
         data["files"]
     )
+
+
+def test_eos_bias_makes_replies_end(tiny_eos_model_dir: Path) -> None:
+    """--eos-bias 0.8: <|im_end|> is likely at the default temperature and possible at 1.0, so a real
+    agent's turn ends instead of running to max_tokens (measured: P ~0.47 at 0.6, ~0.008 at 1.0)."""
+    import json
+
+    import torch
+    import transformers
+
+    from llmdeck.model.tiny import IM_END_ID, MARKER_FILE
+
+    assert json.loads((tiny_eos_model_dir / MARKER_FILE).read_text())["eos_bias"] == 0.8
+    model = transformers.AutoModelForCausalLM.from_pretrained(tiny_eos_model_dir, dtype=torch.float32)
+    tok = transformers.AutoTokenizer.from_pretrained(tiny_eos_model_dir)
+    text = tok.apply_chat_template(
+        [{"role": "user", "content": "Say hi"}], add_generation_prompt=True, tokenize=False
+    )
+    ids = tok(text)["input_ids"]
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0, -1]
+    p_cool = torch.softmax(logits / 0.6, -1)[IM_END_ID].item()
+    p_hot = torch.softmax(logits, -1)[IM_END_ID].item()
+    assert p_cool > 0.2 and 0.001 < p_hot < 0.1, (p_cool, p_hot)

@@ -26,16 +26,30 @@ def register(app: typer.Typer) -> None:
         layers: int = typer.Option(2, "--layers", help="Number of decoder layers."),
         hidden: int = typer.Option(128, "--hidden", help="Hidden size (a multiple of 32)."),
         seed: int = typer.Option(0, "--seed", help="Random seed for the weights."),
+        eos_bias: float | None = typer.Option(
+            None,
+            "--eos-bias",
+            min=0.0,
+            max=4.0,
+            help="Make replies end on their own (0.8: ~1 token at temperature 0.6, ~130 at 1.0), for real "
+            "agents that fail a reply cut at max_tokens.",
+        ),
         json_out: bool = JSON_OPTION,
     ) -> None:
         """Make a tiny random-weight Qwen3ForCausalLM with a real Qwen3 tokenizer (needs the cpu extra).
 
-        Example: llmdeck model make-tiny ./tiny
+        Examples:
+
+          llmdeck model make-tiny ./tiny
+
+          llmdeck model make-tiny ./tiny-eos --eos-bias 0.8   # replies that stop (Claude Code, Codex)
         """
         from llmdeck.model.tiny import make_tiny_model
 
         err_console().print(f"Making a tiny Qwen3 model in {dir} ...", highlight=False, markup=False)
-        info = make_tiny_model(dir, force=force, layers=layers, hidden=hidden, seed=seed)
+        info = make_tiny_model(
+            dir, force=force, layers=layers, hidden=hidden, seed=seed, eos_bias=eos_bias
+        )
         if json_out:
             print_json(info)
             return

@@ -26,6 +26,7 @@ LEGACY_MARKERS = ((MARKER_FILE, "llmdeck-tiny"),)  # folders made before the .ll
 VOCAB_SIZE = 151936
 MAX_POSITION_EMBEDDINGS = 40960
 HEAD_DIM = 32
+IM_END_ID = 151645  # <|im_end|>: what ends a chat turn
 
 
 class TinyModelInfo(BaseModel):
@@ -46,6 +47,7 @@ class TinyModelInfo(BaseModel):
     max_position_embeddings: int
     dtype: str
     seed: int
+    eos_bias: float | None = None
     parameters: int
     tokenizer_checked_strings: int
     files: list[str] = Field(default_factory=list)
@@ -164,6 +166,20 @@ def _random_weights(config: dict[str, Any], rng: Any) -> dict[str, Any]:
     return tensors
 
 
+def _bias_towards_eos(tensors: dict[str, Any], bias: float) -> None:
+    """Make replies end: every embedding's first dimension becomes 1 (<|im_end|>'s 1 + ``bias``).
+
+    The residual stream then carries a large positive first dimension to the final norm, and since the
+    LM head is the tied embedding, <|im_end|>'s logit leads every other token's by about 11 x ``bias``.
+    Measured on the default shape (hidden 128) with 0.8: P(<|im_end|>) about 0.47 a token at temperature
+    0.6 and 0.008 at 1.0 — replies of ~1 and ~130 tokens instead of running to ``max_tokens``, so real
+    clients (Claude Code, Codex), which fail a reply cut at its limit, finish their turn.
+    """
+    embed = tensors["model.embed_tokens.weight"]
+    embed[:, 0] = 1.0
+    embed[IM_END_ID, 0] = 1.0 + bias
+
+
 GENERATION_CONFIG: dict[str, Any] = {
     "bos_token_id": 151643,
     "eos_token_id": [151645, 151643],
@@ -219,7 +235,13 @@ def _describe(
 
 
 def make_tiny_model(
-    dir: Path, *, force: bool = False, layers: int = 2, hidden: int = 128, seed: int = 0
+    dir: Path,
+    *,
+    force: bool = False,
+    layers: int = 2,
+    hidden: int = 128,
+    seed: int = 0,
+    eos_bias: float | None = None,
 ) -> TinyModelInfo:
     """Write a tiny random-weight Qwen3ForCausalLM with a real Qwen3 tokenizer into ``dir``.
 
@@ -244,6 +266,8 @@ def make_tiny_model(
 
     config_dict = _model_config(layers, hidden)
     tensors = _random_weights(config_dict, np.random.default_rng(seed))
+    if eos_bias is not None:
+        _bias_towards_eos(tensors, eos_bias)
     n_params = sum(int(t.size) for t in tensors.values())
     # Plain float32: CPUs without AVX512-BF16 run vLLM's CPU backend fastest in fp32.
     save_file(tensors, str(dir / "model.safetensors"), metadata={"format": "pt"})
@@ -257,6 +281,7 @@ def make_tiny_model(
     (dir / "config.json").chmod(0o644)
 
     info = _describe(dir, config_dict, seed=seed, n_params=n_params, checked=checked, started=started)
+    info.eos_bias = eos_bias
     atomic_write_json(dir / MARKER_FILE, info)
     (dir / MARKER_FILE).chmod(0o644)
     return info
