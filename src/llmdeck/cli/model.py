@@ -47,9 +47,7 @@ def register(app: typer.Typer) -> None:
         from llmdeck.model.tiny import make_tiny_model
 
         err_console().print(f"Making a tiny Qwen3 model in {dir} ...", highlight=False, markup=False)
-        info = make_tiny_model(
-            dir, force=force, layers=layers, hidden=hidden, seed=seed, eos_bias=eos_bias
-        )
+        info = make_tiny_model(dir, force=force, layers=layers, hidden=hidden, seed=seed, eos_bias=eos_bias)
         if json_out:
             print_json(info)
             return
