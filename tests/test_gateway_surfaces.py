@@ -302,3 +302,48 @@ def test_root_probes_and_every_request_logged(
         "GET /v1/models route=- key=- backend=- status=401 outcome=unauthorized",
     ]
     assert key not in "\n".join(lines)
+
+
+@pytest.mark.parametrize("api", ["messages", "responses"])
+def test_overhead_benchmark_reads_both_apis_through_the_gateway(
+    settings: Settings, tmp_path: Path, api: str
+) -> None:
+    """benchmarks/_surfaces.py against the fake paced server, direct and through the gateway."""
+    import asyncio
+    import subprocess
+    import sys
+
+    bench = Path(__file__).resolve().parents[1] / "benchmarks"
+    sys.path.insert(0, str(bench))
+    from _surfaces import PATHS, body_for, one_api
+
+    from llmdeck.util.net import free_port
+
+    port = free_port()
+    argv = [sys.executable, str(bench / "fake_paced_server.py"), "--port", str(port), "--ttft-ms", "5"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/v1/models", timeout=1).status_code == 200:
+                    break
+            time.sleep(0.1)
+        with gateway("routes:\n" + route("bench", url) + FAST, settings, tmp_path) as gw:
+
+            async def both() -> list[dict[str, Any]]:
+                async with httpx.AsyncClient(timeout=10) as client:
+                    return [
+                        await one_api(client, base + PATHS[api], body_for(api, model, "hi", 6), {}, api)
+                        for base, model in ((url, "fake-paced"), (gw, "bench"))
+                    ]
+
+            results = asyncio.run(both())
+            metrics = httpx.get(f"{gw}/metrics").text
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert [(r["ok"], r["events"]) for r in results] == [(True, 6), (True, 6)]
+    assert all(r["ttft"] is not None and r["ttft"] < r["total"] for r in results)
+    assert _sample(metrics, "llmdeck_gateway_tokens_total", route="bench", kind="completion") == 6
