@@ -66,7 +66,7 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, a: 
             STATS["streams"] += 1
             STATS["max_streams"] = max(STATS["max_streams"], STATS["streams"])
             try:
-                await stream(writer, body, a)
+                await stream(writer, body, a, path.split("?", 1)[0])
             finally:
                 STATS["streams"] -= 1
                 STATS["served"] += 1
@@ -76,12 +76,71 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, a: 
         writer.close()
 
 
-async def stream(writer: asyncio.StreamWriter, body: dict[str, object], a: argparse.Namespace) -> None:
-    n = int(body.get("max_tokens") or 16)  # type: ignore[call-overload]
+def _sse(name: str, obj: object) -> bytes:
+    data = f"event: {name}\ndata: {json.dumps(obj)}\n\n".encode()
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _token_event(path: str, i: int, fin: str | None, t0: float) -> bytes:
+    """One token in the API's own shape: Messages, Responses, or (else) completions."""
+    if path == "/v1/messages":
+        delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": " tok"}}
+        return _sse("content_block_delta", delta)
+    if path == "/v1/responses":
+        delta = {
+            "type": "response.output_text.delta",
+            "item_id": "msg_1",
+            "delta": " tok",
+            "sequence_number": i,
+        }
+        return _sse("response.output_text.delta", delta)
+    data = (
+        b"data: "
+        + json.dumps(
+            {"id": f"{t0:.6f}", "choices": [{"index": 0, "text": " tok", "finish_reason": fin}]}
+        ).encode()
+        + b"\n\n"
+    )
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _tail(path: str, n: int) -> bytes:
+    usage = {"input_tokens": 16, "output_tokens": n}
+    if path == "/v1/messages":
+        end = {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": usage}
+        return _sse("message_delta", end) + _sse("message_stop", {"type": "message_stop"}) + b"0\r\n\r\n"
+    done = {
+        "type": "response.completed",
+        "response": {"id": "resp_fake", "status": "completed", "usage": usage},
+    }
+    return _sse("response.completed", done) + b"0\r\n\r\n"
+
+
+async def stream(
+    writer: asyncio.StreamWriter, body: dict[str, object], a: argparse.Namespace, path: str = ""
+) -> None:
+    n = int(body.get("max_tokens") or body.get("max_output_tokens") or 16)  # type: ignore[call-overload]
     prompt = body.get("prompt", "")
     writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
     await writer.drain()
     t0 = time.perf_counter()
+    if path == "/v1/messages":
+        writer.write(
+            _sse(
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {"id": "msg_fake", "usage": {"input_tokens": 16, "output_tokens": 0}},
+                },
+            )
+        )
+    elif path == "/v1/responses":
+        writer.write(
+            _sse(
+                "response.created",
+                {"type": "response.created", "response": {"id": "resp_fake", "usage": None}},
+            )
+        )
 
     def event(obj: object) -> bytes:
         data = b"data: " + json.dumps(obj).encode() + b"\n\n"
@@ -93,10 +152,12 @@ async def stream(writer: asyncio.StreamWriter, body: dict[str, object], a: argpa
         if delay > 0:
             await asyncio.sleep(delay)
         fin = "length" if i == n - 1 else None
-        writer.write(
-            event({"id": f"{t0:.6f}", "choices": [{"index": 0, "text": " tok", "finish_reason": fin}]})
-        )
+        writer.write(_token_event(path, i, fin, t0))
         await writer.drain()
+    if path in ("/v1/messages", "/v1/responses"):
+        writer.write(_tail(path, n))
+        await writer.drain()
+        return
     ptoks = len(prompt.split()) if isinstance(prompt, str) else len(prompt)
     usage = {"prompt_tokens": ptoks, "completion_tokens": n, "total_tokens": ptoks + n}
     writer.write(event({"id": "x", "choices": [], "usage": usage}))

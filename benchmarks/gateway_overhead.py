@@ -10,12 +10,19 @@ process's CPU seconds per 1,000 requests (psutil, process and children, user+sys
 A request counts as ok only for a complete stream (HTTP 200, a finish_reason, ``data: [DONE]``:
 benchmarks/_stream.py); events are the data events with tokens (not [DONE], not a usage-only chunk).
 
+``--api messages`` / ``--api responses`` send the same load as Anthropic Messages (``POST /v1/messages``)
+or OpenAI Responses (``POST /v1/responses``, ``store: false``) streams instead (benchmarks/_surfaces.py: TTFT
+to the first token-bearing event, ok = the API's last event); ``--no-litellm`` leaves LiteLLM out (its
+proxy needs a provider of that API configured), so the output has ``direct`` and ``llmdeck`` only.
+
 Backends: ``--backend fake`` starts benchmarks/fake_paced_server.py (exact TTFT/ITL, no engine noise:
 pure proxy overhead); ``--backend url --base-url URL --model NAME`` uses a running server (e.g. the CPU
 vLLM from ``llmdeck up``; run under the engine lock).
 
   python benchmarks/gateway_overhead.py --backend fake --concurrency 16 --requests 200 --rounds 3 \\
       --out benchmarks/results/gateway_overhead_fake-c16.json
+  python benchmarks/gateway_overhead.py --backend url --base-url http://127.0.0.1:8000 --model MODEL \
+      --api messages --no-litellm --concurrency 64 --requests 512 --rounds 5 --max-tokens 128 --client lean
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _pin import affinity, omp_bind, parse_cpus, tree_affinity  # noqa: E402
 from _stream import OUTCOMES, one  # noqa: E402
+from _surfaces import PATHS, body_for, one_api  # noqa: E402
 
 from llmdeck.gateway.keys import KeyStore  # noqa: E402
 from llmdeck.util.net import free_port  # noqa: E402
@@ -96,14 +104,8 @@ def cpu_seconds(pid: int) -> float:
 
 
 async def load(base: str, model: str, key: str | None, a: argparse.Namespace, n: int) -> dict[str, Any]:
-    body = {
-        "model": model,
-        "prompt": "hello " * a.prompt_words,
-        "max_tokens": a.max_tokens,
-        "stream": True,
-        "ignore_eos": True,
-        "temperature": 0,
-    }
+    api = getattr(a, "api", "completions")
+    body = body_for(api, model, "hello " * a.prompt_words, a.max_tokens)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     sem = asyncio.Semaphore(a.concurrency)
     limits = httpx.Limits(max_connections=a.concurrency * 2, max_keepalive_connections=a.concurrency * 2)
@@ -117,7 +119,9 @@ async def load(base: str, model: str, key: str | None, a: argparse.Namespace, n:
 
         async def run() -> dict[str, Any]:
             async with sem:
-                return await one(client, f"{base}/v1/completions", body, headers)
+                if api == "completions":
+                    return await one(client, f"{base}/v1/completions", body, headers)
+                return await one_api(client, base + PATHS[api], body, headers, api)
 
         t0 = time.perf_counter()
         results = await asyncio.gather(*(run() for _ in range(n)))
@@ -176,17 +180,19 @@ def targets(backend: str, model: str, a: argparse.Namespace, tmp: Path) -> Itera
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")])),
         "LLMDECK_STATE_DIR": str(tmp / "state"),
     }
-    with (
-        spawn(ld_argv, f"http://127.0.0.1:{ld_port}/health", tmp / "llmdeck.log", ld_env) as ld_pid,
-        spawn(
-            ll_argv, f"http://127.0.0.1:{ll_port}/health/liveliness", tmp / "litellm.log", ll_env
-        ) as ll_pid,
-    ):
-        yield {
+    with contextlib.ExitStack() as stack:
+        ld_pid = stack.enter_context(
+            spawn(ld_argv, f"http://127.0.0.1:{ld_port}/health", tmp / "llmdeck.log", ld_env)
+        )
+        tg: dict[str, Any] = {
             "direct": (backend, model, None, None),
             "llmdeck": (f"http://127.0.0.1:{ld_port}", "bench", ld_key, ld_pid),
-            "litellm": (f"http://127.0.0.1:{ll_port}", "bench", LITELLM_KEY, ll_pid),
         }
+        if not getattr(a, "no_litellm", False):
+            health = f"http://127.0.0.1:{ll_port}/health/liveliness"
+            ll_pid = stack.enter_context(spawn(ll_argv, health, tmp / "litellm.log", ll_env))
+            tg["litellm"] = (f"http://127.0.0.1:{ll_port}", "bench", LITELLM_KEY, ll_pid)
+        yield tg
 
 
 async def measure(tg: dict[str, Any], a: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
@@ -274,15 +280,15 @@ def table(summary: dict[str, dict[str, Any]]) -> str:
             f"{s['events_per_s']:.0f} | {s['throughput_vs_direct']:.3f} | "
             f"{'-' if cpu is None else f'{cpu:.2f}'} |"
         )
-    ld, ll = summary["llmdeck"], summary["litellm"]
-    if ld["proxy_cpu_s_per_1000_requests"] and ll["proxy_cpu_s_per_1000_requests"]:
+    ld, ll = summary["llmdeck"], summary.get("litellm")
+    if ll and ld["proxy_cpu_s_per_1000_requests"] and ll["proxy_cpu_s_per_1000_requests"]:
         lines.append(
             f"\nCPU per request, LiteLLM / llmdeck: "
             f"{ll['proxy_cpu_s_per_1000_requests'] / ld['proxy_cpu_s_per_1000_requests']:.1f}x; "
             f"added p50 TTFT, llmdeck {ld['added_ttft_p50_ms']:+.2f} ms vs LiteLLM "
             f"{ll['added_ttft_p50_ms']:+.2f} ms"
         )
-    for name in ("llmdeck", "litellm"):
+    for name in [n for n in ("llmdeck", "litellm") if n in summary]:
         s = summary[name]
         lines.append(
             f"{name}, round by round against direct: throughput {s['paired_throughput_ratio_median']:.3f}x "
@@ -313,7 +319,7 @@ def litellm_version(launcher: str | None) -> str | None:
 def env_info(a: argparse.Namespace) -> dict[str, Any]:
     from importlib.metadata import version
 
-    ll = litellm_version(a.litellm)
+    ll = None if getattr(a, "no_litellm", False) else litellm_version(a.litellm)
     return {
         "python": platform.python_version(),
         "machine": platform.machine(),
@@ -403,6 +409,13 @@ def main() -> None:
         type=int,
         help="LiteLLM's requests per round (default --requests; it is ~8x slower)",
     )
+    p.add_argument(
+        "--api",
+        choices=["completions", "messages", "responses"],
+        default="completions",
+        help="the streamed API: /v1/completions, Anthropic's /v1/messages or OpenAI's /v1/responses",
+    )
+    p.add_argument("--no-litellm", action="store_true", help="measure direct and llmdeck only")
     p.add_argument("--max-tokens", type=int, default=32)
     p.add_argument("--prompt-words", type=int, default=16)
     p.add_argument(

@@ -1,9 +1,11 @@
 """The gateway's ASGI app (Starlette): auth, aliases, per-route rewriting, metrics, status.
 
-Endpoints: ``/v1/models`` (the aliases a key may use), ``/v1/chat/completions`` and ``/v1/completions``
-(defaults and override applied), any other ``/v1/*`` and vLLM's ``/tokenize``, ``/detokenize`` passed through
-(routed by their ``model``), ``/health``
-(no key), ``/metrics`` and ``/gateway/status`` (from loopback, or with a valid key).
+Endpoints: ``/v1/models`` (the aliases a key may use), ``/v1/chat/completions``, ``/v1/completions``,
+Anthropic's ``/v1/messages`` (+ ``/count_tokens``) and OpenAI's ``/v1/responses`` (defaults and override
+applied per API: surfaces.py), ``/v1/responses/{id}`` (to the backend that made the id), any other ``/v1/*``
+and vLLM's ``/tokenize``, ``/detokenize`` passed through (routed by their ``model``), ``/`` and ``/health``
+(no key: clients probe them), ``/metrics`` and ``/gateway/status`` (from loopback, or with a valid key).
+Every request gets an access-log line.
 """
 
 from __future__ import annotations
@@ -27,13 +29,12 @@ from llmdeck.gateway.config import LoadedConfig
 from llmdeck.gateway.keys import KeyRing, KeyStore
 from llmdeck.gateway.limits import RateLimiter
 from llmdeck.gateway.manager import ModelManager
-from llmdeck.gateway.merge import rewrite_request
 from llmdeck.gateway.metrics import GatewayMetrics
 from llmdeck.gateway.proxy import DROP_REQUEST, RequestCtx, Upstream, forward, openai_error
 from llmdeck.gateway.routing import Router, RouteState
+from llmdeck.gateway.surfaces import ResponseIds, api_of, reshape_error, response_id_of, rewrite_for
 from llmdeck.util.jsonsafe import loads as json_loads
 
-REWRITTEN_PATHS = ("/v1/chat/completions", "/v1/completions")
 MAX_BODY_BYTES = 32 << 20
 
 
@@ -60,6 +61,7 @@ class GatewayState:
     client: httpx.AsyncClient | None = None
     started_at: float = field(default_factory=time.time)
     manager: ModelManager | None = None  # routes whose backends are launch specs
+    ids: ResponseIds = field(default_factory=ResponseIds)  # resp_… -> the route and backend that made it
 
 
 def build_app(loaded: LoadedConfig, *, insecure: bool = False, settings: Any = None) -> Starlette:
@@ -95,6 +97,7 @@ def build_app(loaded: LoadedConfig, *, insecure: bool = False, settings: Any = N
                     await state.manager.shutdown()
 
     routes = [
+        Route("/", _root, methods=["GET"]),  # HEAD too: Claude Code probes `HEAD /`
         Route("/health", _health, methods=["GET"]),
         Route("/metrics", _metrics, methods=["GET"]),
         Route("/gateway/status", _status, methods=["GET"]),
@@ -154,7 +157,7 @@ def _authenticate(request: Request, st: GatewayState) -> Caller | JSONResponse:
     if token is None:
         return openai_error(
             401,
-            "This gateway needs an API key (Authorization: Bearer sk-llmdeck-…).",
+            "This gateway needs an API key (Authorization: Bearer sk-llmdeck-… or x-api-key: sk-llmdeck-…).",
             "invalid_request_error",
             "invalid_api_key",
         )
@@ -177,24 +180,36 @@ def _is_loopback(request: Request) -> bool:
         return False
 
 
+def _logged(request: Request, resp: Response, key: str = "-") -> Response:
+    """An access-log line (and the requests counter) for an endpoint that does not proxy."""
+    ctx = RequestCtx(_state(request).metrics, request.method, request.url.path)
+    ctx.key = key
+    ctx.finish(resp.status_code, "unauthorized" if resp.status_code == 401 else "")
+    return resp
+
+
+async def _root(request: Request) -> Response:
+    return _logged(request, JSONResponse({"status": "ok", "service": "llmdeck gateway"}))
+
+
 async def _health(request: Request) -> Response:
-    return JSONResponse({"status": "ok"})
+    return _logged(request, JSONResponse({"status": "ok"}))
 
 
 async def _metrics(request: Request) -> Response:
     st = _state(request)
     if not _is_loopback(request) and isinstance(denied := _authenticate(request, st), JSONResponse):
-        return denied
+        return _logged(request, denied)
     from prometheus_client import CONTENT_TYPE_LATEST
 
-    return Response(st.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+    return _logged(request, Response(st.metrics.render(), media_type=CONTENT_TYPE_LATEST))
 
 
 async def _status(request: Request) -> Response:
     st = _state(request)
     if not _is_loopback(request) and isinstance(denied := _authenticate(request, st), JSONResponse):
-        return denied
-    return JSONResponse(status_payload(st))
+        return _logged(request, denied)
+    return _logged(request, JSONResponse(status_payload(st)))
 
 
 def status_payload(st: GatewayState) -> dict[str, Any]:
@@ -214,7 +229,7 @@ async def _models(request: Request) -> Response:
     st = _state(request)
     caller = _authenticate(request, st)
     if isinstance(caller, JSONResponse):
-        return caller
+        return _logged(request, caller)
     created = int(st.started_at)
     data = []
     for alias in st.router.routes:
@@ -228,13 +243,20 @@ async def _models(request: Request) -> Response:
             if (max_len := st.router.max_model_len(alias)) is not None:
                 entry["max_model_len"] = max_len
             data.append(entry)
-    return JSONResponse({"object": "list", "data": data})
+    return _logged(request, JSONResponse({"object": "list", "data": data}), caller.name)
 
 
 async def _proxy(request: Request) -> Response:
+    """Every /v1/* request but /v1/models; the gateway's own errors in the API's shape."""
+    api = api_of(request.url.path)
+    resp = await _proxy_api(request, api)
+    return reshape_error(resp, api) if isinstance(resp, JSONResponse) else resp
+
+
+async def _proxy_api(request: Request, api: str) -> Response:
     st = _state(request)
     path = request.url.path
-    ctx = RequestCtx(st.metrics, request.method, path)
+    ctx = RequestCtx(st.metrics, request.method, path, api=api)
     caller = _authenticate(request, st)
     if isinstance(caller, JSONResponse):
         ctx.finish(caller.status_code, "unauthorized")
@@ -245,7 +267,15 @@ async def _proxy(request: Request) -> Response:
     if isinstance(parsed, JSONResponse):
         ctx.finish(parsed.status_code, "bad_request")
         return parsed
-    route = _pick_route(st, parsed, caller)
+    route = _pick_by_id(st, path, parsed, caller) or _pick_route(st, parsed, caller)
+    if api == "response_id" and isinstance(route, JSONResponse) and route.status_code == 400:
+        route = openai_error(
+            404,
+            f"This gateway did not hand out the response id {response_id_of(path)!r} (or forgot it: it "
+            "remembers the newest 10000); with several models it cannot tell which backend stored it.",
+            "invalid_request_error",
+            "response_not_found",
+        )
     if isinstance(route, JSONResponse):
         ctx.finish(route.status_code, "refused")
         return route
@@ -278,8 +308,10 @@ async def _send(
         if isinstance(picked, JSONResponse):
             return picked
         route = picked
-    if body is not None and request.url.path in REWRITTEN_PATHS:
-        rewrite_request(body, defaults=route.route.defaults, override=route.route.override, served_model=None)
+    if body is not None:
+        rewrite_for(ctx.api, body, route.route)
+    if ctx.api == "responses":
+        ctx.ids = st.ids
     headers = {k: v for k, v in request.headers.items() if k.lower() not in DROP_REQUEST}
     timeouts = st.loaded.config.timeouts
     streaming = bool(body and body.get("stream"))
@@ -307,6 +339,27 @@ def _parse_body(raw: bytes, request: Request) -> dict[str, Any] | JSONResponse |
     if not isinstance(body, dict):
         return openai_error(400, "The request body must be a JSON object.", "invalid_request_error")
     return body
+
+
+def _pick_by_id(
+    st: GatewayState, path: str, body: dict[str, Any] | None, caller: Caller
+) -> RouteState | None:
+    """The backend that made a response id: ``/v1/responses/{id}``, or a ``previous_response_id``."""
+    if path.startswith("/v1/responses/"):
+        rid: Any = response_id_of(path)
+    elif path == "/v1/responses" and body is not None:
+        rid = body.get("previous_response_id")
+    else:
+        return None
+    known = st.ids.get(rid) if isinstance(rid, str) else None
+    if known is None:
+        return None
+    alias, url = known
+    route = st.router.get(alias)
+    if route is None or not caller.may_use(alias) or (body is not None and body.get("model") != alias):
+        return None
+    state = st.router.backends.get(url)
+    return RouteState(route.route, [state]) if state is not None else route
 
 
 def _pick_route(st: GatewayState, body: dict[str, Any] | None, caller: Caller) -> RouteState | JSONResponse:

@@ -13,6 +13,8 @@ Example::
           chat_template_kwargs: {enable_thinking: false}
           max_tokens: 2048
         override: {temperature: 0.2}    # always replaces the client's value (null removes a field)
+        responses:                      # optional: /v1/responses' own (else the route's, renamed)
+          defaults: {max_output_tokens: 4096}
     keys_file: keys.json                # relative to this file; default: <state>/gateway/keys.json
     limits:
       alice: {rpm: 30, models: [qwen-fast]}
@@ -60,6 +62,13 @@ class BackendSpec(_Strict):
     api_key_env: str | None = Field(None, description="Environment variable with the backend's API key.")
 
 
+class ApiRewrite(_Strict):
+    """One API's own defaults/override (replacing the route's, renamed, for that API)."""
+
+    defaults: dict[str, Any] = Field(default_factory=dict)
+    override: dict[str, Any] = Field(default_factory=dict)
+
+
 class Route(_Strict):
     """One alias and the backends (replicas) that serve it."""
 
@@ -67,6 +76,8 @@ class Route(_Strict):
     backends: list[str | BackendSpec] = Field(..., min_length=1)
     defaults: dict[str, Any] = Field(default_factory=dict, description="Request fields filled in if absent.")
     override: dict[str, Any] = Field(default_factory=dict, description="Request fields always replaced.")
+    messages: ApiRewrite | None = Field(None, description="/v1/messages: its own defaults/override.")
+    responses: ApiRewrite | None = Field(None, description="/v1/responses: its own defaults/override.")
 
 
 class KeyLimits(_Strict):
@@ -116,6 +127,7 @@ class ResolvedRoute:
     backends: list[ResolvedBackend]
     defaults: dict[str, Any]
     override: dict[str, Any]
+    per_api: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # "messages": {defaults,..}
 
 
 MAX_CONFIG_BYTES = 16 << 20  # a gateway config is a few KB; more is not a config
@@ -200,8 +212,8 @@ def _validation_error(exc: ValidationError, doc: MarkedDocument) -> ConfigError:
     more = f" (and {exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
     return ConfigError(
         "The gateway config is invalid: " + "; ".join(lines) + more + ".",
-        hint="Fix those lines; the keys are routes (model, backends, defaults, override), keys_file, limits, "
-        "timeouts, health, cors and budget.",
+        hint="Fix those lines; the keys are routes (model, backends, defaults, override, messages, "
+        "responses), keys_file, limits, timeouts, health, cors and budget.",
     )
 
 
@@ -239,8 +251,13 @@ def _resolve_route(
             "on demand) with running servers.",
             hint="Give the launch specs a route of their own, or list only running servers here.",
         )
+    per_api = {api: block.model_dump() for api in ("messages", "responses") if (block := getattr(route, api))}
     return ResolvedRoute(
-        alias=route.model, backends=backends, defaults=route.defaults, override=route.override
+        alias=route.model,
+        backends=backends,
+        defaults=route.defaults,
+        override=route.override,
+        per_api=per_api,
     )
 
 

@@ -2,7 +2,9 @@
 
 Labels are the route (alias), the key's name ("-" when the gateway is open) and the outcome; never a
 prompt or a key. Tokens come from the backend's ``usage`` (non-streamed replies, and streams that asked
-for ``stream_options.include_usage``).
+for ``stream_options.include_usage``; Anthropic Messages streams carry it in ``message_start`` and
+``message_delta``, Responses streams in ``response.completed``'s ``response``), counted as ``prompt`` and
+``completion`` whichever API named them (``input_tokens``/``output_tokens``).
 """
 
 from __future__ import annotations
@@ -93,8 +95,11 @@ class UsageSniffer:
         if len(self._tail) > self.MAX_BODY:  # one endless event: keep only what could start the next one
             self._tail = self._tail[-4096:]
         for event in events:
-            if b'"usage"' in event and event.startswith(b"data:"):
-                self._take(event[5:])
+            if b'"usage"' not in event:
+                continue
+            for line in event.split(b"\n"):  # `data:` first (OpenAI) or after an `event:` line
+                if line.startswith(b"data:"):
+                    self._take(line[5:])
 
     def finish(self) -> dict[str, Any] | None:
         if not self.sse and self._body and self._size <= self.MAX_BODY:
@@ -106,6 +111,26 @@ class UsageSniffer:
             obj = json_loads(raw)
         except ValueError:
             return
-        usage = obj.get("usage") if isinstance(obj, dict) else None
-        if isinstance(usage, dict):
-            self.usage = usage
+        if not isinstance(obj, dict):
+            return
+        usage = obj.get("usage")
+        if usage is None:  # Responses: {"type": "response.completed", "response": {..., "usage": {...}}}
+            inner = obj.get("response") or obj.get("message")  # Anthropic: message_start's message
+            usage = inner.get("usage") if isinstance(inner, dict) else None
+        if isinstance(usage, dict):  # merged: message_start has the input, message_delta the output
+            self.usage = {**(self.usage or {}), **{k: v for k, v in usage.items() if v is not None}}
+
+
+def token_counts(usage: dict[str, Any]) -> dict[str, int]:
+    """``prompt``/``completion`` from OpenAI's or Anthropic's/Responses' names."""
+    out: dict[str, int] = {}
+    for kind, names in (
+        ("prompt", ("prompt_tokens", "input_tokens")),
+        ("completion", ("completion_tokens", "output_tokens")),
+    ):
+        for name in names:
+            value = usage.get(name)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                out[kind] = value
+                break
+    return out

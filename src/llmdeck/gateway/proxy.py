@@ -23,11 +23,18 @@ from typing import Any
 
 import anyio
 import httpx
-from starlette.responses import JSONResponse, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from llmdeck.gateway.metrics import GatewayMetrics, UsageSniffer
+from llmdeck.gateway.metrics import GatewayMetrics, UsageSniffer, token_counts
 from llmdeck.gateway.routing import BackendState, RouteState
+from llmdeck.gateway.surfaces import (
+    IdSniffer,
+    ResponseIds,
+    lacks_surface,
+    missing_surface_message,
+    stream_error_event,
+)
 
 access_log = logging.getLogger("llmdeck.gateway.access")
 
@@ -86,6 +93,8 @@ class RequestCtx:
     outcome: str = ""
     gauge: Any = None  # the in-flight gauge, once the request is on its way
     on_finish: Callable[[], None] | None = None  # e.g. the model manager's release of its lease
+    api: str = "other"  # surfaces.api_of(path): the error shapes, the missing-surface message
+    ids: ResponseIds | None = None  # /v1/responses: where to remember which backend made the id
     _done: bool = False
 
     def ttft(self) -> None:
@@ -103,11 +112,8 @@ class RequestCtx:
         elapsed = time.perf_counter() - self.started
         self.metrics.requests.labels(self.route, self.key, str(status)).inc()
         self.metrics.latency.labels(self.route).observe(elapsed)
-        if usage:
-            for kind in ("prompt_tokens", "completion_tokens"):
-                value = usage.get(kind)
-                if isinstance(value, int) and value > 0:
-                    self.metrics.tokens.labels(self.route, self.key, kind.split("_")[0]).inc(value)
+        for kind, value in token_counts(usage or {}).items():
+            self.metrics.tokens.labels(self.route, self.key, kind).inc(value)
         access_log.info(
             "%s %s route=%s key=%s backend=%s status=%s%s ms=%.1f",
             self.method,
@@ -165,9 +171,7 @@ async def open_upstream(client: httpx.AsyncClient, state: BackendState, up: Upst
         raise UpstreamFailure(502, "connect_error", f"{type(exc).__name__}: {exc}"[:200]) from exc
 
 
-async def forward(
-    client: httpx.AsyncClient, route: RouteState, up: Upstream, ctx: RequestCtx
-) -> StreamingResponse | JSONResponse:
+async def forward(client: httpx.AsyncClient, route: RouteState, up: Upstream, ctx: RequestCtx) -> Response:
     """Try the route's backends in order until one answers; relay its reply."""
     failures: list[str] = []
     last: UpstreamFailure | None = None
@@ -190,6 +194,8 @@ async def forward(
             state.outstanding -= 1
             failures.append(f"{state.backend.label}: HTTP 503")
             continue
+        if (missing := await _missing_surface(resp, state, ctx)) is not None:
+            return missing
         state.healthy = True
         ctx.backend = state.backend.label
         return RelayResponse(Relay(resp, state, ctx))
@@ -204,6 +210,33 @@ async def forward(
     )
 
 
+async def _missing_surface(resp: httpx.Response, state: BackendState, ctx: RequestCtx) -> Response | None:
+    """The backend has no such endpoint (404/405 from its router): say which surface and what to do.
+
+    A 404/405 that is an API error about the request (vLLM's model-not-found) is relayed as it came."""
+    message = missing_surface_message(ctx.api, state.backend.label)
+    if message is None or resp.status_code not in (404, 405):
+        return None
+    body = b""
+    try:
+        async for chunk in resp.aiter_raw():
+            body += chunk
+            if len(body) > 65536:
+                break
+    except httpx.HTTPError:
+        pass
+    finally:
+        await resp.aclose()
+        state.outstanding -= 1
+    if not lacks_surface(resp.status_code, body):
+        ctx.finish(resp.status_code, "upstream_error")
+        drop = DROP_RESPONSE | {"content-length", "content-encoding"}
+        headers = {k: v for k, v in resp.headers.items() if k.lower() not in drop}
+        return Response(body, status_code=resp.status_code, headers=headers)
+    ctx.finish(501, "surface_missing")
+    return openai_error(501, message, "upstream_error", "surface_missing")
+
+
 class Relay:
     """The backend's body, relayed chunk by chunk; ``close`` (idempotent) releases everything."""
 
@@ -211,6 +244,7 @@ class Relay:
         self.resp, self.state, self.ctx = resp, state, ctx
         self.sse = resp.headers.get("content-type", "").startswith("text/event-stream")
         self.sniffer = UsageSniffer(self.sse)
+        self.ids = IdSniffer() if ctx.ids is not None and resp.status_code == 200 else None
         self.outcome = ""
         self._closed = False
 
@@ -225,6 +259,8 @@ class Relay:
                     self.ctx.ttft()
                     first = False
                 self.sniffer.feed(chunk)
+                if self.ids is not None:
+                    self.ids.feed(chunk)
                 yield chunk
         except httpx.HTTPError as exc:  # the backend died or went silent mid-reply
             self.outcome = "upstream_broke"
@@ -233,7 +269,7 @@ class Relay:
             self.ctx.metrics.errors.labels(self.ctx.route, self.state.backend.label, reason).inc()
             if not self.sse:
                 raise  # no way to mark a plain body as broken: drop the connection
-            yield _error_event(f"The backend stopped mid-stream ({type(exc).__name__}).")
+            yield stream_error_event(self.ctx.api, f"The backend stopped mid-stream ({type(exc).__name__}).")
 
     async def close(self, outcome: str = "") -> None:
         if self._closed:
@@ -241,14 +277,11 @@ class Relay:
         self._closed = True
         await self.resp.aclose()
         self.state.outstanding -= 1
+        if self.ids is not None and self.ids.rid and self.ctx.ids is not None:
+            self.ctx.ids.remember(self.ids.rid, self.ctx.route, self.state.url)
         outcome = outcome or self.outcome
         status = {"client_disconnected": 499, "upstream_broke": 502}.get(outcome, self.resp.status_code)
         self.ctx.finish(status, outcome, self.sniffer.finish())
-
-
-def _error_event(message: str) -> bytes:
-    body = {"error": {"message": message, "type": "upstream_error", "param": None, "code": "stream_broken"}}
-    return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 
 class RelayResponse(StreamingResponse):

@@ -1,0 +1,181 @@
+"""The APIs the gateway serves besides chat completions: Anthropic Messages and OpenAI Responses.
+
+* ``api_of(path)``: which API a request path belongs to (it picks the error shape, the rewriting and the
+  missing-surface message).
+* ``rewrite_for``: a route's ``defaults``/``override`` per API. Chat and completions get them as written.
+  Messages and Responses get them with the field names that API uses (``max_tokens`` and
+  ``max_completion_tokens`` become Responses' ``max_output_tokens``; ``stop`` becomes Messages'
+  ``stop_sequences``), unless the route has a block of its own for that API (``messages:`` or
+  ``responses:``, each with ``defaults``/``override``), which then replaces the route's for that API.
+  ``count_tokens`` gets only the alias rewrite (nothing it counts comes from defaults).
+* ``anthropic_error`` / ``reshape_error``: errors on ``/v1/messages*`` in Anthropic's shape, which Claude
+  Code shows; everything else keeps OpenAI's.
+* ``ResponseIds``: which route and backend produced a ``resp_…`` id (bounded), so ``GET /v1/responses/{id}``
+  and a ``previous_response_id`` reach the backend that stored it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import OrderedDict
+from typing import Any, Literal
+
+from starlette.responses import JSONResponse
+
+from llmdeck.gateway.merge import rewrite_request
+
+Api = Literal["chat", "completions", "messages", "count_tokens", "responses", "response_id", "other"]
+
+_PATHS: dict[str, Api] = {
+    "/v1/chat/completions": "chat",
+    "/v1/completions": "completions",
+    "/v1/messages": "messages",
+    "/v1/messages/count_tokens": "count_tokens",
+    "/v1/responses": "responses",
+}
+# a route's generic field names, as each API spells them
+_RENAME: dict[str, dict[str, str]] = {
+    "responses": {"max_tokens": "max_output_tokens", "max_completion_tokens": "max_output_tokens"},
+    "messages": {"max_completion_tokens": "max_tokens", "stop": "stop_sequences"},
+}
+# what a backend that lacks the surface should be told (HTTP 404/405 on it with no API error body)
+_MISSING: dict[str, str] = {
+    "messages": "the Anthropic Messages API (/v1/messages); vLLM >= 0.12 serves it",
+    "count_tokens": "Anthropic's /v1/messages/count_tokens; vLLM >= 0.32 serves it",
+    "responses": "the OpenAI Responses API (/v1/responses); vLLM >= 0.10 serves it",
+}
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+    529: "overloaded_error",
+}
+_RESP_ID = re.compile(rb'"id"\s*:\s*"(resp_[A-Za-z0-9_-]{1,200})"')
+
+
+def api_of(path: str) -> Api:
+    if path.startswith("/v1/responses/"):
+        return "response_id"
+    return _PATHS.get(path, "other")
+
+
+def is_anthropic(api: str) -> bool:
+    return api in ("messages", "count_tokens")
+
+
+def _renamed(fields: dict[str, Any], api: str) -> dict[str, Any]:
+    names = _RENAME.get(api, {})
+    return {names.get(k, k): v for k, v in fields.items()}
+
+
+def rewrite_for(api: str, body: dict[str, Any], route: Any) -> None:
+    """Apply the route's defaults/override for this API to the body (in place)."""
+    if api in ("chat", "completions"):
+        rewrite_request(body, defaults=route.defaults, override=route.override, served_model=None)
+    elif api in ("messages", "responses"):
+        own = route.per_api.get(api)
+        if own is not None:
+            defaults, override = own.get("defaults", {}), own.get("override", {})
+        else:
+            defaults, override = _renamed(route.defaults, api), _renamed(route.override, api)
+        rewrite_request(body, defaults=defaults, override=override, served_model=None)
+
+
+def missing_surface_message(api: str, backend: str) -> str | None:
+    what = _MISSING.get(api)
+    if what is None:
+        return None
+    return (
+        f"The backend {backend} does not serve {what} (it answered 404/405): upgrade it, or point a "
+        "chat-completions client (/v1/chat/completions) at this gateway instead."
+    )
+
+
+def lacks_surface(status: int, body: bytes) -> bool:
+    """A 404/405 that is the server's router (no such path), not an API error about the request."""
+    if status not in (404, 405):
+        return False
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        return True  # "404 page not found" (Ollama), an HTML page
+    if not isinstance(obj, dict):
+        return True
+    return "error" not in obj and obj.get("type") != "error"  # FastAPI's {"detail": "Not Found"}
+
+
+def anthropic_error(status: int, message: str, **headers: str) -> JSONResponse:
+    kind = _ANTHROPIC_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+    body = {"type": "error", "error": {"type": kind, "message": message}}
+    return JSONResponse(body, status_code=status, headers=headers or None)
+
+
+def reshape_error(resp: JSONResponse, api: str) -> JSONResponse:
+    """An OpenAI-shaped error of the gateway's own, in Anthropic's shape where the API is Anthropic's."""
+    if not is_anthropic(api):
+        return resp
+    try:
+        message = str(json.loads(bytes(resp.body))["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return resp
+    keep = {k: v for k, v in resp.headers.items() if k.lower() == "retry-after"}
+    return anthropic_error(resp.status_code, message, **keep)
+
+
+def stream_error_event(api: str, message: str) -> bytes:
+    """The event that ends a stream the backend broke, in the stream's own API's shape."""
+    if is_anthropic(api):
+        body: dict[str, Any] = {"type": "error", "error": {"type": "api_error", "message": message}}
+        return b"event: error\ndata: " + json.dumps(body).encode() + b"\n\n"
+    if api == "responses":
+        body = {"type": "error", "code": "stream_broken", "message": message, "param": None}
+        return b"event: error\ndata: " + json.dumps(body).encode() + b"\n\n"
+    body = {"error": {"message": message, "type": "upstream_error", "param": None, "code": "stream_broken"}}
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+def response_id_of(path: str) -> str:
+    """``/v1/responses/resp_1/cancel`` -> ``resp_1``."""
+    return path.removeprefix("/v1/responses/").split("/", 1)[0]
+
+
+class ResponseIds:
+    """``resp_…`` id -> (alias, backend URL), the newest ``limit`` of them."""
+
+    def __init__(self, limit: int = 10000) -> None:
+        self.limit = limit
+        self._ids: OrderedDict[str, tuple[str, str]] = OrderedDict()
+
+    def remember(self, rid: str, alias: str, backend_url: str) -> None:
+        self._ids[rid] = (alias, backend_url)
+        self._ids.move_to_end(rid)
+        while len(self._ids) > self.limit:
+            self._ids.popitem(last=False)
+
+    def get(self, rid: str) -> tuple[str, str] | None:
+        return self._ids.get(rid)
+
+
+class IdSniffer:
+    """The first ``"id": "resp_…"`` in a reply's first 64 KiB (``response.created`` or the JSON body)."""
+
+    LIMIT = 64 << 10
+
+    def __init__(self) -> None:
+        self._seen = b""
+        self.rid: str | None = None
+        self.done = False
+
+    def feed(self, chunk: bytes) -> None:
+        if self.done:
+            return
+        self._seen += chunk
+        if (m := _RESP_ID.search(self._seen)) is not None:
+            self.rid, self.done = m.group(1).decode(), True
+        elif len(self._seen) > self.LIMIT:
+            self.done = True
