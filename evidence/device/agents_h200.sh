@@ -71,7 +71,7 @@ cp "$LLMDECK_STATE_DIR/logs/gateway.log" "$D/" 2>/dev/null
 stamp "3. the gateway's added TTFT on each surface"
 for api in messages responses; do
   timeout 200 "$PY" benchmarks/gateway_overhead.py --backend url --base-url $URL --model $MODEL --api $api \
-    --concurrency 16 --requests 256 --rounds 3 --client lean --max-tokens 64 \
+    --concurrency 16 --requests 256 --rounds 3 --client lean --max-tokens 64 --no-litellm \
     --out "$D/gateway_overhead_h200-$api-c16.json" > "$D/overhead-$api.txt" 2>&1
   echo "overhead $api exit $?" >> "$D/overhead-$api.txt"; tail -12 "$D/overhead-$api.txt"
 done
