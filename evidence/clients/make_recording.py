@@ -123,6 +123,13 @@ def _scrub(value: Any, subs: list[tuple[str, str]]) -> Any:
 SCRUB_KEYS = {"metadata", "client_metadata", "prompt_cache_key"}  # per-install ids, session ids
 
 
+def _blank(value: Any) -> Any:
+    """Per-install and session ids, with the shape kept (a server validates metadata's type)."""
+    if isinstance(value, dict):
+        return {k: "<recorded-id>" for k in value}
+    return "<recorded-id>" if isinstance(value, str) else value
+
+
 def _count(tok: Any, path: str, body: dict[str, Any]) -> int:
     messages, tools = chat_view(path, body)
     ids = tok.apply_chat_template(messages, tools=tools or None, add_generation_prompt=True, tokenize=True)
@@ -153,7 +160,7 @@ def build(args: argparse.Namespace) -> dict[str, Any]:
         if not path.endswith(MODEL_PATHS) or not isinstance(body, dict):
             continue
         path = "/v1/" + next(p for p in MODEL_PATHS if path.endswith(p))
-        body = {k: ("<recorded-id>" if k in SCRUB_KEYS else v) for k, v in _scrub(body, subs).items()}
+        body = {k: (_blank(v) if k in SCRUB_KEYS else v) for k, v in _scrub(body, subs).items()}
         requests.append(
             {
                 "path": path,
