@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from llmdeck.checks.surfaces import chat_view
 from llmdeck.checks.traffic import (
     CONTEXT_MARGIN,
     budget,
@@ -71,17 +72,19 @@ def test_recording_keeps_the_clients_system_prompt_tools_and_parameters(
 def test_recordings_hold_no_secrets_nor_local_paths() -> None:
     for path in REC_DIR.glob("*.json"):
         text = path.read_text()
-        assert "sk-recorder" not in text and "Bearer" not in text and "authorization" not in text.lower()
-        assert "/tmp/llmdeck-record" not in text and "/root" not in text
+        # Claude Code's prompt speaks of "authorization context"; Codex's has <root>...</root> tags
+        assert "sk-recorder" not in text and "Bearer" not in text and '"authorization"' not in text.lower()
+        assert "/tmp/llmdeck-record" not in text and "-tmp-llmdeck-record" not in text
+        assert re.search(r"(?<!<)/root\b", text) is None, path.name
 
 
 def test_recorded_token_counts_match_the_served_tokenizer(tiny_model_dir: Path) -> None:
     transformers = pytest.importorskip("transformers")
     tok = transformers.AutoTokenizer.from_pretrained(str(tiny_model_dir))
     for rec in recordings().values():
-        body = rec.agent.body
+        messages, tools = chat_view(rec.agent.path, rec.agent.body)
         ids = tok.apply_chat_template(
-            body["messages"], tools=body.get("tools") or None, add_generation_prompt=True, tokenize=True
+            messages, tools=tools or None, add_generation_prompt=True, tokenize=True
         )
         ids = ids["input_ids"] if hasattr(ids, "keys") else ids
         assert len(ids) == rec.agent.prompt_tokens, rec.label

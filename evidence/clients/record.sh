@@ -7,7 +7,7 @@
 #   evidence/clients/record.sh                 # all clients, versions below
 #   CLIENTS="opencode continue" evidence/clients/record.sh
 #
-# Needs: node 20 + npm (opencode-ai, @continuedev/cli, cline), Python 3.11 (aider-chat in its own
+# Needs: node 20 + npm (opencode-ai, @continuedev/cli, cline, @anthropic-ai/claude-code, @openai/codex), Python 3.11 (aider-chat in its own
 # venv, $AIDER_VENV), the repo's venv with uvicorn/starlette/transformers ($PY), and the tiny
 # model's tokenizer (.cache/test-tiny: `llmdeck model make-tiny .cache/test-tiny`).
 set -euo pipefail
@@ -16,6 +16,8 @@ OPENCODE_VERSION=1.18.33
 CONTINUE_VERSION=1.5.47
 CLINE_VERSION=3.0.65
 AIDER_VERSION=0.86.2
+CLAUDE_VERSION=2.1.197
+CODEX_VERSION=0.171.0
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PY=${PY:-$ROOT/.venv/bin/python}
@@ -25,7 +27,7 @@ WORK=$(mktemp -d /tmp/llmdeck-record.XXXXXX)
 PORT=${PORT:-18555}
 BASE=http://127.0.0.1:$PORT/v1
 PROMPT="List the files in this directory."
-CLIENTS=${CLIENTS:-opencode continue cline aider}
+CLIENTS=${CLIENTS:-opencode continue cline aider claude_code codex}
 REC_PID=
 
 cleanup() { [[ -n $REC_PID ]] && kill "$REC_PID" 2>/dev/null; rm -rf "$WORK"; }
@@ -117,6 +119,38 @@ record_aider() {
     --message "Say hello" hello.py)
   finish aider "$AIDER_VERSION" "PyPI aider-chat==$AIDER_VERSION" \
     "aider --model openai/tiny-qwen3 --message 'Say hello' hello.py (OPENAI_API_BASE=BASE)"
+}
+
+record_claude_code() {
+  npm_install "$CLIENTS_DIR/claude" "@anthropic-ai/claude-code@$CLAUDE_VERSION" claude
+  project claude-code; start_recorder "$WORK/claude-code.jsonl"
+  # IS_SANDBOX=1: as root, --dangerously-skip-permissions is refused without it
+  (cd "$WORK/claude-code/project" && HOME=$WORK/claude-code/home IS_SANDBOX=1 \
+    ANTHROPIC_BASE_URL=${BASE%/v1} ANTHROPIC_AUTH_TOKEN=sk-recorder ANTHROPIC_MODEL=tiny-qwen3 \
+    ANTHROPIC_SMALL_FAST_MODEL=tiny-qwen3 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
+    timeout 180 "$CLIENTS_DIR/claude/node_modules/.bin/claude" -p --dangerously-skip-permissions "$PROMPT")
+  finish claude-code "$CLAUDE_VERSION" "npm @anthropic-ai/claude-code@$CLAUDE_VERSION" \
+    "claude -p --dangerously-skip-permissions '$PROMPT' (ANTHROPIC_BASE_URL=BASE without /v1, ANTHROPIC_MODEL=tiny-qwen3)"
+}
+
+record_codex() {
+  npm_install "$CLIENTS_DIR/codex" "@openai/codex@$CODEX_VERSION" codex
+  project codex; start_recorder "$WORK/codex.jsonl"
+  mkdir -p "$WORK/codex/home/.codex"
+  cat > "$WORK/codex/home/.codex/config.toml" <<EOF
+model = "tiny-qwen3"
+model_provider = "local"
+
+[model_providers.local]
+name = "local"
+base_url = "$BASE"
+wire_api = "responses"
+env_key = "LOCAL_KEY"
+EOF
+  (cd "$WORK/codex/project" && HOME=$WORK/codex/home CODEX_HOME=$WORK/codex/home/.codex LOCAL_KEY=sk-recorder \
+    timeout 180 "$CLIENTS_DIR/codex/node_modules/.bin/codex" exec --skip-git-repo-check "$PROMPT" </dev/null)
+  finish codex "$CODEX_VERSION" "npm @openai/codex@$CODEX_VERSION" \
+    "codex exec --skip-git-repo-check '$PROMPT' (config.toml: model_providers.local, wire_api responses)"
 }
 
 for c in $CLIENTS; do "record_$c"; done

@@ -20,6 +20,7 @@ from llmdeck.checks.probes import (
     Outcome,
     ProbeContext,
 )
+from llmdeck.checks.probes_caps import probe_client_output_cap
 from llmdeck.checks.report import ProbeResult
 from llmdeck.checks.traffic import (
     TURN_TOKENS,
@@ -41,6 +42,14 @@ TITLES = {
     "client_tool_stream": "streamed tool call parses as the client parses it",
     "client_thinking": "thinking shows where the client reads it",
     "client_traffic": "recorded client traffic",
+    "client_output_cap": "server's reply cap vs the client's max_tokens",
+    "messages_stream": "Messages: streamed answer",
+    "messages_tools": "Messages: tool_use / tool_result round trip",
+    "messages_thinking": "Messages: thinking blocks",
+    "messages_count_tokens": "Messages: count_tokens",
+    "messages_system": "Messages: a second system message",
+    "responses_stream": "Responses: streamed answer",
+    "responses_tools": "Responses: function_call items over turns (store: false)",
 }
 CONTEXT_WORDS = ("maximum context length", "context length", "max_model_len", "too long")
 
@@ -51,6 +60,13 @@ def measure_base_tokens(ctx: ProbeContext, rec: Recording) -> tuple[int, str]:
     if reply.ok and isinstance(reply.data, dict) and isinstance(reply.data.get("count"), int):
         return int(reply.data["count"]), "counted by the server's /tokenize"
     return rec.agent.prompt_tokens, "the recording's count (Qwen3 tokenizer; /tokenize did not answer)"
+
+
+def overflow_words(rec: Recording) -> str:
+    """What this client does on that 400, from its recording (#40: clients differ)."""
+    if rec.reads.context_overflow:
+        return f"{rec.label} then {rec.reads.context_overflow}"
+    return f"what {rec.label} does then is not recorded"
 
 
 def probe_client_context(ctx: ProbeContext, rec: Recording) -> Outcome:
@@ -71,7 +87,7 @@ def probe_client_context(ctx: ProbeContext, rec: Recording) -> Outcome:
             "fail",
             f"{rec.label} sends {tokens} prompt tokens ({rec.agent.tools} tools) and asks for {b.output} "
             f"output: more than max_model_len {mml}. The server refuses its very first request with "
-            "HTTP 400, and the client retries forever.",
+            f"HTTP 400; {overflow_words(rec)}.",
             fix=fix,
             data=data,
         )
@@ -84,11 +100,16 @@ def probe_client_context(ctx: ProbeContext, rec: Recording) -> Outcome:
 
 def probe_client_request(ctx: ProbeContext, rec: Recording) -> Outcome:
     body = replay_body(rec, ctx.facts.model or "", max_tokens=8)
-    reply = (
-        ctx.stream("/v1/chat/completions", body)
-        if body.get("stream")
-        else ctx.post("/v1/chat/completions", body)
-    )
+    path = rec.agent.path + (f"?{rec.agent.query}" if rec.agent.query else "")
+    if rec.surface == "responses":
+        body["max_output_tokens"] = body.pop("max_tokens")
+    if rec.surface == "messages":
+        body.pop("thinking", None)  # 8 tokens leave no room for a thinking budget
+    reply = ctx.stream(path, body) if body.get("stream") else ctx.post(path, body)
+    if reply.status_code in (404, 405):
+        from llmdeck.checks.probes_surfaces import _missing
+
+        return _missing(reply, rec.agent.path, rec) or Outcome("fail", "unreachable")
     tools = rec.agent.tools
     if reply.ok:
         what = f"with its {tools} tool schemas" if tools else "(it sends no tools)"
@@ -224,7 +245,29 @@ CLIENT_PROBES: dict[str, Callable[[ProbeContext, Recording], Outcome]] = {
     "client_request": probe_client_request,
     "client_tool_stream": probe_client_tool_stream,
     "client_thinking": probe_client_thinking,
+    "client_output_cap": probe_client_output_cap,
 }
+OPTIONAL = {"messages_count_tokens"}  # Claude Code counts itself when the server cannot
+
+
+def probes_for(rec: Recording) -> dict[str, Callable[[ProbeContext, Recording], Outcome]]:
+    """The client's probes: the recorded request on its own surface, then that surface's shapes."""
+    from llmdeck.checks import probes_surfaces as ps
+
+    if rec.surface == "chat":
+        return CLIENT_PROBES
+    common = {k: CLIENT_PROBES[k] for k in ("client_context", "client_request")}
+    if rec.surface == "messages":
+        surface = {
+            "messages_stream": ps.probe_messages_stream,
+            "messages_tools": ps.probe_messages_tools,
+            "messages_thinking": ps.probe_messages_thinking,
+            "messages_count_tokens": ps.probe_messages_count_tokens,
+            "messages_system": ps.probe_messages_system,
+        }
+    else:
+        surface = {"responses_stream": ps.probe_responses_stream, "responses_tools": ps.probe_responses_tools}
+    return {**common, **surface, "client_output_cap": probe_client_output_cap}
 
 
 def _result(ctx: ProbeContext, probe_id: str, outcome: Outcome, required: bool) -> ProbeResult:
@@ -256,11 +299,11 @@ def run_client_probes(ctx: ProbeContext) -> list[ProbeResult]:
         return [_result(ctx, "client_traffic", note, False)]
     results: list[ProbeResult] = []
     too_big = False
-    for probe_id, probe in CLIENT_PROBES.items():
+    for probe_id, probe in probes_for(rec).items():
         ctx.evidence = []
         if ctx.blocked:
             outcome = Outcome("skipped", f"Not run: {ctx.blocked}.")
-        elif too_big and probe_id == "client_tool_stream":
+        elif too_big and probe_id not in ("client_context", "client_request"):
             outcome = Outcome("skipped", f"Not run: {rec.label}'s base prompt does not fit.")
         else:
             try:
@@ -271,7 +314,10 @@ def run_client_probes(ctx: ProbeContext) -> list[ProbeResult]:
                 outcome = Outcome("fail", f"The request failed: {type(exc).__name__}: {exc}")
         if probe_id == "client_context" and outcome.status == "fail":
             too_big = not outcome.data.get("first_request_fits", True)
-        required = probe_id != "client_thinking" or bool(rec.reads.reasoning)
+        required = probe_id not in OPTIONAL and (
+            probe_id not in ("client_thinking", "messages_thinking")
+            or bool(rec.reads.reasoning or rec.reads.thinking)
+        )
         results.append(_result(ctx, probe_id, outcome, required))
     return results
 

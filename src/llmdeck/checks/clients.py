@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from llmdeck.errors import UsageError
 
-CLIENTS: tuple[str, ...] = ("opencode", "openclaw", "continue", "cline", "aider", "openai")
+CLIENTS: tuple[str, ...] = (
+    "opencode",
+    "openclaw",
+    "continue",
+    "cline",
+    "aider",
+    "claude-code",
+    "codex",
+    "openai",
+)
 
 _CORE = frozenset({"health", "api_key", "models", "chat", "streaming_usage"})
 _AGENT = _CORE | {
@@ -24,6 +33,10 @@ REQUIRED: dict[str, frozenset[str]] = {
     "cline": _AGENT,
     "continue": _CORE | {"completions", "reasoning_split"},
     "aider": _CORE,  # no tools: a whole-file edit format, streamed
+    # Claude Code speaks only /v1/messages, Codex only /v1/responses: their surface probes
+    # (client_probes) decide; the chat-completions probes are shown, not required
+    "claude-code": frozenset({"health", "api_key", "models"}),
+    "codex": frozenset({"health", "api_key", "models"}),
     "openai": _CORE,
 }
 

@@ -29,6 +29,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from llmdeck.checks.surfaces import Surface, chat_view, requested_output, tool_names
+
 TURN_TOKENS = 600
 MIN_TURNS = 4
 CONTEXT_MARGIN = 1024
@@ -40,13 +42,21 @@ class ClientReads(BaseModel):
     """Which reply fields the client parses (from its source, cited in ``source``)."""
 
     reasoning: list[str] = Field(default_factory=list, description="Fields it shows as thinking, in order.")
+    thinking: str = Field(
+        default="", description="Thinking blocks or reasoning items it reads (Messages, Responses)."
+    )
     tool_call_deltas: str = ""
+    usage: list[str] = Field(default_factory=list, description="Usage fields it reads.")
     compaction: str = ""
+    context_overflow: str = Field(
+        default="", description="What the real client does when the server refuses for context."
+    )
     source: str = ""
 
 
 class RecordedRequest(BaseModel):
     path: str
+    query: str | None = None
     user_agent: str | None = None
     prompt_tokens: int = Field(description="Prompt tokens with the Qwen3 tokenizer at record time.")
     tools: int = 0
@@ -66,6 +76,8 @@ class Recording(BaseModel):
     recorded_at: str
     tokenizer: str = ""
     reads: ClientReads = Field(default_factory=ClientReads)
+    surface: Surface = "chat"
+    other_requests: list[str] = Field(default_factory=list, description="Non-model requests, e.g. HEAD /.")
     requests: list[RecordedRequest]
 
     @property
@@ -78,7 +90,12 @@ class Recording(BaseModel):
         return f"{self.client} {self.client_version}"
 
     def tool_names(self) -> list[str]:
-        return [str(t.get("function", {}).get("name")) for t in self.agent.body.get("tools") or []]
+        return tool_names(self.agent.path, self.agent.body)
+
+    @property
+    def max_tokens(self) -> int | None:
+        """The output the client asks for in its agent request (None: it sends no limit)."""
+        return requested_output(self.agent.path, self.agent.body)
 
 
 def _version_key(version: str) -> tuple[int, ...]:
@@ -177,13 +194,10 @@ def replay_body(rec: Recording, model: str, *, max_tokens: int, **overrides: Any
 
 def tokenize_body(rec: Recording, model: str) -> dict[str, Any]:
     """``POST /tokenize`` of the client's base prompt: its messages and tools, as the server renders them."""
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": copy.deepcopy(rec.agent.body.get("messages") or []),
-        "add_generation_prompt": True,
-    }
-    if rec.agent.body.get("tools"):
-        body["tools"] = copy.deepcopy(rec.agent.body["tools"])
+    messages, tools = chat_view(rec.agent.path, copy.deepcopy(rec.agent.body))
+    body: dict[str, Any] = {"model": model, "messages": messages, "add_generation_prompt": True}
+    if tools:
+        body["tools"] = tools
     return body
 
 

@@ -20,10 +20,13 @@ CHECK_HELP = """Probe an OpenAI-compatible server for what a client needs, with 
 TARGET is a URL (http://127.0.0.1:8000, with or without /v1) or a server name from `llmdeck \
 status`; without it: the only server llmdeck runs, else the default host and port.
 
-For a client llmdeck has a recording of (opencode, continue, cline, aider), its own first request \
-is replayed too: does its base prompt fit max_model_len with room for a tool loop, are its tools \
-accepted, does a streamed tool call parse its way, is thinking where it reads it. Others get the \
-generic probes, and the report says so.
+For a client llmdeck has a recording of (opencode, continue, cline, aider, claude-code, codex), \
+its own first request is replayed too: does its base prompt fit max_model_len with room for a tool \
+loop, are its tools accepted, does a streamed tool call parse its way, is thinking where it reads \
+it, does the server cap replies below the max_tokens it asks for. Claude Code is probed on the \
+Anthropic Messages API (/v1/messages: stream, tool_use/tool_result, thinking blocks, count_tokens, \
+a second system message), Codex on the Responses API (/v1/responses: stream, function_call items \
+over several turns with store: false). Others get the generic probes, and the report says so.
 
 Each probe reports pass / warn / fail / inconclusive / n/a. Exit 1 when a probe the chosen \
 client needs fails, 2 for a bad URL or name.
@@ -33,6 +36,8 @@ Examples:
   llmdeck check http://127.0.0.1:8000 --client opencode
 
   llmdeck check default --client continue --json > check.json
+
+  llmdeck check http://127.0.0.1:8000 --client claude-code   # or --client codex
 
   llmdeck check http://gpu-box:8000 --deadline 300   # give up after 5 minutes in all
 """
@@ -50,7 +55,7 @@ def check(
         None,
         "--client",
         "-c",
-        help="opencode, openclaw, continue, cline, aider or openai: whose needs decide.",
+        help="opencode, openclaw, continue, cline, aider, claude-code, codex or openai: whose needs decide.",
     ),
     model: str | None = typer.Option(None, "--model", "-m", help="Served model name (default: the first)."),
     api_key: str | None = typer.Option(
