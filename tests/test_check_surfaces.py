@@ -109,7 +109,12 @@ def test_messages_tool_round_trip_and_a_tool_call_left_in_text() -> None:
     back = seen[1]["messages"]
     assert back[1]["content"][0]["type"] == "tool_use" and back[2]["content"][0]["tool_use_id"] == "toolu_1"
     as_text = ("text", {"text": ""}, [{"type": "text_delta", "text": '<tool_call>{"name": "get_weather"}'}])
+    # with a tool parser (vLLM 0.32 does not force tool_choice here): the random model's cut call
     out = ps.probe_messages_tools(ctx_for(lambda r: sse(message_events(as_text))), rec("claude-code"))
+    assert out.status == "inconclusive" and "unparsed call in text" in out.summary
+    no_parser = ctx_for(lambda r: sse(message_events(as_text)))
+    no_parser.facts.tool_parser = False
+    out = ps.probe_messages_tools(no_parser, rec("claude-code"))
     assert out.status == "fail" and out.fix is not None and "--tool-call-parser hermes" in out.fix
 
 
@@ -245,3 +250,19 @@ def test_a_too_small_context_says_what_that_client_does_then(client: str, words:
     out = probe_client_context(ctx_for(tokenize, mml=2048), rec(client))
     assert out.status == "fail" and words in out.summary and "retries forever" not in out.summary
     assert out.fix is not None and "--max-model-len" in out.fix
+
+
+def test_a_tool_use_cut_at_max_tokens_is_the_models_not_the_servers() -> None:
+    cut = (
+        "tool_use",
+        {"id": "toolu_1", "name": "get_weather", "input": {}},
+        [{"type": "input_json_delta", "partial_json": '{"ci'}],
+    )
+    events = message_events(cut)
+    events[-2]["delta"]["stop_reason"] = "max_tokens"
+    out = ps.probe_messages_tools(ctx_for(lambda r: sse(events)), rec("claude-code"))
+    assert out.status == "inconclusive" and "cut at max_tokens" in out.summary
+    # a delta without its content_block_start breaks the SDK's parser: the server's fault
+    broken = [e for e in events if e["type"] != "content_block_start"]
+    out = ps.probe_messages_tools(ctx_for(lambda r: sse(broken)), rec("claude-code"))
+    assert out.status == "fail" and "content_block_start" in out.summary

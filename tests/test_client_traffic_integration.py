@@ -192,7 +192,8 @@ def test_unrecorded_client_gets_the_generic_probes_and_is_told(cpu_server: Any, 
     assert not any(p.id.startswith("client_") and p.id != "client_traffic" for p in report.probes)
 
 
-def test_check_opencode_passes_on_16k(cpu_server_16k: Any, tmp_path: Path) -> None:
+def test_check_opencode_on_16k_finds_the_servers_output_cap(cpu_server_16k: Any, tmp_path: Path) -> None:
+    """All of opencode's needs pass at 16,384 but one: this server caps replies at 48 tokens (#40)."""
     res = run_cli(
         "check",
         cpu_server_16k.base_url,
@@ -203,8 +204,13 @@ def test_check_opencode_passes_on_16k(cpu_server_16k: Any, tmp_path: Path) -> No
         "256",
         tmp_path=tmp_path,
     )
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr
     probes = {p["id"]: p for p in json.loads(res.stdout)["probes"]}
+    cap = probes["client_output_cap"]
+    assert cap["status"] == "fail" and cap["data"]["cap"] == 48, cap
+    assert "max_tokens 4096" in cap["summary"] and "max_new_tokens" in cap["fix"], cap
+    failed = [p["id"] for p in probes.values() if p["required"] and p["status"] == "fail"]
+    assert failed == ["client_output_cap"], failed
     ctx = probes["client_context"]
     assert ctx["status"] == "pass" and ctx["data"]["turns"] >= 4, ctx
     assert probes["client_request"]["status"] == "pass"

