@@ -112,7 +112,9 @@ def size(path: Path) -> int:
     return len(path.read_text(errors="replace")) if path.exists() else 0
 
 
-def run_agent(argv: list[str], work: Path, home: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run_agent(
+    argv: list[str], work: Path, home: Path, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         argv, cwd=work, env=client_env(home, work), capture_output=True, text=True, timeout=timeout
     )
@@ -126,7 +128,9 @@ def codex_argv(binary: Path) -> list[str]:
     return [str(binary), "exec", "--skip-git-repo-check", "Say hi."]
 
 
-def connect(client: str, target: str, home: Path, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def connect(
+    client: str, target: str, home: Path, tmp_path: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
     path = home / ".claude" / "settings.json" if client == "claude-code" else home / ".codex" / "config.toml"
     return run_cli("connect", client, "--server", target, "--file", str(path), *extra, tmp_path=tmp_path)
 

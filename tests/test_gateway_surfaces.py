@@ -347,3 +347,29 @@ def test_overhead_benchmark_reads_both_apis_through_the_gateway(
     assert [(r["ok"], r["events"]) for r in results] == [(True, 6), (True, 6)]
     assert all(r["ttft"] is not None and r["ttft"] < r["total"] for r in results)
     assert _sample(metrics, "llmdeck_gateway_tokens_total", route="bench", kind="completion") == 6
+
+
+def test_fold_system_moves_claude_codes_second_system_message(settings: Settings, tmp_path: Path) -> None:
+    """`messages: {fold_system: true}`: Claude Code 2.1.197's mid-conversation system message (which vLLM
+    0.22's Messages API refuses) reaches the backend as the end of the top-level `system`; without the
+    flag the body is relayed as sent."""
+    body = messages(
+        system=[{"type": "text", "text": "You are Claude Code."}],
+        messages=[
+            {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+            {"role": "system", "content": "Available agent types: claude"},
+        ],
+    )
+    folded = "    messages:\n      fold_system: true\n"
+    with upstream() as (up, url):
+        cfg = "routes:\n" + route("a", url) + route("b", url, folded) + FAST
+        with gateway(cfg, settings, tmp_path) as gw:
+            for alias in ("a", "b"):
+                assert httpx.post(f"{gw}/v1/messages", json={**body, "model": alias}).status_code == 200
+    plain, fixed = up.bodies("/v1/messages")
+    assert plain is not None and [m["role"] for m in plain["messages"]] == ["user", "system"]
+    assert fixed is not None and [m["role"] for m in fixed["messages"]] == ["user"]
+    assert fixed["system"] == [
+        {"type": "text", "text": "You are Claude Code."},
+        {"type": "text", "text": "Available agent types: claude"},
+    ]

@@ -54,6 +54,7 @@ cat > $W/gateway.yaml <<EOF
 routes:
   - model: coder
     backends: [$URL]
+    messages: {fold_system: true}   # Claude Code's second system message: vLLM 0.22 refuses it
 keys_file: $W/keys.json
 EOF
 KEY=$(LD keys create agents --keys-file $W/keys.json)

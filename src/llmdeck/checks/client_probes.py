@@ -128,6 +128,15 @@ def probe_client_request(ctx: ProbeContext, rec: Recording) -> Outcome:
             f"The server refuses {rec.label}'s tools (HTTP {reply.status_code}: {message}).",
             fix=ctx.parser_fix(),
         )
+    if rec.surface == "messages" and "'user' or 'assistant'" in message:
+        return Outcome(
+            "fail",
+            f"The server refuses {rec.label}'s own request (HTTP {reply.status_code}: {message}): it sends "
+            "a second system message inside `messages`, which this vLLM's Messages API does not take "
+            "(vLLM 0.22.0 refuses it, 0.32 takes it).",
+            fix="Upgrade vLLM, or serve the client through `llmdeck gateway` with `messages: {fold_system: "
+            "true}` on its route (the system text moves into the top-level `system`).",
+        )
     return Outcome(
         "fail",
         f"The server refuses {rec.label}'s own request (HTTP {reply.status_code}: {message}); the tool "

@@ -67,6 +67,11 @@ class ApiRewrite(_Strict):
 
     defaults: dict[str, Any] = Field(default_factory=dict)
     override: dict[str, Any] = Field(default_factory=dict)
+    fold_system: bool = Field(
+        False,
+        description="messages: move `role: system` entries of `messages` into the top-level `system` "
+        "(Claude Code 2.1 sends one; vLLM 0.22's Messages API refuses it, 0.32 takes it).",
+    )
 
 
 class Route(_Strict):

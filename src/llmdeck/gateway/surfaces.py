@@ -84,6 +84,35 @@ def rewrite_for(api: str, body: dict[str, Any], route: Any) -> None:
         else:
             defaults, override = _renamed(route.defaults, api), _renamed(route.override, api)
         rewrite_request(body, defaults=defaults, override=override, served_model=None)
+        if api == "messages" and own is not None and own.get("fold_system"):
+            fold_system_messages(body)
+
+
+def _text_blocks(content: Any) -> list[Any]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content) if isinstance(content, list) else []
+
+
+def fold_system_messages(body: dict[str, Any]) -> None:
+    """Move ``role: system`` entries of a Messages body's ``messages`` to the end of its ``system``.
+
+    Claude Code 2.1.197 sends the list of its agent types as a second, mid-conversation system message;
+    vLLM 0.22.0's Messages API refuses the request ("Input should be 'user' or 'assistant'", measured
+    on the H200, evidence/device/agents/), and chat templates that allow one system message only
+    (Qwen3.6, vllm#41114) refuse it too. Text kept, order kept, only its place changes.
+    """
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return
+    moved = [m for m in messages if isinstance(m, dict) and m.get("role") == "system"]
+    if not moved:
+        return
+    body["messages"] = [m for m in messages if not (isinstance(m, dict) and m.get("role") == "system")]
+    system = _text_blocks(body.get("system"))
+    for message in moved:
+        system.extend(_text_blocks(message.get("content")))
+    body["system"] = system
 
 
 def missing_surface_message(api: str, backend: str) -> str | None:
