@@ -266,3 +266,24 @@ def test_a_tool_use_cut_at_max_tokens_is_the_models_not_the_servers() -> None:
     broken = [e for e in events if e["type"] != "content_block_start"]
     out = ps.probe_messages_tools(ctx_for(lambda r: sse(broken)), rec("claude-code"))
     assert out.status == "fail" and "content_block_start" in out.summary
+
+
+def test_vllm_022_refusing_the_system_role_names_upgrade_and_the_gateway_fold() -> None:
+    """vLLM 0.22.0's Messages API on the H200 (evidence/device/agents/): Claude Code's second system message
+    is a validation error; the probes say so and name the gateway's `fold_system`."""
+    from llmdeck.checks.client_probes import probe_client_request
+
+    words = (
+        "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'messages', 1, 'role'), "
+        "'msg': \"Input should be 'user' or 'assistant'\", 'input': 'system'}"
+    )
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(400, json={"error": {"message": words, "type": "BadRequestError", "code": 400}})
+
+    for out in (
+        ps.probe_messages_system(ctx_for(refuse), rec("claude-code")),
+        probe_client_request(ctx_for(refuse), rec("claude-code")),
+    ):
+        assert out.status == "fail" and "system" in out.summary, out
+        assert out.fix is not None and "fold_system: true" in out.fix and "Upgrade vLLM" in out.fix, out.fix

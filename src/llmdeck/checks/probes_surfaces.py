@@ -186,13 +186,19 @@ def probe_messages_system(ctx: ProbeContext, rec: Recording) -> Outcome:
         return Outcome("pass", "A system message after the first user message is accepted.")
     message = reply.error_message()
     out = _refused(reply, MESSAGES, rec, "A second system message")
-    if any(w in message.lower() for w in SYSTEM_WORDS):
+    fold = "or serve the client through `llmdeck gateway` with `messages: {fold_system: true}` on its route"
+    if "'user' or 'assistant'" in message:  # vLLM 0.22.0's Messages API (measured on the H200)
+        out.summary += (
+            f" — this vLLM's Messages API takes no system role in `messages`, which {rec.client} sends"
+        )
+        out.fix = f"Upgrade vLLM (0.32 takes it), {fold}."
+    elif any(w in message.lower() for w in SYSTEM_WORDS):
         out.summary += (
             f" — the chat template refuses a system message mid-conversation, which {rec.client} sends"
         )
         out.fix = (
             "Serve the model with a chat template that accepts later system messages "
-            "(--chat-template; vllm#41114 for Qwen3.6)."
+            f"(--chat-template; vllm#41114 for Qwen3.6), {fold}."
         )
     return out
 

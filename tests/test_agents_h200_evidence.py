@@ -1,0 +1,28 @@
+"""The H200 figures of issue 34 (evidence/device/agents/), recomputed from the kept benchmark files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+AGENTS = Path(__file__).resolve().parents[1] / "evidence" / "device" / "agents"
+
+
+@pytest.mark.parametrize("api,added", [("messages", -1.75), ("responses", -0.68)])
+def test_gateway_adds_no_ttft_on_either_surface(api: str, added: float) -> None:
+    doc = json.loads((AGENTS / f"gateway_overhead_h200-{api}-c16.json").read_text())
+    assert doc["schema"] == "llmdeck.gateway_overhead/1" and doc["params"]["api"] == api
+    direct, gateway = doc["summary"]["direct"], doc["summary"]["llmdeck"]
+    assert direct["failed"] == 0 and gateway["failed"] == 0 and gateway["requests"] == 768
+    assert round(gateway["ttft_p50_ms"] - direct["ttft_p50_ms"], 2) == added
+    assert gateway["added_ttft_p50_ms"] <= 1.0
+
+
+def test_vllm_022_refuses_claude_codes_second_system_message() -> None:
+    doc = json.loads((AGENTS / "check-claude-code-direct.json").read_text())
+    probes = {p["id"]: p for p in doc["probes"]}
+    assert probes["client_request"]["status"] == "fail"
+    assert "'user' or 'assistant'" in probes["client_request"]["summary"]
+    assert probes["messages_stream"]["status"] == "pass"
