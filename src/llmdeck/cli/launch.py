@@ -75,25 +75,13 @@ def launch_cmd(
     """Start a client configured for the live server (see LAUNCH_HELP)."""
     from llmdeck.cli.connect import _gateway_or_target
     from llmdeck.connect import gather_info
-    from llmdeck.connect.launch import LAUNCH_CLIENTS, find_binary, plan_launch
-    from llmdeck.errors import UsageError
+    from llmdeck.connect.launch import plan_launch
     from llmdeck.runtime.target import resolve_target
     from llmdeck.util.redact import redact_url
 
-    name = client.strip().lower()
-    if name not in LAUNCH_CLIENTS:
-        raise UsageError(
-            f"llmdeck cannot launch {client!r}.", hint=f"Use one of: {', '.join(LAUNCH_CLIENTS)}."
-        )
-    if small_model is not None and not small_model.strip():
-        raise UsageError("--small-model is empty.", hint="Give a served model name (or leave it out).")
+    name = _validated(client, small_model)
     preview = dry_run or json_out
-    try:
-        binary = find_binary(name, bin_path)
-    except UsageError:
-        if not preview:
-            raise
-        binary = bin_path or LAUNCH_CLIENTS[name]
+    binary, missing = _binary(name, bin_path, preview)
     settings = get_settings(ctx)
     tgt = _gateway_or_target(target, settings) if target == "gateway" else resolve_target(target, settings)
     err_console().print(f"reading {redact_url(tgt.base_url)} …", highlight=False, markup=False)
@@ -106,8 +94,8 @@ def launch_cmd(
         client=name,
     )
     plan = plan_launch(name, binary, info, settings.state_dir, list(ctx.args), small_model=small_model)
-    if binary == (bin_path or LAUNCH_CLIENTS[name]) and "/" not in binary:
-        plan.notes.append(f"`{binary}` is not on PATH: install it first.")
+    if missing:
+        plan.notes.append(missing)
     for note in plan.notes:
         err_console().print(f"note: {note}", highlight=False, markup=False)
     if json_out:
@@ -120,6 +108,33 @@ def launch_cmd(
 
     err_console().print(f"starting {name}: {info.model} at {redact_url(info.base_url)}", highlight=False)
     exec_client(plan)
+
+
+def _validated(client: str, small_model: str | None) -> str:
+    from llmdeck.connect.launch import LAUNCH_CLIENTS
+    from llmdeck.errors import UsageError
+
+    name = client.strip().lower()
+    if name not in LAUNCH_CLIENTS:
+        raise UsageError(
+            f"llmdeck cannot launch {client!r}.", hint=f"Use one of: {', '.join(LAUNCH_CLIENTS)}."
+        )
+    if small_model is not None and not small_model.strip():
+        raise UsageError("--small-model is empty.", hint="Give a served model name (or leave it out).")
+    return name
+
+
+def _binary(name: str, bin_path: str | None, preview: bool) -> tuple[str, str | None]:
+    """The client's executable; a missing one is exit 2, except in a preview (then a note)."""
+    from llmdeck.connect.launch import LAUNCH_CLIENTS, find_binary
+    from llmdeck.errors import UsageError
+
+    try:
+        return find_binary(name, bin_path), None
+    except UsageError as exc:
+        if not preview:
+            raise
+        return bin_path or LAUNCH_CLIENTS[name], f"{exc.message} {exc.hint or ''}".strip()
 
 
 def _shell_line(shown: dict[str, Any]) -> str:
