@@ -433,3 +433,21 @@ def test_connect_refuses_a_server_too_small_and_writes_nothing(
         )
         assert code == 1 and "--max-model-len 32768" in err and "Traceback" not in err, err
         assert not path.exists() and out == ""
+
+
+def test_json_output_of_the_agents_holds_no_secret(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--json redacts the key in every form the agents carry it (a TOML bearer token, cline's argv)."""
+    from llmdeck.cli import connect as cli_connect
+
+    secret = "sk-llmdeck-agent-secret-123"
+    monkeypatch.setattr("llmdeck.connect.gather_info", lambda *a, **k: info(api_key=secret))
+    monkeypatch.setattr(cli_connect, "_gateway_or_target", lambda s, st: None)
+    for client in ("claude-code", "codex", "qwen-code", "aider", "cline"):
+        code, out, err = run_cli(
+            ["connect", client, "--server", DEAD, "--api-key", secret, "--print", "--json"], capsys
+        )
+        assert code == 0, err
+        assert secret not in out and secret not in err, client
+        assert "<redacted>" in out, client

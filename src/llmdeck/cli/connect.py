@@ -133,11 +133,23 @@ def _connect(
     _render(name, info, result, json_out)
 
 
+def _without_key(result: Any, key: str | None) -> Any:
+    """The result as JSON data with the key itself replaced wherever it appears (a TOML bearer token,
+    the `cline auth` argv), not only under the names the general redactor knows."""
+    import json
+
+    data = result.model_dump(mode="json")
+    if not key:
+        return data
+    quoted = json.dumps(key)[1:-1]
+    return json.loads(json.dumps(data).replace(quoted, "<redacted>"))
+
+
 def _render(name: str, info: Any, result: Any, json_out: bool) -> None:
     from llmdeck.util.redact import redact_text, redact_url
 
     if json_out:
-        print_json(result)
+        print_json(_without_key(result, info.api_key))
         return
     if result.action == "printed":
         out_console().print(result.text, markup=False, highlight=False, end="")
