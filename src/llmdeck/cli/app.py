@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "server",
     "check",
     "connect",
+    "launch",
     "bench",
     "tune",
     "eval",

@@ -1,4 +1,4 @@
-"""CLI group: connect — wire a client (opencode, openclaw, Continue, Cline, OpenAI SDK) to a server."""
+"""CLI group: connect — wire a client (opencode, Claude Code, Codex, Qwen Code, aider, …) to a server."""
 
 from __future__ import annotations
 
@@ -16,12 +16,19 @@ Reads the served model name, base URL, context length, tool and thinking behavio
 server, then merges the client's block into its config file, keeping every other key and backing \
 the old file up first (FILE.bak-<timestamp>).
 
-For a client llmdeck has a recording of (opencode, continue, cline), the context and output limits \
-come from its real base prompt, so that it compacts before the server refuses; a server that \
-cannot hold that prompt gets no config (exit 1, with the --max-model-len to restart with).
+Your own inputs are checked first (the client, the flags, the file to merge into: a folder, a \
+read-only or malformed file is exit 2), then the server.
+
+For a client llmdeck has a recording of (opencode, continue, cline, claude-code, codex, aider), the \
+context and output limits come from its real base prompt, so that it compacts before the server \
+refuses; a server that cannot hold that prompt gets no config (exit 1, with the --max-model-len to \
+restart with).
 
 Default files: opencode → ./opencode.json, openclaw → ~/.openclaw/openclaw.json, continue → \
-~/.continue/config.yaml; cline and openai are printed unless --file is given.
+~/.continue/config.yaml, claude-code → ~/.claude/settings.json (its env block; $CLAUDE_CONFIG_DIR), \
+codex → ~/.codex/config.toml ($CODEX_HOME), qwen-code → ~/.qwen/settings.json ($QWEN_HOME), aider → \
+./.aider.conf.yml (+ .aider.model.metadata.json beside it); cline and openai are printed unless \
+--file is given (cline: also the `cline auth` command its CLI takes).
 
 Examples:
 
@@ -30,6 +37,12 @@ Examples:
   llmdeck connect continue --server default --print
 
   llmdeck connect opencode --server gateway --model qwen-fast --api-key sk-llmdeck-…
+
+  llmdeck connect claude-code --server gateway --model coder --api-key sk-llmdeck-…
+
+  eval "$(llmdeck connect claude-code --print)"  # export lines, shell-quoted: safe to eval
+
+  llmdeck connect codex --server default         # ~/.codex/config.toml, comments kept
 
   eval "$(llmdeck connect openai --print)"     # values are shell-quoted: safe to eval
 """
@@ -50,7 +63,9 @@ def register(app: typer.Typer) -> None:
 
 def connect(
     ctx: typer.Context,
-    client: str = typer.Argument(..., help="opencode, openclaw, continue, cline or openai."),
+    client: str = typer.Argument(
+        ..., help="opencode, openclaw, continue, cline, openai, claude-code, codex, qwen-code or aider."
+    ),
     server: str | None = typer.Option(None, "--server", "-s", help="Server URL or llmdeck server name."),
     file: Path | None = typer.Option(None, "--file", "-f", help="Config file to merge into (or create)."),
     print_only: bool = typer.Option(False, "--print", help="Print the configuration; write nothing."),
@@ -68,10 +83,14 @@ def connect(
         "--thinking",
         help="server: leave thinking to the server; on/off: send chat_template_kwargs.",
     ),
+    small_model: str | None = typer.Option(
+        None, "--small-model", help="claude-code: the model for its small/fast (haiku) requests."
+    ),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Write a client's configuration from the live server (see CONNECT_HELP)."""
-    _connect(ctx, client, server, file, print_only, model, api_key, provider_id, timeout, thinking, json_out)
+    opts = {"provider_id": provider_id, "thinking": thinking, "small_model": small_model}
+    _connect(ctx, client, server, file, print_only, model, api_key, timeout, opts, json_out)
 
 
 def _connect(
@@ -82,27 +101,23 @@ def _connect(
     print_only: bool,
     model: str | None,
     api_key: str | None,
-    provider_id: str,
     timeout: float,
-    thinking: str,
+    opts: dict[str, Any],
     json_out: bool,
 ) -> None:
     from llmdeck.connect import connect_client, gather_info
-    from llmdeck.connect.run import CONNECT_CLIENTS, THINKING_CHOICES
-    from llmdeck.errors import UsageError
+    from llmdeck.connect.run import check_target, validate_request
     from llmdeck.runtime.target import resolve_target
     from llmdeck.util.redact import redact_url
 
-    name = client.strip().lower()
-    if name not in CONNECT_CLIENTS:
-        raise UsageError(f"Unknown client {client!r}.", hint=f"Use one of: {', '.join(CONNECT_CLIENTS)}.")
-    if thinking not in THINKING_CHOICES:
-        raise UsageError(f"--thinking {thinking!r} is not valid.", hint="Use server, on or off.")
-    settings = get_settings(ctx)
-    if file is not None and not print_only:
-        from llmdeck.util.atomic import check_writable
+    # the user's own inputs first (#38): the client, the flags, the file; then the server
+    name = validate_request(client, opts["thinking"], opts["provider_id"])
+    if opts["small_model"] is not None and not opts["small_model"].strip():
+        from llmdeck.errors import UsageError
 
-        check_writable(file)  # before asking the server: a folder or a blocked path is exit 2
+        raise UsageError("--small-model is empty.", hint="Give a served model name (or leave it out).")
+    check_target(name, file, print_only)
+    settings = get_settings(ctx)
     tgt = _gateway_or_target(server, settings) if server == "gateway" else resolve_target(server, settings)
     err = err_console()
     err.print(f"reading {redact_url(tgt.base_url)} …", highlight=False, markup=False)
@@ -114,17 +129,27 @@ def _connect(
         timeout=timeout,
         client=name,
     )
-    result = connect_client(
-        name, info, file=file, print_only=print_only, provider_id=provider_id, thinking=thinking
-    )
+    result = connect_client(name, info, file=file, print_only=print_only, **opts)
     _render(name, info, result, json_out)
+
+
+def _without_key(result: Any, key: str | None) -> Any:
+    """The result as JSON data with the key itself replaced wherever it appears (a TOML bearer token,
+    the `cline auth` argv), not only under the names the general redactor knows."""
+    import json
+
+    data = result.model_dump(mode="json")
+    if not key:
+        return data
+    quoted = json.dumps(key)[1:-1]
+    return json.loads(json.dumps(data).replace(quoted, "<redacted>"))
 
 
 def _render(name: str, info: Any, result: Any, json_out: bool) -> None:
     from llmdeck.util.redact import redact_text, redact_url
 
     if json_out:
-        print_json(result)
+        print_json(_without_key(result, info.api_key))
         return
     if result.action == "printed":
         out_console().print(result.text, markup=False, highlight=False, end="")
@@ -140,5 +165,7 @@ def _render(name: str, info: Any, result: Any, json_out: bool) -> None:
             markup=False,
             highlight=False,
         )
+        for extra in result.files:
+            out_console().print(f"{name}: {extra.action} {extra.path}", markup=False, highlight=False)
     for note in result.notes:  # stderr never shows the key (only the printed config carries it)
         err_console().print(f"note: {redact_text(note)}", highlight=False, markup=False)

@@ -3,12 +3,27 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from llmdeck import __version__
+from llmdeck.connect.agent_merge import (
+    AGENT_CLIENTS,
+    agent_block,
+    agent_merged,
+    agent_notes,
+    agent_text,
+    check_existing,
+)
+from llmdeck.connect.agents import (
+    agent_default_path,
+    aider_metadata_path,
+    cline_auth_argv,
+    cline_auth_command,
+)
 from llmdeck.connect.configs import (
     ServeInfo,
     cline_settings,
@@ -28,13 +43,31 @@ from llmdeck.connect.write import (
     write_if_changed,
 )
 from llmdeck.errors import OperationError, UsageError
+from llmdeck.util.atomic import check_writable, resolve_target
 
 if TYPE_CHECKING:
     from llmdeck.settings import Settings
 
 CONNECT_RESULT_SCHEMA_VERSION = 1
-CONNECT_CLIENTS: tuple[str, ...] = ("opencode", "openclaw", "continue", "cline", "openai")
+CONNECT_CLIENTS: tuple[str, ...] = (
+    "opencode",
+    "openclaw",
+    "continue",
+    "cline",
+    "openai",
+    "claude-code",
+    "codex",
+    "qwen-code",
+    "aider",
+)
+PROVIDER_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 THINKING_CHOICES: tuple[str, ...] = ("server", "on", "off")
+
+
+class WrittenFile(BaseModel):
+    path: str
+    action: Literal["created", "updated", "unchanged"]
+    backup: str | None = None
 
 
 class ConnectResult(BaseModel):
@@ -51,6 +84,10 @@ class ConnectResult(BaseModel):
     config: Any = None
     text: str = ""
     notes: list[str] = Field(default_factory=list)
+    files: list[WrittenFile] = Field(default_factory=list, description="Files written alongside path.")
+    commands: list[list[str]] = Field(
+        default_factory=list, description="Commands the client's CLI takes (argv), e.g. `cline auth`."
+    )
 
 
 def gather_info(
@@ -111,20 +148,28 @@ def gather_info(
     return apply_client_limits(client, info)
 
 
-def _notes(client: str, info: ServeInfo, thinking: str) -> list[str]:
+def _notes(client: str, info: ServeInfo, thinking: str, provider_id: str) -> list[str]:
     notes: list[str] = []
-    if info.tool_calls is False and client in {"opencode", "openclaw", "cline"}:
+    if info.tool_calls is False and client in {
+        "opencode",
+        "openclaw",
+        "cline",
+        "claude-code",
+        "codex",
+        "qwen-code",
+    }:
         notes.append(
             f"The server rejects tool_choice auto: {client} will not be able to use tools. Restart it with "
             "--enable-auto-tool-choice --tool-call-parser <parser> (see `llmdeck check`)."
         )
-    if info.thinking_template and thinking == "server":
+    if info.thinking_template and thinking == "server" and client not in AGENT_CLIENTS:
         state = {True: "on", False: "off", None: "unknown"}[info.thinking_default]
         notes.append(
             f"Thinking is {state} by default on the server; nothing about it was written. Use "
             "--thinking off (or on) to make the client send chat_template_kwargs on every request."
         )
-    if thinking != "server" and client in {"openclaw", "cline", "openai"} and info.thinking_template:
+    no_place = {"openclaw", "cline", "openai", "codex", "qwen-code", "aider"}
+    if thinking != "server" and client in no_place and info.thinking_template:
         notes.append(
             f"{client} has no place for extra request fields here; to change thinking, restart the server "
             "with --default-chat-template-kwargs '{\"enable_thinking\": false}'."
@@ -134,12 +179,15 @@ def _notes(client: str, info: ServeInfo, thinking: str) -> list[str]:
     if client == "cline":
         notes.append(
             "Cline keeps these in its settings panel: choose API Provider 'OpenAI Compatible' and enter the "
-            "values (base URL, API key, model ID, context window)."
+            "values (base URL, API key, model ID, context window). The cline CLI does not read them; "
+            f"configure it with: {cline_auth_command(info)}"
         )
-    return notes
+    return notes + agent_notes(client, info, provider_id)
 
 
 def render_text(client: str, block: Any) -> str:
+    if client in AGENT_CLIENTS:
+        return agent_text(client, block)
     if client == "continue":
         import yaml
 
@@ -149,8 +197,10 @@ def render_text(client: str, block: Any) -> str:
     return json.dumps(block, indent=2, ensure_ascii=False) + "\n"
 
 
-def _block(client: str, info: ServeInfo, provider_id: str, thinking: str) -> Any:
+def _block(client: str, info: ServeInfo, provider_id: str, thinking: str, small_model: str | None) -> Any:
     """The client's own configuration block for ``info``."""
+    if client in AGENT_CLIENTS:
+        return agent_block(client, info, provider_id, thinking, small_model)
     if client == "opencode":
         return opencode_config(info, provider_id, thinking)
     elif client == "openclaw":
@@ -163,8 +213,12 @@ def _block(client: str, info: ServeInfo, provider_id: str, thinking: str) -> Any
         return openai_env(info)
 
 
-def _merged_text(client: str, path: Path, block: Any, info: ServeInfo, provider_id: str) -> tuple[Any, str]:
-    """The file's new text: ``block`` merged into what ``path`` holds; and the block as merged."""
+def _merged_text(
+    client: str, path: Path, block: Any, info: ServeInfo, provider_id: str
+) -> tuple[Any, str, list[tuple[Path, str]]]:
+    """The file's new text: ``block`` merged into what ``path`` holds; the block as merged; other files."""
+    if client in AGENT_CLIENTS:
+        return agent_merged(client, path, block, info)
     merged: Any
     if client == "continue":
         existing = read_yaml(path)
@@ -197,7 +251,53 @@ def _merged_text(client: str, path: Path, block: Any, info: ServeInfo, provider_
                 block["models"]["providers"][provider_id]["models"] = [*keep, *mine]
         merged = deep_merge(existing, block)
         text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
-    return block, text
+    return block, text, []
+
+
+def validate_request(client: str, thinking: str, provider_id: str) -> str:
+    """The client's canonical name; UsageError (exit 2) for an unknown client or a bad flag."""
+    name = client.strip().lower()
+    if name not in CONNECT_CLIENTS:
+        raise UsageError(f"Unknown client {client!r}.", hint=f"Use one of: {', '.join(CONNECT_CLIENTS)}.")
+    if thinking not in THINKING_CHOICES:
+        raise UsageError(f"--thinking {thinking!r} is not valid.", hint="Use server, on or off.")
+    if not PROVIDER_ID.match(provider_id):
+        raise UsageError(
+            f"--provider-id {provider_id!r} is not a provider id.",
+            hint="Use 1-64 letters, digits, '-' or '_' (it becomes a key in the client's config).",
+        )
+    return name
+
+
+def target_path(client: str, file: Path | None) -> Path | None:
+    if file is not None:
+        path: Path | None = file
+    elif client in AGENT_CLIENTS:
+        path = agent_default_path(client)
+    else:
+        path = default_path(client)
+    return Path(path).expanduser() if path is not None else None
+
+
+def check_target(client: str, file: Path | None, print_only: bool) -> None:
+    """Everything about the user's own file that can fail, checked before the server is asked:
+    a folder, a read-only file or parent, a symlink to something unwritable, a malformed file."""
+    path = None if print_only else target_path(client, file)
+    if path is None:
+        return
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory.", hint="Give a file path with --file.")
+    check_writable(resolve_target(path))
+    if client in AGENT_CLIENTS:
+        check_existing(client, path)
+        if client == "aider":
+            check_writable(resolve_target(aider_metadata_path(path.absolute())))
+    elif client == "continue":
+        read_yaml(path)
+    elif client == "openai":
+        read_env(path)
+    else:
+        read_json(path)
 
 
 def connect_client(
@@ -208,6 +308,7 @@ def connect_client(
     print_only: bool = False,
     provider_id: str = "vllm",
     thinking: str = "server",
+    small_model: str | None = None,
 ) -> ConnectResult:
     """Build ``client``'s configuration from ``info``; merge it into its file unless ``print_only``.
 
@@ -215,29 +316,37 @@ def connect_client(
     (``<file>.bak-<timestamp>``). Cline and plain OpenAI have no config file of their own: they are
     printed unless ``file`` is given (Cline: a JSON file, OpenAI: a dotenv file).
     """
-    if client not in CONNECT_CLIENTS:
-        raise UsageError(f"Unknown client {client!r}.", hint=f"Use one of: {', '.join(CONNECT_CLIENTS)}.")
-    if thinking not in THINKING_CHOICES:
-        raise UsageError(f"--thinking {thinking!r} is not valid.", hint="Use server, on or off.")
-    notes = _notes(client, info, thinking)
+    client = validate_request(client, thinking, provider_id)
+    notes = _notes(client, info, thinking, provider_id)
     if info.client_budget:
         notes.append(info.client_budget)
-    block = _block(client, info, provider_id, thinking)
-    path = file if file is not None else default_path(client)
-    if print_only or path is None:
+    block = _block(client, info, provider_id, thinking, small_model)
+    commands = [cline_auth_argv(info)] if client == "cline" else []
+    path = None if print_only else target_path(client, file)
+    if path is None:
+        text = render_text(client, block)
         return ConnectResult(
             client=client,
             server=info,
             action="printed",
             config=block,
-            text=render_text(client, block),
+            text=text,
             notes=notes,
+            commands=commands,
         )
-    path = Path(path).expanduser()
-    if path.exists() and path.is_dir():
-        raise UsageError(f"{path} is a directory.", hint="Give a file path with --file.")
-    block, text = _merged_text(client, path, block, info, provider_id)
+    check_target(client, path, print_only)
+    block, text, extras = _merged_text(client, path, block, info, provider_id)
     action, saved = write_if_changed(path, text, secret=bool(info.api_key))
+    files = []
+    for extra_path, extra_text in extras:
+        extra_action, extra_saved = write_if_changed(extra_path, extra_text)
+        files.append(
+            WrittenFile(
+                path=str(extra_path.resolve()),
+                action=extra_action,
+                backup=str(extra_saved) if extra_saved else None,
+            )
+        )
     return ConnectResult(
         client=client,
         server=info,
@@ -247,4 +356,6 @@ def connect_client(
         config=block,
         text=text,
         notes=notes,
+        files=files,
+        commands=commands,
     )

@@ -8,7 +8,7 @@ import shlex
 import shutil
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from llmdeck.errors import ConfigError
 from llmdeck.util.atomic import atomic_write_text, check_writable, resolve_target
@@ -129,7 +129,9 @@ def merge_env(lines: list[str], values: dict[str, str]) -> list[str]:
     return out
 
 
-def write_if_changed(path: Path, text: str, *, secret: bool = False) -> tuple[str, Path | None]:
+def write_if_changed(
+    path: Path, text: str, *, secret: bool = False
+) -> tuple[Literal["created", "updated", "unchanged"], Path | None]:
     """Write ``text`` atomically; back the old file up first. Returns (action, backup path).
 
     A read-only file is refused before anything is written (no backup either); a symlink is written
