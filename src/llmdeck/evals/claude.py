@@ -146,8 +146,8 @@ def _classify(state: StreamState, status: int | None, text: str) -> None:
         unreached(state, "connection", None, text)
     elif text.startswith(("Failed to authenticate", "Invalid API key")):
         unreached(state, "auth", status, text)
-    elif text.startswith("There's an issue with the selected model"):
-        unreached(state, "not_found", status, text)
+    elif text.startswith("There's an issue with the selected model"):  # what it says for a 404
+        unreached(state, "not_found", status or 404, text)
 
 
 def _system(state: StreamState, ev: dict[str, Any], t: float) -> None:
