@@ -44,6 +44,9 @@ elif mode == "loop":
 elif mode == "slow":
     for _ in range(600):
         print("Tokens: 1k sent, 5 received.", flush=True); time.sleep(1.0)
+elif mode == "replay":  # a real client's output (FAKE_REPLAY), then it lingers FAKE_SLEEP seconds
+    print(open(os.environ["FAKE_REPLAY"]).read(), flush=True)
+    time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
 elif mode == "hang":
     child = subprocess.Popen(["sleep", "300"])
     open(os.environ["FAKE_PIDFILE"], "w").write(str(child.pid))

@@ -10,8 +10,9 @@ import typer
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
 from llmdeck.cli.validate import positive_seconds
 
-EVAL_HELP = """Run a real coding agent (opencode, aider) headless on coding tasks, then score its work with
-hidden tests it never saw; the server's flags, model and /metrics during the run go in the result.
+EVAL_HELP = """Run a real coding agent (opencode, aider, claude-code, codex) headless on coding tasks, then
+score its work with hidden tests it never saw; the server's flags, model and /metrics during the run go
+in the result.
 
 Each task runs in a fresh scratch workspace (a git repo of the task's starting files) with the client
 configured as `llmdeck connect` configures it; follow-up prompts go to the same session. The agent runs
@@ -19,7 +20,9 @@ on this host with its permissions auto-approved, in the scratch folder: run eval
 machine) you would let an agent loose on. The first limit a task sets (wall time, turns, tokens) stops
 the agent. Then the hidden tests run with pytest in a fresh copy of the workspace, in their own process.
 The result (versioned JSON, --out) is rewritten after every task; Ctrl-C keeps the finished ones.
-Exit 0 when the eval ran (the score is data, even 0), 1 when it could not run, 2 for bad input.
+A run whose client never reached the model (key refused, no connection, no such model) is stopped at
+once and not scored. Exit 0 when the eval ran (the score is data, even 0), 1 when it could not run or
+a run never reached the model, 2 for bad input.
 
 Examples:
 
@@ -32,6 +35,10 @@ Examples:
   llmdeck eval --client opencode --task fem-poisson-1d --server http://127.0.0.1:8000 --repeat 3
 
   llmdeck eval --client aider --task fix-intervals --server coder --max-turns 10
+
+  llmdeck eval --client claude-code --task fix-intervals --server coder   # Messages API, 32K+ context
+
+  llmdeck eval --client codex --suite core --server coder --out codex.json   # Responses API
 
   llmdeck eval --client opencode --task ./my-task --server http://gpu-box:8000 --timeout-probe 60
 
@@ -61,7 +68,9 @@ def register(app: typer.Typer) -> None:
 
 def eval_run(
     ctx: typer.Context,
-    client: str | None = typer.Option(None, "--client", "-c", help="The agent: opencode or aider."),
+    client: str | None = typer.Option(
+        None, "--client", "-c", help="The agent: opencode, aider, claude-code or codex."
+    ),
     task: list[str] = typer.Option([], "--task", "-t", help="A task name or folder (repeatable)."),
     suite: str | None = typer.Option(None, "--suite", help="A suite of tasks (see `llmdeck eval tasks`)."),
     server: str | None = typer.Option(None, "--server", "-s", help="Server URL or llmdeck server name."),
@@ -113,9 +122,10 @@ def _options(opts: dict[str, Any], settings: Any) -> Any:
         raise UsageError("Which agent? Give --client.", hint=f"Use one of: {', '.join(EVAL_CLIENTS)}.")
     if opts["thinking"] not in THINKING_CHOICES:
         raise UsageError(f"--thinking {opts['thinking']!r} is not valid.", hint="Use server, on or off.")
-    if client == "aider" and opts["thinking"] != "server":
+    if client in ("aider", "claude-code", "codex") and opts["thinking"] != "server":
         raise UsageError(
-            "aider sends no chat_template_kwargs, so --thinking on/off cannot reach the server through it.",
+            f"{client} sends no chat_template_kwargs, so --thinking on/off cannot reach the server "
+            "through it.",
             hint="Drop --thinking, or restart the server with --default-chat-template-kwargs "
             "'{\"enable_thinking\": false}' (or true).",
         )
@@ -168,6 +178,24 @@ def _eval(ctx: typer.Context, opts: dict[str, Any], json_out: bool) -> None:
         from llmdeck.evals.render import render_result
 
         render_result(result, out_console())
+    _refuse_unreached(result, opts)
+
+
+def _refuse_unreached(result: Any, opts: dict[str, Any]) -> None:
+    """Exit 1 when a run's client never reached the model: its 0 is not the model's score."""
+    from llmdeck.errors import OperationError
+
+    bad = [r for r in result.runs if r.status == "unreachable"]
+    if not bad:
+        return
+    where = f" (the result is in {opts['out']})" if opts["out"] else ""
+    first = bad[0].agent.unreached if bad[0].agent else None
+    raise OperationError(
+        f"{len(bad)} of {len(result.runs)} task run(s) never reached the model{where}: "
+        f"{first.reason() if first else 'see the transcript'}.",
+        hint="Check --api-key (or LLMDECK_API_KEY), --server and --model against what the server serves "
+        "(`llmdeck check URL --client CLIENT` tries the client's own requests).",
+    )
 
 
 class _Progress:

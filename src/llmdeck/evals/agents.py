@@ -6,7 +6,11 @@ same session (``-s SESSION``). Its configuration is the one `llmdeck connect ope
 agent's own scratch home (``$XDG_CONFIG_HOME/opencode/opencode.json``), never in the workspace.
 
 aider: ``aider --message PROMPT`` prints plain text; every model request ends with a
-``Tokens: 2.1k sent, 150 received.`` line. Follow-ups restore the chat history.
+``Tokens: 2.1k sent, 150 received.`` line. Follow-ups restore the chat history. It exits 0 even when
+its only request got a 401: its ``litellm.AuthenticationError`` line (and the like) marks the run as
+one that never reached the model.
+
+Claude Code and codex: see evals/claude.py and evals/codex.py.
 """
 
 from __future__ import annotations
@@ -16,42 +20,36 @@ import os
 import re
 import shutil
 import subprocess
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from llmdeck.errors import MissingDependencyError, UsageError
-from llmdeck.evals.models import AgentRun, TokenCounts, TranscriptEntry, TurnRecord
+from llmdeck.evals import claude, codex
+from llmdeck.evals.agentbase import (
+    TEXT_CAP,
+    AgentSetup,
+    StreamState,
+    clip,
+    end_turn,
+    obj,
+    unreached,
+    unreached_by_status,
+)
+from llmdeck.evals.models import TokenCounts, TranscriptEntry, TurnRecord
 from llmdeck.util.jsonsafe import loads as json_loads
 
-EVAL_CLIENTS: tuple[str, ...] = ("opencode", "aider")
-TEXT_CAP = 4000  # characters kept of one transcript entry
+__all__ = ["AgentSetup", "StreamState", "clip"]
+
+EVAL_CLIENTS: tuple[str, ...] = ("opencode", "aider", "claude-code", "codex")
 OPENCODE_PROVIDER = "vllm"
-
-
-@dataclass
-class AgentSetup:
-    """Where and against what one agent run happens."""
-
-    workspace: Path
-    home: Path
-    base_url: str
-    model: str
-    api_key: str | None
-    binary: Path
-    python_dir: str  # put first on the agent's PATH: `python` / `pytest` are llmdeck's interpreter's
-    log_dir: Path | None = None  # the agent's raw stdout and stderr per prompt (default: home)
-    max_model_len: int | None = None
-
-    @property
-    def logs(self) -> Path:
-        path = self.log_dir or self.home
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-
-
-def clip(text: str, cap: int = TEXT_CAP) -> str:
-    return text if len(text) <= cap else text[:cap] + f" … [{len(text) - cap} more characters]"
+# the executable each client installs, and the version llmdeck's parsers were written against
+BINARIES = {"opencode": "opencode", "aider": "aider", "claude-code": "claude", "codex": "codex"}
+PINNED = {"opencode": "1.18.33", "aider": "0.86.2", "claude-code": claude.VERSION, "codex": codex.VERSION}
+NPM_PACKAGES = {
+    "opencode": "opencode-ai",
+    "claude-code": "@anthropic-ai/claude-code",
+    "codex": "@openai/codex",
+}
 
 
 def find_binary(client: str, explicit: Path | None) -> Path:
@@ -61,40 +59,57 @@ def find_binary(client: str, explicit: Path | None) -> Path:
     if explicit is not None:
         path = Path(explicit).expanduser()
         if not (path.is_file() and os.access(path, os.X_OK)):
-            raise UsageError(f"--agent-bin {path} is not an executable file.", hint=_INSTALL[client])
+            raise UsageError(f"--agent-bin {path} is not an executable file.", hint=install_hint(client))
         return path.absolute()  # the agent starts in its workspace: a relative path would not resolve
-    found = shutil.which(client)
+    name = BINARIES[client]
+    found = shutil.which(name)
     if found:
         return Path(found).absolute()
-    cached = Path.cwd() / ".cache" / "clients" / client / "node_modules" / ".bin" / client
+    cached = Path.cwd() / ".cache" / "clients" / client / "node_modules" / ".bin" / name
     if cached.is_file() and os.access(cached, os.X_OK):
         return cached
-    raise MissingDependencyError(f"{client} is not installed here (not on PATH).", hint=_INSTALL[client])
+    raise MissingDependencyError(
+        f"{client} is not installed here ({name} is not on PATH).", hint=install_hint(client)
+    )
 
 
-_INSTALL = {
-    "opencode": "Install it with `npm install -g opencode-ai@1.18.33` (the version llmdeck's recording is "
-    "of), or pass --agent-bin PATH.",
-    "aider": "Install it with `pipx install aider-chat==0.86.2` (or into a venv of its own), or pass "
-    "--agent-bin PATH.",
-}
+def install_hint(client: str) -> str:
+    if client == "aider":
+        how = "`pipx install aider-chat==0.86.2` (or into a venv of its own)"
+    else:
+        how = f"`npm install -g {NPM_PACKAGES[client]}@{PINNED[client]}`"
+    return f"Install it with {how} (the version llmdeck reads the output of), or pass --agent-bin PATH."
+
+
+_VERSION = re.compile(r"\b\d+\.\d+(?:\.\d+)?[\w.+-]*")
 
 
 def client_version(binary: Path) -> str | None:
+    """The client's version from ``--version`` (``2.1.197 (Claude Code)``, ``codex-cli 0.171.0``, …)."""
     try:
         res = subprocess.run(
             [str(binary), "--version"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    words = (res.stdout or res.stderr).strip().split()
+    text = (res.stdout or res.stderr).strip()
+    m = _VERSION.search(text)
+    if m:
+        return m.group(0)
+    words = text.split()
     return words[-1] if words else None
 
 
-def agent_env(setup: AgentSetup) -> dict[str, str]:
-    """A throwaway home (the agent's config, data and logs stay there), the workspace as $PWD."""
+# the user's own settings for these clients would send them elsewhere (another provider, a proxy,
+# a key): none of them reaches the agent
+_FOREIGN = ("PYTHON", "VIRTUAL_ENV", "ANTHROPIC_", "CLAUDE_", "CODEX_", "OPENAI_", "AIDER_")
+
+
+def agent_env(setup: AgentSetup, client: str = "opencode") -> dict[str, str]:
+    """A throwaway home (the agent's config, data and logs stay there), the workspace as $PWD, and the
+    client's own variables pointing at the server."""
     home = setup.home
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_FOREIGN)}
     env.update(
         PWD=str(setup.workspace),
         HOME=str(home),
@@ -108,7 +123,24 @@ def agent_env(setup: AgentSetup) -> dict[str, str]:
     shared = os.environ.get("LLMDECK_EVAL_CACHE_HOME")
     if shared:  # an offline host: the agent's packages (opencode's provider) from a cache filled beforehand
         env["XDG_CACHE_HOME"] = shared
+    if client == "claude-code":
+        env.update(claude.env(setup))
+    elif client == "codex":
+        env.update(codex.env(setup))
+    elif client == "aider":
+        # litellm's bundled price list, not GitHub's; wide lines, so that one error is one line
+        env.update(LITELLM_LOCAL_MODEL_COST_MAP="True", COLUMNS="1000")
     return env
+
+
+def prepare_home(client: str, setup: AgentSetup) -> None:
+    """What a client reads from its home before the first task (opencode's: the runner, via connect)."""
+    if client == "codex":
+        codex.write_config(setup)
+    elif client == "aider":  # a fresh (empty) model-info cache: aider does not fetch GitHub's copy
+        cache = setup.home / ".aider" / "caches" / "model_prices_and_context_window.json"
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text("{}", encoding="utf-8")
 
 
 def opencode_config_path(setup: AgentSetup) -> Path:
@@ -162,24 +194,10 @@ def aider_metadata(setup: AgentSetup) -> Path | None:
     return path
 
 
-@dataclass
-class StreamState:
-    """What a parser has read so far of one task's agent output."""
-
-    run: AgentRun
-    prompt: int = 0
-    pending_tools: list[str] = field(default_factory=list)
-    pending_input: int = 0
-
-
-def _obj(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def _tokens(raw: Any) -> TokenCounts:
     if not isinstance(raw, dict):
         return TokenCounts()
-    cache = _obj(raw.get("cache"))
+    cache = obj(raw.get("cache"))
 
     def num(v: Any) -> int:
         return int(v) if isinstance(v, int | float) else 0
@@ -194,7 +212,7 @@ def _tokens(raw: Any) -> TokenCounts:
 
 
 def _tool_entry(part: dict[str, Any], t: float, prompt: int) -> TranscriptEntry:
-    state = _obj(part.get("state"))
+    state = obj(part.get("state"))
     args = json.dumps(state.get("input"), ensure_ascii=False) if state.get("input") is not None else ""
     out = state.get("output") if state.get("output") is not None else state.get("error", "")
     text = f"{args}\n→ {out}" if out else args
@@ -221,7 +239,7 @@ def feed_opencode(state: StreamState, line: str, t: float) -> TurnRecord | None:
     if not isinstance(ev, dict):
         return None
     run, kind = state.run, ev.get("type")
-    part = _obj(ev.get("part"))
+    part = obj(ev.get("part"))
     if isinstance(ev.get("sessionID"), str):
         run.session_id = ev["sessionID"]
     if kind in ("text", "reasoning") and part.get("text"):
@@ -233,29 +251,15 @@ def feed_opencode(state: StreamState, line: str, t: float) -> TurnRecord | None:
         run.transcript.append(entry)
         state.pending_tools.append(entry.tool or "?")
     elif kind == "error":
-        err = _obj(ev.get("error"))
-        data = _obj(err.get("data"))
+        err = obj(ev.get("error"))
+        data = obj(err.get("data"))
         msg = f"{err.get('name', 'error')}: {data.get('message') or err.get('message') or ''}"
         run.transcript.append(TranscriptEntry(t_s=t, prompt=state.prompt, kind="error", text=clip(msg)))
+        status = data.get("statusCode")
+        unreached_by_status(state, status if isinstance(status, int) else None, msg)
     elif kind == "step_finish":
-        return _turn(state, t, part.get("reason"), _tokens(part.get("tokens")))
+        return end_turn(state, t, part.get("reason"), _tokens(part.get("tokens")))
     return None
-
-
-def _turn(state: StreamState, t: float, reason: Any, tokens: TokenCounts) -> TurnRecord:
-    run = state.run
-    turn = TurnRecord(
-        prompt=state.prompt,
-        index=len(run.turns) + 1,
-        t_s=round(t, 3),
-        reason=str(reason) if reason is not None else None,
-        tokens=tokens,
-        tools=list(state.pending_tools),
-    )
-    state.pending_tools.clear()
-    run.turns.append(turn)
-    run.tokens.add(tokens)
-    return turn
 
 
 _AIDER_TOKENS = re.compile(r"Tokens: ([\d.]+)(k?) sent.*?([\d.]+)(k?) received")
@@ -268,12 +272,35 @@ def _k(num: str, k: str) -> int:
     return round(float(num) * (1000 if k else 1))
 
 
+# litellm's exception line: the ones that mean no answer came from the model at all
+_AIDER_ERROR = re.compile(r"^litellm\.(\w+): (.*)")
+_AIDER_UNREACHED = {
+    "AuthenticationError": ("auth", 401),
+    "PermissionDeniedError": ("auth", 403),
+    "NotFoundError": ("not_found", 404),
+    "APIConnectionError": ("connection", None),
+}
+
+
+def _aider_error(state: StreamState, line: str) -> None:
+    m = _AIDER_ERROR.match(line)
+    if m is None:
+        return
+    name, text = m.group(1), line.strip()
+    if name in _AIDER_UNREACHED:
+        kind, status = _AIDER_UNREACHED[name]
+        unreached(state, kind, status, text)  # type: ignore[arg-type]
+    elif name == "InternalServerError" and "Connection error" in text:  # how it says "refused"
+        unreached(state, "connection", None, text)
+
+
 def feed_aider(state: StreamState, line: str, t: float) -> TurnRecord | None:
     """One line of aider's plain output; a ``Tokens:`` line ends a turn."""
+    _aider_error(state, line)
     m = _AIDER_TOKENS.search(line)
     if m:
         tokens = TokenCounts(input=_k(m.group(1), m.group(2)), output=_k(m.group(3), m.group(4)))
-        return _turn(state, t, None, tokens)
+        return end_turn(state, t, None, tokens)
     m = _AIDER_LIMIT_IN.match(line)
     if m:
         state.pending_input = int(m.group(1).replace(",", ""))
@@ -281,7 +308,7 @@ def feed_aider(state: StreamState, line: str, t: float) -> TurnRecord | None:
     if m:
         tokens = TokenCounts(input=state.pending_input, output=int(m.group(1).replace(",", "")))
         state.pending_input = 0
-        return _turn(state, t, "length", tokens)
+        return end_turn(state, t, "length", tokens)
     text = line.rstrip("\n")
     if text.strip():
         tr = state.run.transcript
@@ -295,11 +322,25 @@ def feed_aider(state: StreamState, line: str, t: float) -> TurnRecord | None:
 def argv_for(client: str, setup: AgentSetup, prompt: str, index: int, session: str | None) -> list[str]:
     if client == "opencode":
         return opencode_argv(setup, prompt, session)
+    if client == "claude-code":
+        return claude.argv(setup, prompt, session)
+    if client == "codex":
+        return codex.argv(setup, prompt, session)
     return aider_argv(setup, prompt, followup=index > 0)
 
 
+def needs_session(client: str) -> bool:
+    """Follow-ups continue a session the client named in its output (aider restores its history file)."""
+    return client != "aider"
+
+
 def feed(client: str, state: StreamState, line: str, t: float) -> TurnRecord | None:
-    return feed_opencode(state, line, t) if client == "opencode" else feed_aider(state, line, t)
+    parse = {
+        "opencode": feed_opencode,
+        "claude-code": claude.feed,
+        "codex": codex.feed,
+    }.get(client, feed_aider)
+    return parse(state, line, t)
 
 
 def shown_argv(argv: list[str], prompt: str) -> list[str]:

@@ -82,6 +82,7 @@ def _file_stats(result: EvalResult) -> dict[str, str]:
     return {
         "Score": f"{s.score:.2f}" if s.score is not None else "-",
         "Runs passed": f"{s.runs_passed}/{s.runs}",
+        "Runs that failed to reach the model": str(s.runs_unreachable),
         "Hidden tests": f"{s.tests_passed}/{s.tests_total}",
         "Tokens (mean per run)": fmt(_mean([float(r.agent.tokens.total) for r in runs if r.agent])),
         "Turns (mean per run)": fmt(_mean([float(len(r.agent.turns)) for r in runs if r.agent])),

@@ -33,7 +33,9 @@ class TokenCounts(BaseModel):
 
 
 class TurnRecord(BaseModel):
-    """One model request of the agent (opencode: a step; aider: one "Tokens:" line)."""
+    """One model request of the agent (opencode: a step; aider: one "Tokens:" line; Claude Code: one
+    streamed message; codex: each tool call it ran, then the prompt's end, which carries the prompt's
+    tokens: codex reports them once per prompt)."""
 
     prompt: int = Field(description="Which prompt of the task (0: instruction.md, 1..: followups).")
     index: int = Field(description="Turn number over the whole task (1-based).")
@@ -47,7 +49,7 @@ class TurnRecord(BaseModel):
     server_requests: int | None = Field(None, description="Requests the server's TTFT histogram counted.")
 
 
-TranscriptKind = Literal["prompt", "text", "reasoning", "tool", "error", "limit", "exit"]
+TranscriptKind = Literal["prompt", "text", "reasoning", "tool", "error", "limit", "exit", "unreachable"]
 
 
 class TranscriptEntry(BaseModel):
@@ -60,6 +62,29 @@ class TranscriptEntry(BaseModel):
 
 
 LimitHit = Literal["turns", "tokens", "time"]
+UnreachedKind = Literal["auth", "connection", "not_found"]
+UNREACHED_WHAT: dict[str, str] = {
+    "auth": "the server refused the client's API key",
+    "connection": "the client could not connect to the server",
+    "not_found": "the server does not serve the model (or the API) the client asked for",
+}
+
+
+class ModelUnreached(BaseModel):
+    """The client never got the model's answer: what it said, and what that means. Such a run says
+    nothing about the model, so it is not scored."""
+
+    kind: UnreachedKind
+    status: int | None = Field(None, description="The HTTP status the client reported, if any.")
+    message: str = Field("", description="The client's own words.")
+
+    def reason(self) -> str:
+        code = f" ({self.status})" if self.status else ""
+        said = f": {self.message.rstrip('.')}" if self.message else ""
+        return f"{UNREACHED_WHAT[self.kind]}{code}{said}"
+
+    def sentence(self) -> str:
+        return f"failed to reach the model: {self.reason()}"
 
 
 class AgentRun(BaseModel):
@@ -71,6 +96,9 @@ class AgentRun(BaseModel):
     session_id: str | None = None
     exit_codes: list[int | None] = Field(default_factory=list, description="One per prompt sent.")
     limit_hit: LimitHit | None = None
+    unreached: ModelUnreached | None = Field(
+        None, description="Set when the client could not get an answer from the model (then it is stopped)."
+    )
     wall_s: float = 0.0
     tokens: TokenCounts = Field(default_factory=TokenCounts)
     turns: list[TurnRecord] = Field(default_factory=list)
@@ -79,7 +107,7 @@ class AgentRun(BaseModel):
     diff_stat: str = Field("", description="`git diff --stat` of the workspace after the agent.")
 
 
-RunStatus = Literal["pending", "running", "done", "error", "interrupted"]
+RunStatus = Literal["pending", "running", "done", "unreachable", "error", "interrupted"]
 
 
 class TaskRun(BaseModel):
@@ -114,6 +142,11 @@ class TaskInfo(BaseModel):
 class EvalSummary(BaseModel):
     runs: int = 0
     runs_passed: int = 0
+    runs_unreachable: int = Field(
+        0,
+        description="Runs whose client never reached the model (key refused, no connection, no such "
+        "model): not scored.",
+    )
     tests_passed: int = 0
     tests_total: int = 0
     score: float | None = Field(None, description="Mean of the runs' scores: the share of runs that passed.")
@@ -159,6 +192,14 @@ def summarize(result: EvalResult) -> EvalSummary:
         if done
         else "no task run finished"
     )
+    unreachable = [r for r in result.runs if r.status == "unreachable"]
+    if unreachable:
+        first = unreachable[0].agent.unreached if unreachable[0].agent else None
+        why = f" ({first.reason()})" if first else ""
+        verdict += (
+            f"; {len(unreachable)} task run(s) failed to reach the model{why}: "
+            "not scored, they say nothing about the model"
+        )
     random = result.summary.random_weights
     if random:
         verdict += (
@@ -169,6 +210,7 @@ def summarize(result: EvalResult) -> EvalSummary:
     return EvalSummary(
         runs=len(done),
         runs_passed=passed,
+        runs_unreachable=len(unreachable),
         tests_passed=t_pass,
         tests_total=t_all,
         score=score,

@@ -33,6 +33,8 @@ def run_row(run: TaskRun) -> list[str]:
     verdict: str = (
         "[green]pass[/]" if run.passed else ("[red]fail[/]" if run.status == "done" else run.status)
     )
+    if a is not None and a.unreached is not None:  # not the model's failure: it never answered
+        verdict = f"[yellow]unreachable[/] ({a.unreached.kind.replace('_', ' ')})"
     if a is not None and a.limit_hit:
         verdict += f" ({a.limit_hit})"
     ttfts = [x.server_ttft_ms for x in (a.turns if a else []) if x.server_ttft_ms is not None]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import re
-import shutil
 import sys
 import tempfile
 import time
@@ -29,7 +28,7 @@ from llmdeck.client.openai import OpenAIClient
 from llmdeck.client.prom import parse_metrics
 from llmdeck.client.types import Timeouts
 from llmdeck.errors import MissingDependencyError, OperationError
-from llmdeck.evals.agents import AgentSetup, client_version, opencode_config_path
+from llmdeck.evals.agents import AgentSetup, client_version, opencode_config_path, prepare_home
 from llmdeck.evals.models import (
     EVAL_RESULT_KIND,
     EvalResult,
@@ -38,7 +37,7 @@ from llmdeck.evals.models import (
     TurnRecord,
     summarize,
 )
-from llmdeck.evals.session import diff_stat, init_repo, run_agent
+from llmdeck.evals.session import diff_stat, init_repo, keep_run, run_agent
 from llmdeck.evals.spec import AgentLimits, EvalTask
 from llmdeck.evals.verifier import prepare_workspace, run_hidden_tests
 from llmdeck.util.atomic import atomic_write_json
@@ -136,6 +135,19 @@ async def _connect_opencode(target: TargetInfo, options: EvalOptions, settings: 
     path = opencode_config_path(setup)
     path.parent.mkdir(parents=True, exist_ok=True)
     connect_client("opencode", info, file=path, thinking=options.thinking)
+
+
+def _home_setup(target: TargetInfo, options: EvalOptions, home: Path) -> AgentSetup:
+    return AgentSetup(
+        home,
+        home,
+        target.base_url,
+        target.model,
+        options.api_key,
+        options.binary,
+        "",
+        max_model_len=target.max_model_len,
+    )
 
 
 _CACHE_INFO = re.compile(r"^vllm:cache_config_info\{([^}\n]*)\}", re.M)
@@ -240,6 +252,8 @@ async def run_eval(
             home.mkdir()
             if options.client == "opencode":
                 await _connect_opencode(target, options, settings, home)
+            else:
+                prepare_home(options.client, _home_setup(target, options, home))
             await _run_all(client, tasks, result, options, home, Path(tmp), writer, progress)
     return result
 
@@ -328,6 +342,10 @@ async def _run_one(
         except (TimeoutError, asyncio.CancelledError):
             run.server_metrics, run.host = monitor.summaries()
     run.agent.diff_stat = await asyncio.to_thread(diff_stat, ws)
+    if run.agent.unreached is not None:  # nothing the model did is in the workspace: not scored
+        run.status, run.error = "unreachable", run.agent.unreached.sentence()
+        keep_run(ws, setup.logs, options.keep_dir, run)
+        return
     run.tests = await asyncio.to_thread(
         run_hidden_tests, task, ws, python=options.python, expected=info.hidden_tests or None
     )
@@ -335,24 +353,7 @@ async def _run_one(
     run.score = 1.0 if run.passed else 0.0
     run.tests_fraction = round(run.tests.passed / run.tests.total, 4) if run.tests.total else 0.0
     run.status = "done"
-    _keep(ws, setup.logs, options.keep_dir, run)
-
-
-def _keep(ws: Path, logs: Path, keep_dir: Path | None, run: TaskRun) -> None:
-    """--keep DIR: the final workspace (DIR/TASK-N/workspace) and the agent's raw output (DIR/TASK-N/logs).
-
-    Only folders llmdeck made are replaced (a rerun into the same DIR)."""
-    if keep_dir is None:
-        return
-    from llmdeck.util.owned import mark_made, refuse_unless_made
-
-    dest = keep_dir / f"{run.task}-{run.repeat}"
-    refuse_unless_made(dest, "kept eval workspace")
-    if dest.exists():
-        shutil.rmtree(dest)
-    mark_made(dest, "kept eval workspace")
-    shutil.copytree(ws, dest / "workspace", symlinks=True)
-    shutil.copytree(logs, dest / "logs")
+    keep_run(ws, setup.logs, options.keep_dir, run)
 
 
 class _TurnMeter:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -19,8 +20,17 @@ from pathlib import Path
 from typing import BinaryIO
 
 from llmdeck.errors import OperationError
-from llmdeck.evals.agents import AgentSetup, StreamState, agent_env, argv_for, clip, feed, shown_argv
-from llmdeck.evals.models import AgentRun, LimitHit, TranscriptEntry, TurnRecord
+from llmdeck.evals.agents import (
+    AgentSetup,
+    StreamState,
+    agent_env,
+    argv_for,
+    clip,
+    feed,
+    needs_session,
+    shown_argv,
+)
+from llmdeck.evals.models import AgentRun, LimitHit, TaskRun, TranscriptEntry, TranscriptKind, TurnRecord
 from llmdeck.evals.spec import AgentLimits
 
 LINE_LIMIT = 32 * 1024 * 1024  # one JSON event can carry a whole file a tool read
@@ -65,7 +75,7 @@ async def _one_prompt(
             proc = await asyncio.create_subprocess_exec(
                 *argv,
                 cwd=setup.workspace,
-                env=agent_env(setup),
+                env=agent_env(setup, client),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=err,
@@ -80,7 +90,9 @@ async def _one_prompt(
         hit: LimitHit | None = None
         try:
             hit = await _read(client, proc, state, deadline, t0, limits, on_turn, raw)
-            if hit is None and not await _exited_in_time(proc, deadline):
+            if state.run.unreached is not None:
+                pass  # no answer will come: stopped at once (below), not waited for
+            elif hit is None and not await _exited_in_time(proc, deadline):
                 hit = "time"
         finally:
             if proc.returncode is None:
@@ -123,11 +135,32 @@ async def _read(
             return None
         tee.write(raw)
         turn = feed(client, state, raw.decode("utf-8", errors="replace"), time.monotonic() - t0)
+        if state.run.unreached is not None:
+            return None  # the client cannot reach the model: its retries would only spend the time
         if turn is not None:
             await on_turn(turn)
             hit = _limit(state.run, limits)
             if hit is not None:
                 return hit
+
+
+def _why_stopped(
+    client: str, run: AgentRun, code: int | None, hit: LimitHit | None, limits: AgentLimits
+) -> tuple[TranscriptKind, str] | None:
+    """Why no further prompt is sent: the model is out of reach, a limit, the client's exit code."""
+    if run.unreached is not None:
+        return "unreachable", f"stopped: {run.unreached.sentence()}"
+    if hit is not None:
+        run.limit_hit = hit
+        what = {
+            "time": f"{limits.timeout_sec:g} s",
+            "turns": f"{limits.max_turns} turns",
+            "tokens": f"{limits.max_tokens} tokens",
+        }[hit]
+        return "limit", f"stopped: the task's limit of {what} was reached"
+    if code != 0:
+        return "exit", f"{client} exited with {code}"
+    return None
 
 
 async def run_agent(
@@ -155,33 +188,13 @@ async def run_agent(
                 run.argv = shown_argv(argv, prompt)
             code, hit = await _one_prompt(client, setup, state, argv, deadline, t0, limits, on_turn)
             run.exit_codes.append(code)
-            if hit is not None:
-                run.limit_hit = hit
-                what = {
-                    "time": f"{limits.timeout_sec:g} s",
-                    "turns": f"{limits.max_turns} turns",
-                    "tokens": f"{limits.max_tokens} tokens",
-                }[hit]
-                run.transcript.append(
-                    TranscriptEntry(
-                        t_s=round(time.monotonic() - t0, 3),
-                        prompt=i,
-                        kind="limit",
-                        text=f"stopped: the task's limit of {what} was reached",
-                    )
-                )
+            stop = _why_stopped(client, run, code, hit, limits)
+            if stop is not None:
+                kind, text = stop
+                t = round(time.monotonic() - t0, 3)
+                run.transcript.append(TranscriptEntry(t_s=t, prompt=i, kind=kind, text=clip(text)))
                 break
-            if code != 0:
-                run.transcript.append(
-                    TranscriptEntry(
-                        t_s=round(time.monotonic() - t0, 3),
-                        prompt=i,
-                        kind="exit",
-                        text=f"{client} exited with {code}",
-                    )
-                )
-                break
-            if client == "opencode" and run.session_id is None:
+            if needs_session(client) and run.session_id is None:
                 break  # no session to send a follow-up to
     finally:
         run.wall_s = round(time.monotonic() - t0, 3)
@@ -221,3 +234,20 @@ def init_repo(workspace: Path) -> None:
 def diff_stat(workspace: Path) -> str:
     git(workspace, "add", "-A")
     return clip(git(workspace, "diff", "--cached", "--stat"), 3000)
+
+
+def keep_run(ws: Path, logs: Path, keep_dir: Path | None, run: TaskRun) -> None:
+    """--keep DIR: the final workspace (DIR/TASK-N/workspace) and the agent's raw output (DIR/TASK-N/logs).
+
+    Only folders llmdeck made are replaced (a rerun into the same DIR)."""
+    if keep_dir is None:
+        return
+    from llmdeck.util.owned import mark_made, refuse_unless_made
+
+    dest = keep_dir / f"{run.task}-{run.repeat}"
+    refuse_unless_made(dest, "kept eval workspace")
+    if dest.exists():
+        shutil.rmtree(dest)
+    mark_made(dest, "kept eval workspace")
+    shutil.copytree(ws, dest / "workspace", symlinks=True)
+    shutil.copytree(logs, dest / "logs")
