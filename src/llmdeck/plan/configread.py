@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from llmdeck.errors import ConfigError, ModelPathError
+from llmdeck.util.jsonsafe import loads as _json_loads
 
 MAX_CONFIG_BYTES = 64 << 20  # the largest real config.json is well under 1 MB
 MAX_CONFIG_DEPTH = 64  # real configs nest 3-4 levels; json.loads recurses once per level
@@ -120,7 +121,10 @@ def read_config_file(path: Path) -> dict[str, Any]:
             f"{path} does not exist.", hint="Point llmdeck at a model folder that holds config.json."
         ) from exc
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"Cannot read {path}: {exc}.", hint="Check the file and its permissions.") from exc
+        raise ConfigError(
+            f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}), so it is not a model config.",
+            hint="Fetch config.json again (llmdeck fetch REPO_ID --config-only) or fix the file.",
+        ) from exc
     except OSError as exc:
         raise ConfigError(
             f"Cannot read {path}: {exc.strerror or exc}.", hint="Check the file and its permissions."
@@ -133,7 +137,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
             hint="Fetch config.json again from the model's page.",
         )
     try:
-        data = json.loads(text)
+        data = _json_loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}).",
