@@ -159,7 +159,7 @@ _SIGNALLED: list[int] = []
 
 def _on_sigterm(signum: int, frame: object) -> None:
     _SIGNALLED.append(signum)
-    raise Terminated()
+    raise Terminated("terminated (SIGTERM)")
 
 
 def _install_sigterm() -> Any:

@@ -136,7 +136,10 @@ def await_ready(
             on_poll=watchdog.check if watchdog is not None else None,
         )
     except BaseException as exc:
-        clock.emit("failed", f"{record.name} did not become ready: {exc}")
+        why = str(exc) or (
+            "interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt) else type(exc).__name__
+        )
+        clock.emit("failed", f"{record.name} did not become ready: {why}")
         outcome = launcher.stop_engine(record, grace_s=10)
         StateStore(settings.servers_dir).remove(record.name)
         clock.emit("stopped", f"engine stopped ({outcome}); its log stays at {record.log_path}")
