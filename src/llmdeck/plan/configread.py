@@ -26,6 +26,7 @@ from llmdeck.util.jsonsafe import loads as _json_loads
 # A bigger one is no model config, and reading it costs without bound: 45 MB of nested lists made
 # `plan` run 95 s and hold 7 GB (issue 38); 4 MiB reads in a fraction of a second.
 MAX_CONFIG_BYTES = 4 << 20
+REFETCH = "Check the file, or run `llmdeck fetch REPO_ID --config-only` for the model's real config.json."
 MAX_CONFIG_VALUES = 200_000  # every value a transformers config copy and dump walks (bl4: 800k, 19 s)
 MAX_CONFIG_DEPTH = 64  # real configs nest 3-4 levels; json.loads recurses once per level
 _BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
@@ -157,9 +158,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
     try:
         data = _json_loads(text)
     except TooDeepError as exc:
-        raise ConfigError(
-            too_deep.format(json_depth(text)), hint="Fetch config.json again from the model's page."
-        ) from exc
+        raise ConfigError(too_deep.format(json_depth(text)), hint=REFETCH) from exc
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}).",
@@ -167,17 +166,17 @@ def read_config_file(path: Path) -> dict[str, Any]:
         ) from exc
     depth, count = value_depth(data, MAX_CONFIG_VALUES) if isinstance(data, dict | list) else (0, 0)
     if depth > MAX_CONFIG_DEPTH:
-        raise ConfigError(too_deep.format(depth), hint="Fetch config.json again from the model's page.")
+        raise ConfigError(too_deep.format(depth), hint=REFETCH)
     if count > MAX_CONFIG_VALUES:
         raise ConfigError(
             f"{path} holds more than {MAX_CONFIG_VALUES:,} JSON values (a model config holds hundreds, a "
             "quantized one's module lists a few thousand), so it is not a model config.",
-            hint="Fetch config.json again from the model's page.",
+            hint=REFETCH,
         )
     if not isinstance(data, dict):
         raise ConfigError(
             f"{path} is not a JSON object (it holds a {type(data).__name__}), so it is not a model config.",
-            hint="Fetch config.json again from the model's page.",
+            hint=REFETCH,
         )
     return data
 
