@@ -104,6 +104,32 @@ def _sse_stall(conn: socket.socket, path: str) -> None:
     time.sleep(3600)
 
 
+def _trickle_headers(conn: socket.socket, path: str) -> None:
+    """Accepts, then sends its status line and headers a byte every 0.5 s, then nothing: every read
+    returns in time, so only a deadline over the whole exchange ends the wait."""
+    for byte in b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Slow: " + b"y" * 200:
+        conn.sendall(bytes([byte]))
+        time.sleep(0.5)
+    time.sleep(3600)
+
+
+def _status_line_only(conn: socket.socket, path: str) -> None:
+    """The status line, then silence (the headers never end)."""
+    conn.sendall(b"HTTP/1.1 200 OK\r\n")
+    time.sleep(3600)
+
+
+def _models_then_trickle_headers(conn: socket.socket, path: str) -> None:
+    """/v1/models answers; every request after it gets its headers trickled (a stuck engine behind a
+    proxy that keeps the connection warm)."""
+    if path.startswith("/v1/models"):
+        _json(conn, 200, MODELS_OK)
+    elif path in ("/health", "/version", "/metrics"):
+        _json(conn, 404, {})
+    else:
+        _trickle_headers(conn, path)
+
+
 def _silent(conn: socket.socket, path: str) -> None:
     time.sleep(3600)
 
@@ -135,6 +161,9 @@ FAKES: dict[str, Callable[[socket.socket, str], None]] = {
     "fake_silent_server": _silent,
     "fake_trickle_server": _trickle,
     "fake_trickle_stream_server": _trickle_stream,
+    "fake_trickle_headers_server": _trickle_headers,
+    "fake_status_line_only_server": _status_line_only,
+    "fake_models_then_trickle_headers_server": _models_then_trickle_headers,
     "fake_sse_cut_server": _health_ok_else(_sse_cut),
     "fake_sse_stall_server": _health_ok_else(_sse_stall),
     "fake_hostile_strings_server": _health_ok_else(

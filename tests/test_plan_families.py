@@ -195,3 +195,31 @@ def test_layers_that_share_kv_hold_none() -> None:
     plain = facts("gemma-3-4b-it")
     s = settings()
     assert kv_layout(shared, s).kv_bytes_per_token == kv_layout(plain, s).kv_bytes_per_token * 30 // 34
+
+
+def test_gpt_oss_120b_at_vllms_default_max_num_seqs_within_2_percent() -> None:
+    """Issue 38: vLLM 0.22.0 on the H200, `--max-model-len 32768 --gpu-memory-utilization 0.90
+    --enforce-eager` (max_num_seqs 1024, max_num_batched_tokens 8192: the API server's defaults on a
+    >= 70 GiB GPU) reported 1,348,462 KV tokens; llmdeck planned 1,383,041 (+2.6%) because it counted
+    the V1 model runner's dummy sampler as one fp32 logits row per sequence. Its warm-up holds the bf16
+    logits, their fp32 copy, the probabilities and the noise at once (14 B an element) plus the Triton
+    top-k/top-p buffer: 2.78 GiB at 1024 x 201,088 where one copy was 0.77."""
+    from llmdeck.catalog.models import load_catalog
+    from llmdeck.plan.memory import sampler_bytes, uses_v2_model_runner
+    from llmdeck.plan.planner import PlanRequest, make_plan
+
+    f = facts("gpt-oss-120b")
+    assert not uses_v2_model_runner(f) and uses_v2_model_runner(facts("qwen3-8b-yarn4"))
+    assert sampler_bytes(f, 1024) == 1024 * 201088 * 14 + 132 * 201088 * 4
+    assert sampler_bytes(facts("qwen3-8b-yarn4"), 1024) == 1024 * 151936 * 4  # V2: one fp32 copy
+    req = PlanRequest(
+        model=str(FAMILIES / "gpt-oss-120b"),
+        machine="h200",
+        engine="venv",
+        vllm_version="0.22.0",
+        vllm_args=["--max-model-len", "32768", "--gpu-memory-utilization", "0.90", "--enforce-eager"],
+        total_gib=150122463232 / GIB,  # the H200 as vLLM saw it (evidence/plan/families/results)
+    )
+    mem = make_plan(req, catalog=load_catalog(), raise_if_impossible=False).memory
+    assert mem.layout.blocks_per_request(32768) == 2048 + 520 + 1  # full + sliding (127 + 8192 tokens)
+    assert mem.capacity.kv_cache_tokens == pytest.approx(1_348_462, rel=0.02)

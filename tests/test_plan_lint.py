@@ -13,6 +13,7 @@ from llmdeck.plan.planner import Plan, PlanRequest, make_plan
 
 CATALOG = load_catalog()
 TESTED: set[str] = set()
+FAMILIES = Path(__file__).resolve().parents[1] / "evidence" / "plan" / "families" / "configs"
 SEED000 = [
     "--max-model-len",
     "131072",
@@ -292,6 +293,15 @@ def test_fp8_block_checkpoint_tp4_is_refused() -> None:
         found(plan("Qwen3-Coder-30B-A3B-Instruct-FP8", ["-tp", "2"], gpus_per_node=2), "fp8-block-tp-split")
         == []
     )
+
+
+def test_ssm_hybrids_the_plan_does_not_model_say_so() -> None:
+    nemotron = str(FAMILIES / "nemotron-nano-9b-v2")
+    (f,) = found(plan(nemotron, []), "ssm-hybrid-not-modelled")
+    assert f.severity == "warning" and "56 layers as attention" in f.message
+    assert not found(
+        plan(str(FAMILIES / "qwen3-next-80b-a3b"), []), "ssm-hybrid-not-modelled"
+    )  # GDN: modelled
 
 
 def test_every_rule_has_evidence_and_a_test() -> None:

@@ -7,7 +7,6 @@ names the variable, the value and what is accepted, never a pydantic dump.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,6 +15,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from llmdeck.errors import ConfigError
+from llmdeck.util.jsonsafe import loads as _json_loads
 
 ENV_PREFIX = "LLMDECK_"
 MAX_CATALOG_BYTES = 1 << 20  # a user catalog is a few KB; refuse anything over 1 MiB before parsing
@@ -40,6 +40,25 @@ ACCEPTED: dict[str, str] = {
 def _xdg(var: str, fallback: str) -> Path:
     value = os.environ.get(var)
     return Path(value) if value else Path.home() / fallback
+
+
+def _cannot_make_under(folder: Path, *, must_make: bool) -> str | None:
+    """Why llmdeck cannot keep its files in (or make folders under) an existing ``folder``, or None.
+
+    A virtual file system (/proc, /sys: no blocks at all) never holds llmdeck's files; a read-only one
+    or a folder without write permission only matters when a folder must still be made there (an
+    existing read-only models folder is fine to read)."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return None
+    if st.f_blocks == 0:
+        return "on a virtual file system (like /proc or /sys), where llmdeck cannot keep files"
+    if must_make and st.f_flag & os.ST_RDONLY:
+        return "on a read-only file system, so no folder can be made under it"
+    if must_make and not os.access(folder, os.W_OK | os.X_OK):
+        return "not writable, so no folder can be made under it"
+    return None
 
 
 class Settings(BaseSettings):
@@ -90,6 +109,9 @@ class Settings(BaseSettings):
             parent = parent.parent
         if not parent.is_dir():
             raise ValueError(f"{str(parent)!r} is a file, so no folder can be made under it")
+        why = _cannot_make_under(parent, must_make=parent != p)
+        if why:
+            raise ValueError(f"{str(parent)!r} is {why}")
         return value
 
     @field_validator("host")
@@ -109,7 +131,7 @@ class Settings(BaseSettings):
             text = value.strip()
             if text.startswith("["):
                 try:
-                    return json.loads(text)
+                    return _json_loads(text)
                 except ValueError as exc:
                     raise ValueError(f"not a JSON list of paths ({exc})") from None
             return [part for part in text.split(os.pathsep) if part.strip()]

@@ -17,7 +17,7 @@ RUN_ONLY=${2:-}
 T0=$(date +%s)
 OUT=${OUT:-/tmp/fam-out}
 CONFIGS=${CONFIGS:-.gpu/families}
-ST=/root/fam
+ST=${ST:-/root/fam}  # a later round uses its own state (ST=/root/fam2)
 mkdir -p "$OUT/logs" $ST/logs
 ls /tmp/site/.done >/dev/null 2>&1 || { echo "COLD: gpu-lab not installed (run device-install.sh first)"; exit 3; }
 PORT=${PORT:-8000}

@@ -73,9 +73,61 @@ def load_versioned(path: Path, model: type[M], kind: str, version: int, noun: st
         ) from exc
 
 
+# Numbers of a bench result that may be below zero: sample times relative to the run's start (a sample
+# taken before it) and vLLM's "top_k -1: off". Every other number is a count, a length, a duration, a
+# rate, a share or a clock reading: never negative, never NaN or infinite.
+_SIGNED_KEYS = frozenset({"server_t", "host_t", "top_k"})
+
+
+def _bad_number(data: Any, where: str = "") -> str | None:
+    """``where: value`` of the first number a bench result cannot hold, or None."""
+    import math
+
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if key in _SIGNED_KEYS and not isinstance(value, dict | list):
+                if isinstance(value, float) and not math.isfinite(value):
+                    return f"{where}{key}: {value}"
+                continue
+            found = _bad_number(value, f"{where}{key}.")
+            if found:
+                return found
+    elif isinstance(data, list):
+        key = where.rstrip(".").rsplit(".", 1)[-1]
+        for i, value in enumerate(data):
+            if key in _SIGNED_KEYS and isinstance(value, int | float):
+                if isinstance(value, float) and not math.isfinite(value):
+                    return f"{where}{i}: {value}"
+                continue
+            found = _bad_number(value, f"{where}{i}.")
+            if found:
+                return found
+    elif (
+        isinstance(data, int | float)
+        and not isinstance(data, bool)
+        and ((isinstance(data, float) and not math.isfinite(data)) or data < 0)
+    ):
+        return f"{where.rstrip('.')}: {data}"
+    return None
+
+
 def load_result(path: Path) -> BenchResult:
-    """Read and validate a bench result file. Raises ResultFileError (exit 2) with what is wrong."""
-    return load_versioned(path, BenchResult, BENCH_RESULT_KIND, BENCH_SCHEMA_VERSION, "bench", "bench")
+    """Read and validate a bench result file. Raises ResultFileError (exit 2) with what is wrong.
+
+    Stricter than the model alone: the JSON's types as written (``true`` is not a number, ``"5"`` is
+    not a count: pydantic's strict JSON mode) and no negative, NaN or infinite measurement."""
+    p = Path(path)
+    result = load_versioned(p, BenchResult, BENCH_RESULT_KIND, BENCH_SCHEMA_VERSION, "bench", "bench")
+    hint = "The file may be edited by hand or written by something else; run the bench again."
+    data = read_json_file(p, hint)
+    bad = _bad_number(data)
+    if bad:
+        raise ResultFileError(f"{p} is not a valid bench result: {bad} is not a measurement.", hint=hint)
+    try:
+        BenchResult.model_validate_json(json.dumps(data), strict=True)
+    except ValidationError as exc:
+        raise ResultFileError(f"{p} is not a valid bench result: {first_problem(exc)}.", hint=hint) from exc
+    return result
 
 
 def plot_result(result: BenchResult, out: Path) -> None:

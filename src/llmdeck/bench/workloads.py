@@ -26,6 +26,7 @@ import numpy as np
 
 from llmdeck.bench.models import ScenarioSpec
 from llmdeck.errors import ConfigError, ModelPathError, UsageError
+from llmdeck.util.jsonsafe import loads as _json_loads
 
 
 @dataclass
@@ -260,7 +261,7 @@ def read_prompt_rows(path: Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = _json_loads(line)
         except json.JSONDecodeError as exc:
             raise ConfigError(
                 f"{path}:{lineno} is not JSON ({exc.msg}).", hint="Write one JSON object per line."

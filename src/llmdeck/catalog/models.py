@@ -12,8 +12,12 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from llmdeck.errors import ConfigError, UnknownModelError
+from llmdeck.util.jsonsafe import loads as _json_loads
+from llmdeck.util.localfile import read_regular_text
 
 CATALOG_SCHEMA_VERSION = 1
+MAX_CATALOG_FILE_BYTES = 1 << 20  # a user catalog is a few KB (settings refuse a named file over this too)
+MAX_CATALOG_CONFIG_BYTES = 64 << 20  # as plan's config reader
 
 
 class Provenance(BaseModel):
@@ -134,10 +138,17 @@ class Catalog(BaseModel):
                     ) from exc
                 return _merge(_parse_json(text, entry.config), entry.config_overrides)
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_regular_text(path, MAX_CATALOG_CONFIG_BYTES)
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"Catalog entry {entry.name} names config {path}, which is not UTF-8 text ({exc.reason} at "
+                f"byte {exc.start}), so not a config.json.",
+                hint="Fix the catalog entry's `config` path, or fetch the config again.",
+            ) from exc
         except OSError as exc:
             raise ConfigError(
-                f"Catalog entry {entry.name} names config {path}, which cannot be read ({exc}).",
+                f"Catalog entry {entry.name} names config {path}, which cannot be read "
+                f"({exc.strerror or exc}).",
                 hint="Fix the catalog entry's `config` path.",
             ) from exc
         return _merge(_parse_json(text, str(path)), entry.config_overrides)
@@ -145,7 +156,7 @@ class Catalog(BaseModel):
 
 def _parse_json(text: str, where: str) -> dict[str, Any]:
     try:
-        data = json.loads(text)
+        data = _json_loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{where} is not valid JSON ({exc.msg}).", hint="Fix or re-download it.") from exc
     if not isinstance(data, dict):
@@ -215,9 +226,18 @@ def load_catalog(catalog_paths: list[Path] | None = None) -> Catalog:
     files = ["llmdeck:catalog/data/models.yaml"]
     for path in _user_files(list(catalog_paths or [])):
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_regular_text(path, MAX_CATALOG_FILE_BYTES)
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"The catalog {path} (from LLMDECK_CATALOG_PATHS) is not UTF-8 text ({exc.reason} at byte "
+                f"{exc.start}), so not a YAML catalog.",
+                hint="Point LLMDECK_CATALOG_PATHS at your catalog's .yaml file, or save it as UTF-8.",
+            ) from exc
         except OSError as exc:
-            raise ConfigError(f"Cannot read the catalog {path}: {exc}.", hint="Check the file.") from exc
+            raise ConfigError(
+                f"Cannot read the catalog {path} (from LLMDECK_CATALOG_PATHS): {exc.strerror or exc}.",
+                hint="Check the file, or fix LLMDECK_CATALOG_PATHS.",
+            ) from exc
         parts.append(_load_file(text, str(path)))
         files.append(str(path))
     catalog = Catalog(files=files)

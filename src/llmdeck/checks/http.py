@@ -96,7 +96,9 @@ class Http:
         self.timeout = timeout
         self.deadline_s = deadline_s
         self.deadline = time.monotonic() + deadline_s if deadline_s is not None else None
-        self.client = httpx.Client(base_url=self.base_url, timeout=timeout)
+        from llmdeck.util.deadline import deadline_transport  # headers trickled byte by byte too
+
+        self.client = httpx.Client(base_url=self.base_url, timeout=timeout, transport=deadline_transport())
 
     def close(self) -> None:
         self.client.close()

@@ -150,15 +150,61 @@ def _debug() -> bool:
     return debug_enabled()
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM raised as an interrupt: every clean-up that runs on Ctrl-C (``up`` stops the engine it
+    was starting, ``bench`` keeps its partial result) runs on it too; the exit code is 143."""
+
+
+_SIGNALLED: list[int] = []
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    _SIGNALLED.append(signum)
+    raise Terminated("terminated (SIGTERM)")
+
+
+def _install_sigterm() -> Any:
+    """SIGTERM → :class:`Terminated` while the command runs (main thread only); the old handler."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _interrupted(terminated: bool) -> None:
+    """Exit 130 after Ctrl-C, 143 after SIGTERM (128 + the signal), saying which."""
+    if terminated or _SIGNALLED:
+        sys.stderr.write("Terminated (SIGTERM).\n")
+        sys.exit(143)
+    sys.stderr.write("Interrupted (Ctrl-C).\n")
+    sys.exit(130)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app, map every error to a message and an exit code."""
+    import signal
+
+    _SIGNALLED.clear()
+    previous = _install_sigterm()
+    try:
+        _main(argv)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: list[str] | None) -> None:
     from llmdeck.errors import LlmdeckError
 
     click_exc = _click_exceptions()
     app = build_app()
     try:
         rv = app(args=argv, prog_name="llmdeck", standalone_mode=False)
-        if isinstance(rv, int) and rv != 0:  # click returns 130 (not raising) on Ctrl-C here
+        if rv == 130:  # typer turns KeyboardInterrupt (Ctrl-C, or SIGTERM as Terminated) into 130
+            _interrupted(False)
+        if isinstance(rv, int) and rv != 0:
             sys.exit(rv)
     except LlmdeckError as exc:
         if _debug():
@@ -167,7 +213,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except typer.Abort:
+    except typer.Abort as exc:
+        if isinstance(exc.__cause__, KeyboardInterrupt) or _SIGNALLED:
+            _interrupted(isinstance(exc.__cause__, Terminated))
         sys.stderr.write("Aborted.\n")
         sys.exit(130)
     except click_exc.ClickException as exc:  # usage errors: unknown command, bad option value …
@@ -176,9 +224,8 @@ def main(argv: list[str] | None = None) -> None:
             exc.possibilities = None
         exc.show()
         sys.exit(2 if exc.exit_code in (1, 2) else exc.exit_code)
-    except KeyboardInterrupt:
-        sys.stderr.write("Interrupted.\n")
-        sys.exit(130)
+    except KeyboardInterrupt as exc:
+        _interrupted(isinstance(exc, Terminated))
     except Exception as exc:  # an unexpected bug: one line, unless debugging
         if _debug():
             raise

@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from llmdeck.cluster.allreduce import SCHEMA
 from llmdeck.errors import ResultFileError
+from llmdeck.util.jsonsafe import loads as _json_loads
 
 LARGE_MESSAGE = 1 << 24  # 16 MiB and above: bandwidth-bound in nccl-tests' sense
 
@@ -76,7 +77,7 @@ def parse_rows(text: str, source: str = "the all-reduce output") -> list[Row]:
         if not line.startswith("{"):
             continue
         try:
-            data = json.loads(line)
+            data = _json_loads(line)
         except json.JSONDecodeError as exc:
             raise ResultFileError(f"Line {n} of {source} is not JSON: {exc.msg}.", hint=_ROWS_HINT) from exc
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:

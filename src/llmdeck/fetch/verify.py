@@ -15,6 +15,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from llmdeck.util.jsonsafe import loads as _json_loads
+
 # bytes per element of every safetensors dtype (sub-byte types are counted in bits below)
 DTYPE_BITS: dict[str, int] = {
     "BOOL": 8,
@@ -81,7 +83,7 @@ def read_safetensors_header(path: Path) -> dict[str, object]:
             raise SafetensorsHeaderError(f"header length {n} does not fit in a file of {size} bytes")
         raw = fh.read(n)
     try:
-        header = json.loads(raw.decode("utf-8"))
+        header = _json_loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SafetensorsHeaderError(f"header is not valid JSON ({exc})") from exc
     if not isinstance(header, dict):
@@ -129,7 +131,7 @@ def _index_shards(local_dir: Path, report: VerifyReport) -> set[str]:
     shards: set[str] = set()
     for index in sorted(local_dir.glob("*.safetensors.index.json")):
         try:
-            data = json.loads(index.read_text("utf-8"))
+            data = _json_loads(index.read_text("utf-8"))
             weight_map = data["weight_map"]
             if not isinstance(weight_map, dict):
                 raise TypeError("weight_map is not an object")

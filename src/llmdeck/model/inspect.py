@@ -8,6 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from llmdeck.errors import ConfigError, ModelPathError
+from llmdeck.util.jsonsafe import loads as _json_loads
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tiktoken.model", "qwen.tiktoken")
@@ -71,7 +72,8 @@ def _config_path(path: Path) -> Path:
     """``path/config.json``; ModelPathError when ``path`` is not a model folder."""
     if not path.exists():
         raise ModelPathError(
-            f"The model path {path} does not exist.",
+            f"The model path {path} does not exist: there is no folder (or file) there, so it is not a "
+            "model folder.",
             hint="Give a local model folder (e.g. one made by `llmdeck model make-tiny DIR`), "
             "or download one with `llmdeck fetch REPO_ID`.",
         )
@@ -110,7 +112,7 @@ def _has_chat_template(path: Path) -> bool:
     if not tok_config.is_file():
         return False
     try:
-        return "chat_template" in json.loads(tok_config.read_text("utf-8"))
+        return "chat_template" in _json_loads(tok_config.read_text("utf-8"))
     except (OSError, ValueError, TypeError):
         return False
 

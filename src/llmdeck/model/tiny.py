@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from llmdeck import __version__
 from llmdeck.errors import AlreadyExistsError, ModelPathError
 from llmdeck.util.atomic import atomic_write_json
+from llmdeck.util.jsonsafe import loads as _json_loads
 from llmdeck.util.owned import clear_made_dir, mark_made, refuse_unless_made
 
 MARKER_FILE = "llmdeck-tiny.json"
@@ -64,7 +65,7 @@ def is_tiny_model(dir: Path) -> bool:
     if not marker.is_file() or not (dir / "config.json").is_file():
         return False
     try:
-        data = json.loads(marker.read_text("utf-8"))
+        data = _json_loads(marker.read_text("utf-8"))
     except (OSError, ValueError):
         return False
     if not isinstance(data, dict) or data.get("kind") != "llmdeck-tiny":

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from llmdeck.errors import UsageError
+from llmdeck.util.jsonsafe import loads as _json_loads
 
 # vllm serve flags that take no value (argparse BooleanOptionalAction or store_true).
 BOOLEAN_FLAGS = frozenset(
@@ -140,7 +141,7 @@ class VllmFlags(BaseModel):
         if not isinstance(value, str):
             return None
         try:
-            return json.loads(value)
+            return _json_loads(value)
         except json.JSONDecodeError:
             return None
 

@@ -113,3 +113,43 @@ def _r_chunked_disabled(ctx: LintContext, meta: Rule) -> list[Finding]:
             "Remove --no-enable-chunked-prefill.",
         )
     ]
+
+
+# Hybrids whose Mamba-2 / SSM layers plan does not model yet: it would count every layer as attention.
+UNMODELLED_SSM_ARCHITECTURES = frozenset(
+    {
+        "NemotronHForCausalLM",
+        "Mamba2ForCausalLM",
+        "MambaForCausalLM",
+        "FalconH1ForCausalLM",
+        "BambaForCausalLM",
+        "GraniteMoeHybridForCausalLM",
+        "JambaForCausalLM",
+        "Zamba2ForCausalLM",
+    }
+)
+
+
+@rule(
+    "ssm-hybrid-not-modelled",
+    "warning",
+    "plan does not model this model's Mamba-2 / SSM layers",
+    [
+        "vllm 0.22.0 model_executor/models/nemotron_h.py (hybrid_override_pattern: M = Mamba-2 mixer with a "
+        "constant state, * = attention with KV, - = MLP): only the * layers hold KV, the M layers one state",
+        "issue 38 (Nemotron-H: every one of its 56 layers counted as attention)",
+    ],
+)
+def _r_ssm_not_modelled(ctx: LintContext, meta: Rule) -> list[Finding]:
+    if ctx.facts.architecture not in UNMODELLED_SSM_ARCHITECTURES:
+        return []
+    return [
+        finding(
+            meta,
+            f"{ctx.facts.architecture} mixes Mamba-2 (SSM) layers with attention, and llmdeck's plan "
+            f"does not model those layers yet: it counts all {ctx.facts.num_hidden_layers} layers as "
+            "attention, so its KV-cache tokens, concurrency and weights for this model are wrong.",
+            "Read vLLM's own start-up lines (`Available KV cache memory`, `GPU KV cache size`) for this "
+            "model; pass --kv-cache-memory-gib only as a budget, not as a prediction.",
+        )
+    ]

@@ -47,8 +47,12 @@ class OverheadModel(BaseModel):
       chunked-prefill scratch ``tokens * 6 B * nv * (dk + dv)`` (1.5 fp32 copies) and chunk states
       ``tokens/64 * nv * dk * dv * 4 B`` (and a constant when compiled); for MLA models the
       multi-head prefill's q, k, v, kv_b_proj output and attention output per head.
-    * ``sampler``: the dummy sampler pass, one fp32 logits row per sequence:
-      ``max_num_seqs * vocab * 4 B``.
+    * ``sampler``: the dummy sampler pass over ``max_num_seqs`` rows of the vocabulary. The V2 model
+      runner (vLLM 0.22 runs it for dense unquantized ``Qwen3ForCausalLM`` only) keeps one fp32 logits
+      row per sequence: ``max_num_seqs * vocab * 4 B``. The V1 runner (every other model) warms the
+      PyTorch-native sampler too, whose peak holds the bf16 logits, their fp32 copy, the softmax
+      probabilities and the exponential noise at once (14 B an element) plus the Triton top-k/top-p
+      buffer (a row per SM): see :func:`sampler_bytes`.
     * ``cuda_graph``: vLLM ≥ 0.21 subtracts its CUDA-graph estimate on the V1 model runner
       (hybrid models in 0.22; the dense V2 runner does not), ≈13 MiB per captured graph;
       zero with ``--enforce-eager``.
@@ -92,6 +96,39 @@ DENSE_FFN_FACTOR = 2
 MOE_FFN_FACTOR = 1
 
 
+# vllm 0.22.0 config/vllm.py:69 DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES, and :518-532: not MoE, not
+# quantized; :1980-1983: no hybrid/Mamba state. Every other model runs on the V1 GPU model runner.
+V2_RUNNER_ARCHITECTURES = frozenset({"Qwen3ForCausalLM"})
+# The V1 runner's dummy sampler (vllm 0.22.0 v1/worker/gpu_model_runner.py:5910-5973) calls the
+# sampler twice, the second time on forward_native; at its peak these [max_num_seqs, vocab] tensors
+# live together: compute_logits' bf16 output (2 B, held by the caller), Sampler.forward's fp32 copy
+# (v1/sample/sampler.py:91, 4 B), the softmax probabilities (ops/topk_topp_sampler.py forward_native,
+# 4 B) and random_sample's exponential noise (empty_like(probs), 4 B).
+V1_SAMPLER_BYTES_PER_ELEMENT = 2 + 4 + 4 + 4
+# apply_top_k_top_p_triton (ops/topk_topp_triton.py:1019-1026, batches of 8 or more): a cached fp32
+# buffer of min(next_pow2(programs), SMs) vocabulary rows; H200 and H100 have 132 SMs.
+TRITON_TOPK_BUFFER_ROWS = 132
+
+
+def uses_v2_model_runner(facts: ModelFacts) -> bool:
+    """Whether vLLM 0.22 runs this model on the V2 model runner (else V1)."""
+    return (
+        facts.architecture in V2_RUNNER_ARCHITECTURES
+        and not facts.is_moe
+        and facts.quantization is None
+        and not facts.is_hybrid
+    )
+
+
+def sampler_bytes(facts: ModelFacts, max_num_seqs: int) -> int:
+    """The dummy sampler's transient peak during vLLM's memory profiling (see OverheadModel)."""
+    elements = max_num_seqs * facts.vocab_size
+    if uses_v2_model_runner(facts):
+        return elements * 4
+    buffer = min(max_num_seqs, TRITON_TOPK_BUFFER_ROWS) * facts.vocab_size * 4 if max_num_seqs >= 8 else 0
+    return elements * V1_SAMPLER_BYTES_PER_ELEMENT + buffer
+
+
 def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int) -> list[int]:
     """vLLM's default capture list: [1, 2, 4] + range(8, 256, 8) + range(256, max+1, 16)."""
     max_size = min(512, 2 * max_num_seqs, max_num_batched_tokens)
@@ -121,7 +158,7 @@ def estimate_overhead(facts: ModelFacts, s: ServeSettings, *, unified_memory: bo
         activation += cdiv(tokens, 64) * nv * dk * dv * 4 / tp
         if not s.enforce_eager:
             activation += COMPILED_HYBRID_EXTRA_GIB * GIB
-    sampler = s.max_num_seqs * facts.vocab_size * 4
+    sampler = sampler_bytes(facts, s.max_num_seqs)
     graphs = 0
     if not s.enforce_eager and facts.is_hybrid:
         sizes = cudagraph_capture_sizes(s.max_num_seqs, s.max_num_batched_tokens)

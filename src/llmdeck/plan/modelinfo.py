@@ -31,6 +31,7 @@ from llmdeck.plan.configfields import (
 from llmdeck.plan.configread import read_config_file, read_hf_quant_config
 from llmdeck.plan.quant import QuantizationInfo, parse_quantization
 from llmdeck.plan.rope import DerivedLength, derive_max_len
+from llmdeck.util.jsonsafe import loads as _json_loads
 
 __all__ = ["DTYPE_BYTES", "ModelFacts", "QuantizationInfo", "facts_from_config", "facts_from_dir"]
 __all__ += ["MLA_MODEL_TYPES", "read_config_file", "read_index_total_size"]
@@ -307,11 +308,11 @@ def read_index_total_size(model_dir: Path) -> int | None:
     index = model_dir / "model.safetensors.index.json"
     if index.is_file():
         try:
-            data = json.loads(index.read_text(encoding="utf-8"))
+            data = _json_loads(index.read_text(encoding="utf-8"))
             size = data.get("metadata", {}).get("total_size")
             if isinstance(size, int | float) and size > 0:
                 return int(size)
-        except (OSError, json.JSONDecodeError, AttributeError):
+        except (OSError, ValueError, AttributeError):  # not UTF-8, not JSON: no size from it
             return None
     single = model_dir / "model.safetensors"
     if single.is_file() and not single.is_symlink():
@@ -328,9 +329,8 @@ def facts_from_dir(model_dir: Path, *, overrides: dict[str, Any] | None = None) 
         model_dir = model_dir.parent  # `plan PATH/config.json` reads like its folder
     config = model_dir / "config.json"
     if not model_dir.is_dir():
-        raise ModelPathError(
-            f"{model_dir} is not a folder.", hint="Pass a model folder, a catalog name or a repo id."
-        )
+        what = "does not exist, so it is not a folder" if not model_dir.exists() else "is not a folder"
+        raise ModelPathError(f"{model_dir} {what}.", hint="Pass a model folder, a catalog name or a repo id.")
     if config.exists() and not config.is_file():
         from llmdeck.util.localfile import not_regular
 

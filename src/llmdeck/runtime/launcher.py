@@ -239,7 +239,10 @@ def wait_ready(
     pending = ""
     key = StateStore(settings.servers_dir).load_secrets(record.name).get("VLLM_API_KEY") or settings.api_key
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    with httpx.Client(timeout=2.0, headers=headers) as client:
+    from llmdeck.util.deadline import deadline_transport
+
+    # each poll bounded as a whole (2 s), even against something trickling on the port
+    with httpx.Client(timeout=2.0, headers=headers, transport=deadline_transport()) as client:
         while True:
             if record.spec.engine == "docker":
                 engine_log(record)  # refresh the log file from `docker logs`

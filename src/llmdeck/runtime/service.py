@@ -136,7 +136,10 @@ def await_ready(
             on_poll=watchdog.check if watchdog is not None else None,
         )
     except BaseException as exc:
-        clock.emit("failed", f"{record.name} did not become ready: {exc}")
+        why = str(exc) or (
+            "interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt) else type(exc).__name__
+        )
+        clock.emit("failed", f"{record.name} did not become ready: {why}")
         outcome = launcher.stop_engine(record, grace_s=10)
         StateStore(settings.servers_dir).remove(record.name)
         clock.emit("stopped", f"engine stopped ({outcome}); its log stays at {record.log_path}")
@@ -231,7 +234,10 @@ def restart(
 
 
 def follow(record: ServerRecord, settings: Settings, write: Callable[[str], None]) -> None:
-    """Foreground mode: stream the log until the server exits; Ctrl-C stops it."""
+    """Foreground mode: stream the log until the server exits; Ctrl-C (or SIGTERM) stops it, says so
+    and re-raises, so the command exits 130 (143), not 0. A server that exits by itself is an
+    OperationError (exit 1): an attached server is meant to run until it is stopped."""
+    from llmdeck.errors import OperationError
     from llmdeck.runtime.process import pid_alive
 
     offset = 0
@@ -247,7 +253,13 @@ def follow(record: ServerRecord, settings: Settings, write: Callable[[str], None
                 break
             time.sleep(0.3)
     except KeyboardInterrupt:
-        launcher.down(record.name, settings)
+        outcome = launcher.down(record.name, settings)
+        write(f"\n{record.name}: {outcome}; its log stays at {record.log_path}\n")
+        raise
+    raise OperationError(
+        f"The server {record.name} (pid {record.pid}) exited by itself.",
+        hint=f"Read its log ({record.log_path}, or `llmdeck logs {record.name}`) for why.",
+    )
 
 
 def run_docker_foreground(spec: LaunchSpec, *, tty: bool, events: Events = _ignore) -> None:
@@ -267,7 +279,10 @@ def run_docker_foreground(spec: LaunchSpec, *, tty: bool, events: Events = _igno
         code = subprocess.call(argv, env={**os.environ, **secrets})
     except FileNotFoundError as exc:
         raise OperationError("The docker client is not installed.", hint="Use --engine venv.") from exc
-    if code not in (0, 130):
+    if code in (130, 143):  # docker passed on Ctrl-C / SIGTERM: the container was stopped
+        events(ServiceEvent(kind="stopped", message=f"the container stopped (exit {code})"))
+        raise KeyboardInterrupt
+    if code != 0:
         raise OperationError(f"The container exited with code {code}.", hint="Read its output above.")
 
 

@@ -8,7 +8,6 @@ dumped, and the secrets a server was started with (``VLLM_API_KEY`` …) live in
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +18,7 @@ from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import NotRunningError
 from llmdeck.runtime.process import ProcessIdentity
 from llmdeck.util.atomic import atomic_write_json
+from llmdeck.util.jsonsafe import loads as _json_loads
 from llmdeck.util.localfile import ensure_dir
 from llmdeck.util.names import validate_server_name
 from llmdeck.util.redact import redact_argv, redact_env
@@ -136,7 +136,7 @@ class StateStore:
 
     def load_secrets(self, name: str) -> dict[str, str]:
         try:
-            data = json.loads(self.secrets_path(name).read_text(encoding="utf-8"))
+            data = _json_loads(self.secrets_path(name).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}
         return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}

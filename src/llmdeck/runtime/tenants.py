@@ -77,12 +77,16 @@ def ollama_ps(base_url: str = OLLAMA_URL, *, timeout_s: float = 1.5) -> OllamaSt
     """Which models Ollama holds in memory now. Unreachable Ollama -> ``reachable=False``."""
     import httpx
 
+    from llmdeck.util.http import BodyTooLarge, NotAnswering, bounded_get
+    from llmdeck.util.jsonsafe import loads
+
     url = base_url.rstrip("/")
-    try:
-        resp = httpx.get(f"{url}/api/ps", timeout=timeout_s)
-        resp.raise_for_status()
-        return OllamaStatus(url=url, reachable=True, models=parse_ollama_ps(resp.json()))
-    except (httpx.HTTPError, ValueError) as exc:
+    try:  # bounded as a whole: whatever trickles on Ollama's port cannot hold doctor or preflight
+        status, body = bounded_get(f"{url}/api/ps", limit=timeout_s)
+        if status != 200:
+            raise ValueError(f"HTTP {status}")
+        return OllamaStatus(url=url, reachable=True, models=parse_ollama_ps(loads(body)))
+    except (httpx.HTTPError, ValueError, NotAnswering, BodyTooLarge) as exc:
         return OllamaStatus(url=url, reachable=False, error=f"{exc.__class__.__name__}: {exc}")
 
 

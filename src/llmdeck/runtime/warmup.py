@@ -19,6 +19,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from llmdeck.util.jsonsafe import loads as _json_loads
+
 WARMUP_SCHEMA_VERSION = 1
 DEFAULT_LENGTHS = (64, 512, 2048, 8192, 32768)
 MAX_WARMUP_PROMPT = 32768
@@ -207,7 +209,7 @@ async def _send_streamed(
             data = line[5:].strip()
             if data == "[DONE]":
                 break
-            chunk = json.loads(data)
+            chunk = _json_loads(data)
             if req.ttft_s is None and any(_delta_has_output(c) for c in chunk.get("choices") or []):
                 req.ttft_s = time.perf_counter() - start
             usage = chunk.get("usage")
@@ -234,7 +236,7 @@ async def _send_plain(
 def _http_error(req: WarmupRequest, status: int, text: str) -> WarmupRequest:
     req.ok = False
     try:
-        msg = json.loads(text).get("error", {})
+        msg = _json_loads(text).get("error", {})
         msg = msg.get("message", text) if isinstance(msg, dict) else str(msg)
     except (ValueError, AttributeError):
         msg = text

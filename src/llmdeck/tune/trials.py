@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from llmdeck.errors import ResultFileError, UsageError
 from llmdeck.tune.models import TRIAL_KIND, TRIALS_KIND, TRIALS_SCHEMA_VERSION, TrialRecord, TrialsHeader
 from llmdeck.util.atomic import atomic_write_text
+from llmdeck.util.jsonsafe import loads as _json_loads
 from llmdeck.util.owned import is_made_by_llmdeck, mark_made
 
 TRIALS_NAME = "trials.jsonl"
@@ -50,7 +51,7 @@ def read_trials(path: Path) -> tuple[TrialsHeader, list[TrialRecord]]:
     if not lines:
         raise _bad(path, 1, "empty")
     try:
-        head = json.loads(lines[0])
+        head = _json_loads(lines[0])
     except json.JSONDecodeError as exc:
         raise _bad(path, 1, f"not JSON: {exc.msg}") from exc
     if not isinstance(head, dict) or head.get("kind") != TRIALS_KIND:
@@ -68,7 +69,7 @@ def read_trials(path: Path) -> tuple[TrialsHeader, list[TrialRecord]]:
     records: list[TrialRecord] = []
     for lineno, line in enumerate(lines[1:], 2):
         try:
-            data = json.loads(line)
+            data = _json_loads(line)
             if not isinstance(data, dict) or data.get("kind") != TRIAL_KIND:
                 raise _bad(path, lineno, "not a trial line")
             records.append(TrialRecord.model_validate(data))

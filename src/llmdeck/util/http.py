@@ -165,10 +165,14 @@ def bounded_get(
     on the same origin); other httpx errors pass through."""
     import httpx
 
+    from llmdeck.util.deadline import deadline_transport
+
     until = time.monotonic() + limit
     current, sent = url, dict(headers or {})
-    try:
-        with httpx.Client(timeout=httpx.Timeout(limit), follow_redirects=False) as client:
+    try:  # the transport bounds the status line and headers too (a peer trickling them byte by byte)
+        with httpx.Client(
+            timeout=httpx.Timeout(limit), follow_redirects=False, transport=deadline_transport()
+        ) as client:
             for hops in range(MAX_REDIRECTS + 1):
                 with client.stream("GET", current, headers=sent) as resp:
                     nxt = _next_hop(resp, url, hops)

@@ -9,12 +9,14 @@ import json
 from typing import Any
 
 
-class TooDeepError(ValueError):
-    """The JSON is nested deeper than the decoder can follow."""
+class TooDeepError(json.JSONDecodeError):
+    """The JSON is nested deeper than the decoder can follow (a ``JSONDecodeError``, so every
+    ``except json.JSONDecodeError`` that reports a malformed file reports this one too)."""
 
 
 def loads(text: str | bytes) -> Any:
     try:
         return json.loads(text)
     except RecursionError:
-        raise TooDeepError("the JSON is nested too deep to read") from None
+        doc = text if isinstance(text, str) else ""
+        raise TooDeepError("the JSON is nested too deep to read", doc, 0) from None

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from llmdeck.errors import AlreadyExistsError
+from llmdeck.util.jsonsafe import loads as _json_loads
 
 MADE_MARKER = ".llmdeck-made"
 MADE_KIND = "llmdeck-made"
@@ -37,7 +38,7 @@ def is_made_by_llmdeck(dir: Path, legacy_markers: Iterable[tuple[str, str]] = ()
         if path.is_symlink() or not path.is_file():
             continue
         try:
-            data = json.loads(path.read_text("utf-8"))
+            data = _json_loads(path.read_text("utf-8"))
         except (OSError, ValueError):
             continue
         if isinstance(data, dict) and data.get("kind") == kind:
@@ -103,7 +104,7 @@ def json_has_keys(*keys: str) -> Callable[[bytes], bool]:
 
     def test(head: bytes) -> bool:
         try:
-            data = json.loads(head)
+            data = _json_loads(head)
         except ValueError:
             return False
         return isinstance(data, dict) and all(k in data for k in keys)

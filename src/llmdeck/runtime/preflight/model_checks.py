@@ -45,7 +45,12 @@ def check_model_and_disk(
                 Finding(
                     id="model-missing",
                     severity="error",
-                    message=f"The model folder {path} does not exist.",
+                    message=(
+                        f"The model path {path} is a file, not a folder; a model is a folder with "
+                        "config.json, weights and tokenizer files."
+                        if path.exists()
+                        else f"The model path {path} does not exist, so it is not a model folder."
+                    ),
                     fix="Check the path, or download it first (`llmdeck fetch`).",
                 )
             ]
