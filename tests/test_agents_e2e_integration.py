@@ -16,6 +16,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ import pytest
 from test_client_traffic_integration import npm_client, project, run_cli
 
 pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[1]
 CONTEXT = 40960  # Claude Code's base prompt is ~18.8k tokens and it asks for 32k out
 TOOL_FLAGS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3"]
 ENGINE_LINE = re.compile(r'"(?:POST|GET|HEAD) (/[^ "]*) HTTP/1\.1" (\d{3})')
@@ -200,3 +202,52 @@ def test_too_small_server_fails_check_and_connect_writes_nothing(cpu_server: Any
         res = connect(client, cpu_server.base_url, home, tmp_path)
         assert res.returncode == 1 and "--max-model-len" in res.stderr, res.stderr
         assert not (home / ".claude").exists() and not (home / ".codex").exists()
+
+
+def run_llmdeck_env(args: list[str], tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The CLI with exactly ``env`` (plus the source path and a private state folder)."""
+    full = {
+        **env,
+        "PYTHONPATH": str(ROOT / "src"),
+        "LLMDECK_STATE_DIR": str(tmp_path / "state"),
+        "COLUMNS": "120",
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "llmdeck", *args], capture_output=True, text=True, env=full, timeout=300
+    )
+
+
+def test_launch_execs_the_real_clients_without_touching_the_users_files(
+    agent_server: Any, claude_bin: Path, codex_bin: Path, tmp_path: Path
+) -> None:
+    """`llmdeck launch`: the user's ~/.claude/settings.json points elsewhere; `launch` still runs
+    claude on the server (``claude -p /context`` shows the served model) and leaves that file as it
+    was; codex is exec'd with the overrides and loads them (``codex features list``: plugins false)."""
+    home = tmp_path / "home"
+    (home / ".claude").mkdir(parents=True)
+    user = '{"env": {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "ANTHROPIC_MODEL": "elsewhere"}}'
+    (home / ".claude" / "settings.json").write_text(user)
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "TERM": "dumb", "ANTHROPIC_API_KEY": "sk-ant-user"}
+    dry = run_llmdeck_env(
+        ["launch", "claude-code", agent_server.base_url, "--bin", str(claude_bin), "--dry-run"], tmp_path, env
+    )
+    assert dry.returncode == 0 and "env -u ANTHROPIC_API_KEY" in dry.stdout and "--settings" in dry.stdout
+    res = run_llmdeck_env(
+        ["launch", "claude-code", agent_server.base_url, "--bin", str(claude_bin), "--", "-p", "/context"],
+        tmp_path,
+        env,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "**Model:** tiny-qwen3" in res.stdout, res.stdout
+    assert (home / ".claude" / "settings.json").read_text() == user
+    (tmp_path / "codex").mkdir()  # codex refuses a CODEX_HOME that does not exist
+    res = run_llmdeck_env(
+        ["launch", "codex", agent_server.base_url, "--bin", str(codex_bin), "--", "features", "list"],
+        tmp_path,
+        {**env, "CODEX_HOME": str(tmp_path / "codex")},
+    )
+    assert res.returncode == 0, res.stderr
+    assert any(
+        line.split()[:1] == ["plugins"] and line.split()[-1] == "false" for line in res.stdout.splitlines()
+    )
+    assert not (tmp_path / "codex" / "config.toml").exists()
