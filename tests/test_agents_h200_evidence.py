@@ -10,7 +10,7 @@ import pytest
 AGENTS = Path(__file__).resolve().parents[1] / "evidence" / "device" / "agents"
 
 
-@pytest.mark.parametrize("api,added", [("messages", -1.75), ("responses", -0.68)])
+@pytest.mark.parametrize("api,added", [("messages", -3.66), ("responses", -1.57)])
 def test_gateway_adds_no_ttft_on_either_surface(api: str, added: float) -> None:
     doc = json.loads((AGENTS / f"gateway_overhead_h200-{api}-c16.json").read_text())
     assert doc["schema"] == "llmdeck.gateway_overhead/1" and doc["params"]["api"] == api
@@ -26,3 +26,11 @@ def test_vllm_022_refuses_claude_codes_second_system_message() -> None:
     assert probes["client_request"]["status"] == "fail"
     assert "'user' or 'assistant'" in probes["client_request"]["summary"]
     assert probes["messages_stream"]["status"] == "pass"
+
+
+def test_the_gateways_fold_lets_vllm_022_take_claude_codes_request() -> None:
+    """The same run through `llmdeck gateway` with `messages: {fold_system: true}` on the route."""
+    doc = json.loads((AGENTS / "check-claude-code-gateway.json").read_text())
+    probes = {p["id"]: p for p in doc["probes"]}
+    assert probes["client_request"]["status"] == "pass"
+    assert probes["messages_system"]["status"] == "pass"

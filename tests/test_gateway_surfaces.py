@@ -366,6 +366,10 @@ def test_fold_system_moves_claude_codes_second_system_message(settings: Settings
         with gateway(cfg, settings, tmp_path) as gw:
             for alias in ("a", "b"):
                 assert httpx.post(f"{gw}/v1/messages", json={**body, "model": alias}).status_code == 200
+            counted = httpx.post(f"{gw}/v1/messages/count_tokens", json={**body, "model": "b"})
+            assert counted.status_code == 200
+    (count,) = up.bodies("/v1/messages/count_tokens")  # counted as it will be sent (H200: 400 unfolded)
+    assert count is not None and [m["role"] for m in count["messages"]] == ["user"]
     plain, fixed = up.bodies("/v1/messages")
     assert plain is not None and [m["role"] for m in plain["messages"]] == ["user", "system"]
     assert fixed is not None and [m["role"] for m in fixed["messages"]] == ["user"]

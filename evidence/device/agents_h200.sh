@@ -34,8 +34,12 @@ LD() { "$PY" -m llmdeck "$@"; }
 
 "$PY" -c 'import vllm; print(vllm.__version__)' > "$D/vllm-version.txt" 2>&1
 stamp "start $MODEL (compiled)"
+# EAGER=1: --enforce-eager (a functional re-run: ~half the start); REASONING=1: the qwen3 reasoning parser
+# (the served tokenizer is Qwen3's, whose template thinks by default); SKIP_OVERHEAD=1: checks only.
+EXTRA=(); [ "${EAGER:-0}" = 1 ] && EXTRA+=(--enforce-eager)
+[ "${REASONING:-0}" = 1 ] && EXTRA+=(--reasoning-parser qwen3)
 OUT= bash .gpu/bin/device-serve.sh $MODEL $PORT -- --max-model-len 65536 \
-  --enable-auto-tool-choice --tool-call-parser qwen3_coder > "$D/serve.txt" 2>&1 \
+  --enable-auto-tool-choice --tool-call-parser qwen3_coder "${EXTRA[@]}" > "$D/serve.txt" 2>&1 \
   || { stamp "server failed"; tail -30 "$D/serve.txt"; cp /root/vllm-$MODEL-$PORT.log "$D/"; exit 1; }
 stamp ready; tail -2 "$D/serve.txt"
 
@@ -70,7 +74,8 @@ LD gateway down > /dev/null 2>&1
 cp "$LLMDECK_STATE_DIR/logs/gateway.log" "$D/" 2>/dev/null
 
 stamp "3. the gateway's added TTFT on each surface"
-for api in messages responses; do
+[ "${SKIP_OVERHEAD:-0}" = 1 ] && APIS="" || APIS="messages responses"
+for api in $APIS; do
   timeout 200 "$PY" benchmarks/gateway_overhead.py --backend url --base-url $URL --model $MODEL --api $api \
     --concurrency 16 --requests 256 --rounds 3 --client lean --max-tokens 64 --no-litellm \
     --out "$D/gateway_overhead_h200-$api-c16.json" > "$D/overhead-$api.txt" 2>&1

@@ -8,6 +8,7 @@ result back) is kept apart from the model's ("inconclusive").
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from llmdeck.checks.http import Reply
@@ -234,6 +235,22 @@ def probe_responses_stream(ctx: ProbeContext, rec: Recording) -> Outcome:
     return Outcome("pass", f"response.created .. response.completed, usage {tokens}.")
 
 
+def _json_args(arguments: Any) -> str:
+    """The call's arguments as resent; a random model's cut or invalid JSON is resent as valid JSON.
+
+    A real model's arguments parse (the client resends them as they came); resending the random model's
+    cut string would test the model (vLLM 0.22 answers 400 ``Unterminated string`` when it parses them
+    into the template), not the server's handling of the items.
+    """
+    if isinstance(arguments, str):
+        try:
+            json.loads(arguments)
+        except ValueError:
+            return TOOL_ARGS
+        return arguments
+    return TOOL_ARGS
+
+
 def probe_responses_tools(ctx: ProbeContext, rec: Recording) -> Outcome:
     """function_call / function_call_output over three turns, the whole history resent (store: false)."""
     items: list[dict[str, Any]] = [
@@ -265,7 +282,7 @@ def probe_responses_tools(ctx: ProbeContext, rec: Recording) -> Outcome:
                 "type": "function_call",
                 "call_id": call.get("call_id"),
                 "name": call["name"],
-                "arguments": call.get("arguments") or "{}",
+                "arguments": _json_args(call.get("arguments")),
             },
             {"type": "function_call_output", "call_id": call.get("call_id"), "output": "Sunny, 21 C."},
         ]

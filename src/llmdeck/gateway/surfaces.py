@@ -7,7 +7,8 @@
   ``max_completion_tokens`` become Responses' ``max_output_tokens``; ``stop`` becomes Messages'
   ``stop_sequences``), unless the route has a block of its own for that API (``messages:`` or
   ``responses:``, each with ``defaults``/``override``), which then replaces the route's for that API.
-  ``count_tokens`` gets only the alias rewrite (nothing it counts comes from defaults).
+  ``count_tokens`` gets only the alias rewrite (nothing it counts comes from defaults) and the
+  ``messages:`` block's ``fold_system``, so it counts what ``/v1/messages`` will be sent.
 * ``anthropic_error`` / ``reshape_error``: errors on ``/v1/messages*`` in Anthropic's shape, which Claude
   Code shows; everything else keeps OpenAI's.
 * ``ResponseIds``: which route and backend produced a ``resp_…`` id (bounded), so ``GET /v1/responses/{id}``
@@ -85,6 +86,10 @@ def rewrite_for(api: str, body: dict[str, Any], route: Any) -> None:
             defaults, override = _renamed(route.defaults, api), _renamed(route.override, api)
         rewrite_request(body, defaults=defaults, override=override, served_model=None)
         if api == "messages" and own is not None and own.get("fold_system"):
+            fold_system_messages(body)
+    elif api == "count_tokens":
+        own = route.per_api.get("messages")
+        if own is not None and own.get("fold_system"):  # the same body is counted as will be sent
             fold_system_messages(body)
 
 
