@@ -185,6 +185,9 @@ def test_docker_run_line_holds_no_secret(tmp_path: Path) -> None:
         ('{"apiKey": "sk-1234"}', "sk-1234"),
         ("export OPENAI_API_KEY='sk-1234'", "sk-1234"),
         ("token hf_abcdefghijklmnopqrstuvwxyz01 in a message", "hf_abcdefghijklmnopqrstuvwxyz01"),
+        ('experimental_bearer_token = "weakkey1"', "weakkey1"),  # Codex's config.toml
+        ("cline auth -p openai -k sk-llmdeck-abcdefghijklmnop -b http://h", "sk-llmdeck-abcdefghijklmnop"),
+        ("x-api-key sk-ant-api03-abcdefghijklmnop", "sk-ant-api03-abcdefghijklmnop"),
     ],
 )
 def test_redact_text(text: str, hidden: str) -> None:
@@ -200,6 +203,8 @@ def test_redaction_keeps_what_is_not_secret() -> None:
     argv = ["vllm", "--max-num-batched-tokens", "2048", "--tokenizer", "t", "--max-model-len", "4096"]
     assert redact_argv(argv) == argv
     assert redact_text("max_tokens: 512, prompt_tokens=3") == "max_tokens: 512, prompt_tokens=3"
+    assert redact_text("llmdeck keys create prints sk-llmdeck-…") == "llmdeck keys create prints sk-llmdeck-…"
+    assert redact_text("curl -k https://h") == "curl -k https://h"
     assert redact_data({"apiKey": "EMPTY", "max_tokens": 5, "openAiApiKey": "none"}) == {
         "apiKey": "EMPTY",
         "max_tokens": 5,

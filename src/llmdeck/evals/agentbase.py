@@ -16,6 +16,7 @@ from llmdeck.evals.models import (
     TurnRecord,
     UnreachedKind,
 )
+from llmdeck.util.jsonsafe import loads as json_loads
 
 TEXT_CAP = 4000  # characters kept of one transcript entry
 
@@ -112,3 +113,14 @@ _STATUS = re.compile(r"\b(401|403|404)\b")
 def status_in(text: str) -> int | None:
     m = _STATUS.search(text)
     return int(m.group(1)) if m else None
+
+
+def event_of(state: StreamState, line: str, t: float) -> dict[str, Any] | None:
+    """One line of an agent's JSON event stream as an object; a line that is not JSON is kept as text."""
+    try:
+        ev = json_loads(line)
+    except ValueError:
+        if line.strip():
+            note(state, t, "text", line.rstrip("\n"))
+        return None
+    return ev if isinstance(ev, dict) else None

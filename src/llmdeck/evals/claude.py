@@ -30,6 +30,7 @@ from llmdeck.evals.agentbase import (
     StreamState,
     clip,
     end_turn,
+    event_of,
     note,
     num,
     obj,
@@ -38,7 +39,6 @@ from llmdeck.evals.agentbase import (
     unreached_by_status,
 )
 from llmdeck.evals.models import TokenCounts, TurnRecord
-from llmdeck.util.jsonsafe import loads as json_loads
 
 VERSION = "2.1.197"
 MAX_RETRIES = 3  # its default is 10 with backoff to ~40 s: three minutes before a refused key shows
@@ -163,13 +163,8 @@ def _system(state: StreamState, ev: dict[str, Any], t: float) -> None:
 
 def feed(state: StreamState, line: str, t: float) -> TurnRecord | None:
     """One line of ``claude -p --output-format stream-json``; returns the turn a ``message_stop`` ended."""
-    try:
-        ev = json_loads(line)
-    except ValueError:
-        if line.strip():
-            note(state, t, "text", line.rstrip("\n"))
-        return None
-    if not isinstance(ev, dict):
+    ev = event_of(state, line, t)
+    if ev is None:
         return None
     kind = ev.get("type")
     if isinstance(ev.get("session_id"), str):

@@ -30,6 +30,7 @@ from llmdeck.evals.agentbase import (
     AgentSetup,
     StreamState,
     end_turn,
+    event_of,
     note,
     num,
     obj,
@@ -38,7 +39,6 @@ from llmdeck.evals.agentbase import (
     unreached_by_status,
 )
 from llmdeck.evals.models import TokenCounts, TurnRecord
-from llmdeck.util.jsonsafe import loads as json_loads
 
 VERSION = "0.171.0"
 PROVIDER = "llmdeck"
@@ -152,13 +152,8 @@ def _error(state: StreamState, message: str, t: float) -> None:
 
 def feed(state: StreamState, line: str, t: float) -> TurnRecord | None:
     """One line of ``codex exec --json``; returns the turn a tool call or ``turn.completed`` ended."""
-    try:
-        ev = json_loads(line)
-    except ValueError:
-        if line.strip():
-            note(state, t, "text", line.rstrip("\n"))
-        return None
-    if not isinstance(ev, dict):
+    ev = event_of(state, line, t)
+    if ev is None:
         return None
     kind = ev.get("type")
     if kind == "thread.started" and isinstance(ev.get("thread_id"), str):

@@ -1,7 +1,7 @@
 """The one place that knows what a secret looks like, and hides it wherever llmdeck shows or stores one.
 
 Secrets: API keys (``--api-key X``, ``VLLM_API_KEY``, ``OPENAI_API_KEY``, ``apiKey`` in client
-configs), Hugging Face tokens (``HF_TOKEN``, ``hf_...``), ``Authorization`` headers and passwords in
+configs, Codex's ``experimental_bearer_token``, any ``sk-`` key of 16+ characters), Hugging Face tokens (``HF_TOKEN``, ``hf_...``), ``Authorization`` headers and passwords in
 URLs (``http://user:pass@host``). Every function returns a copy; nothing is changed in place.
 
 Used by: the log header and the server record (runtime), ``status --json`` (its log tail), bench
@@ -124,7 +124,7 @@ _TEXT_PATTERNS: list[tuple[re.Pattern[str], _Repl]] = [
     # KEY=VALUE, "apiKey": "X", 'api_key': ['X'], api_key: X (env dumps, JSON, YAML, Python reprs)
     (
         re.compile(
-            r"(?i)([\"']?\b[A-Za-z0-9_-]*(?:api[_-]?key|access[_-]?token|auth[_-]?token|hf[_-]?token|"
+            r"(?i)([\"']?\b[A-Za-z0-9_-]*(?:api[_-]?key|access[_-]?token|auth[_-]?token|hf[_-]?token|bearer[_-]?token|"
             r"password|passwd|secret)[\"']?\s*)([:=])(\s*\[?\s*)([\"']?)(?!none\b|null\b|EMPTY\b|<redacted>)"
             r"([^\s\"',\]}]+)\4"
         ),
@@ -134,6 +134,9 @@ _TEXT_PATTERNS: list[tuple[re.Pattern[str], _Repl]] = [
     (re.compile(r"(?i)\b(api[ _-]?key\s*[:=]?\s+)([^\s\"',\]}]+)"), _prose_value),
     # Hugging Face tokens wherever they are
     (re.compile(r"\bhf_[A-Za-z0-9]{20,}\b"), REDACTED),
+    # OpenAI-style keys (llmdeck's own sk-llmdeck-..., sk-ant-..., sk-proj-...) wherever they are:
+    # cline's `auth -k KEY`, a TOML line, a client's echo of its settings
+    (re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"), REDACTED),
     # passwords in URLs: scheme://user:password@host
     (re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s/:@]*:)[^\s/@]+@"), r"\1" + REDACTED + "@"),
 ]
