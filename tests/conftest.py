@@ -18,8 +18,11 @@ import signal
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from engine_helpers import cpu_engine
 
 # A suite started in the background (`cmd &`, nohup) inherits SIGINT *ignored*, and every child then
 # ignores it too (an ignored signal survives exec): the Ctrl-C tests would see their CLI finish instead of
@@ -161,6 +164,19 @@ def cpu_server(_cpu_servers: tuple[RunningServer, RunningServer]) -> RunningServ
 def cpu_server_plain(_cpu_servers: tuple[RunningServer, RunningServer]) -> RunningServer:
     """CPU vLLM without tool-choice and without a reasoning parser."""
     return _cpu_servers[1]
+
+
+AGENT_CONTEXT = 40960  # Claude Code's base prompt is ~18.8k tokens and it asks for 32k out
+AGENT_FLAGS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3"]
+
+
+@pytest.fixture(scope="session")
+def agent_server(session_settings: object, tiny_eos_model_dir: Path) -> Iterator[Any]:
+    """The EOS-biased tiny model, 40,960 tokens of context, tool and reasoning parsers: what the real
+    Claude Code and Codex need (one server for the agents' e2e tests and check's surface tests)."""
+    args = ["--max-model-len", str(AGENT_CONTEXT), "--max-num-seqs", "4", *AGENT_FLAGS]
+    with cpu_engine(session_settings, "ci-agents", tiny_eos_model_dir, args) as server:
+        yield server
 
 
 # ---- the fuzz suite (tests/test_fuzz_*.py): its fixture, and its count of cases by command ----------

@@ -11,7 +11,6 @@ wrong key is refused with a message the client shows, within 10 s.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -32,31 +31,6 @@ CONTEXT = 40960  # Claude Code's base prompt is ~18.8k tokens and it asks for 32
 TOOL_FLAGS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3"]
 ENGINE_LINE = re.compile(r'"(?:POST|GET|HEAD) (/[^ "]*) HTTP/1\.1" (\d{3})')
 GATEWAY_LINE = re.compile(r"(POST|GET|HEAD) (/\S*) route=\S+ key=\S+ backend=\S+ status=(\d{3})")
-
-
-@pytest.fixture(scope="module")
-def agent_server(session_settings: Any, tiny_eos_model_dir: Path) -> Iterator[Any]:
-    """The EOS-biased tiny model, 40,960 tokens of context, tools and reasoning parsers."""
-    if os.environ.get("LLMDECK_SKIP_INTEGRATION"):
-        pytest.skip("LLMDECK_SKIP_INTEGRATION is set")
-    from llmdeck.engines.spec import LaunchSpec
-    from llmdeck.runtime.launcher import down, start_background, wait_ready
-    from llmdeck.util.net import free_port
-
-    spec = LaunchSpec(
-        name="ci-agents",
-        engine="cpu",
-        model=str(tiny_eos_model_dir),
-        served_model_name="tiny-qwen3",
-        port=free_port(),
-        vllm_args=["--max-model-len", str(CONTEXT), "--max-num-seqs", "4", *TOOL_FLAGS],
-    )
-    record = start_background(spec, session_settings)  # type: ignore[arg-type]
-    try:
-        yield wait_ready(record, session_settings, timeout_s=600)  # type: ignore[arg-type]
-    finally:
-        with contextlib.suppress(Exception):
-            down(record.name, session_settings)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module")

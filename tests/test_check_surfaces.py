@@ -142,6 +142,25 @@ def test_thinking_blocks_pass_and_thoughts_in_text_need_the_reasoning_parser() -
     inline = ("text", {"text": ""}, [{"type": "text_delta", "text": "<think>2+3</think>5"}])
     out = ps.probe_messages_thinking(ctx_for(lambda r: sse(message_events(inline))), rec("claude-code"))
     assert out.status == "fail" and out.fix is not None and "--reasoning-parser" in out.fix
+    ctx = ctx_for(lambda r: sse(message_events()))  # a model that ends at once (the EOS-biased tiny one)
+    ctx.facts.thinking_template = True
+    assert ps.probe_messages_thinking(ctx, rec("claude-code")).status == "inconclusive"
+
+
+def test_a_stream_whose_model_ends_at_once_is_inconclusive_not_a_broken_stream() -> None:
+    from llmdeck.checks.probes_basic import probe_streaming_usage
+
+    def chat(tokens: int) -> Handler:
+        def handle(request: httpx.Request) -> httpx.Response:
+            chunks = [{"choices": [{"delta": {"role": "assistant"}}]}, {"choices": [{"delta": {}}]}]
+            chunks.append({"choices": [], "usage": {"completion_tokens": tokens}})
+            text = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+            return httpx.Response(200, content=text.encode(), headers={"content-type": "text/event-stream"})
+
+        return handle
+
+    assert probe_streaming_usage(ctx_for(chat(1))).status == "inconclusive"
+    assert probe_streaming_usage(ctx_for(chat(9))).status == "fail"  # tokens made, none streamed
 
 
 def test_count_tokens_counts_the_recorded_prompt_and_its_absence_warns() -> None:

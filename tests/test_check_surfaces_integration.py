@@ -10,12 +10,10 @@ then does (from its recording).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,33 +37,8 @@ def check(base_url: str, client: str, tmp_path: Path) -> tuple[int, dict[str, An
     return res.returncode, {p["id"]: p for p in doc["probes"]}, res.stdout[-4000:] + res.stderr[-2000:]
 
 
-@pytest.fixture(scope="module")
-def cpu_server_32k(session_settings: Any, tiny_model_dir: Path) -> Iterator[Any]:
-    """The tiny model with tool + reasoning parsers, --max-model-len 32768 (Claude Code's prompt: ~19K)."""
-    if os.environ.get("LLMDECK_SKIP_INTEGRATION"):
-        pytest.skip("LLMDECK_SKIP_INTEGRATION is set")
-    from llmdeck.engines.spec import LaunchSpec
-    from llmdeck.runtime.launcher import down, start_background, wait_ready
-    from llmdeck.util.net import free_port
-
-    spec = LaunchSpec(
-        name="ci-32k-surfaces",
-        engine="cpu",
-        model=str(tiny_model_dir),
-        served_model_name="tiny-qwen3",
-        port=free_port(),
-        vllm_args=["--max-model-len", str(BIG), "--max-num-seqs", "4", *TOOL_FLAGS],
-    )
-    record = start_background(spec, session_settings)  # type: ignore[arg-type]
-    try:
-        yield wait_ready(record, session_settings, timeout_s=600)  # type: ignore[arg-type]
-    finally:
-        with contextlib.suppress(Exception):
-            down(record.name, session_settings)  # type: ignore[arg-type]
-
-
-def test_check_claude_code_on_32k(cpu_server_32k: Any, tmp_path: Path) -> None:
-    rc, probes, out = check(cpu_server_32k.base_url, "claude-code", tmp_path)
+def test_check_claude_code_on_the_agents_server(agent_server: Any, tmp_path: Path) -> None:
+    rc, probes, out = check(agent_server.base_url, "claude-code", tmp_path)
     for pid in ("client_context", "client_request", "messages_stream", "messages_count_tokens",
                 "messages_system", "client_output_cap"):  # fmt: skip
         assert probes[pid]["status"] == "pass", (pid, out)
@@ -75,8 +48,8 @@ def test_check_claude_code_on_32k(cpu_server_32k: Any, tmp_path: Path) -> None:
     assert rc == 0, out
 
 
-def test_check_codex_on_32k(cpu_server_32k: Any, tmp_path: Path) -> None:
-    rc, probes, out = check(cpu_server_32k.base_url, "codex", tmp_path)
+def test_check_codex_on_the_agents_server(agent_server: Any, tmp_path: Path) -> None:
+    rc, probes, out = check(agent_server.base_url, "codex", tmp_path)
     for pid in ("client_context", "client_request", "responses_stream", "client_output_cap"):
         assert probes[pid]["status"] == "pass", (pid, out)
     assert probes["responses_tools"]["status"] in {"pass", "inconclusive"}, out

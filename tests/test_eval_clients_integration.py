@@ -11,7 +11,6 @@ its events were parsed into turns, tokens and a transcript, every request it mad
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -24,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from engine_helpers import cpu_engine
 from llmdeck.evals.agents import BINARIES, NPM_PACKAGES, PINNED, client_version
 
 pytestmark = pytest.mark.integration
@@ -59,26 +59,9 @@ def npm_pinned(client: str) -> Path:
 @pytest.fixture(scope="module")
 def cpu_server_32k(session_settings: Any, tiny_model_dir: Path) -> Iterator[Any]:
     """The tiny model with tools + reasoning parsers, --max-model-len 32768, replies of <= 48 tokens."""
-    if os.environ.get("LLMDECK_SKIP_INTEGRATION"):
-        pytest.skip("LLMDECK_SKIP_INTEGRATION is set")
-    from llmdeck.engines.spec import LaunchSpec
-    from llmdeck.runtime.launcher import down, start_background, wait_ready
-    from llmdeck.util.net import free_port
-
-    spec = LaunchSpec(
-        name="ci-32k",
-        engine="cpu",
-        model=str(tiny_model_dir),
-        served_model_name="tiny-qwen3",
-        port=free_port(),
-        vllm_args=["--max-model-len", str(CONTEXT), "--max-num-seqs", "4", *TOOL_FLAGS, *OUTPUT_CAP],
-    )
-    record = start_background(spec, session_settings)  # type: ignore[arg-type]
-    try:
-        yield wait_ready(record, session_settings, timeout_s=600)  # type: ignore[arg-type]
-    finally:
-        with contextlib.suppress(Exception):
-            down(record.name, session_settings)  # type: ignore[arg-type]
+    args = ["--max-model-len", str(CONTEXT), "--max-num-seqs", "4", *TOOL_FLAGS, *OUTPUT_CAP]
+    with cpu_engine(session_settings, "ci-32k", tiny_model_dir, args) as server:
+        yield server
 
 
 def llmdeck(*args: str, state: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:

@@ -181,6 +181,13 @@ def probe_streaming_usage(ctx: ProbeContext) -> Outcome:
             fix="Upgrade vLLM, or remove a proxy that strips the final usage chunk.",
             data=data,
         )
+    if deltas == 0 and int(usage.get("completion_tokens") or 0) <= 1:
+        return Outcome(
+            "inconclusive",
+            "The model ended its reply at once (no text, end of sequence first); the stream itself was "
+            "whole (usage, then [DONE]).",
+            data=data,
+        )
     if deltas == 0:
         return Outcome("fail", "The stream carried no generated text.", data=data)
     return Outcome(

@@ -150,6 +150,11 @@ def probe_messages_thinking(ctx: ProbeContext, rec: Recording) -> Outcome:
             "pass",
             f"Thinking arrives in thinking blocks ({len(got.thinking)} chars), which {rec.client} reads.",
         )
+    if not got.text.strip() and ctx.facts.thinking_template:
+        return Outcome(
+            "inconclusive",
+            "The model ended its reply before writing anything (no thinking, no text): nothing to judge.",
+        )
     if "<think>" in got.text or "</think>" in got.text or ctx.facts.thinking_template:
         return Outcome(
             "fail",

@@ -1,8 +1,9 @@
 """The one place that knows what a secret looks like, and hides it wherever llmdeck shows or stores one.
 
 Secrets: API keys (``--api-key X``, ``VLLM_API_KEY``, ``OPENAI_API_KEY``, ``apiKey`` in client
-configs, Codex's ``experimental_bearer_token``, any ``sk-`` key of 16+ characters), Hugging Face tokens (``HF_TOKEN``, ``hf_...``), ``Authorization`` headers and passwords in
-URLs (``http://user:pass@host``). Every function returns a copy; nothing is changed in place.
+configs, Codex's ``experimental_bearer_token``, any ``sk-`` key of 16+ characters), Hugging Face
+tokens (``HF_TOKEN``, ``hf_...``), ``Authorization`` headers and passwords in URLs
+(``http://user:pass@host``). Every function returns a copy; nothing is changed in place.
 
 Used by: the log header and the server record (runtime), ``status --json`` (its log tail), bench
 result files (``target``), ``connect --json``, ``plan --spec-out`` and every ``--json`` output
