@@ -41,9 +41,7 @@ def documented_box() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
             keys = ("name", "model", "size", "digest", "details")
             tags.append({k: copy.deepcopy(m[k]) for k in keys})
     llava = fixture("api_show.llava.docs.json")
-    tags.append(
-        {"name": "llava:latest", "model": "llava:latest", "details": copy.deepcopy(llava["details"])}
-    )
+    tags.append({"name": "llava:latest", "model": "llava:latest", "details": copy.deepcopy(llava["details"])})
     shows = {"llava:latest": llava, "gemma4": fixture("api_show.gemma4.openapi.json")}
     return {"models": tags}, {"models": ps}, shows
 

@@ -1,4 +1,5 @@
-"""The tiny Qwen3 (``llmdeck model make-tiny``) as one GGUF file, for llama.cpp's server in CI.
+"""The tiny Qwen3 (``llmdeck model make-tiny``) as one GGUF file, for llama.cpp's server in CI (and a
+random-weight Qwen3 of any config's shape for the H200 script, evidence/device/ollama/compare_h200.sh).
 
 Written with the ``gguf`` package's writer (the one llama.cpp's own ``convert_hf_to_gguf.py`` uses),
 the way that converter writes a Qwen3: the same tensors under llama.cpp's names, kept in float32 (the
@@ -34,14 +35,48 @@ def _vocab(model_dir: Path, vocab_size: int) -> tuple[list[str], list[int], list
     return tokens, types, merges, cfg
 
 
-def write_tiny_gguf(model_dir: Path, out: Path) -> Path:
-    """Convert ``model_dir`` (a make-tiny Qwen3) to ``out`` (GGUF, float32); returns ``out``."""
+def random_weights(config: dict[str, Any], seed: int = 0) -> dict[str, Any]:
+    """A Qwen3 of ``config``'s shape with random float16 weights (HF names), for a shape that has no
+    checkpoint here (the device script: gpu-lab's model folders hold a config and a tokenizer only)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    h, hd, inter = int(config["hidden_size"]), int(config["head_dim"]), int(config["intermediate_size"])
+    q, kv = int(config["num_attention_heads"]) * hd, int(config["num_key_value_heads"]) * hd
+
+    def normal(*shape: int) -> Any:
+        return (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(np.float16)
+
+    out: dict[str, Any] = {"model.embed_tokens.weight": normal(int(config["vocab_size"]), h)}
+    out["model.norm.weight"] = np.ones(h, np.float32)
+    for i in range(int(config["num_hidden_layers"])):
+        p = f"model.layers.{i}."
+        shapes = {"self_attn.q_proj": (q, h), "self_attn.k_proj": (kv, h), "self_attn.v_proj": (kv, h)}
+        shapes |= {"self_attn.o_proj": (h, q), "mlp.gate_proj": (inter, h), "mlp.up_proj": (inter, h)}
+        shapes |= {"mlp.down_proj": (h, inter)}
+        out |= {f"{p}{k}.weight": normal(*v) for k, v in shapes.items()}
+        out |= {f"{p}{k}.weight": np.ones(hd, np.float32) for k in ("self_attn.q_norm", "self_attn.k_norm")}
+        out |= {
+            f"{p}{k}.weight": np.ones(h, np.float32) for k in ("input_layernorm", "post_attention_layernorm")
+        }
+    if not config.get("tie_word_embeddings", False):
+        out["lm_head.weight"] = normal(int(config["vocab_size"]), h)
+    return out
+
+
+def write_tiny_gguf(model_dir: Path, out: Path, *, random: bool = False) -> Path:
+    """Convert ``model_dir`` (a make-tiny Qwen3) to ``out`` (GGUF: float32 as stored); ``random``:
+    random float16 weights of its config's shape instead (no checkpoint needed). Returns ``out``."""
     import gguf
     import numpy as np
-    from safetensors.numpy import load_file
 
     config = json.loads((model_dir / "config.json").read_text("utf-8"))
-    weights = load_file(str(model_dir / "model.safetensors"))
+    if random:
+        weights = random_weights(config)
+    else:
+        from safetensors.numpy import load_file
+
+        weights = load_file(str(model_dir / "model.safetensors"))
     arch = gguf.MODEL_ARCH.QWEN3
     w = gguf.GGUFWriter(str(out), gguf.MODEL_ARCH_NAMES[arch])
     w.add_name("llmdeck-tiny-qwen3")
@@ -55,7 +90,7 @@ def write_tiny_gguf(model_dir: Path, out: Path) -> Path:
     w.add_value_length(int(config["head_dim"]))
     w.add_rope_freq_base(float(config["rope_theta"]))
     w.add_layer_norm_rms_eps(float(config["rms_norm_eps"]))
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if random else gguf.LlamaFileType.ALL_F32)
     tokens, types, merges, tok_cfg = _vocab(model_dir, int(config["vocab_size"]))
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("qwen2")
@@ -73,9 +108,16 @@ def write_tiny_gguf(model_dir: Path, out: Path) -> Path:
         name = names.get_name(hf_name, try_suffixes=(".weight", ".bias"))
         if name is None:
             raise ValueError(f"no GGUF name for tensor {hf_name}")
-        w.add_tensor(name, np.ascontiguousarray(array, dtype=np.float32))
+        keep = np.float16 if random and array.ndim > 1 else np.float32
+        w.add_tensor(name, np.ascontiguousarray(array, dtype=keep))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
     return out
+
+
+if __name__ == "__main__":  # the device script: python tests/gguf_tiny.py MODEL_DIR OUT.gguf [--random]
+    import sys
+
+    print(write_tiny_gguf(Path(sys.argv[1]), Path(sys.argv[2]), random="--random" in sys.argv[3:]))

@@ -45,7 +45,7 @@ class CatalogEntry(BaseModel):
     engine: str | None = None
     ollama: list[str] = Field(
         default_factory=list,
-        description="Ollama library names (name:tag) this entry is a vLLM build of (`llmdeck migrate ollama`).",
+        description="Ollama library names (name:tag) this entry is a vLLM build of (`migrate ollama`).",
     )
     provenance: list[Provenance] = Field(default_factory=list)
     catalog_file: str | None = None

@@ -47,7 +47,9 @@ def ollama(
         None, "--context", min=1, help="max_model_len for every model (default: what plan gives)."
     ),
     base_port: int = typer.Option(8001, "--base-port", min=1, max=65000, help="First server's port."),
-    gateway_port: int = typer.Option(4000, "--gateway-port", min=1, max=65535, help="In the printed command."),
+    gateway_port: int = typer.Option(
+        4000, "--gateway-port", min=1, max=65535, help="In the printed command."
+    ),
     force: bool = typer.Option(False, "--force", help="Replace an earlier migration in --out."),
     unload: bool = typer.Option(False, "--unload", help="Unload Ollama's loaded models (keep_alive 0)."),
     timeout: float = typer.Option(

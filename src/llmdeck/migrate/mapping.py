@@ -72,7 +72,9 @@ def map_model(info: OllamaModelInfo, catalog: Catalog, compute_capability: int |
     usable.sort(key=lambda e: order.index(e.quantization) if e.quantization in order else len(order))
     pick = usable[0]
     skipped = [e.name for e in candidates if e not in usable]
-    why = f"Ollama's GGUF is {info.quantization_level or 'of unknown precision'}: {pick.quantization or 'bf16'}"
+    why = (
+        f"Ollama's GGUF is {info.quantization_level or 'of unknown precision'}: {pick.quantization or 'bf16'}"
+    )
     if skipped:
         why += f" ({', '.join(skipped)} need compute capability 10+: NVFP4)"
     return Mapping(
