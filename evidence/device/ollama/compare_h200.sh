@@ -58,7 +58,7 @@ OUT= bash .gpu/bin/device-serve.sh $MODEL $PORT_A -- --max-model-len $CTX --enab
   > "$D/serve-vllm.txt" 2>&1 || { stamp "vLLM failed"; tail -30 "$D/serve-vllm.txt"; exit 1; }
 stamp "B: llama.cpp's server ($BUILD)"
 PYTHONPATH=$SITE_B:/tmp/site setsid "$PY" -m llama_cpp.server --model /root/$MODEL.f16.gguf --host 127.0.0.1 \
-  --port $PORT_B --n_ctx $CTX --n_threads $(nproc) --n_gpu_layers $NGL --model_alias $MODEL \
+  --port $PORT_B --n_ctx $CTX --n_threads $(nproc) --n_gpu_layers $NGL --model_alias $MODEL --interrupt_requests False \
   > "$D/llamacpp-server.log" 2>&1 &
 LPID=$!
 for _ in $(seq 120); do curl -sf -m 2 http://127.0.0.1:$PORT_B/v1/models >/dev/null && break; sleep 1; done
