@@ -186,9 +186,10 @@ def gateway_document(models: list[MigratedModel], catalog: Catalog) -> dict[str,
     }
 
 
-def prepare_out_dir(req: MigrateRequest) -> None:
-    """Exit 2 before anything is asked of Ollama: an out dir of the user's files is never touched; one
-    llmdeck made is replaced only with --force."""
+def prepare_out_dir(req: MigrateRequest, *, make: bool = True) -> None:
+    """Exit 2 (checked before anything is asked of Ollama, ``make=False``) unless --out is new, empty,
+    or llmdeck's and --force is given: a folder of the user's files is never touched. ``make``: clear
+    llmdeck's earlier migration and mark the folder as llmdeck's."""
     from llmdeck.util.owned import clear_made_dir, is_made_by_llmdeck, mark_made, refuse_unless_made
 
     out = req.out_dir
@@ -205,8 +206,10 @@ def prepare_out_dir(req: MigrateRequest) -> None:
                 + "; llmdeck will not overwrite it.",
                 hint="Pass --force to replace it, or give another --out folder.",
             )
-        clear_made_dir(out, "migration")
-    mark_made(out, "llmdeck migrate ollama")
+        if make:
+            clear_made_dir(out, "migration")
+    if make:
+        mark_made(out, "llmdeck migrate ollama")
 
 
 def _loaded(inv: OllamaInventory) -> list[LoadedModel]:
@@ -238,9 +241,9 @@ def migrate_ollama(req: MigrateRequest, settings: Any, catalog: Catalog | None =
     from llmdeck.plan.machine import get_machine
 
     catalog = catalog or load_catalog(list(getattr(settings, "catalog_paths", []) or []))
-    prepare_out_dir(req)
-    inv = read_inventory(req.ollama_url, timeout_s=req.timeout_s)
+    prepare_out_dir(req, make=False)
     machine = get_machine(req.machine)
+    inv = read_inventory(req.ollama_url, timeout_s=req.timeout_s)
     report = MigrationReport(
         request=req, ollama_url=inv.url, ollama_version=inv.version, machine=machine.name
     )
@@ -272,6 +275,7 @@ def migrate_ollama(req: MigrateRequest, settings: Any, catalog: Catalog | None =
         for lm in report.loaded:
             ollama_unload(lm.name, inv.url, timeout_s=req.timeout_s)
             report.unloaded.append(lm.name)
+    prepare_out_dir(req)
     _write(report, req, specs, catalog, settings)
     return report
 
