@@ -99,7 +99,10 @@ def render_report(report: Any, console: Any) -> None:
             f"{m.kv_cache_tokens:,}",
             esc(m.spec_file),
         )
-    console.print(t)
+    if report.migrated:
+        console.print(t)
+    elif not report.unmapped:
+        console.print(f"Ollama at {esc(report.ollama_url)} lists no local model: nothing to migrate.")
     for m in report.migrated:
         console.print(f"[bold]{esc(m.ollama_name)}[/] — what changes:")
         for c in m.changes:
