@@ -96,7 +96,7 @@ def render_versus(whole: Any, console: Any) -> None:
 
     for side in (whole.a, whole.b):
         t = side.result.target
-        engine = side.engine or "?"
+        engine = side.engine or "not reported (no /metrics)"
         console.print(
             f"[bold]{side.label}[/] {escape(side.url)}  engine {escape(engine)}, model {escape(t.model)}"
             + (f", server {escape(t.server_version)}" if t.server_version else "")
@@ -106,8 +106,9 @@ def render_versus(whole: Any, console: Any) -> None:
                 f"    Ollama /api/ps after {escape(s.after)}: {s.bytes / 2**30:.2f} GiB held "
                 f"({s.vram_bytes / 2**30:.2f} GiB on the GPU) by {escape(', '.join(s.models) or 'none')}"
             )
+    workload = whole.workload.model_copy(update={"repeat": None}).label()
     table = Table(
-        title=f"{escape(whole.workload.label())}: {whole.rounds} rounds ({' '.join(whole.order)}), medians",
+        title=f"{escape(workload)}: {whole.rounds} rounds ({' '.join(whole.order)}), medians",
         show_header=True,
         header_style="bold",
     )
