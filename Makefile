@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.llmdeck-installed
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: quickstart test lint typecheck unit integration clean
+.PHONY: quickstart test lint typecheck unit integration clean llamacpp
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,23 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(PIP) install -q -e '.[cpu,test,hub]'
 	-$(PIP) uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null
 	touch $(STAMP)
+
+# llama.cpp's server (llama-cpp-python, pinned), the Ollama-like engine of `bench --compare`'s CI test,
+# in a venv of its own (its FastAPI stack stays out of llmdeck's). It compiles llama.cpp: ~9 min on 2
+# cores the first time, then pip's wheel cache makes it seconds. A failed build does not stop `make
+# test`: tests/test_bench_compare_llamacpp.py then skips, naming the log.
+LLAMACPP_VENV := .cache/llamacpp-venv
+LLAMACPP_PKG  := llama-cpp-python[server]==0.3.36
+LLAMACPP_ARGS := -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+
+$(LLAMACPP_VENV)/.installed:
+	@mkdir -p .cache
+	@echo "installing $(LLAMACPP_PKG) into $(LLAMACPP_VENV) (log: .cache/llamacpp-install.log)"
+	-( $(PYTHON) -m venv $(LLAMACPP_VENV) && \
+	  CMAKE_ARGS="$(LLAMACPP_ARGS)" $(LLAMACPP_VENV)/bin/python -m pip --disable-pip-version-check \
+	    install -q '$(LLAMACPP_PKG)' && touch $@ ) > .cache/llamacpp-install.log 2>&1
+
+llamacpp: $(LLAMACPP_VENV)/.installed
 
 quickstart: $(STAMP)
 	$(BIN)/llmdeck quickstart
@@ -31,10 +48,10 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -m "not integration" -q
 
-integration: $(STAMP)
+integration: $(STAMP) llamacpp
 	$(BIN)/pytest -m integration -q
 
-test: $(STAMP)
+test: $(STAMP) llamacpp
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/lint-imports
 	$(BIN)/mypy

@@ -43,6 +43,10 @@ class CatalogEntry(BaseModel):
     config: str | None = Field(None, description="Bundled config.json file name, or a path (user catalogs).")
     config_overrides: dict[str, Any] = Field(default_factory=dict)
     engine: str | None = None
+    ollama: list[str] = Field(
+        default_factory=list,
+        description="Ollama library names (name:tag) this entry is a vLLM build of (`migrate ollama`).",
+    )
     provenance: list[Provenance] = Field(default_factory=list)
     catalog_file: str | None = None
 

@@ -31,6 +31,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "keys",
     "cluster",
     "model",
+    "migrate",
 )
 
 HELP = """llmdeck: one GPU box as a dependable local LLM server for coding agents.

@@ -40,6 +40,9 @@ Examples:
 
   llmdeck bench mysrv --request-rate 1 --num-prompts 96 --repeat 3   # median and range over 3 runs
 
+  llmdeck bench --compare http://127.0.0.1:8000 http://127.0.0.1:11434 --prefix-len 4096 --repeat 4
+      # vLLM against Ollama (its OpenAI port): agent sessions, ABBA rounds, TTFT ratio, Ollama's memory
+
 Workloads (--workload): random (exact-length prompts, as vLLM's random dataset); shared-prefix
 (one system prompt of --prefix-len tokens before every request); multi-turn (chat sessions of
 --num-turns turns, each turn sending the whole conversation so far: replies and a new user message
@@ -59,9 +62,16 @@ server's default applies (often the model's generation_config). Numbers publishe
 """
 
 
+CMP = (
+    "Run one workload on two servers in alternating rounds (ABBA; --repeat rounds, at least 2) and give one "
+    "result with each metric's ratio B/A; default workload agent-sessions."
+)
+
+
 def bench(
     ctx: typer.Context,
-    target: str = typer.Argument(..., help="Server URL or server name."),
+    target: str | None = typer.Argument(None, help="Server URL or server name (not with --compare)."),
+    compare: tuple[str, str] | None = typer.Option(None, "--compare", metavar="URL_A URL_B", help=CMP),
     suite: str | None = typer.Option(None, "--suite", help="Named preset: seeds, quick, agent, smoke."),
     model: str | None = typer.Option(
         None, "--model", help="Served model name (default: the server's first)."
@@ -69,7 +79,7 @@ def bench(
     tokenizer: str | None = typer.Option(
         None, "--tokenizer", help="Model folder with the tokenizer (default: the server's model folder)."
     ),
-    workload: str = typer.Option("random", "--workload", help="What to send (see Workloads, above)."),
+    workload: str | None = typer.Option(None, "--workload", help="What to send (see Workloads) [random]."),
     prompts: Path | None = typer.Option(
         None, "--prompts", help="JSONL prompt file (implies --workload jsonl)."
     ),
@@ -166,21 +176,20 @@ def bench(
     """Benchmark a server (TTFT/TPOT/ITL/E2EL/throughput like vllm bench serve) and give a verdict."""
     from datetime import datetime
 
-    from pydantic import ValidationError
-
     from llmdeck.bench.render import render_result
-    from llmdeck.bench.request import BenchRequest, build_options, build_scenarios
+    from llmdeck.bench.request import build_options, build_scenarios
     from llmdeck.bench.runner import resolve_target, run_bench
-    from llmdeck.cli.bench_parts import floats as _floats
-    from llmdeck.cli.bench_parts import sampling as _sampling
-    from llmdeck.errors import UsageError
+    from llmdeck.cli.bench_compare import run_compare
+    from llmdeck.cli.bench_parts import floats, parse_request, sampling
     from llmdeck.util.atomic import check_writable
     from llmdeck.util.redact import redact_url
 
     settings = get_settings(ctx)
-    _sampling(temperature, top_p, top_k)  # vLLM's own bounds, as exit 2 before anything runs
-    rates = _floats(request_rate, "--request-rate") or [None]
-    concs = [None if c is None else int(c) for c in _floats(max_concurrency, "--max-concurrency")] or [None]
+    target, workload = _target_or_compare(target, compare, html, workload)
+    key = api_key if api_key is not None else settings.api_key
+    sampling(temperature, top_p, top_k)  # vLLM's own bounds, as exit 2 before anything runs
+    rates = floats(request_rate, "--request-rate") or [None]
+    concs = [None if c is None else int(c) for c in floats(max_concurrency, "--max-concurrency")] or [None]
     fields = {
         "target": target, "suite": suite, "model": model, "tokenizer": tokenizer, "workload": workload,
         "prompts": prompts, "endpoint": endpoint, "input_len": input_len, "output_len": output_len,
@@ -193,15 +202,11 @@ def bench(
         "timeouts": {"connect": timeout_connect, "read": timeout_read, "total": timeout_total,
                      "probe": timeout_probe},
     }  # fmt: skip
-    try:
-        req = BenchRequest.model_validate(fields).normalized()
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = str(first["loc"][0]) if first.get("loc") else "option"
-        raise UsageError(
-            f"--{where.replace('_', '-')} {first.get('input')!r}: {first['msg']}.",
-            hint="See `llmdeck bench --help`.",
-        ) from exc
+    req = parse_request(fields)
+    if compare:
+        return run_compare(
+            settings, req, compare, model=model, tokenizer=tokenizer, api_key=key, json_out=json_out
+        )
     scenarios = build_scenarios(req)
     if html is not None:
         from llmdeck.bench.html.page import check_html_path
@@ -210,9 +215,7 @@ def bench(
     tgt = resolve_target(target, settings, model=model, tokenizer=tokenizer)
     out_path = out or Path(settings.results_dir) / f"bench-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
     check_writable(out_path)
-    options = build_options(
-        req, out_path=out_path, api_key=api_key if api_key is not None else settings.api_key
-    )
+    options = build_options(req, out_path=out_path, api_key=key)
     console = err_console()
     console.print(
         f"[dim]benchmarking {escape(redact_url(tgt.base_url))}; result file: {escape(str(out_path))}; "
@@ -236,6 +239,29 @@ def bench(
         console.print(f"[dim]result: {escape(str(out_path))}[/]", highlight=False)
     _html_after(out_path, html, console)
     _fail_if_failed(result, out_path)
+
+
+def _target_or_compare(
+    target: str | None, compare: tuple[str, str] | None, html: Path | None, workload: str | None
+) -> tuple[str, str]:
+    """(TARGET or --compare's two URLs as "A B", the workload: agent-sessions by default with
+    --compare, else random); exactly one of TARGET and --compare."""
+    from llmdeck.errors import UsageError
+
+    if compare and target is not None:
+        raise UsageError(
+            f"Give TARGET ({target!r}) or --compare URL_A URL_B, not both.",
+            hint="llmdeck bench --compare http://127.0.0.1:8000 http://127.0.0.1:11434",
+        )
+    if compare:
+        if html is not None:
+            raise UsageError("--html is not made for --compare yet.", hint="Use --json or the table.")
+        return f"{compare[0]} {compare[1]}", workload or "agent-sessions"
+    if target is None:
+        raise UsageError(
+            "No server to bench: give TARGET or --compare URL_A URL_B.", hint="llmdeck bench --help"
+        )
+    return target, workload or "random"
 
 
 def _fail_if_failed(result: Any, out_path: Path) -> None:

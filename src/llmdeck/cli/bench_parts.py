@@ -104,3 +104,21 @@ class RichProgress:
 
     def message(self, text: str) -> None:
         self.console.print(f"[dim]{escape(safe_text(text))}[/]", highlight=False)
+
+
+def parse_request(fields: dict[str, Any]) -> Any:
+    """The BenchRequest of the CLI's options (normalized); exit 2 naming the option that is wrong."""
+    from pydantic import ValidationError
+
+    from llmdeck.bench.request import BenchRequest
+    from llmdeck.errors import UsageError
+
+    try:
+        return BenchRequest.model_validate(fields).normalized()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = str(first["loc"][0]) if first.get("loc") else "option"
+        raise UsageError(
+            f"--{where.replace('_', '-')} {first.get('input')!r}: {first['msg']}.",
+            hint="See `llmdeck bench --help`.",
+        ) from exc

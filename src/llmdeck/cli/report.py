@@ -94,13 +94,8 @@ def _report(
     from llmdeck.bench.render import render_result
     from llmdeck.bench.report import load_result, plot_result
     from llmdeck.errors import UsageError
-    from llmdeck.evals.models import is_eval_file
 
-    if any(is_eval_file(p) for p in result_files):
-        _report_evals(result_files, plot, against, scenario, html, json_out)
-        return
-    if any(_is_tune(p) for p in result_files):
-        _report_tune(result_files, bool(plot or against or scenario), html, json_out)
+    if _report_other(result_files, plot, against, scenario, html, json_out):
         return
     if len(result_files) > 1 and html is None:
         raise UsageError(
@@ -143,6 +138,29 @@ def _report(
         print_json(result)
     else:
         render_result(result, out_console())
+
+
+def _report_other(
+    files: list[Path],
+    plot: Path | None,
+    against: list[Path],
+    scenario: str | None,
+    html: Path | None,
+    js: bool,
+) -> bool:
+    """A `bench --compare` result, eval results or a tune: rendered here (True), else False."""
+    from llmdeck.cli.bench_compare import is_versus_file, report_versus
+    from llmdeck.evals.models import is_eval_file
+
+    if len(files) == 1 and not (plot or against or html) and is_versus_file(files[0]):
+        report_versus(files[0], js)
+    elif any(is_eval_file(p) for p in files):
+        _report_evals(files, plot, against, scenario, html, js)
+    elif any(_is_tune(p) for p in files):
+        _report_tune(files, bool(plot or against or scenario), html, js)
+    else:
+        return False
+    return True
 
 
 def _report_evals(

@@ -1,0 +1,98 @@
+"""`bench --compare`'s parts without an engine: round order, ratios, Ollama's memory, usage errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import run_cli
+from fake_ollama import running
+
+
+def test_abba_order() -> None:
+    from llmdeck.bench.versus import abba_order
+
+    got = [f"{side}{r + 1}" for r, side in abba_order(3)]
+    assert got == ["A1", "B1", "B2", "A2", "A3", "B3"]
+
+
+def _result(ttfts: list[float], hit: float | None) -> object:
+    from llmdeck.bench.models import (
+        BenchResult,
+        HostFacts,
+        ScenarioMetrics,
+        ScenarioResult,
+        ScenarioSpec,
+        ServerMetricsSummary,
+        Stats,
+        TargetInfo,
+    )
+
+    def sr(t: float) -> ScenarioResult:
+        stats = Stats(n=1, mean=t, median=t, std=0.0, percentiles={"p99": t})
+        m = ScenarioMetrics(
+            completed=4, failed=0, duration_s=1.0, total_input_tokens=1, total_output_tokens=1,
+            request_throughput=1.0, output_throughput=10.0, total_token_throughput=1.0, ttft_ms=stats,
+        )  # fmt: skip
+        return ScenarioResult(
+            spec=ScenarioSpec(name="s"), status="done", metrics=m,
+            server_metrics=ServerMetricsSummary(prefix_cache_hit_rate_pct=hit),
+        )  # fmt: skip
+
+    host = HostFacts(hostname="h", platform="p", python="3", cpu_count=2, mem_total_gib=1.0)
+    return BenchResult(
+        target=TargetInfo(base_url="http://x", model="m"), host=host, scenarios=[sr(t) for t in ttfts]
+    )
+
+
+def test_rows_are_medians_and_ratio_b_over_a() -> None:
+    from llmdeck.bench.versus import compute_rows
+
+    rows = {r.metric: r for r in compute_rows(_result([100, 140], 80.0), _result([2000, 3000, 4000], None))}  # type: ignore[arg-type]
+    ttft = rows["mean TTFT"]
+    assert (ttft.a, ttft.b, ttft.ratio) == (120, 3000, 25.0)
+    assert ttft.a_runs == [100, 140] and ttft.b_runs == [2000, 3000, 4000]
+    hits = rows["prefix-cache hit rate"]
+    assert (hits.a, hits.b, hits.ratio) == (80.0, None, None)  # not reported: None, never 0
+
+
+def test_ollama_memory_sampled_only_from_an_ollama() -> None:
+    from llmdeck.bench.versus import ollama_sample
+
+    with running() as (url, fake):
+        got = ollama_sample(url, "B1")
+    sizes = [m["size"] for m in fake.ps["models"]]
+    assert (
+        got is not None
+        and got.after == "B1"
+        and got.bytes == sum(sizes)
+        and got.models == ["mistral:latest", "gemma4"]
+    )
+    assert got.vram_bytes == sum(m["size_vram"] for m in fake.ps["models"])
+    from llmdeck.util.net import free_port
+
+    assert ollama_sample(f"http://127.0.0.1:{free_port()}", "A1") is None
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["http://127.0.0.1:1", "--compare", "http://a:1", "http://b:2"], "not both"),
+        ([], "give TARGET or --compare"),
+        (["--compare", "http://a:1", "http://b:2", "--suite", "agent"], "one workload"),
+        (["--compare", "http://a:1", "http://b:2", "--request-rate", "1,2"], "one workload"),
+        (["--compare", "http://a:1", "http://b:2", "--html", "x.html"], "--html"),
+    ],
+)
+def test_usage_errors_exit_2(args: list[str], words: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["bench", *args, "--num-prompts", "1"], capsys)
+    assert code == 2 and words in err and "Traceback" not in err
+
+
+def test_report_of_a_foreign_kind_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file that claims the comparison's kind but is not one: exit 2 naming what is wrong."""
+    bad = tmp_path / "cmp.json"
+    bad.write_text('{"schema_version": 1, "kind": "llmdeck.bench.versus", "rows": 3}')
+    code, _, err = run_cli(["report", str(bad)], capsys)
+    assert code == 2 and "not a valid bench comparison result" in err
