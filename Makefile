@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.llmdeck-installed
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: quickstart test lint typecheck unit integration clean
+.PHONY: quickstart test lint typecheck unit integration browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,10 +31,21 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -m "not integration" -q
 
-integration: $(STAMP)
+integration: $(STAMP) browser
 	$(BIN)/pytest -m integration -q
 
-test: $(STAMP)
+# The browser tests (tests/test_gateway_ui.py, tests/test_report_browser.py, the dashboard's integration
+# test) drive Debian's chromium; as root with apt-get and no chromium, install it. Elsewhere (not root,
+# no apt, or the install fails) nothing happens and those tests skip.
+browser:
+	@if ! command -v chromium >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "installing Debian's chromium for the browser tests"; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 || \
+		{ apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1; } || \
+		echo "chromium could not be installed: the browser tests skip"; \
+	fi
+
+test: $(STAMP) browser
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/lint-imports
 	$(BIN)/mypy
