@@ -35,14 +35,18 @@ integration: $(STAMP) browser
 	$(BIN)/pytest -m integration -q
 
 # The browser tests (tests/test_gateway_ui.py, tests/test_report_browser.py, the dashboard's integration
-# test) drive Debian's chromium; as root with apt-get and no chromium, install it. Elsewhere (not root,
-# no apt, or the install fails) nothing happens and those tests skip.
+# test) drive Debian's chromium. Without it, as root (or with password-less sudo) and apt-get, install it;
+# elsewhere (or when the install fails) nothing happens and those tests skip.
 browser:
-	@if ! command -v chromium >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "installing Debian's chromium for the browser tests"; \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 || \
-		{ apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1; } || \
-		echo "chromium could not be installed: the browser tests skip"; \
+	@if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then as=; elif sudo -n true 2>/dev/null; then as="sudo -n"; else as=none; fi; \
+		if [ "$$as" != none ]; then \
+			echo "installing Debian's chromium for the browser tests"; \
+			$$as env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 || \
+			{ $$as apt-get update -q >/dev/null 2>&1 && \
+			  $$as env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1; } || \
+			echo "chromium could not be installed: the browser tests skip"; \
+		fi; \
 	fi
 
 test: $(STAMP) browser
