@@ -186,6 +186,51 @@ def test_the_page_writes_data_only_as_text() -> None:
     assert "http" not in html and "<script>" not in html  # nothing from elsewhere, no inline script
 
 
+# version 1's fields, as the README documents them: a field may be added, never removed or renamed
+# without bumping UI_SCHEMA_VERSION (other tools read this JSON)
+V1 = {
+    "": {"schema", "schema_version", "generated_at", "gateway", "pools", "budget", "models", "routes"},
+    "gateway": {"uptime_s", "keys_required", "insecure", "version"},
+    "pools": {"name", "kind", "source", "total_bytes", "budget", "segments"},
+    "segments": {"kind", "name", "bytes", "planned_bytes", "measured_bytes", "state"},
+    "models": {"name", "aliases", "state", "progress", "planned_bytes", "measured_bytes", "held_bytes"}
+    | {"in_flight", "queue", "last_used", "starts", "evictions", "actions"},
+    "routes": {"alias", "requests_per_s", "ttft_p50_ms", "ttft_p95_ms", "prompt_tokens", "window_s"},
+    "events": {"seq", "at", "kind", "model", "reason", "code", "count"},
+    "reports": {"name", "kind", "href", "modified", "bytes"},
+}
+
+
+def test_the_state_schema_keeps_version_1s_fields() -> None:
+    from llmdeck.gateway.ui_schema import (
+        UI_SCHEMA_VERSION,
+        EventView,
+        GatewayView,
+        MemoryPool,
+        ModelView,
+        ReportLink,
+        RouteView,
+        Segment,
+    )
+
+    def names(model: Any) -> set[str]:
+        return {f.alias or n for n, f in model.model_fields.items()}
+
+    assert UI_SCHEMA_VERSION == 1
+    found = {
+        "": names(UiState),
+        "gateway": names(GatewayView),
+        "pools": names(MemoryPool),
+        "segments": names(Segment),
+        "models": names(ModelView),
+        "routes": names(RouteView),
+        "events": names(EventView),
+        "reports": names(ReportLink),
+    }
+    for part, fields in V1.items():
+        assert fields <= found[part], (part, fields - found[part])
+
+
 def test_events_merge_repeated_refusals_and_quantiles_follow_buckets() -> None:
     log = EventLog(size=3)
     for _ in range(3):
