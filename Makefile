@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.llmdeck-installed
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: quickstart test lint typecheck unit integration clean llamacpp
+.PHONY: quickstart test lint typecheck unit integration browser clean llamacpp
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,10 +48,25 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest -m "not integration" -q
 
-integration: $(STAMP) llamacpp
+integration: $(STAMP) llamacpp browser
 	$(BIN)/pytest -m integration -q
 
-test: $(STAMP) llamacpp
+# The browser tests (tests/test_gateway_ui.py, tests/test_report_browser.py, the dashboard's integration
+# test) drive Debian's chromium. Without it, as root (or with password-less sudo) and apt-get, install it;
+# elsewhere (or when the install fails) nothing happens and those tests skip.
+browser:
+	@if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then as=; elif sudo -n true 2>/dev/null; then as="sudo -n"; else as=none; fi; \
+		if [ "$$as" != none ]; then \
+			echo "installing Debian's chromium for the browser tests"; \
+			$$as env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1 || \
+			{ $$as apt-get update -q >/dev/null 2>&1 && \
+			  $$as env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null 2>&1; } || \
+			echo "chromium could not be installed: the browser tests skip"; \
+		fi; \
+	fi
+
+test: $(STAMP) llamacpp browser
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/lint-imports
 	$(BIN)/mypy

@@ -14,6 +14,8 @@ benchmarks/_stream.py); events are the data events with tokens (not [DONE], not 
 or OpenAI Responses (``POST /v1/responses``, ``store: false``) streams instead (benchmarks/_surfaces.py: TTFT
 to the first token-bearing event, ok = the API's last event); ``--no-litellm`` leaves LiteLLM out (its
 proxy needs a provider of that API configured), so the output has ``direct`` and ``llmdeck`` only.
+``--poll-ui 2`` adds ``llmdeck+ui``: the same gateway while the dashboard's ``/ui/api/state`` is polled
+every 2 s, and the CPU one poll costs it (benchmarks/_ui_poll.py; the result's ``ui`` section).
 
 Backends: ``--backend fake`` starts benchmarks/fake_paced_server.py (exact TTFT/ITL, no engine noise:
 pure proxy overhead); ``--backend url --base-url URL --model NAME`` uses a running server (e.g. the CPU
@@ -52,6 +54,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _pin import affinity, omp_bind, parse_cpus, tree_affinity  # noqa: E402
 from _stream import OUTCOMES, one  # noqa: E402
 from _surfaces import PATHS, body_for, one_api  # noqa: E402
+from _ui_poll import poll_cost, polled, ui_summary, ui_table  # noqa: E402
 
 from llmdeck.gateway.keys import KeyStore  # noqa: E402
 from llmdeck.util.net import free_port  # noqa: E402
@@ -188,6 +191,8 @@ def targets(backend: str, model: str, a: argparse.Namespace, tmp: Path) -> Itera
             "direct": (backend, model, None, None),
             "llmdeck": (f"http://127.0.0.1:{ld_port}", "bench", ld_key, ld_pid),
         }
+        if getattr(a, "poll_ui", None):  # the same gateway, with a dashboard tab polling (_ui_poll.py)
+            tg["llmdeck+ui"] = tg["llmdeck"]
         if not getattr(a, "no_litellm", False):
             health = f"http://127.0.0.1:{ll_port}/health/liveliness"
             ll_pid = stack.enter_context(spawn(ll_argv, health, tmp / "litellm.log", ll_env))
@@ -207,7 +212,10 @@ async def measure(tg: dict[str, Any], a: argparse.Namespace) -> dict[str, list[d
             base, model, key, pid = tg[name]
             cpu0 = cpu_seconds(pid) if pid else 0.0
             n = a.litellm_requests if name == "litellm" and a.litellm_requests else a.requests
-            run = await load(base, model, key, a, n)
+            if name == "llmdeck+ui":
+                run = await polled(load(base, model, key, a, n), base, key, a.poll_ui)
+            else:
+                run = await load(base, model, key, a, n)
             run["proxy_cpu_s"] = cpu_seconds(pid) - cpu0 if pid else None
             run["round"] = rnd
             runs[name].append(run)
@@ -216,6 +224,9 @@ async def measure(tg: dict[str, Any], a: argparse.Namespace) -> dict[str, list[d
                 f"p50 TTFT={statistics.median(run['ttfts_ms']):.2f} ms",
                 file=sys.stderr,
             )
+    if "llmdeck+ui" in tg:
+        base, _, key, pid = tg["llmdeck"]
+        runs["_poll_cost"] = [await poll_cost(base, key, pid, cpu_seconds)]
     return runs
 
 
@@ -416,6 +427,13 @@ def main() -> None:
         help="the streamed API: /v1/completions, Anthropic's /v1/messages or OpenAI's /v1/responses",
     )
     p.add_argument("--no-litellm", action="store_true", help="measure direct and llmdeck only")
+    p.add_argument(
+        "--poll-ui",
+        type=float,
+        metavar="S",
+        help="add the target llmdeck+ui: the same gateway while /ui/api/state is polled every S seconds "
+        "(the dashboard polls every 2), and measure one poll's CPU apart (_ui_poll.py)",
+    )
     p.add_argument("--max-tokens", type=int, default=32)
     p.add_argument("--prompt-words", type=int, default=16)
     p.add_argument(
@@ -448,8 +466,12 @@ def main() -> None:
 
 
 def write_result(a: argparse.Namespace, info: dict[str, Any], runs: dict[str, list[dict[str, Any]]]) -> None:
+    cost = runs.pop("_poll_cost", [None])[0]
     summary = summarize(runs)
     print(table(summary))
+    ui = ui_summary(runs, cost, a.poll_ui) if "llmdeck+ui" in runs else None
+    if ui is not None:
+        print(ui_table(ui))
     if a.out:
         params = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(a).items()}
         result = {
@@ -457,6 +479,7 @@ def write_result(a: argparse.Namespace, info: dict[str, Any], runs: dict[str, li
             "params": params,
             "env": {**info, "loadavg_end": os.getloadavg()},
             "summary": summary,
+            **({"ui": ui} if ui is not None else {}),
             "runs": runs,
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }

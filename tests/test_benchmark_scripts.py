@@ -372,3 +372,16 @@ def test_litellm_version_is_a_label_not_a_precondition(tmp_path: Path) -> None:
     launcher.parent.mkdir()
     (launcher.parent / "python").symlink_to(sys.executable)
     assert litellm_version(str(launcher)) is None  # this interpreter has no litellm: still a label
+
+
+def test_dashboard_polling_costs_what_the_readme_says() -> None:
+    """Issue 37: one tab polling /ui/api/state every 2 s costs < 1% of the gateway's CPU at 64 streams."""
+    from _ui_poll import ui_summary
+
+    doc = _load("gateway_overhead_fake-c64-ui.json")
+    again = ui_summary(doc["runs"], doc["ui"]["poll_cost"], doc["params"]["poll_ui"])
+    assert again == doc["ui"]
+    assert doc["params"]["concurrency"] == 64 and again["polls_during_load"] >= 40 and again["bad_polls"] == 0
+    assert again["poll_cost"]["cpu_ms_per_poll"] == pytest.approx(1.98, abs=5e-3)
+    assert again["direct_share_of_gateway_cpu"] == pytest.approx(0.0025, abs=5e-5)
+    assert again["direct_share_of_gateway_cpu"] < 0.01

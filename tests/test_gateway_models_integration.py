@@ -5,7 +5,8 @@ of the tiny model on two ports (served as "a" and "b"), a budget of 5 GiB that h
 engine's planned footprint is 3.27 GiB, measured ≈3.3 GiB): requests alternate a, b, a; a thread samples
 the server records all along and the two are never up together. A model whose plan exceeds the budget
 is refused with the reason; a start that fails (a bad flag) fails its waiting requests with the
-diagnosis while "a" keeps serving. Starts are reused across the tests (each costs ~30-60 s).
+diagnosis while "a" keeps serving. The dashboard (`/ui`, in headless chromium) shows the switch from a to b
+live. Starts are reused across the tests (each costs ~30-60 s).
 LLMDECK_KEEP_GATEWAY_LOG=FILE keeps the gateway's log of the run (evidence/gateway-models/cpu-gateway.log).
 """
 
@@ -22,8 +23,10 @@ from typing import Any
 import httpx
 import pytest
 
+from browser_helpers import CHROMIUM, browser
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.gateway import service as gateway_service
+from llmdeck.gateway.model_state import IN_USE_S
 from llmdeck.runtime.engine_state import is_alive
 from llmdeck.runtime.state import StateStore
 from llmdeck.settings import Settings
@@ -219,3 +222,58 @@ def test_status_shows_the_models(
     assert {m["model"]: m["state"] for m in both["gateway"]["models"]}["gw-b"] == "stopped"
     assert both["gateway"]["budget"]["memory_gib"] == 5.0
     print("status:", json.dumps(models["gw-a"]), json.dumps(data["budget"]))
+
+
+# the dashboard (issue 37): the switch from a to b as the page shows it, in headless chromium
+LIVE = {
+    "evict": "[...document.querySelectorAll('#events li[data-kind=evict][data-model=gw-a]')]"
+    ".some(li => +li.dataset.seq > {before})",
+    "start": "[...document.querySelectorAll('#events li[data-kind=start][data-model=gw-b]')]"
+    ".some(li => +li.dataset.seq > {before})",
+    "split": "!!document.querySelector('#pools .seg[data-kind=model][data-name=gw-b]') && "
+    "!document.querySelector('#pools .seg[data-kind=model][data-name=gw-a]')",
+    "ready": "document.querySelector('#models tr[data-model=gw-b]').dataset.state === 'running'",
+}
+
+
+def _event_at(events: list[dict[str, Any]], kind: str, model: str, before: int) -> float:
+    return min(e["at"] for e in events if e["kind"] == kind and e["model"] == model and e["seq"] > before)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+def test_the_dashboard_shows_the_switch_within_10_s(gw: dict[str, Any], tmp_path: Path) -> None:
+    """The page (polling every 2 s) shows b's start, a's eviction and the new memory split within 10 s
+    of each (the events' own times, from /ui/api/state); a screenshot goes to $LLMDECK_UI_SCREENSHOT."""
+    if _status(gw)["gw-a"]["state"] != "running":  # the tests above leave a running; alone, start it
+        assert _chat(gw, "a").status_code == 200
+    time.sleep(IN_USE_S)  # a is idle: b's start need not wait for a's minimum residency
+    with browser(tmp_path, 1280, 1000) as page, ThreadPoolExecutor(1) as pool:
+        page.goto(gw["url"] + "/ui")
+        page.wait_for("document.querySelectorAll('#models tr[data-model^=gw-]').length >= 2", 10)
+        assert page.eval("document.querySelector('#models tr[data-model=gw-a]').dataset.state") == "running"
+        assert page.eval("!!document.querySelector('#pools .seg[data-kind=model][data-name=gw-a]')")
+        before = max((e["seq"] for e in httpx.get(gw["url"] + "/ui/api/state").json()["events"]), default=0)
+        reply = pool.submit(_chat, gw, "b")
+        seen: dict[str, float] = {}
+        deadline = time.monotonic() + 400
+        while len(seen) < len(LIVE) and time.monotonic() < deadline:
+            for name, expr in LIVE.items():
+                if name not in seen and page.eval(expr.format(before=before)):
+                    seen[name] = time.time()
+            time.sleep(0.25)
+        assert reply.result().status_code == 200
+        events = httpx.get(gw["url"] + "/ui/api/state").json()["events"]
+        happened = {
+            "evict": _event_at(events, "evict", "gw-a", before),
+            "start": _event_at(events, "start", "gw-b", before),
+            "split": _event_at(events, "start", "gw-b", before),  # a stopped, b holds its plan
+            "ready": _event_at(events, "ready", "gw-b", before),
+        }
+        lag = {k: round(seen[k] - happened[k], 2) for k in LIVE if k in seen}
+        assert set(lag) == set(LIVE) and all(v <= 10 for v in lag.values()), lag
+        page.pump()
+        assert page.exceptions == [] and all(u.startswith(gw["url"]) for u in page.requests)
+        if shot := os.environ.get("LLMDECK_UI_SCREENSHOT"):  # evidence/ui/dashboard.png
+            time.sleep(2.5)
+            page.screenshot(Path(shot))
+    print("dashboard lag after each event (s):", lag)

@@ -20,6 +20,8 @@ Examples:
 
   llmdeck gateway status --json                      # also: each model on demand, its memory, queue
 
+  open http://127.0.0.1:4000/ui                      # the live dashboard (JSON: /ui/api/state)
+
   llmdeck gateway down                               # stops the models it started, too
 """
 
@@ -50,6 +52,9 @@ to keep every model within the memory budget:
     - model: chat
       backends: \\[{spec: chat.json, keep: true}]
   budget: {memory_gib: auto, reserve_gib: 4, allow_unload_ollama: false}
+
+The dashboard: http://127.0.0.1:PORT/ui (memory pool, models, live rates and TTFT, evictions,
+refusals, start / stop / sleep / wake); from another host it asks for an API key (as the password).
 
 Examples:
 
@@ -206,7 +211,8 @@ def register(app: typer.Typer) -> None:
             print_json(record)
         else:
             out_console().print(
-                f"gateway up at {record.base_url}/v1 (pid {record.pid}); log {record.log_path}",
+                f"gateway up at {record.base_url}/v1 (pid {record.pid}); dashboard {record.base_url}/ui; "
+                f"log {record.log_path}",
                 markup=False,
                 highlight=False,
             )

@@ -4,7 +4,8 @@ Endpoints: ``/v1/models`` (the aliases a key may use), ``/v1/chat/completions``,
 Anthropic's ``/v1/messages`` (+ ``/count_tokens``) and OpenAI's ``/v1/responses`` (defaults and override
 applied per API: surfaces.py), ``/v1/responses/{id}`` (to the backend that made the id), any other ``/v1/*``
 and vLLM's ``/tokenize``, ``/detokenize`` passed through (routed by their ``model``), ``/`` and ``/health``
-(no key: clients probe them), ``/metrics`` and ``/gateway/status`` (from loopback, or with a valid key).
+(no key: clients probe them), ``/metrics`` and ``/gateway/status`` (from loopback, or with a valid key),
+the dashboard ``/ui`` and its JSON ``/ui/api/state`` (ui_app.py).
 Every request gets an access-log line.
 """
 
@@ -33,6 +34,7 @@ from llmdeck.gateway.metrics import GatewayMetrics
 from llmdeck.gateway.proxy import DROP_REQUEST, RequestCtx, Upstream, forward, openai_error
 from llmdeck.gateway.routing import Router, RouteState
 from llmdeck.gateway.surfaces import ResponseIds, api_of, reshape_error, response_id_of, rewrite_for
+from llmdeck.gateway.ui_app import ui_routes
 from llmdeck.util.jsonsafe import loads as json_loads
 
 MAX_BODY_BYTES = 32 << 20
@@ -62,12 +64,15 @@ class GatewayState:
     started_at: float = field(default_factory=time.time)
     manager: ModelManager | None = None  # routes whose backends are launch specs
     ids: ResponseIds = field(default_factory=ResponseIds)  # resp_… -> the route and backend that made it
+    ui: Any = None  # the dashboard's caches (ui_state.UiContext), made on its first request
+    settings: Any = None
 
 
 def build_app(loaded: LoadedConfig, *, insecure: bool = False, settings: Any = None) -> Starlette:
     state = GatewayState(
         loaded=loaded, router=Router(loaded), keys=KeyRing(KeyStore(loaded.keys_file)), insecure=insecure
     )
+    state.settings = settings
     if any(b.managed is not None for r in loaded.routes for b in r.backends):
         _attach_manager(state, settings)
 
@@ -105,6 +110,7 @@ def build_app(loaded: LoadedConfig, *, insecure: bool = False, settings: Any = N
         Route("/v1/{path:path}", _proxy, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
         Route("/tokenize", _proxy, methods=["POST"]),  # vLLM's, used by `llmdeck check` / `connect`
         Route("/detokenize", _proxy, methods=["POST"]),
+        *ui_routes(),  # the dashboard: /ui, /ui/api/state, its actions (ui_app.py)
     ]
     middleware = []
     if loaded.config.cors is not None:

@@ -21,36 +21,21 @@ import asyncio
 import contextlib
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from llmdeck.gateway import lifecycle
 from llmdeck.gateway.budget import Decision, Tenant, capacity_bytes, decide, gib
 from llmdeck.gateway.config import LoadedConfig
+from llmdeck.gateway.events import EventLog
 from llmdeck.gateway.managed import Budget
 from llmdeck.gateway.model_state import ManagedModel, budget_status
+from llmdeck.gateway.refusals import Refusal, StartFailed, retrieve
 
 log = logging.getLogger("llmdeck.gateway.models")
 
 TICK_S = 1.0
 MEASURE_EVERY_S = 5.0
 RESIDENT_POLL_S = 0.5  # how often a model held back by another's minimum residency asks again
-
-
-@dataclass(frozen=True)
-class Refusal:
-    """Why a request cannot be served by its model now (rendered as an OpenAI-style error)."""
-
-    status: int
-    message: str
-    code: str
-    retry_after_s: int | None = None
-
-
-class StartFailed(Exception):
-    def __init__(self, refusal: Refusal) -> None:
-        super().__init__(refusal.message)
-        self.refusal = refusal
 
 
 class ModelManager:
@@ -66,6 +51,7 @@ class ModelManager:
                     self.models.setdefault(b.url, ManagedModel(b.managed, b.url))
         self._lock = asyncio.Lock()
         self._tasks: list[asyncio.Task[None]] = []
+        self.events = EventLog()  # starts, evictions, refusals: the dashboard's (gateway/events.py)
 
     # ---- requests ---------------------------------------------------------------------------
 
@@ -106,7 +92,7 @@ class ModelManager:
             task = model.task
             if task is None or task.done():
                 task = model.task = asyncio.create_task(self._bring_up(model))
-                task.add_done_callback(_retrieve)
+                task.add_done_callback(retrieve)
             timeout = max(0.0, deadline - time.monotonic())
             await asyncio.wait({ticket, task}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         except BaseException:
@@ -180,6 +166,7 @@ class ModelManager:
         model.state = "starting"
         model.starts += 1
         log.info("start %s: needs %s (%s)", model.name, gib(model.estimate()), model.estimate_how())
+        self.events.add("start", model.name, f"needs {gib(model.estimate())} ({model.estimate_how()})")
         t0 = time.monotonic()
         try:
             record = await asyncio.to_thread(
@@ -189,9 +176,11 @@ class ModelManager:
             text = f"Model {model.name!r} failed to start: {lifecycle.diagnosis(exc)}"
             log.error("start %s failed after %.1f s: %s", model.name, time.monotonic() - t0, text)
             model.fail(text, mark=True)
+            self.events.add("failed", model.name, text)
             raise StartFailed(Refusal(503, text, "model_start_failed", 10)) from exc
         model.running(record, time.monotonic() - t0)
         log.info("started %s in %.1f s at %s", model.name, model.start_seconds or 0, model.url)
+        self.events.add("ready", model.name, f"started in {model.start_seconds or 0:.1f} s")
         await self._measure(model)
 
     async def _wake(self, model: ManagedModel) -> None:
@@ -206,6 +195,7 @@ class ModelManager:
             return
         model.ready()
         model.wakes += 1
+        self.events.add("wake", model.name, f"woke from sleep level {level} in {time.monotonic() - t0:.1f} s")
         log.info("woke %s (sleep level %d) in %.1f s", model.name, level, time.monotonic() - t0)
 
     # ---- the budget ---------------------------------------------------------------------------
@@ -295,6 +285,7 @@ class ModelManager:
         level = model.backend.sleep_level
         if level is not None and previous == "running":
             log.info("evict %s %s: sleep level %d (LRU, idle %.0f s)", model.name, why, level, model.idle_s())
+            self.events.add("sleep", model.name, f"evicted {why}: sleep level {level}")
             try:
                 await asyncio.to_thread(lifecycle.sleep, model.url, level)
                 model.state = "sleeping"
@@ -304,6 +295,7 @@ class ModelManager:
             except Exception as exc:
                 log.error("sleep %s failed (%s); stopping it instead", model.name, exc)
         log.info("evict %s %s: stopping it (LRU, idle %.0f s)", model.name, why, model.idle_s())
+        self.events.add("evict", model.name, f"evicted {why}: stopping it (idle {model.idle_s():.0f} s)")
         model.evictions += 1
         await self._stop(model, why)
 
@@ -312,6 +304,7 @@ class ModelManager:
         outcome = await asyncio.to_thread(lifecycle.stop, model.name, self.settings)
         model.stopped()
         log.info("stopped %s (%s): %s", model.name, why, outcome)
+        self.events.add("stopped", model.name, why)
 
     # ---- measuring, TTL, lifespan -----------------------------------------------------------
 
@@ -341,6 +334,7 @@ class ModelManager:
         record = model.record
         if record is not None and not await asyncio.to_thread(lifecycle.still_running, record):
             log.warning("model %s exited on its own; the next request starts it again", model.name)
+            self.events.add("exited", model.name, "its engine exited on its own")
             await asyncio.to_thread(lifecycle.stop, model.name, self.settings)
             model.stopped()
             return
@@ -392,9 +386,3 @@ class ModelManager:
     def status(self) -> dict[str, Any]:
         """``/gateway/status``'s budget and models (state, memory planned / measured, last use, queue)."""
         return budget_status(self.budget, list(self.models.values()))
-
-
-def _retrieve(task: asyncio.Task[None]) -> None:
-    """A start nobody waits for any more: its failure is in the log and the model's state already."""
-    if not task.cancelled():
-        task.exception()

@@ -34,6 +34,7 @@ async def acquire_route(
     refusal = await manager.acquire(model)
     if refusal is not None:
         route.errors += 1
+        manager.events.add("refused", model.name, refusal.message, refusal.code)
         ctx.finish(refusal.status, refusal.code)
         kind = "rate_limit_error" if refusal.status == 429 else "service_unavailable"
         headers = {"Retry-After": str(refusal.retry_after_s)} if refusal.retry_after_s else {}

@@ -1,0 +1,28 @@
+"""Why a request cannot be served by its model now, and the start failure that carries it."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a request cannot be served by its model now (rendered as an OpenAI-style error)."""
+
+    status: int
+    message: str
+    code: str
+    retry_after_s: int | None = None
+
+
+class StartFailed(Exception):
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+
+def retrieve(task: asyncio.Task[None]) -> None:
+    """A start nobody waits for any more: its failure is in the log and the model's state already."""
+    if not task.cancelled():
+        task.exception()

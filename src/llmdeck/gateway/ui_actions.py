@@ -1,0 +1,72 @@
+"""The dashboard's actions on a model on demand: start, stop (drain first), sleep, wake.
+
+Each reuses the manager's own steps, behind its one lock (one start or eviction at a time): a start or
+a wake is the same bring-up as a request's (``_bring_up``: the budget decides what must go first), a
+stop is the eviction path (no new requests, the ones in flight finish, then ``runtime.service.down``),
+a sleep is the eviction path of a ``sleep_level:`` backend. The HTTP call returns at once (202); the
+state endpoint shows the progress and the manager's events say how it ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from llmdeck.gateway.manager import ModelManager
+from llmdeck.gateway.model_state import ManagedModel
+from llmdeck.gateway.refusals import StartFailed, retrieve
+from llmdeck.gateway.ui_schema import Action
+from llmdeck.gateway.ui_state import actions_for
+
+log = logging.getLogger("llmdeck.gateway.models")
+WHY = "on request from the dashboard"
+
+
+class ActionRefused(Exception):
+    """The action does not apply to the model now (HTTP 409), with the reason."""
+
+
+def find(manager: ModelManager, name: str) -> ManagedModel | None:
+    return next((m for m in manager.models.values() if m.name == name), None)
+
+
+def begin(manager: ModelManager, model: ManagedModel, action: Action, tasks: set[Any]) -> None:
+    """Start ``action`` in the background, or raise :class:`ActionRefused` saying why it cannot."""
+    allowed = actions_for(model)
+    if action not in allowed:
+        can = ", ".join(allowed) or "nothing until it settles"
+        raise ActionRefused(f"Model {model.name!r} is {model.state}: {action} does not apply (now: {can}).")
+    log.info("dashboard: %s %s", action, model.name)
+    if action in {"start", "wake"}:
+        task = model.task
+        if task is None or task.done():
+            task = model.task = asyncio.create_task(_bring_up(manager, model))
+            task.add_done_callback(retrieve)
+        return
+    job = asyncio.create_task(_stop(manager, model) if action == "stop" else _sleep(manager, model))
+    tasks.add(job)
+    job.add_done_callback(tasks.discard)
+
+
+async def _bring_up(manager: ModelManager, model: ManagedModel) -> None:
+    with contextlib.suppress(StartFailed):  # the manager logged it and recorded the event
+        await manager._bring_up(model)
+
+
+async def _stop(manager: ModelManager, model: ManagedModel) -> None:
+    async with manager._lock:
+        if model.state == "running":
+            model.state = "stopping"
+            deadline = asyncio.get_running_loop().time() + manager.budget.queue.wait_s
+            while model.inflight > 0 and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.2)
+        if model.state in {"stopping", "sleeping"}:
+            await manager._stop(model, WHY)
+
+
+async def _sleep(manager: ModelManager, model: ManagedModel) -> None:
+    async with manager._lock:
+        if model.state == "running" and model.backend.sleep_level:
+            await manager._evict(model, WHY)
