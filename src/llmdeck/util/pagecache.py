@@ -85,3 +85,15 @@ def files_under(paths: Iterable[Path]) -> Iterator[Path]:
             if real not in seen and real.is_file():
                 seen.add(real)
                 yield real
+
+
+def drop_files(files: Iterable[Path]) -> int:
+    """Drop each file's page cache; the bytes that were resident before (unreadable files skipped)."""
+    total = 0
+    for f in files:
+        try:
+            total += resident_bytes(f)
+            drop(f)
+        except OSError:
+            continue
+    return total
