@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from llmdeck.cli.output import JSON_OPTION, err_console, esc, get_settings, log_text, out_console, print_json
-from llmdeck.cli.server_parts import BY_BYTES_HELP, RESERVE_HELP, UP_HELP, _up_options
+from llmdeck.cli.server_parts import BY_BYTES_HELP, RESERVE_HELP, UP_HELP, _up_options, print_pool
 from llmdeck.cli.server_parts import render_event as render_event
 from llmdeck.cli.validate import ForwardingCommand, host, number, positive_seconds
 
@@ -207,6 +207,7 @@ def status_cmd(
     print_records(statuses, False)
     if not print_gateway_models(settings) and not statuses:
         err_console().print("No llmdeck servers. Start one with `llmdeck up --model DIR`.")
+    print_pool(settings, None if name else gateway_models(settings))
 
 
 def logs_cmd(

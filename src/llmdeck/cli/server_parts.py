@@ -58,3 +58,22 @@ def _up_options(settings: Settings, **kw: Any) -> Any:
     floor = kw.pop("watchdog_floor_gib", None)
     config = WatchdogConfig(floor_gib=settings.watchdog_floor_gib if floor is None else floor)
     return UpOptions(watchdog=config if watchdog else None, **kw)
+
+
+def print_pool(settings: Settings, gateway: dict[str, Any] | None) -> None:
+    """For `llmdeck status` on unified memory (GB10, a CPU box): the pool and the watchdog's trips."""
+    from llmdeck.cli.output import out_console
+    from llmdeck.runtime.guard import read_trip
+    from llmdeck.runtime.pool import pool_is_unified, read_pool
+
+    console = out_console()
+    for path in sorted(settings.servers_dir.glob("*.watchdog")):
+        trip = read_trip(settings.servers_dir, path.stem)
+        if trip is not None:
+            when = trip.at.strftime("%Y-%m-%d %H:%M:%S UTC")
+            console.print(f"watchdog ({when}): {trip.message} {trip.hint}", markup=False, highlight=False)
+    if not pool_is_unified():
+        return
+    managed = [str(m.get("model")) for m in (gateway or {}).get("models", [])]
+    for line in read_pool(settings.servers_dir, managed).lines():
+        console.print(line, markup=False, highlight=False)
