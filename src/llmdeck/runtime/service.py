@@ -186,20 +186,30 @@ def await_ready(
 
 def _guard(record: ServerRecord, settings: Settings, options: UpOptions, clock: EventClock) -> None:
     """On unified memory the watchdog stays on while the server runs (:mod:`llmdeck.runtime.guard`)."""
-    from llmdeck.runtime import guard, unified
-    from llmdeck.runtime.host import read_meminfo
+    from llmdeck.runtime import unified
 
     if options.watchdog is None or not record.pid or not unified.is_unified(record.spec):
         return
-    pid = guard.spawn(record.name, record.pid, settings.servers_dir, options.watchdog)
-    w = options.watchdog
-    clock.emit(
-        "memory",
+    guard_server(record, settings, options.watchdog, clock.events)
+
+
+def guard_server(
+    record: ServerRecord, settings: Settings, config: WatchdogConfig, events: Events = _ignore
+) -> int:
+    """Leave the running watchdog behind for ``record`` (a detached process); returns its pid."""
+    from llmdeck.runtime import guard
+    from llmdeck.runtime.host import read_meminfo
+
+    if not record.pid:
+        raise UsageError(f"{record.name} has no process to guard (a container).", hint="Use --no-watchdog.")
+    pid = guard.spawn(record.name, record.pid, settings.servers_dir, config)
+    text = (
         f"MemAvailable now {read_meminfo().available / GIB:.2f} GiB; the watchdog (pid {pid}) guards "
-        f"{record.name} every {w.interval_s:g} s: it stops it under {w.floor_gib:g} GiB "
-        "(--watchdog-floor-gib)",
-        guard_pid=pid,
+        f"{record.name} every {config.interval_s:g} s: it stops it under {config.floor_gib:g} GiB "
+        "(--watchdog-floor-gib)"
     )
+    events(ServiceEvent(kind="memory", message=text, data={"guard_pid": pid}))
+    return pid
 
 
 def up(
