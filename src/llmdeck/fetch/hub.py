@@ -318,6 +318,21 @@ def _architecture(target: Path, report: Any) -> tuple[str | None, str | None]:
     return None, None
 
 
+def _target(local_dir: Path | None, models_dir: Path, repo_id: str) -> Path:
+    target = Path(local_dir).expanduser() if local_dir else default_local_dir(models_dir, repo_id)
+    if target.exists() and not target.is_dir():
+        raise UsageError(f"--local-dir {target} exists and is not a directory.", hint="Pick a folder.")
+    return target
+
+
+def _warn_all(env: Mapping[str, str], warn: Callable[[str], None] | None) -> list[str]:
+    warnings = environment_warnings(env)
+    for message in warnings:
+        if warn:
+            warn(message)
+    return warnings
+
+
 def fetch_model(
     repo_id: str,
     *,
@@ -344,14 +359,9 @@ def fetch_model(
     repo_id = validate_repo_id(repo_id)
     env = os.environ if env is None else env
     effective_endpoint = validate_endpoint(endpoint or env.get("HF_ENDPOINT") or DEFAULT_ENDPOINT)
-    target = Path(local_dir).expanduser() if local_dir else default_local_dir(models_dir, repo_id)
-    if target.exists() and not target.is_dir():
-        raise UsageError(f"--local-dir {target} exists and is not a directory.", hint="Pick a folder.")
+    target = _target(local_dir, models_dir, repo_id)
     huggingface_hub = _import_hub()
-    warnings = environment_warnings(env)
-    say = warn or (lambda _: None)
-    for message in warnings:
-        say(message)
+    warnings = _warn_all(env, warn)
     patterns = _patterns(config_only, include)
 
     started = time.monotonic()

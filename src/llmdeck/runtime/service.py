@@ -125,13 +125,11 @@ def _phase_lines(clock: EventClock, watchdog: StartupWatchdog | None) -> Callabl
 
 
 def _unified_start(spec: LaunchSpec, settings: Settings, options: UpOptions, clock: EventClock) -> LaunchSpec:
-    """Unified memory: drop the model's page cache, size the KV cache by bytes from live memory."""
+    """Unified memory: the KV cache sized by bytes from live memory (``--kv-cache-memory-bytes``)."""
     from llmdeck.runtime import unified
 
     if not options.size_by_bytes or not unified.is_unified(spec):
         return spec
-    drop = unified.drop_model_page_cache(spec)
-    clock.emit("memory", drop.summary(), page_cache=drop.model_dump())
     reserve = settings.unified_reserve_gib if options.reserve_gib is None else options.reserve_gib
     spec, sizing = unified.plan_start(
         spec, reserve_bytes=int(reserve * GIB), servers_dir=settings.servers_dir
@@ -140,13 +138,24 @@ def _unified_start(spec: LaunchSpec, settings: Settings, options: UpOptions, clo
     return spec
 
 
+def _drop_page_cache(spec: LaunchSpec, clock: EventClock) -> None:
+    """Right before the launch (after preflight read the config): the model's files leave page cache."""
+    from llmdeck.runtime import unified
+
+    drop = unified.drop_model_page_cache(spec)
+    clock.emit("memory", drop.summary(), page_cache=drop.model_dump())
+
+
 def start(spec: LaunchSpec, settings: Settings, options: UpOptions, clock: EventClock) -> ServerRecord:
     """Launch in the background; the record is saved before readiness is awaited."""
     launcher.validate_spec(spec)
     launcher.check_port(spec.host, spec.port)
-    spec = _unified_start(spec, settings, options, clock)
+    sized = _unified_start(spec, settings, options, clock)
     if options.preflight:
-        preflight(spec, settings, options, clock)
+        preflight(sized, settings, options, clock)
+    if sized is not spec:
+        _drop_page_cache(sized, clock)
+    spec = sized
     clock.emit("starting", f"starting {spec.name} ({spec.engine}): {spec.model} on port {spec.port}")
     record = launcher.start_background(spec, settings)
     clock.emit("log", f"log: {record.log_path}", path=str(record.log_path))
