@@ -44,17 +44,21 @@ def start(
     """``runtime.service.up`` with preflight; every service event goes to the gateway log (and the
     start-up phase reached to ``on_progress``, for ``gateway status``)."""
     from llmdeck.runtime.service import ServiceEvent, UpOptions, up
+    from llmdeck.runtime.watchdog import WatchdogConfig
 
     name = backend.name
 
     def on_event(event: ServiceEvent) -> None:
         at = f" (+{event.seconds:.1f} s)" if event.seconds is not None else ""
-        if event.kind in {"log", "phase", "ready", "failed", "stopped", "starting", "preflight"}:
+        if event.kind in {"log", "phase", "ready", "failed", "stopped", "starting", "preflight", "memory"}:
             log.info("model %s: %s%s", name, event.message, at)
         if on_progress is not None and event.kind in {"starting", "phase", "ready"}:
             on_progress(f"{event.message[:120]}{at}")
 
-    return up(backend.spec, settings, UpOptions(timeout_s=backend.start_timeout_s), on_event)
+    # the same floor as `llmdeck up`: on unified memory it also guards the model while it runs
+    watchdog = WatchdogConfig(floor_gib=getattr(settings, "watchdog_floor_gib", 1.5))
+    options = UpOptions(timeout_s=backend.start_timeout_s, watchdog=watchdog)
+    return up(backend.spec, settings, options, on_event)
 
 
 def diagnosis(exc: BaseException) -> str:

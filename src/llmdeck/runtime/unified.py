@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import OperationError
 from llmdeck.runtime.host import MemInfo, read_meminfo
+from llmdeck.runtime.preflight.host_checks import DROP_CACHES
 from llmdeck.util.units import GIB, MIB
 
 KV_BYTES_FLAG = "--kv-cache-memory-bytes"
@@ -41,7 +42,7 @@ CPU_KV_DEFAULT_GIB = 1.0  # what the CPU engine gets unless told (engines/argv.p
 # weights and 1 GiB of KV space, so the engine's processes themselves hold ≈2.2 GiB.
 CPU_ENGINE_PROCESS_GIB = 2.2
 MIN_KV_BYTES = 64 * MIB  # less than this serves nothing useful: refuse the start instead
-DROP_CACHES_COMMAND = "sync && echo 1 | sudo tee /proc/sys/vm/drop_caches"
+DROP_CACHES_COMMAND = DROP_CACHES  # the one command preflight and doctor print too
 
 
 class PageCacheReport(BaseModel):
