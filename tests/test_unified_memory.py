@@ -5,6 +5,7 @@ test_unified_memory_integration.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -164,3 +165,51 @@ def test_the_guard_module_runs_as_a_program() -> None:
         [sys.executable, "-c", "import llmdeck.runtime.guard"], capture_output=True, timeout=60
     )
     assert out.returncode == 0, out.stderr
+
+
+def test_each_startup_phase_says_what_the_start_took_from_the_pool(shared_fixtures: Path) -> None:
+    from llmdeck.runtime.service import EventClock, ServiceEvent, _phase_lines
+
+    events: list[ServiceEvent] = []
+    samples = iter([WatchdogSample(available_bytes=1, swap_used_bytes=0)])
+    dog = StartupWatchdog(WatchdogConfig(floor_gib=0), read=lambda: next(samples))
+    dog.check()  # the lowest MemAvailable the watchdog saw: ~all of it taken at the peak
+    on_line = _phase_lines(EventClock(events.append), dog)
+    log = shared_fixtures / "vllm-0.22.0-h200" / "vllm-serve-startup-and-run.log"
+    for line in log.read_text(encoding="utf-8").splitlines()[:400]:
+        on_line(line)
+    phases = [e for e in events if e.kind == "phase"]
+    assert len(phases) >= 3
+    for e in phases:
+        assert "pool +" in str(e.data["detail"]) and "(peak +" in str(e.data["detail"])
+        assert e.data["pool_peak_bytes"] >= e.data["pool_used_bytes"]
+
+
+def test_status_shows_the_pool_and_the_watchdogs_trip(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from datetime import UTC, datetime
+
+    from cli_helpers import run_cli
+    from llmdeck.util.atomic import atomic_write_text
+
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr("llmdeck.runtime.pool.pool_is_unified", lambda: True)  # GB10's answer
+    servers = tmp_path / "state" / "servers"
+    servers.mkdir(parents=True)
+    trip = guard.WatchdogTrip(
+        name="demo", pid=1, at=datetime.now(UTC), limit="floor", reason="r", held_bytes=GIB,
+        message="llmdeck watchdog stopped 'demo'", hint="Change the limit with --watchdog-floor-gib",
+    )  # fmt: skip
+    atomic_write_text(guard.trip_path(servers, "demo"), trip.model_dump_json())
+    code, out, _ = run_cli(["status"], capsys)
+    assert code == 0
+    assert "llmdeck watchdog stopped 'demo'" in out and "--watchdog-floor-gib" in out
+    assert "memory pool (/proc/meminfo)" in out and "page cache" in out and "free (MemFree)" in out
+    code, out, _ = run_cli(["doctor", "--json"], capsys)
+    pool = next(c for c in json.loads(out)["findings"] if c["id"] == "memory-pool")
+    assert pool["data"]["total"] > 0 and {p["kind"] for p in pool["data"]["parts"]} >= {
+        "os",
+        "free",
+        "page_cache",
+    }
