@@ -52,7 +52,9 @@ class PageCacheReport(BaseModel):
     model_bytes: int
     resident_before: int
     resident_after: int
-    page_cache_after: int = Field(..., description="Cached + Buffers after the drop (all files)")
+    page_cache_after: int = Field(
+        ..., description="Reclaimable page cache after the drop (Cached + Buffers - Shmem)"
+    )
     drop_command: str = DROP_CACHES_COMMAND
 
     def summary(self) -> str:
@@ -149,7 +151,7 @@ def drop_model_page_cache(spec: LaunchSpec) -> PageCacheReport:
         model_bytes=size,
         resident_before=before,
         resident_after=after,
-        page_cache_after=read_meminfo().page_cache,
+        page_cache_after=read_meminfo().reclaimable_page_cache,
     )
 
 
