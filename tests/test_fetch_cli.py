@@ -300,3 +300,23 @@ def test_real_hub_client_offline_mode_exit_2(tmp_path: Path) -> None:
     result = _run_real(["acme/thing"], {"HF_HUB_OFFLINE": "1", "HF_ENDPOINT": CLOSED}, tmp_path)
     assert result.returncode == 2, result.stderr
     assert "warning:" in result.stderr and "offline mode is on" in result.stderr
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_fetch_leaves_no_page_cache_of_what_it_downloaded_unless_asked(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, keep: bool
+) -> None:
+    from llmdeck.util.pagecache import resident_bytes
+
+    install_fake(monkeypatch, FakeSnapshotDownload())
+    code, out, err = run_cli(
+        ["fetch", "acme/thing", "--json", *(["--keep-page-cache"] if keep else [])], capsys
+    )
+    assert code == 0, err
+    files = [p for p in (tmp_path / "models" / "thing").rglob("*") if p.is_file()]
+    resident = sum(resident_bytes(p) for p in files)  # mincore: the kernel's own answer
+    data = json.loads(out)
+    if keep:
+        assert resident > 0 and data["page_cache_dropped_bytes"] == 0
+    else:
+        assert resident == 0 and data["page_cache_dropped_bytes"] > 0

@@ -299,11 +299,15 @@ def test_the_measured_footprint_replaces_the_plan(tmp_path: Path, monkeypatch: p
 # ---- sleep mode (opt-in; GPU engines) ---------------------------------------------------------
 
 
-def _sleepy(tmp_path: Path, mp: pytest.MonkeyPatch) -> tuple[FakeLifecycle, ModelManager]:
+def _sleepy(
+    tmp_path: Path, mp: pytest.MonkeyPatch, *, port: int = 9200, real_wake: bool = False
+) -> tuple[FakeLifecycle, ModelManager]:
     fake = FakeLifecycle(mp)
     mp.setattr(lifecycle, "sleep", lambda url, level: fake.calls.append(("sleep", f"{url} {level}")))
-    mp.setattr(lifecycle, "wake", lambda url, level: fake.calls.append(("wake", f"{url} {level}")))
-    spec = LaunchSpec(name="gpu", engine="venv", model=str(tmp_path / "m"), port=9200)
+    if not real_wake:  # else the real wake and post-wake probe speak to a FAKE engine on `port`
+        mp.setattr(lifecycle, "wake", lambda url, level: fake.calls.append(("wake", f"{url} {level}")))
+        mp.setattr(lifecycle, "probe", lambda url, model, key=None: 0.01)
+    spec = LaunchSpec(name="gpu", engine="venv", model=str(tmp_path / "m"), port=port)
     (tmp_path / "gpu.json").write_text(spec.model_dump_json(), encoding="utf-8")
     mgr = _manager(tmp_path, {"b": ""})
     text = (
@@ -355,6 +359,90 @@ def test_a_sleep_that_frees_too_little_is_followed_by_a_stop(
 
     run(go)
     assert [c[0] for c in fake.calls] == ["start", "sleep", "stop", "start"]
+
+
+def test_a_sleep_measured_to_free_nothing_on_unified_memory_is_refused_next_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake, mgr = _sleepy(tmp_path, monkeypatch)
+    assert mgr.budget.kind == "unified"  # no NVML here: the CPU box is the unified case
+
+    async def go() -> None:
+        gpu, b = _model(mgr, "gpu"), _model(mgr, "b")
+        fake.measured = 3 * GIB  # awake and asleep alike: level 1 kept everything in the pool
+        for _ in range(2):
+            assert await mgr.acquire(gpu) is None
+            mgr.release(gpu)
+            assert await mgr.acquire(b) is None
+            mgr.release(b)
+        assert gpu.sleep_freed == {1: 0} and "refused" in gpu.sleep_refused(1, "unified")
+        assert mgr.status()["models"][0]["sleep_freed_gib"] == {"1": 0.0}
+
+    run(go)
+    assert [c[0] for c in fake.calls].count("sleep") == 1  # the second eviction stopped it outright
+
+
+class fake_wake_engine(JsonHandler):
+    """A FAKE vLLM for the wake path: /wake_up answers ok; /v1/completions answers as ``reply`` says
+    (a real completion, or one with no choices: the corrupted-after-wake case of vllm PR #45650)."""
+
+    reply: ClassVar[dict[str, Any]] = {}
+    seen: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        self.seen.append(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        self._json(200, self.reply if self.path == "/v1/completions" else {"status": "ok"})
+
+
+GOOD_COMPLETION = {
+    "choices": [{"index": 0, "text": " world", "finish_reason": "length"}],
+    "usage": {"completion_tokens": 4},
+}
+
+
+@pytest.mark.parametrize("good", [True, False])
+def test_after_a_wake_a_real_generation_decides_and_a_bad_answer_means_a_cold_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, good: bool
+) -> None:
+    from http.server import ThreadingHTTPServer
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), fake_wake_engine)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    fake_wake_engine.reply = GOOD_COMPLETION if good else {"choices": [], "usage": {"completion_tokens": 0}}
+    fake_wake_engine.seen = []
+    fake, mgr = _sleepy(tmp_path, monkeypatch, port=server.server_address[1], real_wake=True)
+
+    async def go() -> None:
+        gpu, b = _model(mgr, "gpu"), _model(mgr, "b")
+        assert await mgr.acquire(gpu) is None
+        mgr.release(gpu)
+        fake.measured = GIB // 2
+        assert await mgr.acquire(b) is None
+        mgr.release(b)
+        assert gpu.state == "sleeping"
+        assert await mgr.acquire(gpu) is None  # woken (or cold-started) and only then granted
+        assert gpu.state == "running"
+
+    try:
+        run(go)
+    finally:
+        server.shutdown()
+    gpu = _model(mgr, "gpu")
+    assert fake_wake_engine.seen == ["/wake_up", "/v1/completions"]  # the probe went before any traffic
+    snap = mgr.status()["models"][0]
+    if good:
+        assert gpu.wakes == 1 and gpu.wake_fallbacks == 0 and "probe answered" in snap["last_wake"]
+        assert [c[0] for c in fake.calls] == ["start", "sleep", "start"]
+    else:
+        assert gpu.wakes == 0 and snap["wake_fallbacks"] == 1
+        assert "no choices" in snap["last_wake"] and "cold-started" in snap["last_wake"]
+        assert [c for c in fake.calls if c[1] == "gpu"] == [
+            ("start", "gpu"),
+            ("stop", "gpu"),
+            ("start", "gpu"),
+        ]
 
 
 class fake_sleep_server(JsonHandler):

@@ -208,6 +208,19 @@ def test_gb10_utilization_ceiling() -> None:
     )
 
 
+def test_unified_memory_explains_the_fraction_and_offers_bytes() -> None:
+    p = plan("Qwen3-0.6B", ["--gpu-memory-utilization", "0.7"], machine=dgx_spark())
+    (f,) = found(p, "gpu-memory-utilization-on-unified-memory")
+    kv = int(p.memory.available_kv_gib * (1 << 30))
+    assert f.severity == "info" and "fraction of the 121.63 GiB total" in f.message
+    assert f.fix is not None and f"--kv-cache-memory-bytes {kv}" in f.fix and kv > 0
+    given = plan("Qwen3-0.6B", ["--kv-cache-memory-bytes", "8G"], machine=dgx_spark())
+    assert not found(given, "gpu-memory-utilization-on-unified-memory")  # sized by bytes already
+    assert not found(
+        plan("Qwen3-0.6B", ["--gpu-memory-utilization", "0.7"]), "gpu-memory-utilization-on-unified-memory"
+    )
+
+
 def test_architecture_newer_than_image() -> None:
     p = plan("Qwen3.6-35B-A3B-FP8", SEED000, engine="docker", image="nvcr.io/nvidia/vllm:26.01-py3")
     (f,) = found(p, "architecture-newer-than-vllm")

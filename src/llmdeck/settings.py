@@ -29,6 +29,7 @@ ACCEPTED: dict[str, str] = {
     "each existing and under 1 MiB",
     "ready_timeout_s": "a number of seconds above 0, e.g. 900",
     "watchdog_floor_gib": "a number of GiB, 0 or more, e.g. 1.5 (0 turns the floor off)",
+    "unified_reserve_gib": "a number of GiB, 0 or more, e.g. 2 (kept free for the OS and the desktop)",
     "api_key": "the key the server was started with (--api-key)",
     **{
         f: "a folder, or a path where one can be made (no file in the way)"
@@ -95,6 +96,12 @@ class Settings(BaseSettings):
         ge=0,
         allow_inf_nan=False,
         description="`up` stops the engine when MemAvailable falls below this during start-up.",
+    )
+    unified_reserve_gib: float = Field(
+        2.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="Unified memory: what `up` leaves the OS and the desktop when it sizes the KV cache.",
     )
 
     @field_validator("state_dir", "cache_dir", "models_dir", "results_dir")

@@ -37,6 +37,12 @@ def fetch(
         help="Limit (s) for each answer of the hub's API about the repo (not for the files): a silent "
         "or trickling endpoint is reported as not answering after it.",
     ),
+    keep_page_cache: bool = typer.Option(
+        False,
+        "--keep-page-cache",
+        help="Leave the downloaded files in page cache (by default they are dropped: on unified memory "
+        "such as a DGX Spark that cache counts against the next vLLM start).",
+    ),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Download a model and verify it (resumable: run it again to continue an interrupted download).
@@ -52,9 +58,12 @@ def fetch(
       llmdeck fetch Qwen/Qwen3-Coder-30B-A3B-Instruct-FP8 --endpoint https://hf-mirror.com
 
       llmdeck fetch Qwen/Qwen3-30B-A3B --config-only --json
+
+      llmdeck fetch Qwen/Qwen3-0.6B --keep-page-cache   # about to start it off a fast disk anyway
     """
     opts = {"local_dir": local_dir, "revision": revision, "endpoint": endpoint, "include": include or None}
-    _fetch(ctx, repo_id, {**opts, "config_only": config_only, "answer_timeout_s": timeout}, json_out)
+    more = {"config_only": config_only, "answer_timeout_s": timeout, "keep_page_cache": keep_page_cache}
+    _fetch(ctx, repo_id, {**opts, **more}, json_out)
 
 
 def _fetch(ctx: typer.Context, repo_id: str, opts: dict[str, Any], json_out: bool) -> None:
@@ -87,6 +96,12 @@ def _fetch(ctx: typer.Context, repo_id: str, opts: dict[str, Any], json_out: boo
         f"in {result.seconds:.1f} s\n"
         f"  verified: {checked} files checked, {sizes}"
         + (f"\n  architecture: {result.architecture}" if result.architecture else "")
+        + (
+            f"\n  page cache: dropped {result.page_cache_dropped_bytes / 1e9:.2f} GB of it "
+            "(--keep-page-cache keeps it)"
+            if result.page_cache_dropped_bytes
+            else ""
+        )
         + f"\n  serve it: llmdeck up --model {result.local_dir}",
         highlight=False,
         markup=False,

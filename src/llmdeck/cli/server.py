@@ -8,33 +8,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.markup import escape
 
 from llmdeck.cli.output import JSON_OPTION, err_console, esc, get_settings, log_text, out_console, print_json
+from llmdeck.cli.server_parts import BY_BYTES_HELP, RESERVE_HELP, UP_HELP, _up_options, print_pool
+from llmdeck.cli.server_parts import render_event as render_event
 from llmdeck.cli.validate import ForwardingCommand, host, number, positive_seconds
 
 if TYPE_CHECKING:
     from llmdeck.engines.spec import LaunchSpec
     from llmdeck.runtime.state import ServerRecord
     from llmdeck.settings import Settings
-
-UP_HELP = """Start a vLLM server in the background (or --attach) and wait until it is ready.
-
-Flags after `--` go to `vllm serve` unchanged.
-
-Examples:
-
-  llmdeck up --model ./tiny --name demo --port 8000
-
-  llmdeck up --model ~/models/Qwen3-Coder-30B-A3B-Instruct-FP8 --engine venv \\
-      --python ~/.venv/bin/python -- --max-model-len 65536
-
-  llmdeck up --spec plan.json          # a launch spec written by `llmdeck plan --spec-out`
-
-  llmdeck up --model ./tiny -- --api-key "$KEY"   # to vLLM as VLLM_API_KEY
-
-  llmdeck up --model DIR --ray-cluster -- --tensor-parallel-size 2   # over `llmdeck cluster up`'s Ray
-"""
 
 
 def _pick_name(settings: Settings, name: str | None) -> str:
@@ -83,28 +66,6 @@ def _build_spec(
     return build_spec(base, overrides=overrides, extra_args=extra, defaults=defaults)
 
 
-def render_event(event: Any) -> None:
-    """Print one runtime-service event on stderr (phases with their time since the start)."""
-    console = err_console()
-    if event.kind == "phase":
-        detail = f" — {event.data.get('detail')}" if event.data.get("detail") else ""
-        console.print(
-            f"[cyan]{event.seconds or 0:6.1f}s[/] {escape(event.message)}{escape(detail)}", highlight=False
-        )
-    else:
-        console.print(event.message, highlight=False, markup=False)
-
-
-def _up_options(settings: Settings, **kw: Any) -> Any:
-    from llmdeck.runtime.service import UpOptions
-    from llmdeck.runtime.watchdog import WatchdogConfig
-
-    watchdog = kw.pop("watchdog", True)
-    floor = kw.pop("watchdog_floor_gib", None)
-    config = WatchdogConfig(floor_gib=settings.watchdog_floor_gib if floor is None else floor)
-    return UpOptions(watchdog=config if watchdog else None, **kw)
-
-
 def register(app: typer.Typer) -> None:
     app.command("up", help=UP_HELP, cls=ForwardingCommand, context_settings={"allow_extra_args": True})(
         up_cmd
@@ -150,11 +111,16 @@ def up_cmd(
         callback=number(at_least=0),
         help="MemAvailable floor for the watchdog (LLMDECK_WATCHDOG_FLOOR_GIB).",
     ),
+    reserve: float = typer.Option(
+        None, "--unified-reserve-gib", callback=number(at_least=0), help=RESERVE_HELP
+    ),
+    by_bytes: bool = typer.Option(True, "--size-by-bytes/--no-size-by-bytes", help=BY_BYTES_HELP),
     as_json: bool = JSON_OPTION,
 ) -> None:
     overrides = {"model": model, "name": name, "port": port, "host": host_, "engine": engine}
     overrides |= {"python": python, "served_model_name": served_model_name, "image": image}
     opts = {"force": force, "timeout_s": timeout, "warmup": warmup, "watchdog": watchdog}
+    opts |= {"reserve_gib": reserve, "size_by_bytes": by_bytes}
     overrides["ray_cluster"] = ray_cluster
     _up(ctx, overrides, spec_file, attach, as_json, {**opts, "watchdog_floor_gib": watchdog_floor_gib})
 
@@ -241,6 +207,7 @@ def status_cmd(
     print_records(statuses, False)
     if not print_gateway_models(settings) and not statuses:
         err_console().print("No llmdeck servers. Start one with `llmdeck up --model DIR`.")
+    print_pool(settings, None if name else gateway_models(settings))
 
 
 def logs_cmd(

@@ -196,3 +196,21 @@ def probe_port(host: str, port: int) -> list[DoctorFinding]:
             id="port-in-use", area="ports", status="warn", message=f.message, fix=f.fix, data=f.data
         )
     ]
+
+
+def probe_pool(servers_dir: Path) -> list[DoctorFinding]:
+    """Unified memory (GB10: NVML reports none; a CPU box): the pool read from the kernel, by holder."""
+    from llmdeck.runtime.pool import pool_is_unified, read_pool
+
+    if not pool_is_unified():
+        return []
+    pool = read_pool(servers_dir)
+    return [
+        DoctorFinding(
+            id="memory-pool",
+            area="memory",
+            status="ok",
+            message=pool.summary() + ".",
+            data=pool.model_dump(mode="json"),
+        )
+    ]

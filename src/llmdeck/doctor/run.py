@@ -60,6 +60,7 @@ def _steps(settings: Settings, options: DoctorOptions) -> list[tuple[str, Callab
         ("proxies", lambda: env_probes.probe_proxies(environ)),
         ("disk", lambda: host.probe_disk({"LLMDECK_MODELS_DIR": settings.models_dir, "HF_HOME": hf_home})),
         ("memory", lambda: host.probe_memory(host_facts.read_meminfo(), host_facts.read_psi_avg10())),
+        ("memory pool", lambda: host.probe_pool(settings.servers_dir)),
         ("Ollama", lambda: host.probe_ollama(tenants.ollama_ps())),
         (
             "other servers",

@@ -61,10 +61,15 @@ def engine_env(spec: LaunchSpec, cache_dir: Path) -> dict[str, str]:
                 "TMPDIR": str(root / "tmp"),
                 "VLLM_CACHE_ROOT": str(root / "vllm"),
                 "XDG_CACHE_HOME": str(root / "xdg"),
-                "VLLM_CPU_KVCACHE_SPACE": "1",
                 "VLLM_TARGET_DEVICE": "cpu",
             }
         )
+        # the legacy variable overrides --kv-cache-memory-bytes in vllm-cpu 0.32
+        # (CpuPlatform.check_and_update_config): set it only when the flag is not given
+        if not any(
+            a == "--kv-cache-memory-bytes" or a.startswith("--kv-cache-memory-bytes=") for a in spec.vllm_args
+        ):
+            env["VLLM_CPU_KVCACHE_SPACE"] = "1"
     env.update(spec.env)
     return env
 

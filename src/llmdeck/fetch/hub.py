@@ -20,6 +20,7 @@ from llmdeck import __version__
 from llmdeck.errors import DownloadError, LlmdeckError, MissingDependencyError, UsageError
 from llmdeck.fetch.verify import VerifyReport, verify_model_files
 from llmdeck.util.http import BodyTooLarge, NotAnswering
+from llmdeck.util.pagecache import drop_files
 
 FETCH_RESULT_SCHEMA_VERSION = 1
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -69,6 +70,7 @@ class FetchResult(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     llmdeck_version: str = __version__
     huggingface_hub_version: str | None = None
+    page_cache_dropped_bytes: int = Field(0, description="What the download left in page cache, dropped")
 
 
 def _is_true(value: str | None) -> bool:
@@ -316,6 +318,21 @@ def _architecture(target: Path, report: Any) -> tuple[str | None, str | None]:
     return None, None
 
 
+def _target(local_dir: Path | None, models_dir: Path, repo_id: str) -> Path:
+    target = Path(local_dir).expanduser() if local_dir else default_local_dir(models_dir, repo_id)
+    if target.exists() and not target.is_dir():
+        raise UsageError(f"--local-dir {target} exists and is not a directory.", hint="Pick a folder.")
+    return target
+
+
+def _warn_all(env: Mapping[str, str], warn: Callable[[str], None] | None) -> list[str]:
+    warnings = environment_warnings(env)
+    for message in warnings:
+        if warn:
+            warn(message)
+    return warnings
+
+
 def fetch_model(
     repo_id: str,
     *,
@@ -329,24 +346,22 @@ def fetch_model(
     env: Mapping[str, str] | None = None,
     answer_timeout_s: float = 30.0,
     on_wait: Callable[[str], None] | None = None,
+    keep_page_cache: bool = False,
 ) -> FetchResult:
     """Download ``repo_id`` into ``local_dir`` (default ``models_dir / NAME``) and verify it.
 
     Raises :class:`UsageError` for a bad repo id or endpoint, a missing/gated repo or revision, or
     offline mode; :class:`MissingDependencyError` without huggingface_hub; :class:`DownloadError`
-    (exit 1) for network failures and files that do not verify.
+    (exit 1) for network failures and files that do not verify. What it downloaded leaves page cache
+    (``posix_fadvise(DONTNEED)``) unless ``keep_page_cache``: on unified memory that cache counts
+    against the next start (vllm issue #48140).
     """
     repo_id = validate_repo_id(repo_id)
     env = os.environ if env is None else env
     effective_endpoint = validate_endpoint(endpoint or env.get("HF_ENDPOINT") or DEFAULT_ENDPOINT)
-    target = Path(local_dir).expanduser() if local_dir else default_local_dir(models_dir, repo_id)
-    if target.exists() and not target.is_dir():
-        raise UsageError(f"--local-dir {target} exists and is not a directory.", hint="Pick a folder.")
+    target = _target(local_dir, models_dir, repo_id)
     huggingface_hub = _import_hub()
-    warnings = environment_warnings(env)
-    for message in warnings:
-        if warn:
-            warn(message)
+    warnings = _warn_all(env, warn)
     patterns = _patterns(config_only, include)
 
     started = time.monotonic()
@@ -360,6 +375,7 @@ def fetch_model(
     report = _verify(target, repo_id, sizes, require_shards=not config_only and not include)
     files = [p for p in target.rglob("*") if p.is_file() and ".cache" not in p.relative_to(target).parts]
     arch, model_type = _architecture(target, report)
+    dropped = 0 if keep_page_cache else drop_files(files)
     return FetchResult(
         repo_id=repo_id,
         revision=revision,
@@ -375,4 +391,5 @@ def fetch_model(
         seconds=round(time.monotonic() - started, 2),
         warnings=warnings,
         huggingface_hub_version=str(huggingface_hub.__version__),
+        page_cache_dropped_bytes=dropped,
     )

@@ -10,7 +10,10 @@ Sleep mode (opt-in per backend, ``sleep_level: 1|2``): vLLM's dev endpoints ``PO
 in host memory and drops the KV cache; level 2 drops both, so waking reloads the weights
 (``/collective_rpc`` ``reload_weights``, as vLLM's docs do after a level-2 sleep) and resets the
 prefix cache. On unified memory (GB10) level 1 moves the weights into the same pool and frees only
-the KV cache. Measured on an H200 (evidence/device/serving-layer): Qwen3-Coder-30B-A3B wakes from level 1
+the KV cache: the manager measures what each sleep freed and stops instead of sleeping at a level that
+freed (almost) nothing. After every wake :func:`probe` sends a real short generation before traffic
+is routed; a wake or probe that fails is a stop and a cold start (the model's ``last_wake`` says so).
+Measured on an H200 (evidence/device/serving-layer): Qwen3-Coder-30B-A3B wakes from level 1
 in 1.3-1.6 s against an 86-130 s start, but falling asleep copies its 57 GiB of weights to host memory
 (~42 s); level 2 sleeps in 0.1 s and wakes by a weight reload. Stop/start stays the default; sleep is
 what the config asks for, and a failed wake is stopped and started afresh (the manager's ``_wake``).
@@ -31,6 +34,8 @@ from llmdeck.runtime.state import ServerRecord
 log = logging.getLogger("llmdeck.gateway.models")
 
 SLEEP_TIMEOUT_S = 300.0
+PROBE_TIMEOUT_S = 60.0  # a 4-token greedy completion; a woken engine that takes longer is not well
+PROBE_MAX_BYTES = 1 << 20
 
 
 def start(
@@ -39,17 +44,21 @@ def start(
     """``runtime.service.up`` with preflight; every service event goes to the gateway log (and the
     start-up phase reached to ``on_progress``, for ``gateway status``)."""
     from llmdeck.runtime.service import ServiceEvent, UpOptions, up
+    from llmdeck.runtime.watchdog import WatchdogConfig
 
     name = backend.name
 
     def on_event(event: ServiceEvent) -> None:
         at = f" (+{event.seconds:.1f} s)" if event.seconds is not None else ""
-        if event.kind in {"log", "phase", "ready", "failed", "stopped", "starting", "preflight"}:
+        if event.kind in {"log", "phase", "ready", "failed", "stopped", "starting", "preflight", "memory"}:
             log.info("model %s: %s%s", name, event.message, at)
         if on_progress is not None and event.kind in {"starting", "phase", "ready"}:
             on_progress(f"{event.message[:120]}{at}")
 
-    return up(backend.spec, settings, UpOptions(timeout_s=backend.start_timeout_s), on_event)
+    # the same floor as `llmdeck up`: on unified memory it also guards the model while it runs
+    watchdog = WatchdogConfig(floor_gib=getattr(settings, "watchdog_floor_gib", 1.5))
+    options = UpOptions(timeout_s=backend.start_timeout_s, watchdog=watchdog)
+    return up(backend.spec, settings, options, on_event)
 
 
 def diagnosis(exc: BaseException) -> str:
@@ -140,6 +149,70 @@ def wake(url: str, level: int) -> None:
     if level == 2:  # the weights were dropped: load them again, forget the cached prefixes
         _post(url, "/collective_rpc", {"method": "reload_weights"})
         _post(url, "/reset_prefix_cache", None)
+
+
+def wake_checked(url: str, backend: ManagedBackend, level: int, settings: Any) -> float:
+    """:func:`wake`, then :func:`probe` with the server's own key; the probe's seconds."""
+    wake(url, level)
+    return probe(url, backend.spec.effective_served_name, api_key(backend.name, settings))
+
+
+def probe(url: str, model: str, api_key: str | None = None) -> float:
+    """After a wake: a real short generation (greedy, 4 tokens) before any traffic is routed.
+
+    vLLM can report healthy after a wake while the engine is corrupted (vllm PR #45650), so /health
+    proves nothing: the wake counts only when a completion comes back with generated tokens. Returns
+    the seconds it took; raises OperationError naming what was wrong."""
+    import time
+
+    from llmdeck.util.jsonsafe import loads
+
+    body = {"model": model, "prompt": "Hello", "max_tokens": 4, "temperature": 0}
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    t0 = time.monotonic()
+    try:
+        resp = httpx.post(url + "/v1/completions", json=body, headers=headers, timeout=PROBE_TIMEOUT_S)
+        data = loads(resp.content[:PROBE_MAX_BYTES]) if resp.status_code == 200 else None
+    except (httpx.HTTPError, ValueError) as exc:
+        raise OperationError(f"the post-wake probe to {url} failed ({type(exc).__name__}: {exc})") from exc
+    why = _probe_problem(resp.status_code, data)
+    if why:
+        raise OperationError(f"the post-wake probe to {url} answered wrong: {why}")
+    return time.monotonic() - t0
+
+
+def _probe_problem(status: int, data: Any) -> str:
+    if status != 200:
+        return f"HTTP {status}"
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return "no choices in the reply"
+    if not isinstance(choices[0].get("text"), str):
+        return "the choice has no text"
+    usage = data.get("usage") if isinstance(data, dict) else None
+    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    if not isinstance(tokens, int) or tokens < 1:
+        return f"no generated tokens (usage.completion_tokens {tokens!r})"
+    return ""
+
+
+def api_key(name: str, settings: Any) -> str | None:
+    """The key the model's server was started with (its secrets), else the settings' key."""
+    from llmdeck.runtime.state import StateStore
+
+    try:
+        key = StateStore(settings.servers_dir).load_secrets(name).get("VLLM_API_KEY")
+    except LlmdeckError:
+        key = None
+    return key or getattr(settings, "api_key", None)
+
+
+def watchdog_trip(name: str, settings: Any) -> str | None:
+    """The running watchdog's words when it stopped this model (runtime.guard), else None."""
+    from llmdeck.runtime.guard import read_trip
+
+    trip = read_trip(settings.servers_dir, name)
+    return f"{trip.message} {trip.hint}" if trip is not None else None
 
 
 def _post(url: str, path: str, body: dict[str, Any] | None) -> None:

@@ -184,19 +184,23 @@ class ModelManager:
         await self._measure(model)
 
     async def _wake(self, model: ManagedModel) -> None:
-        level = model.backend.sleep_level or 1
-        t0 = time.monotonic()
+        """Wake, then prove it with a real short generation; a failure of either is a cold start."""
+        level, t0 = model.backend.sleep_level or 1, time.monotonic()
         try:
-            await asyncio.to_thread(lifecycle.wake, model.url, level)
+            probe_s = await asyncio.to_thread(
+                lifecycle.wake_checked, model.url, model.backend, level, self.settings
+            )
         except Exception as exc:
-            log.error("wake %s failed (%s); stopping it to start afresh", model.name, exc)
+            why = lifecycle.diagnosis(exc)
+            log.error("wake %s failed (%s); stopping it to start afresh", model.name, why)
+            model.wake_fallbacks += 1
             await self._stop(model, "wake failed")
             await self._start(model)
+            model.last_wake = f"wake failed ({why[:300]}); stopped and cold-started instead"
             return
-        model.ready()
-        model.wakes += 1
-        self.events.add("wake", model.name, f"woke from sleep level {level} in {time.monotonic() - t0:.1f} s")
-        log.info("woke %s (sleep level %d) in %.1f s", model.name, level, time.monotonic() - t0)
+        model.woke(level, time.monotonic() - t0, probe_s)
+        self.events.add("wake", model.name, model.last_wake or f"woke from sleep level {level}")
+        log.info("%s: %s", model.name, model.last_wake)
 
     # ---- the budget ---------------------------------------------------------------------------
 
@@ -283,19 +287,24 @@ class ModelManager:
         while model.inflight > 0 and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
         level = model.backend.sleep_level
-        if level is not None and previous == "running":
+        refused = model.sleep_refused(level, self.budget.kind)  # measured to free nothing: stop
+        if level is not None and previous == "running" and not refused:
             log.info("evict %s %s: sleep level %d (LRU, idle %.0f s)", model.name, why, level, model.idle_s())
             self.events.add("sleep", model.name, f"evicted {why}: sleep level {level}")
             try:
+                before = model.estimate()  # awake: measured, else planned
                 await asyncio.to_thread(lifecycle.sleep, model.url, level)
-                model.state = "sleeping"
-                model.evictions += 1
+                model.state, model.evictions = "sleeping", model.evictions + 1
                 model.measured_sleeping = await self._measure_now(model)
-                return
+                if model.record_sleep(level, before, self.budget.kind):
+                    return
+                refused = model.sleep_refused(level, self.budget.kind)
+                model.evictions -= 1
             except Exception as exc:
                 log.error("sleep %s failed (%s); stopping it instead", model.name, exc)
-        log.info("evict %s %s: stopping it (LRU, idle %.0f s)", model.name, why, model.idle_s())
-        self.events.add("evict", model.name, f"evicted {why}: stopping it (idle {model.idle_s():.0f} s)")
+        how = refused or f"LRU, idle {model.idle_s():.0f} s"
+        log.info("evict %s %s: stopping it (%s)", model.name, why, how)
+        self.events.add("evict", model.name, f"evicted {why}: stopping it ({how})")
         model.evictions += 1
         await self._stop(model, why)
 
@@ -333,10 +342,13 @@ class ModelManager:
         """A running model whose engine died on its own is stopped (its record cleared); else measured."""
         record = model.record
         if record is not None and not await asyncio.to_thread(lifecycle.still_running, record):
-            log.warning("model %s exited on its own; the next request starts it again", model.name)
-            self.events.add("exited", model.name, "its engine exited on its own")
+            trip = await asyncio.to_thread(lifecycle.watchdog_trip, model.name, self.settings)
+            how = trip or "on its own"
+            log.warning("model %s exited %s; the next request starts it again", model.name, how)
+            self.events.add("exited", model.name, f"its engine exited {how}")
             await asyncio.to_thread(lifecycle.stop, model.name, self.settings)
             model.stopped()
+            model.last_error = trip or model.last_error
             return
         await self._measure(model)
 

@@ -15,6 +15,7 @@ from llmdeck.runtime.state import ServerRecord
 ModelStateName = Literal["stopped", "starting", "running", "sleeping", "stopping", "failed"]
 HOLDING = frozenset({"starting", "running", "stopping"})
 IN_USE_S = 5.0  # a model with a request in flight, waiting, or ended this recently "still has traffic"
+SLEEP_MIN_FREED = 256 << 20  # a sleep that gives the pool back less than this frees nothing
 
 
 @dataclass
@@ -36,6 +37,9 @@ class ManagedModel:
     failed_at: float | None = None  # monotonic
     ready_at: float | None = None  # monotonic: when it last became ready (started, woke or adopted)
     progress: str | None = None  # the start-up phase reached (set from the start's worker thread)
+    wake_fallbacks: int = 0  # wakes (or post-wake probes) that failed and became a stop + cold start
+    last_wake: str | None = None
+    sleep_freed: dict[int, int] = field(default_factory=dict)  # level -> bytes a sleep gave back (measured)
     task: asyncio.Task[None] | None = field(default=None, repr=False)
 
     @property
@@ -106,6 +110,31 @@ class ManagedModel:
             self.name, held, busy=self.busy(), last_used=last, blocked=blocked, resident_s=self.resident_s()
         )
 
+    def woke(self, level: int, seconds: float, probe_s: float) -> None:
+        self.ready()
+        self.wakes += 1
+        self.last_wake = (
+            f"woke from sleep level {level} in {seconds:.1f} s; the probe answered in {probe_s:.2f} s"
+        )
+
+    def record_sleep(self, level: int, awake: int | None, kind: str) -> bool:
+        """Note what a sleep at ``level`` gave back (measured awake − asleep); False when it freed
+        (almost) nothing on unified memory, where level 1 only moves the weights within the pool."""
+        if awake is None or self.measured_sleeping is None:
+            return True
+        self.sleep_freed[level] = max(0, awake - self.measured_sleeping)
+        return not self.sleep_refused(level, kind)
+
+    def sleep_refused(self, level: int | None, kind: str) -> str:
+        """Why sleeping at ``level`` is refused (measured to free nothing on unified memory), or ''."""
+        freed = self.sleep_freed.get(level) if level is not None else None
+        if kind != "unified" or freed is None or freed >= SLEEP_MIN_FREED:
+            return ""
+        return (
+            f"sleep level {level} freed {freed / (1 << 30):.2f} GiB of the unified pool (measured), "
+            f"less than {SLEEP_MIN_FREED >> 20} MiB: refused"
+        )
+
     def running(self, record: ServerRecord, seconds: float | None) -> None:
         self.record = record
         self.start_seconds = seconds
@@ -153,6 +182,9 @@ class ManagedModel:
             "sleep_level": self.backend.sleep_level,
             "min_resident_s": self.backend.min_resident_s,
             "last_error": self.last_error,
+            "wake_fallbacks": self.wake_fallbacks,
+            "last_wake": self.last_wake,
+            "sleep_freed_gib": {str(k): round(v / gib, 3) for k, v in self.sleep_freed.items()},
             "pid": self.record.pid if self.record is not None else None,
         }
 

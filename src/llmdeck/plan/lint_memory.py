@@ -150,6 +150,36 @@ def _r_gb10(ctx: LintContext, meta: Rule) -> list[Finding]:
 
 
 @rule(
+    "gpu-memory-utilization-on-unified-memory",
+    "info",
+    "on unified memory a fraction of the total is not a safe budget: size the KV cache by bytes",
+    [
+        "vllm issue #46307 (GB10: --gpu-memory-utilization 0.70 reached ~112 GiB during start-up profiling)",
+        f"{FACTS} (seed claims: vLLM takes MemAvailable as free memory on integrated GPUs, vllm PR #35356)",
+        "vllm 0.22.0 vllm/v1/worker/gpu_worker.py (kv_cache_memory_bytes reserves exactly that for KV, "
+        "ignoring gpu_memory_utilization)",
+    ],
+)
+def _r_unified_bytes(ctx: LintContext, meta: Rule) -> list[Finding]:
+    if not ctx.machine.unified_memory or ctx.settings.kv_cache_memory_gib is not None:
+        return []
+    util = ctx.settings.gpu_memory_utilization
+    kv_bytes = int(max(0.0, ctx.memory.available_kv_gib) * (1 << 30))
+    if kv_bytes <= 0:
+        return []
+    return [
+        finding(
+            meta,
+            f"--gpu-memory-utilization {util} is a fraction of the {ctx.machine.total_gib} GiB total, not "
+            "of what is free: the OS, page cache and other models share the pool, and vLLM's start-up "
+            "profiling can pass the fraction and take the host down instead of failing. `llmdeck up` "
+            "sizes the start by bytes instead (--kv-cache-memory-bytes from live memory at start).",
+            f"--kv-cache-memory-bytes {kv_bytes} (this plan's KV budget) to fix it yourself",
+        )
+    ]
+
+
+@rule(
     "architecture-newer-than-vllm",
     "error",
     "the model's architecture needs a newer vLLM than the image/venv has",

@@ -62,10 +62,16 @@ class MemInfo(BaseModel):
     buffers: int = 0
     swap_total: int = 0
     swap_free: int = 0
+    shmem: int = Field(0, description="Shmem: tmpfs and shared memory, counted in Cached, not reclaimable")
 
     @property
     def page_cache(self) -> int:
         return self.cached + self.buffers
+
+    @property
+    def reclaimable_page_cache(self) -> int:
+        """Page cache the kernel can drop (``drop_caches``): Cached + Buffers less Shmem."""
+        return max(0, self.page_cache - self.shmem)
 
     @property
     def swap_used(self) -> int:
@@ -90,6 +96,7 @@ def parse_meminfo(text: str) -> MemInfo:
         buffers=values.get("Buffers", 0),
         swap_total=values.get("SwapTotal", 0),
         swap_free=values.get("SwapFree", 0),
+        shmem=values.get("Shmem", 0),
     )
 
 

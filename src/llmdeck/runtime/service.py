@@ -24,7 +24,7 @@ from llmdeck.runtime.state import ServerRecord, StateStore
 from llmdeck.runtime.status import ServerStatus, server_status
 from llmdeck.runtime.watchdog import StartupWatchdog, WatchdogConfig
 from llmdeck.settings import Settings
-from llmdeck.util.units import MIB, fmt_gib
+from llmdeck.util.units import GIB, MIB, fmt_gib
 
 EventKind = Literal[
     "preflight",
@@ -66,6 +66,10 @@ class UpOptions(BaseModel):
     exclude_pids: tuple[int, ...] = ()
     watchdog: WatchdogConfig | None = Field(default_factory=WatchdogConfig)
     preflight: bool = True
+    size_by_bytes: bool = Field(
+        True, description="On unified memory: --kv-cache-memory-bytes from live memory, page cache dropped."
+    )
+    reserve_gib: float | None = Field(None, ge=0, description="Unified memory: kept for the OS (settings).")
 
 
 class EventClock:
@@ -100,22 +104,58 @@ def preflight(spec: LaunchSpec, settings: Settings, options: UpOptions, clock: E
     )
 
 
-def _phase_lines(clock: EventClock) -> Callable[[str], None]:
+def _phase_lines(clock: EventClock, watchdog: StartupWatchdog | None) -> Callable[[str], None]:
+    """Phase events, each with what the start has taken from the pool so far (MemAvailable's fall
+    since the start; its peak from the watchdog's samples): compile and autotune transients show."""
+    from llmdeck.runtime.host import read_meminfo
+
     tracker = PhaseTracker()
+    start_available = read_meminfo().available
 
     def on_line(line: str) -> None:
         for event in tracker.feed(line):
-            clock.emit("phase", event.label, detail=event.detail or "")
+            now = read_meminfo().available
+            lowest = min(now, watchdog.lowest_available or now) if watchdog is not None else now
+            used, peak = start_available - now, start_available - lowest
+            mem = f"pool +{used / GIB:.2f} GiB (peak +{peak / GIB:.2f})"
+            detail = f"{event.detail} · {mem}" if event.detail else mem
+            clock.emit("phase", event.label, detail=detail, pool_used_bytes=used, pool_peak_bytes=peak)
 
     return on_line
+
+
+def _unified_start(spec: LaunchSpec, settings: Settings, options: UpOptions, clock: EventClock) -> LaunchSpec:
+    """Unified memory: the KV cache sized by bytes from live memory (``--kv-cache-memory-bytes``)."""
+    from llmdeck.runtime import unified
+
+    if not options.size_by_bytes or not unified.is_unified(spec):
+        return spec
+    reserve = settings.unified_reserve_gib if options.reserve_gib is None else options.reserve_gib
+    spec, sizing = unified.plan_start(
+        spec, reserve_bytes=int(reserve * GIB), servers_dir=settings.servers_dir
+    )
+    clock.emit("memory", sizing.summary(), sizing=sizing.model_dump())
+    return spec
+
+
+def _drop_page_cache(spec: LaunchSpec, clock: EventClock) -> None:
+    """Right before the launch (after preflight read the config): the model's files leave page cache."""
+    from llmdeck.runtime import unified
+
+    drop = unified.drop_model_page_cache(spec)
+    clock.emit("memory", drop.summary(), page_cache=drop.model_dump())
 
 
 def start(spec: LaunchSpec, settings: Settings, options: UpOptions, clock: EventClock) -> ServerRecord:
     """Launch in the background; the record is saved before readiness is awaited."""
     launcher.validate_spec(spec)
     launcher.check_port(spec.host, spec.port)
+    sized = _unified_start(spec, settings, options, clock)
     if options.preflight:
-        preflight(spec, settings, options, clock)
+        preflight(sized, settings, options, clock)
+    if sized is not spec:
+        _drop_page_cache(sized, clock)
+    spec = sized
     clock.emit("starting", f"starting {spec.name} ({spec.engine}): {spec.model} on port {spec.port}")
     record = launcher.start_background(spec, settings)
     clock.emit("log", f"log: {record.log_path}", path=str(record.log_path))
@@ -126,13 +166,17 @@ def await_ready(
     record: ServerRecord, settings: Settings, options: UpOptions, clock: EventClock
 ) -> ServerRecord:
     """Follow the phases to ready; on any failure (or Ctrl-C) stop the engine, then re-raise."""
-    watchdog = StartupWatchdog(options.watchdog) if options.watchdog is not None else None
+    from llmdeck.runtime.guard import tree_bytes
+
+    pid = record.pid
+    held = (lambda: tree_bytes(pid)) if pid else None
+    watchdog = StartupWatchdog(options.watchdog, held=held) if options.watchdog is not None else None
     try:
         record = launcher.wait_ready(
             record,
             settings,
             timeout_s=options.timeout_s,
-            on_line=_phase_lines(clock),
+            on_line=_phase_lines(clock, watchdog),
             on_poll=watchdog.check if watchdog is not None else None,
         )
     except BaseException as exc:
@@ -145,7 +189,36 @@ def await_ready(
         clock.emit("stopped", f"engine stopped ({outcome}); its log stays at {record.log_path}")
         raise
     clock.emit("ready", f"ready: {record.served_model_name} at {record.base_url}/v1", url=record.base_url)
+    _guard(record, settings, options, clock)
     return record
+
+
+def _guard(record: ServerRecord, settings: Settings, options: UpOptions, clock: EventClock) -> None:
+    """On unified memory the watchdog stays on while the server runs (:mod:`llmdeck.runtime.guard`)."""
+    from llmdeck.runtime import unified
+
+    if options.watchdog is None or not record.pid or not unified.is_unified(record.spec):
+        return
+    guard_server(record, settings, options.watchdog, clock.events)
+
+
+def guard_server(
+    record: ServerRecord, settings: Settings, config: WatchdogConfig, events: Events = _ignore
+) -> int:
+    """Leave the running watchdog behind for ``record`` (a detached process); returns its pid."""
+    from llmdeck.runtime import guard
+    from llmdeck.runtime.host import read_meminfo
+
+    if not record.pid:
+        raise UsageError(f"{record.name} has no process to guard (a container).", hint="Use --no-watchdog.")
+    pid = guard.spawn(record.name, record.pid, settings.servers_dir, config)
+    text = (
+        f"MemAvailable now {read_meminfo().available / GIB:.2f} GiB; the watchdog (pid {pid}) guards "
+        f"{record.name} every {config.interval_s:g} s: it stops it under {config.floor_gib:g} GiB "
+        "(--watchdog-floor-gib)"
+    )
+    events(ServiceEvent(kind="memory", message=text, data={"guard_pid": pid}))
+    return pid
 
 
 def up(

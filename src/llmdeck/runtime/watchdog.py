@@ -31,6 +31,41 @@ class WatchdogConfig(BaseModel):
     floor_gib: float = Field(1.5, ge=0, description="Trip when MemAvailable falls below this.")
     swap_growth_gib: float = Field(2.0, gt=0, description="Trip when swap in use grows by more.")
     psi_full_avg10: float = Field(30.0, gt=0, le=100, description="Trip when PSI full avg10 exceeds it.")
+    interval_s: float = Field(1.0, gt=0, le=60, description="The running guard samples this often.")
+
+
+# which flag (or setting) changes each limit, for the message of a trip
+LIMIT_FLAGS = {
+    "floor": "--watchdog-floor-gib (LLMDECK_WATCHDOG_FLOOR_GIB)",
+    "swap": "the swap-growth limit (WatchdogConfig.swap_growth_gib)",
+    "psi": "the memory-pressure limit (WatchdogConfig.psi_full_avg10)",
+}
+
+
+def trip_reason(c: WatchdogConfig, now: WatchdogSample, first: WatchdogSample) -> tuple[str, str] | None:
+    """(limit, words) of the first limit ``now`` crosses, None when none is."""
+    if now.available_bytes < c.floor_gib * GIB:
+        return "floor", (
+            f"MemAvailable fell to {now.available_bytes / GIB:.2f} GiB, under the {c.floor_gib:g} GiB floor"
+        )
+    grown = now.swap_used_bytes - first.swap_used_bytes
+    if grown > c.swap_growth_gib * GIB:
+        return "swap", f"swap in use grew by {grown / GIB:.2f} GiB (limit {c.swap_growth_gib:g} GiB)"
+    if now.psi_full_avg10 is not None and now.psi_full_avg10 > c.psi_full_avg10:
+        return "psi", (
+            f"memory pressure (PSI full avg10) reached {now.psi_full_avg10:.1f}% "
+            f"(limit {c.psi_full_avg10:g}%)"
+        )
+    return None
+
+
+def trip_hint(limit: str) -> str:
+    return (
+        f"Change the limit with {LIMIT_FLAGS[limit]} if this box can take it, or turn the watchdog off with "
+        "--no-watchdog (at your risk on unified memory); better, plan a smaller footprint (`llmdeck plan "
+        "MODEL`: a lower --max-model-len or --kv-cache-memory-bytes, a quantized model) or stop other "
+        "tenants (`llmdeck status` shows the pool)."
+    )
 
 
 class WatchdogSample(BaseModel):
@@ -59,8 +94,10 @@ class StartupWatchdog:
         config: WatchdogConfig,
         *,
         read: Callable[[], WatchdogSample] | None = None,
+        held: Callable[[], int] | None = None,
     ) -> None:
         self.config = config
+        self.held = held
         self._read = read or (lambda: sample(read_meminfo(), read_psi_avg10(kind="full")))
         self.first: WatchdogSample | None = None
         self.lowest_available: int | None = None
@@ -71,27 +108,12 @@ class StartupWatchdog:
             self.first = now
         if self.lowest_available is None or now.available_bytes < self.lowest_available:
             self.lowest_available = now.available_bytes
-        reason = self._reason(now, self.first)
-        if reason:
+        tripped = trip_reason(self.config, now, self.first)
+        if tripped:
+            limit, reason = tripped
+            held = f"; the engine held {self.held() / GIB:.2f} GiB" if self.held is not None else ""
             raise WatchdogTripped(
-                f"Stopped the engine during start-up: {reason}. The box was about to thrash (swap, "
+                f"Stopped the engine during start-up: {reason}{held}. The box was about to thrash (swap, "
                 "then no response), as a start that does not fit does on unified memory.",
-                hint="Plan a smaller footprint (`llmdeck plan MODEL --machine …`: lower "
-                "--gpu-memory-utilization or --max-model-len, a quantized model), stop other tenants "
-                "(`llmdeck doctor`), or lower the floor with LLMDECK_WATCHDOG_FLOOR_GIB if this box can "
-                "take it.",
+                hint=trip_hint(limit),
             )
-
-    def _reason(self, now: WatchdogSample, first: WatchdogSample) -> str:
-        c = self.config
-        if now.available_bytes < c.floor_gib * GIB:
-            return (
-                f"MemAvailable fell to {now.available_bytes / GIB:.2f} GiB, under the "
-                f"{c.floor_gib:g} GiB floor"
-            )
-        grown = now.swap_used_bytes - first.swap_used_bytes
-        if grown > c.swap_growth_gib * GIB:
-            return f"swap in use grew by {grown / GIB:.2f} GiB since the start began"
-        if now.psi_full_avg10 is not None and now.psi_full_avg10 > c.psi_full_avg10:
-            return f"memory pressure (PSI full avg10) reached {now.psi_full_avg10:.1f}%"
-        return ""

@@ -1,0 +1,79 @@
+"""Pieces of `llmdeck up`'s CLI: its help text, the event renderer and the options it builds."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rich.markup import escape
+
+from llmdeck.cli.output import err_console
+
+if TYPE_CHECKING:
+    from llmdeck.settings import Settings
+
+UP_HELP = """Start a vLLM server in the background (or --attach) and wait until it is ready.
+
+Flags after `--` go to `vllm serve` unchanged.
+
+Examples:
+
+  llmdeck up --model ./tiny --name demo --port 8000
+
+  llmdeck up --model ~/models/Qwen3-Coder-30B-A3B-Instruct-FP8 --engine venv \\
+      --python ~/.venv/bin/python -- --max-model-len 65536
+
+  llmdeck up --spec plan.json          # a launch spec written by `llmdeck plan --spec-out`
+
+  llmdeck up --model ./tiny -- --api-key "$KEY"   # to vLLM as VLLM_API_KEY
+
+  llmdeck up --model DIR --ray-cluster -- --tensor-parallel-size 2   # over `llmdeck cluster up`'s Ray
+
+  llmdeck up --model DIR --unified-reserve-gib 8   # GB10 / CPU engine: keep 8 GiB for the desktop
+
+On unified memory (GB10, the CPU engine) `up` drops the model's page cache, sizes the KV cache by
+bytes from live memory (--kv-cache-memory-bytes) and leaves a watchdog that stops the server when
+MemAvailable falls under --watchdog-floor-gib.
+"""
+RESERVE_HELP = "Unified memory: GiB kept for the OS when sizing the KV cache (LLMDECK_UNIFIED_RESERVE_GIB)."
+BY_BYTES_HELP = "Unified memory: --kv-cache-memory-bytes from live memory, page cache dropped first."
+
+
+def render_event(event: Any) -> None:
+    """Print one runtime-service event on stderr (phases with their time since the start)."""
+    console = err_console()
+    if event.kind == "phase":
+        detail = f" — {event.data.get('detail')}" if event.data.get("detail") else ""
+        console.print(
+            f"[cyan]{event.seconds or 0:6.1f}s[/] {escape(event.message)}{escape(detail)}", highlight=False
+        )
+    else:
+        console.print(event.message, highlight=False, markup=False)
+
+
+def _up_options(settings: Settings, **kw: Any) -> Any:
+    from llmdeck.runtime.service import UpOptions
+    from llmdeck.runtime.watchdog import WatchdogConfig
+
+    watchdog = kw.pop("watchdog", True)
+    floor = kw.pop("watchdog_floor_gib", None)
+    config = WatchdogConfig(floor_gib=settings.watchdog_floor_gib if floor is None else floor)
+    return UpOptions(watchdog=config if watchdog else None, **kw)
+
+
+def print_pool(settings: Settings, gateway: dict[str, Any] | None) -> None:
+    """For `llmdeck status` on unified memory (GB10, a CPU box): the pool and the watchdog's trips."""
+    from llmdeck.cli.output import out_console
+    from llmdeck.runtime.guard import read_trip
+    from llmdeck.runtime.pool import pool_is_unified, read_pool
+
+    console = out_console()
+    for path in sorted(settings.servers_dir.glob("*.watchdog")):
+        trip = read_trip(settings.servers_dir, path.stem)
+        if trip is not None:
+            when = trip.at.strftime("%Y-%m-%d %H:%M:%S UTC")
+            console.print(f"watchdog ({when}): {trip.message} {trip.hint}", markup=False, highlight=False)
+    if not pool_is_unified():
+        return
+    managed = [str(m.get("model")) for m in (gateway or {}).get("models", [])]
+    for line in read_pool(settings.servers_dir, managed).lines():
+        console.print(line, markup=False, highlight=False)
