@@ -14,17 +14,9 @@ from llmdeck.cluster import local
 from llmdeck.cluster.run import load_remote
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import NotRunningError, UsageError
+from llmdeck.runtime.unified import flag_value as _flag_value
 
 BACKEND_FLAG = "--distributed-executor-backend"
-
-
-def _flag_value(args: list[str], flag: str) -> str | None:
-    for i, arg in enumerate(args):
-        if arg == flag and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-    return None
 
 
 def on_cluster(spec: LaunchSpec, state_dir: Path) -> LaunchSpec:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.gateway.managed import Footprint
+from llmdeck.runtime.process import process_tree, tree_pss
 
 GIB = 1 << 30
 CPU_ENGINE_PROCESS_GIB = 2.2  # measured above: PSS 3.28 GiB - 1 GiB KV - 0.07 GiB weights
@@ -79,34 +80,6 @@ def _gpu_footprint(spec: LaunchSpec, kind: str) -> Footprint:
     )
     kv = max(0.0, gib - mem.weights_gib - mem.overhead.total_gib)
     return Footprint(int(gib * GIB), how, weights=int(mem.weights_gib * GIB), kv=int(kv * GIB))
-
-
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and its descendants (vLLM's API server, engine core, workers)."""
-    import psutil
-
-    try:
-        root = psutil.Process(pid)
-        return [root.pid, *(c.pid for c in root.children(recursive=True))]
-    except psutil.Error:
-        return []
-
-
-def tree_pss(pids: list[int]) -> int:
-    """Sum of PSS (RSS where PSS cannot be read) over ``pids``; 0 when none can be read."""
-    import psutil
-
-    total = 0
-    for pid in pids:
-        try:
-            proc = psutil.Process(pid)
-            try:
-                total += int(getattr(proc.memory_full_info(), "pss", 0) or proc.memory_info().rss)
-            except psutil.AccessDenied:
-                total += int(proc.memory_info().rss)
-        except psutil.Error:
-            continue
-    return total
 
 
 def tree_gpu_bytes(pids: list[int], gpu_index: int) -> int | None:

@@ -61,23 +61,9 @@ def read_trip(servers_dir: Path, name: str) -> WatchdogTrip | None:
 
 def tree_bytes(pid: int) -> int:
     """PSS (else RSS) of ``pid`` and its descendants: what the server holds in host memory."""
-    import psutil
+    from llmdeck.runtime.process import process_tree, tree_pss
 
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
-        return 0
-    total = 0
-    for proc in procs:
-        try:
-            try:
-                total += int(getattr(proc.memory_full_info(), "pss", 0) or proc.memory_info().rss)
-            except psutil.AccessDenied:
-                total += int(proc.memory_info().rss)
-        except psutil.Error:
-            continue
-    return total
+    return tree_pss(process_tree(pid))
 
 
 def spawn(name: str, pid: int, servers_dir: Path, watchdog: WatchdogConfig) -> int:

@@ -137,3 +137,27 @@ def _reap(pid: int) -> None:
     """Collect our own exited child so it does not linger as a zombie."""
     with contextlib.suppress(ChildProcessError, OSError):
         os.waitpid(pid, os.WNOHANG)
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (vLLM's API server, engine core, workers)."""
+    try:
+        root = psutil.Process(pid)
+        return [root.pid, *(c.pid for c in root.children(recursive=True))]
+    except psutil.Error:
+        return []
+
+
+def tree_pss(pids: list[int]) -> int:
+    """Sum of PSS (RSS where PSS cannot be read) over ``pids``; 0 when none can be read."""
+    total = 0
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            try:
+                total += int(getattr(proc.memory_full_info(), "pss", 0) or proc.memory_info().rss)
+            except psutil.AccessDenied:
+                total += int(proc.memory_info().rss)
+        except psutil.Error:
+            continue
+    return total
