@@ -139,11 +139,11 @@ def report_versus(path: Path, json_out: bool) -> None:
 def is_versus_file(path: Path) -> bool:
     """A comparison's result file (its kind, near the top)."""
     from llmdeck.bench.versus import VERSUS_KIND
+    from llmdeck.util.localfile import read_regular
     from llmdeck.util.owned import json_kind_is
 
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(4096)
+    try:  # a FIFO or a device is not opened blocking: the reader below then names it
+        head = read_regular(path, 4096, head=True)
     except OSError:
         return False
     return json_kind_is(VERSUS_KIND)(head)

@@ -52,9 +52,11 @@ def trip_path(servers_dir: Path, name: str) -> Path:
 
 
 def read_trip(servers_dir: Path, name: str) -> WatchdogTrip | None:
-    path = trip_path(servers_dir, name)
-    try:
-        return WatchdogTrip.model_validate_json(path.read_bytes()[: 1 << 16])
+    from llmdeck.util.localfile import read_regular
+
+    try:  # a FIFO in its place is skipped, not waited on
+        head = read_regular(trip_path(servers_dir, name), 1 << 16, head=True)
+        return WatchdogTrip.model_validate_json(head)
     except (OSError, ValueError):
         return None
 
