@@ -319,11 +319,12 @@ def _up(
     opts: dict[str, Any],
 ) -> None:
     """The body of `llmdeck up`: check the engine, build the spec, start, print the record."""
+    from llmdeck.engines import names as engine_names
     from llmdeck.errors import UsageError
 
     settings = get_settings(ctx)
     engine = overrides["engine"]
-    if engine is not None and engine not in {"cpu", "venv", "docker"}:
+    if engine is not None and engine not in engine_names():
         raise UsageError(f"Unknown engine {engine!r}.", hint="Use --engine cpu, venv or docker.")
     on_ray = overrides.pop("ray_cluster", False)
     spec = _build_spec(spec_file=spec_file, overrides=overrides, extra=list(ctx.args), settings=settings)

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from llmdeck.engines.process import process_tree, tree_pss
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.gateway.managed import Footprint
-from llmdeck.runtime.process import process_tree, tree_pss
 
 GIB = 1 << 30
 CPU_ENGINE_PROCESS_GIB = 2.2  # measured above: PSS 3.28 GiB - 1 GiB KV - 0.07 GiB weights

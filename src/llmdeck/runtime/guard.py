@@ -63,7 +63,7 @@ def read_trip(servers_dir: Path, name: str) -> WatchdogTrip | None:
 
 def tree_bytes(pid: int) -> int:
     """PSS (else RSS) of ``pid`` and its descendants: what the server holds in host memory."""
-    from llmdeck.runtime.process import process_tree, tree_pss
+    from llmdeck.engines.process import process_tree, tree_pss
 
     return tree_pss(process_tree(pid))
 

@@ -130,11 +130,12 @@ def _base_spec(
     extra_args: list[str],
 ) -> tuple[LaunchSpec, dict[str, str]]:
     """(the base spec without secrets, the secrets: kept out of the trials file and spec.json)."""
+    from llmdeck.engines import names as engine_names
     from llmdeck.engines.secrets import split_secrets
     from llmdeck.engines.spec import build_spec, read_spec_file
 
     engine = overrides.get("engine")
-    if engine is not None and engine not in {"cpu", "venv", "docker"}:
+    if engine is not None and engine not in engine_names():
         raise UsageError(f"Unknown engine {engine!r}.", hint="Use --engine cpu, venv or docker.")
     base_file = read_spec_file(spec_file) if spec_file is not None else None
     defaults = {"port": settings.port, "host": settings.host, "engine": default_engine(), "name": "tuned"}
