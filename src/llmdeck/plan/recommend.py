@@ -63,16 +63,18 @@ def recommend(machine: str, workload: str, *, catalog_paths: list[Path] | None =
         ),
     )
     try:
+        from llmdeck.engines import get as get_engine
         from llmdeck.plan.planner import PlanRequest, make_plan
 
+        engine = get_engine(entry.engine or "docker")  # the engine the entry's figures come from
         plan = make_plan(
             PlanRequest(
                 model=entry.name,
                 machine=machine,
                 context=rec.context,
                 workload=workload,
-                engine="venv" if entry.engine == "venv" else "docker",
-                vllm_version="0.22.0" if entry.engine == "venv" else None,
+                engine=engine.plans_as,
+                vllm_version=None if engine.containerized else "0.22.0",
             ),
             catalog=catalog,
         )

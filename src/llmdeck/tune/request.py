@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from llmdeck.engines import get as get_engine
 from llmdeck.errors import UsageError
 from llmdeck.tune.models import LoadShape, RateSweep, TuneRequest
 from llmdeck.tune.slo import parse_budget_s, parse_slo_targets
@@ -79,7 +80,7 @@ def make_request(
         raise UsageError("Nothing to tune: give MODEL (a folder or a catalog name) or --spec FILE.", hint=_EX)
     base, secrets = _base_spec(settings, model, spec_file, spec_overrides, extra_args)
     version = options.pop("vllm_version", None)
-    if version is None and base.engine == "cpu":
+    if version is None and get_engine(base.engine).installed_with_llmdeck:
         version = _cpu_vllm_version()
     sweep = options.pop("rate_sweep", None)
     dg = options.get("deep_gemm_warmup", "relax")
@@ -142,7 +143,9 @@ def _base_spec(
     base = build_spec(
         base_file, overrides={"model": model, **overrides}, extra_args=extra_args, defaults=defaults
     )
-    if base.engine == "docker" and base.compile_cache is None:  # every trial's container reuses it
+    if (
+        get_engine(base.engine).containerized and base.compile_cache is None
+    ):  # every trial's container reuses it
         base = base.model_copy(
             update={"compile_cache": str(settings.cache_dir / "engine" / "docker-compile")}
         )
