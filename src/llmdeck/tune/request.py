@@ -143,9 +143,8 @@ def _base_spec(
     base = build_spec(
         base_file, overrides={"model": model, **overrides}, extra_args=extra_args, defaults=defaults
     )
-    if (
-        get_engine(base.engine).containerized and base.compile_cache is None
-    ):  # every trial's container reuses it
+    # every trial's container reuses the compile caches
+    if get_engine(base.engine).containerized and base.compile_cache is None:
         base = base.model_copy(
             update={"compile_cache": str(settings.cache_dir / "engine" / "docker-compile")}
         )

@@ -175,9 +175,8 @@ def _start(spec: LaunchSpec, req: TuneRequest, settings: Settings, events: TuneE
 
     options = UpOptions(
         timeout_s=req.ready_timeout_s,
-        warmup=not get_engine(
-            req.base.engine
-        ).runs_on_cpu,  # the shapes' JIT before measuring; bench's warmup follows
+        # the shapes' JIT before measuring; bench's warmup follows
+        warmup=not get_engine(req.base.engine).runs_on_cpu,
         watchdog=WatchdogConfig(floor_gib=settings.watchdog_floor_gib),
     )
     return up(spec, settings, options, events=relay)
