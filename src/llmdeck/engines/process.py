@@ -26,9 +26,12 @@ Owner = Literal["ours", "gone", "other"]
 CREATE_TIME_TOLERANCE_S = 0.5
 
 
-def spawn_detached(argv: Sequence[str], log: IO[bytes], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+def spawn_detached(
+    argv: Sequence[str], log: IO[bytes] | int, env: Mapping[str, str]
+) -> subprocess.Popen[bytes]:
     """Start ``argv`` in its own session (its own process group, so that it outlives this process and
-    is stopped as a group), with no stdin, its stdout and stderr appended to ``log``."""
+    is stopped as a group), with no stdin, its stdout and stderr written to ``log`` (an open file, or
+    ``subprocess.DEVNULL``)."""
     return subprocess.Popen(
         list(argv),
         stdin=subprocess.DEVNULL,
