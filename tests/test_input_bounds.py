@@ -244,8 +244,8 @@ def test_non_utf8_server_record_is_skipped_with_a_warning(
 
 
 def test_log_path_that_is_a_folder(tmp_path: Path) -> None:
+    from llmdeck.engines.logfiles import read_tail
     from llmdeck.errors import UsageError
-    from llmdeck.runtime.logfiles import read_tail
 
     (tmp_path / "x.log").mkdir()
     with pytest.raises(UsageError, match="it is a folder"):

@@ -216,8 +216,8 @@ def test_wait_ready_sends_the_key_the_server_was_started_with(
     fake_key_models_server: str, tmp_path: Path
 ) -> None:
     """`up -- --api-key X`: /v1/models answers 401 without the key, so readiness must send it."""
+    from llmdeck.engines.process import identify
     from llmdeck.runtime.launcher import wait_ready
-    from llmdeck.runtime.process import identify
     from llmdeck.runtime.state import ServerRecord, StateStore
 
     settings = _settings(tmp_path)

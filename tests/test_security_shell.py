@@ -69,7 +69,7 @@ def test_sourcing_the_env_file_runs_nothing(
 
 
 def test_rendered_docker_command_and_log_header_are_quoted(tmp_path: Path) -> None:
-    from llmdeck.runtime.logfiles import header_line
+    from llmdeck.engines.logfiles import header_line
 
     spec = LaunchSpec(
         name="demo",

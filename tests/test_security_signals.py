@@ -88,7 +88,7 @@ def test_status_says_stale_and_down_never_signals(
 def test_stop_process_group_checks_identity_before_signalling(
     unrelated_sleep: subprocess.Popen[bytes],
 ) -> None:
-    from llmdeck.runtime.process import ProcessIdentity, identify, pid_owner, stop_process_group
+    from llmdeck.engines.process import ProcessIdentity, identify, pid_owner, stop_process_group
 
     ident = identify(unrelated_sleep.pid)
     assert ident is not None and ident.cmdline == ["sleep", "300"]

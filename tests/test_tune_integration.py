@@ -40,7 +40,7 @@ def _trial_lines(path: Path) -> list[dict[str, object]]:
 
 
 def _engines_running(state: Path) -> list[str]:
-    from llmdeck.runtime.process import pid_alive
+    from llmdeck.engines.process import pid_alive
 
     alive = []
     for f in (state / "servers").glob("*.json") if (state / "servers").is_dir() else []:

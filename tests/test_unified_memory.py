@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from llmdeck.engines.argv import engine_env
+from llmdeck.engines.process import identify, pid_alive
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import OperationError
 from llmdeck.runtime import guard, unified
 from llmdeck.runtime.host import MemInfo, parse_meminfo
 from llmdeck.runtime.pool import split_pool
-from llmdeck.runtime.process import identify, pid_alive
 from llmdeck.runtime.state import ServerRecord, StateStore
 from llmdeck.runtime.watchdog import StartupWatchdog, WatchdogConfig, WatchdogSample, WatchdogTripped
 from llmdeck.util.pagecache import drop, resident_bytes

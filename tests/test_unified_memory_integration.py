@@ -82,9 +82,9 @@ def _wait(cond: Any, timeout_s: float, step_s: float = 0.1) -> bool:
 def test_a_start_sized_by_live_memory_then_stopped_by_the_watchdog(
     tiny_model_dir: Path, session_settings: Any, tmp_path: Path
 ) -> None:
+    from llmdeck.engines.process import pid_alive
     from llmdeck.engines.spec import LaunchSpec
     from llmdeck.runtime import guard, service, unified
-    from llmdeck.runtime.process import pid_alive
     from llmdeck.runtime.service import EventClock, ServiceEvent, UpOptions
     from llmdeck.runtime.watchdog import WatchdogConfig
     from llmdeck.util.net import free_port

@@ -319,11 +319,12 @@ def _up(
     opts: dict[str, Any],
 ) -> None:
     """The body of `llmdeck up`: check the engine, build the spec, start, print the record."""
+    from llmdeck.engines import names as engine_names
     from llmdeck.errors import UsageError
 
     settings = get_settings(ctx)
     engine = overrides["engine"]
-    if engine is not None and engine not in {"cpu", "venv", "docker"}:
+    if engine is not None and engine not in engine_names():
         raise UsageError(f"Unknown engine {engine!r}.", hint="Use --engine cpu, venv or docker.")
     on_ray = overrides.pop("ray_cluster", False)
     spec = _build_spec(spec_file=spec_file, overrides=overrides, extra=list(ctx.args), settings=settings)
@@ -353,9 +354,10 @@ def _write_err(text: str) -> None:
 
 def _run_up(spec: LaunchSpec, settings: Settings, options: Any, *, attach: bool) -> ServerRecord | None:
     """Up through the runtime service; --attach streams the log (or runs docker) in the foreground."""
+    from llmdeck.engines import get as get_engine
     from llmdeck.runtime import service
 
-    if attach and spec.engine == "docker":
+    if attach and get_engine(spec.engine).containerized:
         service.preflight(spec, settings, options, service.EventClock(render_event))
         service.run_docker_foreground(spec, tty=sys.stdin.isatty(), events=render_event)
         return None

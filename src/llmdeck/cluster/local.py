@@ -81,16 +81,10 @@ def load(state_dir: Path) -> LocalCluster | None:
 
 def _spawn(argv: list[str], log: Path, env: dict[str, str]) -> int:
     log.parent.mkdir(parents=True, exist_ok=True)
+    from llmdeck.engines.process import spawn_detached
+
     with log.open("wb") as fh:
-        proc = subprocess.Popen(
-            argv,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            env=env,
-        )
-    return proc.pid  # a new session: pid == pgid
+        return spawn_detached(argv, fh, env).pid  # a new session: pid == pgid
 
 
 def _wait_ready(log: Path, pgid: int, timeout: float) -> None:

@@ -46,11 +46,11 @@ def cluster_argvs(
     setup = setup or Setup()
     out = []
     for rank, (host, ip) in enumerate(zip(hosts, ips, strict=True)):
-        python = "python3" if setup.mode == "docker" else setup.python
+        python = "python3" if setup.containerized else setup.python
         argv = rank_argv(
             python, backend=backend, rank=rank, world=len(hosts), master=ips[0], port=port, sizes=sizes
         )
-        if setup.mode == "docker":
+        if setup.containerized:
             out.append(over_ssh(host, ["docker", "exec", setup.container, *argv]))
         else:
             out.append(over_ssh(host, argv, node_env(net, ip)))

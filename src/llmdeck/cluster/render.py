@@ -116,6 +116,13 @@ class Setup(BaseModel):
     container: str = DEFAULT_CONTAINER
     hf_cache: str | None = None
 
+    @property
+    def containerized(self) -> bool:
+        """Ray (and vLLM) run in a container on every node: the engine of that name is one."""
+        from llmdeck.engines import get as get_engine
+
+        return get_engine(self.mode).containerized
+
 
 def node_commands(
     host: str,
@@ -129,7 +136,7 @@ def node_commands(
 ) -> NodeCommands:
     env = node_env(net, node_ip)
     ray_opts = opts.model_copy(update={"block": False})  # detached: docker exec -d / ray's daemon
-    if setup.mode == "docker":
+    if setup.containerized:
         if not setup.image:
             raise ValueError("docker mode needs an image")
         name = setup.container

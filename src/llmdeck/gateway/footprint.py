@@ -21,19 +21,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from llmdeck.engines.process import process_tree, tree_pss
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.gateway.managed import Footprint
-from llmdeck.runtime.process import process_tree, tree_pss
 
 GIB = 1 << 30
-CPU_ENGINE_PROCESS_GIB = 2.2  # measured above: PSS 3.28 GiB - 1 GiB KV - 0.07 GiB weights
-CPU_KV_DEFAULT_GIB = 1.0  # llmdeck's VLLM_CPU_KVCACHE_SPACE (engines/argv.py)
 
 
 def plan_footprint(spec: LaunchSpec, kind: str) -> Footprint:
     """The footprint a spec will have once it runs (raises LlmdeckError when it cannot be planned)."""
-    if spec.engine == "cpu":
-        return _cpu_footprint(spec)
+    from llmdeck.engines import get as get_engine
+
+    engine = get_engine(spec.engine)
+    if engine.kv_budget_env is not None and engine.measured_overhead_gib is not None:
+        return _cpu_footprint(
+            spec, engine.kv_budget_env, engine.kv_budget_default_gib, engine.measured_overhead_gib
+        )
     return _gpu_footprint(spec, kind)
 
 
@@ -46,31 +49,25 @@ def _weights_on_disk(model: str) -> int:
     )
 
 
-def _cpu_footprint(spec: LaunchSpec) -> Footprint:
+def _cpu_footprint(spec: LaunchSpec, kv_env: str, kv_default_gib: float, process_gib: float) -> Footprint:
+    """Weights on disk + the KV space its variable gives + the engine's processes (measured)."""
     from llmdeck.errors import ConfigError
 
-    text = spec.env.get("VLLM_CPU_KVCACHE_SPACE", str(CPU_KV_DEFAULT_GIB))
+    text = spec.env.get(kv_env, str(kv_default_gib))
     try:
         kv = float(text)
     except ValueError as exc:
-        raise ConfigError(f"VLLM_CPU_KVCACHE_SPACE {text!r} in the spec is not a number of GiB") from exc
+        raise ConfigError(f"{kv_env} {text!r} in the spec is not a number of GiB") from exc
     weights = _weights_on_disk(spec.model)
-    total = weights + int(kv * GIB) + int(CPU_ENGINE_PROCESS_GIB * GIB)
-    how = (
-        f"CPU engine: weights {weights / GIB:.2f} + KV space {kv:g} + processes "
-        f"{CPU_ENGINE_PROCESS_GIB:g} GiB"
-    )
+    total = weights + int(kv * GIB) + int(process_gib * GIB)
+    how = f"CPU engine: weights {weights / GIB:.2f} + KV space {kv:g} + processes {process_gib:g} GiB"
     return Footprint(total, how, weights=weights, kv=int(kv * GIB))
 
 
 def _gpu_footprint(spec: LaunchSpec, kind: str) -> Footprint:
-    from llmdeck.plan.planner import PlanRequest, make_plan
+    from llmdeck.plan import for_spec
 
-    engine = "docker" if spec.engine == "docker" else "venv"
-    request = PlanRequest(
-        model=spec.model, machine="auto", engine=engine, image=spec.image, vllm_args=list(spec.vllm_args)
-    )
-    plan = make_plan(request, raise_if_impossible=False)
+    plan = for_spec(spec, "auto")
     mem = plan.memory
     used = mem.weights_gib + mem.overhead.total_gib + max(0.0, mem.available_kv_gib)
     gib = max(used, mem.requested_gib) if mem.kv_source != "given" else used

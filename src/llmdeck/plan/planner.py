@@ -11,6 +11,8 @@ from pydantic import BaseModel, Field
 
 from llmdeck import __version__
 from llmdeck.catalog.models import Catalog, CatalogEntry, load_catalog
+from llmdeck.engines import get as get_engine
+from llmdeck.engines.base import PlanEngine
 from llmdeck.engines.docker import DEFAULT_IMAGE, split_image
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import PlanError, UsageError
@@ -42,7 +44,7 @@ class PlanRequest(BaseModel):
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
     kv_cache_dtype: str | None = None
     kv_cache_memory_gib: float | None = Field(None, gt=0)
-    engine: Literal["docker", "venv"] = "docker"
+    engine: PlanEngine = "docker"
     image: str | None = None
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
@@ -252,7 +254,7 @@ def _target_vllm(req: PlanRequest, image: str | None, catalog: Catalog) -> tuple
     if req.vllm_version:
         return req.vllm_version, "--vllm-version", None
     img_version, img_below, img_source = image_version(image, catalog)
-    if req.engine == "docker":
+    if get_engine(req.engine).containerized:
         return img_version, img_source, img_below
     return DEFAULT_VLLM_VERSION, f"assumed (the field reports' vLLM {DEFAULT_VLLM_VERSION})", img_below
 
@@ -272,7 +274,7 @@ def make_plan(
     flags.check_values()
     facts, entry, resolved = resolve_model(req.model, catalog, models_dir, _overrides(flags))
     machine = machine or get_machine(req.machine, total_gib=req.total_gib)
-    image = (req.image or DEFAULT_IMAGE) if req.engine == "docker" else None
+    image = (req.image or DEFAULT_IMAGE) if get_engine(req.engine).containerized else None
     target, source, img_below = _target_vllm(req, image, catalog)
     settings = resolve_settings(req, facts, flags, machine, target)
     memory = plan_memory(facts, settings, machine, target_concurrency=req.concurrency)
@@ -341,6 +343,7 @@ def build_spec(req: PlanRequest, resolved: ResolvedModel, flags: VllmFlags, imag
         env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     served = flags.get("served-model-name")
     host = flags.get("host")
+    engine = get_engine(req.engine)
     return LaunchSpec(
         name=req.name,
         engine=req.engine,
@@ -349,7 +352,7 @@ def build_spec(req: PlanRequest, resolved: ResolvedModel, flags: VllmFlags, imag
         host=host if isinstance(host, str) else req.host,
         port=flags.get_int("port") or req.port,
         vllm_args=flags.to_argv(skip=SPEC_FLAGS),
-        env=env if req.engine != "docker" else {},
+        env={} if engine.containerized else env,
         image=image,
-        hf_cache=str(default_hf_home()) if req.engine == "docker" else None,
+        hf_cache=str(default_hf_home()) if engine.containerized else None,
     )

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from llmdeck.catalog.models import load_catalog
+from llmdeck.catalog.models import CatalogEntry, load_catalog
 from llmdeck.errors import LlmdeckError, PlanError, UsageError
+
+if TYPE_CHECKING:
+    from llmdeck.plan.planner import PlanRequest
 
 WORKLOADS = ("agent", "multi-user", "long-context")
 
@@ -63,20 +67,9 @@ def recommend(machine: str, workload: str, *, catalog_paths: list[Path] | None =
         ),
     )
     try:
-        from llmdeck.plan.planner import PlanRequest, make_plan
+        from llmdeck.plan.planner import make_plan
 
-        plan = make_plan(
-            PlanRequest(
-                model=entry.name,
-                machine=machine,
-                context=rec.context,
-                workload=workload,
-                engine="venv" if entry.engine == "venv" else "docker",
-                vllm_version="0.22.0" if entry.engine == "venv" else None,
-            ),
-            catalog=catalog,
-        )
-        mem = plan.memory
+        mem = make_plan(_request(entry, machine, rec.context, workload), catalog=catalog).memory
         result.kv_cache_tokens = mem.capacity.kv_cache_tokens
         result.max_concurrency = round(mem.capacity.max_concurrency, 2)
         result.memory_summary = (
@@ -87,3 +80,19 @@ def recommend(machine: str, workload: str, *, catalog_paths: list[Path] | None =
     except LlmdeckError:
         pass  # no config available offline: the recommendation stands on the field reports alone
     return result
+
+
+def _request(entry: CatalogEntry, machine: str, context: int, workload: str) -> PlanRequest:
+    """The pick planned on the engine its figures come from (a venv at the field reports' vLLM)."""
+    from llmdeck.engines import get as get_engine
+    from llmdeck.plan.planner import DEFAULT_VLLM_VERSION, PlanRequest
+
+    engine = get_engine(entry.engine or "docker")
+    return PlanRequest(
+        model=entry.name,
+        machine=machine,
+        context=context,
+        workload=workload,
+        engine=engine.plans_as,
+        vllm_version=None if engine.containerized else DEFAULT_VLLM_VERSION,
+    )

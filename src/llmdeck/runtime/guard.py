@@ -63,7 +63,7 @@ def read_trip(servers_dir: Path, name: str) -> WatchdogTrip | None:
 
 def tree_bytes(pid: int) -> int:
     """PSS (else RSS) of ``pid`` and its descendants: what the server holds in host memory."""
-    from llmdeck.runtime.process import process_tree, tree_pss
+    from llmdeck.engines.process import process_tree, tree_pss
 
     return tree_pss(process_tree(pid))
 
@@ -72,16 +72,11 @@ def spawn(name: str, pid: int, servers_dir: Path, watchdog: WatchdogConfig) -> i
     """Start the guard for one server, detached (its own session); returns its pid."""
     config = GuardConfig(name=name, pid=pid, servers_dir=servers_dir, watchdog=watchdog)
     trip_path(servers_dir, name).unlink(missing_ok=True)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llmdeck.runtime.guard", config.model_dump_json()],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        close_fds=True,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
-    )
-    return proc.pid
+    from llmdeck.engines.process import spawn_detached
+
+    argv = [sys.executable, "-m", "llmdeck.runtime.guard", config.model_dump_json()]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    return spawn_detached(argv, subprocess.DEVNULL, env).pid
 
 
 def _trip(config: GuardConfig, limit: str, reason: str) -> WatchdogTrip:

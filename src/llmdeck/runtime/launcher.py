@@ -1,16 +1,15 @@
 """Start, follow, stop and inspect local vLLM servers (CPU engine and venv engine).
 
 The flow of ``llmdeck up`` in the background: validate the spec, check the port, rotate the
-previous log (so a crashed server's log survives the next start), spawn the engine in its own
-process group with its output in the log, save a record, then follow the log and poll
-``/health`` until ready — failing fast, with a diagnosis, if the process dies.
+previous log (so a crashed server's log survives the next start), have the engine start the server
+(a local process in its own process group with its output in the log, or a container), save a
+record, then follow the log and poll ``/health`` until ready — failing fast, with a diagnosis, if
+the process dies.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import subprocess
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -19,7 +18,9 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from llmdeck.engines.argv import engine_env, local_argv
+from llmdeck.engines import get as get_engine
+from llmdeck.engines.logfiles import feed_new_lines, open_log, read_tail, rotate_log
+from llmdeck.engines.process import identify
 from llmdeck.engines.secrets import split_secrets
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import (
@@ -29,9 +30,7 @@ from llmdeck.errors import (
     ServerStartError,
     UsageError,
 )
-from llmdeck.runtime.engine_state import _docker, engine_log, is_alive, owner
-from llmdeck.runtime.logfiles import feed_new_lines, open_log, read_tail, rotate_log
-from llmdeck.runtime.process import identify, stop_process_group
+from llmdeck.runtime.engine_state import engine_log, engine_of, is_alive, owner
 from llmdeck.runtime.state import ServerRecord, StateStore
 from llmdeck.settings import Settings
 from llmdeck.util.net import validate_port
@@ -72,11 +71,12 @@ def validate_spec(spec: LaunchSpec) -> None:
     """Check what we can before spawning anything (exit 2 on bad input)."""
     model_path = Path(spec.model).expanduser()
     looks_local = spec.model.startswith((".", "/", "~")) or model_path.exists() or spec.model.count("/") != 1
-    if spec.engine == "cpu" or looks_local:
+    engine = get_engine(spec.engine)
+    if engine.needs_local_model or looks_local:
         from llmdeck.model.inspect import validate_model_dir
 
         validate_model_dir(model_path)
-    if spec.engine == "cpu":
+    if engine.installed_with_llmdeck:
         python = spec.python
         if python is None:
             import importlib.util
@@ -123,7 +123,8 @@ def start_background(spec: LaunchSpec, settings: Settings) -> ServerRecord:
 
     Secrets (``--api-key``, ``HF_TOKEN`` …) reach the engine through its environment only; the record,
     the log header and the argv hold none (llmdeck.engines.secrets)."""
-    if spec.engine == "docker":
+    engine = get_engine(spec.engine)
+    if engine.containerized:
         return start_docker(spec, settings)
     store = StateStore(settings.servers_dir)
     _forget_dead(store, spec.name, "pid {old.pid}")
@@ -134,29 +135,21 @@ def start_background(spec: LaunchSpec, settings: Settings) -> ServerRecord:
     log_path = settings.logs_dir / f"{spec.name}.log"
     settings.logs_dir.mkdir(parents=True, exist_ok=True)
     rotate_log(log_path)
-    argv = local_argv(spec)
-    env_set = engine_env(spec, settings.cache_dir)
+    argv = engine.argv(spec)
+    env_set = engine.env(spec, settings.cache_dir)
     for key in ("TMPDIR", "VLLM_CACHE_ROOT", "XDG_CACHE_HOME"):
         if key in env_set:
             Path(env_set[key]).mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, **env_set, **secrets}
     with open_log(log_path, argv) as log:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-            close_fds=True,
-        )
+        pid, _ = engine.start(spec, log=log, env={**os.environ, **env_set}, secrets=secrets)
+    assert pid is not None
     record = ServerRecord(
         name=spec.name,
         spec=spec,
         argv=argv,
         env=env_set,
-        pid=proc.pid,
-        process=identify(proc.pid),
+        pid=pid,
+        process=identify(pid),
         log_path=log_path,
     )
     store.save_secrets(spec.name, secrets)
@@ -175,25 +168,23 @@ def start_docker(spec: LaunchSpec, settings: Settings, docker: DockerCLI | None 
     """`docker run -d` the spec (vllm/vllm-openai or nvcr.io/nvidia/vllm) and record the container.
 
     Secrets go into the container as ``-e KEY`` (the value through docker's own environment)."""
-    from llmdeck.engines.docker import docker_run_argv
-
-    cli = _docker(docker)
+    engine = get_engine(spec.engine, docker=docker)
     store = StateStore(settings.servers_dir)
     _forget_dead(store, spec.name, "container llmdeck-{old.name}")
     spec, secrets = split_secrets(spec)
     if Path(spec.model).expanduser().exists():
         validate_spec(spec)
     check_port(spec.host, spec.port)
-    cli.version()  # a clear error when the daemon is not reachable
+    engine.check_available()  # a clear error when the daemon is not reachable
     make_compile_cache(spec)
     log_path = settings.logs_dir / f"{spec.name}.log"
     settings.logs_dir.mkdir(parents=True, exist_ok=True)
     rotate_log(log_path)
-    argv = docker_run_argv(spec, detach=True, secret_env=sorted(secrets))
-    open_log(log_path, argv).close()
-    container_id = cli.run_container(spec, secrets=secrets)
+    argv = engine.argv(spec, secret_env=sorted(secrets))
+    with open_log(log_path, argv) as log:
+        _, container_id = engine.start(spec, log=log, env={}, secrets=secrets)
     record = ServerRecord(
-        name=spec.name, spec=spec, argv=argv, pid=None, container_id=container_id or None, log_path=log_path
+        name=spec.name, spec=spec, argv=argv, pid=None, container_id=container_id, log_path=log_path
     )
     store.save_secrets(spec.name, secrets)
     store.save(record)
@@ -244,7 +235,7 @@ def wait_ready(
     # each poll bounded as a whole (2 s), even against something trickling on the port
     with httpx.Client(timeout=2.0, headers=headers, transport=deadline_transport()) as client:
         while True:
-            if record.spec.engine == "docker":
+            if engine_of(record).containerized:
                 engine_log(record)  # refresh the log file from `docker logs`
             if on_line is not None:
                 offset, pending = feed_new_lines(record.log_path, offset, pending, on_line)
@@ -302,20 +293,4 @@ def down(name: str, settings: Settings, *, grace_s: float = 20.0) -> str:
 
 def stop_engine(record: ServerRecord, *, grace_s: float = 20.0, docker: DockerCLI | None = None) -> str:
     """Graceful, then hard. Containers: their log is saved first, then `docker stop` and `docker rm`."""
-    if record.spec.engine != "docker":
-        if not record.pid:
-            return "gone"
-        return stop_process_group(record.pid, grace_s=grace_s, identity=record.process, argv=record.argv)
-    from llmdeck.errors import LlmdeckError
-
-    cli = _docker(docker)
-    if not is_alive(record, cli):
-        outcome = "gone"
-    else:
-        engine_log(record, cli)
-        cli.stop(record.name, timeout_s=int(grace_s))
-        outcome = "stopped"
-    with contextlib.suppress(LlmdeckError):
-        engine_log(record, cli)
-        cli.rm(record.name, force=True)
-    return outcome
+    return engine_of(record, docker).stop(record, grace_s=grace_s)

@@ -81,6 +81,7 @@ def split_pool(
 
 def read_pool(servers_dir: Path, managed: Iterable[str] = ()) -> PoolReport:
     """The pool now: llmdeck's servers from its records, other inference servers, Ollama."""
+    from llmdeck.engines import get as get_engine
     from llmdeck.runtime.engine_state import is_alive
     from llmdeck.runtime.guard import tree_bytes
     from llmdeck.runtime.host import read_meminfo
@@ -90,7 +91,7 @@ def read_pool(servers_dir: Path, managed: Iterable[str] = ()) -> PoolReport:
     servers: list[tuple[str, int, str]] = []
     ours: list[int] = []
     for record in StateStore(servers_dir).list():
-        if record.pid and record.spec.engine != "docker" and is_alive(record):
+        if record.pid and not get_engine(record.spec.engine).containerized and is_alive(record):
             servers.append((record.name, tree_bytes(record.pid), "llmdeck"))
             ours.append(record.pid)
     for proc in find_inference_processes(exclude_pids=ours):

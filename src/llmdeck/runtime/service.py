@@ -310,8 +310,8 @@ def follow(record: ServerRecord, settings: Settings, write: Callable[[str], None
     """Foreground mode: stream the log until the server exits; Ctrl-C (or SIGTERM) stops it, says so
     and re-raises, so the command exits 130 (143), not 0. A server that exits by itself is an
     OperationError (exit 1): an attached server is meant to run until it is stopped."""
+    from llmdeck.engines.process import pid_alive
     from llmdeck.errors import OperationError
-    from llmdeck.runtime.process import pid_alive
 
     offset = 0
     try:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field, ValidationError, field_serializer
 
+from llmdeck.engines.process import ProcessIdentity
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import NotRunningError
-from llmdeck.runtime.process import ProcessIdentity
 from llmdeck.util.atomic import atomic_write_json
 from llmdeck.util.jsonsafe import loads as _json_loads
 from llmdeck.util.localfile import ensure_dir

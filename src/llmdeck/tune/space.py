@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from llmdeck.engines import get as get_engine
 from llmdeck.plan.flags import VllmFlags, parse_vllm_flags
 from llmdeck.plan.machine import GB10_CEILING, MachineProfile
 from llmdeck.tune.models import Dimension, ParamValue, TuneRequest
@@ -40,13 +41,13 @@ def _uniq(values: list[int]) -> list[ParamValue]:
 def _seqs(req: TuneRequest, machine: MachineProfile | None) -> list[ParamValue]:
     c = req.load.concurrency
     base = [max(1, c // 2), c, 2 * c]
-    if req.base.engine != "cpu":
+    if not get_engine(req.base.engine).runs_on_cpu:
         base += [4 * c, machine.default_max_num_seqs if machine else 256]
     return _uniq([min(v, 1024) for v in base])
 
 
 def _batched(req: TuneRequest, block_sizes: list[int], model_len: int | None) -> list[ParamValue]:
-    if req.base.engine == "cpu":
+    if get_engine(req.base.engine).runs_on_cpu:
         floor = 256 if model_len is None else min(model_len, 2048)
         return _uniq([max(floor, v) for v in (512, 1024, 2048)])
     values = [2048, 4096, 8192, 16384]
@@ -74,7 +75,7 @@ def build_space(
         ),
         Dimension(name="enable-prefix-caching", values=[True, False], why="shared prompts computed once"),
     ]
-    if req.base.engine == "cpu":
+    if get_engine(req.base.engine).runs_on_cpu:
         dims.append(Dimension(name=CPU_KV_SPACE_ENV, values=[1, 2], why="the CPU engine's KV cache, GiB"))
     else:
         dims += _gpu_dims(req, machine, fixed, supports_fp8_kv)

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from llmdeck.engines import get as get_engine
 from llmdeck.errors import LlmdeckError
 from llmdeck.tune.models import (
     Origin,
@@ -47,7 +48,7 @@ def engine_env(req: TuneRequest) -> dict[str, str]:
     results are kept on disk (TRITON_CACHE_AUTOTUNING=1, in its cache, which the trials share): the
     hybrids' Gated-DeltaNet kernels autotune in vLLM's profiling run, 81-96 s of every start in the
     H200 tune of session 13."""
-    if req.base.engine == "cpu":
+    if get_engine(req.base.engine).runs_on_cpu:
         return {}
     env = {"TRITON_CACHE_AUTOTUNING": "1"}
     if req.deep_gemm_warmup == "off":
@@ -174,7 +175,8 @@ def _start(spec: LaunchSpec, req: TuneRequest, settings: Settings, events: TuneE
 
     options = UpOptions(
         timeout_s=req.ready_timeout_s,
-        warmup=req.base.engine != "cpu",  # the shapes' JIT before measuring; bench's warmup follows
+        # the shapes' JIT before measuring; bench's warmup follows
+        warmup=not get_engine(req.base.engine).runs_on_cpu,
         watchdog=WatchdogConfig(floor_gib=settings.watchdog_floor_gib),
     )
     return up(spec, settings, options, events=relay)

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from llmdeck.engines import get as get_engine
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.runtime.host import MemInfo, parse_meminfo, read_meminfo
 from llmdeck.runtime.preflight.host_checks import (
@@ -114,7 +115,7 @@ def run_preflight(
     f += check_model_and_disk(spec, disk_need_bytes=disk_need_bytes)
     if _looks_local(spec.model):
         report.architecture = read_architecture(Path(spec.model).expanduser())
-    if spec.engine == "docker":
+    if get_engine(spec.engine).containerized:
         f += _docker_version_findings(spec, report)
     elif probe_version:
         f += _venv_version_findings(spec, report, run)
@@ -136,7 +137,7 @@ def _host_findings(
         )
     f += check_ollama(ollama_ps(ollama_url))
     f += check_other_servers(find_inference_processes(exclude_pids=excluded), own_port=spec.port)
-    if spec.engine != "cpu":
+    if not get_engine(spec.engine).runs_on_cpu:
         f += check_gpu(nvml_snapshot(), exclude_pids=excluded)
     return f
 

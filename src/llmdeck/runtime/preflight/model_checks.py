@@ -111,25 +111,18 @@ ADVISORY_LINT_RULES = frozenset(
 
 def check_flags(spec: LaunchSpec, vllm_version: str | None) -> list[Finding]:
     """Run `llmdeck plan`'s lint rules on the launch's model and vLLM flags (local models only)."""
-    if spec.engine == "cpu" or not _looks_local(spec.model):
+    from llmdeck.engines import get as get_engine
+
+    if get_engine(spec.engine).runs_on_cpu or not _looks_local(spec.model):
         return []
     if not (Path(spec.model).expanduser() / "config.json").is_file():
         return []
     from llmdeck.errors import LlmdeckError
-    from llmdeck.plan.planner import PlanRequest, make_plan
+    from llmdeck.plan import for_spec
+    from llmdeck.plan.machine import host_machine
 
     try:
-        plan = make_plan(
-            PlanRequest(
-                model=str(Path(spec.model).expanduser()),
-                machine="h200",  # the machine does not matter for the rules used here
-                engine="docker" if spec.engine == "docker" else "venv",
-                image=spec.image,
-                vllm_version=vllm_version,
-                vllm_args=list(spec.vllm_args),
-            ),
-            raise_if_impossible=False,
-        )
+        plan = for_spec(spec, host_machine(), vllm_version=vllm_version)
     except (LlmdeckError, ValueError) as exc:
         return [
             Finding(id="flags-not-linted", severity="info", message=f"The vLLM flags were not linted: {exc}")

