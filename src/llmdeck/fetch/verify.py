@@ -15,6 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from llmdeck.errors import InternalError
 from llmdeck.util.jsonsafe import loads as _json_loads
 
 # bytes per element of every safetensors dtype (sub-byte types are counted in bits below)
@@ -43,7 +44,7 @@ DTYPE_BITS: dict[str, int] = {
 MAX_HEADER_BYTES = 100 * 1024 * 1024
 
 
-class SafetensorsHeaderError(ValueError):
+class SafetensorsHeaderError(InternalError, ValueError):
     """A safetensors file whose header does not parse or does not match the file."""
 
 
