@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from llmdeck.errors import ConfigError, ModelPathError
+from llmdeck.formats.model_folder import read_model_config
 from llmdeck.util.jsonsafe import loads as _json_loads
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
@@ -28,44 +28,6 @@ class ModelDirInfo(BaseModel):
     has_tokenizer: bool = False
     has_chat_template: bool = False
     is_tiny: bool = False
-
-
-def _read_config(config_path: Path) -> dict[str, object]:
-    from llmdeck.util.jsonsafe import TooDeepError
-    from llmdeck.util.jsonsafe import loads as json_loads
-    from llmdeck.util.localfile import read_regular_text
-
-    try:
-        text = read_regular_text(config_path, 64 << 20)  # a FIFO or device: refused, never waited on
-    except OSError as exc:
-        raise ConfigError(
-            f"Cannot read {config_path}: {exc.strerror or exc}.",
-            hint="Check the file's permissions.",
-        ) from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"{config_path} is not UTF-8 text (byte {exc.start}); it is not a valid config.json.",
-            hint="Re-download the model (llmdeck fetch REPO_ID).",
-        ) from exc
-    try:
-        data = json_loads(text)
-    except TooDeepError as exc:
-        raise ConfigError(
-            f"{config_path} nests its JSON too deeply to be a model config.",
-            hint="Re-download the model (llmdeck fetch REPO_ID).",
-        ) from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{config_path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno} "
-            f"(char {exc.pos}).",
-            hint="Fix the file, or fetch the config again: llmdeck fetch REPO_ID --config-only.",
-        ) from exc
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"{config_path} holds a JSON {type(data).__name__}, not an object; it is not a model config.",
-            hint="Re-download the model (llmdeck fetch REPO_ID).",
-        )
-    return data
 
 
 def _config_path(path: Path) -> Path:
@@ -126,7 +88,7 @@ def validate_model_dir(path: Path) -> ModelDirInfo:
     """
     path = Path(path).expanduser()
     config_path = _config_path(path)
-    config = _read_config(config_path)
+    config = read_model_config(config_path)
     raw_arch = config.get("architectures")
     architectures = [a for a in raw_arch if isinstance(a, str)] if isinstance(raw_arch, list) else []
     model_type = config.get("model_type")

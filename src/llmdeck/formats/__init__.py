@@ -1,0 +1,13 @@
+"""The boundary: one reader per external format, with its bounds, its decoding and its messages.
+
+A file or reply from elsewhere is read here once, the same way for every command: bounded in size
+(:mod:`llmdeck.util.localfile`) and depth (:mod:`llmdeck.util.jsonsafe`, :mod:`.json_bounds`),
+decoded, and every failure turned into one paragraph naming the file (a :class:`~llmdeck.errors.UsageError`,
+exit 2). What the content *means* stays with the package that uses it (the planner checks a config's
+sizes; the bench checks a result's schema).
+
+* :mod:`.model_folder`: a Hugging Face model folder's ``config.json``, ``hf_quant_config.json`` and
+  ``model.safetensors.index.json``.
+
+This is a bottom layer: it imports only :mod:`llmdeck.errors` and :mod:`llmdeck.util`.
+"""
