@@ -8,6 +8,8 @@ sizes; the bench checks a result's schema).
 
 * :mod:`.model_folder`: a Hugging Face model folder's ``config.json``, ``hf_quant_config.json`` and
   ``model.safetensors.index.json``.
+* :mod:`.result_file`: a saved result (bench, eval, a ``vllm bench serve`` JSON): gzipped or not,
+  its ``kind`` and ``schema_version``, validated into the caller's model.
 
 This is a bottom layer: it imports only :mod:`llmdeck.errors` and :mod:`llmdeck.util`.
 """

@@ -35,7 +35,7 @@ def _bad(path: Path, lineno: int, why: str) -> ResultFileError:
 
 def read_trials(path: Path) -> tuple[TrialsHeader, list[TrialRecord]]:
     """The header and every whole trial; a torn last line (a crash mid-write) is dropped."""
-    from llmdeck.bench.report import first_problem
+    from llmdeck.formats.result_file import first_problem
     from llmdeck.util.gz import InflateError, read_bytes
 
     try:
