@@ -11,6 +11,7 @@ sizes; the bench checks a result's schema).
 * :mod:`.result_file`: a saved result (bench, eval, a ``vllm bench serve`` JSON): gzipped or not,
   its ``kind`` and ``schema_version``, validated into the caller's model.
 * :mod:`.tune_trials`: a tune's ``trials.jsonl``, header and trial lines validated into tune's models.
+* :mod:`.eval_task`: an eval task folder's ``task.toml`` and prompts.
 * :mod:`.gateway_yaml`: the gateway's config file, YAML parsed with every node's line kept.
 * :mod:`.launch_spec`: a launch spec file (``plan --spec-out``), validated into ``engines.spec.LaunchSpec``.
 
