@@ -1,6 +1,7 @@
 """A model folder's config.json is read in one place: ``llmdeck.formats.model_folder``.
 
-Static: outside ``formats/`` no function both names ``"config.json"`` and decodes JSON. Behaviour: the
+Static: outside ``formats/`` no function both names a model folder's JSON file (``"config.json"``, the
+safetensors index, ...) and decodes JSON. Behaviour: the
 places that need a config (``up``'s model check and preflight, plan, the catalog's user configs) all
 go through :func:`read_model_config`, so they give the same one-paragraph errors.
 """
@@ -19,6 +20,13 @@ from llmdeck.formats import model_folder
 from llmdeck.formats.model_folder import read_index_total_size, read_model_config
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "llmdeck"
+FOLDER_FILES = {
+    "config.json",
+    "hf_quant_config.json",
+    "tokenizer_config.json",
+    "model.safetensors.index.json",
+    "*.safetensors.index.json",
+}
 # Functions that name config.json only to test it exists, and decode another file.
 NAMES_ONLY = {"model/tiny.py is_tiny_model"}  # decodes its own marker file
 DECODERS = {"loads", "_json_loads", "json_loads", "load", "model_validate_json", "safe_load"}
@@ -33,7 +41,7 @@ def _called(node: ast.AST) -> str:
     return ""
 
 
-def test_no_function_outside_formats_decodes_a_config_json() -> None:
+def test_no_function_outside_formats_decodes_a_model_folder_json() -> None:
     offenders = []
     for path in sorted(SRC.rglob("*.py")):
         rel = path.relative_to(SRC)
@@ -43,11 +51,11 @@ def test_no_function_outside_formats_decodes_a_config_json() -> None:
         for fn in ast.walk(tree):
             if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
-            names = any(isinstance(n, ast.Constant) and n.value == "config.json" for n in ast.walk(fn))
+            names = any(isinstance(n, ast.Constant) and n.value in FOLDER_FILES for n in ast.walk(fn))
             decodes = any(_called(n) in DECODERS for n in ast.walk(fn))
             if names and decodes and f"{rel} {fn.name}" not in NAMES_ONLY:
                 offenders.append(f"{rel}:{fn.lineno} {fn.name}")
-    assert offenders == [], f"config.json decoded outside llmdeck.formats: {offenders}"
+    assert offenders == [], f"a model folder's JSON decoded outside llmdeck.formats: {offenders}"
 
 
 def _folder(tmp: Path, text: str) -> Path:
@@ -122,6 +130,18 @@ def test_catalog_user_config_goes_through_the_reader(tmp_path: Path) -> None:
         "Catalog entry Mine" in info.value.message
         and "not a JSON object (it holds a str" in info.value.message
     )
+
+
+def test_formats_imports_only_util_and_errors() -> None:
+    """The boundary sits at the bottom (the layer contract says so too): readers, not users."""
+    bad = []
+    for path in sorted((SRC / "formats").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("llmdeck"):
+                top = (node.module or "").split(".")[1] if "." in (node.module or "") else ""
+                if top not in {"errors", "util", "formats"}:
+                    bad.append(f"{path.name}: {node.module}")
+    assert bad == []
 
 
 def test_index_total_size(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from llmdeck.errors import InternalError
+from llmdeck.formats.model_folder import read_index_weight_map
 from llmdeck.util.jsonsafe import loads as _json_loads
 
 # bytes per element of every safetensors dtype (sub-byte types are counted in bits below)
@@ -132,10 +133,7 @@ def _index_shards(local_dir: Path, report: VerifyReport) -> set[str]:
     shards: set[str] = set()
     for index in sorted(local_dir.glob("*.safetensors.index.json")):
         try:
-            data = _json_loads(index.read_text("utf-8"))
-            weight_map = data["weight_map"]
-            if not isinstance(weight_map, dict):
-                raise TypeError("weight_map is not an object")
+            weight_map = read_index_weight_map(index)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             report.problems.append(f"{index.name}: not a valid safetensors index ({exc})")
             continue

@@ -1,5 +1,6 @@
 """A Hugging Face model folder's JSON files, read in one place: ``config.json`` (and a lone
-``NAME.config.json``), ModelOpt's ``hf_quant_config.json`` and ``model.safetensors.index.json``.
+``NAME.config.json``), ModelOpt's ``hf_quant_config.json``, the safetensors index
+(``*.safetensors.index.json``) and ``tokenizer_config.json``'s chat template.
 
 Every way ``config.json`` can fail to be read — missing, a pipe or a device, too big, not UTF-8, not
 JSON, nested or sized past any model config, not an object — is one :class:`ConfigError` (or
@@ -24,7 +25,7 @@ from llmdeck.util.jsonsafe import loads as _json_loads
 MAX_CONFIG_BYTES = 4 << 20
 MAX_CONFIG_VALUES = 200_000  # every value a transformers config copy and dump walks (bl4: 800k, 19 s)
 MAX_CONFIG_DEPTH = 64  # real configs nest 3-4 levels; json.loads recurses once per level
-MAX_INDEX_BYTES = 256 << 20  # a safetensors index lists every tensor: MBs for the largest models
+MAX_INDEX_BYTES = 256 << 20  # a safetensors index or tokenizer config: MBs for the largest models
 REFETCH = "Check the file, or run `llmdeck fetch REPO_ID --config-only` for the model's real config.json."
 
 
@@ -120,3 +121,32 @@ def read_index_total_size(model_dir: Path) -> int | None:
     if single.is_symlink() and single.exists():
         return single.resolve().stat().st_size
     return None
+
+
+def read_index_weight_map(index: Path) -> dict[str, Any]:
+    """The ``weight_map`` of a safetensors index (tensor -> shard file).
+
+    ``OSError`` / ``ValueError`` (not UTF-8, not JSON) / ``KeyError`` / ``TypeError`` when it is not
+    one: the caller, verifying a download, records why and goes on."""
+    from llmdeck.util.localfile import read_regular_text
+
+    data = _json_loads(read_regular_text(index, MAX_INDEX_BYTES))
+    weight_map = data["weight_map"]
+    if not isinstance(weight_map, dict):
+        raise TypeError("weight_map is not an object")
+    return weight_map
+
+
+def has_chat_template(model_dir: Path) -> bool:
+    """A chat_template.jinja/.json file, or a ``chat_template`` in tokenizer_config.json."""
+    from llmdeck.util.localfile import read_regular_text
+
+    if (model_dir / "chat_template.jinja").is_file() or (model_dir / "chat_template.json").is_file():
+        return True
+    tok_config = model_dir / "tokenizer_config.json"
+    if not tok_config.is_file():
+        return False
+    try:
+        return "chat_template" in _json_loads(read_regular_text(tok_config, MAX_INDEX_BYTES))
+    except (OSError, ValueError, TypeError):
+        return False

@@ -7,8 +7,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from llmdeck.errors import ConfigError, ModelPathError
-from llmdeck.formats.model_folder import read_model_config
-from llmdeck.util.jsonsafe import loads as _json_loads
+from llmdeck.formats.model_folder import has_chat_template, read_model_config
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tiktoken.model", "qwen.tiktoken")
@@ -66,19 +65,6 @@ def _max_positions(config: dict[str, object]) -> int | None:
     return None
 
 
-def _has_chat_template(path: Path) -> bool:
-    """A chat_template.jinja/.json file, or a ``chat_template`` in tokenizer_config.json."""
-    if (path / "chat_template.jinja").is_file() or (path / "chat_template.json").is_file():
-        return True
-    tok_config = path / "tokenizer_config.json"
-    if not tok_config.is_file():
-        return False
-    try:
-        return "chat_template" in _json_loads(tok_config.read_text("utf-8"))
-    except (OSError, ValueError, TypeError):
-        return False
-
-
 def validate_model_dir(path: Path) -> ModelDirInfo:
     """Check that ``path`` is a Hugging Face model folder and describe it.
 
@@ -101,7 +87,7 @@ def validate_model_dir(path: Path) -> ModelDirInfo:
     max_pos = _max_positions(config)
     weights = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
     has_tokenizer = any((path / name).is_file() for name in TOKENIZER_FILES)
-    has_template = _has_chat_template(path)
+    has_template = has_chat_template(path)
 
     from llmdeck.model.tiny import is_tiny_model
 
