@@ -8,6 +8,7 @@ sizes; the bench checks a result's schema).
 
 * :mod:`.model_folder`: a Hugging Face model folder's ``config.json``, ``hf_quant_config.json`` and
   ``model.safetensors.index.json``.
+* :mod:`.safetensors`: a ``*.safetensors`` file's header, checked against the file's size.
 * :mod:`.result_file`: a saved result (bench, eval, a ``vllm bench serve`` JSON): gzipped or not,
   its ``kind`` and ``schema_version``, validated into the caller's model.
 * :mod:`.tune_trials`: a tune's ``trials.jsonl``, header and trial lines validated into tune's models.
