@@ -11,6 +11,7 @@ sizes; the bench checks a result's schema).
 * :mod:`.safetensors`: a ``*.safetensors`` file's header, checked against the file's size.
 * :mod:`.result_file`: a saved result (bench, eval, a ``vllm bench serve`` JSON): gzipped or not,
   its ``kind`` and ``schema_version``, validated into the caller's model.
+* :mod:`.netcheck_rows`: an all-reduce sweep's saved output (``cluster netcheck``), its JSON lines.
 * :mod:`.tune_trials`: a tune's ``trials.jsonl``, header and trial lines validated into tune's models.
 * :mod:`.eval_task`: an eval task folder's ``task.toml`` and prompts.
 * :mod:`.gateway_yaml`: the gateway's config file, YAML parsed with every node's line kept.
