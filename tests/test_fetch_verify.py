@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from llmdeck.fetch.verify import SafetensorsHeaderError, read_safetensors_header, verify_model_files
+from llmdeck.fetch.verify import verify_model_files
+from llmdeck.formats.safetensors import SafetensorsHeaderError, read_safetensors_header
 
 
 def write_sharded_model(folder: Path) -> dict[str, int]:

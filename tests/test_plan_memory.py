@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from llmdeck.formats.model_folder import read_model_config
 from llmdeck.plan.machine import GIB, dgx_spark, h200
 from llmdeck.plan.memory import ServeSettings, kv_capacity, kv_layout, plan_memory
-from llmdeck.plan.modelinfo import ModelFacts, facts_from_config, read_config_file
+from llmdeck.plan.modelinfo import ModelFacts, facts_from_config
 
 CONFIGS = Path(__file__).resolve().parents[1] / "src" / "llmdeck" / "catalog" / "data" / "configs"
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
@@ -17,7 +18,7 @@ H200_LOGS = FIXTURES / "vllm-0.22.0-h200"
 
 
 def facts(name: str) -> ModelFacts:
-    return facts_from_config(read_config_file(CONFIGS / f"{name}.config.json"), source=name)
+    return facts_from_config(read_model_config(CONFIGS / f"{name}.config.json"), source=name)
 
 
 def startup_numbers(log: Path) -> dict[str, float]:
@@ -69,7 +70,7 @@ def test_model_facts_hybrid_and_text_config_nesting() -> None:
 
 
 def test_full_attention_interval_without_layer_types() -> None:
-    cfg = read_config_file(CONFIGS / "Qwen3.6-35B-A3B.config.json")
+    cfg = read_model_config(CONFIGS / "Qwen3.6-35B-A3B.config.json")
     del cfg["text_config"]["layer_types"]
     f = facts_from_config(cfg, source="x")
     assert f.full_attention_layers == 10 and f.layer_types[3] == "full_attention"
@@ -155,7 +156,7 @@ def test_predicted_available_memory_matches_h200_logs() -> None:
 def test_gb10_seed004_qwen36_fp8_log() -> None:
     # seed 004 §5.1 (vLLM 0.22.0 venv on DGX Spark, default utilization 0.92, no prefix caching):
     # Model loading took 33.38 GiB, Available KV cache memory: 74.67 GiB, 3,795,968 tokens, 28.96x
-    cfg = read_config_file(CONFIGS / "Qwen3.6-35B-A3B.config.json")
+    cfg = read_model_config(CONFIGS / "Qwen3.6-35B-A3B.config.json")
     cfg["quantization_config"] = {"quant_method": "fp8", "weight_block_size": [128, 128]}
     f = facts_from_config(cfg, source="fp8")
     s = ServeSettings(

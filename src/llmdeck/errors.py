@@ -4,6 +4,12 @@ Every error a user can cause or meet derives from :class:`LlmdeckError`. Each ca
 one-paragraph ``message`` (what is wrong) and an optional ``hint`` (what to do), and an
 ``exit_code``: 2 for bad usage or input, 1 for a failed check or operation. The CLI maps
 them to output in exactly one place (``llmdeck.cli.app.main``).
+
+:class:`InternalError` is the third branch: raised by one part of llmdeck for a caller to catch and put
+in its own words (a peer that does not answer, a file that is a pipe, NVML that does not start, a
+scenario whose server went away). Some also derive from the stdlib class their callers catch
+(``ValueError``, ``OSError``, ``json.JSONDecodeError``). One that reaches the CLI is a bug, shown as
+an internal error, as any other exception would be.
 """
 
 from __future__ import annotations
@@ -98,3 +104,18 @@ class CheckFailedError(OperationError):
 
 class DownloadError(OperationError):
     """A model download failed (network, hub outage) or the downloaded files did not verify."""
+
+
+# ---- raised and caught inside llmdeck -----------------------------------------------------
+
+
+class InternalError(LlmdeckError):
+    """Raised for a caller inside llmdeck to catch and turn into its own message; never shown as is.
+
+    Its :meth:`render` names the class (``NotAnswering: http://...``), as an unexpected exception
+    is shown, and the CLI reports one that escapes as an internal error (exit 1)."""
+
+    exit_code = 1
+
+    def render(self) -> str:
+        return f"{type(self).__name__}: {self}"

@@ -97,7 +97,7 @@ class Comparison(BaseModel):
 
 def load_vllm_result(path: Path) -> VllmBenchResult:
     """Read a `vllm bench serve` result file. Raises ResultFileError (exit 2) with what is wrong."""
-    from llmdeck.bench.report import first_problem, read_json_file
+    from llmdeck.formats.result_file import first_problem, read_json_file
 
     p = Path(path)
     hint = "Pass the JSON that `vllm bench serve --save-result` wrote (--result-dir / --result-filename)."

@@ -16,6 +16,7 @@ from llmdeck.bench.workloads import SessionHistory, WorkItem
 from llmdeck.client.errors import ClientEndpointError
 from llmdeck.client.openai import OpenAIClient
 from llmdeck.client.types import StreamResult
+from llmdeck.errors import InternalError
 
 # Failure kinds that suggest the server itself is gone: trigger a health check.
 _SERVER_GONE_KINDS = {"unreachable", "dropped"}
@@ -55,7 +56,7 @@ def arrival_stream(rate: float | None, burstiness: float, rng: Rng) -> Iterator[
         yield t
 
 
-class ServerGone(Exception):
+class ServerGone(InternalError):
     """Raised inside a scenario when the server stopped answering /health."""
 
 

@@ -4,74 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from llmdeck.bench.models import BENCH_RESULT_KIND, BENCH_SCHEMA_VERSION, BenchResult
 from llmdeck.errors import MissingDependencyError, ResultFileError
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def read_json_file(p: Path, hint: str) -> Any:
-    """A JSON file's content (gzipped or not); ResultFileError (exit 2) when it is missing or not JSON."""
-    from llmdeck.util.gz import InflateError, read_bytes
-    from llmdeck.util.jsonsafe import TooDeepError
-    from llmdeck.util.jsonsafe import loads as json_loads
-    from llmdeck.util.localfile import NotRegularFileError
-
-    try:
-        return json_loads(read_bytes(p).decode("utf-8"))
-    except FileNotFoundError as exc:
-        raise ResultFileError(f"{p} does not exist.", hint=hint) from exc
-    except (NotRegularFileError, IsADirectoryError) as exc:
-        raise ResultFileError(f"{p} is not a result file: {exc.strerror}.", hint=hint) from exc
-    except TooDeepError as exc:
-        raise ResultFileError(f"{p} is not a result file: its JSON nests too deeply.", hint=hint) from exc
-    except (OSError, InflateError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ResultFileError(f"{p} is not a JSON file ({exc}).", hint=hint) from exc
-
-
-def first_problem(exc: ValidationError) -> str:
-    """``where: what`` of a validation error's first problem, for a one-line message."""
-    first = exc.errors()[0]
-    where = ".".join(str(x) for x in first.get("loc", ()))
-    return f"{where}: {first.get('msg')}"
-
-
-def load_versioned(path: Path, model: type[M], kind: str, version: int, noun: str, command: str) -> M:
-    """Read a result file of ``kind`` at schema ``version`` into ``model``; ResultFileError (exit 2)
-    naming what is wrong: missing, not JSON, another kind, another schema version, invalid."""
-    p = Path(path)
-    data = read_json_file(p, f"Pass a file written by `llmdeck {command}`.")
-    if not isinstance(data, dict) or data.get("kind") != kind:
-        found = data.get("kind") if isinstance(data, dict) else None
-        raise ResultFileError(
-            f'{p} is not an llmdeck {noun} result (its "kind" is {found!r}).',
-            hint=f"Pass a file written by `llmdeck {command} --out`.",
-        )
-    found_version = data.get("schema_version")
-    if not isinstance(found_version, int) or isinstance(found_version, bool):
-        raise ResultFileError(
-            f"{p}: schema_version is {json.dumps(found_version)[:40]}; it must be an integer (this llmdeck "
-            f"reads {noun} schema version {version}).",
-            hint=f"The file may be edited by hand; run the {noun} again.",
-        )
-    if found_version != version:
-        raise ResultFileError(
-            f"{p} has {noun} schema version {data.get('schema_version')!r}; this llmdeck reads version "
-            f"{version}.",
-            hint=f"Re-render it with the llmdeck version that wrote it, or run the {noun} again.",
-        )
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise ResultFileError(
-            f"{p} is not a valid {noun} result: {first_problem(exc)}.",
-            hint=f"The file may be truncated or edited by hand; run the {noun} again.",
-        ) from exc
-
+from llmdeck.formats.result_file import first_problem, load_versioned, read_json_file
 
 # Numbers of a bench result that may be below zero: sample times relative to the run's start (a sample
 # taken before it) and vLLM's "top_k -1: off". Every other number is a count, a length, a duration, a

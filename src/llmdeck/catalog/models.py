@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -11,13 +10,12 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
-from llmdeck.errors import ConfigError, UnknownModelError
-from llmdeck.util.jsonsafe import loads as _json_loads
+from llmdeck.errors import ConfigError, UnknownModelError, UsageError
+from llmdeck.formats.model_folder import parse_model_config, read_model_config
 from llmdeck.util.localfile import read_regular_text
 
 CATALOG_SCHEMA_VERSION = 1
 MAX_CATALOG_FILE_BYTES = 1 << 20  # a user catalog is a few KB (settings refuse a named file over this too)
-MAX_CATALOG_CONFIG_BYTES = 64 << 20  # as plan's config reader
 
 
 class Provenance(BaseModel):
@@ -140,32 +138,15 @@ class Catalog(BaseModel):
                         f"Catalog entry {entry.name} names config {entry.config}, which is not bundled.",
                         hint="Fix the catalog entry's `config` field.",
                     ) from exc
-                return _merge(_parse_json(text, entry.config), entry.config_overrides)
+                return _merge(parse_model_config(text, entry.config), entry.config_overrides)
         try:
-            text = read_regular_text(path, MAX_CATALOG_CONFIG_BYTES)
-        except UnicodeDecodeError as exc:
+            config = read_model_config(path)  # the one config.json reader: bounds and messages
+        except UsageError as exc:  # missing (ModelPathError) or not a config (ConfigError)
             raise ConfigError(
-                f"Catalog entry {entry.name} names config {path}, which is not UTF-8 text ({exc.reason} at "
-                f"byte {exc.start}), so not a config.json.",
+                f"Catalog entry {entry.name} names config {path}, which cannot be used: {exc.message}",
                 hint="Fix the catalog entry's `config` path, or fetch the config again.",
             ) from exc
-        except OSError as exc:
-            raise ConfigError(
-                f"Catalog entry {entry.name} names config {path}, which cannot be read "
-                f"({exc.strerror or exc}).",
-                hint="Fix the catalog entry's `config` path.",
-            ) from exc
-        return _merge(_parse_json(text, str(path)), entry.config_overrides)
-
-
-def _parse_json(text: str, where: str) -> dict[str, Any]:
-    try:
-        data = _json_loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{where} is not valid JSON ({exc.msg}).", hint="Fix or re-download it.") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where} is not a JSON object.", hint="Fix or re-download it.")
-    return data
+        return _merge(config, entry.config_overrides)
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _main(argv: list[str] | None) -> None:
-    from llmdeck.errors import LlmdeckError
+    from llmdeck.errors import InternalError, LlmdeckError
 
     click_exc = _click_exceptions()
     app = build_app()
@@ -210,7 +210,10 @@ def _main(argv: list[str] | None) -> None:
     except LlmdeckError as exc:
         if _debug():
             raise
-        _print_error(exc)
+        if isinstance(exc, InternalError):  # meant for a caller inside llmdeck: reaching here is a bug
+            _print_internal(exc)
+        else:
+            _print_error(exc)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

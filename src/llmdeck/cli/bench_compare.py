@@ -124,8 +124,8 @@ def render_versus(whole: Any, console: Any) -> None:
 
 def report_versus(path: Path, json_out: bool) -> None:
     """`llmdeck report FILE` of a comparison: its table again, or --json."""
-    from llmdeck.bench.report import load_versioned
     from llmdeck.bench.versus import VERSUS_KIND, VERSUS_SCHEMA_VERSION, VersusResult
+    from llmdeck.formats.result_file import load_versioned
 
     whole = load_versioned(
         path, VersusResult, VERSUS_KIND, VERSUS_SCHEMA_VERSION, "bench comparison", "bench"

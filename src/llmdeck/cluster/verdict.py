@@ -17,15 +17,13 @@ llmdeck's thresholds, to be replaced by measured figures when the two-GPU run is
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
 from llmdeck.cluster.allreduce import SCHEMA
-from llmdeck.errors import ResultFileError
-from llmdeck.util.jsonsafe import loads as _json_loads
+from llmdeck.formats.netcheck_rows import parse_netcheck_rows, read_netcheck_text
 
 LARGE_MESSAGE = 1 << 24  # 16 MiB and above: bandwidth-bound in nccl-tests' sense
 
@@ -71,53 +69,11 @@ class Verdict(BaseModel):
 
 def parse_rows(text: str, source: str = "the all-reduce output") -> list[Row]:
     """The JSON lines rank 0 printed; other lines (NCCL's INFO logs) are skipped."""
-    rows: list[Row] = []
-    for n, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            data = _json_loads(line)
-        except json.JSONDecodeError as exc:
-            raise ResultFileError(f"Line {n} of {source} is not JSON: {exc.msg}.", hint=_ROWS_HINT) from exc
-        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-            continue
-        try:
-            rows.append(Row.model_validate(data))
-        except ValidationError as exc:
-            raise ResultFileError(
-                f"Line {n} of {source} is not an all-reduce row: {_where(exc)}{exc.errors()[0]['msg']}.",
-                hint=_ROWS_HINT,
-            ) from exc
-    if not rows:
-        raise ResultFileError(
-            f"{source} has no all-reduce rows (schema {SCHEMA}).",
-            hint=_ROWS_HINT,
-        )
-    return rows
-
-
-def _where(exc: ValidationError) -> str:
-    loc = ".".join(str(x) for x in exc.errors()[0].get("loc", ()))
-    return f"{loc}: " if loc else ""
-
-
-_ROWS_HINT = (
-    "Give --result a file saved by `llmdeck cluster netcheck --out FILE` (what "
-    "`python -m llmdeck.cluster.allreduce` prints on rank 0), or run the test again without --result."
-)
+    return parse_netcheck_rows(text, Row, SCHEMA, source)
 
 
 def load_rows(path: Path) -> list[Row]:
-    try:
-        text = path.read_text("utf-8")
-    except OSError as exc:
-        raise ResultFileError(f"Cannot read {path}: {exc.strerror}.", hint=_ROWS_HINT) from exc
-    except UnicodeDecodeError as exc:
-        raise ResultFileError(
-            f"{path} is not text (not UTF-8): not a saved netcheck.", hint=_ROWS_HINT
-        ) from exc
-    return parse_rows(text, str(path))
+    return parse_rows(read_netcheck_text(path), str(path))
 
 
 def _fix(backend: str) -> str:

@@ -11,11 +11,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from llmdeck.errors import ConfigError, UsageError
+from llmdeck.errors import UsageError
+from llmdeck.formats.launch_spec import read_launch_spec
 from llmdeck.util.names import NAME_RULE, is_valid_server_name
 
 LAUNCH_SPEC_SCHEMA_VERSION = 1
-MAX_SPEC_BYTES = 16 << 20  # a launch spec is a few KB
 
 EngineKind = Literal["cpu", "venv", "docker"]
 
@@ -74,60 +74,7 @@ class LaunchSpec(BaseModel):
 
 def read_spec_file(path: Path) -> LaunchSpec:
     """A launch spec written by `llmdeck plan --spec-out` (exit 2 when missing, unreadable or invalid)."""
-    import json
-
-    from llmdeck.util.jsonsafe import TooDeepError
-    from llmdeck.util.jsonsafe import loads as json_loads
-    from llmdeck.util.localfile import NotRegularFileError, read_regular
-
-    hint = "Write one with `llmdeck plan MODEL --spec-out FILE`."
-    p = Path(path)
-    try:
-        data = json_loads(read_regular(p, MAX_SPEC_BYTES).decode("utf-8"))
-    except FileNotFoundError as exc:
-        raise UsageError(f"Launch spec {path} does not exist.", hint=hint) from exc
-    except NotRegularFileError as exc:
-        raise UsageError(f"Launch spec {path} is not a file: {exc.strerror}.", hint=hint) from exc
-    except TooDeepError as exc:
-        raise ConfigError(
-            f"Launch spec {path} is not a launch spec: its JSON nests too deeply.", hint=hint
-        ) from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"Launch spec {path} is not a text file (not UTF-8: {exc.reason}).", hint=hint
-        ) from exc
-    except ValueError as exc:
-        raise ConfigError(f"Launch spec {path} is not JSON ({exc}).", hint=hint) from exc
-    except OSError as exc:
-        raise ConfigError(f"Cannot read the launch spec {path}: {exc.strerror or exc}.", hint=hint) from exc
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"Launch spec {path} is not a JSON object (it is a {type(data).__name__}).", hint=hint
-        )
-    version = data.get("schema_version", LAUNCH_SPEC_SCHEMA_VERSION)
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise ConfigError(
-            f"Launch spec {path}: schema_version is {json.dumps(version)[:40]}; it must be an integer "
-            f"(this llmdeck writes and reads {LAUNCH_SPEC_SCHEMA_VERSION}).",
-            hint=f'Write "schema_version": {LAUNCH_SPEC_SCHEMA_VERSION} without quotes, or regenerate '
-            "the spec with `llmdeck plan MODEL --spec-out FILE`.",
-        )
-    if version > LAUNCH_SPEC_SCHEMA_VERSION:
-        raise ConfigError(
-            f"Launch spec {path} has schema_version {version!r}; this llmdeck reads version "
-            f"{LAUNCH_SPEC_SCHEMA_VERSION}.",
-            hint="Upgrade llmdeck, or regenerate the spec with this llmdeck "
-            "(`llmdeck plan MODEL --spec-out FILE`).",
-        )
-    try:
-        return LaunchSpec.model_validate(data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "top level"
-        raise ConfigError(
-            f"Launch spec {path} is not valid: {err['msg']} at {where}.",
-            hint="Regenerate it with `llmdeck plan MODEL --spec-out FILE`.",
-        ) from exc
+    return read_launch_spec(path, LaunchSpec, LAUNCH_SPEC_SCHEMA_VERSION)
 
 
 def build_spec(

@@ -228,6 +228,6 @@ def is_eval_file(path: Path) -> bool:
 
 def load_eval_result(path: Path) -> EvalResult:
     """Read and validate an eval result; ResultFileError (exit 2) saying what is wrong."""
-    from llmdeck.bench.report import load_versioned
+    from llmdeck.formats.result_file import load_versioned
 
     return load_versioned(path, EvalResult, EVAL_RESULT_KIND, EVAL_SCHEMA_VERSION, "eval", "eval")

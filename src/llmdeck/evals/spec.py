@@ -14,9 +14,10 @@ import difflib
 import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
-from llmdeck.errors import ConfigError, UsageError
+from llmdeck.errors import UsageError
+from llmdeck.formats.eval_task import read_task_folder
 
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 SUITES_FILE = TASKS_DIR / "suites.toml"
@@ -90,44 +91,14 @@ class EvalTask(BaseModel):
 def load_task(root: Path) -> EvalTask:
     """Read a task folder; ConfigError (exit 2) saying what is missing or wrong."""
     root = Path(root)
-    toml_path = root / "task.toml"
-    if not toml_path.is_file():
-        raise ConfigError(f"{root} is not an eval task: it has no task.toml.", hint=_LAYOUT_HINT)
-    try:
-        raw = tomllib.loads(toml_path.read_text(encoding="utf-8"))
-        config = TaskFile.model_validate(raw)
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{toml_path} cannot be read as TOML ({exc}).", hint=_LAYOUT_HINT) from exc
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(x) for x in first.get("loc", ()))
-        raise ConfigError(f"{toml_path}: {where}: {first.get('msg')}.", hint=_LAYOUT_HINT) from exc
-    for part in ("instruction.md", "workspace", "tests"):
-        if not (root / part).exists():
-            raise ConfigError(f"The eval task {root} has no {part}.", hint=_LAYOUT_HINT)
-    followups = sorted((root / "followups").glob("*.md")) if (root / "followups").is_dir() else []
+    config, instruction, followups = read_task_folder(root, TaskFile)
     return EvalTask(
         name=root.name or root.resolve().name,
         root=root,
         config=config,
-        instruction=_prompt(root / "instruction.md"),
-        followups=[_prompt(p) for p in followups],
+        instruction=instruction,
+        followups=followups,
     )
-
-
-def _prompt(path: Path) -> str:
-    """A prompt file's text; ConfigError when it is a folder, unreadable or not UTF-8 text."""
-    try:
-        return path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise ConfigError(f"The eval task prompt {path} cannot be read ({why}).", hint=_LAYOUT_HINT) from exc
-
-
-_LAYOUT_HINT = (
-    "A task folder holds task.toml, instruction.md, workspace/, tests/ (hidden pytest files) and "
-    "optionally followups/NN.md, solution/ and wrong/; see `llmdeck eval tasks`."
-)
 
 
 def builtin_task_names() -> list[str]:

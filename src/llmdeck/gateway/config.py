@@ -1,6 +1,6 @@
 """The gateway's config file (YAML): routes, keys file, per-key limits, timeouts, CORS.
 
-Validated by pydantic; every error names the file and line (``yamlmarks``). Backends are URLs, the
+Validated by pydantic; every error names the file and line (``formats.gateway_yaml``). Backends are URLs, the
 names of servers llmdeck started (resolved through the runtime records, as ``check``/``bench`` do), or
 launch specs the gateway starts on demand within a memory budget (``managed``, ``manager``).
 
@@ -31,8 +31,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llmdeck.errors import ConfigError, LlmdeckError
+from llmdeck.formats.gateway_yaml import MarkedDocument, format_loc, parse_gateway_yaml, read_gateway_text
 from llmdeck.gateway.managed import Budget, ManagedBackend, check_managed, resolve_kind, resolve_managed
-from llmdeck.gateway.yamlmarks import MarkedDocument, format_loc
 
 GATEWAY_CONFIG_SCHEMA_VERSION = 1
 
@@ -135,9 +135,6 @@ class ResolvedRoute:
     per_api: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)  # "messages": {defaults,..}
 
 
-MAX_CONFIG_BYTES = 16 << 20  # a gateway config is a few KB; more is not a config
-
-
 @dataclass
 class LoadedConfig:
     config: GatewayConfig
@@ -151,31 +148,12 @@ class LoadedConfig:
 
 def load_config(path: Path, settings: Any) -> LoadedConfig:
     """Read, validate and resolve a gateway config; :class:`ConfigError` (exit 2) names the line."""
-    from llmdeck.util.localfile import read_regular_text
-
     path = Path(path).expanduser()
-    try:
-        text = read_regular_text(path, MAX_CONFIG_BYTES)  # a pipe or /dev/zero: refused, never waited on
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"The gateway config {path} is not a text file (not UTF-8: {exc.reason}).",
-            hint="Give a YAML file with --config (see `llmdeck gateway up --help`).",
-        ) from exc
-    except OSError as exc:
-        raise ConfigError(
-            f"Cannot read the gateway config {path} ({exc.strerror or exc}).",
-            hint="Give an existing YAML file with --config (see `llmdeck gateway up --help`).",
-        ) from exc
-    return parse_config(text, source=path, settings=settings)
+    return parse_config(read_gateway_text(path), source=path, settings=settings)
 
 
 def parse_config(text: str, *, source: Path, settings: Any) -> LoadedConfig:
-    doc = MarkedDocument(text, str(source))
-    if not isinstance(doc.data, dict):
-        raise ConfigError(
-            f"{doc.where(())}: the gateway config must be a mapping with a `routes:` list.",
-            hint="Start from the example in `llmdeck gateway up --help`.",
-        )
+    doc = parse_gateway_yaml(text, str(source))
     try:
         config = GatewayConfig.model_validate(doc.data)
     except ValidationError as exc:

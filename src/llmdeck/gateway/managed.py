@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from llmdeck.engines import get as get_engine
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import ConfigError, LlmdeckError
-from llmdeck.gateway.yamlmarks import MarkedDocument
+from llmdeck.formats.gateway_yaml import MarkedDocument
 
 SLEEP_FLAG = "--enable-sleep-mode"
 MIN_RESIDENT_S = 30.0  # the default minimum residency: a start costs tens of seconds, so serve a while

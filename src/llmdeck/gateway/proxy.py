@@ -26,6 +26,7 @@ import httpx
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from llmdeck.errors import InternalError
 from llmdeck.gateway.metrics import GatewayMetrics, UsageSniffer, token_counts
 from llmdeck.gateway.routing import BackendState, RouteState
 from llmdeck.gateway.surfaces import (
@@ -127,7 +128,9 @@ class RequestCtx:
         )
 
 
-class UpstreamFailure(Exception):
+class UpstreamFailure(InternalError):
+    """A backend that gave no reply (the gateway tries the next one, or answers ``status``)."""
+
     def __init__(self, status: int, reason: str, detail: str) -> None:
         super().__init__(detail)
         self.status, self.reason, self.detail = status, reason, detail

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from llmdeck.errors import InternalError
+
 
 @dataclass(frozen=True)
 class Refusal:
@@ -16,7 +18,9 @@ class Refusal:
     retry_after_s: int | None = None
 
 
-class StartFailed(Exception):
+class StartFailed(InternalError):
+    """A model that could not start, with the refusal every waiting request gets."""
+
     def __init__(self, refusal: Refusal) -> None:
         super().__init__(refusal.message)
         self.refusal = refusal

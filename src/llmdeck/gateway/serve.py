@@ -12,7 +12,7 @@ import logging
 import sys
 from pathlib import Path
 
-from llmdeck.errors import LlmdeckError
+from llmdeck.errors import InternalError, LlmdeckError
 
 
 def setup_logging() -> None:
@@ -75,6 +75,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         run(args.config, args.host, args.port, insecure=args.insecure)
     except LlmdeckError as exc:
+        if isinstance(exc, InternalError):  # meant for a caller inside llmdeck: a bug, with its traceback
+            raise
         sys.stderr.write(f"error: {exc.render()}\n")
         sys.exit(exc.exit_code)
 

@@ -14,6 +14,7 @@ import contextlib
 import logging
 from typing import Any
 
+from llmdeck.errors import InternalError
 from llmdeck.gateway.manager import ModelManager
 from llmdeck.gateway.model_state import ManagedModel
 from llmdeck.gateway.refusals import StartFailed, retrieve
@@ -24,7 +25,7 @@ log = logging.getLogger("llmdeck.gateway.models")
 WHY = "on request from the dashboard"
 
 
-class ActionRefused(Exception):
+class ActionRefused(InternalError):
     """The action does not apply to the model now (HTTP 409), with the reason."""
 
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
 from llmdeck.errors import ConfigError, ModelPathError
-from llmdeck.util.jsonsafe import loads as _json_loads
+from llmdeck.formats.model_folder import has_chat_template, read_model_config
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tiktoken.model", "qwen.tiktoken")
@@ -28,44 +27,6 @@ class ModelDirInfo(BaseModel):
     has_tokenizer: bool = False
     has_chat_template: bool = False
     is_tiny: bool = False
-
-
-def _read_config(config_path: Path) -> dict[str, object]:
-    from llmdeck.util.jsonsafe import TooDeepError
-    from llmdeck.util.jsonsafe import loads as json_loads
-    from llmdeck.util.localfile import read_regular_text
-
-    try:
-        text = read_regular_text(config_path, 64 << 20)  # a FIFO or device: refused, never waited on
-    except OSError as exc:
-        raise ConfigError(
-            f"Cannot read {config_path}: {exc.strerror or exc}.",
-            hint="Check the file's permissions.",
-        ) from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"{config_path} is not UTF-8 text (byte {exc.start}); it is not a valid config.json.",
-            hint="Re-download the model (llmdeck fetch REPO_ID).",
-        ) from exc
-    try:
-        data = json_loads(text)
-    except TooDeepError as exc:
-        raise ConfigError(
-            f"{config_path} nests its JSON too deeply to be a model config.",
-            hint="Re-download the model (llmdeck fetch REPO_ID).",
-        ) from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{config_path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno} "
-            f"(char {exc.pos}).",
-            hint="Fix the file, or fetch the config again: llmdeck fetch REPO_ID --config-only.",
-        ) from exc
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"{config_path} holds a JSON {type(data).__name__}, not an object; it is not a model config.",
-            hint="Re-download the model (llmdeck fetch REPO_ID).",
-        )
-    return data
 
 
 def _config_path(path: Path) -> Path:
@@ -104,19 +65,6 @@ def _max_positions(config: dict[str, object]) -> int | None:
     return None
 
 
-def _has_chat_template(path: Path) -> bool:
-    """A chat_template.jinja/.json file, or a ``chat_template`` in tokenizer_config.json."""
-    if (path / "chat_template.jinja").is_file() or (path / "chat_template.json").is_file():
-        return True
-    tok_config = path / "tokenizer_config.json"
-    if not tok_config.is_file():
-        return False
-    try:
-        return "chat_template" in _json_loads(tok_config.read_text("utf-8"))
-    except (OSError, ValueError, TypeError):
-        return False
-
-
 def validate_model_dir(path: Path) -> ModelDirInfo:
     """Check that ``path`` is a Hugging Face model folder and describe it.
 
@@ -126,7 +74,7 @@ def validate_model_dir(path: Path) -> ModelDirInfo:
     """
     path = Path(path).expanduser()
     config_path = _config_path(path)
-    config = _read_config(config_path)
+    config = read_model_config(config_path)
     raw_arch = config.get("architectures")
     architectures = [a for a in raw_arch if isinstance(a, str)] if isinstance(raw_arch, list) else []
     model_type = config.get("model_type")
@@ -139,7 +87,7 @@ def validate_model_dir(path: Path) -> ModelDirInfo:
     max_pos = _max_positions(config)
     weights = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
     has_tokenizer = any((path / name).is_file() for name in TOKENIZER_FILES)
-    has_template = _has_chat_template(path)
+    has_template = has_chat_template(path)
 
     from llmdeck.model.tiny import is_tiny_model
 

@@ -1,8 +1,8 @@
-"""Reading a model's ``config.json`` (and ModelOpt's ``hf_quant_config.json``) safely.
+"""Checking the fields of a parsed ``config.json`` (read by :mod:`llmdeck.formats.model_folder`).
 
-Every way a config can be wrong — missing, unreadable, not JSON, not an object, a size that is
-missing, zero, negative or not a whole number — becomes one :class:`ConfigError` naming the file
-and the field (exit 2), never a ``KeyError`` or ``ZeroDivisionError`` later.
+Every way a config's sizes can be wrong — missing, zero, negative, not a whole number, past any real
+model — becomes one :class:`ConfigError` naming the file and the field (exit 2), never a ``KeyError``
+or ``ZeroDivisionError`` later.
 
 Values a checkpoint leaves to the library default (gemma-3's nested ``text_config`` omits
 ``vocab_size``, ``layer_types``, ...) are filled the way vLLM sees them: from transformers'
@@ -14,22 +14,10 @@ value is recorded as a guess.
 from __future__ import annotations
 
 import json
-import re
-from pathlib import Path
 from typing import Any
 
-from llmdeck.errors import ConfigError, ModelPathError
-from llmdeck.util.jsonsafe import TooDeepError
-from llmdeck.util.jsonsafe import loads as _json_loads
+from llmdeck.errors import ConfigError
 
-# The largest real config.json is well under 1 MB (quantized models listing ignored modules: ~100 KB).
-# A bigger one is no model config, and reading it costs without bound: 45 MB of nested lists made
-# `plan` run 95 s and hold 7 GB (issue 38); 4 MiB reads in a fraction of a second.
-MAX_CONFIG_BYTES = 4 << 20
-REFETCH = "Check the file, or run `llmdeck fetch REPO_ID --config-only` for the model's real config.json."
-MAX_CONFIG_VALUES = 200_000  # every value a transformers config copy and dump walks (bl4: 800k, 19 s)
-MAX_CONFIG_DEPTH = 64  # real configs nest 3-4 levels; json.loads recurses once per level
-_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 # Sizes that must be positive whole numbers when present (the first four are required).
 REQUIRED_SIZES = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 OPTIONAL_SIZES = (
@@ -101,102 +89,6 @@ DOCUMENTED_DEFAULTS: dict[str, dict[str, Any]] = {
     },
     "": {"tie_word_embeddings": False},
 }
-
-
-def json_depth(text: str) -> int:
-    """How deep ``[``/``{`` nest in JSON text (brackets inside strings are skipped), without parsing."""
-    depth = deepest = 0
-    for m in _BRACKETS.finditer(text):
-        tok = m.group()
-        if tok in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif tok in "]}":
-            depth -= 1
-    return deepest
-
-
-def value_depth(value: Any, max_values: int | None = None) -> tuple[int, int]:
-    """(depth, values): how deep lists and objects nest in a parsed JSON value and how many values it
-    holds (an explicit stack: no recursion); the count stops just past ``max_values``."""
-    deepest = count = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item
-        count += len(children)
-        deepest = max(deepest, depth)
-        if max_values is not None and count > max_values:
-            break
-        stack.extend((v, depth + 1) for v in children if isinstance(v, dict | list))
-    return deepest, count
-
-
-def read_config_file(path: Path) -> dict[str, Any]:
-    """Read and parse one config.json, turning every failure into a ConfigError (exit 2)."""
-    from llmdeck.util.localfile import read_regular_text
-
-    try:
-        text = read_regular_text(path, MAX_CONFIG_BYTES)  # a FIFO or device is refused, never waited on
-    except FileNotFoundError as exc:
-        raise ModelPathError(
-            f"{path} does not exist.", hint="Point llmdeck at a model folder that holds config.json."
-        ) from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}), so it is not a model config.",
-            hint="Fetch config.json again (llmdeck fetch REPO_ID --config-only) or fix the file.",
-        ) from exc
-    except OSError as exc:
-        raise ConfigError(
-            f"Cannot read {path}: {exc.strerror or exc}.", hint="Check the file and its permissions."
-        ) from exc
-    too_deep = (
-        f"{path} nests its JSON {{}} levels deep (a model config nests a handful; llmdeck reads at most "
-        f"{MAX_CONFIG_DEPTH}), so it is not a model config."
-    )
-    try:
-        data = _json_loads(text)
-    except TooDeepError as exc:
-        raise ConfigError(too_deep.format(json_depth(text)), hint=REFETCH) from exc
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}).",
-            hint="The download was probably cut short; fetch config.json again.",
-        ) from exc
-    depth, count = value_depth(data, MAX_CONFIG_VALUES) if isinstance(data, dict | list) else (0, 0)
-    if depth > MAX_CONFIG_DEPTH:
-        raise ConfigError(too_deep.format(depth), hint=REFETCH)
-    if count > MAX_CONFIG_VALUES:
-        raise ConfigError(
-            f"{path} holds more than {MAX_CONFIG_VALUES:,} JSON values (a model config holds hundreds, a "
-            "quantized one's module lists a few thousand), so it is not a model config.",
-            hint=REFETCH,
-        )
-    if not isinstance(data, dict):
-        raise ConfigError(
-            f"{path} is not a JSON object (it holds a {type(data).__name__}), so it is not a model config.",
-            hint=REFETCH,
-        )
-    return data
-
-
-def read_hf_quant_config(model_dir: Path) -> dict[str, Any] | None:
-    """ModelOpt's ``hf_quant_config.json`` (ModelOpt <= 0.29 keeps the quantization only there).
-
-    vLLM reads it when config.json has no ``quantization_config``
-    (vllm 0.22.0 vllm/transformers_utils/config.py:781-792).
-    """
-    path = model_dir / "hf_quant_config.json"
-    if not path.is_file():
-        return None
-    data = read_config_file(path)
-    inner = data.get("quantization", data)
-    if not isinstance(inner, dict):
-        raise ConfigError(
-            f"{path}: field 'quantization' is not an object.", hint="Fetch hf_quant_config.json again."
-        )
-    return {"quant_method": "modelopt", **data}
 
 
 def text_section(cfg: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from llmdeck.errors import ConfigError, ModelPathError
+from llmdeck.formats.model_folder import read_hf_quant_config, read_index_total_size, read_model_config
 from llmdeck.plan.configfields import (
     MLA_MODEL_TYPES,
     apply_sliding_window,
@@ -28,13 +29,11 @@ from llmdeck.plan.configfields import (
     prepare_config,
     vision_params_estimate,
 )
-from llmdeck.plan.configread import read_config_file, read_hf_quant_config
 from llmdeck.plan.quant import QuantizationInfo, parse_quantization
 from llmdeck.plan.rope import DerivedLength, derive_max_len
-from llmdeck.util.jsonsafe import loads as _json_loads
 
 __all__ = ["DTYPE_BYTES", "ModelFacts", "QuantizationInfo", "facts_from_config", "facts_from_dir"]
-__all__ += ["MLA_MODEL_TYPES", "read_config_file", "read_index_total_size"]
+__all__ += ["MLA_MODEL_TYPES"]
 
 DTYPE_BYTES: dict[str, int] = {
     "float32": 4,
@@ -303,25 +302,6 @@ def facts_from_config(
         ) from exc
 
 
-def read_index_total_size(model_dir: Path) -> int | None:
-    """``metadata.total_size`` of ``model.safetensors.index.json``, or the size of a lone safetensors file."""
-    index = model_dir / "model.safetensors.index.json"
-    if index.is_file():
-        try:
-            data = _json_loads(index.read_text(encoding="utf-8"))
-            size = data.get("metadata", {}).get("total_size")
-            if isinstance(size, int | float) and size > 0:
-                return int(size)
-        except (OSError, ValueError, AttributeError):  # not UTF-8, not JSON: no size from it
-            return None
-    single = model_dir / "model.safetensors"
-    if single.is_file() and not single.is_symlink():
-        return single.stat().st_size
-    if single.is_symlink() and single.exists():
-        return single.resolve().stat().st_size
-    return None
-
-
 def facts_from_dir(model_dir: Path, *, overrides: dict[str, Any] | None = None) -> ModelFacts:
     """Facts of a local model folder (config.json, hf_quant_config.json, safetensors index)."""
     model_dir = Path(model_dir)
@@ -344,7 +324,7 @@ def facts_from_dir(model_dir: Path, *, overrides: dict[str, Any] | None = None) 
             hint="Download the model (or just its config.json) into that folder first.",
         )
     return facts_from_config(
-        read_config_file(config),
+        read_model_config(config),
         source=str(config),
         checkpoint_bytes=read_index_total_size(model_dir),
         quant_file=read_hf_quant_config(model_dir),

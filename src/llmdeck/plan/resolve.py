@@ -11,7 +11,8 @@ from pydantic import BaseModel
 
 from llmdeck.catalog.models import Catalog, CatalogEntry
 from llmdeck.errors import ConfigError, UnknownModelError
-from llmdeck.plan.modelinfo import ModelFacts, facts_from_config, facts_from_dir, read_config_file
+from llmdeck.formats.model_folder import read_model_config
+from llmdeck.plan.modelinfo import ModelFacts, facts_from_config, facts_from_dir
 from llmdeck.util.hfpaths import default_hf_home
 from llmdeck.util.shellquote import quote
 
@@ -88,7 +89,7 @@ def _config_file(
 ) -> tuple[ModelFacts, CatalogEntry | None, ResolvedModel]:
     """A lone config file (``NAME.config.json``): planned from it; named NAME (a catalog entry when known)."""
     name = path.name.removesuffix(".json").removesuffix(".config") or path.stem
-    facts = facts_from_config(read_config_file(path), source=str(path), overrides=overrides)
+    facts = facts_from_config(read_model_config(path), source=str(path), overrides=overrides)
     entry = catalog.find(name)
     resolved = ResolvedModel(name=name, repo_id=entry.repo_id if entry else None, config_source=str(path))
     return facts, entry, resolved

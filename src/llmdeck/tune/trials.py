@@ -8,76 +8,24 @@ new request (model, engine, base flags, workload, load, SLOs), or the folder is 
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
-from pydantic import ValidationError
-
-from llmdeck.errors import ResultFileError, UsageError
+from llmdeck.errors import UsageError
+from llmdeck.formats.tune_trials import read_trials_file
 from llmdeck.tune.models import TRIAL_KIND, TRIALS_KIND, TRIALS_SCHEMA_VERSION, TrialRecord, TrialsHeader
 from llmdeck.util.atomic import atomic_write_text
-from llmdeck.util.jsonsafe import loads as _json_loads
 from llmdeck.util.owned import is_made_by_llmdeck, mark_made
 
 TRIALS_NAME = "trials.jsonl"
 MADE_WHAT = "llmdeck tune"
 
 
-def _bad(path: Path, lineno: int, why: str) -> ResultFileError:
-    what = "a llmdeck.tune.trials header" if lineno == 1 else "a tune trial"
-    return ResultFileError(
-        f"{path}:{lineno} is not {what} ({why}).",
-        hint="This trials file was edited or is not llmdeck's; pick another --out folder "
-        "(or, for `report`, the folder a tune wrote).",
-    )
-
-
 def read_trials(path: Path) -> tuple[TrialsHeader, list[TrialRecord]]:
     """The header and every whole trial; a torn last line (a crash mid-write) is dropped."""
-    from llmdeck.bench.report import first_problem
-    from llmdeck.util.gz import InflateError, read_bytes
-
-    try:
-        text = read_bytes(path).decode("utf-8")  # gzipped or not
-    except (OSError, InflateError, UnicodeDecodeError) as exc:
-        raise ResultFileError(
-            f"Cannot read the trials file {path}: {exc}.", hint="Pick another --out."
-        ) from exc
-    lines = text.split("\n")
-    if lines and lines[-1] != "":
-        lines = lines[:-1]  # no newline at the end: a line cut short
-    lines = [ln for ln in lines if ln.strip()]
-    if not lines:
-        raise _bad(path, 1, "empty")
-    try:
-        head = _json_loads(lines[0])
-    except json.JSONDecodeError as exc:
-        raise _bad(path, 1, f"not JSON: {exc.msg}") from exc
-    if not isinstance(head, dict) or head.get("kind") != TRIALS_KIND:
-        raise _bad(path, 1, f"kind {head.get('kind')!r}" if isinstance(head, dict) else "not an object")
-    version = head.get("schema_version")
-    if not isinstance(version, int) or version > TRIALS_SCHEMA_VERSION:
-        raise ResultFileError(
-            f"{path} has schema_version {version!r}; this llmdeck reads version {TRIALS_SCHEMA_VERSION}.",
-            hint="Upgrade llmdeck, or tune into another --out folder.",
-        )
-    try:
-        header = TrialsHeader.model_validate(head)
-    except ValidationError as exc:
-        raise _bad(path, 1, first_problem(exc)) from exc
-    records: list[TrialRecord] = []
-    for lineno, line in enumerate(lines[1:], 2):
-        try:
-            data = _json_loads(line)
-            if not isinstance(data, dict) or data.get("kind") != TRIAL_KIND:
-                raise _bad(path, lineno, "not a trial line")
-            records.append(TrialRecord.model_validate(data))
-        except json.JSONDecodeError as exc:
-            raise _bad(path, lineno, f"not JSON: {exc.msg}") from exc
-        except ValidationError as exc:
-            raise _bad(path, lineno, first_problem(exc)) from exc
-    return header, records
+    return read_trials_file(
+        path, TrialsHeader, TrialRecord, kinds=(TRIALS_KIND, TRIAL_KIND), version=TRIALS_SCHEMA_VERSION
+    )
 
 
 def append_trial(path: Path, record: TrialRecord) -> None:

@@ -8,13 +8,14 @@ import gzip
 import zlib
 from pathlib import Path
 
+from llmdeck.errors import InternalError
 from llmdeck.util.localfile import read_regular
 
 GZIP_MAGIC = b"\x1f\x8b"
 MAX_INFLATED = 2 << 30  # 2 GiB: a bench result with every request's ITL is tens of MB
 
 
-class InflateError(ValueError):
+class InflateError(InternalError, ValueError):
     """A gzipped file that is corrupt, cut short, or inflates past the limit."""
 
 

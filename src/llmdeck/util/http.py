@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from llmdeck.errors import EndpointError
+from llmdeck.errors import EndpointError, InternalError
 
 if TYPE_CHECKING:
     import httpx
@@ -29,8 +29,8 @@ MAX_REDIRECTS = 5
 OPENAI_SERVER = "an OpenAI-compatible server"
 
 
-class NotAnswering(Exception):
-    """No complete reply within the limit."""
+class NotAnswering(InternalError):
+    """No complete reply within the limit (``str()`` is the URL; callers say what it means)."""
 
 
 def _split(url: str) -> tuple[str, str]:

@@ -8,10 +8,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from llmdeck.errors import InternalError
 
-class TooDeepError(json.JSONDecodeError):
+
+class TooDeepError(InternalError, json.JSONDecodeError):
     """The JSON is nested deeper than the decoder can follow (a ``JSONDecodeError``, so every
     ``except json.JSONDecodeError`` that reports a malformed file reports this one too)."""
+
+    def __init__(self, msg: str, doc: str, pos: int) -> None:
+        json.JSONDecodeError.__init__(self, msg, doc, pos)
+        self.message, self.hint = str(self), None
 
 
 def loads(text: str | bytes) -> Any:

@@ -15,14 +15,24 @@ import os
 import stat
 from pathlib import Path
 
+from llmdeck.errors import InternalError
+
 MAX_FILE_BYTES = 2 << 30  # 2 GiB: far above any result, spec or config llmdeck writes or reads
 
 
-class NotRegularFileError(OSError):
+class _FileError(InternalError, OSError):
+    """An ``OSError`` (``errno, strerror, filename``) that loaders turn into their own message."""
+
+    def __init__(self, code: int, strerror: str, filename: str) -> None:
+        OSError.__init__(self, code, strerror, filename)
+        self.message, self.hint = str(self), None
+
+
+class NotRegularFileError(_FileError):
     """The path is a named pipe, socket, device or folder, not a regular file."""
 
 
-class FileTooLargeError(OSError):
+class FileTooLargeError(_FileError):
     """The file is larger than the loader's limit."""
 
 

@@ -10,8 +10,10 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from llmdeck.errors import InternalError
 
-class NvmlUnavailable(Exception):
+
+class NvmlUnavailable(InternalError):
     """NVML gives no answer: ``missing`` (nvidia-ml-py not installed) or it could not start."""
 
     def __init__(self, cause: BaseException, *, missing: bool) -> None:

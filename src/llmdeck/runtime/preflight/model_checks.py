@@ -17,13 +17,12 @@ def _looks_local(model: str) -> bool:
 
 
 def read_architecture(model_dir: Path) -> str | None:
-
-    from llmdeck.util.jsonsafe import loads as json_loads
-    from llmdeck.util.localfile import read_regular_text
+    from llmdeck.errors import LlmdeckError
+    from llmdeck.formats.model_folder import read_model_config
 
     try:
-        data = json_loads(read_regular_text(model_dir / "config.json", 64 << 20))
-    except (OSError, ValueError):  # jsonsafe: too deep is a ValueError
+        data = read_model_config(model_dir / "config.json")
+    except LlmdeckError:  # no config.json, or a broken one: the model check reports it
         return None
     archs = data.get("architectures") if isinstance(data, dict) else None
     return str(archs[0]) if isinstance(archs, list) and archs else None

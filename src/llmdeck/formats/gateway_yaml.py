@@ -1,4 +1,8 @@
-"""YAML with line numbers: parse a document and say which line a pydantic error location points at.
+"""The gateway's config file (YAML), read in one place: a regular UTF-8 file of at most
+``MAX_CONFIG_BYTES``, parsed once with every node's line kept (:class:`MarkedDocument`: the data and
+the line of any location in it, for messages like ``gw.yaml:7: routes[0].backends: ...``), a mapping
+at the top. Every failure is one :class:`ConfigError` naming the file and line (exit 2). What the
+fields mean is ``gateway.config``'s.
 
 The document is composed once (``yaml.compose`` keeps every node's start mark) and converted to plain
 data from the nodes, so the data and the line map come from the same parse.
@@ -7,11 +11,43 @@ data from the nodes, so the data and the line map come from the same parse.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from llmdeck.errors import ConfigError
+from llmdeck.util.localfile import read_regular_text
+
+MAX_CONFIG_BYTES = 16 << 20  # a gateway config is a few KB; more is not a config
+HELP = "(see `llmdeck gateway up --help`)"
+
+
+def read_gateway_text(path: Path) -> str:
+    """The text of the gateway config at ``path`` (a pipe or /dev/zero: refused, never waited on)."""
+    try:
+        return read_regular_text(path, MAX_CONFIG_BYTES)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"The gateway config {path} is not a text file (not UTF-8: {exc.reason}).",
+            hint=f"Give a YAML file with --config {HELP}.",
+        ) from exc
+    except OSError as exc:
+        raise ConfigError(
+            f"Cannot read the gateway config {path} ({exc.strerror or exc}).",
+            hint=f"Give an existing YAML file with --config {HELP}.",
+        ) from exc
+
+
+def parse_gateway_yaml(text: str, source: str) -> MarkedDocument:
+    """The config's document; its data is a mapping (the fields are for the caller to validate)."""
+    doc = MarkedDocument(text, source)
+    if not isinstance(doc.data, dict):
+        raise ConfigError(
+            f"{doc.where(())}: the gateway config must be a mapping with a `routes:` list.",
+            hint="Start from the example in `llmdeck gateway up --help`.",
+        )
+    return doc
 
 
 class MarkedDocument:

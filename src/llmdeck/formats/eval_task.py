@@ -1,0 +1,53 @@
+"""An eval task folder, read in one place: ``task.toml`` (TOML, validated into the caller's model,
+``evals.spec.TaskFile``), ``instruction.md`` and ``followups/NN.md`` (the prompts, UTF-8 text), and
+the parts that must exist (``workspace/``, ``tests/``). Files are read only when they are regular
+files of a bounded size (``util.localfile``); every failure is one :class:`ConfigError` naming the
+file (exit 2). What the task means (running it, verifying it) is ``evals``'.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from llmdeck.errors import ConfigError
+from llmdeck.util.localfile import read_regular_text
+
+MAX_TASK_FILE_BYTES = 1 << 20  # task.toml and each prompt: a few KB
+LAYOUT_HINT = (
+    "A task folder holds task.toml, instruction.md, workspace/, tests/ (hidden pytest files) and "
+    "optionally followups/NN.md, solution/ and wrong/; see `llmdeck eval tasks`."
+)
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_task_folder(root: Path, model: type[M]) -> tuple[M, str, list[str]]:
+    """(``task.toml`` as ``model``, the instruction, the follow-up prompts) of the task folder ``root``."""
+    toml_path = root / "task.toml"
+    if not toml_path.is_file():
+        raise ConfigError(f"{root} is not an eval task: it has no task.toml.", hint=LAYOUT_HINT)
+    try:
+        config = model.model_validate(tomllib.loads(read_regular_text(toml_path, MAX_TASK_FILE_BYTES)))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{toml_path} cannot be read as TOML ({exc}).", hint=LAYOUT_HINT) from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(x) for x in first.get("loc", ()))
+        raise ConfigError(f"{toml_path}: {where}: {first.get('msg')}.", hint=LAYOUT_HINT) from exc
+    for part in ("instruction.md", "workspace", "tests"):
+        if not (root / part).exists():
+            raise ConfigError(f"The eval task {root} has no {part}.", hint=LAYOUT_HINT)
+    followups = sorted((root / "followups").glob("*.md")) if (root / "followups").is_dir() else []
+    return config, read_prompt(root / "instruction.md"), [read_prompt(p) for p in followups]
+
+
+def read_prompt(path: Path) -> str:
+    """A prompt file's text; ConfigError when it is a folder, unreadable or not UTF-8 text."""
+    try:
+        return read_regular_text(path, MAX_TASK_FILE_BYTES).strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ConfigError(f"The eval task prompt {path} cannot be read ({why}).", hint=LAYOUT_HINT) from exc

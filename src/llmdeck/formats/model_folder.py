@@ -1,0 +1,152 @@
+"""A Hugging Face model folder's JSON files, read in one place: ``config.json`` (and a lone
+``NAME.config.json``), ModelOpt's ``hf_quant_config.json``, the safetensors index
+(``*.safetensors.index.json``) and ``tokenizer_config.json``'s chat template.
+
+Every way ``config.json`` can fail to be read — missing, a pipe or a device, too big, not UTF-8, not
+JSON, nested or sized past any model config, not an object — is one :class:`ConfigError` (or
+:class:`ModelPathError` when it is missing) naming the file, exit 2. What the fields mean (sizes,
+defaults, architectures) is for the reader's caller: the planner, ``up``'s model check, the catalog.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from llmdeck.errors import ConfigError, ModelPathError
+from llmdeck.formats.json_bounds import json_depth, value_depth
+from llmdeck.util.jsonsafe import TooDeepError
+from llmdeck.util.jsonsafe import loads as _json_loads
+
+# The largest real config.json is well under 1 MB (quantized models listing ignored modules: ~100 KB).
+# A bigger one is no model config, and reading it costs without bound: 45 MB of nested lists made
+# `plan` run 95 s and hold 7 GB (issue 38); 4 MiB reads in a fraction of a second.
+MAX_CONFIG_BYTES = 4 << 20
+MAX_CONFIG_VALUES = 200_000  # every value a transformers config copy and dump walks (bl4: 800k, 19 s)
+MAX_CONFIG_DEPTH = 64  # real configs nest 3-4 levels; json.loads recurses once per level
+MAX_INDEX_BYTES = 256 << 20  # a safetensors index or tokenizer config: MBs for the largest models
+REFETCH = "Check the file, or run `llmdeck fetch REPO_ID --config-only` for the model's real config.json."
+
+
+def read_model_config(path: Path) -> dict[str, Any]:
+    """Read and parse one config.json, turning every failure into a ConfigError (exit 2)."""
+    from llmdeck.util.localfile import read_regular_text
+
+    try:
+        text = read_regular_text(path, MAX_CONFIG_BYTES)  # a FIFO or device is refused, never waited on
+    except FileNotFoundError as exc:
+        raise ModelPathError(
+            f"{path} does not exist.", hint="Point llmdeck at a model folder that holds config.json."
+        ) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}), so it is not a model config.",
+            hint="Fetch config.json again (llmdeck fetch REPO_ID --config-only) or fix the file.",
+        ) from exc
+    except OSError as exc:
+        raise ConfigError(
+            f"Cannot read {path}: {exc.strerror or exc}.", hint="Check the file and its permissions."
+        ) from exc
+    return parse_model_config(text, str(path))
+
+
+def parse_model_config(text: str, where: str) -> dict[str, Any]:
+    """The JSON object of a config's text (``where`` names it in the messages), within the bounds."""
+    too_deep = (
+        f"{where} nests its JSON {{}} levels deep (a model config nests a handful; llmdeck reads at most "
+        f"{MAX_CONFIG_DEPTH}), so it is not a model config."
+    )
+    try:
+        data = _json_loads(text)
+    except TooDeepError as exc:
+        raise ConfigError(too_deep.format(json_depth(text)), hint=REFETCH) from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{where} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}).",
+            hint="The download was probably cut short; fetch config.json again.",
+        ) from exc
+    depth, count = value_depth(data, MAX_CONFIG_VALUES) if isinstance(data, dict | list) else (0, 0)
+    if depth > MAX_CONFIG_DEPTH:
+        raise ConfigError(too_deep.format(depth), hint=REFETCH)
+    if count > MAX_CONFIG_VALUES:
+        raise ConfigError(
+            f"{where} holds more than {MAX_CONFIG_VALUES:,} JSON values (a model config holds hundreds, a "
+            "quantized one's module lists a few thousand), so it is not a model config.",
+            hint=REFETCH,
+        )
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{where} is not a JSON object (it holds a {type(data).__name__}, not an object of settings), "
+            "so it is not a model config.",
+            hint=REFETCH,
+        )
+    return data
+
+
+def read_hf_quant_config(model_dir: Path) -> dict[str, Any] | None:
+    """ModelOpt's ``hf_quant_config.json`` (ModelOpt <= 0.29 keeps the quantization only there).
+
+    vLLM reads it when config.json has no ``quantization_config``
+    (vllm 0.22.0 vllm/transformers_utils/config.py:781-792).
+    """
+    path = model_dir / "hf_quant_config.json"
+    if not path.is_file():
+        return None
+    data = read_model_config(path)
+    inner = data.get("quantization", data)
+    if not isinstance(inner, dict):
+        raise ConfigError(
+            f"{path}: field 'quantization' is not an object.", hint="Fetch hf_quant_config.json again."
+        )
+    return {"quant_method": "modelopt", **data}
+
+
+def read_index_total_size(model_dir: Path) -> int | None:
+    """``metadata.total_size`` of ``model.safetensors.index.json``, or the size of a lone safetensors file."""
+    from llmdeck.util.localfile import read_regular_text
+
+    index = model_dir / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            data = _json_loads(read_regular_text(index, MAX_INDEX_BYTES))
+            size = data.get("metadata", {}).get("total_size")
+            if isinstance(size, int | float) and size > 0:
+                return int(size)
+        except (OSError, ValueError, AttributeError):  # not UTF-8, not JSON: no size from it
+            return None
+    single = model_dir / "model.safetensors"
+    if single.is_file() and not single.is_symlink():
+        return single.stat().st_size
+    if single.is_symlink() and single.exists():
+        return single.resolve().stat().st_size
+    return None
+
+
+def read_index_weight_map(index: Path) -> dict[str, Any]:
+    """The ``weight_map`` of a safetensors index (tensor -> shard file).
+
+    ``OSError`` / ``ValueError`` (not UTF-8, not JSON) / ``KeyError`` / ``TypeError`` when it is not
+    one: the caller, verifying a download, records why and goes on."""
+    from llmdeck.util.localfile import read_regular_text
+
+    data = _json_loads(read_regular_text(index, MAX_INDEX_BYTES))
+    weight_map = data["weight_map"]
+    if not isinstance(weight_map, dict):
+        raise TypeError("weight_map is not an object")
+    return weight_map
+
+
+def has_chat_template(model_dir: Path) -> bool:
+    """A chat_template.jinja/.json file, or a ``chat_template`` in tokenizer_config.json."""
+    from llmdeck.util.localfile import read_regular_text
+
+    if (model_dir / "chat_template.jinja").is_file() or (model_dir / "chat_template.json").is_file():
+        return True
+    tok_config = model_dir / "tokenizer_config.json"
+    if not tok_config.is_file():
+        return False
+    try:
+        return "chat_template" in _json_loads(read_regular_text(tok_config, MAX_INDEX_BYTES))
+    except (OSError, ValueError, TypeError):
+        return False
