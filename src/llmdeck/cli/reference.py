@@ -61,16 +61,22 @@ def _context(command: Any, name: str, parent: Any | None) -> Any:
 
 
 def walk(command: Any, ctx: Any, path: tuple[str, ...] = ()) -> Iterator[Entry]:
-    """Every visible command, depth first, in the order ``--help`` lists them."""
-    yield Entry(path, command, ctx)
-    commands = getattr(command, "commands", None)
-    if not commands:
-        return
-    for name in command.list_commands(ctx):
-        sub = command.get_command(ctx, name)
-        if sub is None or getattr(sub, "hidden", False):
-            continue
-        yield from walk(sub, _context(sub, name, ctx), (*path, name))
+    """Every visible command, depth first, in the order they were registered (``COMMAND_MODULES``)."""
+    entry = Entry(path, command, ctx)
+    yield entry
+    for child in children(entry):
+        yield from walk(child.command, child.ctx, child.path)
+
+
+def children(entry: Entry) -> list[Entry]:
+    """A group's visible subcommands in registration order (click's ``commands`` dict, whatever order
+    a typer version's ``list_commands`` would give)."""
+    commands: dict[str, Any] = getattr(entry.command, "commands", None) or {}
+    return [
+        Entry((*entry.path, name), sub, _context(sub, name, entry.ctx))
+        for name, sub in commands.items()
+        if not getattr(sub, "hidden", False)
+    ]
 
 
 def plain(text: str) -> str:
@@ -104,8 +110,23 @@ def help_blocks(text: str) -> list[tuple[str, str]]:
 
 
 def usage(entry: Entry) -> str:
-    pieces = entry.command.collect_usage_pieces(entry.ctx)
-    return " ".join([entry.title, *pieces])
+    """``llmdeck plan [OPTIONS] MODEL [-- VLLM_FLAGS...]``: written here, not by typer, whose spelling
+    of arguments changes between versions."""
+    from llmdeck.cli.launch import LaunchCommand
+    from llmdeck.cli.validate import ForwardingCommand
+
+    pieces = [entry.title, "[OPTIONS]"]
+    for param in entry.command.params:
+        if param.param_type_name == "argument":
+            name = param_names(param) + ("..." if param.nargs == -1 else "")
+            pieces.append(name if param.required else f"[{name}]")
+    if getattr(entry.command, "commands", None):
+        pieces.append("COMMAND [ARGS]...")
+    if isinstance(entry.command, ForwardingCommand):
+        pieces.append("[-- VLLM_FLAGS...]")
+    elif isinstance(entry.command, LaunchCommand):
+        pieces.append("[-- CLIENT_ARGS...]")
+    return " ".join(pieces)
 
 
 def summary(entry: Entry) -> str:
@@ -143,16 +164,49 @@ def _default_value(param: Any, value: Any) -> str:
 def param_names(param: Any) -> str:
     if param.param_type_name == "option":
         return ", ".join([*param.opts, *param.secondary_opts])
-    return str(param.metavar or param.name)
+    return str(param.metavar or param.name).upper()
 
 
-def param_type(param: Any, ctx: Any) -> str:
+def param_type(param: Any, callback: Any) -> str:
     if getattr(param, "is_flag", False) or getattr(param, "count", False):
         return "flag"
-    display = getattr(param, "display_type_rich", None)
-    shown = str(display(ctx)) if display is not None else str(param.make_metavar(ctx))
-    bounds = number_range(getattr(param, "min", None), getattr(param, "max", None))
+    hint, info = _declared(callback, param.name)
+    is_option = param.param_type_name == "option"
+    shown = str(param.metavar) if is_option and param.metavar else _type_name(hint)
+    if getattr(param, "multiple", False):
+        shown += ", repeatable"
+    bounds = number_range(getattr(info, "min", None), getattr(info, "max", None))
     return f"{shown} [{bounds}]" if bounds else shown
+
+
+def _declared(callback: Any, name: str) -> tuple[Any, Any]:
+    """(the Python annotation, the ``typer.Option``/``typer.Argument`` info) of a parameter, read from the
+    command's function itself: the same whichever typer renders the help."""
+    import typing
+
+    func = inspect.unwrap(callback)
+    hint = typing.get_type_hints(func).get(name, str)
+    info = inspect.signature(func).parameters[name].default
+    return hint, info
+
+
+def _type_name(hint: Any) -> str:
+    """``int | None`` → ``int``, ``list[str]`` → ``text``, ``Path`` → ``path``,
+    ``tuple[str, str]`` → ``text text``."""
+    import types
+    import typing
+    from pathlib import Path
+
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return _type_name(args[0]) if len(args) == 1 else " | ".join(_type_name(a) for a in args)
+    if origin is list:
+        return _type_name(args[0])
+    if origin is tuple:
+        return " ".join(_type_name(a) for a in args)
+    names = {str: "text", int: "int", float: "float", bool: "bool", Path: "path"}
+    return names.get(hint, getattr(hint, "__name__", str(hint)))
 
 
 def number_range(low: float | None, high: float | None) -> str:
@@ -166,9 +220,11 @@ def number_range(low: float | None, high: float | None) -> str:
     return f"{low}<=x<={high}"
 
 
-def param_help(param: Any) -> str:
-    """The parameter's help on one line (rich markup to plain text, paragraphs joined)."""
-    text = getattr(param, "help", None) or ""
+def param_help(param: Any, callback: Any) -> str:
+    """The parameter's help on one line (rich markup to plain text, paragraphs joined), as declared in
+    its ``typer.Option``/``typer.Argument`` (older typers keep no help on a click argument)."""
+    info = _declared(callback, param.name)[1]
+    text = getattr(info, "help", None) or getattr(param, "help", None) or ""
     parts = [p[1] if p[0] == "prose" else p[1].replace("\n", " ") for p in help_blocks(text)]
     extra = [" ".join(parts)] if parts else []
     if param.required:
@@ -211,9 +267,9 @@ def params_table(entry: Entry, kind: str) -> list[str]:
     for p in params:
         cells = (
             _code(param_names(p)),
-            _code(param_type(p, entry.ctx)),
+            _code(param_type(p, entry.command.callback)),
             _code(default_text(p, entry.ctx)),
-            prose(param_help(p)),
+            prose(param_help(p, entry.command.callback)),
         )
         rows.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return ["", *rows]
@@ -229,21 +285,11 @@ def section(entry: Entry) -> list[str]:
         out += ["", "*Deprecated.*"]
     out += params_table(entry, "argument")
     out += params_table(entry, "option")
-    subs = _children(entry)
+    subs = children(entry)
     if subs:
         out += ["", "Subcommands:", ""]
         out += [f"- [`{s.title}`](#{s.anchor}): {prose(summary(s))}" for s in subs]
     return out
-
-
-def _children(entry: Entry) -> list[Entry]:
-    commands = getattr(entry.command, "commands", None) or {}
-    found = []
-    for name in entry.command.list_commands(entry.ctx) if commands else []:
-        sub = entry.command.get_command(entry.ctx, name)
-        if sub is not None and not getattr(sub, "hidden", False):
-            found.append(Entry((*entry.path, name), sub, _context(sub, name, entry.ctx)))
-    return found
 
 
 def render_reference() -> str:
