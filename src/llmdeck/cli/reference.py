@@ -3,8 +3,10 @@
 ``make docs`` (``python -m llmdeck.cli.reference docs/cli.md``; without a path it prints to stdout)
 regenerates it and tests/test_cli_reference.py fails when the committed file differs. Nothing here is
 rendered by rich for a terminal: help texts are read from the commands, their rich markup reduced to
-plain text, and options from the parameters themselves, so the page is the same at any terminal width
-or colour setting. ``llmdeck --help`` never imports this module.
+plain text; usage lines, types, ranges and parameter help from the commands' own functions and their
+``typer.Option``/``typer.Argument`` declarations, not from typer's help renderer. So the page is the
+same at any terminal width or colour setting and under any typer version the project allows.
+``llmdeck --help`` never imports this module.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ HEADER = f"""# CLI reference
 <!-- Generated from the CLI's own definitions by `{REFRESH}` (python -m llmdeck.cli.reference
 docs/cli.md); do not edit by hand: tests/test_cli_reference.py fails when this file is stale. -->
 
-Every command and subcommand of `llmdeck`, with its usage, help, examples and options, as
-`llmdeck COMMAND --help` prints them. Every command also takes `-h` / `--help`. Options before `--`
+Every command and subcommand of `llmdeck`, with its usage, help, examples and options: what
+`llmdeck COMMAND --help` prints, in one page. Every command also takes `-h` / `--help`. Options before `--`
 are llmdeck's; on `plan`, `up` and `tune` what follows `--` goes to vLLM, on `launch` to the client.
 """
 
