@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.llmdeck-installed
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: quickstart test lint typecheck unit integration browser clean llamacpp
+.PHONY: quickstart test lint typecheck unit integration browser clean llamacpp docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ llamacpp: $(LLAMACPP_VENV)/.installed
 
 quickstart: $(STAMP)
 	$(BIN)/llmdeck quickstart
+
+# The CLI reference, docs/cli.md, generated from the CLI's own definitions (tests/test_cli_reference.py
+# fails when it is stale). Run after changing a command, an option or a help text.
+docs: $(STAMP)
+	$(BIN)/python -m llmdeck.cli.reference docs/cli.md
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

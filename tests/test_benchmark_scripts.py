@@ -342,7 +342,8 @@ def test_gateway_overhead_cpu_c64_results_say_what_the_readme_says() -> None:
 
 
 def test_gateway_h200_results_meet_issue_19s_targets_as_the_readmes_say() -> None:
-    """Session 12's H200 run: recomputed from its raw rounds, the figures the READMEs quote."""
+    """Session 12's H200 run: recomputed from its raw rounds, the figures benchmarks/README.md and
+    docs/guide/gateway.md quote."""
     from gateway_overhead import summarize
 
     doc = _load("gateway_overhead_h200-c64.json")

@@ -186,8 +186,8 @@ def test_the_page_writes_data_only_as_text() -> None:
     assert "http" not in html and "<script>" not in html  # nothing from elsewhere, no inline script
 
 
-# version 1's fields, as the README documents them: a field may be added, never removed or renamed
-# without bumping UI_SCHEMA_VERSION (other tools read this JSON)
+# version 1's fields, as docs/guide/dashboard.md documents them: a field may be added, never removed or
+# renamed without bumping UI_SCHEMA_VERSION (other tools read this JSON)
 V1 = {
     "": {"schema", "schema_version", "generated_at", "gateway", "pools", "budget", "models", "routes"},
     "gateway": {"uptime_s", "keys_required", "insecure", "version"},
