@@ -144,8 +144,11 @@ def gather_info(
     if client is None:
         return info
     from llmdeck.connect.limits import apply_client_limits
+    from llmdeck.connect.surfaces import check_client_surface
 
-    return apply_client_limits(client, info)
+    info = apply_client_limits(client, info)
+    check_client_surface(client, info, timeout)
+    return info
 
 
 def _notes(client: str, info: ServeInfo, thinking: str, provider_id: str) -> list[str]:
