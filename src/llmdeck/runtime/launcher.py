@@ -36,7 +36,6 @@ from llmdeck.runtime.logfiles import feed_new_lines, open_log, read_tail, rotate
 from llmdeck.runtime.process import identify, stop_process_group
 from llmdeck.runtime.state import ServerRecord, StateStore
 from llmdeck.settings import Settings
-from llmdeck.util.net import validate_port
 from llmdeck.util.redact import redact_text
 
 __all__ = [
@@ -58,16 +57,6 @@ LineCallback = Callable[[str], None]
 
 
 # ---- validation -----------------------------------------------------------------------------
-
-
-def check_port(host: str, port: int) -> None:
-    """Raise PortInUseError (exit 2) naming the holder when ``host:port`` cannot be bound."""
-    from llmdeck.runtime.preflight import check_port as port_findings
-
-    validate_port(port)
-    for finding in port_findings(host, port):
-        if finding.severity == "error":
-            raise PortInUseError(finding.message, hint=finding.fix)
 
 
 def validate_spec(spec: LaunchSpec) -> None:
@@ -120,9 +109,14 @@ class ValidatedSpec:
 
 
 def validate(spec: LaunchSpec) -> ValidatedSpec:
-    """The one validation of a launch: the spec (exit 2 on bad input), then its port (exit 2 if taken)."""
+    """The one validation of a launch: the spec (exit 2 on bad input), then its port: PortInUseError
+    (exit 2) naming the holder when ``host:port`` cannot be bound (the range is LaunchSpec's own)."""
+    from llmdeck.runtime.preflight.host_checks import check_port
+
     validate_spec(spec)
-    check_port(spec.host, spec.port)
+    for finding in check_port(spec.host, spec.port):
+        if finding.severity == "error":
+            raise PortInUseError(finding.message, hint=finding.fix)
     return ValidatedSpec(spec)
 
 

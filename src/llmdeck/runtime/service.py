@@ -99,10 +99,12 @@ def preflight(
     A :class:`ValidatedSpec` had its port checked when it was made: preflight does not check it again."""
     from llmdeck.runtime.preflight import run_preflight
 
-    checked = isinstance(target, ValidatedSpec)
-    spec = target.spec if isinstance(target, ValidatedSpec) else target
+    if isinstance(target, ValidatedSpec):
+        spec, port_checked = target.spec, True
+    else:
+        spec, port_checked = target, False
     report = run_preflight(
-        spec, need_bytes=None, settings=settings, exclude_pids=options.exclude_pids, port_checked=checked
+        spec, need_bytes=None, settings=settings, exclude_pids=options.exclude_pids, port_checked=port_checked
     )
     for f in report.findings:
         fix = f" Fix: {f.fix}" if f.fix else ""
