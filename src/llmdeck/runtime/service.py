@@ -1,15 +1,13 @@
-"""The runtime service: the one library way to run a server (CLI, quickstart, the gateway, tune's
-trials and the test fixtures use it).
+"""The runtime service: the one library way to run a server (CLI, quickstart, gateway, tune, tests).
 
-``up(spec, settings, options, events)`` owns the whole sequence — validation and the port (once:
-a :class:`~llmdeck.runtime.launcher.ValidatedSpec` handed down), preflight with plan's fatal lint,
-the launch (cpu / venv / docker), readiness phases with the start-up watchdog, diagnosis on failure
-with the engine stopped, warm-up — and reports progress as typed :class:`ServiceEvent` objects that
-the caller renders. ``start`` and ``await_ready`` are its two halves (servers started side by side);
-``UpOptions.bare()`` is the start alone, without preflight, unified sizing or the watchdog.
-``restart`` is seed 000's gotcha 4 done right: stop, wait for the memory to come back, check the
-other tenants (unloading Ollama's models when asked), start, follow to ready. ``down`` and
-``status`` complete the API.
+``up(spec, settings, options, events)`` owns the whole sequence — validation and the port, once (a
+:class:`~llmdeck.runtime.launcher.ValidatedSpec` handed down), preflight with plan's fatal lint, the
+launch, readiness phases with the start-up watchdog, diagnosis on failure with the engine stopped,
+warm-up — and reports progress as typed :class:`ServiceEvent` objects that the caller renders;
+``start`` and ``await_ready`` are its halves, ``UpOptions.bare()`` the start alone (no preflight,
+unified sizing or watchdog). ``restart`` is seed 000's gotcha 4 done right: stop, wait for the
+memory to come back, check the other tenants (unloading Ollama's models when asked), start, follow
+to ready. ``down`` and ``status`` complete the API.
 """
 
 from __future__ import annotations
