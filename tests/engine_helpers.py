@@ -17,16 +17,16 @@ def cpu_engine(settings: object, name: str, model_dir: Path, vllm_args: list[str
     if os.environ.get("LLMDECK_SKIP_INTEGRATION"):
         pytest.skip("LLMDECK_SKIP_INTEGRATION is set")
     from llmdeck.engines.spec import LaunchSpec
-    from llmdeck.runtime.launcher import down, start_background, wait_ready
+    from llmdeck.runtime.service import UpOptions, down, up
     from llmdeck.util.net import free_port
 
     spec = LaunchSpec(
         name=name, engine="cpu", model=str(model_dir), served_model_name="tiny-qwen3", port=free_port(),
         vllm_args=vllm_args,
     )  # fmt: skip
-    record = start_background(spec, settings)  # type: ignore[arg-type]
+    record = up(spec, settings, UpOptions.bare(timeout_s=600))  # type: ignore[arg-type]
     try:
-        yield wait_ready(record, settings, timeout_s=600)  # type: ignore[arg-type]
+        yield record
     finally:
         with contextlib.suppress(Exception):
             down(record.name, settings)  # type: ignore[arg-type]

@@ -110,7 +110,7 @@ def test_server_killed_mid_run(cpu_server: Any, tmp_path: Path) -> None:
     """A separate real server is started, benched, and SIGKILLed mid-run: exit 1 within 10 s and
     the file holds the finished requests with the rest marked failed."""
     from llmdeck.engines.spec import LaunchSpec
-    from llmdeck.runtime.launcher import down, start_background, wait_ready
+    from llmdeck.runtime.service import UpOptions, down, up
     from llmdeck.util.net import free_port
 
     settings = cpu_server.settings
@@ -122,7 +122,7 @@ def test_server_killed_mid_run(cpu_server: Any, tmp_path: Path) -> None:
         port=free_port(),
         vllm_args=["--max-model-len", "1024", "--max-num-seqs", "4"],
     )
-    rec = wait_ready(start_background(spec, settings), settings, timeout_s=600)
+    rec = up(spec, settings, UpOptions.bare(timeout_s=600))
     out = tmp_path / "victim.json"
     try:
         cli = subprocess.Popen(

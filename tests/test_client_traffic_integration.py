@@ -52,7 +52,7 @@ def cpu_server_16k(session_settings: Any, tiny_model_dir: Path) -> Iterator[Any]
     if os.environ.get("LLMDECK_SKIP_INTEGRATION"):
         pytest.skip("LLMDECK_SKIP_INTEGRATION is set")
     from llmdeck.engines.spec import LaunchSpec
-    from llmdeck.runtime.launcher import down, start_background, wait_ready
+    from llmdeck.runtime.service import UpOptions, down, up
     from llmdeck.util.net import free_port
 
     spec = LaunchSpec(
@@ -63,9 +63,9 @@ def cpu_server_16k(session_settings: Any, tiny_model_dir: Path) -> Iterator[Any]
         port=free_port(),
         vllm_args=["--max-model-len", str(BIG), "--max-num-seqs", "4", *TOOL_FLAGS, *OUTPUT_CAP],
     )
-    record = start_background(spec, session_settings)  # type: ignore[arg-type]
+    record = up(spec, session_settings, UpOptions.bare(timeout_s=600))  # type: ignore[arg-type]
     try:
-        yield wait_ready(record, session_settings, timeout_s=600)  # type: ignore[arg-type]
+        yield record
     finally:
         with contextlib.suppress(Exception):
             down(record.name, session_settings)  # type: ignore[arg-type]

@@ -197,7 +197,7 @@ def test_backend_killed_mid_stream(cpu_server: Any, tiny_model_dir: Path, tmp_pa
     """A third real server, killed while it streams: the client gets an error event, the next request is
     served by the other backend."""
     from llmdeck.engines.spec import LaunchSpec
-    from llmdeck.runtime.launcher import down, start_background, wait_ready
+    from llmdeck.runtime.service import UpOptions, down, up
     from llmdeck.util.net import free_port
 
     settings = cpu_server.settings
@@ -209,7 +209,7 @@ def test_backend_killed_mid_stream(cpu_server: Any, tiny_model_dir: Path, tmp_pa
         port=free_port(),
         vllm_args=["--max-model-len", "4096", "--max-num-seqs", "4"],
     )
-    victim = wait_ready(start_background(spec, settings), settings, timeout_s=600)
+    victim = up(spec, settings, UpOptions.bare(timeout_s=600))
     try:
         text = f"routes:\n  - model: pair\n    backends: [ci-victim, {cpu_server.name}]\n"
         loaded = parse_config(text, source=tmp_path / "gw.yaml", settings=settings)
@@ -278,7 +278,7 @@ def test_opencode_through_the_gateway(
     """
     from cli_helpers import run_cli
     from llmdeck.engines.spec import LaunchSpec
-    from llmdeck.runtime.launcher import down, start_background, wait_ready
+    from llmdeck.runtime.service import UpOptions, down, up
     from llmdeck.util.net import free_port
 
     binary = _opencode()
@@ -293,7 +293,7 @@ def test_opencode_through_the_gateway(
         port=free_port(),
         vllm_args=AGENT_FLAGS.split(),
     )
-    wait_ready(start_background(spec, settings), settings, timeout_s=600)
+    up(spec, settings, UpOptions.bare(timeout_s=600))
     try:
         key = KeyStore(tmp_path / "keys.json").create("opencode")
         text = (

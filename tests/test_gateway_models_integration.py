@@ -111,7 +111,7 @@ timeouts: {first_byte_s: 120, response_s: 300}
             os.environ["LLMDECK_CACHE_DIR"] = old
         left = [r.name for r in StateStore(settings.servers_dir).list() if is_alive(r)]
         for name in left:  # the gateway stops its models on exit; anything left is a failure, and stopped
-            from llmdeck.runtime.launcher import down
+            from llmdeck.runtime.service import down
 
             down(name, settings)
         assert not left, f"the gateway left {left} running"

@@ -42,7 +42,7 @@ def _all_text(root: Path) -> str:
 def dead_keyed_server(tmp_path: Path) -> Iterator[Any]:
     """A server started by llmdeck with `-- --api-key SECRET` whose engine (fake_dying_engine) printed
     its input and died: the record, the log and the status of a dead server are all there."""
-    from llmdeck.runtime.launcher import start_background
+    from llmdeck.runtime.service import UpOptions, start
 
     settings = _settings(tmp_path)
     spec = LaunchSpec(
@@ -54,7 +54,7 @@ def dead_keyed_server(tmp_path: Path) -> Iterator[Any]:
         vllm_args=["--max-model-len", "2048", "--api-key", SECRET],
         env={"HF_TOKEN": "hf_" + "a" * 30},
     )
-    record = start_background(spec, settings)
+    record = start(spec, settings, UpOptions.bare())  # started, not awaited: the engine dies
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and "key length" not in record.log_path.read_text():
         time.sleep(0.1)

@@ -163,6 +163,4 @@ def test_a_start_sized_by_live_memory_then_stopped_by_the_watchdog(
         bystander.kill()
         bystander.wait()
         if record is not None and pid_alive(record.pid):
-            from llmdeck.runtime.launcher import down
-
-            down(spec.name, session_settings)
+            service.down(spec.name, session_settings)

@@ -1,10 +1,11 @@
-"""Start, follow, stop and inspect local vLLM servers (CPU engine and venv engine).
+"""Start, follow, stop and inspect vLLM servers, whatever the engine (engines/ starts and stops them).
 
-The flow of ``llmdeck up`` in the background: validate the spec, check the port, rotate the
-previous log (so a crashed server's log survives the next start), have the engine start the server
-(a local process in its own process group with its output in the log, or a container), save a
-record, then follow the log and poll ``/health`` until ready — failing fast, with a diagnosis, if
-the process dies.
+The steps of ``llmdeck up`` that :mod:`llmdeck.runtime.service` runs in order: :func:`validate` the
+spec and check its port once (a :class:`ValidatedSpec`), rotate the previous log (so a crashed
+server's log survives the next start), have the engine start the server (a local process in its own
+process group with its output in the log, or a container), save a record (:func:`start_background`),
+then follow the log and poll ``/health`` until ready (:func:`wait_ready`) — failing fast, with a
+diagnosis, if the process dies.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,7 +35,6 @@ from llmdeck.errors import (
 from llmdeck.runtime.engine_state import engine_log, engine_of, is_alive, owner
 from llmdeck.runtime.state import ServerRecord, StateStore
 from llmdeck.settings import Settings
-from llmdeck.util.net import validate_port
 from llmdeck.util.redact import redact_text
 
 __all__ = [
@@ -44,7 +45,7 @@ __all__ = [
     "read_tail",
     "rotate_log",
     "start_background",
-    "up",
+    "validate",
     "wait_ready",
 ]
 
@@ -55,16 +56,6 @@ LineCallback = Callable[[str], None]
 
 
 # ---- validation -----------------------------------------------------------------------------
-
-
-def check_port(host: str, port: int) -> None:
-    """Raise PortInUseError (exit 2) naming the holder when ``host:port`` cannot be bound."""
-    from llmdeck.runtime.preflight import check_port as port_findings
-
-    validate_port(port)
-    for finding in port_findings(host, port):
-        if finding.severity == "error":
-            raise PortInUseError(finding.message, hint=finding.fix)
 
 
 def validate_spec(spec: LaunchSpec) -> None:
@@ -101,6 +92,34 @@ def validate_spec(spec: LaunchSpec) -> None:
         )
 
 
+@dataclass(frozen=True)
+class ValidatedSpec:
+    """A spec that passed :func:`validate_spec` and whose port was free when checked (:func:`validate`):
+    what preflight and :func:`start_background` take, so that neither checks it again."""
+
+    spec: LaunchSpec
+
+    def resized(self, spec: LaunchSpec) -> ValidatedSpec:
+        """The same launch with other flags or environment (unified sizing): the checks still hold."""
+        checked = ("name", "engine", "model", "python", "image", "host", "port")
+        changed = [k for k in checked if getattr(spec, k) != getattr(self.spec, k)]
+        if changed:
+            raise ValueError(f"a validated spec changed what was checked: {', '.join(changed)}")
+        return ValidatedSpec(spec)
+
+
+def validate(spec: LaunchSpec) -> ValidatedSpec:
+    """The one validation of a launch: the spec (exit 2 on bad input), then its port: PortInUseError
+    (exit 2) naming the holder when ``host:port`` cannot be bound (the range is LaunchSpec's own)."""
+    from llmdeck.runtime.preflight.host_checks import check_port
+
+    validate_spec(spec)
+    for finding in check_port(spec.host, spec.port):
+        if finding.severity == "error":
+            raise PortInUseError(finding.message, hint=finding.fix)
+    return ValidatedSpec(spec)
+
+
 # ---- start ----------------------------------------------------------------------------------
 
 
@@ -118,19 +137,19 @@ def _forget_dead(store: StateStore, name: str, running: str) -> None:
     store.remove(name)
 
 
-def start_background(spec: LaunchSpec, settings: Settings) -> ServerRecord:
+def start_background(checked: ValidatedSpec, settings: Settings) -> ServerRecord:
     """Spawn the engine detached, its output in the log; return the saved record (not yet ready).
 
+    ``checked`` was validated and its port checked (:func:`validate`): neither is done again here.
     Secrets (``--api-key``, ``HF_TOKEN`` …) reach the engine through its environment only; the record,
     the log header and the argv hold none (llmdeck.engines.secrets)."""
+    spec = checked.spec
     engine = get_engine(spec.engine)
     if engine.containerized:
         return start_docker(spec, settings)
     store = StateStore(settings.servers_dir)
     _forget_dead(store, spec.name, "pid {old.pid}")
     spec, secrets = split_secrets(spec)
-    validate_spec(spec)
-    check_port(spec.host, spec.port)
 
     log_path = settings.logs_dir / f"{spec.name}.log"
     settings.logs_dir.mkdir(parents=True, exist_ok=True)
@@ -167,14 +186,12 @@ def make_compile_cache(spec: LaunchSpec) -> None:
 def start_docker(spec: LaunchSpec, settings: Settings, docker: DockerCLI | None = None) -> ServerRecord:
     """`docker run -d` the spec (vllm/vllm-openai or nvcr.io/nvidia/vllm) and record the container.
 
+    The spec was validated and its port checked (:func:`start_background` takes a ValidatedSpec).
     Secrets go into the container as ``-e KEY`` (the value through docker's own environment)."""
     engine = get_engine(spec.engine, docker=docker)
     store = StateStore(settings.servers_dir)
     _forget_dead(store, spec.name, "container llmdeck-{old.name}")
     spec, secrets = split_secrets(spec)
-    if Path(spec.model).expanduser().exists():
-        validate_spec(spec)
-    check_port(spec.host, spec.port)
     engine.check_available()  # a clear error when the daemon is not reachable
     make_compile_cache(spec)
     log_path = settings.logs_dir / f"{spec.name}.log"
@@ -261,22 +278,6 @@ def wait_ready(
     record.ready_at = datetime.now(UTC)
     StateStore(settings.servers_dir).save(record)
     return record
-
-
-def up(
-    spec: LaunchSpec,
-    settings: Settings,
-    *,
-    timeout_s: float | None = None,
-    on_line: LineCallback | None = None,
-) -> ServerRecord:
-    """Start in the background and wait until ready; on failure stop what was started."""
-    record = start_background(spec, settings)
-    try:
-        return wait_ready(record, settings, timeout_s=timeout_s, on_line=on_line)
-    except BaseException:
-        stop_engine(record, grace_s=10)
-        raise
 
 
 # ---- stop / status --------------------------------------------------------------------------

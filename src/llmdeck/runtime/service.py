@@ -1,11 +1,13 @@
-"""The runtime service: the one library way to run a server (CLI, quickstart and the gateway use it).
+"""The runtime service: the one library way to run a server (CLI, quickstart, gateway, tune, tests).
 
-``up(spec, settings, options, events)`` owns the whole sequence — validation, the port, preflight
-with plan's fatal lint, the launch (cpu / venv / docker), readiness phases with the start-up
-watchdog, diagnosis on failure with the engine stopped, warm-up — and reports progress as typed
-:class:`ServiceEvent` objects that the caller renders. ``restart`` is seed 000's gotcha 4 done
-right: stop, wait for the memory to come back, check the other tenants (unloading Ollama's models
-when asked), start, follow to ready. ``down`` and ``status`` complete the API.
+``up(spec, settings, options, events)`` owns the whole sequence — validation and the port, once (a
+:class:`~llmdeck.runtime.launcher.ValidatedSpec` handed down), preflight with plan's fatal lint, the
+launch, readiness phases with the start-up watchdog, diagnosis on failure with the engine stopped,
+warm-up — and reports progress as typed :class:`ServiceEvent` objects that the caller renders;
+``start`` and ``await_ready`` are its halves, ``UpOptions.bare()`` the start alone (no preflight,
+unified sizing or watchdog). ``restart`` is seed 000's gotcha 4 done right: stop, wait for the
+memory to come back, check the other tenants (unloading Ollama's models when asked), start, follow
+to ready. ``down`` and ``status`` complete the API.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pydantic import BaseModel, Field
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import PortInUseError, UsageError
 from llmdeck.runtime import launcher
+from llmdeck.runtime.launcher import ValidatedSpec
 from llmdeck.runtime.phases import PhaseTracker
 from llmdeck.runtime.state import ServerRecord, StateStore
 from llmdeck.runtime.status import ServerStatus, server_status
@@ -71,6 +74,11 @@ class UpOptions(BaseModel):
     )
     reserve_gib: float | None = Field(None, ge=0, description="Unified memory: kept for the OS (settings).")
 
+    @classmethod
+    def bare(cls, **kw: Any) -> UpOptions:
+        """The start alone: no preflight, no unified sizing, no watchdog (test fixtures, scripts)."""
+        return cls(preflight=False, size_by_bytes=False, watchdog=None, **kw)
+
 
 class EventClock:
     def __init__(self, events: Events) -> None:
@@ -81,11 +89,21 @@ class EventClock:
         self.events(ServiceEvent(kind=kind, message=message, seconds=time.monotonic() - self.t0, data=data))
 
 
-def preflight(spec: LaunchSpec, settings: Settings, options: UpOptions, clock: EventClock) -> None:
-    """Run preflight; every finding becomes an event; blocking ones raise unless ``force``."""
+def preflight(
+    target: LaunchSpec | ValidatedSpec, settings: Settings, options: UpOptions, clock: EventClock
+) -> None:
+    """Run preflight; every finding becomes an event; blocking ones raise unless ``force``.
+
+    A :class:`ValidatedSpec` had its port checked when it was made: preflight does not check it again."""
     from llmdeck.runtime.preflight import run_preflight
 
-    report = run_preflight(spec, need_bytes=None, settings=settings, exclude_pids=options.exclude_pids)
+    if isinstance(target, ValidatedSpec):
+        spec, port_checked = target.spec, True
+    else:
+        spec, port_checked = target, False
+    report = run_preflight(
+        spec, need_bytes=None, settings=settings, exclude_pids=options.exclude_pids, port_checked=port_checked
+    )
     for f in report.findings:
         fix = f" Fix: {f.fix}" if f.fix else ""
         clock.emit("preflight", f"preflight {f.severity}: {f.message}{fix}", id=f.id, severity=f.severity)
@@ -95,8 +113,7 @@ def preflight(spec: LaunchSpec, settings: Settings, options: UpOptions, clock: E
     # the id itself: "port" in the id also matched vllm-not-importable and gpu-memory-not-supported,
     # which were then raised as a PortInUseError ("the port is taken") with their own message
     port_issue = next((f for f in blocking if f.id == "port-in-use"), None)
-    if port_issue is not None:
-        launcher.check_port(spec.host, spec.port)  # raises the precise PortInUseError
+    if port_issue is not None:  # the precise PortInUseError: the finding's own words
         raise PortInUseError(port_issue.message, hint=port_issue.fix)
     raise UsageError(
         f"Preflight found {len(blocking)} problem(s): " + " ".join(f.message for f in blocking),
@@ -124,18 +141,20 @@ def _phase_lines(clock: EventClock, watchdog: StartupWatchdog | None) -> Callabl
     return on_line
 
 
-def _unified_start(spec: LaunchSpec, settings: Settings, options: UpOptions, clock: EventClock) -> LaunchSpec:
+def _unified_start(
+    checked: ValidatedSpec, settings: Settings, options: UpOptions, clock: EventClock
+) -> ValidatedSpec:
     """Unified memory: the KV cache sized by bytes from live memory (``--kv-cache-memory-bytes``)."""
     from llmdeck.runtime import unified
 
-    if not options.size_by_bytes or not unified.is_unified(spec):
-        return spec
+    if not options.size_by_bytes or not unified.is_unified(checked.spec):
+        return checked
     reserve = settings.unified_reserve_gib if options.reserve_gib is None else options.reserve_gib
     spec, sizing = unified.plan_start(
-        spec, reserve_bytes=int(reserve * GIB), servers_dir=settings.servers_dir
+        checked.spec, reserve_bytes=int(reserve * GIB), servers_dir=settings.servers_dir
     )
     clock.emit("memory", sizing.summary(), sizing=sizing.model_dump())
-    return spec
+    return checked.resized(spec)
 
 
 def _drop_page_cache(spec: LaunchSpec, clock: EventClock) -> None:
@@ -146,28 +165,41 @@ def _drop_page_cache(spec: LaunchSpec, clock: EventClock) -> None:
     clock.emit("memory", drop.summary(), page_cache=drop.model_dump())
 
 
-def start(spec: LaunchSpec, settings: Settings, options: UpOptions, clock: EventClock) -> ServerRecord:
-    """Launch in the background; the record is saved before readiness is awaited."""
-    launcher.validate_spec(spec)
-    launcher.check_port(spec.host, spec.port)
-    sized = _unified_start(spec, settings, options, clock)
+def start(
+    spec: LaunchSpec,
+    settings: Settings,
+    options: UpOptions | None = None,
+    clock: EventClock | None = None,
+) -> ServerRecord:
+    """Launch in the background; the record is saved before readiness is awaited.
+
+    The spec is validated and its port checked once, here; the later steps take that ValidatedSpec."""
+    options = options or UpOptions()
+    clock = clock or EventClock(_ignore)
+    checked = launcher.validate(spec)
+    sized = _unified_start(checked, settings, options, clock)
     if options.preflight:
         preflight(sized, settings, options, clock)
-    if sized is not spec:
-        _drop_page_cache(sized, clock)
-    spec = sized
+    if sized is not checked:
+        _drop_page_cache(sized.spec, clock)
+    spec = sized.spec
     clock.emit("starting", f"starting {spec.name} ({spec.engine}): {spec.model} on port {spec.port}")
-    record = launcher.start_background(spec, settings)
+    record = launcher.start_background(sized, settings)
     clock.emit("log", f"log: {record.log_path}", path=str(record.log_path))
     return record
 
 
 def await_ready(
-    record: ServerRecord, settings: Settings, options: UpOptions, clock: EventClock
+    record: ServerRecord,
+    settings: Settings,
+    options: UpOptions | None = None,
+    clock: EventClock | None = None,
 ) -> ServerRecord:
     """Follow the phases to ready; on any failure (or Ctrl-C) stop the engine, then re-raise."""
     from llmdeck.runtime.guard import tree_bytes
 
+    options = options or UpOptions()
+    clock = clock or EventClock(_ignore)
     pid = record.pid
     held = (lambda: tree_bytes(pid)) if pid else None
     watchdog = StartupWatchdog(options.watchdog, held=held) if options.watchdog is not None else None

@@ -101,17 +101,19 @@ def run_preflight(
     ollama_url: str = OLLAMA_URL,
     probe_version: bool = True,
     run: Runner = _run,
+    port_checked: bool = False,
 ) -> PreflightReport:
     """Every check for launching ``spec``. ``need_bytes``: the plan's host-memory need (None: skip).
 
     ``exclude_pids``: processes that belong to this server (e.g. on restart) and are no tenants.
     ``probe_version``: run the venv's Python to read its vLLM version (a few seconds).
+    ``port_checked``: the caller checked the port already (``up``'s validation): not again.
     """
     from llmdeck import __version__
 
     report = PreflightReport(llmdeck_version=str(__version__), server=spec.name, engine=spec.engine)
     f = report.findings
-    f += _host_findings(spec, need_bytes, list(exclude_pids), ollama_url)
+    f += _host_findings(spec, need_bytes, list(exclude_pids), ollama_url, port_checked)
     f += check_model_and_disk(spec, disk_need_bytes=disk_need_bytes)
     if _looks_local(spec.model):
         report.architecture = read_architecture(Path(spec.model).expanduser())
@@ -125,10 +127,10 @@ def run_preflight(
 
 
 def _host_findings(
-    spec: LaunchSpec, need_bytes: int | None, excluded: list[int], ollama_url: str
+    spec: LaunchSpec, need_bytes: int | None, excluded: list[int], ollama_url: str, port_checked: bool
 ) -> list[Finding]:
     """Port, memory and the other tenants (Ollama, inference servers, GPU processes)."""
-    f = check_port(spec.host, spec.port)
+    f = [] if port_checked else check_port(spec.host, spec.port)
     try:
         f += check_memory(need_bytes, read_meminfo())
     except (OSError, ValueError) as exc:
