@@ -243,7 +243,7 @@ _TOKENIZERS: dict[str, Any] = {}
 
 def child_llmdeck(a: argparse.Namespace) -> dict[str, Any]:
     from llmdeck.bench import load as load_mod
-    from llmdeck.bench.models import ScenarioSpec, TargetInfo
+    from llmdeck.bench.result_schema import ScenarioSpec, TargetInfo
     from llmdeck.bench.runner import BenchOptions, run_bench
     from llmdeck.bench.verdict import DEFAULT_SLO
     from llmdeck.bench.workloads import load_tokenizer

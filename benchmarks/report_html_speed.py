@@ -35,7 +35,7 @@ def main() -> None:
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
     from llmdeck.bench.html.page import render_html
-    from llmdeck.bench.report import load_result
+    from llmdeck.bench.result_file import load_result
 
     tmp = Path(tempfile.mkdtemp())
     try:

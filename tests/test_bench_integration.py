@@ -55,7 +55,7 @@ def test_smoke_bench_library_entry(cpu_server: Any) -> None:
     own = sc.server_metrics.server_mean_ttft_ms
     assert own is not None and 0 < own <= m.ttft_ms.mean
     assert sc.server_metrics.server_mean_itl_ms and sc.server_metrics.server_mean_itl_ms > 0
-    from llmdeck.bench.render import detail_lines
+    from llmdeck.bench.tables import detail_lines
 
     assert "own mean TTFT" in "\n".join(detail_lines(res))
     assert sc.host and sc.host.mem_available_gib_min and sc.host.mem_available_gib_min > 0
@@ -96,7 +96,7 @@ def test_cli_by_server_name_chat_and_skip_by_context(cpu_server: Any, tmp_path: 
     # the qwen3 reasoning parser streams `reasoning` deltas: still token chunks
     assert all(r["num_chunks"] >= 1 and r["output_tokens"] == 8 for r in sc["requests"])
     # seeds suite on a 4096-token server: the long scenarios are skipped with the reason
-    from llmdeck.bench.models import TargetInfo
+    from llmdeck.bench.result_schema import TargetInfo
     from llmdeck.bench.runner import BenchOptions, run_bench
     from llmdeck.bench.suites import get_suite
 

@@ -16,7 +16,7 @@ from llmdeck.bench.metrics import (
     exact_peak_output_tokens_per_s,
     parse_goodput,
 )
-from llmdeck.bench.models import RequestRecord
+from llmdeck.bench.result_schema import RequestRecord
 
 FIX = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "vllm-0.22.0-h200"
 

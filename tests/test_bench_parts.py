@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from llmdeck.bench.models import (
+from llmdeck.bench.monitor import summarize_server
+from llmdeck.bench.result_file import load_result
+from llmdeck.bench.result_schema import (
     BenchResult,
     HostFacts,
     ScenarioMetrics,
@@ -18,8 +20,6 @@ from llmdeck.bench.models import (
     Stats,
     TargetInfo,
 )
-from llmdeck.bench.monitor import summarize_server
-from llmdeck.bench.report import load_result
 from llmdeck.bench.suites import SUITES, get_suite
 from llmdeck.bench.verdict import DEFAULT_SLO, judge, parse_duration_s, parse_slo
 from llmdeck.client.prom import parse_metrics
@@ -69,8 +69,8 @@ def test_server_own_ttft_and_itl_from_real_histograms() -> None:
 def test_server_start_time_from_real_metrics_and_the_age_in_the_table() -> None:
     from datetime import UTC, datetime, timedelta
 
-    from llmdeck.bench.models import BenchResult, HostFacts, TargetInfo
-    from llmdeck.bench.render import summary_table
+    from llmdeck.bench.result_schema import BenchResult, HostFacts, TargetInfo
+    from llmdeck.bench.tables import summary_table
     from llmdeck.client.prom import process_start_time
 
     page = (FIX / "metrics-qwen3-0.6b-before.txt").read_text()
@@ -354,8 +354,8 @@ def test_repeats_go_in_rounds_with_a_seed_of_their_own() -> None:
 
 
 def test_repeat_summary_is_median_and_range_over_finished_runs() -> None:
-    from llmdeck.bench.render import render_result
     from llmdeck.bench.repeats import expand_repeats, summarize_repeats
+    from llmdeck.bench.tables import render_result
 
     runs = expand_repeats([ScenarioSpec(name="a", request_rate=1)], 4)
     res = _result()
@@ -424,7 +424,7 @@ def test_plot_without_matplotlib_is_a_clear_usage_error(
 ) -> None:
     import sys
 
-    from llmdeck.bench.report import plot_result
+    from llmdeck.bench.result_file import plot_result
     from llmdeck.errors import MissingDependencyError
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails as if not installed
@@ -437,7 +437,7 @@ def test_plot_without_matplotlib_is_a_clear_usage_error(
 
 
 def _measured(name: str, rate: float | None, conc: int | None, p99_ttft: float) -> ScenarioResult:
-    from llmdeck.bench.models import ScenarioMetrics, Stats
+    from llmdeck.bench.result_schema import ScenarioMetrics, Stats
 
     def st(mean: float, p99: float) -> Stats:
         return Stats(n=20, mean=mean, median=mean * 0.9, std=1.0, percentiles={"p50": mean * 0.9, "p99": p99})

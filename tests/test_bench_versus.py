@@ -18,7 +18,7 @@ def test_abba_order() -> None:
 
 
 def _result(ttfts: list[float], hit: float | None) -> object:
-    from llmdeck.bench.models import (
+    from llmdeck.bench.result_schema import (
         BenchResult,
         HostFacts,
         ScenarioMetrics,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from llmdeck.catalog.models import load_catalog
+from llmdeck.catalog.entries import load_catalog
 from llmdeck.cli.app import main
 from llmdeck.errors import ConfigError, UnknownModelError
 

@@ -20,7 +20,7 @@ from llmdeck.checks.client_probes import probe_client_context, probes_for
 from llmdeck.checks.http import Http
 from llmdeck.checks.probe_base import ProbeContext
 from llmdeck.checks.probes_caps import probe_client_output_cap
-from llmdeck.checks.report import ServerFacts
+from llmdeck.checks.results import ServerFacts
 from llmdeck.checks.traffic import Recording, load_recording
 
 Handler = Callable[[httpx.Request], httpx.Response]

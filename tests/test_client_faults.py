@@ -273,7 +273,7 @@ def test_bench_sends_the_sampling_flags_in_every_request_body() -> None:
     """`llmdeck bench --temperature 0 --top-k 20`: both endpoints carry them; unset ones are not sent
     (the server's default applies, as with `vllm bench serve` without --temperature)."""
     from llmdeck.bench.load import ScenarioRun
-    from llmdeck.bench.models import ScenarioSpec
+    from llmdeck.bench.result_schema import ScenarioSpec
     from llmdeck.bench.workloads import WorkItem
 
     async def main(spec: ScenarioSpec, chat: bool) -> list[dict[str, Any]]:

@@ -176,7 +176,7 @@ class fake_http:
 
     def stream(self, path: str, body: Any) -> Any:
         from llmdeck.checks.http import Reply
-        from llmdeck.checks.report import Exchange
+        from llmdeck.checks.results import Exchange
 
         self.sent.append(body)
         ex = Exchange(method="POST", path=path, status_code=200)
@@ -185,7 +185,7 @@ class fake_http:
 
 def _ctx(chunks: list[dict[str, Any]], **facts: Any) -> Any:
     from llmdeck.checks.probes import ProbeContext
-    from llmdeck.checks.report import ServerFacts
+    from llmdeck.checks.results import ServerFacts
 
     server = ServerFacts(base_url="http://x", model="m", max_model_len=16384, **facts)
     return ProbeContext(http=fake_http(chunks), facts=server, client="opencode", requested_model=None)  # type: ignore[arg-type]

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from llmdeck.cluster.commands import RayOptions, Setup
 from llmdeck.cluster.launch import on_cluster
 from llmdeck.cluster.local import LocalCluster, LocalNode, state_file
 from llmdeck.cluster.netenv import NetSpec
-from llmdeck.cluster.render import RayOptions, Setup
 from llmdeck.cluster.run import ClusterRequest, RemoteRecord, remote_file, render
 from llmdeck.engines.argv import engine_env, venv_argv
 from llmdeck.engines.spec import LaunchSpec

@@ -85,9 +85,9 @@ def test_cluster_ranks_run_from_the_source_without_llmdeck() -> None:
     # each rank is `python -c <allreduce.py>`, so a node needs torch, not llmdeck
     import sys
 
+    from llmdeck.cluster.commands import Setup
     from llmdeck.cluster.netcheck import cluster_argvs, run_cluster
     from llmdeck.cluster.netenv import NetSpec
-    from llmdeck.cluster.render import Setup
 
     hosts = ["127.0.0.1", "localhost"]
     argvs = cluster_argvs(

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import run_cli
+from llmdeck.cluster.commands import RayOptions, Setup, cluster_commands, over_ssh, ray_start_argv
 from llmdeck.cluster.netcheck import cluster_argvs
 from llmdeck.cluster.netenv import NetSpec, check_link, node_env, read_mtu, read_speed_mbps
-from llmdeck.cluster.render import RayOptions, Setup, cluster_commands, over_ssh, ray_start_argv
 from llmdeck.cluster.run import ClusterRequest, render
 from llmdeck.errors import UsageError
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from llmdeck.evals.agents import AgentSetup, StreamState, aider_argv, feed_aider, feed_opencode, opencode_argv
-from llmdeck.evals.models import AgentRun
+from llmdeck.evals.results import AgentRun
 
 FIX = Path(__file__).parent / "fixtures" / "eval"
 

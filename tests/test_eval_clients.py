@@ -22,7 +22,7 @@ import pytest
 
 from cli_helpers import run_cli
 from http_fakes import JsonHandler
-from llmdeck.bench.models import TargetInfo
+from llmdeck.bench.result_schema import TargetInfo
 from llmdeck.evals import claude, codex
 from llmdeck.evals.agents import (
     AgentSetup,
@@ -33,7 +33,7 @@ from llmdeck.evals.agents import (
     feed,
     prepare_home,
 )
-from llmdeck.evals.models import AgentRun
+from llmdeck.evals.results import AgentRun
 from llmdeck.evals.runner import EvalOptions, run_eval
 from llmdeck.evals.spec import find_task
 from llmdeck.settings import Settings
@@ -311,7 +311,7 @@ def test_the_real_client_refused_by_the_server(client: str, tmp_path: Path, caps
             capsys,
         )  # fmt: skip
     assert code == 1 and "never reached the model" in err and "API key (401)" in err, err
-    from llmdeck.evals.models import load_eval_result
+    from llmdeck.evals.results import load_eval_result
 
     (run,) = load_eval_result(tmp_path / "e.json").runs
     assert run.status == "unreachable" and run.agent is not None and run.agent.wall_s < 60

@@ -12,7 +12,7 @@ H200 = Path(__file__).resolve().parents[1] / "evidence" / "eval" / "h200"
 
 
 def test_both_h200_runs_load_and_differ_only_in_the_kv_cache(capsys: Any, tmp_path: Path) -> None:
-    from llmdeck.evals.models import load_eval_result
+    from llmdeck.evals.results import load_eval_result
 
     fp8, bf16 = (load_eval_result(H200 / f"eval-{c}.json") for c in ("fp8", "bf16"))
     for res in (fp8, bf16):

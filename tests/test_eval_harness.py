@@ -20,8 +20,8 @@ import pytest
 
 from cli_helpers import run_cli
 from http_fakes import JsonHandler
-from llmdeck.bench.models import TargetInfo
-from llmdeck.evals.models import is_eval_file, load_eval_result
+from llmdeck.bench.result_schema import TargetInfo
+from llmdeck.evals.results import is_eval_file, load_eval_result
 from llmdeck.evals.runner import EvalOptions, run_eval
 from llmdeck.evals.spec import find_task
 from llmdeck.settings import Settings
@@ -304,7 +304,7 @@ def test_ctrl_c_keeps_the_finished_runs_and_stops_the_agent(
 
 
 def test_random_weights_are_named_in_the_verdict(tmp_path: Path) -> None:
-    from llmdeck.evals.models import EvalResult, EvalSummary, summarize
+    from llmdeck.evals.results import EvalResult, EvalSummary, summarize
     from llmdeck.evals.runner import _is_random_model
 
     dummy = TargetInfo(

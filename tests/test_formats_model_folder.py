@@ -114,7 +114,7 @@ def test_missing_and_fifo(tmp_path: Path) -> None:
 
 
 def test_catalog_user_config_goes_through_the_reader(tmp_path: Path) -> None:
-    from llmdeck.catalog.models import load_catalog
+    from llmdeck.catalog.entries import load_catalog
 
     (tmp_path / "bad.config.json").write_text('"x"')
     entry: dict[str, Any] = {

@@ -491,9 +491,9 @@ def test_eval_result_shares_benchs_header_and_old_files_load(tmp_path: Path) -> 
     """The eval result is a bench ResultHeader (one TargetInfo, one HostFacts, one status/version
     block, not copies); the shape is unchanged, so version-1 files written before still load and write
     back the same keys, and any other version is refused with what to do."""
-    from llmdeck.bench.models import BenchResult, HostFacts, ResultHeader
+    from llmdeck.bench.result_schema import BenchResult, HostFacts, ResultHeader
     from llmdeck.errors import ResultFileError
-    from llmdeck.evals.models import EvalResult, load_eval_result
+    from llmdeck.evals.results import EvalResult, load_eval_result
 
     assert issubclass(EvalResult, ResultHeader) and issubclass(BenchResult, ResultHeader)
     assert EvalResult.model_fields["host"].annotation is HostFacts

@@ -129,7 +129,7 @@ def test_negative_seeds_are_refused_by_the_request_models() -> None:
     from pydantic import ValidationError
 
     from llmdeck.bench.request import BenchRequest
-    from llmdeck.tune.models import TuneRequest
+    from llmdeck.tune.schema import TuneRequest
 
     for model_cls, seed in ((BenchRequest, -5), (TuneRequest, -1), (TuneRequest, 2**32)):
         with pytest.raises(ValidationError) as info:

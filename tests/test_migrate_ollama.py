@@ -156,7 +156,7 @@ def test_unreachable_and_garbled_exit_1(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 def test_mapping_prefers_the_gguf_precision() -> None:
-    from llmdeck.catalog.models import load_catalog
+    from llmdeck.catalog.entries import load_catalog
     from llmdeck.migrate.mapping import canonical, map_model
     from llmdeck.migrate.ollama_api import OllamaModelInfo, parse_parameters
 

@@ -135,8 +135,8 @@ def test_the_console_keeps_its_own_styles_and_neutralises_foreign_tags() -> None
 
 
 def test_bench_rendering_escapes_data_next_to_its_own_styles(tmp_path: Path) -> None:
-    from llmdeck.bench.render import render_result
-    from llmdeck.bench.report import load_result
+    from llmdeck.bench.result_file import load_result
+    from llmdeck.bench.tables import render_result
     from llmdeck.cli.output import _console_class
 
     result = load_result(_result_file(tmp_path, LINK_ID))
@@ -354,9 +354,9 @@ def test_status_url_json_is_standard(fake_close_tag_server: str, capsys: pytest.
 def test_tune_and_eval_pages_show_control_characters_as_escapes(tmp_path: Path) -> None:
     """The tune page (a trials file's flags) and the eval page (an agent's transcript) are data too."""
     from llmdeck.evals.html import render_eval_html
-    from llmdeck.evals.models import load_eval_result
+    from llmdeck.evals.results import load_eval_result
+    from llmdeck.tune.html import render_tune_html
     from llmdeck.tune.outputs import best_trial
-    from llmdeck.tune.report import render_tune_html
     from llmdeck.tune.trials import read_trials
 
     evil = "x\x1b]0;pwned\x07\u202e"

@@ -204,7 +204,7 @@ def test_gpt_oss_120b_at_vllms_default_max_num_seqs_within_2_percent() -> None:
     the V1 model runner's dummy sampler as one fp32 logits row per sequence. Its warm-up holds the bf16
     logits, their fp32 copy, the probabilities and the noise at once (14 B an element) plus the Triton
     top-k/top-p buffer: 2.78 GiB at 1024 x 201,088 where one copy was 0.77."""
-    from llmdeck.catalog.models import load_catalog
+    from llmdeck.catalog.entries import load_catalog
     from llmdeck.plan.memory import sampler_bytes, uses_v2_model_runner
     from llmdeck.plan.planner import PlanRequest, make_plan
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from llmdeck.catalog.models import load_catalog
+from llmdeck.catalog.entries import load_catalog
 from llmdeck.plan.machine import GIB
 from llmdeck.plan.planner import PlanRequest, make_plan
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from llmdeck.catalog.models import load_catalog
+from llmdeck.catalog.entries import load_catalog
 from llmdeck.plan.lint import RULES, Finding
 from llmdeck.plan.machine import MachineProfile, dgx_spark, h200
 from llmdeck.plan.planner import Plan, PlanRequest, make_plan

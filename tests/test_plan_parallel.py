@@ -131,7 +131,7 @@ def test_qwen3_moe_tp2_on_two_sparks() -> None:
 
 
 def test_two_node_plan_renders_ray_then_vllm_on_it() -> None:
-    from llmdeck.catalog.models import load_catalog
+    from llmdeck.catalog.entries import load_catalog
     from llmdeck.plan.planner import PlanRequest, make_plan
 
     req = PlanRequest(model="Qwen3-30B-A3B", machine="dgx-spark", nodes=2, vllm_args=["-tp", "2"])

@@ -15,7 +15,7 @@ import pytest
 
 from llmdeck.bench.html.page import render_html
 from llmdeck.bench.html.view import FORMATS, json_value
-from llmdeck.bench.report import load_result
+from llmdeck.bench.result_file import load_result
 from test_report_html import CMP_A, CMP_B, H200_SEEDS, OVERLOAD, SEEDS, SWEEP, _parse
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

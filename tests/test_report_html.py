@@ -18,8 +18,8 @@ from llmdeck.bench.html.diff import Side, compare_results, judge
 from llmdeck.bench.html.page import build_run, render_html
 from llmdeck.bench.html.sweep import SweepPoint, mark_frontier, sweep_view
 from llmdeck.bench.html.view import FORMATS, json_value, num, run_view
-from llmdeck.bench.models import BenchResult
-from llmdeck.bench.report import load_result
+from llmdeck.bench.result_file import load_result
+from llmdeck.bench.result_schema import BenchResult
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "evidence" / "report" / "results"

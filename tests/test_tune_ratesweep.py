@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from llmdeck.tune.models import RateStep, RateSweep
 from llmdeck.tune.ratesweep import best_step, bracket, find_max_rate, next_rate
+from llmdeck.tune.schema import RateStep, RateSweep
 
 
 def _server(capacity: float, flaky: set[int] | None = None) -> Callable[[float, int], RateStep]:
@@ -92,7 +92,7 @@ def test_the_option_reaches_the_load_and_old_fingerprints_hold(tmp_path: Path) -
         )  # fmt: skip
 
     plain, swept = req(None), req({"start": 0.5, "max_steps": 6})
-    from llmdeck.tune.models import TuneRequest
+    from llmdeck.tune.schema import TuneRequest
 
     assert isinstance(plain, TuneRequest) and isinstance(swept, TuneRequest)
     assert plain.load.rate_sweep is None and plain.max_repeats == 2

@@ -59,7 +59,7 @@ def shoot(page: Path, png: Path, width: int, height: int) -> None:
 def main() -> None:
     sys.path.insert(0, str(HERE.parents[1] / "src"))
     from llmdeck.bench.html.page import write_report
-    from llmdeck.bench.report import load_result
+    from llmdeck.bench.result_file import load_result
 
     for name, files in PAGES.items():
         paths = [(RESULTS / f).resolve() for f in files]

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from llmdeck.bench.models import BenchResult, ScenarioMetrics, ScenarioResult, Stats
+from llmdeck.bench.result_schema import BenchResult, ScenarioMetrics, ScenarioResult, Stats
 from llmdeck.errors import ResultFileError, UsageError
 
 

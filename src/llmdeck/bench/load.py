@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from llmdeck.bench.models import RequestRecord, ScenarioSpec
+from llmdeck.bench.result_schema import RequestRecord, ScenarioSpec
 from llmdeck.bench.workloads import SessionHistory, WorkItem
 from llmdeck.client.errors import ClientEndpointError
 from llmdeck.client.openai import OpenAIClient

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from llmdeck.bench.models import RequestRecord, ScenarioMetrics, Stats
+from llmdeck.bench.result_schema import RequestRecord, ScenarioMetrics, Stats
 
 DEFAULT_PERCENTILES: tuple[float, ...] = (50, 90, 95, 99)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmdeck.bench.models import GpuMemory, HostFacts, HostSummary, ServerMetricsSummary, Timeline
+from llmdeck.bench.result_schema import GpuMemory, HostFacts, HostSummary, ServerMetricsSummary, Timeline
 from llmdeck.client.prom import MetricsSnapshot, parse_metrics
 from llmdeck.runtime.host import NVML_NOT_REPORTED as NVML_NOT_REPORTED
 from llmdeck.runtime.host import NvmlSampler, read_meminfo

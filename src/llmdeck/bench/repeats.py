@@ -18,7 +18,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 
-from llmdeck.bench.models import (
+from llmdeck.bench.result_schema import (
     BenchResult,
     RepeatSummary,
     ScenarioMetrics,

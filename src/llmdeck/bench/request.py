@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from llmdeck.bench.models import ScenarioSpec
+from llmdeck.bench.result_schema import ScenarioSpec
 from llmdeck.errors import UsageError
 
 if TYPE_CHECKING:

@@ -17,7 +17,9 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from llmdeck.bench.load import ScenarioRun, ServerGone
 from llmdeck.bench.metrics import compute_metrics
-from llmdeck.bench.models import (
+from llmdeck.bench.monitor import Monitor, host_facts
+from llmdeck.bench.repeats import summarize_repeats
+from llmdeck.bench.result_schema import (
     BENCH_RESULT_KIND,
     BenchResult,
     RequestRecord,
@@ -25,8 +27,6 @@ from llmdeck.bench.models import (
     ScenarioSpec,
     TargetInfo,
 )
-from llmdeck.bench.monitor import Monitor, host_facts
-from llmdeck.bench.repeats import summarize_repeats
 from llmdeck.bench.verdict import DEFAULT_SLO, judge
 from llmdeck.bench.workloads import build_workload, load_tokenizer
 from llmdeck.client.errors import ClientEndpointError

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from llmdeck.bench.models import ScenarioSpec
+from llmdeck.bench.result_schema import ScenarioSpec
 from llmdeck.errors import UsageError
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from llmdeck.bench.models import ScenarioMetrics, ServerMetricsSummary, Stats, Verdict, VerdictCheck
+from llmdeck.bench.result_schema import ScenarioMetrics, ServerMetricsSummary, Stats, Verdict, VerdictCheck
 from llmdeck.errors import UsageError
 
 DEFAULT_SLO: dict[str, float] = {

@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 
 from llmdeck import __version__
 from llmdeck.bench.load import ServerGone
-from llmdeck.bench.models import (
+from llmdeck.bench.result_schema import (
     BenchResult,
     HostFacts,
     RunStatus,

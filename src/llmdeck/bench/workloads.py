@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from llmdeck.bench.models import ScenarioSpec
+from llmdeck.bench.result_schema import ScenarioSpec
 from llmdeck.errors import ConfigError, ModelPathError, UsageError
 from llmdeck.util.jsonsafe import loads as _json_loads
 

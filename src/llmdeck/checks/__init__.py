@@ -1,8 +1,8 @@
 """llmdeck.checks: is this endpoint ready for my agent? (`llmdeck check`)"""
 
-from llmdeck.checks.render import print_report, report_table
-from llmdeck.checks.report import CheckReport, ProbeResult, ServerFacts
+from llmdeck.checks.results import CheckReport, ProbeResult, ServerFacts
 from llmdeck.checks.run import run_checks
+from llmdeck.checks.table import print_report, report_table
 
 __all__ = [
     "CheckReport",

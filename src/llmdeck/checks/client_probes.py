@@ -21,7 +21,7 @@ from llmdeck.checks.probes import (
     ProbeContext,
 )
 from llmdeck.checks.probes_caps import probe_client_output_cap
-from llmdeck.checks.report import ProbeResult
+from llmdeck.checks.results import ProbeResult
 from llmdeck.checks.traffic import (
     TURN_TOKENS,
     Recording,

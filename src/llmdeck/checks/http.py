@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from llmdeck.checks.report import Exchange
+from llmdeck.checks.results import Exchange
 from llmdeck.errors import EndpointError
 from llmdeck.util.http import JSON_CAP, STREAM_CAP, capped_chunks, capped_lines, raise_for_redirect
 from llmdeck.util.jsonsafe import loads as json_loads

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmdeck.checks.http import Http, Reply
-from llmdeck.checks.report import Exchange, ServerFacts, Status
+from llmdeck.checks.results import Exchange, ServerFacts, Status
 
 # vLLM's own words (vllm/entrypoints/openai/.../online_renderer.py, v0.22-v0.32).
 AUTO_TOOL_ERROR = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'

@@ -47,7 +47,7 @@ from llmdeck.checks.probes_tools import (
     probe_tool_parallel,
     probe_tool_result,
 )
-from llmdeck.checks.report import ProbeResult
+from llmdeck.checks.results import ProbeResult
 from llmdeck.errors import EndpointError
 
 __all__ = [

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from llmdeck.checks.clients import validate_client
 from llmdeck.checks.http import Http
 from llmdeck.checks.probes import PROBE_ORDER, ProbeContext, learn_thinking, run_probe
-from llmdeck.checks.report import CheckReport, ProbeResult, ServerFacts
+from llmdeck.checks.results import CheckReport, ProbeResult, ServerFacts
 from llmdeck.util.net import normalize_base_url
 
 if TYPE_CHECKING:

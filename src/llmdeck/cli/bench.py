@@ -176,9 +176,9 @@ def bench(
     """Benchmark a server (TTFT/TPOT/ITL/E2EL/throughput like vllm bench serve) and give a verdict."""
     from datetime import datetime
 
-    from llmdeck.bench.render import render_result
     from llmdeck.bench.request import build_options, build_scenarios
     from llmdeck.bench.runner import resolve_target, run_bench
+    from llmdeck.bench.tables import render_result
     from llmdeck.cli.bench_compare import run_compare
     from llmdeck.cli.bench_parts import floats, parse_request, sampling
     from llmdeck.util.atomic import check_writable

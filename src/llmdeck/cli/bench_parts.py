@@ -93,7 +93,7 @@ class RichProgress:
             self.progress.update(self.task, completed=done, failed=failed)
 
     def scenario_end(self, result: Any) -> None:
-        from llmdeck.bench.render import scenario_row
+        from llmdeck.bench.tables import scenario_row
 
         row = [escape(safe_text(cell)) for cell in scenario_row(result)]  # names and errors are data
         self.console.print(

@@ -29,8 +29,8 @@ def _hf_cache(given: str | None) -> str | None:
 def request(values: dict[str, Any]) -> Any:
     from pydantic import ValidationError
 
+    from llmdeck.cluster.commands import RayOptions, Setup
     from llmdeck.cluster.netenv import NetSpec, validate_link_names
-    from llmdeck.cluster.render import RayOptions, Setup
     from llmdeck.cluster.run import ClusterRequest
     from llmdeck.errors import UsageError
     from llmdeck.util.hfpaths import default_hf_home
@@ -81,7 +81,7 @@ def request(values: dict[str, Any]) -> Any:
 
 def _object_store_bytes(values: dict[str, Any]) -> int:
     """--object-store-mb, else 1 GiB across boxes (the field's launchers) and 100 MB on one machine."""
-    from llmdeck.cluster.render import DEFAULT_OBJECT_STORE_BYTES, is_local
+    from llmdeck.cluster.commands import DEFAULT_OBJECT_STORE_BYTES, is_local
 
     if values["object_store_mb"] is not None:
         return int(values["object_store_mb"] * 1_000_000)
@@ -90,7 +90,7 @@ def _object_store_bytes(values: dict[str, Any]) -> int:
 
 
 def print_up(res: Any) -> None:
-    from llmdeck.plan.render import shell_join
+    from llmdeck.plan.argv import shell_join
 
     con = out_console()
     for f in res.net:

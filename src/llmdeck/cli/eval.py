@@ -175,7 +175,7 @@ def _eval(ctx: typer.Context, opts: dict[str, Any], json_out: bool) -> None:
     if json_out:
         print_json(result)
     else:
-        from llmdeck.evals.render import render_result
+        from llmdeck.evals.tables import render_result
 
         render_result(result, out_console())
     _refuse_unreached(result, opts)
@@ -224,8 +224,8 @@ class _Progress:
 
 
 def eval_tasks(json_out: bool = JSON_OPTION) -> None:
-    from llmdeck.evals.render import render_tasks
     from llmdeck.evals.spec import builtin_task_names, find_task, suites
+    from llmdeck.evals.tables import render_tasks
 
     tasks = [find_task(n) for n in builtin_task_names()]
     if json_out:
@@ -245,9 +245,9 @@ def eval_verify(
     import sys
 
     from llmdeck.errors import CheckFailedError
-    from llmdeck.evals.render import render_verify
     from llmdeck.evals.runner import check_pytest
     from llmdeck.evals.spec import builtin_task_names, find_task, select_tasks
+    from llmdeck.evals.tables import render_verify
     from llmdeck.evals.verifier import verify_task
 
     py = python or sys.executable

@@ -61,7 +61,7 @@ def ollama(
     from pydantic import ValidationError
 
     from llmdeck.errors import UsageError
-    from llmdeck.migrate.models import MigrateRequest
+    from llmdeck.migrate.results import MigrateRequest
     from llmdeck.migrate.run import migrate_ollama
 
     settings = get_settings(ctx)

@@ -110,7 +110,7 @@ def _memory_table(plan: Any) -> Any:
 
 
 def _print_plan(plan: Any) -> None:
-    from llmdeck.plan.render import shell_join
+    from llmdeck.plan.argv import shell_join
     from llmdeck.util.redact import redact_argv
 
     con = out_console()
@@ -217,7 +217,7 @@ def models_cmd(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
     """
     from rich.table import Table
 
-    from llmdeck.catalog.models import load_catalog
+    from llmdeck.catalog.entries import load_catalog
 
     catalog = load_catalog(list(get_settings(ctx).catalog_paths))
     if as_json:

@@ -71,8 +71,8 @@ def _render_extras(result: object) -> None:
     bench = getattr(result, "bench", None)
     check = getattr(result, "check", None)
     if bench is not None:
-        from llmdeck.bench.models import BenchResult
-        from llmdeck.bench.render import render_result
+        from llmdeck.bench.result_schema import BenchResult
+        from llmdeck.bench.tables import render_result
 
         render_result(BenchResult.model_validate(bench), out_console(), details=False)
     if check is not None:

@@ -14,8 +14,8 @@ from llmdeck.cli.output import JSON_OPTION, err_console, out_console, print_json
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from llmdeck.bench.models import BenchResult
-    from llmdeck.tune.models import TrialsHeader, TuneReport
+    from llmdeck.bench.result_schema import BenchResult
+    from llmdeck.tune.schema import TrialsHeader, TuneReport
 
 HTML_HELP = (
     "Write one self-contained HTML page (no scripts, nothing from the network): per scenario the "
@@ -91,8 +91,8 @@ def _report(
     html: Path | None,
     json_out: bool,
 ) -> None:
-    from llmdeck.bench.render import render_result
-    from llmdeck.bench.report import load_result, plot_result
+    from llmdeck.bench.result_file import load_result, plot_result
+    from llmdeck.bench.tables import render_result
     from llmdeck.errors import UsageError
 
     if _report_other(result_files, plot, against, scenario, html, json_out):
@@ -150,7 +150,7 @@ def _report_other(
 ) -> bool:
     """A `bench --compare` result, eval results or a tune: rendered here (True), else False."""
     from llmdeck.cli.bench_compare import is_versus_file, report_versus
-    from llmdeck.evals.models import is_eval_file
+    from llmdeck.evals.results import is_eval_file
 
     if len(files) == 1 and not (plot or against or html) and is_versus_file(files[0]):
         report_versus(files[0], js)
@@ -174,7 +174,7 @@ def _report_evals(
     """`report` of `llmdeck eval` results: the table or --json of one; --html: its page, or several side by
     side (serving configurations on the same tasks)."""
     from llmdeck.errors import UsageError
-    from llmdeck.evals.models import is_eval_file, load_eval_result
+    from llmdeck.evals.results import is_eval_file, load_eval_result
 
     if not all(is_eval_file(p) for p in files):
         raise UsageError(
@@ -201,7 +201,7 @@ def _report_evals(
     if json_out:
         print_json(results[0])
     else:
-        from llmdeck.evals.render import render_result
+        from llmdeck.evals.tables import render_result
 
         render_result(results[0], out_console())
 
@@ -217,8 +217,8 @@ def _report_tune(files: list[Path], bench_options: bool, html: Path | None, json
     """`report` of a tune (its folder or trials file, e.g. copied from the GPU box): which config it
     chose and why, --json, or its page again (--html) with this llmdeck's renderer."""
     from llmdeck.errors import UsageError
-    from llmdeck.tune.models import TuneReport
     from llmdeck.tune.outputs import best_runs, chosen
+    from llmdeck.tune.schema import TuneReport
     from llmdeck.tune.startcost import fill_from_logs
     from llmdeck.tune.trials import read_trials, trials_path_of
 
@@ -237,7 +237,7 @@ def _report_tune(files: list[Path], bench_options: bool, html: Path | None, json
     best, noise = chosen(records, header.request.max_repeats, budget_stopped=None)
     if html is not None:
         from llmdeck.bench.html.page import check_html_path
-        from llmdeck.tune.report import write_tune_report
+        from llmdeck.tune.html import write_tune_report
 
         check_html_path(html)
         write_tune_report(header, records, best, html, noise)
@@ -256,7 +256,7 @@ def _trials_table(header: TrialsHeader, report: TuneReport) -> tuple[Table, list
     what it changed from vLLM's defaults (configs are long: below the table, not in a column)."""
     from rich.table import Table
 
-    from llmdeck.tune.report import rows
+    from llmdeck.tune.html import rows
 
     t = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     for name in ("#", "origin", "goodput req/s", "runs", "× defaults"):
@@ -311,6 +311,6 @@ def _write_html(results: list[BenchResult], files: list[Path], out: Path) -> Non
 
 def write_bench_html(out_path: Path, html: Path) -> None:
     """After `llmdeck bench` (or its interruption): the page of the result file it wrote."""
-    from llmdeck.bench.report import load_result
+    from llmdeck.bench.result_file import load_result
 
     _write_html([load_result(out_path)], [out_path], html)

@@ -22,8 +22,8 @@ from pathlib import Path
 import psutil
 from pydantic import BaseModel, Field
 
+from llmdeck.cluster.commands import RayOptions, ray_start_argv
 from llmdeck.cluster.raystatus import RayStatus, parse_ray_status
-from llmdeck.cluster.render import RayOptions, ray_start_argv
 from llmdeck.errors import MissingDependencyError, NotRunningError, OperationError
 from llmdeck.util.atomic import atomic_write_json
 from llmdeck.util.net import free_port

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from llmdeck.cluster import allreduce
+from llmdeck.cluster.commands import Setup, over_ssh
 from llmdeck.cluster.netenv import NetSpec, node_env
-from llmdeck.cluster.render import Setup, over_ssh
 from llmdeck.cluster.verdict import Row, parse_rows
 from llmdeck.errors import OperationError
 

@@ -1,7 +1,7 @@
 """``llmdeck cluster``: up, status, down across the nodes; the record that ties them together.
 
 A cluster whose head and workers are all this machine (127.0.0.1 / localhost) is started for real
-as local processes (local.py). Any other is the rendered commands (render.py) run one after the
+as local processes (local.py). Any other is the rendered commands (commands.py) run one after the
 other, each bounded (ssh ``ConnectTimeout`` and a per-command timeout); the record of what was run
 is ``STATE_DIR/cluster/remote.json``, and ``down`` runs each node's stop command from it.
 """
@@ -16,9 +16,9 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from llmdeck.cluster import local
+from llmdeck.cluster.commands import NodeCommands, RayOptions, Setup, cluster_commands, is_local
 from llmdeck.cluster.netenv import NetFinding, NetSpec, check_link
 from llmdeck.cluster.raystatus import RayStatus, parse_ray_status
-from llmdeck.cluster.render import NodeCommands, RayOptions, Setup, cluster_commands, is_local
 from llmdeck.errors import CheckFailedError, NotRunningError, OperationError, UsageError
 from llmdeck.util.atomic import atomic_write_json
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llmdeck.evals.models import (
+from llmdeck.evals.results import (
     AgentRun,
     ModelUnreached,
     TokenCounts,

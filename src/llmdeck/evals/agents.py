@@ -35,7 +35,7 @@ from llmdeck.evals.agentbase import (
     unreached,
     unreached_by_status,
 )
-from llmdeck.evals.models import TokenCounts, TranscriptEntry, TurnRecord
+from llmdeck.evals.results import TokenCounts, TranscriptEntry, TurnRecord
 from llmdeck.util.jsonsafe import loads as json_loads
 
 __all__ = ["AgentSetup", "StreamState", "clip"]

@@ -38,7 +38,7 @@ from llmdeck.evals.agentbase import (
     unreached,
     unreached_by_status,
 )
-from llmdeck.evals.models import TokenCounts, TurnRecord
+from llmdeck.evals.results import TokenCounts, TurnRecord
 
 VERSION = "2.1.197"
 MAX_RETRIES = 3  # its default is 10 with backoff to ~40 s: three minutes before a refused key shows

@@ -38,7 +38,7 @@ from llmdeck.evals.agentbase import (
     unreached,
     unreached_by_status,
 )
-from llmdeck.evals.models import TokenCounts, TurnRecord
+from llmdeck.evals.results import TokenCounts, TurnRecord
 
 VERSION = "0.171.0"
 PROVIDER = "llmdeck"

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from llmdeck import __version__
-from llmdeck.evals.models import EvalResult, TaskRun
-from llmdeck.evals.render import run_row
+from llmdeck.evals.results import EvalResult, TaskRun
+from llmdeck.evals.tables import run_row
 
 
 def _plain(cell: str) -> str:

@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from llmdeck.bench.models import TargetInfo
 from llmdeck.bench.monitor import Monitor, host_facts
+from llmdeck.bench.result_schema import TargetInfo
 from llmdeck.bench.runner import probe_target
 from llmdeck.client.errors import ClientEndpointError
 from llmdeck.client.openai import OpenAIClient
@@ -29,7 +29,7 @@ from llmdeck.client.prom import parse_metrics
 from llmdeck.client.types import Timeouts
 from llmdeck.errors import MissingDependencyError, OperationError
 from llmdeck.evals.agents import AgentSetup, client_version, opencode_config_path, prepare_home
-from llmdeck.evals.models import (
+from llmdeck.evals.results import (
     EVAL_RESULT_KIND,
     EvalResult,
     TaskInfo,

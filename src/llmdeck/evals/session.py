@@ -30,7 +30,7 @@ from llmdeck.evals.agents import (
     needs_session,
     shown_argv,
 )
-from llmdeck.evals.models import AgentRun, LimitHit, TaskRun, TranscriptEntry, TranscriptKind, TurnRecord
+from llmdeck.evals.results import AgentRun, LimitHit, TaskRun, TranscriptEntry, TranscriptKind, TurnRecord
 from llmdeck.evals.spec import AgentLimits
 
 LINE_LIMIT = 32 * 1024 * 1024  # one JSON event can carry a whole file a tool read

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from llmdeck.catalog.models import Catalog, CatalogEntry
+from llmdeck.catalog.entries import Catalog, CatalogEntry
 from llmdeck.migrate.ollama_api import OllamaModelInfo
 
 _LOW_BIT = ("nvfp4", "awq", "fp8", "mxfp4", None)

@@ -13,10 +13,11 @@ import re
 import shlex
 from typing import Any
 
-from llmdeck.catalog.models import Catalog, CatalogEntry, load_catalog
+from llmdeck.catalog.entries import Catalog, CatalogEntry, load_catalog
 from llmdeck.errors import AlreadyExistsError, LlmdeckError, OperationError
 from llmdeck.migrate.mapping import Mapping, canonical, map_model
-from llmdeck.migrate.models import (
+from llmdeck.migrate.ollama_api import OllamaInventory, OllamaModelInfo, read_inventory
+from llmdeck.migrate.results import (
     Change,
     LoadedModel,
     MigratedModel,
@@ -24,7 +25,6 @@ from llmdeck.migrate.models import (
     MigrationReport,
     Unmapped,
 )
-from llmdeck.migrate.ollama_api import OllamaInventory, OllamaModelInfo, read_inventory
 
 GATEWAY_FILE = "gateway.yaml"
 REPORT_FILE = "migration.json"

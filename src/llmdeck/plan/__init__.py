@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from llmdeck.catalog.models import Catalog
+    from llmdeck.catalog.entries import Catalog
     from llmdeck.engines.spec import LaunchSpec
     from llmdeck.plan.machine import MachineProfile
     from llmdeck.plan.planner import Plan, PlanRequest

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from llmdeck.catalog.models import CatalogEntry
+from llmdeck.catalog.entries import CatalogEntry
 from llmdeck.plan.flags import VllmFlags
 from llmdeck.plan.machine import MachineProfile
 from llmdeck.plan.memory import MemoryPlan, ServeSettings

@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from llmdeck import __version__
-from llmdeck.catalog.models import Catalog, CatalogEntry, load_catalog
+from llmdeck.catalog.entries import Catalog, CatalogEntry, load_catalog
 from llmdeck.engines import get as get_engine
 from llmdeck.engines.base import PlanEngine
 from llmdeck.engines.docker import DEFAULT_IMAGE, split_image
@@ -316,7 +316,7 @@ def make_plan(
 
 
 def _commands(req: PlanRequest, spec: LaunchSpec, image: str | None) -> dict[str, list[str]]:
-    from llmdeck.plan.render import docker_argv, vllm_serve_argv
+    from llmdeck.plan.argv import docker_argv, vllm_serve_argv
 
     commands = {"vllm_serve": vllm_serve_argv(spec.model_copy(update={"engine": "venv", "image": None}))}
     commands["docker"] = docker_argv(

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from llmdeck.catalog.models import CatalogEntry, load_catalog
+from llmdeck.catalog.entries import CatalogEntry, load_catalog
 from llmdeck.errors import LlmdeckError, PlanError, UsageError
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from llmdeck.catalog.models import Catalog, CatalogEntry
+from llmdeck.catalog.entries import Catalog, CatalogEntry
 from llmdeck.errors import ConfigError, UnknownModelError
 from llmdeck.formats.model_folder import read_model_config
 from llmdeck.plan.modelinfo import ModelFacts, facts_from_config, facts_from_dir

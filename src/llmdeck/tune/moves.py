@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from llmdeck.engines import get as get_engine
-from llmdeck.tune.models import Dimension, ParamValue, TuneRequest
+from llmdeck.tune.schema import Dimension, ParamValue, TuneRequest
 from llmdeck.tune.space import CUDAGRAPH
 
 if TYPE_CHECKING:

@@ -32,8 +32,8 @@ from __future__ import annotations
 import statistics
 from typing import Literal
 
-from llmdeck.tune.models import Comparison, NoiseDecision, TrialRecord
 from llmdeck.tune.outputs import best_trial, config_runs
+from llmdeck.tune.schema import Comparison, NoiseDecision, TrialRecord
 
 MIN_RUNS = 3
 RULE = (

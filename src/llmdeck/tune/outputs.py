@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from llmdeck.tune.models import NoiseDecision, ParamValue, TrialRecord, TrialsHeader, TuneRequest, TuneResult
+from llmdeck.tune.schema import NoiseDecision, ParamValue, TrialRecord, TrialsHeader, TuneRequest, TuneResult
 from llmdeck.tune.trials import TRIALS_NAME
 
 SPEC_NAME = "spec.json"
@@ -159,7 +159,7 @@ def _report(
 ) -> Path | None:
     """The HTML page, when matplotlib is there to draw it (llmdeck[plot]); None otherwise."""
     from llmdeck.errors import MissingDependencyError
-    from llmdeck.tune.report import write_tune_report
+    from llmdeck.tune.html import write_tune_report
 
     path = out_dir / REPORT_NAME
     try:

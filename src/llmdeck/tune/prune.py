@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 
 from llmdeck.engines import get as get_engine
 from llmdeck.plan.machine import CPU_MACHINE, MachineProfile, cpu_machine, get_machine
-from llmdeck.tune.models import ParamValue, TuneRequest
+from llmdeck.tune.schema import ParamValue, TuneRequest
 from llmdeck.tune.space import candidate_flags
 
 if TYPE_CHECKING:
-    from llmdeck.catalog.models import Catalog
+    from llmdeck.catalog.entries import Catalog
     from llmdeck.plan.planner import Plan
 
 
@@ -28,7 +28,7 @@ class Pruner:
 
     @cached_property
     def catalog(self) -> Catalog:
-        from llmdeck.catalog.models import load_catalog
+        from llmdeck.catalog.entries import load_catalog
 
         return load_catalog()
 

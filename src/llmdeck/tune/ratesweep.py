@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from llmdeck.tune.models import RateStep, RateSweep, TrialMetrics, TuneEvent, TuneEvents, TuneRequest
+from llmdeck.tune.schema import RateStep, RateSweep, TrialMetrics, TuneEvent, TuneEvents, TuneRequest
 
 if TYPE_CHECKING:
     from llmdeck.engines.spec import LaunchSpec

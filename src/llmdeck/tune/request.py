@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from llmdeck.engines import get as get_engine
 from llmdeck.errors import UsageError
-from llmdeck.tune.models import LoadShape, RateSweep, TuneRequest
+from llmdeck.tune.schema import LoadShape, RateSweep, TuneRequest
 from llmdeck.tune.slo import parse_budget_s, parse_slo_targets
 from llmdeck.tune.workload import check_workload, load_shape
 

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from llmdeck.tune.models import (
+from llmdeck.tune.schema import (
     Dimension,
     Origin,
     ParamValue,

@@ -21,7 +21,7 @@ from typing import Any
 from llmdeck.engines import get as get_engine
 from llmdeck.plan.flags import VllmFlags, parse_vllm_flags
 from llmdeck.plan.machine import GB10_CEILING, MachineProfile
-from llmdeck.tune.models import Dimension, ParamValue, TuneRequest
+from llmdeck.tune.schema import Dimension, ParamValue, TuneRequest
 
 CPU_KV_SPACE_ENV = "VLLM_CPU_KVCACHE_SPACE"
 CUDAGRAPH = "max-cudagraph-capture-size"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from llmdeck.tune.models import TrialRecord
+    from llmdeck.tune.schema import TrialRecord
 
 # (the phase that ends a segment, the segment's name); in start-up order
 SEGMENTS: tuple[tuple[str, str], ...] = (

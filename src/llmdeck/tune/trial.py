@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from llmdeck.engines import get as get_engine
 from llmdeck.errors import LlmdeckError
-from llmdeck.tune.models import (
+from llmdeck.tune.schema import (
     Origin,
     ParamValue,
     TrialMetrics,
@@ -25,8 +25,8 @@ from llmdeck.tune.slo import goodput_limits_ms
 from llmdeck.tune.space import candidate_flags
 
 if TYPE_CHECKING:
-    from llmdeck.bench.models import BenchResult, ScenarioResult
     from llmdeck.bench.request import BenchRequest
+    from llmdeck.bench.result_schema import BenchResult, ScenarioResult
     from llmdeck.engines.spec import LaunchSpec
     from llmdeck.runtime.state import ServerRecord
     from llmdeck.settings import Settings
@@ -218,8 +218,8 @@ def bench(
     req: TuneRequest,
 ) -> BenchResult:
     """One bench run of ``breq`` against the trial's server, scored by goodput under the tune's SLOs."""
-    from llmdeck.bench.models import TargetInfo
     from llmdeck.bench.request import build_options, build_scenarios
+    from llmdeck.bench.result_schema import TargetInfo
     from llmdeck.bench.runner import run_bench
 
     tok = tokenizer_of(spec)

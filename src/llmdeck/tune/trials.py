@@ -13,7 +13,7 @@ from pathlib import Path
 
 from llmdeck.errors import UsageError
 from llmdeck.formats.tune_trials import read_trials_file
-from llmdeck.tune.models import TRIAL_KIND, TRIALS_KIND, TRIALS_SCHEMA_VERSION, TrialRecord, TrialsHeader
+from llmdeck.tune.schema import TRIAL_KIND, TRIALS_KIND, TRIALS_SCHEMA_VERSION, TrialRecord, TrialsHeader
 from llmdeck.util.atomic import atomic_write_text
 from llmdeck.util.owned import is_made_by_llmdeck, mark_made
 

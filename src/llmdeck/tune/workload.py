@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llmdeck.bench.models import ScenarioSpec
 from llmdeck.bench.request import BenchRequest, build_scenarios
+from llmdeck.bench.result_schema import ScenarioSpec
 from llmdeck.errors import UsageError
-from llmdeck.tune.models import LoadShape, TuneRequest, TuneWorkload
+from llmdeck.tune.schema import LoadShape, TuneRequest, TuneWorkload
 
 WORKLOADS: tuple[str, ...] = ("agent", "multi-user", "long-context")
 _DEFAULTS: dict[str, dict[str, int]] = {

@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from llmdeck.bench.html.series import Cdf, thin
-from llmdeck.bench.models import Timeline
-from llmdeck.bench.render import fmt_ms
+from llmdeck.bench.result_schema import Timeline
+from llmdeck.bench.tables import fmt_ms
 
 COLORS = ["#1f6feb", "#d9480f", "#2f9e44", "#ae3ec9", "#f59f00", "#0c8599", "#e64980", "#5c940d"]
 MARKS = (("mean", "--", "#555"), ("p50", ":", "#1f6feb"), ("p90", ":", "#f59f00"), ("p99", ":", "#d9480f"))

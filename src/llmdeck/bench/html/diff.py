@@ -12,8 +12,8 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from llmdeck.bench.html.view import Chart, Num, environment, num
-from llmdeck.bench.models import BenchResult, ScenarioResult
 from llmdeck.bench.repeats import METRICS, spread
+from llmdeck.bench.result_schema import BenchResult, ScenarioResult
 
 # metric -> (name, format, higher is better, JSON path inside a scenario)
 COMPARED: dict[str, tuple[str, str, bool, str]] = {

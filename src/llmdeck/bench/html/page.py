@@ -12,7 +12,7 @@ from llmdeck.bench.html.diff import Comparison, compare_results, pooled_runs
 from llmdeck.bench.html.series import cdf, per_request_ms
 from llmdeck.bench.html.sweep import SweepView, sweep_view
 from llmdeck.bench.html.view import Chart, RunView, ScenarioView, run_view
-from llmdeck.bench.models import BenchResult
+from llmdeck.bench.result_schema import BenchResult
 from llmdeck.errors import UsageError
 from llmdeck.util.safetext import safe_text
 

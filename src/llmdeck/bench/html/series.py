@@ -9,7 +9,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from llmdeck.bench.metrics import chunk_times, output_tokens_of
-from llmdeck.bench.models import RequestRecord
+from llmdeck.bench.result_schema import RequestRecord
 
 CDF_POINTS = 300
 MAX_SCATTER = 400

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from llmdeck.bench.html.series import per_request_ms
 from llmdeck.bench.html.view import Chart, Num, num
-from llmdeck.bench.models import BenchResult, ScenarioResult
+from llmdeck.bench.result_schema import BenchResult, ScenarioResult
 
 
 class SweepPoint(BaseModel):

@@ -12,8 +12,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from llmdeck.bench.html.series import Cdf, Series, cdf, per_request_ms, tokens_per_s, ttft_over_time
-from llmdeck.bench.models import BenchResult, ScenarioResult, Stats, Timeline
-from llmdeck.bench.render import fmt_ms
+from llmdeck.bench.result_schema import BenchResult, ScenarioResult, Stats, Timeline
+from llmdeck.bench.tables import fmt_ms
 
 # How each kind of number is written on the page (the summary table uses the terminal's fmt_ms).
 FORMATS: dict[str, Callable[[float], str]] = {

@@ -19,6 +19,13 @@ from typing import Any
 from llmdeck.engines import get as get_engine
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.runtime.host import MemInfo, parse_meminfo, read_meminfo
+from llmdeck.runtime.preflight.findings import (
+    PREFLIGHT_SCHEMA_VERSION,
+    Finding,
+    HostFacts,
+    PreflightReport,
+    Severity,
+)
 from llmdeck.runtime.preflight.host_checks import (
     DROP_CACHES,
     check_gpu,
@@ -35,13 +42,6 @@ from llmdeck.runtime.preflight.model_checks import (
     check_model_and_disk,
     hf_cache_dir,
     read_architecture,
-)
-from llmdeck.runtime.preflight.report import (
-    PREFLIGHT_SCHEMA_VERSION,
-    Finding,
-    HostFacts,
-    PreflightReport,
-    Severity,
 )
 from llmdeck.runtime.preflight.vllm_version import (
     Runner,

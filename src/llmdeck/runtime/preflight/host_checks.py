@@ -6,7 +6,7 @@ import shlex
 from collections.abc import Iterable
 
 from llmdeck.runtime.host import MemInfo, NvmlReport
-from llmdeck.runtime.preflight.report import Finding
+from llmdeck.runtime.preflight.findings import Finding
 from llmdeck.runtime.tenants import InferenceProcess, OllamaStatus, ollama_unload_command
 from llmdeck.util.net import bind_hint, bind_problem
 from llmdeck.util.units import GIB

@@ -7,7 +7,7 @@ from pathlib import Path
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.runtime.host import disk_free
 from llmdeck.runtime.host import hf_cache_dir as _host_hf_cache_dir
-from llmdeck.runtime.preflight.report import Finding, Severity
+from llmdeck.runtime.preflight.findings import Finding, Severity
 from llmdeck.util.units import GIB
 from llmdeck.util.units import fmt_gib as _gib
 

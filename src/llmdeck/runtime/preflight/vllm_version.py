@@ -9,7 +9,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from llmdeck.runtime.preflight.report import Finding
+from llmdeck.runtime.preflight.findings import Finding
 
 
 @lru_cache(maxsize=1)

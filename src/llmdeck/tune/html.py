@@ -13,8 +13,8 @@ from pydantic import BaseModel
 from llmdeck import __version__
 from llmdeck.bench.html import charts
 from llmdeck.bench.html.view import Chart
-from llmdeck.tune.models import NoiseDecision, ParamValue, TrialRecord, TrialsHeader
 from llmdeck.tune.outputs import Effect, what_mattered
+from llmdeck.tune.schema import NoiseDecision, ParamValue, TrialRecord, TrialsHeader
 
 
 class Row(BaseModel):

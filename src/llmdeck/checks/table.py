@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from llmdeck.checks.report import CheckReport
+from llmdeck.checks.results import CheckReport
 from llmdeck.util.redact import redact_text, redact_url
 from llmdeck.util.safetext import markup_data, safe_text
 

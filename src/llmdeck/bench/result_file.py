@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from llmdeck.bench.models import BENCH_RESULT_KIND, BENCH_SCHEMA_VERSION, BenchResult
+from llmdeck.bench.result_schema import BENCH_RESULT_KIND, BENCH_SCHEMA_VERSION, BenchResult
 from llmdeck.errors import MissingDependencyError, ResultFileError
 from llmdeck.formats.result_file import first_problem, load_versioned, read_json_file
 

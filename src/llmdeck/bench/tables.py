@@ -6,8 +6,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from llmdeck.bench.models import BenchResult, RepeatSummary, ScenarioResult, Stats
 from llmdeck.bench.repeats import summarize_repeats
+from llmdeck.bench.result_schema import BenchResult, RepeatSummary, ScenarioResult, Stats
 from llmdeck.util.redact import redact_url
 from llmdeck.util.safetext import markup_data
 

@@ -8,7 +8,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from llmdeck.evals.models import EvalResult, TaskRun
+from llmdeck.evals.results import EvalResult, TaskRun
 from llmdeck.evals.spec import EvalTask, suites
 from llmdeck.evals.verifier import TaskVerification
 

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from llmdeck.bench.models import HostSummary, ResultHeader, ServerMetricsSummary
+from llmdeck.bench.result_schema import HostSummary, ResultHeader, ServerMetricsSummary
 from llmdeck.evals.spec import AgentLimits
 from llmdeck.evals.verifier import VerifierRun
 
