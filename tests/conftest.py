@@ -182,7 +182,7 @@ def agent_server(session_settings: object, tiny_eos_model_dir: Path) -> Iterator
         yield server
 
 
-# ---- the fuzz suite (tests/test_fuzz_*.py): its fixture, and its count of cases by command ----------
+# ---- the fuzz suite (tests/unit/test_fuzz_*.py): its fixture, and its count of cases by command ----------
 
 from fuzz_helpers import fuzz_env as fuzz_env  # noqa: E402 - the fuzz cases' clean environment
 

@@ -1,7 +1,7 @@
 """`llmdeck bench` when things go wrong: the server dies mid-run, the user presses Ctrl-C, the
 server answers errors. The server here is a named fake (``FakeSlowSSEServer``) run as a separate
 process so it can be killed like a real one; the same scenario against real vLLM is in
-tests/test_bench_integration.py."""
+tests/integration/test_bench_integration.py."""
 
 from __future__ import annotations
 

@@ -448,7 +448,7 @@ def test_tune_header_only_folder_is_taken_over(
 ) -> None:
     """tune:header-only-folder — a tune that ended before its first trial (here: its model is no folder)
     leaves a header and no trial; the same --out with another request is then not "another tune's"
-    (nothing measured is lost), while one holding a trial still is (tests/test_tune_parts.py)."""
+    (nothing measured is lost), while one holding a trial still is (tests/unit/test_tune_parts.py)."""
     out = Path(fuzz_env["tmp"]) / "tune"
     code, _o, err, _ = run_main([*TUNE.split(), "--out", str(out)], capsys)
     assert code == 2 and "does not exist" in err

@@ -11,7 +11,7 @@
 * bench results with a number they cannot hold (negative, NaN, a boolean): exit 2, never accepted;
 * a missing model folder: its message says it is not a folder.
 
-Signals (`up` under SIGINT/SIGTERM) are in tests/test_fuzz_signals.py. What every case asserts is in
+Signals (`up` under SIGINT/SIGTERM) are in tests/unit/test_fuzz_signals.py. What every case asserts is in
 tests/fuzz_helpers.py (exit code, what is wrong, what to do, no traceback or "bug", a time bound).
 """
 

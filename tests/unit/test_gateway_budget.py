@@ -2,7 +2,7 @@
 
 The budget's decisions are pure functions (tested directly); the manager is driven with its blocking
 steps (``gateway.lifecycle``) replaced by fakes that record what they were asked to do — named
-``fake_*``. The real engine runs in tests/test_gateway_models_integration.py.
+``fake_*``. The real engine runs in tests/integration/test_gateway_models_integration.py.
 """
 
 from __future__ import annotations
@@ -249,7 +249,7 @@ def test_status_json_adds_the_gateways_models_only_while_it_has_some(
 ) -> None:
     """`llmdeck status --json`: the list as before with no gateway (or none with models on demand);
     an object {servers, gateway} while one runs models. The gateway's service answer is stubbed here
-    (the real gateway's is in tests/test_gateway_models_integration.py)."""
+    (the real gateway's is in tests/integration/test_gateway_models_integration.py)."""
     import json
 
     from cli_helpers import run_cli

@@ -1,6 +1,6 @@
 """`llmdeck tune`'s parts without an engine: SLO and budget parsing, the search space, pruning through
 plan (the hybrid block-size coupling included), the trials file and resume, the choice of the winner,
-the HTML page. The end-to-end search on the real CPU engine is tests/test_tune_integration.py."""
+the HTML page. The end-to-end search on the real CPU engine is tests/integration/test_tune_integration.py."""
 
 from __future__ import annotations
 
