@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 # llama.cpp's server (llama-cpp-python, pinned), the Ollama-like engine of `bench --compare`'s CI test,
 # in a venv of its own (its FastAPI stack stays out of llmdeck's). It compiles llama.cpp: ~9 min on 2
 # cores the first time, then pip's wheel cache makes it seconds. A failed build does not stop `make
-# test`: tests/test_bench_compare_llamacpp.py then skips, naming the log.
+# test`: tests/integration/test_bench_compare_llamacpp.py then skips, naming the log.
 LLAMACPP_VENV := .cache/llamacpp-venv
 LLAMACPP_PKG  := llama-cpp-python[server]==0.3.36
 LLAMACPP_ARGS := -DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
@@ -38,8 +38,9 @@ llamacpp: $(LLAMACPP_VENV)/.installed
 quickstart: $(STAMP)
 	$(BIN)/llmdeck quickstart
 
-# The CLI reference, docs/cli.md, generated from the CLI's own definitions (tests/test_cli_reference.py
-# fails when it is stale). Run after changing a command, an option or a help text.
+# The CLI reference, docs/cli.md, generated from the CLI's own definitions
+# (tests/unit/test_cli_reference.py fails when it is stale). Run after changing a command, an option or
+# a help text.
 docs: $(STAMP)
 	$(BIN)/python -m llmdeck.cli.reference docs/cli.md
 
@@ -50,15 +51,19 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# The tests by kind (pyproject's [tool.pytest.ini_options] says which goes where): tests/unit starts no
+# server and no real client; tests/integration starts the real CPU vLLM server, llama.cpp, chromium or Ray
+# (marked `integration`); tests/e2e drives the real agent binaries end to end (marked `integration` and
+# `e2e`). `-m "not integration"` over all of tests/ still picks the quick tests of every folder.
 unit: $(STAMP)
-	$(BIN)/pytest -m "not integration" -q
+	$(BIN)/pytest tests/unit -q --durations=15
 
 integration: $(STAMP) llamacpp browser
-	$(BIN)/pytest -m integration -q
+	$(BIN)/pytest tests/integration tests/e2e -q --durations=30
 
-# The browser tests (tests/test_gateway_ui.py, tests/test_report_browser.py, the dashboard's integration
-# test) drive Debian's chromium. Without it, as root (or with password-less sudo) and apt-get, install it;
-# elsewhere (or when the install fails) nothing happens and those tests skip.
+# The browser tests (tests/integration/test_gateway_ui.py, tests/integration/test_report_browser.py, the
+# dashboard's integration test) drive Debian's chromium. Without it, as root (or with password-less sudo)
+# and apt-get, install it; elsewhere (or when the install fails) nothing happens and those tests skip.
 browser:
 	@if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then \
 		if [ "$$(id -u)" = 0 ]; then as=; elif sudo -n true 2>/dev/null; then as="sudo -n"; else as=none; fi; \

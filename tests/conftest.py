@@ -25,13 +25,13 @@ from typing import Any
 import pytest
 
 from engine_helpers import cpu_engine
+from repo_paths import ROOT
 
 # A suite started in the background (`cmd &`, nohup) inherits SIGINT *ignored*, and every child then
 # ignores it too (an ignored signal survives exec): the Ctrl-C tests would see their CLI finish instead of
 # stop. A handler in this process resets to the default in each child at exec, as in a terminal.
 signal.signal(signal.SIGINT, signal.default_int_handler)
 
-ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT.parent / "shared" / "fixtures"
 SERVER_FLAGS_TOOLS = [
     "--enable-auto-tool-choice",
@@ -182,7 +182,7 @@ def agent_server(session_settings: object, tiny_eos_model_dir: Path) -> Iterator
         yield server
 
 
-# ---- the fuzz suite (tests/test_fuzz_*.py): its fixture, and its count of cases by command ----------
+# ---- the fuzz suite (tests/unit/test_fuzz_*.py): its fixture, and its count of cases by command ----------
 
 from fuzz_helpers import fuzz_env as fuzz_env  # noqa: E402 - the fuzz cases' clean environment
 

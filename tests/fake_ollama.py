@@ -17,12 +17,12 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 from http_fakes import JsonHandler
+from repo_paths import TEST_FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "ollama"
+FIXTURES = TEST_FIXTURES / "ollama"
 
 
 def fixture(name: str) -> Any:

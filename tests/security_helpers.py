@@ -12,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from http_fakes import JsonHandler
+from repo_paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 HOSTILE_ID = "x$(touch PWNED);y"  # the example
 HOSTILE_IDS = (HOSTILE_ID, "a`touch PWNED2`b", "q'$(touch PWNED)'\"$HOME\"; touch PWNED2 #")
 SECRET = "sk-TOPSECRET-4242"

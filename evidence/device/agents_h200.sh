@@ -14,7 +14,7 @@
 #
 # The real `claude` (235 MB) and `codex` (424 MB) binaries do not fit a device call's 64 MiB and that
 # machine reaches no registry: they run for real in CI on the CPU engine
-# (tests/test_agents_e2e_integration.py); here their recorded traffic stands in for them.
+# (tests/e2e/test_agents_e2e_integration.py); here their recorded traffic stands in for them.
 #
 #   bash evidence/device/agents_h200.sh            # ~8 min; writes $OUT/agents.tgz
 # Unpack it under evidence/device/agents/.

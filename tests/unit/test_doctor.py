@@ -1,0 +1,204 @@
+"""`llmdeck doctor`: each finding's pass and fail paths, on real inputs (meminfo text, docker output,
+a bound socket, Ollama's documented /api/ps payload), and the command's exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from llmdeck.doctor import env as env_probes
+from llmdeck.doctor import host, stack
+from llmdeck.runtime import host as host_facts
+from llmdeck.runtime.preflight import parse_meminfo
+from llmdeck.runtime.tenants import GpuInfo, InferenceProcess, NvmlReport, OllamaModel, OllamaStatus
+from repo_paths import TEST_FIXTURES
+
+DOCKER_FIXTURES = TEST_FIXTURES / "docker"
+GIB = 1024**3
+MEMINFO = """MemTotal:       24576000 kB
+MemFree:         1048576 kB
+MemAvailable:   20971520 kB
+Buffers:          102400 kB
+Cached:         16777216 kB
+SwapTotal:       8388608 kB
+SwapFree:        4194304 kB
+"""
+
+
+def _ids(findings: list) -> list[str]:  # type: ignore[type-arg]
+    return [f.id for f in findings]
+
+
+def test_os_linux_ok_and_other_fails() -> None:
+    assert host.probe_os("aarch64", "Linux")[0].status == "ok"
+    assert "aarch64" in host.probe_os("aarch64", "Linux")[0].message
+    f = host.probe_os("arm64", "Darwin")[0]
+    assert (f.id, f.status) == ("os-not-linux", "fail") and "Linux" in f.fix
+
+
+def test_memory_page_cache_and_swap_warn() -> None:
+    mem = parse_meminfo(MEMINFO)
+    found = host.probe_memory(mem, psi_avg10=25.0)
+    assert _ids(found) == ["memory", "memory-page-cache", "memory-swapping", "memory-pressure"]
+    assert "drop_caches" in found[1].fix
+    calm = parse_meminfo(
+        MEMINFO.replace("Cached:         16777216", "Cached:          1048576").replace(
+            "SwapFree:        4194304", "SwapFree:        8388608"
+        )
+    )
+    assert _ids(host.probe_memory(calm, psi_avg10=0.0)) == ["memory"]
+
+
+def test_psi_parsed_from_kernel_text(tmp_path: Path) -> None:
+    p = tmp_path / "memory"
+    p.write_text(
+        "some avg10=12.50 avg60=3.00 avg300=1.00 total=100\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+    )
+    assert host_facts.read_psi_avg10(p) == 12.5
+    assert host_facts.read_psi_avg10(tmp_path / "absent") is None
+
+
+def test_disk_levels_and_one_finding_per_filesystem(tmp_path: Path) -> None:
+    paths = {"LLMDECK_MODELS_DIR": tmp_path / "models" / "not-yet", "HF_HOME": tmp_path}
+    found = host.probe_disk(paths, free_bytes=5 * GIB)
+    assert len(found) == 1 and found[0].status == "fail" and "LLMDECK_MODELS_DIR and HF_HOME" in found[0].fix
+    assert host.probe_disk(paths, free_bytes=50 * GIB)[0].status == "warn"
+    assert host.probe_disk(paths, free_bytes=500 * GIB)[0].status == "ok"
+
+
+def test_port_in_use_warns() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert host.probe_port("127.0.0.1", port)[0].id == "port-in-use"
+    assert host.probe_port("127.0.0.1", port)[0].status == "ok"
+
+
+def test_ollama_loaded_models_warn_with_unload_command() -> None:
+    status = OllamaStatus(
+        url="http://127.0.0.1:11434",
+        reachable=True,
+        models=[OllamaModel(name="gemma3", size=20 * GIB)],
+    )
+    f = host.probe_ollama(status)[0]
+    assert f.status == "warn" and "20.0 GiB" in f.message and "keep_alive" in f.fix
+    assert host.probe_ollama(OllamaStatus(url="x", reachable=False))[0].status == "ok"
+
+
+def test_other_servers_warn() -> None:
+    procs = [InferenceProcess(pid=4242, kind="vllm", port=8001)]
+    f = host.probe_servers(procs)[0]
+    assert f.status == "warn" and "vllm pid 4242 port 8001" in f.message
+    assert host.probe_servers([])[0].status == "ok"
+
+
+def test_gpu_absent_warns_and_gb10_called_out() -> None:
+    none = stack.probe_gpu(NvmlReport(available=False, reason="no driver"), {}, has_nvidia_smi=False)
+    assert _ids(none) == ["gpu-none"] and "CPU engine" in none[0].fix
+    gb10 = NvmlReport(available=True, gpus=[GpuInfo(index=0, name="NVIDIA GB10")], memory_not_supported=True)
+    found = stack.probe_gpu(gb10, {"driver": "580.95.05", "cuda": "13.0"}, has_nvidia_smi=True)
+    assert _ids(found) == ["gpu-0", "gpu-unified-memory", "cuda"]
+    assert "MemAvailable" in found[1].message and "0.85" in found[1].fix
+    assert _ids(stack.probe_gpu(gb10, {}, has_nvidia_smi=True))[-1] == "cuda-unknown"
+
+
+def test_docker_absent_and_no_daemon_from_real_output() -> None:
+    assert _ids(stack.probe_docker(which=lambda _: None)) == ["docker-absent"]
+    stderr = (DOCKER_FIXTURES / "docker-ps-no-daemon.stderr").read_text()
+    rc = int((DOCKER_FIXTURES / "docker-ps-no-daemon.rc").read_text().strip())
+
+    def no_daemon(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(argv, rc, "", stderr)
+
+    f = stack.probe_docker(no_daemon, which=lambda _: "/usr/bin/docker")[0]
+    assert f.id == "docker-no-daemon" and "Cannot connect to the Docker daemon" in f.message
+
+
+def test_docker_runtime_check() -> None:
+    def info(runtimes: str):  # type: ignore[no-untyped-def]
+        return lambda argv: subprocess.CompletedProcess(argv, 0, f"{runtimes}|27.3.1\n", "")
+
+    plain = '{"io.containerd.runc.v2":{"path":"runc"},"runc":{"path":"runc"}}'
+    with_nv = '{"nvidia":{"path":"nvidia-container-runtime"},"runc":{"path":"runc"}}'
+    assert stack.probe_docker(info(plain), which=lambda _: "docker")[0].id == "docker-no-nvidia-runtime"
+    assert stack.probe_docker(info(with_nv), which=lambda _: "docker")[0].status == "ok"
+
+
+def test_docker_on_this_machine_is_bounded_and_answers() -> None:
+    found = stack.probe_docker()
+    assert found and found[0].area == "docker"
+
+
+def test_vllm_versions_against_catalog() -> None:
+    old = stack.probe_vllm("0.11.0", "", where="image nvcr.io/nvidia/vllm:25.11-py3")[0]
+    assert old.id == "vllm-too-old" and "Qwen3_5MoeForConditionalGeneration" in old.message
+    assert stack.probe_vllm("0.22.0", "", where="x")[0].status == "ok"
+    absent = stack.probe_vllm(None, "No module named 'vllm'", where="the Python /usr/bin/python3")[0]
+    assert absent.id == "vllm-absent" and "--python" in absent.fix
+
+
+def test_hf_variables_token_hidden_and_bad_endpoint_fails() -> None:
+    env = {"HF_TOKEN": "hf_secret_value", "HF_ENDPOINT": "hf-mirror.com", "HF_HUB_OFFLINE": "1"}
+    found = env_probes.probe_hf(env)
+    assert _ids(found) == ["hf", "hf-endpoint-invalid", "hf-offline"]
+    assert "hf_secret_value" not in json.dumps([f.model_dump() for f in found])
+    assert found[1].status == "fail"
+    transfer = env_probes.probe_hf({"HF_HUB_ENABLE_HF_TRANSFER": "1"}, has_hf_transfer=False)
+    assert _ids(transfer) == ["hf", "hf-transfer-missing"]
+    assert _ids(env_probes.probe_hf({"HF_ENDPOINT": "https://hf-mirror.com"})) == ["hf"]
+
+
+def test_proxies_without_no_proxy_warn_and_password_hidden() -> None:
+    env = {"HTTPS_PROXY": "http://me:pa55word@proxy.corp:3128"}
+    f = env_probes.probe_proxies(env)[0]
+    assert f.id == "proxy-local-not-excluded" and "pa55word" not in f.model_dump_json()
+    assert "me:<redacted>@proxy.corp:3128" in f.message
+    ok = env_probes.probe_proxies(env | {"NO_PROXY": "localhost,127.0.0.1,::1"})[0]
+    assert ok.status == "ok"
+    assert env_probes.probe_proxies({})[0].id == "proxy"
+
+
+def _doctor(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "llmdeck", "doctor", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
+
+
+def test_cli_json_report_and_exit_codes(tmp_path: Path) -> None:
+    env = {"LLMDECK_STATE_DIR": str(tmp_path / "state"), "HF_ENDPOINT": "https://hf-mirror.com"}
+    proc = _doctor(env, "--json")
+    report = json.loads(proc.stdout)
+    assert report["schema_version"] == 1 and report["host"]["cpu_count"]
+    areas = {f["area"] for f in report["findings"]}
+    assert {"os", "gpu", "docker", "vllm", "hf", "proxy", "disk", "memory", "tenants", "ports"} <= areas
+    assert proc.returncode == (1 if any(f["status"] == "fail" for f in report["findings"]) else 0)
+    bad = _doctor(env | {"HF_ENDPOINT": "not-a-url"})
+    assert bad.returncode == 1 and "FAIL" in bad.stdout and "HF_ENDPOINT" in bad.stdout
+    assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("value", ["0", "70000"])
+def test_cli_bad_port_is_usage_error(value: str) -> None:
+    proc = _doctor({}, "--port", value)
+    assert proc.returncode == 2 and "--port" in proc.stderr
+
+
+def test_an_image_tag_without_a_version_is_unknown_not_absent() -> None:
+    f = stack.probe_unknown_version("image vllm/vllm-openai:latest")[0]
+    assert f.id == "vllm-version-unknown" and "v0.22.0" in f.fix
+
+
+def test_cli_python_that_does_not_exist_is_usage_error(tmp_path: Path) -> None:
+    proc = _doctor({}, "--python", str(tmp_path / "no-python"))
+    assert proc.returncode == 2 and "--python" in proc.stderr and "Traceback" not in proc.stderr

@@ -1,0 +1,323 @@
+"""`llmdeck fetch`: argument checks, offline/proxy warnings, hub error mapping, download + verify.
+
+No network: `huggingface_hub.snapshot_download` is replaced by `FakeSnapshotDownload`, which either
+raises huggingface_hub's own exception classes or writes real files into the local dir; the hub
+endpoint points at a closed port on 127.0.0.1, so the size look-up fails fast and is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import huggingface_hub
+import pytest
+from huggingface_hub import errors as hub_errors
+
+from cli_helpers import run_cli
+from llmdeck.fetch.hub import environment_warnings, validate_repo_id
+from repo_paths import ROOT
+
+CLOSED = "http://127.0.0.1:9"
+
+
+def write_sharded_model(folder: Path) -> None:
+    """A two-shard model with its index and config, as the hub lays it out (real safetensors)."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    shards = {
+        "model-00001-of-00002.safetensors": {"model.embed_tokens.weight": np.ones((64, 16), np.float32)},
+        "model-00002-of-00002.safetensors": {"model.norm.weight": np.ones((16,), np.float16)},
+    }
+    weight_map = {}
+    for name, tensors in shards.items():
+        save_file(tensors, str(folder / name))
+        weight_map.update(dict.fromkeys(tensors, name))
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    (folder / "config.json").write_text(json.dumps({"architectures": ["Qwen3ForCausalLM"]}))
+
+
+class FakeSnapshotDownload:
+    """Stands in for huggingface_hub.snapshot_download: records its call, then raises or writes."""
+
+    def __init__(self, raises: BaseException | None = None, truncate: bool = False) -> None:
+        self.raises = raises
+        self.truncate = truncate
+        self.calls: list[dict[str, Any]] = []
+
+    def __call__(self, repo_id: str, **kwargs: Any) -> str:
+        self.calls.append({"repo_id": repo_id, **kwargs})
+        if self.raises is not None:
+            raise self.raises
+        local_dir = Path(kwargs["local_dir"])
+        write_sharded_model(local_dir)
+        if self.truncate:
+            shard = local_dir / "model-00001-of-00002.safetensors"
+            shard.write_bytes(shard.read_bytes()[:50])
+        return str(local_dir)
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("LLMDECK_MODELS_DIR", str(tmp_path / "models"))
+    monkeypatch.setenv("HF_ENDPOINT", CLOSED)
+    for var in ("LLMDECK_DEBUG", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HTTP_PROXY", "HTTPS_PROXY"):
+        monkeypatch.delenv(var, raising=False)
+    for var in ("ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    return tmp_path
+
+
+def install_fake(monkeypatch: pytest.MonkeyPatch, fake: FakeSnapshotDownload) -> FakeSnapshotDownload:
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake)
+    return fake
+
+
+def http_error(cls: type[hub_errors.HfHubHTTPError], status: int, message: str) -> BaseException:
+    request = httpx2.Request("GET", "https://huggingface.co/api/models/acme/thing/revision/main")
+    return cls(message, response=httpx2.Response(status, request=request))
+
+
+@pytest.mark.parametrize("repo_id", ["Qwen/Qwen3-0.6B", "gpt2", "unsloth/Qwen3.5-35B-A3B-GGUF", "a_b/c.d-e"])
+def test_valid_repo_ids(repo_id: str) -> None:
+    assert validate_repo_id(repo_id) == repo_id
+
+
+@pytest.mark.parametrize(
+    "repo_id,needle",
+    [
+        ("Qwen/Qwen3/0.6B", "not a valid"),
+        ("Qwen//x", "not a valid"),
+        ("_bad/x", "not a valid"),
+        ("bad./x", "not a valid"),
+        ("x--y/z", "not a valid"),
+        ("has space/x", "not a valid"),
+        ("https://huggingface.co/Qwen/Qwen3-0.6B", "is a URL"),
+        ("./models/qwen", "local path"),
+    ],
+)
+def test_bad_repo_ids_exit_2(
+    repo_id: str, needle: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake = install_fake(monkeypatch, FakeSnapshotDownload())
+    code, _, err = run_cli(["fetch", repo_id], capsys)
+    assert code == 2, err
+    assert needle in err and "Traceback" not in err
+    assert fake.calls == []  # nothing was attempted
+
+
+def test_url_hint_names_the_repo_id(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_cli(["fetch", "https://hf-mirror.com/Qwen/Qwen3-0.6B/tree/main"], capsys)
+    assert code == 2 and "llmdeck fetch Qwen/Qwen3-0.6B" in err
+
+
+def test_bad_endpoint_exit_2(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    fake = install_fake(monkeypatch, FakeSnapshotDownload())
+    code, _, err = run_cli(["fetch", "Qwen/Qwen3-0.6B", "--endpoint", "hf-mirror.com"], capsys)
+    assert code == 2 and "--endpoint" in err and fake.calls == []
+
+
+def test_missing_hub_extra_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)
+    code, _, err = run_cli(["fetch", "Qwen/Qwen3-0.6B"], capsys)
+    assert code == 2 and "huggingface_hub" in err and "pip install 'llmdeck" in err
+
+
+def test_environment_warnings() -> None:
+    assert environment_warnings({}) == []
+    assert environment_warnings({"HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": ""}) == []
+    (offline,) = environment_warnings({"HF_HUB_OFFLINE": "1"})
+    assert "HF_HUB_OFFLINE" in offline and "unset HF_HUB_OFFLINE TRANSFORMERS_OFFLINE" in offline
+    both = environment_warnings({"TRANSFORMERS_OFFLINE": "yes", "https_proxy": "http://user:pw@proxy:3128"})
+    assert len(both) == 2
+    assert "TRANSFORMERS_OFFLINE" in both[0]
+    assert "https_proxy" in both[1] and "pw" not in both[1]  # never echo proxy credentials
+
+
+def test_offline_mode_warns_and_maps_to_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    # the message huggingface_hub's snapshot_download raises in offline mode
+    install_fake(
+        monkeypatch,
+        FakeSnapshotDownload(
+            raises=hub_errors.LocalEntryNotFoundError(
+                "Cannot find an appropriate cached snapshot folder for the specified revision on the local "
+                "disk and outgoing traffic has been disabled. To enable repo look-ups and downloads online, "
+                "set 'HF_HUB_OFFLINE=0' as environment variable."
+            )
+        ),
+    )
+    code, _, err = run_cli(["fetch", "Qwen/Qwen3-0.6B"], capsys)
+    assert code == 2
+    assert "warning:" in err and "HF_HUB_OFFLINE" in err
+    assert "offline mode is on" in err and "unset HF_HUB_OFFLINE TRANSFORMERS_OFFLINE" in err
+
+
+def test_proxy_warning_on_stderr(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
+    install_fake(monkeypatch, FakeSnapshotDownload())
+    code, out, err = run_cli(["fetch", "acme/thing", "--json"], capsys)
+    assert code == 0, err
+    assert "HTTPS_PROXY" in err
+    assert json.loads(out)["warnings"][0].startswith("Proxy variables are set")
+
+
+@pytest.mark.parametrize(
+    "make_exc,code_want,needle",
+    [
+        (
+            lambda: http_error(hub_errors.RepositoryNotFoundError, 404, "404 Repository Not Found"),
+            2,
+            "not found",
+        ),
+        (lambda: http_error(hub_errors.GatedRepoError, 403, "403 gated"), 2, "gated"),
+        (lambda: http_error(hub_errors.RevisionNotFoundError, 404, "404 Revision Not Found"), 2, "revision"),
+        (lambda: http_error(hub_errors.HfHubHTTPError, 401, "401 Unauthorized"), 2, "token"),
+        (lambda: http_error(hub_errors.HfHubHTTPError, 503, "503 Service Unavailable"), 1, "hf-mirror.com"),
+        (
+            lambda: hub_errors.LocalEntryNotFoundError(
+                "Got: ConnectError: [Errno -3] Temporary failure in name resolution\nAn error happened "
+                "while trying to locate the files on the Hub ... check your internet connection"
+            ),
+            1,
+            "HF_ENDPOINT=https://hf-mirror.com",
+        ),
+        (lambda: httpx2.ConnectError("[Errno 111] Connection refused"), 1, "resumes"),
+    ],
+)
+def test_hub_errors_are_mapped(
+    make_exc: Any,
+    code_want: int,
+    needle: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    install_fake(monkeypatch, FakeSnapshotDownload(raises=make_exc()))
+    code, out, err = run_cli(["fetch", "acme/thing", "--revision", "v9"], capsys)
+    assert code == code_want, err
+    assert needle in err
+    assert "Traceback" not in err and out == ""
+
+
+def test_download_then_verify_json(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    fake = install_fake(monkeypatch, FakeSnapshotDownload())
+    code, out, err = run_cli(["fetch", "acme/thing", "--json"], capsys)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["schema_version"] == 1 and data["repo_id"] == "acme/thing"
+    assert data["local_dir"] == str((tmp_path / "models" / "thing").resolve())  # models_dir / NAME
+    assert data["endpoint"] == CLOSED  # from HF_ENDPOINT
+    assert data["verify"]["ok"] is True and data["verify"]["sizes_checked"] is False
+    assert data["architecture"] == "Qwen3ForCausalLM"
+    assert data["files"] == 4
+    (call,) = fake.calls
+    assert call["allow_patterns"] is None and call["endpoint"] == CLOSED and call["revision"] is None
+
+
+def test_endpoint_local_dir_revision_are_passed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    fake = install_fake(monkeypatch, FakeSnapshotDownload())
+    target = tmp_path / "here"
+    args = ["fetch", "acme/thing", "--local-dir", str(target), "--revision", "abc123"]
+    code, out, err = run_cli([*args, "--endpoint", "http://127.0.0.1:7/"], capsys)
+    assert code == 0, err
+    (call,) = fake.calls
+    assert call["local_dir"] == str(target) and call["revision"] == "abc123"
+    assert call["endpoint"] == "http://127.0.0.1:7"
+    assert "thing" in out and "llmdeck up --model" in out
+
+
+def test_config_only_patterns(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    fake = install_fake(monkeypatch, FakeSnapshotDownload())
+    code, out, err = run_cli(["fetch", "acme/thing", "--config-only", "--json"], capsys)
+    assert code == 0, err
+    patterns = fake.calls[0]["allow_patterns"]
+    for needed in ("config.json", "tokenizer.json", "tokenizer_config.json", "*.safetensors.index.json"):
+        assert needed in patterns
+    assert not any(p.endswith(".safetensors") for p in patterns)
+    assert json.loads(out)["config_only"] is True
+
+
+def test_include_patterns(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    fake = install_fake(monkeypatch, FakeSnapshotDownload())
+    code, _, err = run_cli(["fetch", "acme/thing", "--include", "*.json", "--include", "*.txt"], capsys)
+    assert code == 0, err
+    assert fake.calls[0]["allow_patterns"] == ["*.json", "*.txt"]
+
+
+def test_broken_download_fails_verification_exit_1(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    install_fake(monkeypatch, FakeSnapshotDownload(truncate=True))
+    code, out, err = run_cli(["fetch", "acme/thing"], capsys)
+    assert code == 1
+    assert "did not verify" in err and "model-00001-of-00002.safetensors" in err
+    assert out == ""
+
+
+def _run_real(args: list[str], env_extra: dict[str, str], tmp_path: Path) -> Any:
+    import os
+    import subprocess
+
+    src = str(ROOT / "src")
+    env = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
+    env.update(
+        {
+            "PYTHONPATH": src + os.pathsep + env.get("PYTHONPATH", ""),
+            "LLMDECK_MODELS_DIR": str(tmp_path / "models"),
+            "HF_HOME": str(tmp_path / "hf-home"),
+            **env_extra,
+        }
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "llmdeck", "fetch", *args], capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+def test_real_hub_client_unreachable_endpoint_exit_1(tmp_path: Path) -> None:
+    """The real snapshot_download against a closed port on 127.0.0.1: a network failure, exit 1."""
+    result = _run_real(["acme/thing", "--endpoint", CLOSED], {}, tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "Cannot reach http://127.0.0.1:9" in result.stderr and "hf-mirror.com" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_real_hub_client_offline_mode_exit_2(tmp_path: Path) -> None:
+    result = _run_real(["acme/thing"], {"HF_HUB_OFFLINE": "1", "HF_ENDPOINT": CLOSED}, tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "warning:" in result.stderr and "offline mode is on" in result.stderr
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_fetch_leaves_no_page_cache_of_what_it_downloaded_unless_asked(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, keep: bool
+) -> None:
+    from llmdeck.util.pagecache import resident_bytes
+
+    install_fake(monkeypatch, FakeSnapshotDownload())
+    code, out, err = run_cli(
+        ["fetch", "acme/thing", "--json", *(["--keep-page-cache"] if keep else [])], capsys
+    )
+    assert code == 0, err
+    files = [p for p in (tmp_path / "models" / "thing").rglob("*") if p.is_file()]
+    resident = sum(resident_bytes(p) for p in files)  # mincore: the kernel's own answer
+    data = json.loads(out)
+    if keep:
+        assert resident > 0 and data["page_cache_dropped_bytes"] == 0
+    else:
+        assert resident == 0 and data["page_cache_dropped_bytes"] > 0

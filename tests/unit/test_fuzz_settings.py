@@ -1,0 +1,285 @@
+"""Fuzz suite, part 2: bad LLMDECK_* settings, and internal errors with and without LLMDECK_DEBUG.
+
+Settings are read by every command, so each bad value is tried with a different command. Most run
+in-process; a few run the real console script end to end (the environment of a real shell).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fuzz_helpers import Case, assert_clean_failure, case, run_case, run_main
+from repo_paths import ROOT
+
+PLAN = "plan Qwen3-0.6B --machine h200"
+
+CASES = [
+    case(
+        "status:LLMDECK_PORT-text",
+        "status",
+        2,
+        "LLMDECK_PORT",
+        "'abc'",
+        "1 to 65535",
+        env={"LLMDECK_PORT": "abc"},
+    ),
+    case("models:LLMDECK_PORT-zero", "models", 2, "LLMDECK_PORT", "'0'", env={"LLMDECK_PORT": "0"}),
+    case("plan:LLMDECK_PORT-too-big", PLAN, 2, "LLMDECK_PORT", "'70000'", env={"LLMDECK_PORT": "70000"}),
+    case("check:LLMDECK_PORT-negative", "check", 2, "LLMDECK_PORT", "'-1'", env={"LLMDECK_PORT": "-1"}),
+    case("up:LLMDECK_PORT-fraction", "up --model ./m", 2, "LLMDECK_PORT", env={"LLMDECK_PORT": "1.5"}),
+    case("logs:LLMDECK_PORT-empty", "logs", 2, "LLMDECK_PORT", env={"LLMDECK_PORT": ""}),
+    case("down:LLMDECK_PORT-two-numbers", "down", 2, "LLMDECK_PORT", env={"LLMDECK_PORT": "80 80"}),
+    case("recommend:LLMDECK_PORT-hex", "recommend", 2, "LLMDECK_PORT", env={"LLMDECK_PORT": "0x50"}),
+    case(
+        "status:LLMDECK_DEBUG-two", "status", 2, "LLMDECK_DEBUG", "'2'", "1 or 0", env={"LLMDECK_DEBUG": "2"}
+    ),
+    case("models:LLMDECK_DEBUG-maybe", "models", 2, "LLMDECK_DEBUG", env={"LLMDECK_DEBUG": "maybe"}),
+    case(
+        "bench:LLMDECK_DEBUG-negative",
+        "bench http://127.0.0.1:9",
+        2,
+        "LLMDECK_DEBUG",
+        env={"LLMDECK_DEBUG": "-1"},
+    ),
+    case(
+        "connect:LLMDECK_DEBUG-words",
+        "connect openai",
+        2,
+        "LLMDECK_DEBUG",
+        env={"LLMDECK_DEBUG": "yes please"},
+    ),
+    case(
+        "check:LLMDECK_HOST-spaces",
+        "check",
+        2,
+        "LLMDECK_HOST",
+        "not a host",
+        env={"LLMDECK_HOST": "not a host"},
+    ),
+    case(
+        "up:LLMDECK_HOST-url", "up --model ./m", 2, "LLMDECK_HOST", env={"LLMDECK_HOST": "http://localhost"}
+    ),
+    case(
+        "status:LLMDECK_HOST-with-port", "status", 2, "LLMDECK_HOST", env={"LLMDECK_HOST": "127.0.0.1:8000"}
+    ),
+    case("plan:LLMDECK_HOST-empty", PLAN, 2, "LLMDECK_HOST", env={"LLMDECK_HOST": ""}),
+    case("logs:LLMDECK_HOST-dash", "logs", 2, "LLMDECK_HOST", env={"LLMDECK_HOST": "-bad-"}),
+    case(
+        "models:LLMDECK_CATALOG_PATHS-missing",
+        "models",
+        2,
+        "LLMDECK_CATALOG_PATHS",
+        "does not exist",
+        env={"LLMDECK_CATALOG_PATHS": "{missing}"},
+    ),
+    case(
+        "recommend:LLMDECK_CATALOG_PATHS-bad-json",
+        "recommend",
+        2,
+        "LLMDECK_CATALOG_PATHS",
+        "JSON",
+        env={"LLMDECK_CATALOG_PATHS": "[not json"},
+    ),
+    case(
+        "plan:LLMDECK_CATALOG_PATHS-json-missing",
+        PLAN,
+        2,
+        "LLMDECK_CATALOG_PATHS",
+        env={"LLMDECK_CATALOG_PATHS": '["{missing}"]'},
+    ),
+    case(
+        "models:LLMDECK_CATALOG_PATHS-one-of-two-missing",
+        "models",
+        2,
+        "does-not-exist",
+        env={"LLMDECK_CATALOG_PATHS": "{catalog}" + os.pathsep + "{missing}"},
+    ),
+    case(
+        "up:LLMDECK_READY_TIMEOUT_S-inf",
+        "up --model ./m",
+        2,
+        "LLMDECK_READY_TIMEOUT_S",
+        "finite",
+        env={"LLMDECK_READY_TIMEOUT_S": "inf"},
+    ),
+    case(
+        "restart:LLMDECK_READY_TIMEOUT_S-nan",
+        "restart",
+        2,
+        "LLMDECK_READY_TIMEOUT_S",
+        env={"LLMDECK_READY_TIMEOUT_S": "nan"},
+    ),
+    case(
+        "status:LLMDECK_READY_TIMEOUT_S-negative",
+        "status",
+        2,
+        "LLMDECK_READY_TIMEOUT_S",
+        env={"LLMDECK_READY_TIMEOUT_S": "-1"},
+    ),
+    case(
+        "quickstart:LLMDECK_READY_TIMEOUT_S-zero",
+        "quickstart",
+        2,
+        "LLMDECK_READY_TIMEOUT_S",
+        env={"LLMDECK_READY_TIMEOUT_S": "0"},
+    ),
+    case(
+        "fetch:LLMDECK_READY_TIMEOUT_S-text",
+        "fetch Qwen/Qwen3-0.6B",
+        2,
+        "LLMDECK_READY_TIMEOUT_S",
+        env={"LLMDECK_READY_TIMEOUT_S": "soon"},
+    ),
+    case(
+        "status:LLMDECK_STATE_DIR-a-file",
+        "status",
+        2,
+        "LLMDECK_STATE_DIR",
+        "a_file",
+        env={"LLMDECK_STATE_DIR": "{a_file}"},
+    ),
+    case(
+        "up:LLMDECK_STATE_DIR-under-a-file",
+        "up --model ./m",
+        2,
+        "LLMDECK_STATE_DIR",
+        env={"LLMDECK_STATE_DIR": "{a_file}/state"},
+    ),
+    case(
+        "bench:LLMDECK_RESULTS_DIR-a-file",
+        "bench http://127.0.0.1:9",
+        2,
+        "LLMDECK_RESULTS_DIR",
+        env={"LLMDECK_RESULTS_DIR": "{a_file}"},
+    ),
+    case(
+        "fetch:LLMDECK_MODELS_DIR-a-file",
+        "fetch Qwen/Qwen3-0.6B",
+        2,
+        "LLMDECK_MODELS_DIR",
+        env={"LLMDECK_MODELS_DIR": "{a_file}"},
+    ),
+    case(
+        "quickstart:LLMDECK_CACHE_DIR-under-a-file",
+        "quickstart",
+        2,
+        "LLMDECK_CACHE_DIR",
+        env={"LLMDECK_CACHE_DIR": "{a_file}/x/y"},
+    ),
+    case(
+        "report:LLMDECK_PORT-and-DEBUG-both-bad",
+        "report x.json",
+        2,
+        "LLMDECK_PORT",
+        "LLMDECK_DEBUG",
+        env={"LLMDECK_PORT": "x", "LLMDECK_DEBUG": "x"},
+    ),
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("c", CASES)
+def test_bad_setting(
+    c: Case,
+    fuzz_env: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    err = run_case(c, tmp_path, capsys, monkeypatch, fuzz_env)
+    assert "pydantic" not in err and "validation error" not in err  # one paragraph, no dump
+
+
+def test_a_yaml_catalog_path_is_a_path_not_json(
+    fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LLMDECK_CATALOG_PATHS=a.yaml (was: a JSON parse error dumped by pydantic-settings)."""
+    monkeypatch.setenv("LLMDECK_CATALOG_PATHS", fuzz_env["catalog"] + os.pathsep + fuzz_env["folder"])
+    code, out, err, _ = run_main(["models", "--json"], capsys)
+    assert code == 0, err
+    assert "Qwen3" in out
+
+
+@pytest.mark.timeout(120)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    value=st.text(
+        st.characters(blacklist_categories=("Nd", "Cs"), blacklist_characters="\x00"), min_size=1, max_size=12
+    )
+)
+def test_status_hypothesis_any_non_number_port_setting(
+    value: str, fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """status:hypothesis — random strings as LLMDECK_PORT: exit 2 naming the variable, never a crash."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("LLMDECK_PORT", value)
+        code, _out, err, elapsed = run_main(["status"], capsys)
+    assert_clean_failure(code, err, elapsed, want=2, needles=("LLMDECK_PORT",), seconds=15)
+
+
+# ---- internal errors: the only exit-1 message that says "bug"; LLMDECK_DEBUG=1 shows the traceback ----
+
+
+def _boom(*args: object, **kwargs: object) -> None:
+    raise RuntimeError("injected failure")
+
+
+def test_internal_error_says_bug_and_how_to_get_the_traceback(
+    fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("llmdeck.runtime.state.StateStore.list", _boom)
+    code, _out, err, _ = run_main(["status"], capsys)
+    assert code == 1
+    assert "internal error" in err and "bug" in err and "LLMDECK_DEBUG=1" in err
+    assert "Traceback" not in err
+
+
+def test_internal_error_with_debug_shows_the_traceback(
+    fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("llmdeck.runtime.state.StateStore.list", _boom)
+    monkeypatch.setenv("LLMDECK_DEBUG", "1")
+    from llmdeck.cli.app import main
+
+    with pytest.raises(RuntimeError, match="injected failure"):
+        main(["status"])
+
+
+# ---- end to end: the real console script, a real environment -----------------------------------
+
+E2E = [
+    ("status:e2e-LLMDECK_PORT-abc", ["status"], {"LLMDECK_PORT": "abc"}, "LLMDECK_PORT"),
+    ("plan:e2e-LLMDECK_DEBUG-2", ["plan", "Qwen3-0.6B"], {"LLMDECK_DEBUG": "2"}, "LLMDECK_DEBUG"),
+    (
+        "models:e2e-LLMDECK_CATALOG_PATHS-missing-yaml",
+        ["models"],
+        {"LLMDECK_CATALOG_PATHS": "/nonexistent/catalog.yaml"},
+        "/nonexistent/catalog.yaml",
+    ),
+    ("up:e2e-LLMDECK_HOST-bad", ["up", "--model", "x"], {"LLMDECK_HOST": "not a host"}, "LLMDECK_HOST"),
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("cid", "argv", "env", "needle"), E2E, ids=[e[0] for e in E2E])
+def test_setting_end_to_end(
+    cid: str, argv: list[str], env: dict[str, str], needle: str, tmp_path: Path
+) -> None:
+    full = {k: v for k, v in os.environ.items() if not k.startswith("LLMDECK_")}
+    full.update(env, PYTHONPATH=str(ROOT / "src"), LLMDECK_STATE_DIR=str(tmp_path / "state"))
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "llmdeck", *argv], env=full, capture_output=True, text=True, timeout=30
+    )
+    assert_clean_failure(
+        proc.returncode, proc.stderr, time.monotonic() - t0, want=2, needles=(needle,), seconds=30
+    )
+    assert proc.stdout == ""

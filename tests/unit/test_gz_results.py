@@ -1,0 +1,63 @@
+"""Gzipped result files (how evidence folders keep bench results) read like plain ones, and a corrupt or
+oversized one is a one-paragraph error (exit 2), not a traceback or the machine's memory."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import run_cli
+from llmdeck.util.gz import InflateError, read_bytes, read_head
+from llmdeck.util.kindsniff import has_kind
+from repo_paths import ROOT
+
+S14 = ROOT / "evidence" / "tune" / "h200" / "s14"
+
+
+def test_a_gzipped_bench_result_reports_like_a_plain_one(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    gz = S14 / "bench" / "firstmove.json.gz"
+    plain = tmp_path / "firstmove.json"
+    plain.write_bytes(gzip.decompress(gz.read_bytes()))
+    code_gz, out_gz, _ = run_cli(["report", str(gz)], capsys)
+    code, out, _ = run_cli(["report", str(plain)], capsys)
+    assert code_gz == code == 0 and out_gz == out and "prefix-cache hit 75%" in out
+
+
+def test_a_gzipped_trials_file_is_sniffed_as_one(tmp_path: Path) -> None:
+    trials = (S14 / "trials.jsonl").read_bytes()
+    (tmp_path / "t.jsonl.gz").write_bytes(gzip.compress(trials))
+    assert has_kind(tmp_path / "t.jsonl.gz", "llmdeck.tune.trials")
+    assert read_head(tmp_path / "t.jsonl.gz", 10) == trials[:10]
+
+
+def test_corrupt_and_oversized_gzip_are_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json.gz"
+    bad.write_bytes(b"\x1f\x8b" + bytes(range(200)))
+    code, _, err = run_cli(["report", str(bad)], capsys)
+    assert code == 2 and "cannot be inflated" in err and "Traceback" not in err
+    assert not has_kind(bad, "llmdeck.bench.result")
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(gzip.compress(b'{"kind": "x"}' * 1000)[:40])
+    with pytest.raises(InflateError, match="cannot be inflated"):
+        read_bytes(cut)
+    big = tmp_path / "big.json.gz"
+    big.write_bytes(gzip.compress(b" " * (3 << 20)))
+    with pytest.raises(InflateError, match="past 2 MiB"):
+        read_bytes(big, limit=2 << 20)
+
+
+def test_a_tune_will_not_append_to_a_gzipped_trials_file(tmp_path: Path) -> None:
+    """Resuming reads it, but the next trial's plain line would land after the gzip stream, unread."""
+    from llmdeck.errors import UsageError
+    from llmdeck.tune.trials import TRIALS_NAME, open_out_dir, read_trials
+
+    out = tmp_path / "tune"
+    out.mkdir()
+    (out / TRIALS_NAME).write_bytes(gzip.compress((S14 / "trials.jsonl").read_bytes()))
+    header, _ = read_trials(out / TRIALS_NAME)
+    with pytest.raises(UsageError, match="gzipped"):
+        open_out_dir(out, header, resume=True)

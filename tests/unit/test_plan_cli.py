@@ -1,0 +1,243 @@
+"""`llmdeck plan`, `models`, `recommend` through the real CLI entry point (exit codes and messages)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from llmdeck.cli.app import main
+from llmdeck.engines.spec import LaunchSpec
+from repo_paths import ROOT
+
+SEED000_2048 = [
+    "--max-model-len",
+    "131072",
+    "--gpu-memory-utilization",
+    "0.85",
+    "--enable-prefix-caching",
+    "--reasoning-parser",
+    "qwen3",
+    "--enable-auto-tool-choice",
+    "--tool-call-parser",
+    "qwen3_coder",
+    "--kv-cache-dtype",
+    "fp8",
+    "--max-num-seqs",
+    "8",
+    "--max-num-batched-tokens",
+    "2048",
+]
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    out, err = capsys.readouterr()
+    code = exc.value.code
+    return int(code) if isinstance(code, int) else 1, out, err
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("LLMDECK_MODELS_DIR", str(tmp_path / "models"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.delenv("LLMDECK_CATALOG_PATHS", raising=False)
+
+
+def test_seed000_2048_exits_1_with_the_vllm_error_and_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        ["plan", "Qwen3.6-35B-A3B-FP8", "--machine", "h200", "--engine", "venv", "--", *SEED000_2048], capsys
+    )
+    assert code == 1
+    assert "In Mamba cache align mode, block_size (2096) must be <= max_num_batched_tokens (2048)." in out
+    assert "--max-num-batched-tokens 4192" in out
+    assert "hybrid-block-size-exceeds-batched-tokens" in err
+    assert "vllm serve Qwen/Qwen3.6-35B-A3B-FP8" in out  # the plan is still printed
+
+
+def test_json_plan_and_spec_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec_path = tmp_path / "spec.json"
+    fixed = [a if a != "2048" else "4192" for a in SEED000_2048]
+    code, out, _ = run(
+        [
+            "plan",
+            "Qwen3.6-35B-A3B-FP8",
+            "--machine",
+            "h200",
+            "--engine",
+            "venv",
+            "--port",
+            "8011",
+            "--name",
+            "q36",
+            "--spec-out",
+            str(spec_path),
+            "--json",
+            "--",
+            *fixed,
+            "--language-model-only",
+            "--default-chat-template-kwargs",
+            '{"enable_thinking": false}',
+        ],
+        capsys,
+    )
+    assert code == 0, out
+    data = json.loads(out)
+    assert data["schema_version"] == 1 and data["llmdeck_version"]
+    assert data["memory"]["layout"]["block_size"] == 2096
+    assert data["memory"]["capacity"]["max_concurrency"] > 30
+    assert [f["severity"] for f in data["findings"]] == []
+    spec = LaunchSpec.model_validate_json(spec_path.read_text())
+    assert spec.name == "q36" and spec.port == 8011 and spec.engine == "venv"
+    assert "--max-num-batched-tokens" in spec.vllm_args and "--port" not in spec.vllm_args
+    assert data["commands"]["docker"][:3] == ["docker", "run", "-d"]
+
+
+def test_equals_form_after_double_dash(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        [
+            "plan",
+            "Qwen3-0.6B",
+            "--machine",
+            "h200",
+            "--json",
+            "--",
+            "--max-model-len=8192",
+            "--default-chat-template-kwargs",
+            '{"enable_thinking": false}',
+            "--enable-auto-tool-choice",
+            "--tool-call-parser=hermes",
+            "--reasoning-parser=qwen3",
+        ],
+        capsys,
+    )
+    assert code == 0, out
+    data = json.loads(out)
+    assert data["settings"]["max_model_len"] == 8192
+    assert data["memory"]["capacity"]["kv_cache_tokens"] == pytest.approx(1_182_912, rel=0.02)
+
+
+def test_unknown_model_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["plan", "NoSuchModel-7B", "--machine", "h200"], capsys)
+    assert code == 2 and "Unknown model 'NoSuchModel-7B'" in err and "llmdeck models" in err
+
+
+def test_uncached_repo_id_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["plan", "someorg/Some-Model", "--machine", "h200"], capsys)
+    assert code == 2 and "hf download someorg/Some-Model config.json" in err
+
+
+def test_broken_config_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = tmp_path / "broken"
+    d.mkdir()
+    (d / "config.json").write_text('{"architectures": ["Qwen3ForCausalLM"], "hidden_size": 1024,')
+    code, _, err = run(["plan", str(d), "--machine", "h200"], capsys)
+    assert code == 2 and "not valid JSON" in err
+    (d / "config.json").write_text('{"architectures": ["Qwen3ForCausalLM"]}')
+    code, _, err = run(["plan", str(d), "--machine", "h200"], capsys)
+    assert code == 2 and "lacks hidden_size" in err
+
+
+def test_catalog_model_without_offline_config_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(["plan", "Qwen3-Coder-Next-FP8", "--machine", "dgx-spark"], capsys)
+    assert code == 2 and "hf download Qwen/Qwen3-Coder-Next-FP8 config.json" in err
+
+
+def test_context_beyond_memory_exits_2_and_says_what_fits(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(
+        [
+            "plan",
+            "Qwen3-30B-A3B",
+            "--machine",
+            "dgx-spark",
+            "--context",
+            "32768",
+            "--gpu-memory-utilization",
+            "0.5",
+        ],
+        capsys,
+    )
+    assert code == 2
+    assert "does not fit" in err and "What would fit instead" in err
+    assert "--context" in err and "--gpu-memory-utilization 0." in err
+
+
+def test_conflicting_context_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(
+        ["plan", "Qwen3-0.6B", "--machine", "h200", "--context", "8192", "--", "--max-model-len", "4096"],
+        capsys,
+    )
+    assert code == 2 and "given twice" in err
+
+
+def test_local_model_dir_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    d = tmp_path / "qwen3-0.6b"
+    d.mkdir()
+    src = ROOT / "src/llmdeck/catalog/data/configs/Qwen3-0.6B.config.json"
+    (d / "config.json").write_bytes(src.read_bytes())
+    (d / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 1_500_000_000}}))
+    code, out, _ = run(
+        ["plan", str(d), "--machine", "h200", "--context", "8192", "--engine", "docker", "--json"], capsys
+    )
+    assert code == 0, out
+    data = json.loads(out)
+    assert data["memory"]["weights_gib"] == pytest.approx((1_500_000_000 + 40960 * 128 * 2) / 2**30)
+    docker = data["commands"]["docker"]
+    assert "HF_HUB_OFFLINE=1" in docker and "--gpus" in docker and "--ipc" in docker
+
+
+def test_human_output_has_table_and_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        [
+            "plan",
+            "Qwen3-Coder-30B-A3B-Instruct-FP8",
+            "--machine",
+            "dgx-spark",
+            "--context",
+            "65536",
+            "--image",
+            "nvcr.io/nvidia/vllm:26.01-py3",
+            "--",
+            "--enable-auto-tool-choice",
+            "--tool-call-parser",
+            "qwen3_coder",
+        ],
+        capsys,
+    )
+    assert code == 0, out
+    assert "Memory plan" in out and "GPU KV cache size" in out
+    assert "nvcr.io/nvidia/vllm:26.01-py3" in out and "vllm serve" in out
+    assert "--gpu-memory-utilization 0.85" in out  # the planner's GB10 choice
+
+
+def test_models_json_lists_the_seed_models(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["models", "--json"], capsys)
+    assert code == 0
+    names = {m["name"] for m in json.loads(out)["models"]}
+    for n in [
+        "Qwen3-Coder-30B-A3B-Instruct-FP8",
+        "Qwen3-Coder-Next-FP8",
+        "Qwen3-Coder-Next",
+        "Qwen3.6-35B-A3B-FP8",
+        "Qwen3.6-27B-FP8",
+        "Qwen3.5-35B-A3B",
+        "GLM-4.7-Flash",
+        "Qwen3-0.6B",
+        "Qwen3-30B-A3B",
+    ]:
+        assert n in names
+
+
+def test_recommend_explains_its_pick(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["recommend", "--machine", "dgx-spark", "--workload", "multi-user", "--json"], capsys)
+    assert code == 0
+    rec = json.loads(out)
+    assert rec["pick"] == "Qwen3-Coder-30B-A3B-Instruct-FP8"
+    assert "seed 004" in rec["why"].lower() and rec["kv_cache_tokens"] > 0
+    code, out, _ = run(["recommend", "--machine", "dgx-spark", "--workload", "agent"], capsys)
+    assert code == 0 and "Qwen3.6-35B-A3B-FP8" in out and "§10" in out
+    code, _, err = run(["recommend", "--machine", "dgx-spark", "--workload", "chat"], capsys)
+    assert code == 2 and "--workload" in err

@@ -1,0 +1,112 @@
+"""Bad config.json files: one paragraph naming the file and the field, exit 2, never a traceback.
+
+Also `plan PATH/config.json` (a file reads like its folder) and `plan --json`'s error object when
+the model does not fit (scripts read stdout).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cli_helpers import run_cli
+from repo_paths import ROOT
+
+FAMILIES = ROOT / "evidence" / "plan" / "families" / "configs"
+LLAMA = json.loads((FAMILIES / "llama-3.1-8b-instruct" / "config.json").read_text())
+
+
+def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    return run_cli(args, capsys)
+
+
+def write(tmp_path: Path, content: Any) -> Path:
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "config.json").write_text(content if isinstance(content, str) else json.dumps(content))
+    return d
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "why"),
+    [
+        ({"num_attention_heads": 0}, "num_attention_heads", "it must be positive"),
+        ({"hidden_size": -4096}, "hidden_size", "it must be positive"),
+        ({"num_hidden_layers": "32"}, "num_hidden_layers", 'is "32", not a whole number'),
+        ({"intermediate_size": 14336.5}, "intermediate_size", "not a whole number"),
+        ({"num_key_value_heads": True}, "num_key_value_heads", "not a whole number"),
+        ({"vocab_size": None}, "vocab_size", "lacks"),
+        ({"layer_types": "full_attention"}, "layer_types", "not a list"),
+    ],
+)
+def test_bad_sizes_name_the_file_and_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: dict[str, Any], field: str, why: str
+) -> None:
+    d = write(tmp_path, {**LLAMA, **change})
+    rc, out, err = run(["plan", str(d), "--machine", "h200"], capsys)
+    assert rc == 2 and out == ""
+    assert str(d / "config.json") in err and field in err and why in err
+    assert "Traceback" not in err and "ZeroDivisionError" not in err and "KeyError" not in err
+
+
+def test_missing_key_without_any_default(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = {k: v for k, v in LLAMA.items() if k not in ("hidden_size", "model_type")}
+    rc, _, err = run(["plan", str(write(tmp_path, cfg)), "--machine", "h200"], capsys)
+    assert rc == 2 and "hidden_size" in err and "config.json" in err
+
+
+def test_missing_key_with_a_library_default_is_filled_and_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # vLLM builds LlamaConfig from the file, so transformers' default hidden_size applies there too
+    cfg = {k: v for k, v in LLAMA.items() if k != "hidden_size"}
+    rc, out, _ = run(["plan", str(write(tmp_path, cfg)), "--machine", "h200", "--json"], capsys)
+    facts = json.loads(out)["facts"]
+    assert rc in (0, 1) and facts["hidden_size"] == 4096 and "hidden_size" in facts["defaults_used"]
+    assert facts["defaults_source"].startswith("transformers")
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"), [("[1, 2]", "not a JSON object"), ('{"a": ', "not valid JSON"), ('"x"', "str")]
+)
+def test_not_an_object_or_not_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, needle: str
+) -> None:
+    d = write(tmp_path, content)
+    rc, _, err = run(["plan", str(d / "config.json"), "--machine", "h200"], capsys)
+    assert rc == 2 and needle in err and "config.json" in err and "Traceback" not in err
+
+
+def test_nested_text_config_field_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = json.loads((FAMILIES / "gemma-3-4b-it" / "config.json").read_text())
+    cfg["text_config"]["num_attention_heads"] = 0
+    rc, _, err = run(["plan", str(write(tmp_path, cfg)), "--machine", "h200"], capsys)
+    assert rc == 2 and "text_config.num_attention_heads" in err
+
+
+def test_plan_config_json_file_is_its_folder(capsys: pytest.CaptureFixture[str]) -> None:
+    folder = FAMILIES / "gpt-oss-20b"
+    rc1, out1, _ = run(["plan", str(folder), "--machine", "h200", "--engine", "venv", "--json"], capsys)
+    rc2, out2, _ = run(
+        ["plan", str(folder / "config.json"), "--machine", "h200", "--engine", "venv", "--json"], capsys
+    )
+    a, b = json.loads(out1), json.loads(out2)
+    assert rc1 == rc2
+    assert a["memory"]["capacity"] == b["memory"]["capacity"]
+    assert b["model"]["local_path"] == str(folder.resolve())
+
+
+def test_json_error_object_when_the_model_does_not_fit(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out, err = run(
+        ["plan", str(FAMILIES / "qwen3-next-80b-a3b"), "--machine", "h200", "--engine", "venv", "--json"],
+        capsys,
+    )
+    assert rc == 2
+    doc = json.loads(out)
+    assert doc["error"]["kind"] == "does-not-fit" and doc["error"]["exit_code"] == 2
+    assert "does not fit" in doc["error"]["message"]
+    assert doc["plan"]["memory"]["available_kv_gib"] < 0
+    assert "does not fit" in err

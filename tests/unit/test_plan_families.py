@@ -1,0 +1,225 @@
+"""The planner on the real public configs of each family (evidence/plan/families/configs).
+
+Per family: KV bytes per token and per block, the allocator's groups, blocks one request needs,
+parameters and weight bytes — each against vLLM's source formulas (cited in plan/kvspec.py) and
+the checkpoint's published size.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llmdeck.plan import configread
+from llmdeck.plan.kvlayout import kv_layout
+from llmdeck.plan.machine import GIB
+from llmdeck.plan.modelinfo import ModelFacts, facts_from_config, facts_from_dir
+from llmdeck.plan.params import language_model_params, weight_bytes
+from llmdeck.plan.settings import ServeSettings
+from repo_paths import ROOT
+
+FAMILIES = ROOT / "evidence" / "plan" / "families" / "configs"
+
+
+def facts(name: str) -> ModelFacts:
+    return facts_from_dir(FAMILIES / name)
+
+
+def settings(max_len: int = 8192, **kw: object) -> ServeSettings:
+    return ServeSettings(max_model_len=max_len, vllm_version="0.22.0", **kw)  # type: ignore[arg-type]
+
+
+def test_gpt_oss_120b_sliding_and_full_groups_no_crash() -> None:
+    f = facts("gpt-oss-120b")
+    assert f.kind == "sliding-window MoE" and not f.is_hybrid and f.sliding_window == 128
+    assert (f.sliding_attention_layers, f.full_attention_layers) == (18, 18)
+    lay = kv_layout(f, settings(131072, max_num_batched_tokens=2048))
+    assert lay.attn_bytes_per_token_per_layer == 2 * 8 * 64 * 2  # sinks hold no KV
+    assert lay.block_size == 16 and lay.group_size == 18
+    assert [(g.kind, g.layers) for g in lay.groups] == [("sliding", 18), ("full", 18)]
+    assert lay.bytes_per_block == 16 * 2048 * 18
+    # full: cdiv(131072, 16); sliding: cdiv(min(128 - 1 + 2048, 131072), 16) + 1
+    assert lay.blocks_per_request(131072) == 8192 + 136 + 1
+
+
+def test_gpt_oss_weights_mxfp4_experts_bf16_rest() -> None:
+    big, small = facts("gpt-oss-120b"), facts("gpt-oss-20b")
+    assert big.quantization is not None and big.quantization.scheme == "mxfp4"
+    assert big.quantization.weight_bytes_per_param == 0.5 + 1 / 32
+    assert big.quantization.keeps_dtype("model.layers.3.self_attn.qkv_proj")
+    assert not big.quantization.keeps_dtype("model.layers.3.mlp.experts")
+    assert language_model_params(big) / 1e9 == pytest.approx(116.8, abs=0.1)  # "117B"
+    assert language_model_params(small) / 1e9 == pytest.approx(20.9, abs=0.1)  # "21B"
+    # the published checkpoints: ~65 GB and ~13.8 GB of safetensors
+    assert weight_bytes(big) / 1e9 == pytest.approx(65.3, rel=0.02)
+    assert weight_bytes(small) / 1e9 == pytest.approx(13.8, rel=0.02)
+    assert [(g.kind, g.layers) for g in kv_layout(small, settings()).groups] == [
+        ("sliding", 12),
+        ("full", 12),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "layers", "params_b"), [("deepseek-v2-lite-chat", 27, 15.7), ("glm-4.7-flash", 47, 29.9)]
+)
+def test_mla_one_latent_head(name: str, layers: int, params_b: float) -> None:
+    f = facts(name)
+    assert f.use_mla and f.kv_head_size == 512 + 64
+    lay = kv_layout(f, settings())
+    # MLAAttentionSpec: block_size * 1 head * (kv_lora_rank + qk_rope_head_dim) * dtype — no K and V
+    assert lay.attn_bytes_per_token_per_layer == 576 * 2
+    assert lay.kv_bytes_per_token == 576 * 2 * layers
+    assert (lay.block_size, len(lay.groups), lay.groups[0].kind) == (16, 1, "mla")
+    assert language_model_params(f) / 1e9 == pytest.approx(params_b, abs=0.1)
+    # fp8 KV on Hopper: FLASH_ATTN_MLA has no fp8, FLASHMLA takes 64-token blocks
+    fp8 = kv_layout(f, settings(kv_cache_dtype="fp8"))
+    assert (fp8.block_size, fp8.attn_bytes_per_token_per_layer) == (64, 576)
+    gb10 = kv_layout(f, settings(kv_cache_dtype="fp8", compute_capability_major=12))
+    assert gb10.block_size == 16  # TRITON_MLA
+
+
+def test_deepseek_v2_lite_kv_is_not_multi_head() -> None:
+    f = facts("deepseek-v2-lite-chat")
+    mha = 2 * f.num_key_value_heads * f.head_dim * 2 * f.num_hidden_layers  # what the planner used to say
+    assert mha / kv_layout(f, settings()).kv_bytes_per_token > 7
+
+
+def test_gemma3_defaults_from_transformers_and_sliding_groups() -> None:
+    f = facts("gemma-3-4b-it")
+    assert f.vocab_size == 262208 and "layer_types" in f.defaults_used
+    assert f.defaults_source.startswith("transformers")
+    assert (f.sliding_attention_layers, f.full_attention_layers, f.sliding_window) == (29, 5, 1024)
+    assert f.derived_max_len == 131072  # gemma3 is not scaled again (config/model.py:2188)
+    lay = kv_layout(f, settings(32768, max_num_batched_tokens=2048))
+    assert lay.group_size == 5 and [g.kind for g in lay.groups].count("sliding") == 6
+    sliding = -(-(1024 - 1 + 2048) // 16) + 1
+    assert lay.blocks_per_request(32768) == 2048 + 6 * sliding
+
+
+def test_gemma3_without_transformers_is_a_reported_guess(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(configread, "_transformers_defaults", lambda cfg: None)
+    f = facts("gemma-3-4b-it")
+    assert f.defaults_source.startswith("guess") and "layer_types" in f.defaults_used
+    assert (f.vocab_size, f.sliding_attention_layers, f.full_attention_layers) == (262208, 29, 5)
+
+
+def test_llama_and_mistral_dense() -> None:
+    llama, mistral = facts("llama-3.1-8b-instruct"), facts("mistral-7b-instruct-v0.3")
+    assert kv_layout(llama, settings()).kv_bytes_per_token == 128 * 1024
+    assert llama.derived_max_len == 131072  # llama3 RoPE: no factor on the length
+    assert mistral.sliding_window is None and mistral.derived_max_len == 32768
+    assert language_model_params(llama) / 1e9 == pytest.approx(8.03, abs=0.01)
+    assert language_model_params(mistral) / 1e9 == pytest.approx(7.25, abs=0.01)
+
+
+def test_model_level_sliding_window_applies_to_every_layer() -> None:
+    cfg = json.loads((FAMILIES / "mistral-7b-instruct-v0.3" / "config.json").read_text())
+    f = facts_from_config({**cfg, "sliding_window": 4096}, source="mistral-v0.1-like")
+    lay = kv_layout(f, settings(32768, max_num_batched_tokens=8192))
+    assert [(g.kind, g.layers) for g in lay.groups] == [("sliding", 32)]
+    assert lay.blocks_per_request(32768) == -(-(4095 + 8192) // 16) + 1
+    off = facts_from_config({**cfg, "sliding_window": 4096, "use_sliding_window": False}, source="qwen2-like")
+    assert off.sliding_window is None
+
+
+def test_nvfp4_modelopt_hf_quant_config_and_fp8_kv() -> None:
+    f = facts("llama-3.1-8b-instruct-nvfp4")
+    q = f.quantization
+    assert q is not None and (q.scheme, q.group_size, q.kv_cache_dtype) == ("nvfp4", 16, "fp8")
+    assert q.weight_bytes_per_param == 0.5625 and q.keeps_dtype("lm_head")
+    lay = kv_layout(f, settings())
+    assert lay.kv_cache_dtype == "fp8" and lay.kv_bytes_per_token == 64 * 1024  # auto = checkpoint's FP8
+    bf16 = facts("llama-3.1-8b-instruct")
+    assert weight_bytes(bf16) / weight_bytes(f) > 2.5
+
+
+def test_compressed_tensors_nvfp4_and_awq() -> None:
+    nv = facts("qwen3-coder-next-nvfp4")
+    assert nv.quantization is not None and nv.quantization.scheme == "nvfp4"
+    assert nv.is_hybrid and kv_layout(nv, settings()).block_size == 544
+    awq = facts("qwen3-4b-awq")
+    assert awq.quantization is not None and awq.quantization.scheme == "int4"
+    assert awq.quantization.weight_bytes_per_param == pytest.approx(0.5 + 2 / 128 + 0.5 / 128)
+
+
+def test_qwen3_next_hybrid_block_sizes() -> None:
+    f = facts("qwen3-next-80b-a3b")
+    assert kv_layout(f, settings()).block_size == 544
+    assert kv_layout(f, settings(kv_cache_dtype="fp8")).block_size == 1072  # vllm-facts.md
+
+
+def test_yarn_scaled_max_len() -> None:
+    f = facts("qwen3-8b-yarn4")
+    assert (f.derived_max_len, f.default_max_len) == (131072, 131072)
+    assert "yarn factor 4" in f.derived_max_len_how
+    assert facts("gpt-oss-20b").derived_max_len == 4096 * 32
+    assert facts("deepseek-v2-lite-chat").derived_max_len == 4096 * 40
+
+
+def test_weights_gib_for_the_mla_shapes() -> None:
+    # DeepSeek-V2-Lite: 15.7B × bf16 (+ the rotary cache vLLM counts)
+    assert facts("deepseek-v2-lite-chat").weight_bytes() / GIB == pytest.approx(29.3, abs=0.1)
+
+
+def test_float32_checkpoint_runs_in_bf16_and_gemma2_interleaves() -> None:
+    f = facts("gemma-2-9b")
+    assert f.dtype == "bfloat16"  # vLLM's auto dtype downcasts float32 (config/model.py:2020-2022)
+    assert (f.sliding_attention_layers, f.full_attention_layers, f.sliding_window) == (21, 21, 4096)
+    assert weight_bytes(f) / 1e9 == pytest.approx(9.24 * 2, rel=0.01)
+
+
+def test_longrope_defaults_to_the_original_length() -> None:
+    f = facts("phi-4-mini-instruct")
+    assert (f.derived_max_len, f.default_max_len) == (131072, 4096)
+    assert f.tie_word_embeddings and f.rotary_dim == 96  # partial_rotary_factor 0.75 of 128
+
+
+def test_mxfp4_triton_kernel_keeps_the_scales_twice_on_hopper() -> None:
+    from llmdeck.plan.params import mxfp4_kernel_extra_bytes
+
+    f = facts("gpt-oss-120b")
+    extra = mxfp4_kernel_extra_bytes(f, 9)
+    per_layer_experts = 128 * 3 * 2880 * 2880
+    assert extra == 36 * (per_layer_experts // 32) + 36 * 128 * (2 * 2880 + 2880) * 2
+    assert mxfp4_kernel_extra_bytes(f, 10) == 0
+    assert mxfp4_kernel_extra_bytes(facts("llama-3.1-8b-instruct"), 9) == 0
+    # vLLM 0.22.0 on the H200: "Model loading took 64.67 GiB" (evidence/plan/families/results)
+    assert (f.weight_bytes() + extra) / GIB == pytest.approx(64.67, rel=0.01)
+
+
+def test_layers_that_share_kv_hold_none() -> None:
+    cfg = json.loads((FAMILIES / "gemma-3-4b-it" / "config.json").read_text())
+    cfg["text_config"]["num_kv_shared_layers"] = 4
+    shared = facts_from_config(cfg, source="kv-shared")
+    plain = facts("gemma-3-4b-it")
+    s = settings()
+    assert kv_layout(shared, s).kv_bytes_per_token == kv_layout(plain, s).kv_bytes_per_token * 30 // 34
+
+
+def test_gpt_oss_120b_at_vllms_default_max_num_seqs_within_2_percent() -> None:
+    """Issue 38: vLLM 0.22.0 on the H200, `--max-model-len 32768 --gpu-memory-utilization 0.90
+    --enforce-eager` (max_num_seqs 1024, max_num_batched_tokens 8192: the API server's defaults on a
+    >= 70 GiB GPU) reported 1,348,462 KV tokens; llmdeck planned 1,383,041 (+2.6%) because it counted
+    the V1 model runner's dummy sampler as one fp32 logits row per sequence. Its warm-up holds the bf16
+    logits, their fp32 copy, the probabilities and the noise at once (14 B an element) plus the Triton
+    top-k/top-p buffer: 2.78 GiB at 1024 x 201,088 where one copy was 0.77."""
+    from llmdeck.catalog.entries import load_catalog
+    from llmdeck.plan.memory import sampler_bytes, uses_v2_model_runner
+    from llmdeck.plan.planner import PlanRequest, make_plan
+
+    f = facts("gpt-oss-120b")
+    assert not uses_v2_model_runner(f) and uses_v2_model_runner(facts("qwen3-8b-yarn4"))
+    assert sampler_bytes(f, 1024) == 1024 * 201088 * 14 + 132 * 201088 * 4
+    assert sampler_bytes(facts("qwen3-8b-yarn4"), 1024) == 1024 * 151936 * 4  # V2: one fp32 copy
+    req = PlanRequest(
+        model=str(FAMILIES / "gpt-oss-120b"),
+        machine="h200",
+        engine="venv",
+        vllm_version="0.22.0",
+        vllm_args=["--max-model-len", "32768", "--gpu-memory-utilization", "0.90", "--enforce-eager"],
+        total_gib=150122463232 / GIB,  # the H200 as vLLM saw it (evidence/plan/families/results)
+    )
+    mem = make_plan(req, catalog=load_catalog(), raise_if_impossible=False).memory
+    assert mem.layout.blocks_per_request(32768) == 2048 + 520 + 1  # full + sliding (127 + 8192 tokens)
+    assert mem.capacity.kv_cache_tokens == pytest.approx(1_348_462, rel=0.02)

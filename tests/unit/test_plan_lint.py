@@ -1,0 +1,330 @@
+"""Every lint rule, each on a real public config (the bundled copies of shared/fixtures/configs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from llmdeck.catalog.entries import load_catalog
+from llmdeck.plan.lint import RULES, Finding
+from llmdeck.plan.machine import MachineProfile, dgx_spark, h200
+from llmdeck.plan.planner import Plan, PlanRequest, make_plan
+from repo_paths import ROOT, SHARED
+
+CATALOG = load_catalog()
+TESTED: set[str] = set()
+FAMILIES = ROOT / "evidence" / "plan" / "families" / "configs"
+SEED000 = [
+    "--max-model-len",
+    "131072",
+    "--gpu-memory-utilization",
+    "0.85",
+    "--enable-prefix-caching",
+    "--reasoning-parser",
+    "qwen3",
+    "--enable-auto-tool-choice",
+    "--tool-call-parser",
+    "qwen3_coder",
+    "--kv-cache-dtype",
+    "fp8",
+    "--max-num-seqs",
+    "8",
+    "--max-num-batched-tokens",
+    "4096",
+    "--language-model-only",
+]
+AGENT_OK = {
+    "Qwen3-0.6B": ["--default-chat-template-kwargs", '{"enable_thinking": false}'],
+}
+
+
+def plan(model: str, args: list[str], machine: MachineProfile | None = None, **kw: object) -> Plan:
+    req = PlanRequest(model=model, machine="h200", vllm_args=args, **kw)  # type: ignore[arg-type]
+    return make_plan(req, catalog=CATALOG, machine=machine or h200(), raise_if_impossible=False)
+
+
+def found(p: Plan, rule: str) -> list[Finding]:
+    TESTED.add(rule)
+    return [f for f in p.findings if f.rule == rule]
+
+
+def with_seed(flags: list[str], **changes: str) -> list[str]:
+    out = list(flags)
+    for name, value in changes.items():
+        i = out.index("--" + name.replace("_", "-"))
+        out[i + 1] = value
+    return out
+
+
+def test_seed000_with_2048_is_the_error_vllm_raises() -> None:
+    p = plan("Qwen3.6-35B-A3B-FP8", with_seed(SEED000, max_num_batched_tokens="2048"), engine="venv")
+    (f,) = found(p, "hybrid-block-size-exceeds-batched-tokens")
+    assert f.severity == "error"
+    assert (
+        "In Mamba cache align mode, block_size (2096) must be <= max_num_batched_tokens (2048)." in f.message
+    )
+    assert f.fix is not None and "--max-num-batched-tokens 4192" in f.fix
+    assert any("hybrid-fails-max-num-batched-tokens-2048.log" in e for e in f.evidence)
+    # the real log says exactly this
+    log = SHARED / "fixtures/vllm-0.22.0-h200/hybrid-fails-max-num-batched-tokens-2048.log"
+    if log.is_file():
+        assert f.message.split(". vLLM")[0] + "." in log.read_text(errors="replace")
+
+
+def test_block_rule_quiet_when_fixed_or_without_prefix_caching() -> None:
+    fixed = plan("Qwen3.6-35B-A3B-FP8", with_seed(SEED000, max_num_batched_tokens="4192"), engine="venv")
+    assert not found(fixed, "hybrid-block-size-exceeds-batched-tokens")
+    assert not found(fixed, "hybrid-batched-tokens-not-block-multiple")
+    no_prefix = [
+        a for a in with_seed(SEED000, max_num_batched_tokens="2048") if a != "--enable-prefix-caching"
+    ]
+    p = plan("Qwen3.6-35B-A3B-FP8", no_prefix, engine="venv", vllm_version="0.22.0")
+    assert not found(p, "hybrid-block-size-exceeds-batched-tokens")  # mamba cache mode 'none' in 0.22
+
+
+def test_gb10_default_batched_tokens_trips_the_block_rule() -> None:
+    args = [a for a in SEED000]
+    i = args.index("--max-num-batched-tokens")
+    del args[i : i + 2]
+    p = plan("Qwen3.6-35B-A3B-FP8", args, machine=dgx_spark(), engine="venv")
+    (f,) = found(p, "hybrid-block-size-exceeds-batched-tokens")
+    assert "default" in f.message and "(2048)" in f.message
+
+
+def test_batched_tokens_not_a_block_multiple() -> None:
+    p = plan("Qwen3.6-35B-A3B-FP8", SEED000, engine="venv")  # seed 000's 4096 with block 2096
+    (f,) = found(p, "hybrid-batched-tokens-not-block-multiple")
+    assert f.severity == "warning" and "only 2096 tokens" in f.message and "4192" in (f.fix or "")
+
+
+def test_enable_chunked_prefill_is_a_no_op() -> None:
+    p = plan("Qwen3-0.6B", ["--enable-chunked-prefill"])
+    (f,) = found(p, "chunked-prefill-flag-is-a-no-op")
+    assert f.severity == "info"
+    assert not found(plan("Qwen3-0.6B", []), "chunked-prefill-flag-is-a-no-op")
+
+
+def test_disabling_chunked_prefill_on_hybrid_with_prefix_caching() -> None:
+    p = plan("Qwen3.6-35B-A3B-FP8", [*SEED000, "--no-enable-chunked-prefill"], engine="venv")
+    (f,) = found(p, "chunked-prefill-disabled-on-hybrid")
+    assert f.severity == "error" and "mamba cache mode 'align'" in f.message
+    dense = plan("Qwen3-0.6B", ["--no-enable-chunked-prefill"])
+    assert not found(dense, "chunked-prefill-disabled-on-hybrid")
+
+
+def test_wrong_tool_parser_for_the_family() -> None:
+    p = plan("Qwen3.6-35B-A3B-FP8", with_seed(SEED000, tool_call_parser="hermes"), engine="venv")
+    (f,) = found(p, "tool-call-parser-wrong")
+    assert f.severity == "error" and f.fix == "--tool-call-parser qwen3_coder"
+    ok = plan("Qwen3-30B-A3B", ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"])
+    assert not found(ok, "tool-call-parser-wrong")
+
+
+def test_local_coder_dir_gets_qwen3_coder(tmp_path: Path) -> None:
+    d = tmp_path / "my-Qwen3-Coder-copy"
+    d.mkdir()
+    src = ROOT / "src/llmdeck/catalog/data/configs/Qwen3-Coder-30B-A3B-Instruct.config.json"
+    (d / "config.json").write_bytes(src.read_bytes())
+    p = plan(str(d), ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"])
+    assert found(p, "tool-call-parser-wrong")[0].fix == "--tool-call-parser qwen3_coder"
+
+
+def test_agent_without_tool_parser() -> None:
+    p = plan("Qwen3-Coder-30B-A3B-Instruct-FP8", [])
+    (f,) = found(p, "tool-call-parser-missing")
+    assert f.severity == "warning" and "qwen3_coder" in (f.fix or "")
+    assert not found(
+        plan("Qwen3-Coder-30B-A3B-Instruct-FP8", [], workload="multi-user"), "tool-call-parser-missing"
+    )
+
+
+def test_tools_without_auto_tool_choice() -> None:
+    p = plan("Qwen3-Coder-30B-A3B-Instruct-FP8", ["--tool-call-parser", "qwen3_coder"])
+    (f,) = found(p, "tools-without-auto-tool-choice")
+    assert f.severity == "error" and f.fix == "--enable-auto-tool-choice"
+
+
+def test_auto_tool_choice_without_parser() -> None:
+    p = plan("Qwen3-Coder-30B-A3B-Instruct-FP8", ["--enable-auto-tool-choice"])
+    (f,) = found(p, "auto-tool-choice-without-parser")
+    assert f.severity == "error" and f.fix == "--tool-call-parser qwen3_coder"
+
+
+def test_reasoning_parser_mismatch() -> None:
+    coder = plan("Qwen3-Coder-30B-A3B-Instruct-FP8", ["--reasoning-parser", "qwen3"])
+    assert found(coder, "reasoning-parser-mismatch")[0].severity == "warning"
+    wrong = plan("Qwen3.6-35B-A3B-FP8", with_seed(SEED000, reasoning_parser="deepseek_r1"), engine="venv")
+    (f,) = found(wrong, "reasoning-parser-mismatch")
+    assert f.severity == "error" and f.fix == "--reasoning-parser qwen3"
+    missing = [a for a in SEED000 if a not in {"--reasoning-parser", "qwen3"}]
+    m = found(plan("Qwen3.6-35B-A3B-FP8", missing, engine="venv"), "reasoning-parser-mismatch")
+    assert m[0].severity == "warning" and m[0].fix == "--reasoning-parser qwen3"
+
+
+def test_max_model_len_beyond_position_embeddings() -> None:
+    p = plan("Qwen3-0.6B", [], context=65536)
+    (f,) = found(p, "max-model-len-beyond-position-embeddings")
+    assert f.severity == "error" and f.fix is not None and f.fix.startswith("--max-model-len 40960")
+
+
+def test_max_model_len_beyond_kv_budget() -> None:
+    # Qwen3-30B-A3B in bf16 (56.9 GiB of weights) on GB10 at 0.45: no KV memory left at all
+    p = plan("Qwen3-30B-A3B", ["--gpu-memory-utilization", "0.45"], machine=dgx_spark(), context=32768)
+    (f,) = found(p, "max-model-len-beyond-kv-budget")
+    assert f.severity == "error" and "No available memory for the cache blocks" in f.message
+    assert "--gpu-memory-utilization" in (f.fix or "")
+    # at 0.5 a little KV memory is left, but not one 32K request: say which context fits
+    p = plan("Qwen3-30B-A3B", ["--gpu-memory-utilization", "0.5"], machine=dgx_spark(), context=32768)
+    (f,) = found(p, "max-model-len-beyond-kv-budget")
+    assert "larger than the available KV cache memory" in f.message
+    assert f"--max-model-len {p.memory.max_context_one_request}" in (f.fix or "")
+    assert 0 < p.memory.max_context_one_request < 32768
+
+
+def test_concurrency_below_target() -> None:
+    p = plan("Qwen3.6-35B-A3B-FP8", SEED000, engine="venv", concurrency=500)
+    (f,) = found(p, "concurrency-below-target")
+    assert f.severity == "warning" and "500" in f.message
+
+
+def test_gb10_utilization_ceiling() -> None:
+    hi = plan("Qwen3-0.6B", ["--gpu-memory-utilization", "0.9"], machine=dgx_spark())
+    assert found(hi, "gpu-memory-utilization-above-gb10-ceiling")[0].severity == "error"
+    mid = plan("Qwen3-0.6B", ["--gpu-memory-utilization", "0.86"], machine=dgx_spark())
+    assert found(mid, "gpu-memory-utilization-above-gb10-ceiling")[0].severity == "warning"
+    measured = plan(
+        "Qwen3-0.6B", ["--gpu-memory-utilization", "0.85"], machine=dgx_spark(mem_available_gib=90.0)
+    )
+    (f,) = found(measured, "gpu-memory-utilization-above-gb10-ceiling")
+    assert f.severity == "error" and "MemAvailable" in f.message and "0.73" in (f.fix or "")
+    assert not found(
+        plan("Qwen3-0.6B", ["--gpu-memory-utilization", "0.95"]), "gpu-memory-utilization-above-gb10-ceiling"
+    )
+
+
+def test_unified_memory_explains_the_fraction_and_offers_bytes() -> None:
+    p = plan("Qwen3-0.6B", ["--gpu-memory-utilization", "0.7"], machine=dgx_spark())
+    (f,) = found(p, "gpu-memory-utilization-on-unified-memory")
+    kv = int(p.memory.available_kv_gib * (1 << 30))
+    assert f.severity == "info" and "fraction of the 121.63 GiB total" in f.message
+    assert f.fix is not None and f"--kv-cache-memory-bytes {kv}" in f.fix and kv > 0
+    given = plan("Qwen3-0.6B", ["--kv-cache-memory-bytes", "8G"], machine=dgx_spark())
+    assert not found(given, "gpu-memory-utilization-on-unified-memory")  # sized by bytes already
+    assert not found(
+        plan("Qwen3-0.6B", ["--gpu-memory-utilization", "0.7"]), "gpu-memory-utilization-on-unified-memory"
+    )
+
+
+def test_architecture_newer_than_image() -> None:
+    p = plan("Qwen3.6-35B-A3B-FP8", SEED000, engine="docker", image="nvcr.io/nvidia/vllm:26.01-py3")
+    (f,) = found(p, "architecture-newer-than-vllm")
+    assert f.severity == "error" and "0.17.0" in f.message
+    old = plan("Qwen3.6-35B-A3B-FP8", SEED000, engine="docker", image="vllm/vllm-openai:v0.11.0")
+    assert found(old, "architecture-newer-than-vllm")
+    ok = plan("Qwen3-Coder-30B-A3B-Instruct-FP8", [], engine="docker", image="nvcr.io/nvidia/vllm:26.01-py3")
+    assert not found(ok, "architecture-newer-than-vllm")
+    assert not found(
+        plan("Qwen3.6-35B-A3B-FP8", SEED000, engine="venv", vllm_version="0.22.0"),
+        "architecture-newer-than-vllm",
+    )
+
+
+def test_language_model_only_on_text_model() -> None:
+    p = plan("Qwen3-0.6B", ["--language-model-only"])
+    (f,) = found(p, "language-model-only-on-text-model")
+    assert f.severity == "warning"
+    mm = plan("Qwen3.6-35B-A3B-FP8", [a for a in SEED000 if a != "--language-model-only"], engine="venv")
+    assert found(mm, "language-model-only-on-text-model")[0].severity == "info"
+
+
+def test_thinking_default_missing_for_agents() -> None:
+    p = plan("Qwen3-0.6B", [])
+    (f,) = found(p, "thinking-default-missing")
+    assert "enable_thinking" in (f.fix or "")
+    assert not found(plan("Qwen3-0.6B", AGENT_OK["Qwen3-0.6B"]), "thinking-default-missing")
+    assert not found(plan("Qwen3-Coder-30B-A3B-Instruct-FP8", []), "thinking-default-missing")
+
+
+def test_chat_template_kwargs_flag_does_not_exist() -> None:
+    p = plan("Qwen3-0.6B", ["--chat-template-kwargs", '{"enable_thinking": false}'])
+    (f,) = found(p, "chat-template-kwargs-flag-does-not-exist")
+    assert f.severity == "error" and (f.fix or "").startswith("--default-chat-template-kwargs")
+
+
+def test_parallel_rules_on_qwen3_moe() -> None:
+    # Qwen3-30B-A3B: 32 attention heads, 4 KV heads (the bundled copy of shared/fixtures/configs)
+    (f,) = found(
+        plan("Qwen3-30B-A3B", ["--tensor-parallel-size", "3"], gpus_per_node=3),
+        "tp-attention-heads-not-divisible",
+    )
+    assert f.severity == "error" and "32 attention heads" in f.message and "8" in (f.fix or "")
+    p = plan("Qwen3-30B-A3B", ["--tensor-parallel-size", "8"], gpus_per_node=8)
+    (f,) = found(p, "tp-kv-heads-replicated")
+    assert f.severity == "info" and "2 copies" in f.message
+    assert (
+        found(p, "parallel-world-size-vs-gpus") == [] and found(p, "tp-attention-heads-not-divisible") == []
+    )
+    (f,) = found(plan("Qwen3-30B-A3B", ["-tp", "2", "-pp", "2"]), "parallel-world-size-vs-gpus")
+    assert f.severity == "error" and "4 GPUs" in f.message
+    (f,) = found(plan("Qwen3-30B-A3B", ["-tp", "2"], gpus_per_node=4), "parallel-world-size-vs-gpus")
+    assert f.severity == "warning" and "2 GPU(s) idle" in f.message
+
+
+def test_two_sparks_tp2_needs_ray_and_a_good_link() -> None:
+    spark = dgx_spark()
+    p = plan("Qwen3-30B-A3B", ["--tensor-parallel-size", "2"], machine=spark, nodes=2)
+    (f,) = found(p, "multi-node-needs-executor")
+    assert f.severity == "error" and "--distributed-executor-backend ray" in (f.fix or "")
+    (f,) = found(p, "tp-across-nodes")
+    assert "--pipeline-parallel-size 2" in (f.fix or "") and "netcheck" in (f.fix or "")
+    (f,) = found(p, "gb10-multi-node-nccl")
+    assert "NCCL_IB_HCA" in (f.fix or "") and "RAY_memory_monitor_refresh_ms=0" in (f.fix or "")
+    ok = plan("Qwen3-30B-A3B", ["-tp", "2", "--distributed-executor-backend", "ray"], machine=spark, nodes=2)
+    assert found(ok, "multi-node-needs-executor") == [] and found(ok, "parallel-world-size-vs-gpus") == []
+    pp = plan("Qwen3-30B-A3B", ["-pp", "2", "--distributed-executor-backend", "ray"], machine=spark, nodes=2)
+    assert found(pp, "tp-across-nodes") == []  # PP across the link, TP within a box
+    assert found(plan("Qwen3-30B-A3B", ["-tp", "2"], machine=h200(), nodes=2), "gb10-multi-node-nccl") == []
+
+
+def test_fp8_block_checkpoint_tp4_is_refused() -> None:
+    # Qwen3-Coder-30B-A3B-Instruct-FP8: weight_block_size [128, 128], moe_intermediate_size 768
+    (f,) = found(
+        plan("Qwen3-Coder-30B-A3B-Instruct-FP8", ["-tp", "4"], gpus_per_node=4), "fp8-block-tp-split"
+    )
+    assert (
+        f.severity == "error"
+        and "768 / TP 4 = 192" in f.message
+        and "--tensor-parallel-size 2" in (f.fix or "")
+    )
+    assert (
+        found(plan("Qwen3-Coder-30B-A3B-Instruct-FP8", ["-tp", "2"], gpus_per_node=2), "fp8-block-tp-split")
+        == []
+    )
+
+
+def test_ssm_hybrids_the_plan_does_not_model_say_so() -> None:
+    nemotron = str(FAMILIES / "nemotron-nano-9b-v2")
+    (f,) = found(plan(nemotron, []), "ssm-hybrid-not-modelled")
+    assert f.severity == "warning" and "56 layers as attention" in f.message
+    assert not found(
+        plan(str(FAMILIES / "qwen3-next-80b-a3b"), []), "ssm-hybrid-not-modelled"
+    )  # GDN: modelled
+
+
+def test_every_rule_has_evidence_and_a_test() -> None:
+    for r in RULES.values():
+        assert r.evidence, r.id
+    assert set(RULES) <= TESTED, f"untested rules: {set(RULES) - TESTED}"
+
+
+@pytest.mark.parametrize("model", ["Qwen3-0.6B", "Qwen3-30B-A3B", "Qwen3-Coder-30B-A3B-Instruct-FP8"])
+def test_clean_command_has_no_errors(model: str) -> None:
+    entry = CATALOG.get(model)
+    args = ["--enable-auto-tool-choice", "--tool-call-parser", entry.tool_call_parser or "hermes"]
+    if entry.reasoning_parser:
+        args += ["--reasoning-parser", entry.reasoning_parser]
+    if entry.thinking:
+        args += AGENT_OK["Qwen3-0.6B"]
+    p = plan(model, args, context=32768)
+    assert [f.rule for f in p.findings if f.severity != "info"] == []

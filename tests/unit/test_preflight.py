@@ -1,0 +1,456 @@
+"""runtime/preflight/ + tenants.py: each check on real inputs."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import HTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from http_fakes import JsonHandler
+from llmdeck.engines.spec import LaunchSpec
+from llmdeck.runtime.preflight import (
+    GIB,
+    MemInfo,
+    check_flags,
+    check_gpu,
+    check_memory,
+    check_model_and_disk,
+    check_ollama,
+    check_other_servers,
+    check_port,
+    check_vllm_supports,
+    image_vllm_version,
+    parse_meminfo,
+    parse_version,
+    probe_venv_vllm,
+    run_preflight,
+)
+from llmdeck.runtime.tenants import (
+    NvmlReport,
+    classify_cmdline,
+    find_inference_processes,
+    nvml_snapshot,
+    ollama_ps,
+    ollama_unload,
+    ollama_unload_all,
+    ollama_unload_command,
+)
+from llmdeck.settings import Settings
+from repo_paths import ROOT, TEST_FIXTURES
+
+LOGS = TEST_FIXTURES / "logs"
+
+# The documented /api/ps response (docs.ollama.com/api/ps, OpenAPI example), two models loaded.
+OLLAMA_PS = {
+    "models": [
+        {
+            "name": "gemma3",
+            "model": "gemma3",
+            "size": 6591830464,
+            "digest": "a2af6cc3eb7fa8be8504abaf9b04e88f17a119ec3f04a3addf55f92841195f5a",
+            "details": {
+                "parent_model": "",
+                "format": "gguf",
+                "family": "gemma3",
+                "families": ["gemma3"],
+                "parameter_size": "4.3B",
+                "quantization_level": "Q4_K_M",
+            },
+            "expires_at": "2025-10-17T16:47:07.93355-07:00",
+            "size_vram": 5333539264,
+            "context_length": 4096,
+        },
+        {
+            "name": "qwen3:30b-a3b",
+            "model": "qwen3:30b-a3b",
+            "size": 19862425600,
+            "digest": "0b28110b7a33",
+            "details": {"format": "gguf", "family": "qwen3moe", "parameter_size": "30.5B"},
+            "expires_at": "2025-10-17T16:50:00-07:00",
+            "size_vram": 0,
+            "context_length": 8192,
+        },
+    ]
+}
+
+
+class FakeOllamaServer:
+    """A tiny stand-in for Ollama's HTTP API: /api/ps from a real payload shape; records unloads."""
+
+    def __init__(self, payload: dict[str, Any]) -> None:
+        self.payload = payload
+        self.unloads: list[dict[str, Any]] = []
+        outer = self
+
+        class Handler(JsonHandler):
+            def do_GET(self) -> None:
+                if self.path == "/api/ps":
+                    self._json(200, outer.payload)
+                else:
+                    self._json(404, {"error": "not found"})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if self.path == "/api/generate" and body.get("keep_alive") == 0:
+                    outer.unloads.append(body)
+                    outer.payload = {
+                        "models": [m for m in outer.payload["models"] if m["name"] != body["model"]]
+                    }
+                    self._json(200, {"model": body["model"], "done": True, "done_reason": "unload"})
+                else:
+                    self._json(400, {"error": "unexpected"})
+
+        self.httpd = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> FakeOllamaServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+# ---- port ---------------------------------------------------------------------------------
+
+
+def test_port_check_against_a_real_bound_socket() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        (finding,) = check_port("127.0.0.1", port)
+        assert finding.id == "port-in-use" and finding.severity == "error"
+        assert f"Port {port}" in finding.message and "--port" in finding.fix
+        # we own the listener, so psutil can name it
+        assert finding.data["holder"] is None or "pid" in finding.data["holder"]
+    assert check_port("127.0.0.1", port) == []
+
+
+@pytest.mark.parametrize(
+    ("host", "problem"), [("x.invalid", "no such host"), ("10.254.254.254", "not this machine's address")]
+)
+def test_a_host_that_cannot_be_bound_is_not_called_a_port_in_use(host: str, problem: str) -> None:
+    """LLMDECK_HOST=x.invalid used to read "Port N is already in use"; the finding names the host."""
+    from llmdeck.util.net import bind_problem, free_port
+
+    port = free_port()
+    assert bind_problem(port, host) == problem and bind_problem(port) is None
+    (finding,) = check_port(host, port)
+    assert finding.id == "host-not-bindable" and problem in finding.message
+    assert "127.0.0.1" in finding.fix and "in use" not in finding.message
+
+
+# ---- memory -------------------------------------------------------------------------------
+
+
+def test_parse_real_meminfo() -> None:
+    mem = parse_meminfo((LOGS / "proc-meminfo-dev-box.txt").read_text())
+    assert mem.total == 24684092 * 1024
+    assert mem.available == 17612676 * 1024
+    assert mem.free == 15598700 * 1024
+    assert mem.cached == 2045544 * 1024 and mem.buffers == 51648 * 1024
+    live = parse_meminfo(Path("/proc/meminfo").read_text())
+    assert 0 < live.available <= live.total
+    with pytest.raises(ValueError):
+        parse_meminfo("not meminfo")
+
+
+def test_memory_short_and_page_cache() -> None:
+    mem = parse_meminfo((LOGS / "proc-meminfo-dev-box.txt").read_text())
+    assert check_memory(None, mem) == []
+    assert check_memory(4 * GIB, mem) == []
+    (short,) = check_memory(30 * GIB, mem)
+    assert short.id == "memory-short" and short.severity == "error"
+    assert "16.8 GiB is available" in short.message
+    assert "drop_caches" in short.fix  # 2 GiB of page cache here
+    # a box whose RAM is mostly page cache after a download (seed 000 / vllm issue #48140)
+    cached = MemInfo(total=128 * GIB, free=20 * GIB, available=100 * GIB, cached=75 * GIB, buffers=GIB)
+    (warn,) = check_memory(90 * GIB, cached)
+    assert warn.id == "page-cache" and warn.severity == "warning"
+    assert "echo 1 | sudo tee /proc/sys/vm/drop_caches" in warn.fix
+
+
+# ---- Ollama -------------------------------------------------------------------------------
+
+
+def test_ollama_tenants_found_and_unloaded() -> None:
+    with FakeOllamaServer(json.loads(json.dumps(OLLAMA_PS))) as fake:
+        status = ollama_ps(fake.url)
+        assert status.reachable and [m.name for m in status.models] == ["gemma3", "qwen3:30b-a3b"]
+        assert status.models[0].size_vram == 5333539264 and status.models[0].parameter_size == "4.3B"
+        findings = check_ollama(status)
+        assert [f.id for f in findings] == ["ollama-model-loaded"] * 2
+        assert "GPU memory" in findings[0].message and "system memory" in findings[1].message
+        assert '"keep_alive": 0' in findings[0].fix and f"{fake.url}/api/generate" in findings[0].fix
+        ollama_unload("gemma3", fake.url)
+        assert fake.unloads == [{"model": "gemma3", "keep_alive": 0}]
+        assert ollama_unload_all(fake.url) == ["qwen3:30b-a3b"]
+        assert ollama_ps(fake.url).models == []
+
+
+def test_ollama_absent_is_no_finding() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    status = ollama_ps(f"http://127.0.0.1:{port}", timeout_s=0.5)
+    assert not status.reachable and status.error
+    assert check_ollama(status) == []
+
+
+def test_unload_command_is_the_documented_one() -> None:
+    assert ollama_unload_command("qwen3:30b") == (
+        'curl -s -X POST http://127.0.0.1:11434/api/generate -d \'{"model": "qwen3:30b", "keep_alive": 0}\''
+    )
+
+
+# ---- other servers ------------------------------------------------------------------------
+
+
+def test_classify_cmdlines() -> None:
+    # the argv llmdeck's CPU engine uses, and `vllm serve` from a venv
+    assert classify_cmdline(
+        [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "/m/tiny", "--port", "8100"]
+    ) == ("vllm", 8100, "/m/tiny")
+    assert classify_cmdline(["/venv/bin/vllm", "serve", "Qwen/Qwen3-0.6B", "--port=8001"]) == (
+        "vllm",
+        8001,
+        "Qwen/Qwen3-0.6B",
+    )
+    assert classify_cmdline(["/usr/local/bin/llama-server", "-m", "q.gguf"]) == ("llama.cpp", 8080, "q.gguf")
+    assert classify_cmdline(["python", "-m", "pytest"]) is None
+
+
+def test_find_inference_processes_sees_a_running_process() -> None:
+    """A real process whose command line looks like a vLLM server (it only sleeps)."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time; time.sleep(30)",
+            "vllm.entrypoints.openai.api_server",
+            "--port",
+            "8123",
+        ]
+    )
+    try:
+        time.sleep(0.3)
+        found = [p for p in find_inference_processes() if p.pid == proc.pid]
+        assert found and found[0].kind == "vllm" and found[0].port == 8123
+        assert [p for p in find_inference_processes(exclude_pids=[proc.pid]) if p.pid == proc.pid] == []
+        (f,) = check_other_servers(found)
+        assert f.id == "other-vllm-server" and f"kill {proc.pid}" in f.fix
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+# ---- GPU ----------------------------------------------------------------------------------
+
+
+def test_gpu_check_without_nvml_says_so() -> None:
+    report = nvml_snapshot()  # no GPU / no nvidia-ml-py on the CI box
+    if report.available:
+        pytest.skip("NVML present here")
+    (f,) = check_gpu(report)
+    assert f.id == "nvml-unavailable" and f.severity == "info" and "nvidia-ml-py" in f.fix + f.message
+
+
+def test_gpu_check_reports_other_processes_and_unified_memory() -> None:
+    report = NvmlReport.model_validate(
+        {
+            "available": True,
+            "memory_not_supported": True,
+            "gpus": [{"index": 0, "name": "NVIDIA GB10"}],
+            "processes": [
+                {"pid": 4242, "gpu_index": 0, "used_bytes": 20 * GIB, "name": "ollama runner"},
+                {"pid": 7, "gpu_index": 0, "used_bytes": GIB},
+            ],
+        }
+    )
+    found = check_gpu(report, exclude_pids=[7])
+    assert [f.id for f in found] == ["gpu-memory-not-supported", "gpu-process"]
+    assert "pid 4242 using 20.0 GiB (ollama runner)" in found[1].message
+
+
+# ---- model, disk, version ------------------------------------------------------------------
+
+
+def test_model_dir_checks(tmp_path: Path) -> None:
+    assert check_model_and_disk(LaunchSpec(model=str(tmp_path / "nope")))[0].id == "model-missing"
+    assert check_model_and_disk(LaunchSpec(model=str(tmp_path)))[0].id == "model-no-config"
+    (tmp_path / "config.json").write_text("{}")
+    assert check_model_and_disk(LaunchSpec(model=str(tmp_path))) == []
+    hub = LaunchSpec(model="Qwen/Qwen3-0.6B", engine="docker", hf_cache=str(tmp_path))
+    (f,) = check_model_and_disk(hub, disk_need_bytes=10**18)
+    assert f.id == "disk-space" and f.severity == "error"
+    assert check_model_and_disk(hub, disk_need_bytes=1) == []
+
+
+def test_version_table_and_images() -> None:
+    assert parse_version("0.17.0rc1.dev12+gabc") == (0, 17, 0)
+    assert parse_version("v0.10.2") == (0, 10, 2)
+    assert parse_version("latest") is None
+    assert image_vllm_version("vllm/vllm-openai:v0.17.0") == "0.17.0"
+    assert image_vllm_version("nvcr.io/nvidia/vllm:25.12-py3") == "0.11"
+    assert image_vllm_version("vllm/vllm-openai:cu130-nightly") is None
+    # the seed-000 trap: Qwen3.6 on NGC 25.12 (vLLM 0.11.x)
+    (f,) = check_vllm_supports(
+        "Qwen3_5MoeForConditionalGeneration", "0.11", where="image nvcr.io/nvidia/vllm:25.12-py3"
+    )
+    assert f.id == "vllm-too-old" and f.severity == "error" and ">= 0.17.0" in f.message
+    assert check_vllm_supports("Qwen3_5MoeForConditionalGeneration", "0.22.0", where="x") == []
+    assert check_vllm_supports("Qwen3NextForCausalLM", "0.10.1", where="x")[0].id == "vllm-too-old"
+    assert check_vllm_supports("LlamaForCausalLM", "0.5.0", where="x") == []  # not in the table
+    assert check_vllm_supports("Qwen3ForCausalLM", None, where="x")[0].id == "vllm-version-unknown"
+
+
+def test_probe_venv_vllm_real_pythons() -> None:
+    venv_python = ROOT / ".venv" / "bin" / "python"
+    if not venv_python.exists():
+        pytest.skip("no dev venv")
+    version, error = probe_venv_vllm(str(venv_python))
+    if version is None:
+        pytest.skip(f"vllm not importable in the dev venv: {error}")
+    assert parse_version(version) is not None and error == ""
+    version, error = probe_venv_vllm("/nonexistent/python")
+    assert version is None and "does not exist" in error
+
+
+def test_probe_python_without_vllm() -> None:
+    python = "/usr/bin/python3"
+    if not Path(python).exists():
+        pytest.skip("no system python")
+    version, error = probe_venv_vllm(python)
+    assert version is None and "No module named 'vllm'" in error
+
+
+@pytest.fixture
+def tiny_model(tmp_path: Path) -> Iterator[Path]:
+    model = tmp_path / "tiny"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"architectures": ["Qwen3NextForCausalLM"]}))
+    yield model
+
+
+def test_run_preflight_end_to_end(tiny_model: Path, tmp_path: Path) -> None:
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        spec = LaunchSpec(
+            name="pf", engine="venv", model=str(tiny_model), port=port, python="/usr/bin/python3"
+        )
+
+        def old_vllm(argv: list[str]) -> subprocess.CompletedProcess[str]:
+            assert argv[:2] == ["/usr/bin/python3", "-c"] and "vllm" in argv[2]
+            return subprocess.CompletedProcess(argv, 0, "0.10.1\n", "")
+
+        report = run_preflight(
+            spec, need_bytes=10**15, settings=settings, run=old_vllm, ollama_url="http://127.0.0.1:9"
+        )
+    ids = [f.id for f in report.errors]
+    assert "port-in-use" in ids and "memory-short" in ids and "vllm-too-old" in ids
+    assert not report.ok
+    assert report.architecture == "Qwen3NextForCausalLM" and report.vllm_version == "0.10.1"
+    assert report.findings[0].severity == "error"  # errors first
+    data = json.loads(report.model_dump_json())
+    assert data["schema_version"] == 1 and data["host"]["hostname"]
+
+
+def test_run_preflight_clean(tiny_model: Path, tmp_path: Path) -> None:
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    spec = LaunchSpec(name="pf", engine="cpu", model=str(tiny_model), port=port)
+    report = run_preflight(spec, need_bytes=GIB // 4, settings=settings, probe_version=False)
+    assert report.errors == [], report.errors
+
+
+SEED000_FLAGS = [
+    "--load-format", "dummy", "--max-model-len", "131072", "--gpu-memory-utilization", "0.85",
+    "--kv-cache-dtype", "fp8", "--enable-prefix-caching", "--language-model-only",
+    "--max-num-seqs", "8", "--enable-auto-tool-choice", "--tool-call-parser", "qwen3_coder",
+    "--reasoning-parser", "qwen3",
+]  # fmt: skip
+
+
+@pytest.fixture
+def qwen36_dir(tmp_path: Path) -> Path:
+    src = ROOT / "src" / "llmdeck" / "catalog" / "data" / "configs" / "Qwen3.6-35B-A3B.config.json"
+    (tmp_path / "config.json").write_bytes(src.read_bytes())
+    return tmp_path
+
+
+def test_flags_lint_stops_seed000_with_mnbt_2048_before_launch(qwen36_dir: Path) -> None:
+    """The crash the H200 showed 70 s into start-up (evidence/lifecycle/results) is caught up front."""
+    spec = LaunchSpec(
+        model=str(qwen36_dir), engine="venv", vllm_args=[*SEED000_FLAGS, "--max-num-batched-tokens", "2048"]
+    )
+    found = check_flags(spec, "0.22.0")
+    errors = [f for f in found if f.severity == "error"]
+    assert [f.id for f in errors] == ["lint:hybrid-block-size-exceeds-batched-tokens"]
+    assert "2096" in errors[0].message and "4192" in errors[0].fix
+    ok = LaunchSpec(
+        model=str(qwen36_dir), engine="venv", vllm_args=[*SEED000_FLAGS, "--max-num-batched-tokens", "4192"]
+    )
+    assert [f for f in check_flags(ok, "0.22.0") if f.severity == "error"] == []
+    # the embedded CPU engine and remote models are not linted
+    assert check_flags(spec.model_copy(update={"engine": "cpu"}), None) == []
+    assert check_flags(LaunchSpec(model="Qwen/Qwen3-0.6B", engine="venv"), None) == []
+
+
+def test_flags_lint_warns_about_a_wrong_tool_parser(qwen36_dir: Path) -> None:
+    flags = [a if a != "qwen3_coder" else "hermes" for a in SEED000_FLAGS] + [
+        "--max-num-batched-tokens",
+        "4192",
+    ]
+    found = check_flags(LaunchSpec(model=str(qwen36_dir), engine="venv", vllm_args=flags), "0.22.0")
+    assert any(f.id == "lint:tool-call-parser-wrong" and f.severity == "warning" for f in found)
+
+
+def test_up_refuses_seed000_mnbt_2048_at_preflight(
+    qwen36_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`llmdeck up` stops before launching (exit 2) and prints findings verbatim (no rich markup eaten)."""
+    from cli_helpers import run_cli
+
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "state"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # The assertion holds for vLLM < 0.27 (plan's version-bound rule): a stand-in for a venv whose
+    # vLLM is 0.22.0 (the seeds' era) answers the version probe; the launch never happens.
+    fake_python = tmp_path / "fake-venv-python-vllm-0.22"
+    fake_python.write_text("#!/bin/sh\necho 0.22.0\n")
+    fake_python.chmod(0o755)
+    code, _out, err = run_cli(
+        ["up", "--model", str(qwen36_dir), "--engine", "venv", "--python", str(fake_python),
+         "--name", "h", "--port", str(port), "--", *SEED000_FLAGS, "--max-num-batched-tokens", "2048"],
+        capsys,
+    )  # fmt: skip
+    flat = " ".join(err.split())
+    assert code == 2
+    assert (
+        "preflight error: In Mamba cache align mode, block_size (2096) must be <= max_num_batched_tokens"
+        in flat
+    )
+    assert "--max-num-batched-tokens 4192" in flat and "--force" in flat
+    if "NVML bindings are not installed" in flat:
+        assert "llmdeck[gpu]" in flat  # square brackets survive the console
+    assert not (tmp_path / "state" / "servers").exists() or not any(
+        (tmp_path / "state" / "servers").iterdir()
+    )

@@ -1,0 +1,96 @@
+"""`up` is one pipeline (issue 39): the runtime service is the only way a server is started, the spec
+is validated once and its port checked once, and what was checked is handed down (``ValidatedSpec``)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llmdeck.engines.spec import LaunchSpec
+from llmdeck.runtime import launcher
+from llmdeck.settings import Settings
+from llmdeck.util.net import free_port
+from repo_paths import ROOT
+from security_helpers import fake_engine, fake_model_dir
+
+
+def test_the_launcher_has_no_up_of_its_own() -> None:
+    assert not hasattr(launcher, "up") and "up" not in launcher.__all__
+
+
+def test_only_the_runtime_service_starts_a_server() -> None:
+    """Library, CLI, gateway, tune, the fixtures and the benchmarks: no start_background but the service's."""
+    starts = re.compile(r"launcher\.start_background\(|launcher import [^\n]*\bstart_background\b")
+    callers = [
+        str(path.relative_to(ROOT))
+        for folder in ("src", "tests", "benchmarks")
+        for path in sorted((ROOT / folder).rglob("*.py"))
+        if starts.search(path.read_text(encoding="utf-8"))
+    ]
+    assert callers == ["src/llmdeck/runtime/service.py"]
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch, owners: list[Any], name: str) -> list[int]:
+    """Wrap ``owner.name`` (the same function, imported into several modules) to count its calls."""
+    calls: list[int] = []
+    real: Callable[..., Any] = getattr(owners[0], name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    for owner in owners:
+        monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
+def test_up_validates_the_spec_once_and_checks_the_port_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through preflight and the spawn (a fake venv engine that dies at once): one model-folder check,
+    one port check."""
+    import llmdeck.model.inspect as inspect
+    import llmdeck.runtime.preflight as preflight
+    import llmdeck.runtime.preflight.host_checks as host_checks
+    from llmdeck.runtime import service
+
+    folder_checks = _counting(monkeypatch, [inspect], "validate_model_dir")
+    port_checks = _counting(monkeypatch, [host_checks, preflight], "check_port")
+    spec_checks = _counting(monkeypatch, [launcher], "validate_spec")
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+    spec = LaunchSpec(
+        name="once",
+        engine="venv",
+        python=str(fake_engine(tmp_path)),
+        model=str(fake_model_dir(tmp_path)),
+        port=free_port(),
+    )
+    events: list[Any] = []
+    options = service.UpOptions(force=True, size_by_bytes=False, watchdog=None)
+    record = service.start(spec, settings, options, service.EventClock(events.append))
+    try:
+        assert any(e.kind == "preflight" for e in events)  # preflight ran (the fake python has no vllm)
+        assert (len(spec_checks), len(folder_checks), len(port_checks)) == (1, 1, 1)
+    finally:
+        launcher.down(record.name, settings)
+
+
+def test_a_validated_spec_keeps_what_was_checked(tmp_path: Path) -> None:
+    """Unified sizing may change the flags and the environment of a validated spec, nothing else."""
+    spec = LaunchSpec(name="v", engine="venv", model=str(tmp_path), port=free_port())
+    checked = launcher.ValidatedSpec(spec)
+    sized = checked.resized(spec.model_copy(update={"vllm_args": ["--kv-cache-memory-bytes", "1"]}))
+    assert sized.spec.vllm_args == ["--kv-cache-memory-bytes", "1"]
+    with pytest.raises(ValueError, match="port"):
+        checked.resized(spec.model_copy(update={"port": spec.port + 1}))
+
+
+def test_bare_options_skip_preflight_sizing_and_the_watchdog() -> None:
+    from llmdeck.runtime.service import UpOptions
+
+    bare = UpOptions.bare(timeout_s=600)
+    assert (bare.preflight, bare.size_by_bytes, bare.watchdog, bare.timeout_s) == (False, False, None, 600)
