@@ -147,6 +147,8 @@ class FakeSurfacesUpstream:
             yield sse("response.output_text.delta", delta)
             final = {"type": "response.completed", "response": {**done, "usage": usage}}
             yield sse("response.completed", final)
+            async for chunk in self._maybe_forever(request):  # a backend slow to close after the end
+                yield chunk
 
         return StreamingResponse(events(), media_type="text/event-stream")
 

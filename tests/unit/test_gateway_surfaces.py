@@ -269,6 +269,60 @@ def test_messages_stream_hang_up_reaches_the_backend(settings: Settings, tmp_pat
         assert up.finished.wait(10) and up.outcome == "client_gone"
 
 
+def test_a_hang_up_after_the_last_event_is_a_complete_reply_not_an_abort(
+    settings: Settings, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Codex closes its connection at `response.completed`, before the backend ends the stream: the
+    access log must say 200 (seen as 499 in CI's real Codex run through the gateway), while a hang-up
+    before the end stays 499."""
+    body = {"model": "a", "input": "hi", "stream": True}
+    with (
+        upstream(forever=True) as (_, url),
+        gateway("routes:\n" + route("a", url) + FAST, settings, tmp_path) as gw,
+        caplog.at_level(logging.INFO, "llmdeck.gateway.access"),
+    ):
+        with httpx.stream("POST", f"{gw}/v1/responses", json=body, timeout=10) as r:
+            seen = b""
+            for chunk in r.iter_raw():
+                seen += chunk
+                if b"response.completed" in seen and seen.endswith(b"\n\n"):
+                    break
+        with httpx.stream("POST", f"{gw}/v1/messages", json=messages(stream=True), timeout=10) as r:
+            for chunk in r.iter_raw():
+                if b"message_start" in chunk:
+                    break
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and len(_access(caplog, "POST")) < 2:
+            time.sleep(0.05)
+    lines = _access(caplog, "POST")
+    assert any(x.startswith("POST /v1/responses") and "status=200" in x for x in lines), lines
+    assert any(x.startswith("POST /v1/messages") and "status=499" in x for x in lines), lines
+
+
+def _access(caplog: pytest.LogCaptureFixture, method: str) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "llmdeck.gateway.access" and r.getMessage().startswith(method)
+    ]
+
+
+def test_sniffer_marks_the_end_of_a_stream_split_anywhere() -> None:
+    end = b'event: response.completed\ndata: {"type":"response.completed","response":{}}\n\n'
+    for cut in range(1, len(end)):
+        sniffer = UsageSniffer(sse=True)
+        sniffer.feed(b'data: {"type":"response.output_text.delta","delta":"hi"}\n\n' + end[:cut])
+        sniffer.feed(end[cut:])
+        assert sniffer.completed, cut
+    for stream in (b"data: [DONE]\n\n", b"event: message_stop\ndata: {}\n\n"):
+        sniffer = UsageSniffer(sse=True)
+        sniffer.feed(stream)
+        assert sniffer.completed
+    sniffer = UsageSniffer(sse=True)
+    sniffer.feed(b'data: {"choices":[{"delta":{"content":"data: [DONE]"}}]}\n\n')
+    assert not sniffer.completed
+
+
 def test_messages_stream_broken_ends_with_anthropic_error_event(settings: Settings, tmp_path: Path) -> None:
     with fake_dying_stream_server() as url:
         cfg = "routes:\n" + route("a", url) + FAST

@@ -68,6 +68,19 @@ class GatewayMetrics:
         return bytes(generate_latest(self.registry))
 
 
+# The events after which a client has its whole reply (OpenAI chat/completions, Responses, Anthropic
+# Messages). Codex closes its connection at `response.completed`, before the backend ends the stream.
+# Line starts only (a `data: [DONE]` inside a JSON string is text, not the end); JSON's `"type"` key
+# cannot occur unescaped inside a string.
+END_MARKERS = (
+    b"\ndata: [DONE]",
+    b'"type":"response.completed"',
+    b'"type": "response.completed"',
+    b"\nevent: message_stop",
+    b"\nevent: response.completed",
+)
+
+
 class UsageSniffer:
     """Finds ``usage`` in a reply as it passes (SSE events or one JSON body), without holding the stream."""
 
@@ -79,8 +92,14 @@ class UsageSniffer:
         self._body: list[bytes] = []
         self._size = 0
         self.usage: dict[str, Any] | None = None
+        self._end = b"\n"  # the stream's start is a line start
+        self.completed = False  # the stream's last event went by: a hang-up after it is no abort
 
     def feed(self, chunk: bytes) -> None:
+        if self.sse and not self.completed:
+            seen = self._end + chunk
+            self.completed = any(m in seen for m in END_MARKERS)
+            self._end = seen[-64:]
         if not self.sse:
             self._size += len(chunk)
             if self._size <= self.MAX_BODY:

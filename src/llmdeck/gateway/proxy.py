@@ -283,6 +283,8 @@ class Relay:
         if self.ids is not None and self.ids.rid and self.ctx.ids is not None:
             self.ctx.ids.remember(self.ids.rid, self.ctx.route, self.state.url)
         outcome = outcome or self.outcome
+        if outcome == "client_disconnected" and self.sniffer.completed:
+            outcome = ""  # the client had the whole reply (Codex hangs up at response.completed)
         status = {"client_disconnected": 499, "upstream_broke": 502}.get(outcome, self.resp.status_code)
         self.ctx.finish(status, outcome, self.sniffer.finish())
 
