@@ -196,14 +196,14 @@ def await_ready(
     clock: EventClock | None = None,
 ) -> ServerRecord:
     """Follow the phases to ready; on any failure (or Ctrl-C) stop the engine, then re-raise."""
-    from llmdeck.runtime.guard import tree_bytes
-
     options = options or UpOptions()
     clock = clock or EventClock(_ignore)
-    pid = record.pid
-    held = (lambda: tree_bytes(pid)) if pid else None
-    watchdog = StartupWatchdog(options.watchdog, held=held) if options.watchdog is not None else None
-    try:
+    try:  # from the first line: a signal while the watchdog is set up must stop the engine too
+        from llmdeck.runtime.guard import tree_bytes
+
+        pid = record.pid
+        held = (lambda: tree_bytes(pid)) if pid else None
+        watchdog = StartupWatchdog(options.watchdog, held=held) if options.watchdog is not None else None
         record = launcher.wait_ready(
             record,
             settings,
