@@ -17,11 +17,11 @@ from typing import Any
 import httpx
 
 from llmdeck.checks.http import Http
+from llmdeck.checks.probes_surfaces import SYSTEM_WORDS
 from llmdeck.connect.configs import ServeInfo
 from llmdeck.errors import LlmdeckError, OperationError
 
 ROLE_REFUSAL = "'user' or 'assistant'"  # vLLM 0.22.0's pydantic message for a system role in `messages`
-TEMPLATE_WORDS = ("system message", "system messages", "must be at the beginning")
 FOLD = "put `llmdeck gateway` in front with `messages: {fold_system: true}` on the route"
 
 
@@ -57,7 +57,7 @@ def claude_system_refusal(info: ServeInfo, timeout: float) -> str | None:
             f"this server's Messages API takes no system role in `messages` (HTTP {status}: "
             f"{message[:160]}); vLLM 0.32 takes it, 0.22 does not"
         )
-    if any(w in message.lower() for w in TEMPLATE_WORDS):
+    if any(w in message.lower() for w in SYSTEM_WORDS):  # the check's own words
         return f"the model's chat template refuses a system message mid-conversation (HTTP {status})"
     return None
 
