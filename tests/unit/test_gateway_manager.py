@@ -135,6 +135,8 @@ def test_requests_during_a_start_share_it(tmp_path: Path, monkeypatch: pytest.Mo
         waits = [asyncio.create_task(mgr.acquire(m)) for _ in range(3)]
         await asyncio.sleep(0.1)
         assert m.state == "starting" and m.waiting == 3 and mgr.status()["models"][0]["queue"] == 3
+        # before the engine's first event (plan and preflight can take seconds) status says so
+        assert "preparing the start" in mgr.status()["models"][0]["progress"]
         assert await asyncio.gather(*waits) == [None, None, None]
         assert m.inflight == 3
 

@@ -52,7 +52,7 @@ def start(
         at = f" (+{event.seconds:.1f} s)" if event.seconds is not None else ""
         if event.kind in {"log", "phase", "ready", "failed", "stopped", "starting", "preflight", "memory"}:
             log.info("model %s: %s%s", name, event.message, at)
-        if on_progress is not None and event.kind in {"starting", "phase", "ready"}:
+        if on_progress is not None and event.kind in {"preflight", "memory", "starting", "phase", "ready"}:
             on_progress(f"{event.message[:120]}{at}")
 
     # the same floor as `llmdeck up`: on unified memory it also guards the model while it runs
