@@ -19,6 +19,7 @@ from http_fakes import JsonHandler
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.runtime.preflight import (
     GIB,
+    Finding,
     MemInfo,
     check_flags,
     check_gpu,
@@ -395,22 +396,29 @@ def qwen36_dir(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def _lint(spec: LaunchSpec, version: str | None) -> list[Finding]:
+    """Preflight's lint, read from the start's one plan (made as `up` makes it)."""
+    from llmdeck.runtime import launch_plan
+
+    return check_flags(launch_plan.make(spec, version))
+
+
 def test_flags_lint_stops_seed000_with_mnbt_2048_before_launch(qwen36_dir: Path) -> None:
     """The crash the H200 showed 70 s into start-up (evidence/lifecycle/results) is caught up front."""
     spec = LaunchSpec(
         model=str(qwen36_dir), engine="venv", vllm_args=[*SEED000_FLAGS, "--max-num-batched-tokens", "2048"]
     )
-    found = check_flags(spec, "0.22.0")
+    found = _lint(spec, "0.22.0")
     errors = [f for f in found if f.severity == "error"]
     assert [f.id for f in errors] == ["lint:hybrid-block-size-exceeds-batched-tokens"]
     assert "2096" in errors[0].message and "4192" in errors[0].fix
     ok = LaunchSpec(
         model=str(qwen36_dir), engine="venv", vllm_args=[*SEED000_FLAGS, "--max-num-batched-tokens", "4192"]
     )
-    assert [f for f in check_flags(ok, "0.22.0") if f.severity == "error"] == []
+    assert [f for f in _lint(ok, "0.22.0") if f.severity == "error"] == []
     # the embedded CPU engine and remote models are not linted
-    assert check_flags(spec.model_copy(update={"engine": "cpu"}), None) == []
-    assert check_flags(LaunchSpec(model="Qwen/Qwen3-0.6B", engine="venv"), None) == []
+    assert _lint(spec.model_copy(update={"engine": "cpu"}), None) == []
+    assert _lint(LaunchSpec(model="Qwen/Qwen3-0.6B", engine="venv"), None) == []
 
 
 def test_flags_lint_warns_about_a_wrong_tool_parser(qwen36_dir: Path) -> None:
@@ -418,7 +426,7 @@ def test_flags_lint_warns_about_a_wrong_tool_parser(qwen36_dir: Path) -> None:
         "--max-num-batched-tokens",
         "4192",
     ]
-    found = check_flags(LaunchSpec(model=str(qwen36_dir), engine="venv", vllm_args=flags), "0.22.0")
+    found = _lint(LaunchSpec(model=str(qwen36_dir), engine="venv", vllm_args=flags), "0.22.0")
     assert any(f.id == "lint:tool-call-parser-wrong" and f.severity == "warning" for f in found)
 
 

@@ -94,3 +94,44 @@ def test_bare_options_skip_preflight_sizing_and_the_watchdog() -> None:
 
     bare = UpOptions.bare(timeout_s=600)
     assert (bare.preflight, bare.size_by_bytes, bare.watchdog, bare.timeout_s) == (False, False, None, 600)
+
+
+def test_up_plans_once_and_hands_the_plan_to_lint_and_unified_sizing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On unified memory (a GB10 faked here) a start makes one plan: preflight lints its flags with it
+    and the KV cache is sized beside its overhead; the planner does not run a second time."""
+    import llmdeck.plan as plan
+    from llmdeck.runtime import service, unified
+
+    plans: list[Any] = []
+    real = plan.for_spec
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        plans.append(real(*args, **kwargs))
+        return plans[-1]
+
+    monkeypatch.setattr(plan, "for_spec", counted)
+    monkeypatch.setattr(unified, "is_unified", lambda spec: True)
+    model = tmp_path / "qwen36"
+    model.mkdir()
+    src = ROOT / "src" / "llmdeck" / "catalog" / "data" / "configs" / "Qwen3.6-35B-A3B.config.json"
+    (model / "config.json").write_bytes(src.read_bytes())
+    spec = LaunchSpec(
+        name="once", engine="venv", python=str(fake_engine(tmp_path)), model=str(model), port=free_port()
+    )
+    events: list[Any] = []
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+    options = service.UpOptions(force=True, watchdog=None, reserve_gib=0)
+    try:
+        service.start(spec, settings, options, service.EventClock(events.append))
+    except Exception as exc:  # too little memory here for the KV: the sizing ran (and said so)
+        assert "unified memory" in str(exc), exc
+        sizing = None
+    else:
+        launcher.down("once", settings)
+        sizing = next(e.data["sizing"] for e in events if e.kind == "memory" and "sizing" in e.data)
+    assert len(plans) == 1
+    assert any(e.kind == "preflight" and "lint:" in str(e.data.get("id")) for e in events)
+    if sizing is not None:
+        assert sizing["overhead"] == int(plans[0].memory.overhead.total_gib * (1 << 30))

@@ -355,15 +355,15 @@ def _write_err(text: str) -> None:
 def _run_up(spec: LaunchSpec, settings: Settings, options: Any, *, attach: bool) -> ServerRecord | None:
     """Up through the runtime service; --attach streams the log (or runs docker) in the foreground."""
     from llmdeck.engines import get as get_engine
+    from llmdeck.runtime import attach as attached
     from llmdeck.runtime import service
 
     if attach and get_engine(spec.engine).containerized:
-        service.preflight(spec, settings, options, service.EventClock(render_event))
-        service.run_docker_foreground(spec, tty=sys.stdin.isatty(), events=render_event)
+        attached.docker(spec, settings, options, tty=sys.stdin.isatty(), events=render_event)
         return None
     if attach:
         clock = service.EventClock(render_event)
         record = service.start(spec, settings, options, clock)
-        service.follow(record, settings, _write_err)
+        attached.follow(record, settings, _write_err)
         return None
     return service.up(spec, settings, options, events=render_event)

@@ -163,9 +163,7 @@ class ModelManager:
             self._grant(model)
 
     async def _start(self, model: ManagedModel) -> None:
-        model.state = "starting"
-        model.starts += 1
-        model.progress = "preparing the start (spec, plan, preflight)"  # until the engine's first event
+        model.begin_start()
         log.info("start %s: needs %s (%s)", model.name, gib(model.estimate()), model.estimate_how())
         self.events.add("start", model.name, f"needs {gib(model.estimate())} ({model.estimate_how()})")
         t0 = time.monotonic()

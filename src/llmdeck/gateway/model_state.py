@@ -53,6 +53,12 @@ class ManagedModel:
     def set_progress(self, text: str) -> None:
         self.progress = text
 
+    def begin_start(self) -> None:
+        """A cold start begins: status says so until the engine's first event (plan and preflight
+        take seconds before it)."""
+        self.state, self.starts = "starting", self.starts + 1
+        self.progress = "preparing the start (spec, plan, preflight)"
+
     def touch(self) -> None:
         self.last_used = time.time()
 

@@ -21,9 +21,10 @@ from llmdeck.plan.lint import Finding, LintContext, lint
 from llmdeck.plan.machine import GB10_CEILING, MachineProfile, get_machine
 from llmdeck.plan.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryPlan, ServeSettings, plan_memory
 from llmdeck.plan.modelinfo import ModelFacts
-from llmdeck.plan.resolve import ResolvedModel, find_in_hf_cache, find_local_copy, resolve_model
+from llmdeck.plan.resolve import ResolvedModel, find_local_copy, resolve_model
 from llmdeck.plan.versions import at_least, version_tuple
-from llmdeck.util.hfpaths import default_hf_home
+from llmdeck.util.hfpaths import default_hf_home, find_in_hf_cache
+from llmdeck.util.units import parse_bytes
 
 __all__ = ["Plan", "PlanRequest", "ResolvedModel", "find_in_hf_cache", "find_local_copy", "make_plan"]
 __all__ += ["resolve_model"]
@@ -110,24 +111,6 @@ def _merge_option(flags: VllmFlags, flag: str, value: str | None) -> None:
                 hint="Give it once.",
             )
     flags.set(flag, value)
-
-
-def parse_bytes(text: str) -> int:
-    """``--kv-cache-memory-bytes``: an integer, or with a K/M/G/T suffix (binary, as vLLM reads it)."""
-    t = text.strip().upper().removesuffix("IB").removesuffix("B")
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-    try:
-        n = int(float(t[:-1]) * mult[t[-1]]) if t and t[-1] in mult else int(float(t))
-    except (ValueError, OverflowError) as exc:  # 1e999: an infinite float
-        raise UsageError(
-            f"--kv-cache-memory-bytes {text!r} is not a size.", hint="Write e.g. 60G or 64424509440."
-        ) from exc
-    if not 0 < n <= 1 << 60:
-        raise UsageError(
-            f"--kv-cache-memory-bytes {text!r} is out of range (more than 0, at most 1 EiB).",
-            hint="Write e.g. 60G or 64424509440.",
-        )
-    return n
 
 
 def image_version(image: str | None, catalog: Catalog) -> tuple[str | None, str | None, str]:

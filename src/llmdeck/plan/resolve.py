@@ -3,7 +3,6 @@ id (local copy, Hugging Face cache, or the config bundled with the catalog)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,7 @@ from llmdeck.catalog.entries import Catalog, CatalogEntry
 from llmdeck.errors import ConfigError, UnknownModelError
 from llmdeck.formats.model_folder import read_model_config
 from llmdeck.plan.modelinfo import ModelFacts, facts_from_config, facts_from_dir
-from llmdeck.util.hfpaths import default_hf_home
+from llmdeck.util.hfpaths import find_in_hf_cache
 from llmdeck.util.shellquote import quote
 
 
@@ -22,33 +21,6 @@ class ResolvedModel(BaseModel):
     repo_id: str | None = None
     local_path: str | None = None
     config_source: str
-
-
-def _hf_hub_dirs() -> list[Path]:
-    dirs = []
-    if os.environ.get("HF_HUB_CACHE"):
-        dirs.append(Path(os.environ["HF_HUB_CACHE"]))
-    if os.environ.get("HF_HOME"):
-        dirs.append(Path(os.environ["HF_HOME"]) / "hub")
-    dirs.append(default_hf_home() / "hub")
-    return dirs
-
-
-def find_in_hf_cache(repo_id: str) -> Path | None:
-    """A snapshot folder of ``repo_id`` in the HF hub cache that holds config.json."""
-    folder = "models--" + repo_id.replace("/", "--")
-    for hub in _hf_hub_dirs():
-        snaps = hub / folder / "snapshots"
-        if not snaps.is_dir():
-            continue
-        candidates = sorted(
-            (p for p in snaps.iterdir() if (p / "config.json").is_file()),
-            key=lambda p: p.stat().st_mtime,
-            reverse=True,
-        )
-        if candidates:
-            return candidates[0]
-    return None
 
 
 def find_local_copy(entry_or_repo: str, models_dir: Path | None) -> Path | None:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import PortInUseError, UsageError
 from llmdeck.runtime import launcher
+from llmdeck.runtime.launch_plan import LaunchPlan
 from llmdeck.runtime.launcher import ValidatedSpec
 from llmdeck.runtime.phases import PhaseTracker
 from llmdeck.runtime.state import ServerRecord, StateStore
@@ -90,26 +91,23 @@ class EventClock:
 
 
 def preflight(
-    target: LaunchSpec | ValidatedSpec, settings: Settings, options: UpOptions, clock: EventClock
-) -> None:
-    """Run preflight; every finding becomes an event; blocking ones raise unless ``force``.
+    checked: ValidatedSpec, settings: Settings, options: UpOptions, clock: EventClock
+) -> LaunchPlan:
+    """Run preflight; every finding becomes an event; blocking ones raise unless ``force``. Returns the
+    start's plan, made once inside it (:func:`~llmdeck.runtime.preflight.check_launch`).
 
-    A :class:`ValidatedSpec` had its port checked when it was made: preflight does not check it again."""
-    from llmdeck.runtime.preflight import run_preflight
+    The :class:`ValidatedSpec` had its port checked when it was made: preflight does not check it again."""
+    from llmdeck.runtime.preflight import check_launch
 
-    if isinstance(target, ValidatedSpec):
-        spec, port_checked = target.spec, True
-    else:
-        spec, port_checked = target, False
-    report = run_preflight(
-        spec, need_bytes=None, settings=settings, exclude_pids=options.exclude_pids, port_checked=port_checked
+    report, launch = check_launch(
+        checked.spec, need_bytes=None, settings=settings, exclude_pids=options.exclude_pids, port_checked=True
     )
     for f in report.findings:
         fix = f" Fix: {f.fix}" if f.fix else ""
         clock.emit("preflight", f"preflight {f.severity}: {f.message}{fix}", id=f.id, severity=f.severity)
     blocking = [f for f in report.findings if f.severity == "error"]
     if not blocking or options.force:
-        return
+        return launch
     # the id itself: "port" in the id also matched vllm-not-importable and gpu-memory-not-supported,
     # which were then raised as a PortInUseError ("the port is taken") with their own message
     port_issue = next((f for f in blocking if f.id == "port-in-use"), None)
@@ -142,16 +140,25 @@ def _phase_lines(clock: EventClock, watchdog: StartupWatchdog | None) -> Callabl
 
 
 def _unified_start(
-    checked: ValidatedSpec, settings: Settings, options: UpOptions, clock: EventClock
+    checked: ValidatedSpec,
+    launch: LaunchPlan | None,
+    settings: Settings,
+    options: UpOptions,
+    clock: EventClock,
 ) -> ValidatedSpec:
-    """Unified memory: the KV cache sized by bytes from live memory (``--kv-cache-memory-bytes``)."""
-    from llmdeck.runtime import unified
+    """Unified memory: the KV cache sized by bytes from live memory (``--kv-cache-memory-bytes``),
+    beside the engine overhead of the start's plan (made here when preflight did not run)."""
+    from llmdeck.runtime import launch_plan, unified
 
     if not options.size_by_bytes or not unified.is_unified(checked.spec):
         return checked
+    launch = launch or launch_plan.make(checked.spec)
     reserve = settings.unified_reserve_gib if options.reserve_gib is None else options.reserve_gib
     spec, sizing = unified.plan_start(
-        checked.spec, reserve_bytes=int(reserve * GIB), servers_dir=settings.servers_dir
+        checked.spec,
+        reserve_bytes=int(reserve * GIB),
+        servers_dir=settings.servers_dir,
+        planned_overhead=launch.overhead_bytes(),
     )
     clock.emit("memory", sizing.summary(), sizing=sizing.model_dump())
     return checked.resized(spec)
@@ -177,9 +184,8 @@ def start(
     options = options or UpOptions()
     clock = clock or EventClock(_ignore)
     checked = launcher.validate(spec)
-    sized = _unified_start(checked, settings, options, clock)
-    if options.preflight:
-        preflight(sized, settings, options, clock)
+    launch = preflight(checked, settings, options, clock) if options.preflight else None
+    sized = _unified_start(checked, launch, settings, options, clock)
     if sized is not checked:
         _drop_page_cache(sized.spec, clock)
     spec = sized.spec
@@ -336,59 +342,6 @@ def restart(
     )
     new = start(spec, settings, up_options, clock)
     return await_ready(new, settings, up_options, clock)
-
-
-def follow(record: ServerRecord, settings: Settings, write: Callable[[str], None]) -> None:
-    """Foreground mode: stream the log until the server exits; Ctrl-C (or SIGTERM) stops it, says so
-    and re-raises, so the command exits 130 (143), not 0. A server that exits by itself is an
-    OperationError (exit 1): an attached server is meant to run until it is stopped."""
-    from llmdeck.engines.process import pid_alive
-    from llmdeck.errors import OperationError
-
-    offset = 0
-    try:
-        while True:
-            with open(record.log_path, "rb") as fh:
-                fh.seek(offset)
-                chunk = fh.read()
-            if chunk:
-                write(chunk.decode("utf-8", errors="replace"))
-                offset += len(chunk)
-            if not pid_alive(record.pid):
-                break
-            time.sleep(0.3)
-    except KeyboardInterrupt:
-        outcome = launcher.down(record.name, settings)
-        write(f"\n{record.name}: {outcome}; its log stays at {record.log_path}\n")
-        raise
-    raise OperationError(
-        f"The server {record.name} (pid {record.pid}) exited by itself.",
-        hint=f"Read its log ({record.log_path}, or `llmdeck logs {record.name}`) for why.",
-    )
-
-
-def run_docker_foreground(spec: LaunchSpec, *, tty: bool, events: Events = _ignore) -> None:
-    """A foreground container (`docker run --rm`, like seed 004's `docker run -it`): Ctrl-C stops it."""
-    import os
-    import subprocess
-
-    from llmdeck.engines.docker import docker_run_argv, render_shell
-    from llmdeck.engines.secrets import split_secrets
-    from llmdeck.errors import OperationError
-
-    spec, secrets = split_secrets(spec)
-    launcher.make_compile_cache(spec)
-    argv = docker_run_argv(spec, detach=False, tty=tty, secret_env=list(secrets))
-    events(ServiceEvent(kind="starting", message=render_shell(argv)))
-    try:
-        code = subprocess.call(argv, env={**os.environ, **secrets})
-    except FileNotFoundError as exc:
-        raise OperationError("The docker client is not installed.", hint="Use --engine venv.") from exc
-    if code in (130, 143):  # docker passed on Ctrl-C / SIGTERM: the container was stopped
-        events(ServiceEvent(kind="stopped", message=f"the container stopped (exit {code})"))
-        raise KeyboardInterrupt
-    if code != 0:
-        raise OperationError(f"The container exited with code {code}.", hint="Read its output above.")
 
 
 def status(settings: Settings, name: str | None = None) -> list[ServerStatus]:

@@ -113,7 +113,7 @@ def without_flag(args: list[str], flag: str) -> list[str]:
 
 def model_files(spec: LaunchSpec) -> list[Path]:
     """The files of the spec's model on this machine (a local folder; a repo id in the HF cache)."""
-    from llmdeck.plan.resolve import find_in_hf_cache
+    from llmdeck.util.hfpaths import find_in_hf_cache
     from llmdeck.util.pagecache import files_under
 
     path = Path(spec.model).expanduser()
@@ -159,7 +159,7 @@ def requested_kv(spec: LaunchSpec) -> tuple[int | None, str, bool]:
     """The KV budget asked for (bytes, where from, whether the user gave it): the user's flag, the CPU
     engine's KV space (``VLLM_CPU_KVCACHE_SPACE`` in the spec, else its 1 GiB default), else none."""
     from llmdeck.errors import UsageError
-    from llmdeck.plan.planner import parse_bytes
+    from llmdeck.util.units import parse_bytes
 
     given = flag_value(list(spec.vllm_args), KV_BYTES_FLAG)
     if given is not None:
@@ -228,25 +228,20 @@ def size_kv(
     return sizing
 
 
-def overhead_bytes(spec: LaunchSpec) -> int:
-    """The engine's memory beside weights and KV: measured on the CPU engine, planned elsewhere."""
+def overhead_bytes(spec: LaunchSpec, planned: int | None = None) -> int:
+    """The engine's memory beside weights and KV: measured on the CPU engine, else ``planned`` (the
+    start's plan, :mod:`llmdeck.runtime.launch_plan`), else GB10's measured non-torch floor."""
     measured = get_engine(spec.engine).measured_overhead_gib
     if measured is not None:
         return int(measured * GIB)
-    try:
-        from llmdeck.plan import for_spec
-
-        # unified memory on a GPU is GB10's (is_unified): plan on the DGX Spark
-        return int(for_spec(spec, "dgx-spark").memory.overhead.total_gib * GIB)
-    except Exception:  # no plan for this model: GB10's measured non-torch floor (plan/memory.py)
-        return 4 * GIB
+    return planned if planned is not None else 4 * GIB
 
 
 def kv_of_starting_servers(servers_dir: Path, exclude: str) -> int:
     """KV given (``--kv-cache-memory-bytes``) to other llmdeck servers that are not ready yet."""
-    from llmdeck.plan.planner import parse_bytes
     from llmdeck.runtime.engine_state import is_alive
     from llmdeck.runtime.state import StateStore
+    from llmdeck.util.units import parse_bytes
 
     total = 0
     for record in StateStore(servers_dir).list():
@@ -258,15 +253,18 @@ def kv_of_starting_servers(servers_dir: Path, exclude: str) -> int:
     return total
 
 
-def plan_start(spec: LaunchSpec, *, reserve_bytes: int, servers_dir: Path) -> tuple[LaunchSpec, KvSizing]:
-    """The spec with ``--kv-cache-memory-bytes`` set from live memory (and no CPU KV variable)."""
+def plan_start(
+    spec: LaunchSpec, *, reserve_bytes: int, servers_dir: Path, planned_overhead: int | None = None
+) -> tuple[LaunchSpec, KvSizing]:
+    """The spec with ``--kv-cache-memory-bytes`` set from live memory (and no CPU KV variable);
+    ``planned_overhead``: the engine overhead of the start's plan (:func:`overhead_bytes`)."""
     files = model_files(spec)
     sizing = size_kv(
         spec,
         read_meminfo(),
         reserve_bytes=reserve_bytes,
         weights=_weights_bytes(files),
-        overhead=overhead_bytes(spec),
+        overhead=overhead_bytes(spec, planned_overhead),
         tenants_starting=kv_of_starting_servers(servers_dir, spec.name),
     )
     args = [*without_flag(list(spec.vllm_args), KV_BYTES_FLAG), KV_BYTES_FLAG, str(sizing.kv_bytes)]

@@ -27,3 +27,31 @@ def hf_home(explicit: str | None = None, *, environ: Mapping[str, str] | None = 
     if env.get("HF_HOME"):
         return Path(env["HF_HOME"])
     return default_hf_home()
+
+
+def _hf_hub_dirs() -> list[Path]:
+    """The hub caches huggingface_hub reads, in its order: HF_HUB_CACHE, HF_HOME/hub, the default."""
+    dirs = []
+    if os.environ.get("HF_HUB_CACHE"):
+        dirs.append(Path(os.environ["HF_HUB_CACHE"]))
+    if os.environ.get("HF_HOME"):
+        dirs.append(Path(os.environ["HF_HOME"]) / "hub")
+    dirs.append(default_hf_home() / "hub")
+    return dirs
+
+
+def find_in_hf_cache(repo_id: str) -> Path | None:
+    """A snapshot folder of ``repo_id`` in the HF hub cache that holds config.json."""
+    folder = "models--" + repo_id.replace("/", "--")
+    for hub in _hf_hub_dirs():
+        snaps = hub / folder / "snapshots"
+        if not snaps.is_dir():
+            continue
+        candidates = sorted(
+            (p for p in snaps.iterdir() if (p / "config.json").is_file()),
+            key=lambda p: p.stat().st_mtime,
+            reverse=True,
+        )
+        if candidates:
+            return candidates[0]
+    return None

@@ -19,6 +19,8 @@ from typing import Any
 from llmdeck.engines import get as get_engine
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.runtime.host import MemInfo, parse_meminfo, read_meminfo
+from llmdeck.runtime.launch_plan import LaunchPlan
+from llmdeck.runtime.launch_plan import make as make_launch_plan
 from llmdeck.runtime.preflight.findings import (
     PREFLIGHT_SCHEMA_VERSION,
     Finding,
@@ -70,6 +72,7 @@ __all__ = [
     "Severity",
     "check_flags",
     "check_gpu",
+    "check_launch",
     "check_memory",
     "check_model_and_disk",
     "check_ollama",
@@ -91,7 +94,12 @@ __all__ = [
 _ORDER = {"error": 0, "warning": 1, "info": 2}
 
 
-def run_preflight(
+def run_preflight(spec: LaunchSpec, **kw: Any) -> PreflightReport:
+    """Every check for launching ``spec`` (:func:`check_launch`), the report alone."""
+    return check_launch(spec, **kw)[0]
+
+
+def check_launch(
     spec: LaunchSpec,
     *,
     need_bytes: int | None,
@@ -102,9 +110,11 @@ def run_preflight(
     probe_version: bool = True,
     run: Runner = _run,
     port_checked: bool = False,
-) -> PreflightReport:
-    """Every check for launching ``spec``. ``need_bytes``: the plan's host-memory need (None: skip).
+) -> tuple[PreflightReport, LaunchPlan]:
+    """Every check for launching ``spec``, and the start's plan, made once with the vLLM version the
+    checks read (its lint is checked here; ``runtime.service`` hands it on to unified sizing).
 
+    ``need_bytes``: the plan's host-memory need (None: skip).
     ``exclude_pids``: processes that belong to this server (e.g. on restart) and are no tenants.
     ``probe_version``: run the venv's Python to read its vLLM version (a few seconds).
     ``port_checked``: the caller checked the port already (``up``'s validation): not again.
@@ -121,9 +131,10 @@ def run_preflight(
         f += _docker_version_findings(spec, report)
     elif probe_version:
         f += _venv_version_findings(spec, report, run)
-    f += check_flags(spec, report.vllm_version)
+    launch = make_launch_plan(spec, report.vllm_version)
+    f += check_flags(launch)
     report.findings.sort(key=lambda x: _ORDER[x.severity])
-    return report
+    return report, launch
 
 
 def _host_findings(

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from llmdeck.engines import get as get_engine
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.runtime.host import disk_free
 from llmdeck.runtime.host import hf_cache_dir as _host_hf_cache_dir
+from llmdeck.runtime.launch_plan import LaunchPlan
 from llmdeck.runtime.preflight.findings import Finding, Severity
 from llmdeck.util.units import GIB
 from llmdeck.util.units import fmt_gib as _gib
@@ -108,24 +110,17 @@ ADVISORY_LINT_RULES = frozenset(
 )
 
 
-def check_flags(spec: LaunchSpec, vllm_version: str | None) -> list[Finding]:
-    """Run `llmdeck plan`'s lint rules on the launch's model and vLLM flags (local models only)."""
-    from llmdeck.engines import get as get_engine
-
+def check_flags(launch: LaunchPlan) -> list[Finding]:
+    """`llmdeck plan`'s lint of the launch's model and vLLM flags (local models only), read from the
+    start's one plan (:mod:`llmdeck.runtime.launch_plan`): the planner does not run again here."""
+    spec, plan = launch.spec, launch.plan
     if get_engine(spec.engine).runs_on_cpu or not _looks_local(spec.model):
         return []
     if not (Path(spec.model).expanduser() / "config.json").is_file():
         return []
-    from llmdeck.errors import LlmdeckError
-    from llmdeck.plan import for_spec
-    from llmdeck.plan.machine import host_machine
-
-    try:
-        plan = for_spec(spec, host_machine(), vllm_version=vllm_version)
-    except (LlmdeckError, ValueError) as exc:
-        return [
-            Finding(id="flags-not-linted", severity="info", message=f"The vLLM flags were not linted: {exc}")
-        ]
+    if plan is None:
+        message = f"The vLLM flags were not linted: {launch.why_none}"
+        return [Finding(id="flags-not-linted", severity="info", message=message)]
     out: list[Finding] = []
     for lf in plan.findings:
         if lf.rule in FATAL_LINT_RULES:

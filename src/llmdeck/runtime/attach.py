@@ -1,0 +1,71 @@
+"""The foreground ways to run a server (``llmdeck up --attach``): a local engine whose log streams
+until it exits or Ctrl-C stops it, and a container run in the foreground (``docker run --rm``, like
+seed 004's ``docker run -it``). Both start through the service's one validation and preflight."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from llmdeck.engines.spec import LaunchSpec
+from llmdeck.runtime import launcher
+from llmdeck.runtime.service import EventClock, Events, ServiceEvent, UpOptions, preflight
+from llmdeck.runtime.state import ServerRecord
+from llmdeck.settings import Settings
+
+
+def follow(record: ServerRecord, settings: Settings, write: Callable[[str], None]) -> None:
+    """Foreground mode: stream the log until the server exits; Ctrl-C (or SIGTERM) stops it, says so
+    and re-raises, so the command exits 130 (143), not 0. A server that exits by itself is an
+    OperationError (exit 1): an attached server is meant to run until it is stopped."""
+    from llmdeck.engines.process import pid_alive
+    from llmdeck.errors import OperationError
+
+    offset = 0
+    try:
+        while True:
+            with open(record.log_path, "rb") as fh:
+                fh.seek(offset)
+                chunk = fh.read()
+            if chunk:
+                write(chunk.decode("utf-8", errors="replace"))
+                offset += len(chunk)
+            if not pid_alive(record.pid):
+                break
+            time.sleep(0.3)
+    except KeyboardInterrupt:
+        outcome = launcher.down(record.name, settings)
+        write(f"\n{record.name}: {outcome}; its log stays at {record.log_path}\n")
+        raise
+    raise OperationError(
+        f"The server {record.name} (pid {record.pid}) exited by itself.",
+        hint=f"Read its log ({record.log_path}, or `llmdeck logs {record.name}`) for why.",
+    )
+
+
+def docker(spec: LaunchSpec, settings: Settings, options: UpOptions, *, tty: bool, events: Events) -> None:
+    """A foreground container: validated and preflighted as ``up`` does, then ``docker run --rm``
+    in this terminal; Ctrl-C stops it."""
+    import os
+    import subprocess
+
+    from llmdeck.engines.docker import docker_run_argv, render_shell
+    from llmdeck.engines.secrets import split_secrets
+    from llmdeck.errors import OperationError
+
+    checked = launcher.validate(spec)
+    if options.preflight:
+        preflight(checked, settings, options, EventClock(events))
+    spec, secrets = split_secrets(checked.spec)
+    launcher.make_compile_cache(spec)
+    argv = docker_run_argv(spec, detach=False, tty=tty, secret_env=list(secrets))
+    events(ServiceEvent(kind="starting", message=render_shell(argv)))
+    try:
+        code = subprocess.call(argv, env={**os.environ, **secrets})
+    except FileNotFoundError as exc:
+        raise OperationError("The docker client is not installed.", hint="Use --engine venv.") from exc
+    if code in (130, 143):  # docker passed on Ctrl-C / SIGTERM: the container was stopped
+        events(ServiceEvent(kind="stopped", message=f"the container stopped (exit {code})"))
+        raise KeyboardInterrupt
+    if code != 0:
+        raise OperationError(f"The container exited with code {code}.", hint="Read its output above.")
