@@ -16,8 +16,9 @@ import pytest
 
 from cli_helpers import run_cli
 from llmdeck.cli import options, reference
+from repo_paths import SRC
 
-CLI_DIR = Path(options.__file__).parent
+CLI_DIR = SRC / "llmdeck" / "cli"
 TIMEOUT_FLAG = re.compile(r"^--[\w-]*timeout[\w-]*$")
 
 

@@ -50,6 +50,7 @@ MEANINGS: dict[str, str] = {
 
 
 def _help(meaning: str, detail: str) -> str:
+    """The meaning's wording, then the command's detail as given (" (...)", ": ..."), then a full stop."""
     text = meaning + detail
     return text if text.endswith(".") else text + "."
 
