@@ -8,6 +8,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
+from llmdeck.cli import options
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
 from llmdeck.cli.validate import number, positive_seconds
 
@@ -131,24 +132,15 @@ def bench(
     goodput: list[str] = typer.Option(
         [], "--goodput", help="vLLM goodput SLOs in ms: ttft:500 tpot:50 e2el:..."
     ),
-    timeout_connect: float = typer.Option(
-        10.0, "--timeout-connect", callback=positive_seconds, help="Connect timeout (s)."
+    timeout_connect: float = options.connect_timeout(10.0),
+    timeout_read: float = options.read_timeout(600.0),
+    timeout_total: float = options.total_timeout(
+        1800.0, ": a stream still going after this fails (bounds a trickling server)"
     ),
-    timeout_read: float = typer.Option(
-        600.0, "--timeout-read", callback=positive_seconds, help="Longest silence in a stream (s)."
-    ),
-    timeout_total: float = typer.Option(
-        1800.0,
-        "--timeout-total",
-        callback=positive_seconds,
-        help="Per-request limit (s): a stream still going after this fails (bounds a trickling server).",
-    ),
-    timeout_probe: float = typer.Option(
+    timeout_probe: float = options.probe_timeout(
         30.0,
-        "--timeout-probe",
-        callback=positive_seconds,
-        help="Limit (s) for each question before the run (/v1/models, /version, /metrics): a server "
-        "that accepts but never answers is reported as not answering after this.",
+        " (/v1/models, /version, /metrics): a server that accepts but never answers is reported as "
+        "not answering after this",
     ),
     metrics_interval: float = typer.Option(
         1.0, "--metrics-interval", callback=positive_seconds, help="Sampling period of /metrics (s)."

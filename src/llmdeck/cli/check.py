@@ -6,6 +6,7 @@ from typing import Any
 
 import typer
 
+from llmdeck.cli.options import request_timeout
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
 from llmdeck.cli.validate import positive_seconds
 
@@ -67,12 +68,7 @@ def check(
         min=16,
         help="Cap the long-context prompt (default max_model_len-8).",
     ),
-    timeout: float = typer.Option(
-        120.0,
-        "--timeout",
-        callback=positive_seconds,
-        help="Limit (s) for each request as a whole (the long-context probe: up to 600).",
-    ),
+    timeout: float = request_timeout(120.0, detail=", as a whole (the long-context probe: up to 600)"),
     deadline: float = typer.Option(
         900.0, "--deadline", callback=positive_seconds, help="Limit (s) for the whole check."
     ),

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from llmdeck.cli.options import netcheck_timeout, step_timeout
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
 
 CLUSTER_HELP = """A Ray cluster over several boxes for vLLM's own distributed executor (tensor/pipeline
@@ -73,7 +74,7 @@ def register(app: typer.Typer) -> None:
             None, "--object-store-mb", min=78, help="Ray's object store (MB; 1024, 100 on one machine)."
         ),
         hf_cache: str = typer.Option(None, "--hf-cache", help="--docker: the nodes' HF cache, mounted."),
-        timeout: float = typer.Option(120.0, "--timeout", min=1, help="Seconds for each step."),
+        timeout: float = step_timeout(120.0, " (each command on a node, each wait for the nodes)"),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the commands; start nothing."),
         netcheck: str = typer.Option(None, "--netcheck", help="Then the all-reduce test: gloo | nccl."),
         as_json: bool = JSON_OPTION,
@@ -104,7 +105,7 @@ def _lifecycle_commands(group: typer.Typer) -> None:
     @group.command("status")
     def status_cmd(
         ctx: typer.Context,
-        timeout: float = typer.Option(30.0, "--timeout", min=1, help="Seconds to wait for `ray status`."),
+        timeout: float = step_timeout(30.0, " (here: `ray status`)"),
         as_json: bool = JSON_OPTION,
     ) -> None:
         """The recorded cluster's nodes (alive, pending, failed) and resources, from `ray status`."""
@@ -124,7 +125,7 @@ def _lifecycle_commands(group: typer.Typer) -> None:
     def logs_cmd(
         ctx: typer.Context,
         lines: int = typer.Option(50, "--lines", "-n", min=1, help="How many lines a node."),
-        timeout: float = typer.Option(30.0, "--timeout", min=1, help="Seconds for each node."),
+        timeout: float = step_timeout(30.0, " (here: each node's log)"),
     ) -> None:
         """The Ray log tail of every node of the recorded cluster."""
         from llmdeck.cluster.run import logs
@@ -173,7 +174,7 @@ def _netcheck_command(group: typer.Typer) -> None:
         result: Path = typer.Option(None, "--result", help="Judge a saved run (its JSON lines)."),
         out: Path = typer.Option(None, "--out", help="Save the run's JSON lines here."),
         master_port: int = typer.Option(29533, "--master-port", min=1, max=65535),
-        timeout: float = typer.Option(300.0, "--timeout", min=1, help="Seconds for the whole test."),
+        timeout: float = netcheck_timeout(300.0),
         as_json: bool = JSON_OPTION,
     ) -> None:
         from llmdeck.cli.cluster_parts import netcheck, print_verdict

@@ -7,8 +7,8 @@ from typing import Any
 
 import typer
 
+from llmdeck.cli.options import request_timeout
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
-from llmdeck.cli.validate import positive_seconds
 
 CONNECT_HELP = """Write (or print) CLIENT's configuration for a running server.
 
@@ -72,12 +72,7 @@ def connect(
     model: str | None = typer.Option(None, "--model", "-m", help="Served model name (default: the first)."),
     api_key: str | None = typer.Option(None, "--api-key", help="API key (default: LLMDECK_API_KEY)."),
     provider_id: str = typer.Option("vllm", "--provider-id", help="Provider key in the client config."),
-    timeout: float = typer.Option(
-        60.0,
-        "--timeout",
-        callback=positive_seconds,
-        help="Limit (s) for each question to the server (a silent one is reported after 10 s at most).",
-    ),
+    timeout: float = request_timeout(60.0, detail=" (a silent one is reported after 10 s at most)"),
     thinking: str = typer.Option(
         "server",
         "--thinking",

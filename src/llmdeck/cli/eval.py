@@ -7,8 +7,8 @@ from typing import Any
 
 import typer
 
+from llmdeck.cli import options
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
-from llmdeck.cli.validate import positive_seconds
 
 EVAL_HELP = """Run a real coding agent (opencode, aider, claude-code, codex) headless on coding tasks, then
 score its work with hidden tests it never saw; the server's flags, model and /metrics during the run go
@@ -82,16 +82,8 @@ def eval_run(
     agent_bin: Path | None = typer.Option(None, "--agent-bin", help="The client's executable."),
     python: str | None = typer.Option(None, "--python", help="Interpreter for the hidden tests."),
     thinking: str = typer.Option("server", "--thinking", help="server, on or off (as `connect`)."),
-    timeout: float | None = typer.Option(
-        None, "--timeout", callback=positive_seconds, help="Agent wall time per task (s)."
-    ),
-    timeout_probe: float = typer.Option(
-        30.0,
-        "--timeout-probe",
-        callback=positive_seconds,
-        help="Seconds each question to the server "
-        "before the tasks may take (/v1/models, the client's setup).",
-    ),
+    timeout: float | None = options.task_timeout(None, " (default: the task's own)"),
+    timeout_probe: float = options.probe_timeout(30.0, " (/v1/models, the client's setup)"),
     max_turns: int | None = typer.Option(None, "--max-turns", min=1, help="Agent turns per task."),
     max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="Agent tokens per task."),
     keep: Path | None = typer.Option(None, "--keep", help="Keep each run's final workspace under DIR."),

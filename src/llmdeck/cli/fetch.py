@@ -8,8 +8,8 @@ from typing import Any
 import typer
 from rich.markup import escape
 
+from llmdeck.cli.options import request_timeout
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
-from llmdeck.cli.validate import positive_seconds
 
 
 def fetch(
@@ -30,12 +30,10 @@ def fetch(
     config_only: bool = typer.Option(
         False, "--config-only", help="Only config.json, tokenizer files and the safetensors index."
     ),
-    timeout: float = typer.Option(
+    timeout: float = request_timeout(
         30.0,
-        "--timeout",
-        callback=positive_seconds,
-        help="Limit (s) for each answer of the hub's API about the repo (not for the files): a silent "
-        "or trickling endpoint is reported as not answering after it.",
+        " the hub's API about the repo (not for the files)",
+        ": a silent or trickling endpoint is reported as not answering after it",
     ),
     keep_page_cache: bool = typer.Option(
         False,

@@ -7,8 +7,8 @@ from typing import Any
 import typer
 from typer.core import TyperCommand
 
+from llmdeck.cli.options import request_timeout
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
-from llmdeck.cli.validate import positive_seconds
 
 LAUNCH_HELP = """Start CLIENT configured for a running server, as `ollama launch` does.
 
@@ -67,9 +67,7 @@ def launch_cmd(
     bin_path: str | None = typer.Option(None, "--bin", help="The client's executable (default: on PATH)."),
     small_model: str | None = typer.Option(None, "--small-model", help="claude-code: its small/fast model."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what would run; start nothing."),
-    timeout: float = typer.Option(
-        60.0, "--timeout", callback=positive_seconds, help="Limit (s) for each question to the server."
-    ),
+    timeout: float = request_timeout(60.0),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Start a client configured for the live server (see LAUNCH_HELP)."""

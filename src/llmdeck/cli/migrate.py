@@ -7,8 +7,8 @@ from typing import Any
 
 import typer
 
+from llmdeck.cli.options import request_timeout
 from llmdeck.cli.output import JSON_OPTION, err_console, esc, get_settings, out_console, print_json
-from llmdeck.cli.validate import positive_seconds
 
 OLLAMA_HELP = """Turn what you run on Ollama into vLLM servers behind llmdeck's gateway.
 
@@ -52,9 +52,7 @@ def ollama(
     ),
     force: bool = typer.Option(False, "--force", help="Replace an earlier migration in --out."),
     unload: bool = typer.Option(False, "--unload", help="Unload Ollama's loaded models (keep_alive 0)."),
-    timeout: float = typer.Option(
-        10.0, "--timeout", callback=positive_seconds, help="Limit (s) for each Ollama request."
-    ),
+    timeout: float = request_timeout(10.0, " Ollama"),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Map Ollama's models to vLLM: launch specs and a gateway config with the Ollama names."""

@@ -9,15 +9,18 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from llmdeck.cli.options import ready_timeout, request_timeout
 from llmdeck.cli.output import JSON_OPTION, err_console, esc, get_settings, log_text, out_console, print_json
 from llmdeck.cli.server_parts import BY_BYTES_HELP, RESERVE_HELP, UP_HELP, _up_options, print_pool
 from llmdeck.cli.server_parts import render_event as render_event
-from llmdeck.cli.validate import ForwardingCommand, host, number, positive_seconds
+from llmdeck.cli.validate import ForwardingCommand, host, number
 
 if TYPE_CHECKING:
     from llmdeck.engines.spec import LaunchSpec
     from llmdeck.runtime.state import ServerRecord
     from llmdeck.settings import Settings
+
+READY_DEFAULT = " (default: LLMDECK_READY_TIMEOUT_S or 900)"
 
 
 def _pick_name(settings: Settings, name: str | None) -> str:
@@ -94,9 +97,7 @@ def up_cmd(
     attach: bool = typer.Option(
         False, "--attach", help="Stay in the foreground, streaming the log; Ctrl-C stops."
     ),
-    timeout: float = typer.Option(
-        None, "--timeout", callback=positive_seconds, help="Seconds to wait for readiness."
-    ),
+    timeout: float = ready_timeout(None, READY_DEFAULT),
     force: bool = typer.Option(False, "--force", help="Start even when preflight finds problems."),
     warmup: bool = typer.Option(False, "--warmup/--no-warmup", help="Send warmup requests once ready."),
     ray_cluster: bool = typer.Option(False, "--ray-cluster", help="On `llmdeck cluster up`'s Ray cluster."),
@@ -161,9 +162,7 @@ def down_cmd(
 def status_cmd(
     ctx: typer.Context,
     name: str = typer.Argument(None, help="Only this server (a name, or the URL of any server)."),
-    timeout: float = typer.Option(
-        10.0, "--timeout", callback=positive_seconds, help="With a URL: limit (s) for each question."
-    ),
+    timeout: float = request_timeout(10.0, detail=" (with a URL)"),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Every llmdeck server (state, model, URL, uptime, live queue/KV) and the gateway's models on demand.
@@ -277,9 +276,7 @@ def _follow(log_path: Path, record: Any) -> None:
 def restart_cmd(
     ctx: typer.Context,
     name: str = typer.Argument(None, help="Server name (optional when only one runs)."),
-    timeout: float = typer.Option(
-        None, "--timeout", callback=positive_seconds, help="Seconds to wait for readiness."
-    ),
+    timeout: float = ready_timeout(None, READY_DEFAULT),
     force: bool = typer.Option(False, "--force", help="Start even when preflight finds problems."),
     unload_ollama: bool = typer.Option(
         False, "--unload-ollama", help="Unload the models Ollama keeps loaded before starting."
@@ -292,7 +289,7 @@ def restart_cmd(
 
       llmdeck restart demo
 
-      llmdeck restart demo --timeout 1800 --json
+      llmdeck restart demo --ready-timeout 1800 --json
     """
     from llmdeck.runtime.service import RestartOptions, restart
 

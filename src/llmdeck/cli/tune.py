@@ -10,8 +10,9 @@ from typing import Any
 import typer
 from rich.markup import escape
 
+from llmdeck.cli import options
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
-from llmdeck.cli.validate import ForwardingCommand, positive_seconds
+from llmdeck.cli.validate import ForwardingCommand
 
 TUNE_HELP = """Find the vLLM flags that serve this workload best under your SLOs, on the real engine.
 
@@ -120,9 +121,7 @@ def tune_cmd(
         "--deep-gemm-warmup",
         help="GPU: VLLM_DEEP_GEMM_WARMUP per start (relax | skip | full); off: VLLM_USE_DEEP_GEMM=0.",
     ),
-    ready_timeout: float = typer.Option(
-        1800.0, "--ready-timeout", callback=positive_seconds, help="Seconds a start may take."
-    ),
+    ready_timeout: float = options.ready_timeout(1800.0, " (each trial's start)", also_timeout=False),
     as_json: bool = JSON_OPTION,
 ) -> None:
     values = dict(locals())

@@ -99,7 +99,7 @@ def _wait_ready(log: Path, pgid: int, timeout: float) -> None:
         time.sleep(0.3)
     raise OperationError(
         f"`ray start` was not ready after {timeout:.0f} s (log {log}).",
-        hint="The machine may be busy; raise --timeout, or read the log.",
+        hint="The machine may be busy; raise --step-timeout, or read the log.",
     )
 
 

@@ -87,7 +87,7 @@ def run_local(
     except subprocess.TimeoutExpired as exc:
         raise OperationError(
             f"The all-reduce did not finish within {timeout:.0f} s.",
-            hint="Raise --timeout on a busy machine.",
+            hint="Raise --test-timeout on a busy machine.",
         ) from exc
     if done.returncode != 0:
         tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-8:])
