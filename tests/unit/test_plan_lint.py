@@ -13,7 +13,6 @@ from llmdeck.plan.planner import Plan, PlanRequest, make_plan
 from repo_paths import ROOT, SHARED
 
 CATALOG = load_catalog()
-TESTED: set[str] = set()
 FAMILIES = ROOT / "evidence" / "plan" / "families" / "configs"
 SEED000 = [
     "--max-model-len",
@@ -45,7 +44,6 @@ def plan(model: str, args: list[str], machine: MachineProfile | None = None, **k
 
 
 def found(p: Plan, rule: str) -> list[Finding]:
-    TESTED.add(rule)
     return [f for f in p.findings if f.rule == rule]
 
 
@@ -312,10 +310,29 @@ def test_ssm_hybrids_the_plan_does_not_model_say_so() -> None:
     )  # GDN: modelled
 
 
+def _tested_rules() -> set[str]:
+    """The rule ids this module's tests look for (``found(plan, "rule-id")``), read from its source:
+    the same whatever order or worker (pytest-xdist) ran the tests in."""
+    import ast
+
+    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    return {
+        node.args[1].value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "found"
+        and len(node.args) == 2
+        and isinstance(node.args[1], ast.Constant)
+        and isinstance(node.args[1].value, str)
+    }
+
+
 def test_every_rule_has_evidence_and_a_test() -> None:
     for r in RULES.values():
         assert r.evidence, r.id
-    assert set(RULES) <= TESTED, f"untested rules: {set(RULES) - TESTED}"
+    tested = _tested_rules()
+    assert set(RULES) <= tested, f"untested rules: {set(RULES) - tested}"
 
 
 @pytest.mark.parametrize("model", ["Qwen3-0.6B", "Qwen3-30B-A3B", "Qwen3-Coder-30B-A3B-Instruct-FP8"])
