@@ -101,7 +101,11 @@ def test_stream_equals_direct_token_for_token(gw: dict[str, Any], cpu_server: An
     direct = openai.OpenAI(base_url=cpu_server.base_url + "/v1", api_key="x", timeout=120, max_retries=0)
     want, want_usage = _stream(direct, cpu_server.served_model_name)
     got, usage = _stream(sdk(gw), "tiny")
-    assert got == want and len([p for p in got if p]) >= 20
+    # the same 24 tokens and the same text; how vLLM groups tokens into events is its timing (its output
+    # handler coalesces when it falls behind: a clean-clone run got '\n驽' as one event direct and as two
+    # through the gateway), so the events are not compared one by one; that the gateway relays the
+    # upstream's events as they come is tests/unit/test_gateway_proxy.py's (a FAKE upstream that holds one).
+    assert "".join(got) == "".join(want) and len([p for p in got if p]) >= 20
     assert usage is not None and usage.completion_tokens == want_usage.completion_tokens == 24
 
 
