@@ -287,9 +287,12 @@ def recommend_cmd(
 
 
 def _check_choices(engine: str, workload: str, kv_cache_dtype: str | None) -> None:
+    from typing import get_args
+
+    from llmdeck.engines.base import PlanEngine
     from llmdeck.errors import UsageError
 
-    if engine not in {"docker", "venv"}:
+    if engine not in get_args(PlanEngine):  # the planner's kinds of engine
         raise UsageError(f"--engine {engine!r} is not known.", hint="Use --engine docker or --engine venv.")
     if workload not in {"agent", "multi-user", "long-context"}:
         raise UsageError(
