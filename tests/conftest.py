@@ -182,6 +182,23 @@ def agent_server(session_settings: object, tiny_eos_model_dir: Path) -> Iterator
         yield server
 
 
+CAPPED_CONTEXT = 32768  # Claude Code's base prompt and tools are ~19k tokens, codex's ~9k, opencode's ~12k
+# vLLM's server-wide output cap (max_new_tokens in the generation config caps every request's
+# max_tokens): the random model never stops on its own, and connect's 4,096-token output limit at
+# the CPU engine's pace made one opencode reply take minutes (and trip its compaction). The prompts
+# stay the clients' real ones.
+OUTPUT_CAP = ["--override-generation-config", '{"max_new_tokens": 48}']
+
+
+@pytest.fixture(scope="session")
+def capped_server(session_settings: object, tiny_model_dir: Path) -> Iterator[Any]:
+    """The tiny model with tool and reasoning parsers, 32,768 tokens of context, replies of <= 48 tokens:
+    one server for the real clients of check/connect, eval (opencode) and eval (Claude Code, codex)."""
+    args = ["--max-model-len", str(CAPPED_CONTEXT), "--max-num-seqs", "4", *AGENT_FLAGS, *OUTPUT_CAP]
+    with cpu_engine(session_settings, "ci-capped", tiny_model_dir, args) as server:
+        yield server
+
+
 # ---- the fuzz suite (tests/unit/test_fuzz_*.py): its fixture, and its count of cases by command ----------
 
 from fuzz_helpers import fuzz_env as fuzz_env  # noqa: E402 - the fuzz cases' clean environment

@@ -1,40 +1,35 @@
 """`check --client` and `connect` judged by what real clients send, on the real CPU engine.
 
 The 4,096-token ``cpu_server`` (conftest) is the field case of issue 23: opencode's system prompt and
-tool schemas alone do not fit. A second server of this module runs the same tiny model with
-``--max-model-len 16384``. Then the real clients (npm ``opencode-ai``, ``@continuedev/cli``, at the
-recorded versions, installed here if absent) run headless through the config `connect` wrote, and
+tool schemas alone do not fit. A second server (conftest's ``capped_server``, shared with the eval
+tests) runs the same tiny model with ``--max-model-len 32768`` and replies capped at 48 tokens. Then
+the real clients (npm ``opencode-ai``, ``@continuedev/cli``, at the recorded versions, installed here
+if absent) run headless through the config `connect` wrote, and
 every request they make must be answered 200 (counted in the server's own access log).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from conftest import CAPPED_CONTEXT
 from llmdeck.checks.traffic import recordings
 from repo_paths import ROOT
 
 # integration (the real CPU engine) and e2e (the real agent binaries): tests/e2e
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 CLIENTS_DIR = ROOT / ".cache" / "clients"
-BIG = 16384
-TOOL_FLAGS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3"]
-# vLLM's server-wide output cap (max_new_tokens in the generation config caps every request's
-# max_tokens): the random model never stops on its own, and connect's 4,096-token output limit at
-# the CPU engine's pace made one opencode reply take minutes (and trip its compaction). The prompts
-# stay the clients' real ones.
-OUTPUT_CAP = ["--override-generation-config", '{"max_new_tokens": 48}']
+BIG = CAPPED_CONTEXT  # the session's capped_server (conftest): 32,768 tokens, replies of <= 48
+OUTPUT_LIMIT = BIG // 4  # what connect writes for it: a quarter of the context (connect/configs.py)
 ACCESS = re.compile(r'"POST /v1/chat/completions HTTP/1\.1" (\d{3})')
 
 
@@ -45,31 +40,6 @@ def run_cli(*args: str, tmp_path: Path, timeout: float = 600) -> subprocess.Comp
     return subprocess.run(
         [sys.executable, "-m", "llmdeck", *args], capture_output=True, text=True, env=env, timeout=timeout
     )
-
-
-@pytest.fixture(scope="module")
-def cpu_server_16k(session_settings: Any, tiny_model_dir: Path) -> Iterator[Any]:
-    """The tiny model with tools + reasoning parsers, --max-model-len 16384, replies of <= 48 tokens."""
-    if os.environ.get("LLMDECK_SKIP_INTEGRATION"):
-        pytest.skip("LLMDECK_SKIP_INTEGRATION is set")
-    from llmdeck.engines.spec import LaunchSpec
-    from llmdeck.runtime.service import UpOptions, down, up
-    from llmdeck.util.net import free_port
-
-    spec = LaunchSpec(
-        name="ci-16k",
-        engine="cpu",
-        model=str(tiny_model_dir),
-        served_model_name="tiny-qwen3",
-        port=free_port(),
-        vllm_args=["--max-model-len", str(BIG), "--max-num-seqs", "4", *TOOL_FLAGS, *OUTPUT_CAP],
-    )
-    record = up(spec, session_settings, UpOptions.bare(timeout_s=600))  # type: ignore[arg-type]
-    try:
-        yield record
-    finally:
-        with contextlib.suppress(Exception):
-            down(record.name, session_settings)  # type: ignore[arg-type]
 
 
 def npm_client(package: str, client: str, binary: str) -> Path:
@@ -193,11 +163,11 @@ def test_unrecorded_client_gets_the_generic_probes_and_is_told(cpu_server: Any, 
     assert not any(p.id.startswith("client_") and p.id != "client_traffic" for p in report.probes)
 
 
-def test_check_opencode_on_16k_finds_the_servers_output_cap(cpu_server_16k: Any, tmp_path: Path) -> None:
-    """All of opencode's needs pass at 16,384 but one: this server caps replies at 48 tokens (#40)."""
+def test_check_opencode_on_32k_finds_the_servers_output_cap(capped_server: Any, tmp_path: Path) -> None:
+    """All of opencode's needs pass at 32,768 but one: this server caps replies at 48 tokens (#40)."""
     res = run_cli(
         "check",
-        cpu_server_16k.base_url,
+        capped_server.base_url,
         "--client",
         "opencode",
         "--json",
@@ -220,14 +190,14 @@ def test_check_opencode_on_16k_finds_the_servers_output_cap(cpu_server_16k: Any,
 
 
 def test_real_opencode_runs_through_connects_config(
-    cpu_server_16k: Any, opencode_bin: Path, tmp_path: Path
+    capped_server: Any, opencode_bin: Path, tmp_path: Path
 ) -> None:
     work = project(tmp_path)
     res = run_cli(
         "connect",
         "opencode",
         "--server",
-        cpu_server_16k.base_url,
+        capped_server.base_url,
         "--file",
         str(work / "opencode.json"),
         "--json",
@@ -235,8 +205,8 @@ def test_real_opencode_runs_through_connects_config(
     )
     assert res.returncode == 0, res.stderr
     model = json.loads((work / "opencode.json").read_text())["provider"]["vllm"]["models"]["tiny-qwen3"]
-    assert model["limit"] == {"context": BIG - 1024, "output": 4096}
-    log = Path(cpu_server_16k.log_path)
+    assert model["limit"] == {"context": BIG - 1024, "output": OUTPUT_LIMIT}
+    log = Path(capped_server.log_path)
     offset = len(log.read_text(errors="replace"))
     run = subprocess.run(
         # --title: no title side request; --print-logs: opencode's own errors in the failure message
@@ -253,23 +223,21 @@ def test_real_opencode_runs_through_connects_config(
     assert codes and all(c == 200 for c in codes), codes
 
 
-def test_real_continue_runs_through_connects_config(
-    cpu_server_16k: Any, cn_bin: Path, tmp_path: Path
-) -> None:
+def test_real_continue_runs_through_connects_config(capped_server: Any, cn_bin: Path, tmp_path: Path) -> None:
     work = project(tmp_path)
     config = tmp_path / "config.yaml"
     res = run_cli(
         "connect",
         "continue",
         "--server",
-        cpu_server_16k.base_url,
+        capped_server.base_url,
         "--file",
         str(config),
         "--json",
         tmp_path=tmp_path,
     )
     assert res.returncode == 0, res.stderr
-    log = Path(cpu_server_16k.log_path)
+    log = Path(capped_server.log_path)
     offset = len(log.read_text(errors="replace"))
     run = subprocess.run(
         [str(cn_bin), "-p", "--config", str(config), "Say hi."],
@@ -288,8 +256,8 @@ def test_real_continue_runs_through_connects_config(
 SCHEMA = ROOT / "src/llmdeck/connect/schemas/opencode-provider.schema.json"
 
 
-def test_connect_merges_opencode_config_on_16k(
-    cpu_server_16k: Any, cpu_server_plain: Any, tmp_path: Path
+def test_connect_merges_opencode_config_on_32k(
+    capped_server: Any, cpu_server_plain: Any, tmp_path: Path
 ) -> None:
     """Moved from test_check_integration (a 4,096 server now gets no opencode config at all)."""
     path = tmp_path / "opencode.json"
@@ -300,7 +268,7 @@ def test_connect_merges_opencode_config_on_16k(
         "connect",
         "opencode",
         "--server",
-        cpu_server_16k.base_url,
+        capped_server.base_url,
         "--file",
         str(path),
         "--json",
@@ -309,13 +277,14 @@ def test_connect_merges_opencode_config_on_16k(
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     assert out["action"] == "updated" and Path(out["backup"]).exists()
-    assert any("opencode 1.18.33: context 15360, output 4096" in n for n in out["notes"]), out["notes"]
+    said = f"opencode 1.18.33: context {BIG - 1024}, output {OUTPUT_LIMIT}"
+    assert any(said in n for n in out["notes"]), out["notes"]
     doc = json.loads(path.read_text())
     assert doc["theme"] == "mine" and "ollama" in doc["provider"]
-    model = doc["provider"]["vllm"]["models"][cpu_server_16k.served_model_name]
-    assert model["limit"] == {"context": BIG - 1024, "output": 4096}
+    model = doc["provider"]["vllm"]["models"][capped_server.served_model_name]
+    assert model["limit"] == {"context": BIG - 1024, "output": OUTPUT_LIMIT}
     assert model["tool_call"] is True and model["reasoning"] is True
-    assert doc["provider"]["vllm"]["options"]["baseURL"] == cpu_server_16k.base_url + "/v1"
+    assert doc["provider"]["vllm"]["options"]["baseURL"] == capped_server.base_url + "/v1"
     jsonschema = pytest.importorskip("jsonschema")
     jsonschema.validate(doc, json.loads(SCHEMA.read_text()), cls=jsonschema.Draft202012Validator)
     # the plain server: tools off, and the user is told why (openclaw: no recording, generic limits)

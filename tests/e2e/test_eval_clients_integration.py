@@ -2,9 +2,9 @@
 clients (npm, the pinned versions, installed into .cache/clients/<client> if absent) run one task
 headless against a named llmdeck server, then the hidden tests run.
 
-The server is this module's own: the tiny model at --max-model-len 32768 (Claude Code's base prompt
-and tools are ~19k tokens; codex's ~9k), replies capped at 48 tokens (test_client_traffic_integration
-says why). The random weights score 0; what is proven is that each client ran under the eval's limits,
+The server is the session's capped_server (conftest): the tiny model at --max-model-len 32768 (Claude
+Code's base prompt and tools are ~19k tokens; codex's ~9k), replies capped at 48 tokens (conftest says
+why). The random weights score 0; what is proven is that each client ran under the eval's limits,
 its events were parsed into turns, tokens and a transcript, every request it made was answered 200
 (the server's own access log), and the result file was written.
 """
@@ -17,22 +17,17 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from engine_helpers import cpu_engine
 from llmdeck.evals.agents import BINARIES, NPM_PACKAGES, PINNED, client_version
 from repo_paths import ROOT
 
 # integration (the real CPU engine) and e2e (the real agent binaries): tests/e2e
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 CLIENTS_DIR = ROOT / ".cache" / "clients"
-CONTEXT = 32768
-TOOL_FLAGS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3"]
-OUTPUT_CAP = ["--override-generation-config", '{"max_new_tokens": 48}']
 ROUTES = {"claude-code": "/v1/messages", "codex": "/v1/responses"}
 
 
@@ -57,14 +52,6 @@ def npm_pinned(client: str) -> Path:
     return exe
 
 
-@pytest.fixture(scope="module")
-def cpu_server_32k(session_settings: Any, tiny_model_dir: Path) -> Iterator[Any]:
-    """The tiny model with tools + reasoning parsers, --max-model-len 32768, replies of <= 48 tokens."""
-    args = ["--max-model-len", str(CONTEXT), "--max-num-seqs", "4", *TOOL_FLAGS, *OUTPUT_CAP]
-    with cpu_engine(session_settings, "ci-32k", tiny_model_dir, args) as server:
-        yield server
-
-
 def llmdeck(*args: str, state: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), LLMDECK_STATE_DIR=str(state), COLUMNS="150")
     return subprocess.run(
@@ -74,14 +61,14 @@ def llmdeck(*args: str, state: Path, timeout: float = 900) -> subprocess.Complet
 
 @pytest.mark.parametrize("client", ["claude-code", "codex"])
 def test_the_real_client_through_the_eval(
-    client: str, cpu_server_32k: Any, session_settings: Any, tmp_path: Path
+    client: str, capped_server: Any, session_settings: Any, tmp_path: Path
 ) -> None:
     exe = npm_pinned(client)
-    log = Path(cpu_server_32k.log_path)
+    log = Path(capped_server.log_path)
     offset = len(log.read_text(errors="replace"))
     out, page = tmp_path / "eval.json", tmp_path / "eval.html"
     res = llmdeck(
-        "eval", "--client", client, "--task", "fix-intervals", "--server", cpu_server_32k.name,
+        "eval", "--client", client, "--task", "fix-intervals", "--server", capped_server.name,
         "--agent-bin", str(exe), "--max-turns", "3", "--timeout", "300", "--out", str(out),
         "--html", str(page), "--keep", str(tmp_path / "kept"),
         state=session_settings.state_dir,

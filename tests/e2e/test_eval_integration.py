@@ -4,8 +4,8 @@ task through the harness against a named llmdeck server, then the hidden tests r
 The tiny model has random weights, so the score is 0 and the result says why: what is proven is the
 harness — the agent ran headless with connect's config, its turns, tokens and transcript were recorded,
 the server's flags came from its runtime record and its /metrics were sampled, the hidden tests ran.
-The server is this module's own 16K one (opencode's base prompt does not fit in 4,096), replies capped
-at 48 tokens (test_client_traffic_integration says why).
+The server is the session's capped_server (conftest: 32,768 tokens, since opencode's base prompt does
+not fit in 4,096; replies capped at 48 tokens, conftest says why).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from repo_paths import ROOT
-from test_client_traffic_integration import cpu_server_16k, npm_client  # noqa: F401 (fixture)
+from test_client_traffic_integration import npm_client
 
 # integration (the real CPU engine) and e2e (the real agent binaries): tests/e2e
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
@@ -34,14 +34,14 @@ def llmdeck(*args: str, state: Path, timeout: float = 900) -> subprocess.Complet
 
 
 def test_real_opencode_through_the_harness(
-    cpu_server_16k: Any,  # noqa: F811 (the fixture, imported)
+    capped_server: Any,
     session_settings: Any,
     tmp_path: Path,
 ) -> None:
     opencode = npm_client("opencode-ai", "opencode", "opencode")
     out, page = tmp_path / "eval.json", tmp_path / "eval.html"
     res = llmdeck(
-        "eval", "--client", "opencode", "--task", "fix-intervals", "--server", cpu_server_16k.name,
+        "eval", "--client", "opencode", "--task", "fix-intervals", "--server", capped_server.name,
         "--agent-bin", str(opencode), "--max-turns", "3", "--timeout", "300", "--out", str(out),
         "--html", str(page),
         state=session_settings.state_dir,
@@ -51,7 +51,7 @@ def test_real_opencode_through_the_harness(
     assert doc["kind"] == "llmdeck.eval.result" and doc["schema_version"] == 1 and doc["status"] == "complete"
     assert doc["client"] == "opencode" and doc["client_version"] == "1.18.33"
     target = doc["target"]
-    assert target["server_name"] == cpu_server_16k.name and "--max-model-len" in target["server_args"]
+    assert target["server_name"] == capped_server.name and "--max-model-len" in target["server_args"]
     (info,) = doc["tasks"]
     assert info["reference_ok"] is True and len(info["hidden_tests"]) == 8
     (run,) = doc["runs"]
