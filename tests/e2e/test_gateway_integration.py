@@ -258,10 +258,6 @@ def _opencode() -> str | None:
     return None
 
 
-AGENT_FLAGS = "--max-model-len 32768 --max-num-seqs 4 --enable-auto-tool-choice --tool-call-parser hermes"
-AGENT_FLAGS += " --reasoning-parser qwen3"
-
-
 def _run_opencode(binary: str, home: Path, model: str) -> subprocess.CompletedProcess[str]:
     # opencode takes its project folder from $PWD, not the process's cwd
     env = {**os.environ, "HOME": str(home), "XDG_CONFIG_HOME": str(home / ".config"), "PWD": str(home)}
@@ -276,50 +272,35 @@ def _run_opencode(binary: str, home: Path, model: str) -> subprocess.CompletedPr
 
 
 def test_opencode_through_the_gateway(
-    cpu_server: Any, tiny_model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    capped_server: Any, session_settings: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The real opencode client (npm opencode-ai), configured by `llmdeck connect opencode` against the
-    gateway, runs one prompt through it against a real CPU vLLM. The gateway's override caps max_tokens
-    (the random-weight model would otherwise write until its limit); its defaults turn thinking off.
+    gateway, runs one prompt through it against a real CPU vLLM (the session's capped_server: 32,768
+    tokens, tool and reasoning parsers). The gateway's override caps max_tokens (the random-weight model
+    would otherwise write until its limit); its defaults turn thinking off.
     """
     from cli_helpers import run_cli
-    from llmdeck.engines.spec import LaunchSpec
-    from llmdeck.runtime.service import UpOptions, down, up
-    from llmdeck.util.net import free_port
 
     binary = _opencode()
     if binary is None:
         pytest.skip("opencode (npm opencode-ai) is not installed; set OPENCODE_BIN")
-    settings = cpu_server.settings
-    spec = LaunchSpec(
-        name="ci-agent",
-        engine="cpu",
-        model=str(tiny_model_dir),
-        served_model_name="tiny-qwen3",
-        port=free_port(),
-        vllm_args=AGENT_FLAGS.split(),
+    key = KeyStore(tmp_path / "keys.json").create("opencode")
+    text = (
+        f"routes:\n  - model: tiny-agent\n    backends: [{capped_server.name}]\n"
+        "    defaults: {chat_template_kwargs: {enable_thinking: false}}\n"
+        "    override: {max_tokens: 16, max_completion_tokens: null}\nkeys_file: keys.json\n"
     )
-    up(spec, settings, UpOptions.bare(timeout_s=600))
-    try:
-        key = KeyStore(tmp_path / "keys.json").create("opencode")
-        text = (
-            "routes:\n  - model: tiny-agent\n    backends: [ci-agent]\n"
-            "    defaults: {chat_template_kwargs: {enable_thinking: false}}\n"
-            "    override: {max_tokens: 16, max_completion_tokens: null}\nkeys_file: keys.json\n"
-        )
-        loaded = parse_config(text, source=tmp_path / "gw.yaml", settings=settings)
-        with UvicornThread(build_app(loaded)) as server:
-            config = tmp_path / "opencode.json"
-            args = ["connect", "opencode", "--server", server.url, "--model", "tiny-agent", "--api-key", key]
-            code, _, err = run_cli([*args, "--file", str(config)], capsys)
-            assert code == 0, err
-            options = json.loads(config.read_text())["provider"]["vllm"]["options"]
-            assert options["baseURL"] == server.url + "/v1" and options["apiKey"] == key
-            proc = _run_opencode(binary, tmp_path, "vllm/tiny-agent")
-            assert proc.returncode == 0, proc.stderr[-2000:]
-            metrics = httpx.get(f"{server.url}/metrics").text
-            ok = 'llmdeck_gateway_requests_total{key="opencode",route="tiny-agent",status="200"}'
-            served = [line for line in metrics.splitlines() if line.startswith(ok)]
-            assert served and float(served[0].rsplit(" ", 1)[1]) >= 1
-    finally:
-        down("ci-agent", settings)
+    loaded = parse_config(text, source=tmp_path / "gw.yaml", settings=session_settings)
+    with UvicornThread(build_app(loaded)) as server:
+        config = tmp_path / "opencode.json"
+        args = ["connect", "opencode", "--server", server.url, "--model", "tiny-agent", "--api-key", key]
+        code, _, err = run_cli([*args, "--file", str(config)], capsys)
+        assert code == 0, err
+        options = json.loads(config.read_text())["provider"]["vllm"]["options"]
+        assert options["baseURL"] == server.url + "/v1" and options["apiKey"] == key
+        proc = _run_opencode(binary, tmp_path, "vllm/tiny-agent")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        metrics = httpx.get(f"{server.url}/metrics").text
+        ok = 'llmdeck_gateway_requests_total{key="opencode",route="tiny-agent",status="200"}'
+        served = [line for line in metrics.splitlines() if line.startswith(ok)]
+        assert served and float(served[0].rsplit(" ", 1)[1]) >= 1
