@@ -287,24 +287,17 @@ def recommend_cmd(
 
 
 def _check_choices(engine: str, workload: str, kv_cache_dtype: str | None) -> None:
-    from typing import get_args
-
-    from llmdeck.engines.base import PlanEngine
+    from llmdeck.engines.base import PLAN_ENGINES
     from llmdeck.errors import UsageError
 
-    if engine not in get_args(PlanEngine):  # the planner's kinds of engine
+    if engine not in PLAN_ENGINES:
         raise UsageError(f"--engine {engine!r} is not known.", hint="Use --engine docker or --engine venv.")
     if workload not in {"agent", "multi-user", "long-context"}:
         raise UsageError(
             f"--workload {workload!r} is not known.", hint="Use agent, multi-user or long-context."
         )
-    if kv_cache_dtype is not None and kv_cache_dtype not in {
-        "auto",
-        "fp8",
-        "fp8_e4m3",
-        "fp8_e5m2",
-        "bfloat16",
-    }:
+    kv_dtypes = {"auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16"}
+    if kv_cache_dtype is not None and kv_cache_dtype not in kv_dtypes:
         raise UsageError(f"--kv-cache-dtype {kv_cache_dtype!r} is not known.", hint="Use auto or fp8.")
 
 

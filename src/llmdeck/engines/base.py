@@ -12,7 +12,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, ClassVar, Literal, Protocol
+from typing import IO, TYPE_CHECKING, ClassVar, Literal, Protocol, get_args
 
 from llmdeck.engines.process import Owner, ProcessIdentity
 from llmdeck.engines.spec import LaunchSpec
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from llmdeck.engines.docker import DockerCLI
 
 PlanEngine = Literal["docker", "venv"]  # how the memory planner (PlanRequest.engine) sees an engine
+PLAN_ENGINES: tuple[str, ...] = get_args(PlanEngine)
 
 
 class EngineHandle(Protocol):
