@@ -31,7 +31,14 @@ def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture()
 def unrelated_sleep() -> Iterator[subprocess.Popen[bytes]]:
     """Another program (in its own session, like any process a user runs)."""
+    import psutil
+
     proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    # Popen returns once exec has begun; /proc/PID/cmdline reads empty until the kernel has set up the
+    # new program's arguments (seen under load): wait for it, bounded.
+    deadline = time.monotonic() + 5
+    while not psutil.Process(proc.pid).cmdline() and time.monotonic() < deadline:
+        time.sleep(0.01)
     try:
         yield proc
     finally:
