@@ -68,7 +68,8 @@ integration: $(STAMP) llamacpp browser bytecode
 # llmdeck's own modules compiled once (seconds; only changed files). Where PYTHONDONTWRITEBYTECODE is
 # set (this CI's machines set it), Python never writes them, so every `python -m llmdeck` the tests
 # start compiled the package from source again (`llmdeck plan ... --json`: 0.38 s -> 0.32 s here;
-# the unit suite's time moved within its noise, 153-172 s either way).
+# the unit suite's time moved within its noise, 153-172 s either way; a clean clone's integration and
+# e2e went 1,090 s -> 855 s together with three CPU engine starts fewer, the two not measured apart).
 bytecode: $(STAMP)
 	$(BIN)/python -m compileall -q src
 
