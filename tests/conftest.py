@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from engine_helpers import cpu_engine
+from engine_helpers import AGENT_FLAGS, CAPPED_CONTEXT, OUTPUT_CAP, cpu_engine
 from repo_paths import ROOT
 
 # A suite started in the background (`cmd &`, nohup) inherits SIGINT *ignored*, and every child then
@@ -170,7 +170,6 @@ def cpu_server_plain(_cpu_servers: tuple[RunningServer, RunningServer]) -> Runni
 
 
 AGENT_CONTEXT = 40960  # Claude Code's base prompt is ~18.8k tokens and it asks for 32k out
-AGENT_FLAGS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3"]
 
 
 @pytest.fixture(scope="session")
@@ -180,14 +179,6 @@ def agent_server(session_settings: object, tiny_eos_model_dir: Path) -> Iterator
     args = ["--max-model-len", str(AGENT_CONTEXT), "--max-num-seqs", "4", *AGENT_FLAGS]
     with cpu_engine(session_settings, "ci-agents", tiny_eos_model_dir, args) as server:
         yield server
-
-
-CAPPED_CONTEXT = 32768  # Claude Code's base prompt and tools are ~19k tokens, codex's ~9k, opencode's ~12k
-# vLLM's server-wide output cap (max_new_tokens in the generation config caps every request's
-# max_tokens): the random model never stops on its own, and connect's 4,096-token output limit at
-# the CPU engine's pace made one opencode reply take minutes (and trip its compaction). The prompts
-# stay the clients' real ones.
-OUTPUT_CAP = ["--override-generation-config", '{"max_new_tokens": 48}']
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,16 @@ from typing import Any
 
 import pytest
 
+# The flags the real agent clients need (tool calls, reasoning), for conftest's agent_server and
+# capped_server.
+AGENT_FLAGS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3"]
+CAPPED_CONTEXT = 32768  # Claude Code's base prompt and tools are ~19k tokens, codex's ~9k, opencode's ~12k
+# vLLM's server-wide output cap (max_new_tokens in the generation config caps every request's
+# max_tokens): the random model never stops on its own, and connect's 4,096-token output limit at
+# the CPU engine's pace made one opencode reply take minutes (and trip its compaction). The prompts
+# stay the clients' real ones.
+OUTPUT_CAP = ["--override-generation-config", '{"max_new_tokens": 48}']
+
 
 @contextlib.contextmanager
 def cpu_engine(settings: object, name: str, model_dir: Path, vllm_args: list[str]) -> Iterator[Any]:

@@ -29,7 +29,6 @@ from test_client_traffic_integration import npm_client, project, run_cli
 # integration (the real CPU engine) and e2e (the real agent binaries): tests/e2e
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 CONTEXT = 40960  # Claude Code's base prompt is ~18.8k tokens and it asks for 32k out
-TOOL_FLAGS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3"]
 ENGINE_LINE = re.compile(r'"(?:POST|GET|HEAD) (/[^ "]*) HTTP/1\.1" (\d{3})')
 GATEWAY_LINE = re.compile(r"(POST|GET|HEAD) (/\S*) route=\S+ key=\S+ backend=\S+ status=(\d{3})")
 

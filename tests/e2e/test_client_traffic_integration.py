@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from conftest import CAPPED_CONTEXT
+from engine_helpers import CAPPED_CONTEXT
 from llmdeck.checks.traffic import recordings
 from repo_paths import ROOT
 

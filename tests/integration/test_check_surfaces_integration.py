@@ -23,7 +23,6 @@ from repo_paths import ROOT
 
 pytestmark = pytest.mark.integration
 BIG = 32768
-TOOL_FLAGS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3"]
 OK = {"pass", "inconclusive", "not_applicable"}
 
 
