@@ -155,6 +155,13 @@ def main() -> int:
     parser.add_argument("--pyproject", default="pyproject.toml", type=Path)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if not args.src.is_dir() or not args.pyproject.is_file():
+        print(
+            f"measure.py: {args.src} must be a package folder (src/llmdeck) and {args.pyproject} the "
+            "pyproject.toml with its layer contract; run it from the repository root, or give both.",
+            file=sys.stderr,
+        )
+        return 2
     result = measure(args.src, args.pyproject)
     if args.json:
         json.dump(result, sys.stdout, indent=1)
