@@ -46,9 +46,12 @@ def _start(tmp: Path, name: str, *extra: str) -> tuple[subprocess.Popen[str], Pa
     argv += ["--python", str(engine), "--port", str(port), "--name", name, "--force", *extra]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     log = tmp / "state" / "logs" / f"{name}.log"
+    record = tmp / "state" / "servers" / f"{name}.json"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if log.is_file() and "never ready" in log.read_text(errors="replace"):
+        # the engine can write its log before `up` has saved its record (seen under load): wait for both
+        started = log.is_file() and "never ready" in log.read_text(errors="replace")
+        if started and record.is_file():
             return proc, log
         if proc.poll() is not None:
             break
