@@ -56,3 +56,37 @@ def test_value_missing_is_a_usage_error() -> None:
 def test_round_trip() -> None:
     args = ["--max-model-len", "8192", "--enable-auto-tool-choice", "--no-enable-prefix-caching"]
     assert parse_vllm_flags(args).to_argv() == args
+
+
+def test_every_short_alias_of_vllm_is_kept_in_its_long_form() -> None:
+    # `-q fp8` used to become two positionals and vanish from the command llmdeck launched
+    f = parse_vllm_flags(["-q", "fp8", "-ep", "-dcp", "2", "-O3", "-asc", "4", "-dph"])
+    assert f.to_argv() == [
+        "--quantization",
+        "fp8",
+        "--enable-expert-parallel",
+        "--decode-context-parallel-size",
+        "2",
+        "--optimization-level",
+        "3",
+        "--api-server-count",
+        "4",
+        "--data-parallel-hybrid-lb",
+    ]
+    assert parse_vllm_flags(["-O", "2"]).get("optimization-level") == "2"
+    assert parse_vllm_flags(["-O=1"]).get("optimization-level") == "1"
+
+
+def test_an_unknown_short_flag_or_a_stray_word_is_an_error_not_dropped() -> None:
+    with pytest.raises(UsageError, match="does not know the vLLM flag '-x'"):
+        parse_vllm_flags(["-x", "3"])
+    with pytest.raises(UsageError, match="neither a flag nor a flag's value"):
+        parse_vllm_flags(["--max-model-len", "4096", "8192", "extra"])
+    with pytest.raises(UsageError, match="has no value"):
+        parse_vllm_flags(["-q"])
+
+
+def test_dtype_outside_vllms_choices_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="--dtype 'bf16' is not one of vLLM's choices"):
+        parse_vllm_flags(["--dtype", "bf16"]).check_values()
+    parse_vllm_flags(["--dtype", "half"]).check_values()

