@@ -311,14 +311,16 @@ def test_ssm_hybrids_the_plan_does_not_model_say_so() -> None:
 
 
 def _tested_rules() -> set[str]:
-    """The rule ids this module's tests look for (``found(plan, "rule-id")``), read from its source:
+    """The rule ids this module's tests (and test_plan_quant's) look for (``found(plan, "rule-id")``),
+    read from the source:
     the same whatever order or worker (pytest-xdist) ran the tests in."""
     import ast
 
-    tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+    sources = [Path(__file__), Path(__file__).with_name("test_plan_quant.py")]
     return {
         node.args[1].value
-        for node in ast.walk(tree)
+        for src in sources
+        for node in ast.walk(ast.parse(src.read_text(encoding="utf-8")))
         if isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)
         and node.func.id == "found"

@@ -116,6 +116,7 @@ def _print_plan(plan: Any) -> None:
     con = out_console()
     f = plan.facts
     quant = f", {f.quantization.method}" if f.quantization else ""
+    quant += " quantized while loading" if f.quantization and f.quantization.online else ""
     con.print(  # names and config values are data: escaped, never markup
         f"[bold]{esc(plan.model.name)}[/] ({esc(f'{f.architecture}, {f.kind}, {f.dtype}{quant}')}) on "
         f"[bold]{esc(plan.machine.name)}[/] — {esc(plan.machine.description)}",

