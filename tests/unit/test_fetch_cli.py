@@ -297,6 +297,29 @@ def test_real_hub_client_unreachable_endpoint_exit_1(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+def test_real_hub_client_unreachable_with_a_folder_that_is_no_model_exit_1(tmp_path: Path) -> None:
+    """huggingface_hub hands back any non-empty --local-dir when the hub is unreachable: that folder
+    (here: notes, no weights) is not reported as a download of the repo."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "todo.txt").write_text("not a model\n")
+    result = _run_real(["acme/thing", "--endpoint", CLOSED, "--local-dir", str(folder)], {}, tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert f"{folder} holds no model weights" in result.stderr and "Traceback" not in result.stderr
+    assert result.stdout == "" and (folder / "todo.txt").is_file()
+
+
+def test_real_hub_client_unreachable_with_a_complete_copy_exit_0(tmp_path: Path) -> None:
+    """A complete copy already on disk still serves when the hub is unreachable (the resume case)."""
+    folder = tmp_path / "thing"
+    write_sharded_model(folder)
+    result = _run_real(
+        ["acme/thing", "--endpoint", CLOSED, "--local-dir", str(folder), "--json"], {}, tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["verify"]["ok"] is True
+
+
 def test_real_hub_client_offline_mode_exit_2(tmp_path: Path) -> None:
     result = _run_real(["acme/thing"], {"HF_HUB_OFFLINE": "1", "HF_ENDPOINT": CLOSED}, tmp_path)
     assert result.returncode == 2, result.stderr

@@ -209,6 +209,12 @@ CASES = [
     case("quickstart:port-too-big", "quickstart --port 99999", 2, "--port"),
     case("quickstart:unknown-option", "quickstart --model x", 2, "--model"),
     case("model:make-tiny-onto-a-file", "model make-tiny {a_file}", 2, "a_file", "not a directory"),
+    case(
+        "model:make-tiny-in-proc",
+        "model make-tiny /proc/llmdeck-x",
+        2,
+        "Cannot make the folder /proc/llmdeck-x",
+    ),
     case("model:unknown-subcommand", "model shrink x", 2, "shrink"),
     case("model:make-tiny-unknown-option", "model make-tiny {tmp}/t --heads 3", 2, "--heads"),
     case("model:make-tiny-layers-zero", "model make-tiny {tmp}/t --layers 0", 2, "--layers"),
@@ -222,6 +228,8 @@ CASES = [
     case("fetch:timeout-zero", "fetch Qwen/Qwen3-0.6B --timeout 0", 2, "--timeout"),
     case("fetch:timeout-inf", "fetch Qwen/Qwen3-0.6B --timeout inf", 2, "--timeout"),
     case("fetch:local-dir-is-a-file", "fetch Qwen/Qwen3-0.6B --local-dir {a_file}", 2, "a_file"),
+    case("plan:vllm-flag-unknown-short", "plan qwen3-0.6b --machine h200 -- -x 3", 2, "'-x'", "long form"),
+    case("plan:vllm-dtype-unknown", "plan qwen3-0.6b --machine h200 -- --dtype bf16", 2, "--dtype 'bf16'"),
     case("fetch:refused-endpoint", f"fetch Qwen/Qwen3-0.6B --endpoint {DEAD}", 1, "127.0.0.1:9"),
 ]
 

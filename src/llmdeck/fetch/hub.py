@@ -18,16 +18,12 @@ from pydantic import BaseModel, Field
 
 from llmdeck import __version__
 from llmdeck.errors import DownloadError, LlmdeckError, MissingDependencyError, UsageError
-from llmdeck.fetch.verify import VerifyReport, verify_model_files
+from llmdeck.fetch.verify import MIRROR_HINT, VerifyReport, verify_download
 from llmdeck.util.http import BodyTooLarge, NotAnswering
 from llmdeck.util.pagecache import drop_files
 
 FETCH_RESULT_SCHEMA_VERSION = 1
 DEFAULT_ENDPOINT = "https://huggingface.co"
-MIRROR_HINT = (
-    "If huggingface.co is blocked or slow where you are, use a mirror: "
-    "`export HF_ENDPOINT=https://hf-mirror.com` or `--endpoint https://hf-mirror.com`."
-)
 # What `llmdeck plan` needs: the config, the tokenizer and the safetensors index (no weights).
 CONFIG_ONLY_PATTERNS: tuple[str, ...] = (
     "config.json",
@@ -71,6 +67,10 @@ class FetchResult(BaseModel):
     llmdeck_version: str = __version__
     huggingface_hub_version: str | None = None
     page_cache_dropped_bytes: int = Field(0, description="What the download left in page cache, dropped")
+
+
+def _ignore(_: str) -> None:
+    return None
 
 
 def _is_true(value: str | None) -> bool:
@@ -293,18 +293,6 @@ def _download(
         raise map_hub_error(exc, repo_id, endpoint, revision) from exc
 
 
-def _verify(target: Path, repo_id: str, sizes: Any, *, require_shards: bool) -> Any:
-    report = verify_model_files(target, expected_sizes=sizes, require_shards=require_shards)
-    if not report.ok:
-        shown = "; ".join(report.problems[:5]) + (" ..." if len(report.problems) > 5 else "")
-        raise DownloadError(
-            f"The download of {repo_id} into {target} did not verify: {shown}.",
-            hint="Delete the broken or partial files named above and run the same command again "
-            "(finished files are kept, missing ones are downloaded).",
-        )
-    return report
-
-
 def _architecture(target: Path, report: Any) -> tuple[str | None, str | None]:
     """The model's architecture and model_type from its config.json (a note when it is invalid)."""
     if (target / "config.json").is_file():
@@ -366,13 +354,13 @@ def fetch_model(
 
     started = time.monotonic()
     if not any(_is_true(env.get(v)) for v in OFFLINE_VARS):
-        if on_wait:
-            on_wait(f"asking {effective_endpoint} about {repo_id} (up to {answer_timeout_s:g} s)")
+        (on_wait or _ignore)(f"asking {effective_endpoint} about {repo_id} (up to {answer_timeout_s:g} s)")
         check_answers(effective_endpoint, repo_id, revision, answer_timeout_s)
     _download(huggingface_hub, repo_id, revision, target, patterns, effective_endpoint, answer_timeout_s)
 
     sizes = _hub_sizes(effective_endpoint, repo_id, revision)
-    report = _verify(target, repo_id, sizes, require_shards=not config_only and not include)
+    whole = not (config_only or include)
+    report = verify_download(target, repo_id, sizes, require_shards=whole, endpoint=effective_endpoint)
     files = [p for p in target.rglob("*") if p.is_file() and ".cache" not in p.relative_to(target).parts]
     arch, model_type = _architecture(target, report)
     dropped = 0 if keep_page_cache else drop_files(files)

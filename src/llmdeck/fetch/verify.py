@@ -1,6 +1,7 @@
 """Verify a downloaded model folder without loading it.
 
-* every shard named in ``*.safetensors.index.json`` exists (unless only the config was fetched);
+* every shard named in ``*.safetensors.index.json`` exists, and a whole-repo fetch holds at least one
+  weight file (unless only the config or ``--include`` patterns were fetched);
 * every ``*.safetensors`` file's header parses, and its tensors exactly cover the data section
   (a truncated or overwritten file fails here without reading the tensor data);
 * file sizes match the hub's metadata, when it is known.
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from llmdeck.errors import DownloadError
 from llmdeck.formats.model_folder import read_index_weight_map
 from llmdeck.formats.safetensors import SafetensorsHeaderError, read_safetensors_header
 
@@ -33,7 +35,15 @@ class VerifyReport(BaseModel):
     missing_files: list[str] = Field(default_factory=list)
     problems: list[str] = Field(default_factory=list)
     sizes_checked: bool = False
+    no_weights: bool = Field(False, description="a full fetch whose folder holds no weight file at all")
     notes: list[str] = Field(default_factory=list)
+
+
+MIRROR_HINT = (
+    "If huggingface.co is blocked or slow where you are, use a mirror: "
+    "`export HF_ENDPOINT=https://hf-mirror.com` or `--endpoint https://hf-mirror.com`."
+)
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 
 
 def _index_shards(local_dir: Path, report: VerifyReport) -> set[str]:
@@ -72,6 +82,9 @@ def verify_model_files(
     files = sorted(
         p for p in local_dir.rglob("*") if p.is_file() and ".cache" not in p.relative_to(local_dir).parts
     )
+    if require_shards and not any(p.name.endswith(WEIGHT_SUFFIXES) for p in files):
+        report.no_weights = True
+        report.problems.append("the folder holds no weight file (*.safetensors, *.bin, *.pt, *.pth, *.gguf)")
     sizes = expected_sizes or {}
     report.sizes_checked = expected_sizes is not None
     if expected_sizes is None:
@@ -96,4 +109,28 @@ def verify_model_files(
             report.problems.append(f"{rel}: {check.problem}")
         report.checked_files.append(check)
     report.ok = not report.problems
+    return report
+
+
+def verify_download(
+    target: Path, repo_id: str, sizes: dict[str, int] | None, *, require_shards: bool, endpoint: str
+) -> VerifyReport:
+    """Verify what a fetch left in ``target``; DownloadError (exit 1) naming what is wrong."""
+    report = verify_model_files(target, expected_sizes=sizes, require_shards=require_shards)
+    if report.no_weights and sizes is None:
+        # huggingface_hub, when the hub cannot be reached, hands back any non-empty --local-dir as
+        # it is ("Returning existing local_dir"): that is no copy of the model
+        raise DownloadError(
+            f"Cannot reach {endpoint} to download {repo_id}, and {target} holds no model weights "
+            "(huggingface_hub handed back the folder as it was, without downloading anything).",
+            hint="Check the network (and any proxy variables), then fetch again; use an empty or new "
+            "--local-dir. " + MIRROR_HINT,
+        )
+    if not report.ok:
+        shown = "; ".join(report.problems[:5]) + (" ..." if len(report.problems) > 5 else "")
+        raise DownloadError(
+            f"The download of {repo_id} into {target} did not verify: {shown}.",
+            hint="Delete the broken or partial files named above and run the same command again "
+            "(finished files are kept, missing ones are downloaded).",
+        )
     return report

@@ -262,6 +262,13 @@ def make_tiny_model(
     from safetensors.numpy import save_file
 
     started = time.monotonic()
+    try:  # /proc/x, a read-only mount, a full disk: one sentence, not an internal error
+        dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ModelPathError(
+            f"Cannot make the folder {dir}: {exc.strerror or exc}.",
+            hint="Pick a path in a folder you can write to.",
+        ) from exc
     clear_made_dir(dir, "tiny model", LEGACY_MARKERS)
     mark_made(dir, "tiny model")
 
