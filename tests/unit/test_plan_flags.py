@@ -90,3 +90,19 @@ def test_dtype_outside_vllms_choices_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="--dtype 'bf16' is not one of vLLM's choices"):
         parse_vllm_flags(["--dtype", "bf16"]).check_values()
     parse_vllm_flags(["--dtype", "half"]).check_values()
+
+
+def test_a_flag_that_takes_several_values_keeps_them_all() -> None:
+    f = parse_vllm_flags(["--cudagraph-capture-sizes", "1", "2", "4", "--max-model-len", "8192"])
+    assert f.get("cudagraph-capture-sizes") == "1" and f.get_int("max-model-len") == 8192
+    assert f.to_argv() == ["--cudagraph-capture-sizes", "1", "2", "4", "--max-model-len", "8192"]
+    f.set("cudagraph-capture-sizes", "8")
+    assert f.to_argv() == ["--cudagraph-capture-sizes", "8", "--max-model-len", "8192"]
+
+
+def test_several_served_names_are_refused_by_the_plan() -> None:
+    from llmdeck.plan.planner import PlanRequest, make_plan
+
+    req = PlanRequest(model="Qwen3-0.6B", machine="h200", vllm_args=["--served-model-name", "a", "b"])
+    with pytest.raises(UsageError, match="several names"):
+        make_plan(req)

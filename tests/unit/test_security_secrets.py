@@ -244,3 +244,17 @@ def test_a_password_in_a_url_is_not_echoed(tmp_path: Path, capsys: pytest.Captur
     code, out, err = run_cli(["bench", f"http://bob:pw-9876@127.0.0.1:{port}", "--num-prompts", "1"], capsys)
     assert code == 1, err
     assert "pw-9876" not in out + err and "127.0.0.1" in err
+
+
+def test_several_api_keys_are_refused_rather_than_one_left_on_the_command_line() -> None:
+    """vLLM's --api-key takes several keys; the environment carries one: a second would stay in argv."""
+    from llmdeck.engines.secrets import split_secrets
+    from llmdeck.errors import UsageError
+
+    spec = LaunchSpec(model="/m", vllm_args=["--api-key", SECRET, "second-key", "--max-model-len", "8"])
+    with pytest.raises(UsageError, match="several values"):
+        split_secrets(spec)
+    clean, secrets = split_secrets(
+        spec.model_copy(update={"vllm_args": ["--api-key", SECRET, "--enforce-eager"]})
+    )
+    assert secrets == {"VLLM_API_KEY": SECRET} and clean.vllm_args == ["--enforce-eager"]

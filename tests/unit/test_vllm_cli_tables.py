@@ -11,7 +11,13 @@ import pytest
 
 from llmdeck.plan.flags import parse_vllm_flags
 from llmdeck.plan.quant import VLLM_QUANTIZATION_METHODS
-from llmdeck.plan.vllm_cli import BOOLEAN_FLAGS, KV_CACHE_DTYPES, MODEL_DTYPES, SHORT_ALIASES
+from llmdeck.plan.vllm_cli import (
+    BOOLEAN_FLAGS,
+    KV_CACHE_DTYPES,
+    MODEL_DTYPES,
+    MULTI_VALUE_FLAGS,
+    SHORT_ALIASES,
+)
 from repo_paths import ROOT
 
 DUMPS = sorted((ROOT / "evidence" / "plan" / "vllm-cli").glob("vllm-*.json"))
@@ -34,6 +40,7 @@ def test_tables_cover_the_real_parser(dump: Path) -> None:
     assert set(d["choices"]["dtype"]) == set(MODEL_DTYPES)
     assert set(d["choices"]["kv-cache-dtype"]) <= set(KV_CACHE_DTYPES)
     assert set(d["quantization_methods"]) <= VLLM_QUANTIZATION_METHODS
+    assert set(d.get("multi_value_flags", [])) <= MULTI_VALUE_FLAGS  # dumps since dump_cli wrote them
 
 
 @pytest.mark.parametrize("dump", DUMPS, ids=[p.stem for p in DUMPS])

@@ -1,5 +1,6 @@
-"""Dump the `vllm serve` command line an installed vLLM accepts: its boolean flags, short aliases and
-the choices llmdeck checks (``--dtype``, ``--kv-cache-dtype``), with ``--quantization``'s methods.
+"""Dump the `vllm serve` command line an installed vLLM accepts: its boolean flags, the flags that take
+several values, short aliases, the choices llmdeck checks (``--dtype``, ``--kv-cache-dtype``) and
+``--quantization``'s methods.
 
     python evidence/plan/vllm-cli/dump_cli.py > evidence/plan/vllm-cli/vllm-X.Y.Z.json
 
@@ -29,6 +30,7 @@ def main() -> int:
     from vllm.model_executor.layers.quantization import QuantizationMethods
 
     booleans: set[str] = set()
+    multi: set[str] = set()
     short: dict[str, str] = {}
     choices: dict[str, list[str]] = {}
     for action in _parser()._actions:
@@ -38,6 +40,8 @@ def main() -> int:
         name = longs[0][2:]
         if action.nargs == 0 and name != "help":
             booleans.update(o[2:] for o in longs if not o.startswith("--no-"))
+        if action.nargs in ("+", "*"):
+            multi.add(name)
         for o in action.option_strings:
             if not o.startswith("--"):
                 short[o] = name
@@ -46,6 +50,7 @@ def main() -> int:
     out = {
         "vllm_version": vllm.__version__,
         "boolean_flags": sorted(booleans),
+        "multi_value_flags": sorted(multi),
         "short_aliases": dict(sorted(short.items())),
         "choices": choices,
         "quantization_methods": sorted(get_args(QuantizationMethods)),

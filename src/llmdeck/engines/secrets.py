@@ -32,6 +32,13 @@ def split_secrets(spec: LaunchSpec) -> tuple[LaunchSpec, dict[str, str]]:
                 args.append(arg)
                 continue
             value, i = argv[i], i + 1
+            if i < len(argv) and not argv[i].startswith("-"):  # --api-key K1 K2: vLLM takes several
+                raise UsageError(
+                    f"{flag} is given several values; llmdeck passes one secret to the engine, through "
+                    "its environment (a second one would stay on the command line, for `ps` to show).",
+                    hint="Give one key, or put the gateway in front (`llmdeck keys create NAME`) for one "
+                    "key per client.",
+                )
         if flag not in SECRET_FLAGS:  # a flag vLLM has no variable for: kept (redacted when shown)
             args += [flag, value]
             continue

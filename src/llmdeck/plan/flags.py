@@ -12,7 +12,13 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from llmdeck.errors import UsageError
-from llmdeck.plan.vllm_cli import BOOLEAN_FLAGS, KV_CACHE_DTYPES, MODEL_DTYPES, SHORT_ALIASES
+from llmdeck.plan.vllm_cli import (
+    BOOLEAN_FLAGS,
+    KV_CACHE_DTYPES,
+    MODEL_DTYPES,
+    MULTI_VALUE_FLAGS,
+    SHORT_ALIASES,
+)
 from llmdeck.util.jsonsafe import loads as _json_loads
 
 # Whole-number flags vLLM refuses below 1 (argparse accepts them; the engine config dies on them).
@@ -34,6 +40,9 @@ class VllmFlags(BaseModel):
     """Parsed flags: ``values`` maps flag name (no dashes prefix) to its value, in order."""
 
     values: dict[str, str | bool] = Field(default_factory=dict)
+    more: dict[str, list[str]] = Field(
+        default_factory=dict, description="the values after the first of a flag that takes several"
+    )
     positional: list[str] = Field(default_factory=list)
 
     def get(self, name: str) -> str | bool | None:
@@ -114,9 +123,11 @@ class VllmFlags(BaseModel):
 
     def set(self, name: str, value: str | bool) -> None:
         self.values[name] = value
+        self.more.pop(name, None)
 
     def remove(self, name: str) -> None:
         self.values.pop(name, None)
+        self.more.pop(name, None)
 
     def to_argv(self, *, skip: frozenset[str] = frozenset()) -> list[str]:
         """Render the flags back to ``vllm serve`` argv (``--no-x`` for False booleans; no positionals)."""
@@ -129,7 +140,7 @@ class VllmFlags(BaseModel):
             elif value is False:
                 argv.append(f"--no-{name}")
             else:
-                argv.extend([f"--{name}", value])
+                argv.extend([f"--{name}", value, *self.more.get(name, [])])
         return argv
 
 
@@ -187,7 +198,18 @@ def _take(flags: VllmFlags, tokens: list[str], i: int) -> int:
             hint=f"Write {tok} VALUE (or {tok}=VALUE); boolean flags llmdeck knows take none.",
         )
     flags.set(name, nxt)
-    return 2
+    return 2 + _take_more(flags, name, tokens, i + 2)
+
+
+def _take_more(flags: VllmFlags, name: str, tokens: list[str], j: int) -> int:
+    """The further values of a flag vLLM reads several of (``--cudagraph-capture-sizes 1 2 4``)."""
+    if name not in MULTI_VALUE_FLAGS:
+        return 0
+    taken = 0
+    while j + taken < len(tokens) and not tokens[j + taken].startswith("-"):
+        flags.more.setdefault(name, []).append(tokens[j + taken])
+        taken += 1
+    return taken
 
 
 def _take_short(flags: VllmFlags, tok: str, nxt: str | None) -> int:

@@ -337,6 +337,11 @@ def build_spec(req: PlanRequest, resolved: ResolvedModel, flags: VllmFlags, imag
     if resolved.local_path:
         env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     served = flags.get("served-model-name")
+    if flags.more.get("served-model-name"):
+        raise UsageError(
+            "--served-model-name is given several names; an llmdeck server answers to one.",
+            hint="Give one name; the gateway's aliases (`llmdeck gateway up`) give a model more.",
+        )
     host = flags.get("host")
     engine = get_engine(req.engine)
     return LaunchSpec(

