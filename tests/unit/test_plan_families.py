@@ -223,3 +223,21 @@ def test_gpt_oss_120b_at_vllms_default_max_num_seqs_within_2_percent() -> None:
     mem = make_plan(req, catalog=load_catalog(), raise_if_impossible=False).memory
     assert mem.layout.blocks_per_request(32768) == 2048 + 520 + 1  # full + sliding (127 + 8192 tokens)
     assert mem.capacity.kv_cache_tokens == pytest.approx(1_348_462, rel=0.02)
+
+
+def test_nemotron_h_mamba2_blocks_as_vllm_lays_them_out() -> None:
+    """Nemotron-Nano-9B-v2 (hybrid_override_pattern M/*/-): vLLM 0.22.0 on the H200 printed
+    `Setting attention block size to 1312 tokens`, `Add 1 padding layers` and loaded 16.58 GiB
+    (evidence/plan/families/results-round2/logs/run-4-nemotron-nano-9b-v2.log)."""
+    f = facts("nemotron-nano-9b-v2")
+    assert f.is_hybrid and f.mamba_ssm_dtype == "float32"  # NemotronHForCausalLMConfig's default
+    assert (f.linear_attention_layers, f.full_attention_layers, f.types.count("mlp")) == (27, 4, 25)
+    assert f.attention_layers == 4
+    lay = kv_layout(f, settings(32768, max_num_batched_tokens=8192))
+    # conv (3 x (128 x 80 + 2 x 8 x 128) x 2 B) + SSM (128 x 80 x 128 x 4 B), padded up to the
+    # attention page: 1312 tokens x 2 x 8 x 128 x 2 B
+    assert lay.mamba_state_bytes_per_layer == 3 * 12288 * 2 + 128 * 80 * 128 * 4
+    assert lay.block_size == 1312 and lay.page_size_bytes == 1312 * 4096
+    # four attention layers set the group size: the 27 Mamba-2 layers fill 7 groups (one padded)
+    assert lay.group_size == 4 and [g.kind for g in lay.groups].count("mamba") == 7
+    assert weight_bytes(f) / GIB == pytest.approx(16.58, abs=0.05)

@@ -301,9 +301,16 @@ def test_fp8_block_checkpoint_tp4_is_refused() -> None:
     )
 
 
-def test_ssm_hybrids_the_plan_does_not_model_say_so() -> None:
-    nemotron = str(FAMILIES / "nemotron-nano-9b-v2")
-    (f,) = found(plan(nemotron, []), "ssm-hybrid-not-modelled")
+def test_ssm_hybrids_the_plan_does_not_model_say_so(tmp_path: Path) -> None:
+    import json
+
+    nemotron = FAMILIES / "nemotron-nano-9b-v2"
+    assert not found(plan(str(nemotron), []), "ssm-hybrid-not-modelled")  # M/*/- blocks: modelled
+    # Nemotron-3's MoE blocks (E in hybrid_override_pattern) are not: all layers count as attention
+    cfg = json.loads((nemotron / "config.json").read_text())
+    cfg["hybrid_override_pattern"] = cfg["hybrid_override_pattern"].replace("-", "E")
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    (f,) = found(plan(str(tmp_path), []), "ssm-hybrid-not-modelled")
     assert f.severity == "warning" and "56 layers as attention" in f.message
     assert not found(
         plan(str(FAMILIES / "qwen3-next-80b-a3b"), []), "ssm-hybrid-not-modelled"

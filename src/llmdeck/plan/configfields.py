@@ -28,6 +28,10 @@ MLA_MODEL_TYPES = {
     "AXK1",
 }
 LINEAR_TYPES = {"linear_attention", "mamba", "gated_deltanet"}
+# Nemotron-H's hybrid_override_pattern, one block a layer (vllm 0.22.0 models/nemotron_h.py): M a Mamba-2
+# mixer (a constant state), * attention (KV), - an MLP (neither). E (MoE) is not modelled: such a pattern
+# is left unread, and the lint says so.
+NEMOTRON_H_BLOCKS = {"M": "mamba", "*": "full_attention", "-": "mlp"}
 SLIDING_TYPES = {"sliding_attention", "sliding_window", "local_attention"}
 
 
@@ -55,6 +59,9 @@ def cfg_first(cfg: dict[str, Any], keys: tuple[str, ...], default: Any = 0) -> A
 def layer_kinds(t: dict[str, Any], n_layers: int, source: str) -> list[str]:
     """Per-layer attention kind, normalized; [] for a plain decoder (all full attention)."""
     raw = [str(x) for x in cfg_get(t, "layer_types", [])]
+    pattern = t.get("hybrid_override_pattern")
+    if not raw and isinstance(pattern, str) and pattern and set(pattern) <= set(NEMOTRON_H_BLOCKS):
+        raw = [NEMOTRON_H_BLOCKS[c] for c in pattern]
     interval = t.get("full_attention_interval")
     if not raw and isinstance(interval, int) and interval > 0:
         raw = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(n_layers)]
@@ -72,6 +79,8 @@ def layer_kinds(t: dict[str, Any], n_layers: int, source: str) -> list[str]:
             out.append("sliding_attention")
         elif x in {"chunked_attention"}:
             out.append("chunked_attention")
+        elif x == "mlp":
+            out.append("mlp")
         else:
             out.append("full_attention")
     return out
@@ -133,11 +142,27 @@ def linear_fields(t: dict[str, Any]) -> dict[str, Any]:
     keys += ("linear_num_key_heads", "linear_num_value_heads", "mtp_num_hidden_layers")
     out: dict[str, Any] = {k: int(cfg_get(t, k, 0)) for k in keys}
     out["mamba_ssm_dtype"] = t.get("mamba_ssm_dtype")
+    out |= mamba2_fields(t)
     raw = t.get("rope_parameters")
     rope: dict[str, Any] = raw if isinstance(raw, dict) else {}
     out["partial_rotary_factor"] = float(
         cfg_get(t, "partial_rotary_factor", cfg_get(rope, "partial_rotary_factor", 1.0))
     )
+    return out
+
+
+def mamba2_fields(t: dict[str, Any]) -> dict[str, Any]:
+    """Mamba-2 mixer sizes (Nemotron-H). vLLM keeps Nemotron-H's SSM state in float32 unless the
+    config names ``mamba_ssm_cache_dtype`` (0.22.0 models/config.py NemotronHForCausalLMConfig)."""
+    out: dict[str, Any] = {
+        "mamba_num_heads": int(cfg_get(t, "mamba_num_heads", 0)),
+        "mamba_head_dim": int(cfg_get(t, "mamba_head_dim", 0)),
+        "ssm_state_size": int(cfg_get(t, "ssm_state_size", 0)),
+        "mamba_n_groups": int(cfg_first(t, ("n_groups", "mamba_n_groups"), 0) or 0),
+        "mamba_conv_kernel": int(cfg_first(t, ("conv_kernel", "mamba_d_conv"), 4) or 4),
+    }
+    if t.get("model_type") == "nemotron_h" and out["mamba_num_heads"]:
+        out["mamba_ssm_dtype"] = str(t.get("mamba_ssm_cache_dtype") or "float32")
     return out
 
 

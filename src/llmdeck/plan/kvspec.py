@@ -125,7 +125,13 @@ def resolve_kv_cache_dtype(facts: ModelFacts, flag: str) -> str:
 
 
 def mamba_state_bytes(facts: ModelFacts, tp: int, spec_tokens: int) -> int:
-    """Gated-DeltaNet state of one layer: conv (model dtype) + SSM (``mamba_ssm_dtype``)."""
+    """Gated-DeltaNet state of one layer: conv (model dtype) + SSM (``mamba_ssm_dtype``); a Mamba-2
+    mixer's as vllm 0.22.0 mamba_utils.py:162-187 (mamba2_state_shape) shapes it."""
+    if facts.mamba_num_heads:
+        heads, hd, state = facts.mamba_num_heads, facts.mamba_head_dim, facts.ssm_state_size
+        conv_dim = (heads * hd + 2 * facts.mamba_n_groups * state) // tp
+        conv = conv_dim * (facts.mamba_conv_kernel - 1 + spec_tokens) * facts.dtype_bytes
+        return conv + heads // tp * hd * state * facts.ssm_dtype_bytes
     nk, nv = facts.linear_num_key_heads // tp, facts.linear_num_value_heads // tp
     dk, dv = facts.linear_key_head_dim, facts.linear_value_head_dim
     conv_dim = 2 * nk * dk + nv * dv

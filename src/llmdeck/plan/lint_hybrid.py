@@ -141,8 +141,8 @@ UNMODELLED_SSM_ARCHITECTURES = frozenset(
     ],
 )
 def _r_ssm_not_modelled(ctx: LintContext, meta: Rule) -> list[Finding]:
-    if ctx.facts.architecture not in UNMODELLED_SSM_ARCHITECTURES:
-        return []
+    if ctx.facts.architecture not in UNMODELLED_SSM_ARCHITECTURES or ctx.facts.linear_attention_layers:
+        return []  # Nemotron-H's M/*/- patterns are modelled (plan/params.py, kvspec.mamba_state_bytes)
     return [
         finding(
             meta,

@@ -98,7 +98,7 @@ class ModelFacts(BaseModel):
     decoder_sparse_step: int = 1
     mlp_only_layers: list[int] = Field(default_factory=list)
     expert_bias: bool = False
-    # per layer: full_attention | sliding_attention | linear_attention | chunked_attention
+    # per layer: full_attention | sliding_attention | linear_attention | chunked_attention | mlp (no KV)
     layer_types: list[str] = Field(default_factory=list)
     linear_conv_kernel_dim: int = 0
     linear_key_head_dim: int = 0
@@ -106,6 +106,12 @@ class ModelFacts(BaseModel):
     linear_num_key_heads: int = 0
     linear_num_value_heads: int = 0
     mamba_ssm_dtype: str | None = None
+    # Mamba-2 mixers (Nemotron-H: layer_types "linear_attention" for M, "mlp" for -)
+    mamba_num_heads: int = 0
+    mamba_head_dim: int = 0
+    ssm_state_size: int = 0
+    mamba_n_groups: int = 0
+    mamba_conv_kernel: int = 4
     mtp_num_hidden_layers: int = 0
     partial_rotary_factor: float = 1.0
     # multimodal / quantization
@@ -149,7 +155,7 @@ class ModelFacts(BaseModel):
 
     @property
     def attention_layers(self) -> int:
-        return sum(1 for t in self.types if t != "linear_attention")
+        return sum(1 for t in self.types if t not in ("linear_attention", "mlp"))
 
     @property
     def linear_attention_layers(self) -> int:

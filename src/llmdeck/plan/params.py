@@ -87,6 +87,28 @@ def _mlp(f: ModelFacts, p: str, i: int) -> list[Module]:
     return mods
 
 
+def _nemotron_h_block(f: ModelFacts, p: str, layer_type: str) -> list[Module]:
+    """One Nemotron-H layer: a norm and ONE mixer (vllm 0.22.0 models/nemotron_h.py): a Mamba-2 mixer
+    (in_proj to 2 x inner + 2 x groups x state + heads, conv1d with bias, A/D/dt_bias, a gated norm,
+    out_proj), attention, or a non-gated (relu2) MLP."""
+    h = f.hidden_size
+    mods: list[Module] = [(f"{p}.norm", h, False)]
+    if layer_type == "linear_attention":
+        heads, inner = f.mamba_num_heads, f.mamba_num_heads * f.mamba_head_dim
+        conv_dim = inner + 2 * f.mamba_n_groups * f.ssm_state_size
+        mods += [
+            (f"{p}.mixer.in_proj", h * (inner + conv_dim + heads), True),
+            (f"{p}.mixer.conv1d", conv_dim * (f.mamba_conv_kernel + 1), False),
+            (f"{p}.mixer.ssm", 3 * heads + inner, False),
+            (f"{p}.mixer.out_proj", inner * h, True),
+        ]
+    elif layer_type == "mlp":
+        mods.append((f"{p}.mixer", 2 * h * f.intermediate_size, True))
+    else:
+        mods += _gqa_attention(f, p)
+    return mods
+
+
 def modules(f: ModelFacts) -> list[Module]:
     """Every parameter-holding module of the language model (no vision tower, no MTP head)."""
     h = f.hidden_size
@@ -95,6 +117,9 @@ def modules(f: ModelFacts) -> list[Module]:
         mods.append(("lm_head", f.vocab_size * h, False))
     for i, layer_type in enumerate(f.types):
         p = f"model.layers.{i}"
+        if f.mamba_num_heads:
+            mods += _nemotron_h_block(f, p, layer_type)
+            continue
         mods.append((f"{p}.norms", 2 * h, False))
         if layer_type == "linear_attention":
             mods += _linear_attention(f, p)
