@@ -241,3 +241,18 @@ def test_nemotron_h_mamba2_blocks_as_vllm_lays_them_out() -> None:
     # four attention layers set the group size: the 27 Mamba-2 layers fill 7 groups (one padded)
     assert lay.group_size == 4 and [g.kind for g in lay.groups].count("mamba") == 7
     assert weight_bytes(f) / GIB == pytest.approx(16.58, abs=0.05)
+
+
+def test_nemotron_h_pipeline_stages_count_the_kv_of_their_own_layers() -> None:
+    """PP=2 over 56 layers: the MLP blocks hold no KV, so a stage's layers are the pattern's, not the
+    KV specs' positions (which would leave the second stage three Mamba layers instead of a group)."""
+    from llmdeck.plan.parallel import plan_stages
+
+    f = facts("nemotron-nano-9b-v2")
+    s = settings(32768, max_num_batched_tokens=8192, pipeline_parallel_size=2)
+    attn = [i for i, t in enumerate(f.types) if t == "full_attention"]
+    assert attn == [14, 21, 30, 39]
+    stages = plan_stages(f, s, kv_layout(f, s)).stages
+    assert [st.layers for st in stages] == [[0, 28], [28, 56]]
+    # each worker holds whole Mamba groups of 4 layers: a block is 4 pages there
+    assert [st.kv_bytes_per_block for st in stages] == [4 * 1312 * 4096] * 2

@@ -116,12 +116,16 @@ def stage_weight_bytes(
     return int(weights) + f.rotary_cache_bytes()
 
 
-def stage_bytes_per_block(layout: KVLayout, specs: list[LayerSpec], start: int, end: int) -> int:
-    """One block on a worker holding layers [start, end): the largest projected group's bytes."""
+def stage_bytes_per_block(
+    layout: KVLayout, specs: list[LayerSpec], start: int, end: int, layers: list[int] | None = None
+) -> int:
+    """One block on a worker holding layers [start, end): the largest projected group's bytes.
+    ``layers[k]`` is the model layer of ``specs[k]`` (Nemotron-H's MLP blocks have no spec)."""
+    at = layers if layers is not None else list(range(len(specs)))
     if len(layout.groups) == 1:
-        return sum(layout.block_size * x.bytes_per_token for x in specs[start:end])
+        return sum(layout.block_size * x.bytes_per_token for x, i in zip(specs, at) if start <= i < end)
     members: dict[LayerSpec, list[int]] = {}
-    for i, spec in enumerate(specs):
+    for spec, i in zip(specs, at):
         members.setdefault(spec, []).append(i)
     size = layout.group_size
     most = 0
@@ -136,6 +140,7 @@ def plan_stages(f: ModelFacts, s: ServeSettings, layout: KVLayout) -> ParallelPl
     """Weights and KV block size per stage (available memory is filled in by the memory plan)."""
     tp, pp = max(1, s.tensor_parallel_size), max(1, s.pipeline_parallel_size)
     specs = layer_specs(f, s, layout.kv_cache_dtype)
+    kv_layers = [i for i, t in enumerate(f.types) if t != "mlp"][: len(specs)]
     stages: list[StagePlan] = []
     start = 0
     for rank, count in enumerate(pp_partition(f.num_hidden_layers, pp)):
@@ -149,7 +154,7 @@ def plan_stages(f: ModelFacts, s: ServeSettings, layout: KVLayout) -> ParallelPl
                 embedding=first or (f.tie_word_embeddings and last),
                 lm_head=last,
                 weights_gib=weights / GIB,
-                kv_bytes_per_block=stage_bytes_per_block(layout, specs, start, end),
+                kv_bytes_per_block=stage_bytes_per_block(layout, specs, start, end, kv_layers),
             )
         )
         start = end
