@@ -123,9 +123,11 @@ def stage_bytes_per_block(
     ``layers[k]`` is the model layer of ``specs[k]`` (Nemotron-H's MLP blocks have no spec)."""
     at = layers if layers is not None else list(range(len(specs)))
     if len(layout.groups) == 1:
-        return sum(layout.block_size * x.bytes_per_token for x, i in zip(specs, at) if start <= i < end)
+        return sum(
+            layout.block_size * x.bytes_per_token for x, i in zip(specs, at, strict=True) if start <= i < end
+        )
     members: dict[LayerSpec, list[int]] = {}
-    for spec, i in zip(specs, at):
+    for spec, i in zip(specs, at, strict=True):
         members.setdefault(spec, []).append(i)
     size = layout.group_size
     most = 0
