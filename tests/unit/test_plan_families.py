@@ -256,3 +256,18 @@ def test_nemotron_h_pipeline_stages_count_the_kv_of_their_own_layers() -> None:
     assert [st.layers for st in stages] == [[0, 28], [28, 56]]
     # each worker holds whole Mamba groups of 4 layers: a block is 4 pages there
     assert [st.kv_bytes_per_block for st in stages] == [4 * 1312 * 4096] * 2
+
+
+def test_nemotron_3_nano_moe_blocks() -> None:
+    """NVIDIA-Nemotron-3-Nano-30B-A3B (pattern M/E/*: 23 Mamba-2, 23 MoE, 6 attention): its relu2
+    experts have two matrices (up, down), so the model is the published 31.6B parameters (63.2 GB in
+    bf16); only the 6 attention layers hold KV and the 23 Mamba layers make 4 groups of 6."""
+    f = facts("nemotron-3-nano-30b-a3b")
+    assert (f.linear_attention_layers, f.attention_layers, f.types.count("moe")) == (23, 6, 23)
+    assert language_model_params(f) / 1e9 == pytest.approx(31.6, abs=0.05)
+    assert weight_bytes(f) / 1e9 == pytest.approx(63.2, abs=0.1)
+    lay = kv_layout(f, settings(131072, max_num_batched_tokens=8192))
+    # conv 3 x (4096 + 2 x 8 x 128) x 2 B + SSM 64 x 64 x 128 x 4 B (mamba_ssm_cache_dtype float32)
+    assert lay.mamba_state_bytes_per_layer == 3 * 6144 * 2 + 64 * 64 * 128 * 4
+    assert lay.block_size == 16 * 131 and lay.attn_bytes_per_token_per_layer == 2 * 2 * 128 * 2
+    assert lay.group_size == 6 and [g.kind for g in lay.groups].count("mamba") == 4

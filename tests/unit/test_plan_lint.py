@@ -306,9 +306,11 @@ def test_ssm_hybrids_the_plan_does_not_model_say_so(tmp_path: Path) -> None:
 
     nemotron = FAMILIES / "nemotron-nano-9b-v2"
     assert not found(plan(str(nemotron), []), "ssm-hybrid-not-modelled")  # M/*/- blocks: modelled
-    # Nemotron-3's MoE blocks (E in hybrid_override_pattern) are not: all layers count as attention
+    assert not found(plan(str(FAMILIES / "nemotron-3-nano-30b-a3b"), []), "ssm-hybrid-not-modelled")
+    # a Mamba-2 model without Nemotron-H's layer pattern is not: all its layers count as attention
     cfg = json.loads((nemotron / "config.json").read_text())
-    cfg["hybrid_override_pattern"] = cfg["hybrid_override_pattern"].replace("-", "E")
+    cfg["architectures"] = ["FalconH1ForCausalLM"]
+    del cfg["hybrid_override_pattern"]
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     (f,) = found(plan(str(tmp_path), []), "ssm-hybrid-not-modelled")
     assert f.severity == "warning" and "56 layers as attention" in f.message

@@ -29,9 +29,10 @@ MLA_MODEL_TYPES = {
 }
 LINEAR_TYPES = {"linear_attention", "mamba", "gated_deltanet"}
 # Nemotron-H's hybrid_override_pattern, one block a layer (vllm 0.22.0 models/nemotron_h.py): M a Mamba-2
-# mixer (a constant state), * attention (KV), - an MLP (neither). E (MoE) is not modelled: such a pattern
-# is left unread, and the lint says so.
-NEMOTRON_H_BLOCKS = {"M": "mamba", "*": "full_attention", "-": "mlp"}
+# mixer (a constant state), * attention (KV), - an MLP and E a MoE (neither). Another letter leaves the
+# pattern unread, and the lint says so.
+NEMOTRON_H_BLOCKS = {"M": "mamba", "*": "full_attention", "-": "mlp", "E": "moe"}
+NO_KV_TYPES = ("mlp", "moe")  # layers that hold neither KV nor a state
 SLIDING_TYPES = {"sliding_attention", "sliding_window", "local_attention"}
 
 
@@ -79,8 +80,8 @@ def layer_kinds(t: dict[str, Any], n_layers: int, source: str) -> list[str]:
             out.append("sliding_attention")
         elif x in {"chunked_attention"}:
             out.append("chunked_attention")
-        elif x == "mlp":
-            out.append("mlp")
+        elif x in NO_KV_TYPES:
+            out.append(x)
         else:
             out.append("full_attention")
     return out
@@ -115,7 +116,9 @@ def moe_fields(t: dict[str, Any]) -> dict[str, Any]:
         "moe_intermediate_size": int(
             cfg_get(t, "moe_intermediate_size", cfg_get(t, "intermediate_size", 0) if experts else 0)
         ),
-        "shared_expert_intermediate_size": int(cfg_get(t, "shared_expert_intermediate_size", 0)),
+        "shared_expert_intermediate_size": int(
+            cfg_first(t, ("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"), 0) or 0
+        ),
         "n_shared_experts": int(cfg_get(t, "n_shared_experts", 0)),
         "first_k_dense_replace": int(cfg_get(t, "first_k_dense_replace", 0)),
         "moe_layer_freq": int(cfg_get(t, "moe_layer_freq", 1)),

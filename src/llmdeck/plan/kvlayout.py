@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from llmdeck.plan.configfields import NO_KV_TYPES
 from llmdeck.plan.kvspec import (
     KVGroup,
     KVLayout,
@@ -39,7 +40,7 @@ def layer_specs(facts: ModelFacts, s: ServeSettings, kv_dtype: str) -> list[Laye
     # vllm 0.22.0 model_executor/models/gemma3n.py:350-400 (the last num_kv_shared_layers layers).
     own_kv = len(facts.types) - max(0, facts.num_kv_shared_layers)
     for t in facts.types[:own_kv]:
-        if t == "mlp":  # Nemotron-H's MLP blocks: no KV, no state
+        if t in NO_KV_TYPES:  # Nemotron-H's MLP and MoE blocks: no KV, no state
             continue
         if t == "linear_attention":
             out.append(LayerSpec(kind="mamba"))

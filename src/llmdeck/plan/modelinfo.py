@@ -20,6 +20,7 @@ from llmdeck.errors import ConfigError, ModelPathError
 from llmdeck.formats.model_folder import read_hf_quant_config, read_index_total_size, read_model_config
 from llmdeck.plan.configfields import (
     MLA_MODEL_TYPES,
+    NO_KV_TYPES,
     apply_sliding_window,
     cfg_get,
     layer_kinds,
@@ -98,7 +99,7 @@ class ModelFacts(BaseModel):
     decoder_sparse_step: int = 1
     mlp_only_layers: list[int] = Field(default_factory=list)
     expert_bias: bool = False
-    # per layer: full_attention | sliding_attention | linear_attention | chunked_attention | mlp (no KV)
+    # per layer: full_attention | sliding_attention | linear_attention | chunked_attention | mlp | moe
     layer_types: list[str] = Field(default_factory=list)
     linear_conv_kernel_dim: int = 0
     linear_key_head_dim: int = 0
@@ -155,7 +156,7 @@ class ModelFacts(BaseModel):
 
     @property
     def attention_layers(self) -> int:
-        return sum(1 for t in self.types if t not in ("linear_attention", "mlp"))
+        return sum(1 for t in self.types if t != "linear_attention" and t not in NO_KV_TYPES)
 
     @property
     def linear_attention_layers(self) -> int:

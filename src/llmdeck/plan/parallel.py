@@ -27,6 +27,7 @@ import re
 
 from pydantic import BaseModel, Field
 
+from llmdeck.plan.configfields import NO_KV_TYPES
 from llmdeck.plan.kvlayout import LayerSpec, layer_specs
 from llmdeck.plan.kvspec import KVLayout, cdiv
 from llmdeck.plan.modelinfo import ModelFacts
@@ -142,7 +143,7 @@ def plan_stages(f: ModelFacts, s: ServeSettings, layout: KVLayout) -> ParallelPl
     """Weights and KV block size per stage (available memory is filled in by the memory plan)."""
     tp, pp = max(1, s.tensor_parallel_size), max(1, s.pipeline_parallel_size)
     specs = layer_specs(f, s, layout.kv_cache_dtype)
-    kv_layers = [i for i, t in enumerate(f.types) if t != "mlp"][: len(specs)]
+    kv_layers = [i for i, t in enumerate(f.types) if t not in NO_KV_TYPES][: len(specs)]
     stages: list[StagePlan] = []
     start = 0
     for rank, count in enumerate(pp_partition(f.num_hidden_layers, pp)):

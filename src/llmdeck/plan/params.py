@@ -90,7 +90,7 @@ def _mlp(f: ModelFacts, p: str, i: int) -> list[Module]:
 def _nemotron_h_block(f: ModelFacts, p: str, layer_type: str) -> list[Module]:
     """One Nemotron-H layer: a norm and ONE mixer (vllm 0.22.0 models/nemotron_h.py): a Mamba-2 mixer
     (in_proj to 2 x inner + 2 x groups x state + heads, conv1d with bias, A/D/dt_bias, a gated norm,
-    out_proj), attention, or a non-gated (relu2) MLP."""
+    out_proj), attention, a non-gated (relu2) MLP, or a MoE of such experts."""
     h = f.hidden_size
     mods: list[Module] = [(f"{p}.norm", h, False)]
     if layer_type == "linear_attention":
@@ -104,6 +104,13 @@ def _nemotron_h_block(f: ModelFacts, p: str, layer_type: str) -> list[Module]:
         ]
     elif layer_type == "mlp":
         mods.append((f"{p}.mixer", 2 * h * f.intermediate_size, True))
+    elif layer_type == "moe":  # relu2 experts (up, down), a router, the shared expert(s)
+        e, shared = f.num_experts, f.shared_expert_intermediate_size * max(1, f.n_shared_experts)
+        mods += [
+            (f"{p}.mlp.gate", h * e + e, False),
+            (f"{p}.mlp.experts", e * 2 * h * f.moe_intermediate_size, True),
+            (f"{p}.mlp.shared_experts", 2 * h * shared, True),
+        ]
     else:
         mods += _gqa_attention(f, p)
     return mods
