@@ -271,3 +271,18 @@ def test_nemotron_3_nano_moe_blocks() -> None:
     assert lay.mamba_state_bytes_per_layer == 3 * 6144 * 2 + 64 * 64 * 128 * 4
     assert lay.block_size == 16 * 131 and lay.attn_bytes_per_token_per_layer == 2 * 2 * 128 * 2
     assert lay.group_size == 6 and [g.kind for g in lay.groups].count("mamba") == 4
+
+
+def test_mamba_ssm_cache_dtype_flag_sets_the_state_dtype() -> None:
+    """`--mamba-ssm-cache-dtype bfloat16` halves Nemotron-H's float32 SSM state (vllm config/cache.py)."""
+    from llmdeck.errors import UsageError
+    from llmdeck.plan.planner import PlanRequest, make_plan
+
+    def state(*args: str) -> int:
+        req = PlanRequest(model=str(FAMILIES / "nemotron-nano-9b-v2"), machine="h200", vllm_args=list(args))
+        return make_plan(req, raise_if_impossible=False).memory.layout.mamba_state_bytes_per_layer
+
+    conv = 3 * 12288 * 2
+    assert state() - conv == 2 * (state("--mamba-ssm-cache-dtype", "bfloat16") - conv)
+    with pytest.raises(UsageError, match="--mamba-ssm-cache-dtype 'fp8'"):
+        state("--mamba-ssm-cache-dtype", "fp8")

