@@ -27,6 +27,8 @@ Examples:
 
   llmdeck plan ./Qwen3-8B-YaRN/config.json --machine h200 --context 131072
 
+  llmdeck plan Qwen3-30B-A3B --machine dgx-spark -- -q fp8   # bf16 weights quantized while loading
+
   llmdeck plan Qwen3-30B-A3B --machine dgx-spark --nodes 2 -- --tensor-parallel-size 2 \\
       --distributed-executor-backend ray        # two boxes: per-GPU weights, KV, lint
 """

@@ -32,7 +32,15 @@ POSITIVE_INT_FLAGS = (
     "max-model-len",
     "block-size",
 )
-MAMBA_FLAGS = ("mamba-cache-dtype", "mamba-ssm-cache-dtype")
+# Flags whose values vLLM takes from a fixed list (argparse or the engine config refuses the rest).
+_MAMBA_HINT = "Use auto (from the checkpoint), float32 or bfloat16."
+CHOICE_FLAGS: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    ("dtype", MODEL_DTYPES, "Use auto (the checkpoint's dtype), bfloat16 or float16."),
+    ("mamba-cache-dtype", MAMBA_DTYPES, _MAMBA_HINT),
+    ("mamba-ssm-cache-dtype", MAMBA_DTYPES, _MAMBA_HINT),
+    ("kv-cache-dtype", KV_CACHE_DTYPES, "Use auto (the model's dtype) or fp8; check the spelling against "
+     "`vllm serve --help`."),
+)  # fmt: skip
 MAX_FLAG_INT = 1 << 40  # a bound far above any real setting; keeps the memory math in floats
 # Flags llmdeck sets itself from the launch spec (never duplicated in vllm_args).
 SPEC_FLAGS = frozenset({"host", "port", "served-model-name", "model"})
@@ -83,7 +91,7 @@ class VllmFlags(BaseModel):
 
     def check_values(self) -> None:
         """UsageError (exit 2) for a value vLLM refuses at start-up: a size below 1, an unknown
-        ``--dtype`` or ``--kv-cache-dtype`` (so plan never passes a flag the engine dies on)."""
+        value outside :data:`CHOICE_FLAGS`' lists (so plan never passes a flag the engine dies on)."""
         for name in POSITIVE_INT_FLAGS:
             number = self.get_int(name)
             if number is not None and number < 1:
@@ -92,19 +100,12 @@ class VllmFlags(BaseModel):
                     hint=f"Write e.g. --{name} {2048 if 'tokens' in name or 'len' in name else 1}, or "
                     "leave it out for vLLM's default.",
                 )
-        for name, choices in (("dtype", MODEL_DTYPES), *((n, MAMBA_DTYPES) for n in MAMBA_FLAGS)):
+        for name, choices, hint in CHOICE_FLAGS:
             value = self.values.get(name)
             if isinstance(value, str) and value not in choices:
                 raise UsageError(
-                    f"--{name} {value!r} is not one of vLLM's choices ({', '.join(choices)}).",
-                    hint=f"Use auto (from the checkpoint) or {choices[2]}.",
+                    f"--{name} {value!r} is not one of vLLM's choices ({', '.join(choices)}).", hint=hint
                 )
-        dtype = self.values.get("kv-cache-dtype")
-        if isinstance(dtype, str) and dtype not in KV_CACHE_DTYPES:
-            raise UsageError(
-                f"--kv-cache-dtype {dtype!r} is not one of vLLM's choices ({', '.join(KV_CACHE_DTYPES)}).",
-                hint="Use auto (the model's dtype) or fp8; check the spelling against `vllm serve --help`.",
-            )
 
     def get_bool(self, name: str) -> bool | None:
         """True/False when set (``--x``, ``--no-x``, ``--x=false``), None when absent."""

@@ -203,14 +203,20 @@ def _overrides(flags: VllmFlags) -> dict[str, Any] | None:
     return {**value, **extra}
 
 
-def _online_quantization(facts: ModelFacts, flags: VllmFlags) -> ModelFacts:
-    """``--quantization fp8`` (and the other online methods) on a full-precision checkpoint: vLLM
-    quantizes the weights while loading them, so they are priced by the scheme, not read from the
-    checkpoint's index. A quantized checkpoint keeps its own scheme (the lint says what vLLM does)."""
+def _flags_on_facts(facts: ModelFacts, flags: VllmFlags) -> ModelFacts:
+    """What flags change in the model vLLM loads. ``--quantization fp8`` (and the other online
+    methods) on a full-precision checkpoint: vLLM quantizes the weights while loading, so they are
+    priced by the scheme, not read from the checkpoint's index (a quantized checkpoint keeps its own
+    scheme; the lint says what vLLM does). ``--mamba-ssm-cache-dtype``: a hybrid's SSM state dtype
+    (vllm config/cache.py)."""
+    update: dict[str, Any] = {}
     online = online_quantization(_str_flag(flags, "quantization"))
-    if online is None or facts.quantization is not None:
-        return facts
-    return facts.model_copy(update={"quantization": online, "checkpoint_bytes": None})
+    if online is not None and facts.quantization is None:
+        update |= {"quantization": online, "checkpoint_bytes": None}
+    ssm = _str_flag(flags, "mamba-ssm-cache-dtype")
+    if facts.is_hybrid and ssm not in (None, "auto"):
+        update["mamba_ssm_dtype"] = ssm
+    return facts.model_copy(update=update) if update else facts
 
 
 # ---- the plan -----------------------------------------------------------------------------------
@@ -267,10 +273,7 @@ def make_plan(
     flags = parse_vllm_flags(req.vllm_args)
     flags.check_values()
     facts, entry, resolved = resolve_model(req.model, catalog, models_dir, _overrides(flags))
-    facts = _online_quantization(facts, flags)
-    ssm = _str_flag(flags, "mamba-ssm-cache-dtype")
-    if facts.is_hybrid and ssm not in (None, "auto"):  # the SSM state's dtype, as asked (config/cache.py)
-        facts = facts.model_copy(update={"mamba_ssm_dtype": ssm})
+    facts = _flags_on_facts(facts, flags)
     machine = machine or get_machine(req.machine, total_gib=req.total_gib)
     image = (req.image or DEFAULT_IMAGE) if get_engine(req.engine).containerized else None
     target, source, img_below = _target_vllm(req, image, catalog)
