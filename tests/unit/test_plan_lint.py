@@ -320,12 +320,14 @@ def test_ssm_hybrids_the_plan_does_not_model_say_so(tmp_path: Path) -> None:
 
 
 def _tested_rules() -> set[str]:
-    """The rule ids this module's tests (and test_plan_quant's) look for (``found(plan, "rule-id")``),
-    read from the source:
+    """The rule ids this module's tests (and those of test_plan_quant and test_plan_mamba_cache_mode)
+    look for (``found(plan, "rule-id")``), read from the source:
     the same whatever order or worker (pytest-xdist) ran the tests in."""
     import ast
 
-    sources = [Path(__file__), Path(__file__).with_name("test_plan_quant.py")]
+    sources = [Path(__file__)] + [
+        Path(__file__).with_name(f"test_plan_{x}.py") for x in ("quant", "mamba_cache_mode")
+    ]
     return {
         node.args[1].value
         for src in sources

@@ -5,7 +5,7 @@
 # On the device machine, after ../shared/gpu-lab is installed there (device-install.sh), from the
 # repository root, with the family configs carried in $CONFIGS (one folder per shape, config.json and,
 # where the checkpoint has one, hf_quant_config.json):
-#   CONFIGS=.gpu/families bash evidence/plan/families/device_families.sh BUDGET_S [RUN_ONLY "i j …"]
+#   CONFIGS=.gpu/families bash evidence/plan/families/device_families.sh BUDGET_S [RUN_ONLY "i j …" (run in that order)]
 # Each row starts vLLM on random weights of that shape (`--load-format dummy`, the qwen3 tokenizer,
 # `--enforce-eager --max-num-seqs 8`), keeps the start-up log and stops vLLM once it has printed its
 # KV-cache lines. A run is skipped, not started, when the remaining budget is below its usual start
@@ -50,11 +50,12 @@ serve_until_kv() {  # NAME TIMEOUT_S FLAGS...
 # name | context | utilization | usual start seconds | extra flags     (order = run order)
 PLAN_FILE=${PLAN_FILE:-evidence/plan/families/plan.txt}
 mapfile -t PLAN < <(grep -v '^#' "$PLAN_FILE" | grep -v '^\s*$')
-i=0
-for row in "${PLAN[@]}"; do
-  i=$((i + 1))
+# RUN_ONLY runs its rows in the order given (the most wanted first when the budget may not last)
+ORDER=${RUN_ONLY:-$(seq -s ' ' 1 ${#PLAN[@]})}
+for i in $ORDER; do
+  row=${PLAN[$((i - 1))]:-}
+  [ -n "$row" ] || { echo "skip run $i: no such row in $PLAN_FILE"; continue; }
   IFS='|' read -r NAME CTX UTIL EST EXTRA <<< "$row"
-  if [ -n "$RUN_ONLY" ] && ! [[ " $RUN_ONLY " == *" $i "* ]]; then continue; fi
   [ -d "/root/models/$NAME" ] || { echo "skip run $i: no config for $NAME"; continue; }
   LEFT=$(( BUDGET - ($(date +%s) - T0) ))
   FLAGS="--max-model-len $CTX --gpu-memory-utilization $UTIL --enforce-eager --max-num-seqs 8 $EXTRA"

@@ -9,7 +9,7 @@
 #
 # On the device machine, after ../shared/gpu-lab is staged and installed (its README, steps 1-2), from the
 # repository root (the configs travel with the tracked files):
-#   OUT=$OUT bash evidence/plan/families/device_families_round2.sh 500 [RUN_ONLY "i j …"]
+#   OUT=$OUT bash evidence/plan/families/device_families_round2.sh 500 [RUN_ONLY "i j …", run in that order]
 # Writes $OUT/runs.jsonl, $OUT/logs/run-N-NAME.log and $OUT/device.json; copy them to
 # evidence/plan/families/results-round2/ (tests/unit/test_plan_family_evidence_round2.py reads them there).
 set -uo pipefail

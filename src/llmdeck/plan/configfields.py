@@ -163,6 +163,8 @@ def mamba2_fields(t: dict[str, Any]) -> dict[str, Any]:
         "ssm_state_size": int(cfg_get(t, "ssm_state_size", 0)),
         "mamba_n_groups": int(cfg_first(t, ("n_groups", "mamba_n_groups"), 0) or 0),
         "mamba_conv_kernel": int(cfg_first(t, ("conv_kernel", "mamba_d_conv"), 4) or 4),
+        # vllm 0.22.0 config/model.py:1403-1418: mamba_chunk_size, then chunk_size, else 2048
+        "mamba_chunk_size": int(cfg_first(t, ("mamba_chunk_size", "chunk_size"), 2048) or 2048),
     }
     if t.get("model_type") == "nemotron_h" and out["mamba_num_heads"]:
         out["mamba_ssm_dtype"] = str(t.get("mamba_ssm_cache_dtype") or "float32")

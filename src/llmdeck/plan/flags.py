@@ -38,6 +38,7 @@ CHOICE_FLAGS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("dtype", MODEL_DTYPES, "Use auto (the checkpoint's dtype), bfloat16 or float16."),
     ("mamba-cache-dtype", MAMBA_DTYPES, _MAMBA_HINT),
     ("mamba-ssm-cache-dtype", MAMBA_DTYPES, _MAMBA_HINT),
+    ("mamba-cache-mode", ("align", "all", "none"), "Use align or none (all: vLLM before 0.32 only)."),
     ("kv-cache-dtype", KV_CACHE_DTYPES, "Use auto (the model's dtype) or fp8; check the spelling against "
      "`vllm serve --help`."),
 )  # fmt: skip

@@ -93,14 +93,21 @@ def _block(facts: ModelFacts, s: ServeSettings, kv_dtype: str, attn_tok: int) ->
     if not facts.is_hybrid:
         return _Block(size=base, how=how)
     v033 = at_least(s.vllm_version, "0.33.0")
-    align_mode = s.mamba_cache_mode == "align"
+    mode = s.mamba_cache_mode
+    align_mode = mode == "align"
     fi = gdn_flashinfer(facts, s.gdn_prefill_backend, s.compute_capability_major)
     page = mamba_state_bytes(facts, max(1, s.tensor_parallel_size), s.num_speculative_tokens)
-    size = hybrid_block_size(facts, base, attn_tok, page, align_mode=align_mode, v033=v033, flashinfer_gdn=fi)
-    blocks = (2 if align_mode else 1) + s.num_speculative_tokens + (1 if v033 and align_mode and fi else 0)
+    chunk = s.mamba_block_size or facts.mamba_chunk_size
+    size = hybrid_block_size(
+        facts, base, attn_tok, page, mode=mode, v033=v033, flashinfer_gdn=fi, chunk=chunk
+    )
+    blocks = {"align": 2, "all": 0}.get(mode, 1) + s.num_speculative_tokens
+    blocks += 1 if v033 and align_mode and fi else 0
     how = "attention page >= mamba page" + (
         " (vLLM >= 0.33, FlashInfer GDN prefill: a multiple of 64)" if v033 and align_mode and fi else ""
     )
+    if mode == "all":
+        how += f" (Mamba cache 'all': a multiple of the Mamba chunk {chunk})"
     return _Block(size=size, how=how, mamba_page=page, mamba_blocks=blocks)
 
 
@@ -133,5 +140,6 @@ def kv_layout(facts: ModelFacts, s: ServeSettings) -> KVLayout:
         mamba_groups=sum(1 for g in groups if g.kind == "mamba"),
         bytes_per_block=bytes_per_block,
         mamba_blocks_per_group=blk.mamba_blocks,
+        mamba_cache_mode=s.mamba_cache_mode if facts.is_hybrid else "none",
         max_num_batched_tokens=s.max_num_batched_tokens,
     )

@@ -11,8 +11,10 @@ Followed from vLLM's source (vllm 0.22.0 wheel; 0.33.0 where it differs, see ver
 * blocks one request needs (``max_memory_usage_bytes``): full/MLA ``cdiv(max_model_len, block)``;
   sliding window ``cdiv(min(window - 1 + max_num_batched_tokens, max_model_len), block) + 1``
   (lines 472-497); chunked local ``cdiv(min(chunk + max_num_batched_tokens, max_model_len), block)``
-  (lines 418-438); Mamba ``1 + spec`` blocks, ``2 + spec`` in align mode (prefix caching), and in
-  0.33 ``+ 1`` prefill checkpoint block with FlashInfer GDN prefill (0.33.0 kv_cache_interface.py
+  (lines 418-438); Mamba ``1 + spec`` blocks, ``2 + spec`` in align mode (prefix caching), in
+  0.22's 'all' mode (prefix caching on Nemotron-H and the other Mamba-2 models) a state for every
+  block of the context, ``cdiv(max_model_len, block) + spec`` (lines 582-591), and in 0.33 ``+ 1``
+  prefill checkpoint block with FlashInfer GDN prefill (0.33.0 kv_cache_interface.py
   MambaSpec.max_memory_usage_bytes). Attention sinks (gpt-oss) are a per-head parameter: no KV.
 * grouping (``vllm/v1/core/kv_cache_utils.py``): all specs equal → one group (1618-1640); all
   full-attention-like or all one window → one ``UniformTypeKVCacheSpecs`` group; otherwise page
@@ -53,9 +55,11 @@ class KVGroup(BaseModel):
     block_size: int
     window: int | None = None
 
-    def blocks_per_request(self, max_model_len: int, max_num_batched_tokens: int, mamba_blocks: int) -> int:
+    def blocks_per_request(
+        self, max_model_len: int, max_num_batched_tokens: int, mamba_blocks: int, mamba_all: bool = False
+    ) -> int:
         if self.kind == "mamba":
-            return mamba_blocks
+            return cdiv(max_model_len, self.block_size) + mamba_blocks if mamba_all else mamba_blocks
         if self.kind == "sliding" and self.window:
             tokens = min(self.window - 1 + max_num_batched_tokens, max_model_len)
             return cdiv(tokens, self.block_size) + 1
@@ -82,12 +86,18 @@ class KVLayout(BaseModel):
     attention_groups: int
     mamba_groups: int
     bytes_per_block: int
-    mamba_blocks_per_group: int = 0
+    mamba_blocks_per_group: int = Field(
+        0, description="a request's Mamba blocks (in 'all' mode: beyond its context's)"
+    )
+    mamba_cache_mode: str = "none"
     max_num_batched_tokens: int = 8192
 
     def blocks_per_request(self, max_model_len: int) -> int:
+        every = self.mamba_cache_mode == "all"
         return sum(
-            g.blocks_per_request(max_model_len, self.max_num_batched_tokens, self.mamba_blocks_per_group)
+            g.blocks_per_request(
+                max_model_len, self.max_num_batched_tokens, self.mamba_blocks_per_group, every
+            )
             for g in self.groups
         )
 
@@ -176,16 +186,21 @@ def hybrid_block_size(
     attn_tok: int,
     mamba_page: int,
     *,
-    align_mode: bool,
+    mode: str,
     v033: bool,
     flashinfer_gdn: bool,
+    chunk: int,
 ) -> int:
-    """``_align_hybrid_block_size`` (0.22.0 interface.py:505-620; 0.33.0 adds the FlashInfer GDN
-    checkpoint alignment of 64 in align mode and 128 for MLA hybrids)."""
+    """``_align_hybrid_block_size`` (0.22.0 interface.py:505-650; 0.33.0 adds the FlashInfer GDN
+    checkpoint alignment of 64 in align mode and 128 for MLA hybrids). In 0.22's 'all' mode the
+    block is a multiple of the Mamba chunk (``lcm(chunk, alignment)``, interface.py:624-633)."""
     align = max(KERNEL_BLOCK_ALIGN, base)
     if v033 and facts.use_mla:
         align = max(align, 128)
-    if v033 and align_mode and flashinfer_gdn:
+    if v033 and mode == "align" and flashinfer_gdn:
         align = math.lcm(align, FLASHINFER_GDN_CHECKPOINT_ALIGNMENT)
+    if mode == "all":
+        step = math.lcm(chunk, align)
+        return max(base, step * cdiv(cdiv(mamba_page, attn_tok), step))
     attn_block = align * cdiv(mamba_page, align * attn_tok)
     return max(base, attn_block)

