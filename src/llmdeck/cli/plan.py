@@ -80,8 +80,8 @@ def _memory_table(plan: Any) -> Any:
     t.add_row(
         "non-weight overhead",
         _gib(o.total_gib),
-        f"non-torch {o.non_torch_gib:.2f} + activations {o.activation_gib:.2f} + sampler {o.sampler_gib:.2f}"
-        f" + CUDA graphs {o.cuda_graph_gib:.2f}",
+        f"non-torch {o.non_torch_gib:.2f} + the larger of activations {o.activation_gib:.2f} and sampler "
+        f"{o.sampler_gib:.2f} + CUDA graphs {o.cuda_graph_gib:.2f}",
     )
     t.add_row("available KV cache", _gib(mem.available_kv_gib), mem.kv_source)
     lay = mem.layout

@@ -70,7 +70,10 @@ class OverheadModel(BaseModel):
 
     @property
     def total_gib(self) -> float:
-        return self.non_torch_gib + self.activation_gib + self.sampler_gib + self.cuda_graph_gib
+        """The forward pass and the sampler run one after the other (0.22.0 gpu_model_runner.py:
+        6164-6175 profile_run: the dummy forward's intermediates are freed before the dummy sampler
+        run), so the profile's peak holds the larger of the two, not both."""
+        return self.non_torch_gib + max(self.activation_gib, self.sampler_gib) + self.cuda_graph_gib
 
 
 # Non-torch memory on a discrete GPU: ~0.25 GiB in eager mode; torch.compile + CUDA-graph mode keeps
