@@ -89,9 +89,17 @@ def test_mamba_cache_mode_all_on_a_vllm_without_it_is_an_error() -> None:
     assert not found(old, "mamba-cache-mode-all-removed")
 
 
-def test_a_mamba_cache_mode_vllm_does_not_know_is_bad_usage(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run_cli(
-        ["plan", NANO3, "--machine", "h200", "--", "--mamba-cache-mode", "every"], capsys
-    )
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--mamba-cache-mode", "every"], "align"),
+        (["--mamba-block-size", "0"], "--mamba-block-size 256"),
+        (["--mamba-block-size=-8"], "at least 1"),
+    ],
+)
+def test_a_mamba_flag_vllm_refuses_is_bad_usage(
+    flags: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_cli(["plan", NANO3, "--machine", "h200", "--", *flags], capsys)
     assert code == 2 and not out
-    assert "--mamba-cache-mode" in err and "align" in err and "Traceback" not in err
+    assert flags[0].split("=")[0] in err and says in err and "Traceback" not in err

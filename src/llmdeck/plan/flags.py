@@ -31,7 +31,14 @@ POSITIVE_INT_FLAGS = (
     "max-num-batched-tokens",
     "max-model-len",
     "block-size",
+    "mamba-block-size",  # vllm 0.22.0 config/cache.py:120 (gt=0)
 )
+_EXAMPLE_SIZES = {
+    "max-num-batched-tokens": 2048,
+    "max-model-len": 2048,
+    "block-size": 16,
+    "mamba-block-size": 256,
+}
 # Flags whose values vLLM takes from a fixed list (argparse or the engine config refuses the rest).
 _MAMBA_HINT = "Use auto (from the checkpoint), float32 or bfloat16."
 CHOICE_FLAGS: tuple[tuple[str, tuple[str, ...], str], ...] = (
@@ -98,7 +105,7 @@ class VllmFlags(BaseModel):
             if number is not None and number < 1:
                 raise UsageError(
                     f"--{name} {self.values[name]} is out of range: vLLM needs a whole number of at least 1.",
-                    hint=f"Write e.g. --{name} {2048 if 'tokens' in name or 'len' in name else 1}, or "
+                    hint=f"Write e.g. --{name} {_EXAMPLE_SIZES.get(name, 1)}, or "
                     "leave it out for vLLM's default.",
                 )
         for name, choices, hint in CHOICE_FLAGS:
