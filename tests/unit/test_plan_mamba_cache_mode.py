@@ -44,7 +44,11 @@ def _plan(*args: str, version: str = "0.22.0", model: str = NANO3) -> Plan:
         ("NemotronHForCausalLM", "none", "0.22.0", "all"),  # prefix caching on: vLLM picks its default
         ("Qwen3NextForCausalLM", None, "0.22.0", "align"),
         ("Qwen3NextForCausalLM", "all", "0.22.0", "align"),  # no 'all' support: vLLM falls back
-        ("NemotronHForCausalLM", None, "0.32.0", "align"),  # 'all' is gone from vLLM
+        ("NemotronHForCausalLM", None, "0.27.1", "all"),
+        ("NemotronHForCausalLM", None, "0.28.0", "align"),  # vllm PR #50991: 'align' by default
+        ("NemotronHForCausalLM", "all", "0.31.0", "all"),  # still there by name (deprecated in 0.30)
+        ("NemotronHForCausalLM", "all", "0.32.0", "align"),  # PR #58997: 'all' is gone (the lint says so)
+        ("NemotronHForCausalLM", None, "0.32.0", "align"),
         ("NemotronHForCausalLM", None, None, "align"),  # unknown target: the newest checked
     ],
 )

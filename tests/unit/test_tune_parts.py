@@ -538,7 +538,7 @@ def test_first_move_turns_prefix_caching_on_where_vllm_022_leaves_it_off_on_a_hy
 @pytest.mark.parametrize(
     ("model", "kw"),
     [
-        ("Qwen3.6-35B-A3B-FP8", {"vllm_version": "0.29.0"}),  # prefix caching default-on for hybrids
+        ("Qwen3.6-35B-A3B-FP8", {"vllm_version": "0.28.0"}),  # prefix caching default-on for hybrids
         ("Qwen3-0.6B", {"vllm_version": "0.22.0"}),  # not a hybrid: on by default already
         ("Qwen3.6-35B-A3B-FP8", {"vllm_version": "0.22.0", "workload": "long-context"}),  # no shared prefix
     ],

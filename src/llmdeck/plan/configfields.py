@@ -34,6 +34,12 @@ LINEAR_TYPES = {"linear_attention", "mamba", "gated_deltanet"}
 NEMOTRON_H_BLOCKS = {"M": "mamba", "*": "full_attention", "-": "mlp", "E": "moe"}
 NO_KV_TYPES = ("mlp", "moe")  # layers that hold neither KV nor a state
 SLIDING_TYPES = {"sliding_attention", "sliding_window", "local_attention"}
+# the shared expert's width under its names (Granite 4's shared_mlp: shared_intermediate_size)
+SHARED_EXPERT_KEYS = (
+    "shared_expert_intermediate_size",
+    "moe_shared_expert_intermediate_size",
+    "shared_intermediate_size",
+)
 
 
 def vision_params_estimate(vc: dict[str, Any]) -> int:
@@ -116,9 +122,7 @@ def moe_fields(t: dict[str, Any]) -> dict[str, Any]:
         "moe_intermediate_size": int(
             cfg_get(t, "moe_intermediate_size", cfg_get(t, "intermediate_size", 0) if experts else 0)
         ),
-        "shared_expert_intermediate_size": int(
-            cfg_first(t, ("shared_expert_intermediate_size", "moe_shared_expert_intermediate_size"), 0) or 0
-        ),
+        "shared_expert_intermediate_size": int(cfg_first(t, SHARED_EXPERT_KEYS, 0) or 0),
         "n_shared_experts": int(cfg_get(t, "n_shared_experts", 0)),
         "first_k_dense_replace": int(cfg_get(t, "first_k_dense_replace", 0)),
         "moe_layer_freq": int(cfg_get(t, "moe_layer_freq", 1)),
@@ -155,17 +159,24 @@ def linear_fields(t: dict[str, Any]) -> dict[str, Any]:
 
 
 def mamba2_fields(t: dict[str, Any]) -> dict[str, Any]:
-    """Mamba-2 mixer sizes (Nemotron-H). vLLM keeps Nemotron-H's SSM state in float32 unless the
-    config names ``mamba_ssm_cache_dtype`` (0.22.0 models/config.py NemotronHForCausalLMConfig)."""
+    """Mamba-2 mixer sizes under Nemotron-H's names and Granite 4's (``mamba_n_heads``, ``mamba_d_head``,
+    ``mamba_d_state``; the inner width ``mamba_expand x hidden``: vllm 0.22.0 granitemoehybrid.py:
+    618-644). vLLM keeps Nemotron-H's SSM state in float32 unless the config names
+    ``mamba_ssm_cache_dtype`` (0.22.0 models/config.py NemotronHForCausalLMConfig)."""
     out: dict[str, Any] = {
-        "mamba_num_heads": int(cfg_get(t, "mamba_num_heads", 0)),
-        "mamba_head_dim": int(cfg_get(t, "mamba_head_dim", 0)),
-        "ssm_state_size": int(cfg_get(t, "ssm_state_size", 0)),
+        "mamba_num_heads": int(cfg_first(t, ("mamba_num_heads", "mamba_n_heads"), 0) or 0),
+        "mamba_head_dim": int(cfg_first(t, ("mamba_head_dim", "mamba_d_head"), 0) or 0),
+        "ssm_state_size": int(cfg_first(t, ("ssm_state_size", "mamba_d_state"), 0) or 0),
         "mamba_n_groups": int(cfg_first(t, ("n_groups", "mamba_n_groups"), 0) or 0),
         "mamba_conv_kernel": int(cfg_first(t, ("conv_kernel", "mamba_d_conv"), 4) or 4),
         # vllm 0.22.0 config/model.py:1403-1418: mamba_chunk_size, then chunk_size, else 2048
         "mamba_chunk_size": int(cfg_first(t, ("mamba_chunk_size", "chunk_size"), 2048) or 2048),
     }
+    expand = t.get("mamba_expand")
+    if isinstance(expand, (int, float)) and not isinstance(expand, bool) and expand > 0:
+        out["mamba_intermediate_size"] = int(expand * int(cfg_get(t, "hidden_size", 0)))
+    else:
+        out["mamba_intermediate_size"] = out["mamba_num_heads"] * out["mamba_head_dim"]
     if t.get("model_type") == "nemotron_h" and out["mamba_num_heads"]:
         out["mamba_ssm_dtype"] = str(t.get("mamba_ssm_cache_dtype") or "float32")
     return out

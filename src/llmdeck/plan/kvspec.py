@@ -139,7 +139,8 @@ def mamba_state_bytes(facts: ModelFacts, tp: int, spec_tokens: int) -> int:
     mixer's as vllm 0.22.0 mamba_utils.py:162-187 (mamba2_state_shape) shapes it."""
     if facts.mamba_num_heads:
         heads, hd, state = facts.mamba_num_heads, facts.mamba_head_dim, facts.ssm_state_size
-        conv_dim = (heads * hd + 2 * facts.mamba_n_groups * state) // tp
+        inner = facts.mamba_intermediate_size or heads * hd
+        conv_dim = (inner + 2 * facts.mamba_n_groups * state) // tp
         conv = conv_dim * (facts.mamba_conv_kernel - 1 + spec_tokens) * facts.dtype_bytes
         return conv + heads // tp * hd * state * facts.ssm_dtype_bytes
     nk, nv = facts.linear_num_key_heads // tp, facts.linear_num_value_heads // tp

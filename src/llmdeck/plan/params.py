@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 # (module path, parameters, quantizable linear?)
 Module = tuple[str, int, bool]
 
+GRANITE_HYBRID = "granitemoehybrid"  # Granite 4.0-H: every layer a mixer and a MoE/shared MLP
+
 
 def _gqa_attention(f: ModelFacts, p: str) -> list[Module]:
     h, hd = f.hidden_size, f.head_dim
@@ -94,14 +96,7 @@ def _nemotron_h_block(f: ModelFacts, p: str, layer_type: str) -> list[Module]:
     h = f.hidden_size
     mods: list[Module] = [(f"{p}.norm", h, False)]
     if layer_type == "linear_attention":
-        heads, inner = f.mamba_num_heads, f.mamba_num_heads * f.mamba_head_dim
-        conv_dim = inner + 2 * f.mamba_n_groups * f.ssm_state_size
-        mods += [
-            (f"{p}.mixer.in_proj", h * (inner + conv_dim + heads), True),
-            (f"{p}.mixer.conv1d", conv_dim * (f.mamba_conv_kernel + 1), False),
-            (f"{p}.mixer.ssm", 3 * heads + inner, False),
-            (f"{p}.mixer.out_proj", inner * h, True),
-        ]
+        mods += _mamba2_mixer(f, p)
     elif layer_type == "mlp":
         mods.append((f"{p}.mixer", 2 * h * f.intermediate_size, True))
     elif layer_type == "moe":  # relu2 experts (up, down), a router, the shared expert(s)
@@ -116,6 +111,37 @@ def _nemotron_h_block(f: ModelFacts, p: str, layer_type: str) -> list[Module]:
     return mods
 
 
+def _mamba2_mixer(f: ModelFacts, p: str) -> list[Module]:
+    """vLLM's MambaMixer2: in_proj to 2 x inner + 2 x groups x state + heads, conv1d with bias,
+    A/D/dt_bias, a gated norm over the inner width, out_proj."""
+    h, heads = f.hidden_size, f.mamba_num_heads
+    inner = f.mamba_intermediate_size or heads * f.mamba_head_dim
+    conv_dim = inner + 2 * f.mamba_n_groups * f.ssm_state_size
+    return [
+        (f"{p}.mixer.in_proj", h * (inner + conv_dim + heads), True),
+        (f"{p}.mixer.conv1d", conv_dim * (f.mamba_conv_kernel + 1), False),
+        (f"{p}.mixer.ssm", 3 * heads + inner, False),
+        (f"{p}.mixer.out_proj", inner * h, True),
+    ]
+
+
+def _granite_hybrid_block(f: ModelFacts, p: str, layer_type: str) -> list[Module]:
+    """One Granite 4 hybrid layer (vllm 0.22.0 models/granitemoehybrid.py:55-220): two norms, a Mamba-2
+    mixer or attention, then a MoE (a router without bias, experts with gate+up and down) when the
+    config has experts, and the shared MLP (gate+up, down) when it has a shared width."""
+    h, e = f.hidden_size, f.num_experts
+    mods: list[Module] = [(f"{p}.norms", 2 * h, False)]
+    mods += _mamba2_mixer(f, p) if layer_type == "linear_attention" else _gqa_attention(f, p)
+    if e:
+        mods += [
+            (f"{p}.mlp.gate", h * e, False),
+            (f"{p}.mlp.experts", e * 3 * h * f.moe_intermediate_size, True),
+        ]
+    if f.shared_expert_intermediate_size:
+        mods.append((f"{p}.mlp.shared_mlp", 3 * h * f.shared_expert_intermediate_size, True))
+    return mods
+
+
 def modules(f: ModelFacts) -> list[Module]:
     """Every parameter-holding module of the language model (no vision tower, no MTP head)."""
     h = f.hidden_size
@@ -124,6 +150,9 @@ def modules(f: ModelFacts) -> list[Module]:
         mods.append(("lm_head", f.vocab_size * h, False))
     for i, layer_type in enumerate(f.types):
         p = f"model.layers.{i}"
+        if f.mamba_num_heads and f.model_type == GRANITE_HYBRID:
+            mods += _granite_hybrid_block(f, p, layer_type)
+            continue
         if f.mamba_num_heads:
             mods += _nemotron_h_block(f, p, layer_type)
             continue

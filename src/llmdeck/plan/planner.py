@@ -33,7 +33,7 @@ __all__ += ["resolve_model"]
 
 PLAN_SCHEMA_VERSION = 1
 DEFAULT_VLLM_VERSION = "0.22.0"  # the version of the field reports (seed 004 §5) and of ../shared/gpu-lab
-HYBRID_PREFIX_CACHING_DEFAULT_SINCE = "0.29.0"  # vllm PR #50991
+HYBRID_PREFIX_CACHING_DEFAULT_SINCE = "0.28.0"  # vllm PR #50991 (0.27.1 arg_utils.py:2604-2606; 0.28.0 :2650)
 Workload = Literal["agent", "multi-user", "long-context"]
 
 

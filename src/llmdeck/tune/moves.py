@@ -8,7 +8,7 @@ it counts as a search trial and the sampler learns from its score.
 
 The one idea today: **prefix caching where the defaults leave it off and the traffic repeats
 prefixes.** vLLM turns prefix caching on by default for hybrid (Gated DeltaNet / Mamba) models only
-since 0.29 (vllm PR #50991, plan's ``HYBRID_PREFIX_CACHING_DEFAULT_SINCE``); the H200 log of the
+since 0.28 (vllm PR #50991, plan's ``HYBRID_PREFIX_CACHING_DEFAULT_SINCE``); the H200 log of the
 Qwen3.6-35B-A3B-FP8 defaults says ``enable_prefix_caching=False`` and its prefix-cache hit rate 0.0%,
 while the agent sessions (one shared system prompt, each turn resending the conversation) hit ~50%
 with it on. With it on, the hybrid's cache runs in align mode, which schedules prefill in whole
