@@ -326,7 +326,7 @@ def _tested_rules() -> set[str]:
     import ast
 
     sources = [Path(__file__)] + [
-        Path(__file__).with_name(f"test_plan_{x}.py") for x in ("quant", "mamba_cache_mode")
+        Path(__file__).with_name(f"test_plan_{x}.py") for x in ("quant", "mamba_cache_mode", "granite")
     ]
     return {
         node.args[1].value

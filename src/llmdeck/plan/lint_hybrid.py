@@ -7,7 +7,7 @@ from llmdeck.plan.kvspec import cdiv, mamba_state_bytes
 from llmdeck.plan.lint_base import FACTS, FIX_LOG_2048, Finding, LintContext, Rule, finding, rule
 from llmdeck.plan.memory import kv_capacity
 from llmdeck.plan.settings import MAMBA_ALL_DEFAULT_UNTIL, MAMBA_ALL_MODE_UNTIL
-from llmdeck.plan.versions import VersionRange
+from llmdeck.plan.versions import VersionRange, at_least
 
 ALL_MODE_EVIDENCE = (
     "vllm 0.22.0 model_executor/models/config.py:337-377 (MambaModelConfig: 'all' by default for the "
@@ -224,5 +224,42 @@ def _r_all_removed(ctx: LintContext, meta: Rule) -> list[Finding]:
             "--mamba-cache-mode all is not among this vLLM's choices (align, none): vLLM stops at its "
             "command line.",
             "--mamba-cache-mode align (with --enable-prefix-caching), or leave the flag out.",
+        )
+    ]
+
+
+@rule(
+    "granite-hybrid-layer-names",
+    "error",
+    "vLLM before 0.26 cannot build Granite 4.0-H under transformers >= 5.13",
+    [
+        "vllm 0.22.0-0.25.1 models/granitemoehybrid.py:318-321,347 (layers built by the names 'attention' "
+        "and 'mamba'); 0.26.0 :318-325 takes both spellings (vllm PR #47867, transformers 5.13.0)",
+        "transformers 5.13.0 configuration_utils.py:84-92 and granitemoehybrid configuration :108-111 "
+        "(remap_legacy_layer_types: mamba -> linear_attention, attention -> full_attention; 5.12.1 keeps "
+        "them); vLLM 0.22-0.25's requirements let pip install 5.13 and later",
+        "evidence/plan/families/results-round2 rows 14-15: vLLM 0.22.0 on the H200, "
+        "KeyError: 'linear_attention'",
+    ],
+    VersionRange(until="0.26.0"),
+)
+def _r_granite_layer_names(ctx: LintContext, meta: Rule) -> list[Finding]:
+    f = ctx.facts
+    if f.model_type != "granitemoehybrid" or not f.is_hybrid:
+        return []
+    pins = "transformers>=5.5.3,<5.13" if at_least(ctx.target_vllm, "0.24.0") else "transformers<5.13"
+    return [
+        finding(
+            meta,
+            "This vLLM builds Granite 4.0-H's layers by the names 'mamba' and 'attention', but transformers "
+            "5.13 and later rename them when the config loads, and vLLM then stops at start with "
+            "KeyError: 'linear_attention'"
+            + (
+                f" — unless image {ctx.image}'s transformers is older than 5.13."
+                if ctx.image
+                else ": pip installs such a transformers beside this vLLM today."
+            ),
+            f"Use vLLM 0.26.0 or later, or pin {pins} in vLLM's environment.",
+            severity="warning" if ctx.image else None,
         )
     ]

@@ -95,6 +95,7 @@ FATAL_LINT_RULES = frozenset(
         # vLLM refuses these under tensor parallelism whatever the machine (lint_parallel.py)
         "tp-attention-heads-not-divisible",
         "fp8-block-tp-split",
+        "mamba-cache-mode-all-removed",  # vLLM's argparse refuses the choice
     }
 )
 # Rules about the flags alone (parsers, thinking): the server starts, clients suffer; warnings here.
@@ -106,6 +107,10 @@ ADVISORY_LINT_RULES = frozenset(
         "tool-call-parser-wrong",
         "tools-without-auto-tool-choice",
         "reasoning-parser-mismatch",
+        "hybrid-prefix-caching-all-mode",
+        # a warning here: whether vLLM dies depends on the environment's transformers, which preflight
+        # does not read (plan, which cannot know it either, says error for a venv)
+        "granite-hybrid-layer-names",
     }
 )
 
