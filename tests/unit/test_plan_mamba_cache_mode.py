@@ -107,3 +107,15 @@ def test_a_mamba_flag_vllm_refuses_is_bad_usage(
     code, out, err = run_cli(["plan", NANO3, "--machine", "h200", "--", *flags], capsys)
     assert code == 2 and not out
     assert flags[0].split("=")[0] in err and says in err and "Traceback" not in err
+
+
+def test_the_align_fix_on_a_gb10_carries_a_chunk_that_holds_a_block() -> None:
+    """GB10's default chunk (2048 tokens) is below align mode's block (2096): following the advice alone
+    would trip vLLM's align-mode assert, so the advice names a chunk of whole blocks."""
+    req = PlanRequest(model=NANO3, machine="dgx-spark", vllm_version="0.22.0", context=32768,
+                      vllm_args=["--enable-prefix-caching"])  # fmt: skip
+    (warn,) = found(make_plan(req, raise_if_impossible=False), "hybrid-prefix-caching-all-mode")
+    assert "--mamba-cache-mode align --max-num-batched-tokens 4192" in (warn.fix or "")
+    more = ["--mamba-cache-mode", "align", "--max-num-batched-tokens", "4192"]
+    advised = req.model_copy(update={"vllm_args": [*req.vllm_args, *more]})
+    assert not make_plan(advised, raise_if_impossible=False).errors

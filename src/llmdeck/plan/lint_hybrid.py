@@ -187,19 +187,23 @@ def _r_all_mode(ctx: LintContext, meta: Rule) -> list[Finding]:
     if not (ctx.facts.is_hybrid and s.mamba_cache_mode == "all") or ctx.flags.has("mamba-cache-mode"):
         return []
     align = s.model_copy(update={"mamba_prefix_mode": "align"})
-    other = kv_capacity(kv_layout(ctx.facts, align), mem.capacity.available_kv_bytes, s.max_model_len)
+    layout = kv_layout(ctx.facts, align)
+    other = kv_capacity(layout, mem.capacity.available_kv_bytes, s.max_model_len)
     if other.max_concurrency <= mem.capacity.max_concurrency * 1.1:
         return []
+    flag = "--mamba-cache-mode align"
+    if layout.block_size > s.max_num_batched_tokens and not at_least(ctx.target_vllm, "0.27.0"):
+        # align mode's assert before 0.27 (rule hybrid-block-size-exceeds-batched-tokens)
+        flag += f" --max-num-batched-tokens {layout.block_size * max(1, cdiv(4096, layout.block_size))}"
     return [
         finding(
             meta,
             f"With prefix caching, vLLM keeps this model's Mamba state at every block of a request "
             f"('all' mode, its default for {ctx.facts.architecture}): {mem.capacity.max_concurrency:.1f} "
-            f"requests of {s.max_model_len:,} tokens fit. --mamba-cache-mode align keeps two states a "
-            f"request and holds {other.max_concurrency:.1f} (it caches a state only where a scheduler step "
-            "ends on a block boundary, so fewer prefixes hit).",
-            "--mamba-cache-mode align, or leave prefix caching off (--no-enable-prefix-caching) where "
-            "prompts share little.",
+            f"requests of {s.max_model_len:,} tokens fit. {flag} keeps two states a request and holds "
+            f"{other.max_concurrency:.1f} (it caches a state only where a scheduler step ends on a block "
+            "boundary, so fewer prefixes hit).",
+            f"{flag}, or leave prefix caching off (--no-enable-prefix-caching) where prompts share little.",
         )
     ]
 
