@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from cli_helpers import run_cli
 from llmdeck.plan.kvlayout import kv_layout
 from llmdeck.plan.lint_base import Finding
 from llmdeck.plan.modelinfo import facts_from_dir
@@ -73,3 +74,21 @@ def test_vllm_before_026_cannot_build_granite_under_new_transformers() -> None:
     assert not found(_findings("0.26.0"), "granite-hybrid-layer-names")
     (img,) = found(_findings("0.22.0", image="vllm/vllm-openai:v0.22.0"), "granite-hybrid-layer-names")
     assert img.severity == "warning" and "older than 5.13" in img.message
+
+
+@pytest.mark.parametrize(
+    ("override", "says"),
+    [
+        ('{"mamba_chunk_size": -1}', "zero or more"),
+        ('{"mamba_n_groups": -4}', "zero or more"),
+        ('{"mamba_d_state": 1e30}', "no real model"),
+        ('{"mamba_d_head": 64.5}', "not a whole number"),
+    ],
+)
+def test_a_broken_mamba_size_is_one_sentence_and_exit_2(
+    override: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_cli(
+        ["plan", str(TINY), "--machine", "h200", "--", "--hf-overrides", override], capsys
+    )
+    assert code == 2 and not out and says in err and "Traceback" not in err

@@ -71,6 +71,20 @@ BOUNDED_COUNTS = (
     "num_kv_shared_layers",
     "mtp_num_hidden_layers",
     "attention_chunk_size",
+    "shared_intermediate_size",
+    # Mamba-2 mixers under Nemotron-H's and Granite 4's names
+    "mamba_num_heads",
+    "mamba_n_heads",
+    "mamba_head_dim",
+    "mamba_d_head",
+    "ssm_state_size",
+    "mamba_d_state",
+    "n_groups",
+    "mamba_n_groups",
+    "conv_kernel",
+    "mamba_d_conv",
+    "chunk_size",
+    "mamba_chunk_size",
 )
 # Keys whose absence means the library default applies (so transformers is asked).
 DEFAULTED_KEYS = (*REQUIRED_SIZES, "max_position_embeddings", "num_key_value_heads", "tie_word_embeddings")
