@@ -235,7 +235,7 @@ def _r_all_removed(ctx: LintContext, meta: Rule) -> list[Finding]:
 @rule(
     "granite-hybrid-layer-names",
     "error",
-    "vLLM before 0.26 cannot build Granite 4.0-H under transformers >= 5.13",
+    "vLLM before 0.26 cannot build Granite 4.0(-H) under transformers >= 5.13",
     [
         "vllm 0.22.0-0.25.1 models/granitemoehybrid.py:318-321,347 (layers built by the names 'attention' "
         "and 'mamba'); 0.26.0 :318-325 takes both spellings (vllm PR #47867, transformers 5.13.0)",
@@ -249,13 +249,13 @@ def _r_all_removed(ctx: LintContext, meta: Rule) -> list[Finding]:
 )
 def _r_granite_layer_names(ctx: LintContext, meta: Rule) -> list[Finding]:
     f = ctx.facts
-    if f.model_type != "granitemoehybrid" or not f.is_hybrid:
+    if f.model_type != "granitemoehybrid" or not f.layer_types:  # Granite 4.0 and 4.0-H: both built by name
         return []
     pins = "transformers>=5.5.3,<5.13" if at_least(ctx.target_vllm, "0.24.0") else "transformers<5.13"
     return [
         finding(
             meta,
-            "This vLLM builds Granite 4.0-H's layers by the names 'mamba' and 'attention', but transformers "
+            "This vLLM builds Granite 4.0's layers by the names 'mamba' and 'attention', but transformers "
             "5.13 and later rename them when the config loads, and vLLM then stops at start with "
             "KeyError: 'linear_attention'"
             + (

@@ -46,12 +46,15 @@ from llmdeck.runtime.preflight.model_checks import (
     read_architecture,
 )
 from llmdeck.runtime.preflight.vllm_version import (
+    GRANITE_HYBRID_ARCH,
     Runner,
     _run,
+    check_granite_layer_names,
     check_vllm_supports,
     image_vllm_version,
     min_version_table,
     parse_version,
+    probe_venv_transformers,
     probe_venv_vllm,
     venv_version_argv,
 )
@@ -175,7 +178,11 @@ def _venv_version_findings(spec: LaunchSpec, report: PreflightReport, run: Runne
     version, error = probe_venv_vllm(python, run=run)
     report.vllm_version = version
     if version is not None:
-        return check_vllm_supports(report.architecture, version, where=python)
+        found = check_vllm_supports(report.architecture, version, where=python)
+        if report.architecture == GRANITE_HYBRID_ARCH:  # the one model whose start hangs on transformers
+            tf = probe_venv_transformers(python, run=run)
+            found += check_granite_layer_names(report.architecture, version, tf, where=python)
+        return found
     return [
         Finding(
             id="vllm-not-importable",

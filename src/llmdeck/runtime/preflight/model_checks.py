@@ -108,8 +108,8 @@ ADVISORY_LINT_RULES = frozenset(
         "tools-without-auto-tool-choice",
         "reasoning-parser-mismatch",
         "hybrid-prefix-caching-all-mode",
-        # a warning here: whether vLLM dies depends on the environment's transformers, which preflight
-        # does not read (plan, which cannot know it either, says error for a venv)
+        # a warning here: whether vLLM dies depends on the environment's transformers; for a venv the
+        # version check (vllm_version.check_granite_layer_names) reads it and stops the start where it would
         "granite-hybrid-layer-names",
     }
 )

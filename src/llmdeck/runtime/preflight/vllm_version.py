@@ -129,3 +129,45 @@ def check_vllm_supports(architecture: str | None, vllm_version: str | None, *, w
             )
         ]
     return []
+
+
+# vllm < 0.26 builds GraniteMoeHybrid's layers by the legacy names 'mamba'/'attention' (granitemoehybrid.py:
+# 318-321); transformers >= 5.13 renames them when the config loads (configuration_utils.py:84-92), and vLLM
+# stops with KeyError: 'linear_attention' (evidence/plan/families/results-round2 rows 14-15; plan's
+# rule granite-hybrid-layer-names, diagnosis rule granite-layer-names-renamed).
+GRANITE_HYBRID_ARCH = "GraniteMoeHybridForCausalLM"
+_TRANSFORMERS_PROBE = "import importlib.metadata as md; print(md.version('transformers'))"
+
+
+def probe_venv_transformers(python: str, *, run: Runner = _run) -> str | None:
+    """The transformers version installed beside the venv's vLLM (metadata only: nothing is imported)."""
+    try:
+        proc = run([python, "-c", _TRANSFORMERS_PROBE])
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = (proc.stdout or "").strip().splitlines()
+    return lines[-1].strip() if proc.returncode == 0 and lines else None
+
+
+def check_granite_layer_names(
+    architecture: str | None, vllm_version: str, transformers_version: str | None, *, where: str
+) -> list[Finding]:
+    """Granite 4.0(-H) on vLLM < 0.26 under transformers >= 5.13: vLLM dies after loading the weights."""
+    have, tf = parse_version(vllm_version), parse_version(transformers_version or "")
+    if architecture != GRANITE_HYBRID_ARCH or have is None or tf is None:
+        return []
+    if have >= (0, 26, 0) or tf < (5, 13, 0):
+        return []
+    pin = "'transformers>=5.5.3,<5.13'" if have >= (0, 24, 0) else "'transformers<5.13'"
+    return [
+        Finding(
+            id="granite-layer-names",
+            severity="error",
+            message=f"{where} has vLLM {vllm_version} and transformers {transformers_version}: transformers "
+            "renames Granite 4's layer types ('mamba' -> 'linear_attention', 'attention' -> "
+            "'full_attention') and this vLLM, which builds the layers by the old names, stops with "
+            "KeyError: 'linear_attention'.",
+            fix=f"`PYTHON -m pip install -U 'vllm>=0.26'`, or `PYTHON -m pip install {pin}` in the venv.",
+            data={"vllm": vllm_version, "transformers": transformers_version},
+        )
+    ]
