@@ -541,6 +541,13 @@ def test_first_move_turns_prefix_caching_on_where_vllm_022_leaves_it_off_on_a_hy
         ("Qwen3.6-35B-A3B-FP8", {"vllm_version": "0.28.0"}),  # prefix caching default-on for hybrids
         ("Qwen3-0.6B", {"vllm_version": "0.22.0"}),  # not a hybrid: on by default already
         ("Qwen3.6-35B-A3B-FP8", {"vllm_version": "0.22.0", "workload": "long-context"}),  # no shared prefix
+        # Nemotron-H on vLLM < 0.28: prefix caching would be the 'all' Mamba mode (results-round2 row 9:
+        # 65.85x instead of 273x), not the align-mode move this is
+        pytest.param(
+            str(ROOT / "evidence/plan/families/configs/nemotron-3-nano-30b-a3b"),
+            {"vllm_version": "0.22.0"},
+            id="nemotron-3-nano-vllm-0.22",
+        ),
     ],
 )
 def test_no_first_move_where_prefix_caching_is_on_or_useless(model: str, kw: dict[str, object]) -> None:

@@ -13,7 +13,9 @@ Qwen3.6-35B-A3B-FP8 defaults says ``enable_prefix_caching=False`` and its prefix
 while the agent sessions (one shared system prompt, each turn resending the conversation) hit ~50%
 with it on. With it on, the hybrid's cache runs in align mode, which schedules prefill in whole
 attention blocks, so the chunk is the smallest multiple of the block size (for the defaults' KV dtype)
-at or above vLLM's default chunk (``evidence/tune/h200/``).
+at or above vLLM's default chunk (``evidence/tune/h200/``). The move is not made where vLLM < 0.28
+would take the 'all' Mamba mode instead (Nemotron-H and the other Mamba-2 models: a state per block,
+results-round2 row 9: a quarter of the capacity).
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ def prefix_caching_move(
     """Defaults + prefix caching (+ a block-multiple chunk on hybrids), when it is a move at all."""
     if req.workload not in PREFIX_WORKLOADS or plan.settings.enable_prefix_caching:
         return None
+    if plan.facts.is_hybrid and plan.settings.mamba_prefix_mode == "all":
+        return None  # vLLM < 0.28 on Nemotron-H & co: prefix caching means 'all' mode, ~1/3.5 the capacity
     point = defaults_point(plan, dims)
     if point is None or "enable-prefix-caching" not in point:
         return None
