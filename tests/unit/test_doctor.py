@@ -144,6 +144,16 @@ def test_vllm_versions_against_catalog() -> None:
     assert absent.id == "vllm-absent" and "--python" in absent.fix
 
 
+def test_a_venv_whose_transformers_breaks_granite_is_named() -> None:
+    """vLLM 0.22.0 under transformers >= 5.13 died on the H200 with KeyError: 'linear_attention'
+    (evidence/plan/families/results-round2 rows 14-15); only Granite 4.0 models are affected."""
+    (warn,) = stack.probe_transformers("0.22.0", "5.19.0", where="the Python /venv/bin/python")
+    assert warn.status == "warn" and "KeyError: 'linear_attention'" in warn.message and "<5.13" in warn.fix
+    assert stack.probe_transformers("0.22.0", "5.12.1", where="x") == []
+    assert stack.probe_transformers("0.26.0", "5.19.0", where="x") == []
+    assert stack.probe_transformers("0.22.0", None, where="x") == []
+
+
 def test_hf_variables_token_hidden_and_bad_endpoint_fails() -> None:
     env = {"HF_TOKEN": "hf_secret_value", "HF_ENDPOINT": "hf-mirror.com", "HF_HUB_OFFLINE": "1"}
     found = env_probes.probe_hf(env)

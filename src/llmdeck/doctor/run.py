@@ -38,7 +38,11 @@ def _vllm(options: DoctorOptions) -> list[DoctorFinding]:
         return stack.probe_vllm(version, "", where=f"image {options.image}")
     python = options.python or sys.executable
     version, err = preflight.probe_venv_vllm(python)
-    return stack.probe_vllm(version, err, where=f"the Python {python}")
+    found = stack.probe_vllm(version, err, where=f"the Python {python}")
+    if version is not None:
+        tf = preflight.probe_venv_transformers(python)
+        found += stack.probe_transformers(version, tf, where=f"the Python {python}")
+    return found
 
 
 def _steps(settings: Settings, options: DoctorOptions) -> list[tuple[str, Callable[[], list[DoctorFinding]]]]:

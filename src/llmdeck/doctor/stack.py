@@ -11,6 +11,7 @@ from llmdeck.doctor.model import DoctorFinding
 from llmdeck.runtime.host import NvmlReport
 from llmdeck.runtime.host import nvml_versions as nvml_versions  # re-exported: NVML lives in runtime.host
 from llmdeck.runtime.preflight import min_version_table, parse_version
+from llmdeck.runtime.preflight.vllm_version import GRANITE_HYBRID_ARCH, check_granite_layer_names
 from llmdeck.util.units import fmt_gib
 
 Runner = Callable[[list[str]], "subprocess.CompletedProcess[str]"]
@@ -198,4 +199,22 @@ def probe_vllm(version: str | None, error: str, *, where: str) -> list[DoctorFin
             message=f"vLLM {version} in {where}; serves every architecture in the catalog.",
             data=data,
         )
+    ]
+
+
+def probe_transformers(
+    vllm_version: str, transformers_version: str | None, *, where: str
+) -> list[DoctorFinding]:
+    """The venv's transformers against its vLLM: Granite 4.0 models die on vLLM < 0.26 under >= 5.13."""
+    found = check_granite_layer_names(GRANITE_HYBRID_ARCH, vllm_version, transformers_version, where=where)
+    return [
+        DoctorFinding(
+            id="granite-layer-names",
+            area="vllm",
+            status="warn",
+            message=f"{f.message} Other models are not affected.",
+            fix=f.fix,
+            data=f.data,
+        )
+        for f in found
     ]

@@ -87,6 +87,7 @@ __all__ = [
     "min_version_table",
     "parse_meminfo",
     "parse_version",
+    "probe_venv_transformers",
     "probe_venv_vllm",
     "read_architecture",
     "read_meminfo",
