@@ -7,7 +7,14 @@ from llmdeck.plan.kvspec import cdiv, mamba_state_bytes
 from llmdeck.plan.lint_base import FACTS, FIX_LOG_2048, Finding, LintContext, Rule, finding, rule
 from llmdeck.plan.memory import kv_capacity
 from llmdeck.plan.settings import MAMBA_ALL_DEFAULT_UNTIL, MAMBA_ALL_MODE_UNTIL
-from llmdeck.plan.versions import VersionRange, at_least
+from llmdeck.plan.versions import (
+    GRANITE_LAYER_NAMES_FIXED_IN,
+    VersionRange,
+    at_least,
+    granite_transformers_pin,
+)
+
+ALIGN_ASSERT_UNTIL = "0.27.0"  # vLLM's align-mode assert (block <= max_num_batched_tokens) is gone from here
 
 ALL_MODE_EVIDENCE = (
     "vllm 0.22.0 model_executor/models/config.py:337-377 (MambaModelConfig: 'all' by default for the "
@@ -18,6 +25,11 @@ H200_ALL_MODE = (
     "evidence/plan/families/results-round2 runs 9 and 13 (NVIDIA-Nemotron-3-Nano-30B-A3B on the H200, "
     "prefix caching: 65.85x in 'all' mode, 227.88x with --mamba-cache-mode align)"
 )
+
+
+def _whole_block_chunk(block: int) -> int:
+    """A --max-num-batched-tokens of whole blocks, at least 4096 tokens (a chunk vLLM's align mode takes)."""
+    return block * max(1, cdiv(4096, block))
 
 
 @rule(
@@ -31,7 +43,7 @@ H200_ALL_MODE = (
         FIX_LOG_2048,
         f"{FACTS} (seed claims: max_num_batched_tokens vs block_size)",
     ],
-    VersionRange(until="0.27.0"),
+    VersionRange(until=ALIGN_ASSERT_UNTIL),
 )
 def _r_block_vs_mnbt(ctx: LintContext, meta: Rule) -> list[Finding]:
     s, lay = ctx.settings, ctx.memory.layout
@@ -40,7 +52,7 @@ def _r_block_vs_mnbt(ctx: LintContext, meta: Rule) -> list[Finding]:
     if lay.block_size <= s.max_num_batched_tokens:
         return []
     given = ctx.flags.has("max-num-batched-tokens")
-    good = lay.block_size * max(1, cdiv(4096, lay.block_size))
+    good = _whole_block_chunk(lay.block_size)
     return [
         finding(
             meta,
@@ -192,9 +204,9 @@ def _r_all_mode(ctx: LintContext, meta: Rule) -> list[Finding]:
     if other.max_concurrency <= mem.capacity.max_concurrency * 1.1:
         return []
     flag = "--mamba-cache-mode align"
-    if layout.block_size > s.max_num_batched_tokens and not at_least(ctx.target_vllm, "0.27.0"):
+    if layout.block_size > s.max_num_batched_tokens and not at_least(ctx.target_vllm, ALIGN_ASSERT_UNTIL):
         # align mode's assert before 0.27 (rule hybrid-block-size-exceeds-batched-tokens)
-        flag += f" --max-num-batched-tokens {layout.block_size * max(1, cdiv(4096, layout.block_size))}"
+        flag += f" --max-num-batched-tokens {_whole_block_chunk(layout.block_size)}"
     return [
         finding(
             meta,
@@ -245,13 +257,13 @@ def _r_all_removed(ctx: LintContext, meta: Rule) -> list[Finding]:
         "evidence/plan/families/results-round2 rows 14-15: vLLM 0.22.0 on the H200, "
         "KeyError: 'linear_attention'",
     ],
-    VersionRange(until="0.26.0"),
+    VersionRange(until=GRANITE_LAYER_NAMES_FIXED_IN),
 )
 def _r_granite_layer_names(ctx: LintContext, meta: Rule) -> list[Finding]:
     f = ctx.facts
     if f.model_type != "granitemoehybrid" or not f.layer_types:  # Granite 4.0 and 4.0-H: both built by name
         return []
-    pins = "transformers>=5.5.3,<5.13" if at_least(ctx.target_vllm, "0.24.0") else "transformers<5.13"
+    pins = granite_transformers_pin(ctx.target_vllm)
     return [
         finding(
             meta,

@@ -72,3 +72,16 @@ def effective_version(target: str | None) -> str:
 def at_least(target: str | None, version: str) -> bool:
     """Whether the math for ``target`` follows ``version``'s behaviour (unknown → newest checked)."""
     return version_tuple(effective_version(target)) >= version_tuple(version)
+
+
+# Granite 4.0 (GraniteMoeHybrid): vLLM builds its layers by the legacy names 'mamba'/'attention' until 0.26
+# (vllm PR #47867 takes both), and transformers renames them from 5.13 (remap_legacy_layer_types); vLLM
+# 0.24-0.25 need transformers >= 5.5.3. Bounds from the released wheels on either side. Read by plan's
+# lint, preflight and doctor.
+GRANITE_LAYER_NAMES_FIXED_IN = "0.26.0"
+TRANSFORMERS_RENAMES_LAYER_TYPES = "5.13.0"
+
+
+def granite_transformers_pin(vllm_version: str | None) -> str:
+    """The transformers requirement under which this vLLM (< 0.26) still builds Granite 4.0."""
+    return "transformers>=5.5.3,<5.13" if at_least(vllm_version, "0.24.0") else "transformers<5.13"

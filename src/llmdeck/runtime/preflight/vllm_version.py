@@ -9,6 +9,12 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from llmdeck.plan.versions import (
+    GRANITE_LAYER_NAMES_FIXED_IN,
+    TRANSFORMERS_RENAMES_LAYER_TYPES,
+    granite_transformers_pin,
+    version_tuple,
+)
 from llmdeck.runtime.preflight.findings import Finding
 
 
@@ -156,9 +162,11 @@ def check_granite_layer_names(
     have, tf = parse_version(vllm_version), parse_version(transformers_version or "")
     if architecture != GRANITE_HYBRID_ARCH or have is None or tf is None:
         return []
-    if have >= (0, 26, 0) or tf < (5, 13, 0):
+    if have >= version_tuple(GRANITE_LAYER_NAMES_FIXED_IN) or tf < version_tuple(
+        TRANSFORMERS_RENAMES_LAYER_TYPES
+    ):
         return []
-    pin = "'transformers>=5.5.3,<5.13'" if have >= (0, 24, 0) else "'transformers<5.13'"
+    pin = f"'{granite_transformers_pin(vllm_version)}'"
     return [
         Finding(
             id="granite-layer-names",
@@ -167,7 +175,8 @@ def check_granite_layer_names(
             "renames Granite 4's layer types ('mamba' -> 'linear_attention', 'attention' -> "
             "'full_attention') and this vLLM, which builds the layers by the old names, stops with "
             "KeyError: 'linear_attention'.",
-            fix=f"`PYTHON -m pip install -U 'vllm>=0.26'`, or `PYTHON -m pip install {pin}` in the venv.",
+            fix=f"`PYTHON -m pip install -U 'vllm>={GRANITE_LAYER_NAMES_FIXED_IN}'`, or "
+            f"`PYTHON -m pip install {pin}` in the venv.",
             data={"vllm": vllm_version, "transformers": transformers_version},
         )
     ]
