@@ -205,13 +205,16 @@ def test_gpt_oss_120b_at_vllms_default_max_num_seqs_within_2_percent() -> None:
     logits, their fp32 copy, the probabilities and the noise at once (14 B an element) plus the Triton
     top-k/top-p buffer: 2.78 GiB at 1024 x 201,088 where one copy was 0.77."""
     from llmdeck.catalog.entries import load_catalog
-    from llmdeck.plan.memory import sampler_bytes, uses_v2_model_runner
+    from llmdeck.plan.memory import sampler_bytes
     from llmdeck.plan.planner import PlanRequest, make_plan
+    from llmdeck.plan.runner import uses_v2_model_runner
+    from llmdeck.plan.settings import ServeSettings
 
-    f = facts("gpt-oss-120b")
-    assert not uses_v2_model_runner(f) and uses_v2_model_runner(facts("qwen3-8b-yarn4"))
-    assert sampler_bytes(f, 1024) == 1024 * 201088 * 14 + 132 * 201088 * 4
-    assert sampler_bytes(facts("qwen3-8b-yarn4"), 1024) == 1024 * 151936 * 4  # V2: one fp32 copy
+    f, qwen3 = facts("gpt-oss-120b"), facts("qwen3-8b-yarn4")
+    s = ServeSettings(max_model_len=32768, max_num_seqs=1024, vllm_version="0.22.0")
+    assert not uses_v2_model_runner(f, s) and uses_v2_model_runner(qwen3, s)
+    assert sampler_bytes(f, s) == 1024 * 201088 * 14 + 132 * 201088 * 4
+    assert sampler_bytes(qwen3, s) == 1024 * 151936 * 4  # V2: one fp32 copy
     req = PlanRequest(
         model=str(FAMILIES / "gpt-oss-120b"),
         machine="h200",

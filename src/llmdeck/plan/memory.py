@@ -27,6 +27,7 @@ from llmdeck.plan.machine import MachineProfile
 from llmdeck.plan.modelinfo import ModelFacts
 from llmdeck.plan.parallel import ParallelPlan, plan_stages
 from llmdeck.plan.params import mxfp4_kernel_extra_bytes
+from llmdeck.plan.runner import uses_v2_model_runner
 from llmdeck.plan.settings import DEFAULT_GPU_MEMORY_UTILIZATION, ServeSettings
 from llmdeck.util.units import GIB
 
@@ -99,9 +100,6 @@ DENSE_FFN_FACTOR = 2
 MOE_FFN_FACTOR = 1
 
 
-# vllm 0.22.0 config/vllm.py:69 DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES, and :518-532: not MoE, not
-# quantized; :1980-1983: no hybrid/Mamba state. Every other model runs on the V1 GPU model runner.
-V2_RUNNER_ARCHITECTURES = frozenset({"Qwen3ForCausalLM"})
 # The V1 runner's dummy sampler (vllm 0.22.0 v1/worker/gpu_model_runner.py:5910-5973) calls the
 # sampler twice, the second time on forward_native; at its peak these [max_num_seqs, vocab] tensors
 # live together: compute_logits' bf16 output (2 B, held by the caller), Sampler.forward's fp32 copy
@@ -113,20 +111,12 @@ V1_SAMPLER_BYTES_PER_ELEMENT = 2 + 4 + 4 + 4
 TRITON_TOPK_BUFFER_ROWS = 132
 
 
-def uses_v2_model_runner(facts: ModelFacts) -> bool:
-    """Whether vLLM 0.22 runs this model on the V2 model runner (else V1)."""
-    return (
-        facts.architecture in V2_RUNNER_ARCHITECTURES
-        and not facts.is_moe
-        and facts.quantization is None
-        and not facts.is_hybrid
-    )
-
-
-def sampler_bytes(facts: ModelFacts, max_num_seqs: int) -> int:
-    """The dummy sampler's transient peak during vLLM's memory profiling (see OverheadModel)."""
+def sampler_bytes(facts: ModelFacts, s: ServeSettings) -> int:
+    """The dummy sampler's transient peak during vLLM's memory profiling (see OverheadModel), on the
+    model runner vLLM ``s.vllm_version`` picks (plan/runner.py)."""
+    max_num_seqs = s.max_num_seqs
     elements = max_num_seqs * facts.vocab_size
-    if uses_v2_model_runner(facts):
+    if uses_v2_model_runner(facts, s):
         return elements * 4
     buffer = min(max_num_seqs, TRITON_TOPK_BUFFER_ROWS) * facts.vocab_size * 4 if max_num_seqs >= 8 else 0
     return elements * V1_SAMPLER_BYTES_PER_ELEMENT + buffer
@@ -161,7 +151,7 @@ def estimate_overhead(facts: ModelFacts, s: ServeSettings, *, unified_memory: bo
         activation += cdiv(tokens, 64) * nv * dk * dv * 4 / tp
         if not s.enforce_eager:
             activation += COMPILED_HYBRID_EXTRA_GIB * GIB
-    sampler = sampler_bytes(facts, s.max_num_seqs)
+    sampler = sampler_bytes(facts, s)
     graphs = 0
     if not s.enforce_eager and facts.is_hybrid:
         sizes = cudagraph_capture_sizes(s.max_num_seqs, s.max_num_batched_tokens)

@@ -1,0 +1,22 @@
+#!/bin/bash
+# On the device: assemble the vLLM wheel that stage_vllm.sh split, install it with gpu-lab's dependency
+# wheels into /tmp/site (in place of 0.22.0: the family scripts look there), and make the qwen3 tokenizer
+# folder the family runs use. The stash is /root/stash (device-stash.sh).
+set -euo pipefail
+V=${1:?usage: device_install_vllm.sh VERSION}
+S=/root/stash
+ls $S/vllm.part* >/dev/null 2>&1 || { echo "COLD: no wheel parts in $S (carry them again)"; exit 3; }
+cat $(ls $S/vllm.part* | sort) > $S/vllm-$V-cp38-abi3-manylinux_2_28_x86_64.whl
+(cd $S && sha256sum -c vllm-$V.sha256)
+rm -f $S/vllm.part* $S/vllm-0.22.0-*.whl
+# the versions this release wants in place of gpu-lab's (stage_vllm.sh EXTRA)
+for old in compressed_tensors-0.15 humming_kernels-0.1.2- fastapi-0.165; do rm -f $S/$old*.whl; done
+rm -rf /tmp/site && mkdir -p /tmp/site
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site $S/*.whl 2>&1 \
+  | grep -v 'WARNING: Target directory' || true
+d=/root/models/qwen3-0.6b; mkdir -p $d
+cp $S/models/Qwen3-0.6B.config.json $d/config.json
+gunzip -c $S/models/tok-qwen3/tokenizer.json.gz > $d/tokenizer.json
+cp $S/models/tok-qwen3/tokenizer_config.json $d/
+PYTHONPATH=/tmp/site python3 -c "import vllm, torch, transformers; print('vllm', vllm.__version__, '| torch', torch.__version__, '| transformers', transformers.__version__, '| gpu', torch.cuda.get_device_name(0))"
+touch /tmp/site/.done

@@ -1,0 +1,75 @@
+"""Which model runner vLLM picks, release by release (plan/runner.py), and what it does to the plan.
+
+The table was read off the released wheels 0.22.0-0.34.0 (vllm/config/vllm.py); each case below is one
+line of it. The runner decides the dummy sampler's share of the start-up profile: at vLLM's default 1,024
+sequences a V1 start of Mistral-Small (vocabulary 131,072) holds 1.88 GiB there, a V2 start 0.50 GiB.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from llmdeck.plan.machine import GIB
+from llmdeck.plan.memory import sampler_bytes
+from llmdeck.plan.modelinfo import ModelFacts, facts_from_dir
+from llmdeck.plan.runner import uses_v2_model_runner
+from llmdeck.plan.settings import ServeSettings
+from repo_paths import ROOT
+
+CONFIGS = ROOT / "evidence" / "plan" / "families" / "configs"
+
+
+def facts(name: str) -> ModelFacts:
+    return facts_from_dir(CONFIGS / name)
+
+
+def settings(version: str | None, **kw: object) -> ServeSettings:
+    return ServeSettings(max_model_len=32768, max_num_seqs=1024, vllm_version=version, **kw)  # type: ignore[arg-type]
+
+
+# (model folder, vLLM version, V2?)
+CASES = [
+    ("mistral-small-24b-instruct", "0.22.0", False),  # only Qwen3ForCausalLM in 0.22
+    ("mistral-small-24b-instruct", "0.23.0", True),  # Llama, Mistral, Qwen3 listed
+    ("llama-3.1-70b-instruct-fp8", "0.23.0", False),  # quantized: not before 0.24
+    ("llama-3.1-70b-instruct-fp8", "0.24.0", True),
+    ("gpt-oss-120b", "0.24.0", False),  # MoE, not listed
+    ("gpt-oss-120b", "0.28.0", False),
+    ("gpt-oss-120b", "0.29.0", True),  # every model from 0.29
+    ("deepseek-v2-lite-chat", "0.23.0", False),
+    ("deepseek-v2-lite-chat", "0.24.0", True),  # DeepseekV2ForCausalLM listed, MoE or not
+    ("gemma-3-4b-it", "0.24.0", False),
+    ("gemma-3-4b-it", "0.25.0", True),  # every non-MoE model from 0.25
+    ("nemotron-nano-9b-v2", "0.28.0", False),  # hybrids stay on V1 until 0.29
+    ("nemotron-nano-9b-v2", "0.29.0", True),
+    ("nemotron-nano-9b-v2", "0.34.0", True),
+    ("granite-4.0-h-tiny", "0.26.0", False),
+]
+
+
+@pytest.mark.parametrize(("model", "version", "v2"), CASES, ids=lambda x: str(x))
+def test_runner_by_release(model: str, version: str, v2: bool) -> None:
+    assert uses_v2_model_runner(facts(model), settings(version)) is v2
+
+
+def test_mamba_cache_mode_all_goes_back_to_v1_in_030_and_031_only() -> None:
+    f = facts("nemotron-nano-9b-v2")
+    for version, v2 in [("0.29.0", True), ("0.30.0", False), ("0.31.0", False)]:
+        s = settings(version, enable_prefix_caching=True, mamba_prefix_mode="all")
+        assert uses_v2_model_runner(f, s) is v2, version
+    assert uses_v2_model_runner(f, settings("0.30.0", enable_prefix_caching=False))  # mode 'none'
+
+
+def test_an_unknown_version_follows_the_newest_checked() -> None:
+    assert uses_v2_model_runner(facts("gpt-oss-120b"), settings(None))
+    assert uses_v2_model_runner(facts("gpt-oss-120b"), settings("latest"))
+
+
+def test_the_sampler_share_follows_the_runner() -> None:
+    """Mistral-Small at 1,024 sequences: 14 B an element and the Triton top-k buffer on V1 (0.22), one
+    fp32 copy on V2 (0.26)."""
+    f = facts("mistral-small-24b-instruct")
+    v1, v2 = sampler_bytes(f, settings("0.22.0")), sampler_bytes(f, settings("0.26.0"))
+    assert v1 == 1024 * 131072 * 14 + 132 * 131072 * 4
+    assert v2 == 1024 * 131072 * 4
+    assert (v1 - v2) / GIB == pytest.approx(1.32, abs=0.01)
