@@ -179,11 +179,14 @@ def test_mxfp4_triton_kernel_keeps_the_scales_twice_on_hopper() -> None:
     from llmdeck.plan.params import mxfp4_kernel_extra_bytes
 
     f = facts("gpt-oss-120b")
-    extra = mxfp4_kernel_extra_bytes(f, 9)
+    extra = mxfp4_kernel_extra_bytes(f, 9, "0.22.0")
     per_layer_experts = 128 * 3 * 2880 * 2880
-    assert extra == 36 * (per_layer_experts // 32) + 36 * 128 * (2 * 2880 + 2880) * 2
-    assert mxfp4_kernel_extra_bytes(f, 10) == 0
-    assert mxfp4_kernel_extra_bytes(facts("llama-3.1-8b-instruct"), 9) == 0
+    biases = 36 * 128 * (2 * 2880 + 2880) * 2
+    assert extra == 36 * (per_layer_experts // 32) + biases
+    assert mxfp4_kernel_extra_bytes(f, 9, "0.24.0") == extra
+    assert mxfp4_kernel_extra_bytes(f, 9, "0.25.0") == biases  # 0.25 deletes the unswizzled scales
+    assert mxfp4_kernel_extra_bytes(f, 10, "0.22.0") == 0
+    assert mxfp4_kernel_extra_bytes(facts("llama-3.1-8b-instruct"), 9, "0.22.0") == 0
     # vLLM 0.22.0 on the H200: "Model loading took 64.67 GiB" (evidence/plan/families/results)
     assert (f.weight_bytes() + extra) / GIB == pytest.approx(64.67, rel=0.01)
 

@@ -24,7 +24,8 @@ def facts(name: str) -> ModelFacts:
 
 
 def settings(version: str | None, **kw: object) -> ServeSettings:
-    return ServeSettings(max_model_len=32768, max_num_seqs=1024, vllm_version=version, **kw)  # type: ignore[arg-type]
+    base: dict[str, object] = {"max_model_len": 32768, "max_num_seqs": 1024, "vllm_version": version}
+    return ServeSettings(**{**base, **kw})  # type: ignore[arg-type]
 
 
 # (model folder, vLLM version, V2?)
@@ -73,3 +74,51 @@ def test_the_sampler_share_follows_the_runner() -> None:
     assert v1 == 1024 * 131072 * 14 + 132 * 131072 * 4
     assert v2 == 1024 * 131072 * 4
     assert (v1 - v2) / GIB == pytest.approx(1.32, abs=0.01)
+
+
+def test_sliding_window_holds_the_batches_in_flight_from_026() -> None:
+    """vLLM 0.26 reserves a sliding-window group `window - 1 + batches x max_num_batched_tokens` tokens
+    (async scheduling overlaps two steps). gemma-3-4b on the H200 (results-v0.26 run 3, V2 runner,
+    65,536 context, 1,024 sequences): vLLM printed 2,365,288 KV tokens; one batch would give ~3.3 M."""
+    from llmdeck.plan.kvlayout import kv_layout
+    from llmdeck.plan.runner import max_in_flight_tokens
+
+    f = facts("gemma-3-4b-it")
+    old, new = settings("0.25.1", max_model_len=65536), settings("0.26.0", max_model_len=65536)
+    assert max_in_flight_tokens(f, old) == 8192 and max_in_flight_tokens(f, new) == 2 * 8192
+    off = settings("0.26.0", max_model_len=65536, async_scheduling=False)
+    assert max_in_flight_tokens(f, off) == 8192
+    pp2 = settings("0.26.0", max_model_len=65536, pipeline_parallel_size=2)
+    assert max_in_flight_tokens(f, pp2) == 3 * 8192  # V2: one more batch than the stages
+    v1_pp2 = settings("0.26.0", pipeline_parallel_size=2)
+    assert max_in_flight_tokens(facts("gpt-oss-120b"), v1_pp2) == 2 * 8192  # V1: one per stage
+    sliding = [g for g in kv_layout(f, new).groups if g.kind == "sliding"]
+    assert sliding and sliding[0].blocks_per_request(65536, 2 * 8192, 0) == -(-(1023 + 16384) // 16) + 1
+
+
+@pytest.mark.parametrize(("flags", "on"), [([], True), (["--no-async-scheduling"], False)])
+def test_async_scheduling_is_read_from_the_flags(flags: list[str], on: bool) -> None:
+    from llmdeck.catalog.entries import load_catalog
+    from llmdeck.plan.planner import PlanRequest, make_plan
+
+    req = PlanRequest(
+        model=str(CONFIGS / "gemma-3-4b-it"), machine="h200", engine="venv", vllm_version="0.26.0",
+        vllm_args=["--max-model-len", "65536", *flags],
+    )  # fmt: skip
+    plan = make_plan(req, catalog=load_catalog(), raise_if_impossible=False)
+    assert plan.settings.async_scheduling is on
+    assert plan.memory.layout.in_flight_tokens == (2 if on else 1) * 8192
+
+
+def test_ngram_speculation_leaves_async_scheduling_off() -> None:
+    from llmdeck.catalog.entries import load_catalog
+    from llmdeck.plan.planner import PlanRequest, make_plan
+
+    spec = '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}'
+    req = PlanRequest(
+        model=str(CONFIGS / "gemma-3-4b-it"), machine="h200", engine="venv", vllm_version="0.26.0",
+        vllm_args=["--max-model-len", "65536", "--speculative-config", spec],
+    )  # fmt: skip
+    assert (
+        make_plan(req, catalog=load_catalog(), raise_if_impossible=False).settings.async_scheduling is False
+    )

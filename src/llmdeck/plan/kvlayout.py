@@ -18,6 +18,7 @@ from llmdeck.plan.kvspec import (
     resolve_kv_cache_dtype,
 )
 from llmdeck.plan.modelinfo import ModelFacts
+from llmdeck.plan.runner import max_in_flight_tokens
 from llmdeck.plan.settings import ServeSettings
 from llmdeck.plan.versions import at_least
 
@@ -141,5 +142,5 @@ def kv_layout(facts: ModelFacts, s: ServeSettings) -> KVLayout:
         bytes_per_block=bytes_per_block,
         mamba_blocks_per_group=blk.mamba_blocks,
         mamba_cache_mode=s.mamba_cache_mode if facts.is_hybrid else "none",
-        max_num_batched_tokens=s.max_num_batched_tokens,
+        in_flight_tokens=max_in_flight_tokens(facts, s),
     )

@@ -9,9 +9,11 @@ Followed from vLLM's source (vllm 0.22.0 wheel; 0.33.0 where it differs, see ver
   spec: model_executor/layers/attention/mla_attention.py:960-970); ``MambaSpec`` page = the
   conv + SSM state, padded to the attention page (lines 562-593).
 * blocks one request needs (``max_memory_usage_bytes``): full/MLA ``cdiv(max_model_len, block)``;
-  sliding window ``cdiv(min(window - 1 + max_num_batched_tokens, max_model_len), block) + 1``
-  (lines 472-497); chunked local ``cdiv(min(chunk + max_num_batched_tokens, max_model_len), block)``
-  (lines 418-438); Mamba ``1 + spec`` blocks, ``2 + spec`` in align mode (prefix caching), in
+  sliding window ``cdiv(min(window - 1 + in_flight, max_model_len), block) + 1`` (lines 472-497);
+  chunked local ``cdiv(min(chunk + in_flight, max_model_len), block)`` (lines 418-438), where
+  ``in_flight`` is ``max_num_batched_tokens`` until 0.25 and from 0.26 that times the batches in flight
+  (``VllmConfig.max_in_flight_tokens``; runner.max_in_flight_tokens); Mamba ``1 + spec`` blocks,
+  ``2 + spec`` in align mode (prefix caching), in
   0.22's 'all' mode (prefix caching on Nemotron-H and the other Mamba-2 models) a state for every
   block of the context, ``cdiv(max_model_len, block) + spec`` (lines 582-591), and in 0.33 ``+ 1``
   prefill checkpoint block with FlashInfer GDN prefill (0.33.0 kv_cache_interface.py
@@ -56,15 +58,15 @@ class KVGroup(BaseModel):
     window: int | None = None
 
     def blocks_per_request(
-        self, max_model_len: int, max_num_batched_tokens: int, mamba_blocks: int, mamba_all: bool = False
+        self, max_model_len: int, in_flight_tokens: int, mamba_blocks: int, mamba_all: bool = False
     ) -> int:
         if self.kind == "mamba":
             return cdiv(max_model_len, self.block_size) + mamba_blocks if mamba_all else mamba_blocks
         if self.kind == "sliding" and self.window:
-            tokens = min(self.window - 1 + max_num_batched_tokens, max_model_len)
+            tokens = min(self.window - 1 + in_flight_tokens, max_model_len)
             return cdiv(tokens, self.block_size) + 1
         if self.kind == "chunked" and self.window:
-            return cdiv(min(self.window + max_num_batched_tokens, max_model_len), self.block_size)
+            return cdiv(min(self.window + in_flight_tokens, max_model_len), self.block_size)
         return cdiv(max_model_len, self.block_size)
 
 
@@ -90,14 +92,14 @@ class KVLayout(BaseModel):
         0, description="a request's Mamba blocks (in 'all' mode: beyond its context's)"
     )
     mamba_cache_mode: str = "none"
-    max_num_batched_tokens: int = 8192
+    in_flight_tokens: int = Field(
+        8192, description="tokens a sliding-window or chunked group holds beyond its window (see above)"
+    )
 
     def blocks_per_request(self, max_model_len: int) -> int:
         every = self.mamba_cache_mode == "all"
         return sum(
-            g.blocks_per_request(
-                max_model_len, self.max_num_batched_tokens, self.mamba_blocks_per_group, every
-            )
+            g.blocks_per_request(max_model_len, self.in_flight_tokens, self.mamba_blocks_per_group, every)
             for g in self.groups
         )
 

@@ -255,7 +255,7 @@ def plan_memory(
 ) -> MemoryPlan:
     tp = max(1, s.tensor_parallel_size)
     weights = facts.weight_bytes(language_model_only=s.language_model_only) / tp
-    weights += mxfp4_kernel_extra_bytes(facts, s.compute_capability_major) / tp
+    weights += mxfp4_kernel_extra_bytes(facts, s.compute_capability_major, s.vllm_version) / tp
     overhead = estimate_overhead(facts, s, unified_memory=machine.unified_memory)
     requested = math.ceil(machine.total_gib * GIB * s.gpu_memory_utilization)
     if s.kv_cache_memory_gib is not None:

@@ -113,7 +113,7 @@ def stage_weight_bytes(
             mine += _module_share(f, name, n, tp) * per
     share = mine / total if total else 1.0 / tp
     weights = module_weight_bytes(f, language_model_only=s.language_model_only) * share
-    weights += mxfp4_kernel_extra_bytes(f, s.compute_capability_major) * share
+    weights += mxfp4_kernel_extra_bytes(f, s.compute_capability_major, s.vllm_version) * share
     return int(weights) + f.rotary_cache_bytes()
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from llmdeck.plan.versions import at_least
+
 if TYPE_CHECKING:
     from llmdeck.plan.modelinfo import ModelFacts
 
@@ -172,22 +174,27 @@ def language_model_params(f: ModelFacts) -> int:
     return sum(n for _, n, _ in modules(f))
 
 
-def mxfp4_kernel_extra_bytes(f: ModelFacts, compute_capability_major: int | None) -> int:
+MXFP4_SCALES_FREED_IN = "0.25.0"
+
+
+def mxfp4_kernel_extra_bytes(f: ModelFacts, compute_capability_major: int | None, vllm: str | None) -> int:
     """What the TRITON MXFP4 MoE kernel (gpt-oss on Hopper) keeps besides the checkpoint's tensors.
 
     vllm 0.22.0 quantization/mxfp4.py:339-351: for TRITON backends the swizzled scales go into a
     precision config while ``w13_weight_scale``/``w2_weight_scale`` stay registered — one more
-    copy of every e8m0 scale (1/32 B a parameter) — and oracle/mxfp4.py:1144-1150 turns the expert
+    copy of every e8m0 scale (1/32 B a parameter) until vLLM 0.25 deletes them (0.25.0
+    oracle/mxfp4.py:1150-1156; 0.24.0 keeps them) — and oracle/mxfp4.py:1144-1150 turns the expert
     biases into fp32 copies. Hopper picks TRITON (triton_kernels ships in the wheel; the FlashInfer
-    TRTLLM kernels need SM100): oracle/mxfp4.py:270-290. Seen: gpt-oss-120b loads 64.67 GiB.
+    TRTLLM kernels need SM100): oracle/mxfp4.py:270-290. Seen: gpt-oss-120b loads 64.67 GiB (0.22).
     """
     q = f.quantization
     if q is None or q.scheme != "mxfp4" or compute_capability_major != 9:
         return 0
+    scales_kept = not at_least(vllm, MXFP4_SCALES_FREED_IN)
     total = 0
     for name, n, linear in modules(f):
         if name.endswith(".mlp.experts") and linear and not q.keeps_dtype(name):
-            total += n // 32
+            total += n // 32 if scales_kept else 0
         elif name.endswith(".mlp.experts.bias"):
             total += n * 2
     return total

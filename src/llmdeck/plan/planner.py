@@ -23,6 +23,7 @@ from llmdeck.plan.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryPlan, Serv
 from llmdeck.plan.modelinfo import ModelFacts
 from llmdeck.plan.quant import online_quantization
 from llmdeck.plan.resolve import ResolvedModel, find_local_copy, resolve_model
+from llmdeck.plan.runner import ASYNC_OFF_SPEC_METHODS
 from llmdeck.plan.settings import mamba_prefix_mode
 from llmdeck.plan.versions import at_least, version_tuple
 from llmdeck.util.hfpaths import default_hf_home, find_in_hf_cache
@@ -142,10 +143,7 @@ def resolve_settings(
     prefix = flags.get_bool("enable-prefix-caching")
     if prefix is None:
         prefix = hybrid_default if facts.is_hybrid else True
-    spec_tokens = 0
-    spec_cfg = flags.get_json("speculative-config")
-    if isinstance(spec_cfg, dict):
-        spec_tokens = int(spec_cfg.get("num_speculative_tokens", 0) or 0)
+    spec_tokens, spec_method = _speculative(flags)
     kv_gib = req.kv_cache_memory_gib
     raw_bytes = flags.get("kv-cache-memory-bytes")
     if kv_gib is None and isinstance(raw_bytes, str):
@@ -184,7 +182,26 @@ def resolve_settings(
             facts.architecture, _str_flag(flags, "mamba-cache-mode"), target_vllm
         ),
         mamba_block_size=flags.get_int("mamba-block-size"),
+        async_scheduling=_async_scheduling(flags, spec_method),
     )
+
+
+def _speculative(flags: VllmFlags) -> tuple[int, str | None]:
+    """``--speculative-config``'s draft tokens and method (0 and None without one)."""
+    spec_cfg = flags.get_json("speculative-config")
+    if not isinstance(spec_cfg, dict):
+        return 0, None
+    method = spec_cfg.get("method")
+    return int(spec_cfg.get("num_speculative_tokens", 0) or 0), method if isinstance(method, str) else None
+
+
+def _async_scheduling(flags: VllmFlags, spec_method: str | None) -> bool:
+    """``--async-scheduling`` / ``--no-async-scheduling`` as given, else vLLM's default: on, except
+    under the speculative methods it does not overlap (runner.ASYNC_OFF_SPEC_METHODS)."""
+    given = flags.get_bool("async-scheduling")
+    if given is not None:
+        return given
+    return spec_method not in ASYNC_OFF_SPEC_METHODS
 
 
 def _str_flag(flags: VllmFlags, name: str) -> str | None:

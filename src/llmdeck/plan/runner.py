@@ -68,3 +68,28 @@ def uses_v2_model_runner(facts: ModelFacts, s: ServeSettings) -> bool:
     if at_least(v, "0.24.0"):
         return _listed(_DENSE_LISTED, arch, v) or _listed(_LISTED_SINCE, arch, v)
     return _listed(_DENSE_LISTED, arch, v) and not facts.is_moe and facts.quantization is None
+
+
+IN_FLIGHT_SINCE = "0.26.0"  # VllmConfig.max_in_flight_tokens (0.25.1 reserves one batch)
+# Speculative methods under which vLLM leaves async scheduling off by default (0.26.0 config/vllm.py:
+# 1059-1107); the EAGLE/MTP/DFlash family, ngram_gpu and dspark keep it on.
+ASYNC_OFF_SPEC_METHODS = frozenset(
+    {"ngram", "medusa", "mlp_speculator", "draft_model", "suffix", "custom_class"}
+)
+
+
+def max_in_flight_tokens(facts: ModelFacts, s: ServeSettings) -> int:
+    """Tokens scheduled but not yet settled, which a sliding-window or chunked-local KV group holds
+    beyond its window: one batch until 0.25; from 0.26 a batch per concurrent step (0.26.0
+    config/vllm.py:512-531 max_concurrent_batches: async scheduling overlaps two steps, on V2 one more
+    than the pipeline stages, on V1 two at one stage; without it, one per pipeline stage)."""
+    if not at_least(s.vllm_version, IN_FLIGHT_SINCE):
+        return s.max_num_batched_tokens
+    pp = max(1, s.pipeline_parallel_size)
+    if not s.async_scheduling:
+        batches = pp
+    elif uses_v2_model_runner(facts, s):
+        batches = pp + 1
+    else:
+        batches = 2 if pp <= 1 else pp
+    return batches * s.max_num_batched_tokens

@@ -47,6 +47,7 @@ class ServeSettings(BaseModel):
         "align", description="the Mamba cache mode vLLM takes under prefix caching: align | all"
     )
     mamba_block_size: int | None = Field(None, description="--mamba-block-size when the user set one.")
+    async_scheduling: bool = Field(True, description="vLLM's async scheduling (on unless turned off)")
 
     @property
     def mamba_cache_mode(self) -> str:
