@@ -86,7 +86,7 @@ def test_json_plan_and_spec_out(tmp_path: Path, capsys: pytest.CaptureFixture[st
     )
     assert code == 0, out
     data = json.loads(out)
-    assert data["schema_version"] == 1 and data["llmdeck_version"]
+    assert data["schema_version"] == 2 and data["llmdeck_version"]
     assert data["memory"]["layout"]["block_size"] == 2096
     assert data["memory"]["capacity"]["max_concurrency"] > 30
     assert [f["severity"] for f in data["findings"]] == []
@@ -241,3 +241,18 @@ def test_recommend_explains_its_pick(capsys: pytest.CaptureFixture[str]) -> None
     assert code == 0 and "Qwen3.6-35B-A3B-FP8" in out and "§10" in out
     code, _, err = run(["recommend", "--machine", "dgx-spark", "--workload", "chat"], capsys)
     assert code == 2 and "--workload" in err
+
+
+def test_plan_names_the_model_runner_and_the_tokens_a_window_holds(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """gemma-3-4b on vLLM 0.26: the V2 runner's sampler share, and two batches in flight held by each
+    sliding window (evidence/plan/families/results-v0.26, run 3); on 0.22: V1, one batch."""
+    model = str(ROOT / "evidence" / "plan" / "families" / "configs" / "gemma-3-4b-it")
+    for version, runner, held in [("0.26.0", "V2", "16,384"), ("0.22.0", "V1", "8,192")]:
+        argv = ["plan", model, "--machine", "h200", "--vllm-version", version, "--json", "--"]
+        code, out, _ = run([*argv, "--max-model-len", "65536"], capsys)
+        assert code == 0
+        memory = json.loads(out)["memory"]
+        assert memory["overhead"]["model_runner"] == runner
+        assert f"{memory['layout']['in_flight_tokens']:,}" == held

@@ -1,11 +1,19 @@
-"""`llmdeck plan` against real vLLM 0.22.0 start-ups of every model family on an H200 (issue 18).
+"""`llmdeck plan` against real vLLM start-ups of every model family on an H200, round by round.
 
-The lead ran vLLM 0.22.0 on random weights (`--enforce-eager --max-num-seqs 8`) for the public configs
-in evidence/plan/families/configs (the exact config.json each run served) and committed runs.jsonl and
-the logs under evidence/plan/families/results. For every start that reached its KV lines: block size,
-KV-cache tokens and max concurrency within 2% of vLLM's lines, from vLLM's printed "Available KV cache
-memory" (the KV math; exact) and from llmdeck's own memory model. A start that failed is evidence too:
-plan's lint must name the error vLLM died of.
+Each round ran vLLM on random weights (`--load-format dummy --enforce-eager --max-num-seqs 8` unless the
+row says otherwise) for the public configs in evidence/plan/families/configs and committed runs.jsonl
+and the logs under its results folder:
+
+- results: vLLM 0.22.0, the families (issue 18; device_families.sh, plan.txt);
+- results-round2: vLLM 0.22.0, the families round 1 did not measure and vLLM's default 1,024 sequences
+  (issue 38; device_families_round2.sh, plan-round2.txt);
+- results-v0.26: vLLM 0.26.0, Granite 4.0-H and what changed since 0.22 (device_families_v026.sh,
+  plan-v0.26.txt; planned before they ran: results-v0.26/predicted.txt).
+
+For every start that reached its KV lines: block size, KV-cache tokens and max concurrency within 2% of
+vLLM's lines, from vLLM's printed "Available KV cache memory" (the KV math; exact) and from llmdeck's own
+memory model; the model runner (V1/V2) the plan assumes is the one vLLM logged. A start that failed is
+evidence too: plan's lint must name the error vLLM died of. The vLLM version is read from each log.
 """
 
 from __future__ import annotations
@@ -21,23 +29,26 @@ import pytest
 from llmdeck.catalog.entries import load_catalog
 from llmdeck.plan.machine import GIB
 from llmdeck.plan.planner import PlanRequest, make_plan
+from llmdeck.plan.runner import uses_v2_model_runner
 from repo_paths import ROOT
 
 FAMILIES = ROOT / "evidence" / "plan" / "families"
-RESULTS = FAMILIES / "results"
 CONFIGS = FAMILIES / "configs"
+ROUNDS = ("results", "results-round2", "results-v0.26")
 TOL = 0.02
+H200_BYTES = 150122463232
 
 
-def _runs() -> list[dict[str, Any]]:
-    path = RESULTS / "runs.jsonl"
+def _runs(folder: str) -> list[dict[str, Any]]:
+    path = FAMILIES / folder / "runs.jsonl"
     if not path.is_file():
         return []
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    runs = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return [{**r, "round": folder} for r in runs]
 
 
 def _log(run: dict[str, Any]) -> str:
-    return (RESULTS / "logs" / Path(run["log"]).name).read_text(errors="replace")
+    return (FAMILIES / run["round"] / "logs" / Path(run["log"]).name).read_text(errors="replace")
 
 
 def _num(pat: str, text: str) -> float | None:
@@ -49,21 +60,25 @@ def _started(run: dict[str, Any]) -> bool:
     return run.get("status") == "ok" and "GPU KV cache size" in _log(run)
 
 
-def _total_gib() -> float:
-    dev = RESULTS / "device.json"
+def _total_gib(folder: str) -> float:
+    dev = FAMILIES / folder / "device.json"
     data = json.loads(dev.read_text()) if dev.is_file() else {}
-    return float(data.get("gpu_total_bytes", 150122463232)) / GIB
+    return float(data.get("gpu_total_bytes", H200_BYTES)) / GIB
 
 
-RUNS = _runs()
+RUNS = [r for folder in ROUNDS for r in _runs(folder)]
 STARTED = [r for r in RUNS if _started(r)]
+FAILED = [r for r in RUNS if not _started(r)]
 CATALOG = load_catalog()
 pytestmark = pytest.mark.skipif(not RUNS, reason="no family runs committed yet")
 
 
+def _id(run: dict[str, Any]) -> str:
+    return f"{run['round']}-run{run['run']}-{run['model']}"
+
+
 def _plan(run: dict[str, Any], kv_gib: float | None) -> Any:
-    text = _log(run)
-    version = re.search(r"Initializing a V1 LLM engine \(v([\d.]+)\)", text)
+    version = re.search(r"Initializing a V1 LLM engine \(v([\d.]+)\)", _log(run))
     req = PlanRequest(
         model=str(CONFIGS / run["model"]),
         machine="h200",
@@ -71,23 +86,25 @@ def _plan(run: dict[str, Any], kv_gib: float | None) -> Any:
         vllm_version=version.group(1) if version else "0.22.0",
         vllm_args=shlex.split(run["flags"]),
         kv_cache_memory_gib=kv_gib,
-        total_gib=_total_gib(),
+        total_gib=_total_gib(run["round"]),
     )
     return make_plan(req, catalog=CATALOG, raise_if_impossible=False)
 
 
-def test_the_evidence_covers_the_families() -> None:
+def test_the_evidence_covers_the_families_and_two_releases() -> None:
     facts = [_plan(r, None).facts for r in STARTED]
     kinds = {f.kind for f in facts}
-    assert len(STARTED) >= 10, [r["model"] for r in STARTED]
+    assert len(STARTED) >= 30, [r["model"] for r in STARTED]
     assert any("MLA" in k for k in kinds) and any("sliding" in k for k in kinds)
     assert any("hybrid" in k for k in kinds) and any(k == "dense" for k in kinds)
     assert any("MoE" in k for k in kinds)
     quant = {f.quantization.scheme for f in facts if f.quantization}
     assert {"mxfp4", "nvfp4"} <= quant
+    versions = {re.search(r"LLM engine \(v([\d.]+)\)", _log(r)).group(1) for r in STARTED}  # type: ignore[union-attr]
+    assert {"0.22.0", "0.26.0"} <= versions
 
 
-@pytest.mark.parametrize("run", STARTED, ids=lambda r: f"run{r['run']}-{r['model']}")
+@pytest.mark.parametrize("run", STARTED, ids=_id)
 @pytest.mark.parametrize("source", ["given", "predicted"])
 def test_plan_matches_vllm_startup_lines(run: dict[str, Any], source: str) -> None:
     text = _log(run)
@@ -105,13 +122,16 @@ def test_plan_matches_vllm_startup_lines(run: dict[str, Any], source: str) -> No
         assert mem.capacity.kv_cache_tokens == pytest.approx(tokens, rel=2e-3)
 
 
-FAILED = [r for r in RUNS if not _started(r)]
+@pytest.mark.parametrize("run", STARTED, ids=_id)
+def test_the_plan_assumes_the_runner_vllm_logged(run: dict[str, Any]) -> None:
+    """vLLM logs "Using V2 Model Runner" when it takes V2 (0.22.0 and 0.26.0 gpu_worker.py)."""
+    plan = _plan(run, None)
+    assert uses_v2_model_runner(plan.facts, plan.settings) is ("Using V2 Model Runner" in _log(run))
 
 
-@pytest.mark.parametrize("run", FAILED, ids=lambda r: f"run{r['run']}-{r['model']}")
+@pytest.mark.parametrize("run", FAILED, ids=_id)
 def test_failed_starts_are_caught_by_the_lint(run: dict[str, Any]) -> None:
-    text = _log(run)
-    error = re.search(r"(AssertionError|ValueError): (.+)", text)
+    error = re.search(r"(AssertionError|ValueError|RuntimeError|KeyError): (.+)", _log(run))
     assert error, "a failed start must leave vLLM's error in its log"
     plan = _plan(run, None)
     assert plan.errors or not plan.memory.fits, error.group(0)

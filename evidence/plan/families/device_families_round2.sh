@@ -11,7 +11,7 @@
 # repository root (the configs travel with the tracked files):
 #   OUT=$OUT bash evidence/plan/families/device_families_round2.sh 500 [RUN_ONLY "i j …", run in that order]
 # Writes $OUT/runs.jsonl, $OUT/logs/run-N-NAME.log and $OUT/device.json; copy them to
-# evidence/plan/families/results-round2/ (tests/unit/test_plan_family_evidence_round2.py reads them there).
+# evidence/plan/families/results-round2/ (tests/unit/test_plan_family_evidence.py reads them there).
 set -uo pipefail
 cd "$(dirname "$0")/../../.." || exit 2
 ST=/root/fam2 CONFIGS=evidence/plan/families/configs PLAN_FILE=evidence/plan/families/plan-round2.txt \

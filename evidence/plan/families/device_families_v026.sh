@@ -8,7 +8,7 @@
 # has run, from the repository root:
 #   OUT=$OUT bash evidence/plan/families/device_families_v026.sh 540 [RUN_ONLY "i j …", run in that order]
 # Writes $OUT/runs.jsonl, $OUT/logs/run-N-NAME.log and $OUT/device.json; copy them to
-# evidence/plan/families/results-v0.26/ (tests/unit/test_plan_family_evidence_v026.py reads them there).
+# evidence/plan/families/results-v0.26/ (tests/unit/test_plan_family_evidence.py reads them there).
 set -uo pipefail
 cd "$(dirname "$0")/../../.." || exit 2
 PYTHONPATH=/tmp/site python3 -c 'import vllm; assert vllm.__version__.startswith("0.26"), vllm.__version__' \

@@ -40,16 +40,17 @@ def _gib(x: float) -> str:
 
 def _group_rows(t: Any, plan: Any) -> None:
     """The KV-cache groups row, and for a hybrid model the mamba state row."""
-    mem, f = plan.memory, plan.facts
-    lay = mem.layout
+    mem, f, lay = plan.memory, plan.facts, plan.memory.layout
     kinds: dict[str, int] = {}
     for g in lay.groups:
         key = g.kind + (f" (window {g.window})" if g.window else "")
         kinds[key] = kinds.get(key, 0) + 1
+    windowed = any(g.window and g.kind in ("sliding", "chunked") for g in lay.groups)
+    held = f"; a window holds {lay.in_flight_tokens:,} tokens in flight besides" if windowed else ""
     t.add_row(
         "KV-cache groups",
         f"{len(lay.groups)} × {lay.group_size} layers",
-        ", ".join(f"{n} {k}" for k, n in kinds.items()),
+        ", ".join(f"{n} {k}" for k, n in kinds.items()) + held,
     )
     if f.is_hybrid:
         t.add_row(
@@ -81,7 +82,7 @@ def _memory_table(plan: Any) -> Any:
         "non-weight overhead",
         _gib(o.total_gib),
         f"non-torch {o.non_torch_gib:.2f} + the larger of activations {o.activation_gib:.2f} and sampler "
-        f"{o.sampler_gib:.2f} + CUDA graphs {o.cuda_graph_gib:.2f}",
+        f"{o.sampler_gib:.2f} ({o.model_runner} model runner) + CUDA graphs {o.cuda_graph_gib:.2f}",
     )
     t.add_row("available KV cache", _gib(mem.available_kv_gib), mem.kv_source)
     lay = mem.layout

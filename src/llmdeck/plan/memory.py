@@ -49,7 +49,7 @@ class OverheadModel(BaseModel):
       ``tokens/64 * nv * dk * dv * 4 B`` (and a constant when compiled); for MLA models the
       multi-head prefill's q, k, v, kv_b_proj output and attention output per head.
     * ``sampler``: the dummy sampler pass over ``max_num_seqs`` rows of the vocabulary. The V2 model
-      runner (vLLM 0.22 runs it for dense unquantized ``Qwen3ForCausalLM`` only) keeps one fp32 logits
+      runner (which models run on it depends on the vLLM release: plan/runner.py) keeps one fp32 logits
       row per sequence: ``max_num_seqs * vocab * 4 B``. The V1 runner (every other model) warms the
       PyTorch-native sampler too, whose peak holds the bf16 logits, their fp32 copy, the softmax
       probabilities and the exponential noise at once (14 B an element) plus the Triton top-k/top-p
@@ -68,6 +68,7 @@ class OverheadModel(BaseModel):
     activation_gib: float
     sampler_gib: float
     cuda_graph_gib: float
+    model_runner: str = Field("V1", description="the GPU model runner vLLM picks: V1 | V2 (plan/runner.py)")
 
     @property
     def total_gib(self) -> float:
@@ -165,6 +166,7 @@ def estimate_overhead(facts: ModelFacts, s: ServeSettings, *, unified_memory: bo
         activation_gib=activation / GIB,
         sampler_gib=sampler / GIB,
         cuda_graph_gib=graphs * CUDA_GRAPH_BYTES_PER_GRAPH / GIB,
+        model_runner="V2" if uses_v2_model_runner(facts, s) else "V1",
     )
 
 

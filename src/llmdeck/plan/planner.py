@@ -32,7 +32,8 @@ from llmdeck.util.units import parse_bytes
 __all__ = ["Plan", "PlanRequest", "ResolvedModel", "find_in_hf_cache", "find_local_copy", "make_plan"]
 __all__ += ["resolve_model"]
 
-PLAN_SCHEMA_VERSION = 1
+# 2: memory.layout.in_flight_tokens replaces layout.max_num_batched_tokens; memory.overhead.model_runner added
+PLAN_SCHEMA_VERSION = 2
 DEFAULT_VLLM_VERSION = "0.22.0"  # the version of the field reports (seed 004 §5) and of ../shared/gpu-lab
 HYBRID_PREFIX_CACHING_DEFAULT_SINCE = "0.28.0"  # vllm PR #50991 (0.27.1 arg_utils.py:2604-2606; 0.28.0 :2650)
 Workload = Literal["agent", "multi-user", "long-context"]
