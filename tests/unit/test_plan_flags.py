@@ -106,3 +106,18 @@ def test_several_served_names_are_refused_by_the_plan() -> None:
     req = PlanRequest(model="Qwen3-0.6B", machine="h200", vllm_args=["--served-model-name", "a", "b"])
     with pytest.raises(UsageError, match="several names"):
         make_plan(req)
+
+
+@pytest.mark.parametrize("value", ["maybe", "2", ""])
+def test_an_on_off_flag_with_a_word_that_is_neither_is_bad_usage(value: str) -> None:
+    """`--async-scheduling=maybe` used to read as on; vLLM's argparse refuses any value there."""
+    with pytest.raises(UsageError, match="not true or false") as exc:
+        parse_vllm_flags([f"--async-scheduling={value}"])
+    assert "--no-async-scheduling" in (exc.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    ("value", "on"), [("on", True), ("YES", True), ("1", True), ("off", False), ("0", False)]
+)
+def test_an_on_off_flag_reads_the_usual_words(value: str, on: bool) -> None:
+    assert parse_vllm_flags([f"--async-scheduling={value}"]).get_bool("async-scheduling") is on

@@ -255,6 +255,10 @@ def _take_positional(flags: VllmFlags, tok: str) -> None:
     flags.positional.append(tok)
 
 
+_TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+_FALSE_WORDS = frozenset({"0", "false", "no", "off"})
+
+
 def _take_with_value(flags: VllmFlags, tok: str, body: str) -> None:
     """``--name=value``: a boolean flag reads the value as true/false; ``--no-x=...`` is an error."""
     name, value = body.split("=", 1)
@@ -262,6 +266,12 @@ def _take_with_value(flags: VllmFlags, tok: str, body: str) -> None:
     if name.startswith("no-") and name[3:] in BOOLEAN_FLAGS:
         raise UsageError(f"{tok}: a --no- flag takes no value.", hint=f"Write --{name} alone.")
     if name in BOOLEAN_FLAGS:
-        flags.set(name, value.strip().lower() not in {"0", "false", "no", "off"})
+        word = value.strip().lower()
+        if word not in _TRUE_WORDS | _FALSE_WORDS:
+            raise UsageError(
+                f"{tok}: {value!r} is not true or false, and --{name} is an on/off flag.",
+                hint=f"Write --{name} to turn it on, --no-{name} to turn it off.",
+            )
+        flags.set(name, word in _TRUE_WORDS)
     else:
         flags.set(name, value)
