@@ -1,7 +1,9 @@
 """vLLM versions: parsing, ranges, and which behaviours hold for which releases.
 
 Every lint rule and every version-bound piece of the memory math names the vLLM range it was
-checked for (from the release's own source: the ``vllm`` wheels 0.22.0 and 0.33.0 on PyPI).
+checked for (from the release's own source: the ``vllm`` wheels 0.22.0 and 0.33.0 on PyPI, and for the
+model-runner, in-flight and MXFP4 rules every release 0.22.0-0.34.0). 0.22.0 and 0.26.0 were also run on
+an H200 against the plan (evidence/plan/families/results*).
 A target the planner cannot pin down (an image tag such as ``latest`` or ``nightly``, an unknown
 image) is *unknown*: a rule bound to some versions then reports a warning naming them instead
 of an error, and the memory math assumes the newest release checked (:data:`NEWEST_CHECKED`).
@@ -12,7 +14,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 # The releases whose source the planner's rules were read from.
-CHECKED_VERSIONS = ("0.22.0", "0.33.0")
+CHECKED_VERSIONS = ("0.22.0", "0.26.0", "0.33.0")
 NEWEST_CHECKED = "0.33.0"
 
 
