@@ -256,3 +256,52 @@ def test_plan_names_the_model_runner_and_the_tokens_a_window_holds(
         memory = json.loads(out)["memory"]
         assert memory["overhead"]["model_runner"] == runner
         assert f"{memory['layout']['in_flight_tokens']:,}" == held
+
+
+def _fake_python(tmp_path: Path, prints: str, code: int = 0) -> Path:
+    """A stand-in for a venv's Python (named so): answers the version probe with `prints`."""
+    exe = tmp_path / "venv" / "bin" / "python"
+    exe.parent.mkdir(parents=True)
+    to = " >&2" if code else ""  # a failing probe speaks on stderr, as Python's traceback does
+    exe.write_text(f"#!/bin/sh\necho '{prints}'{to}\nexit {code}\n")
+    exe.chmod(0o755)
+    return exe
+
+
+def test_plan_reads_the_vllm_of_the_venv_it_is_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`plan --python` plans for the release installed there (0.26: V2 runner, two batches in flight)
+    and puts that Python into the spec for `up --spec`."""
+    exe = _fake_python(tmp_path, "0.26.0")
+    argv = ["plan", "gemma-3-4b-it", "--machine", "h200", "--python", str(exe), "--json"]
+    code, out, _ = run([*argv, "--spec-out", str(tmp_path / "spec.json")], capsys)
+    assert code == 0
+    plan = json.loads(out)
+    assert plan["target_vllm"] == "0.26.0" and str(exe) in plan["target_vllm_source"]
+    assert plan["memory"]["overhead"]["model_runner"] == "V2"
+    spec = LaunchSpec.model_validate_json((tmp_path / "spec.json").read_text())
+    assert spec.engine == "venv" and spec.python == str(exe)
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--vllm-version", "0.26.0"], "goes with neither"),
+        (["--engine", "docker"], "goes with neither"),
+    ],
+)
+def test_plan_python_with_a_conflicting_option_is_bad_usage(
+    extra: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    exe = _fake_python(tmp_path, "0.26.0")
+    code, _, err = run(["plan", "gemma-3-4b-it", "--python", str(exe), *extra], capsys)
+    assert code == 2 and says in err
+
+
+def test_plan_python_without_vllm_is_bad_usage(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    exe = _fake_python(tmp_path, "ModuleNotFoundError: No module named vllm", code=1)
+    code, _, err = run(["plan", "gemma-3-4b-it", "--python", str(exe)], capsys)
+    assert code == 2 and "has no vLLM to plan for" in err and "No module named vllm" in err
+    code, _, err = run(["plan", "gemma-3-4b-it", "--python", str(tmp_path / "missing")], capsys)
+    assert code == 2 and "does not exist" in err

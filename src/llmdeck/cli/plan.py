@@ -1,4 +1,5 @@
-"""CLI group: plan, models, recommend — will it fit, which flags are wrong, what to run."""
+"""CLI group: plan (with models and recommend from cli/catalog.py) — will it fit, which flags are wrong,
+what to run."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 import typer
 
+from llmdeck.cli.catalog import models_cmd, recommend_cmd
 from llmdeck.cli.output import JSON_OPTION, err_console, esc, get_settings, out_console, print_json
 from llmdeck.cli.validate import ForwardingCommand, number
 from llmdeck.cli.validate import host as host_check
@@ -24,6 +26,8 @@ Examples:
   llmdeck plan Qwen3.6-35B-A3B-FP8 --machine dgx-spark --context 131072 -- --kv-cache-dtype fp8
 
   llmdeck plan gpt-oss-120b --machine dgx-spark --context 131072 --vllm-version 0.22.0
+
+  llmdeck plan gpt-oss-120b --machine dgx-spark --python ~/vllm/.venv/bin/python   # that venv's vLLM
 
   llmdeck plan ./Qwen3-8B-YaRN/config.json --machine h200 --context 131072
 
@@ -188,13 +192,18 @@ def plan_cmd(
         callback=number(at_least=0.001),
         help="Plan from a known KV budget (skips the overhead model).",
     ),
-    engine: str = typer.Option("docker", "--engine", help="docker | venv"),
+    engine: str | None = typer.Option(
+        None, "--engine", help="docker | venv (default: docker; venv with --python)"
+    ),
     image: str | None = typer.Option(None, "--image", help="Docker image (default vllm/vllm-openai:latest)."),
     host: str = typer.Option("127.0.0.1", "--host", callback=host_check, help="Address the server binds to."),
     port: int = typer.Option(8000, "--port", min=1, max=65535, help="Server port."),
     name: str = typer.Option("default", "--name", help="Server name (for llmdeck up)."),
     workload: str = typer.Option("agent", "--workload", help="agent | multi-user | long-context"),
     vllm_version: str | None = typer.Option(None, "--vllm-version", help="vLLM version of the venv/image."),
+    python: str | None = typer.Option(
+        None, "--python", help="A venv's Python: plan for the vLLM installed there (implies --engine venv)."
+    ),
     nodes: int = typer.Option(
         1, "--nodes", min=1, max=1024, help="Machines the server spans (Ray; TP x PP = GPUs)."
     ),
@@ -208,86 +217,6 @@ def plan_cmd(
 ) -> None:
     values = {k: v for k, v in locals().items() if k not in {"ctx", "spec_out", "as_json"}}
     _plan(ctx, values, spec_out, as_json)
-
-
-def models_cmd(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
-    """List the models in the catalogs (bundled + LLMDECK_CATALOG_PATHS).
-
-    Examples:
-
-      llmdeck models
-
-      llmdeck models --json
-    """
-    from rich.table import Table
-
-    from llmdeck.catalog.entries import load_catalog
-
-    catalog = load_catalog(list(get_settings(ctx).catalog_paths))
-    if as_json:
-        print_json({"schema_version": 1, "catalog_files": catalog.files, "models": catalog.models})
-        return
-    t = Table(show_header=True, header_style="bold")
-    for col in (
-        "name",
-        "repo",
-        "GB",
-        "architecture",
-        "kind",
-        "quant",
-        "tool parser",
-        "reasoning",
-        "min vLLM",
-    ):
-        t.add_column(col)
-    for e in catalog.models:
-        arch = catalog.min_vllm_for(e.architecture)
-        t.add_row(
-            e.name,
-            e.repo_id,
-            f"{e.size_on_disk_gb:g}" if e.size_on_disk_gb else "?",
-            (e.architecture or "?") + ("" if e.architecture_verified else " (unverified)"),
-            e.kind or "",
-            e.quantization or "bf16",
-            e.tool_call_parser or "-",
-            e.reasoning_parser or "-",
-            arch.min_vllm if arch else "?",
-        )
-    out_console().print(t)
-
-
-def recommend_cmd(
-    ctx: typer.Context,
-    machine: str = typer.Option("auto", "--machine", help="dgx-spark | h200 | auto"),
-    workload: str = typer.Option("agent", "--workload", help="agent | multi-user | long-context"),
-    as_json: bool = JSON_OPTION,
-) -> None:
-    """Pick a model for a machine and a workload, and explain why (seed 004 §1 and §10).
-
-    Examples:
-
-      llmdeck recommend --machine dgx-spark --workload agent
-
-      llmdeck recommend --machine h200 --workload multi-user --json
-    """
-    from llmdeck.plan.recommend import recommend
-
-    settings = get_settings(ctx)
-    rec = recommend(machine, workload, catalog_paths=list(settings.catalog_paths))
-    if as_json:
-        print_json(rec)
-        return
-    con = out_console()
-    con.print(
-        f"[bold]{esc(rec.pick)}[/] for {esc(rec.workload)} on {esc(rec.machine)} at {rec.context:,} tokens",
-        highlight=False,
-    )
-    con.print(rec.why, highlight=False, markup=False)
-    if rec.memory_summary:
-        con.print(rec.memory_summary, highlight=False, markup=False)
-    if rec.alternatives:
-        con.print("alternatives: " + ", ".join(rec.alternatives), highlight=False, markup=False)
-    con.print(f"next: {rec.next_command}", highlight=False, markup=False)
 
 
 def _check_choices(engine: str, workload: str, kv_cache_dtype: str | None) -> None:
@@ -319,6 +248,31 @@ def _check_name_and_version(name: str, vllm_version: str | None) -> None:
         )
 
 
+def _venv_version(python: str, engine: str, given: str | None) -> dict[str, Any]:
+    """--python: the vLLM version installed in that venv (package metadata), or why there is none."""
+    from llmdeck.engines import get as get_engine
+    from llmdeck.errors import UsageError
+    from llmdeck.runtime.preflight.vllm_version import probe_venv_vllm
+
+    if get_engine(engine).containerized or given:
+        raise UsageError(
+            "--python reads the vLLM of a venv; it goes with neither --engine docker nor --vllm-version.",
+            hint="Give --python PATH alone (it implies --engine venv), or --vllm-version for an image.",
+        )
+    version, why = probe_venv_vllm(python)
+    if not version:
+        raise UsageError(
+            f"--python {python!r} has no vLLM to plan for: {why}.",
+            hint="Give the Python of the venv vLLM is installed in (…/bin/python), or --vllm-version.",
+        )
+    where = str(Path(python).expanduser().absolute())  # for the spec: `up --spec` may run elsewhere
+    return {
+        "vllm_version": version,
+        "vllm_version_source": f"the vLLM installed for {where}",
+        "python": where,
+    }
+
+
 def _plan_request(values: dict[str, Any], vllm_args: list[str]) -> Any:
     from pydantic import ValidationError
 
@@ -339,8 +293,11 @@ def _plan(ctx: typer.Context, values: dict[str, Any], spec_out: Path | None, as_
     from llmdeck.plan.planner import make_plan
 
     settings = get_settings(ctx)
+    values["engine"] = values["engine"] or ("venv" if values["python"] else "docker")
     _check_choices(values["engine"], values["workload"], values["kv_cache_dtype"])
     _check_name_and_version(values["name"], values["vllm_version"])
+    if values["python"]:
+        values |= _venv_version(values["python"], values["engine"], values["vllm_version"])
     req = _plan_request(values, list(ctx.args))
     plan = make_plan(
         req,

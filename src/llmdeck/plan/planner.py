@@ -56,6 +56,8 @@ class PlanRequest(BaseModel):
     name: str = "default"
     workload: Workload = "agent"
     vllm_version: str | None = None
+    vllm_version_source: str | None = Field(None, description="where vllm_version was read (--vllm-version)")
+    python: str | None = Field(None, description="venv engine: the Python that has vLLM (into the spec)")
     vllm_args: list[str] = Field(default_factory=list)
     total_gib: float | None = Field(None, gt=0, description="Override the machine's device memory total.")
     nodes: int = Field(1, ge=1, description="machines the server spans (Ray)")
@@ -275,7 +277,7 @@ def _impossible(memory: MemoryPlan, facts: ModelFacts, model: str) -> PlanError:
 def _target_vllm(req: PlanRequest, image: str | None, catalog: Catalog) -> tuple[str | None, str, str | None]:
     """(target vLLM version, where it came from, the image's upper bound when only that is known)."""
     if req.vllm_version:
-        return req.vllm_version, "--vllm-version", None
+        return req.vllm_version, req.vllm_version_source or "--vllm-version", None
     img_version, img_below, img_source = image_version(image, catalog)
     if get_engine(req.engine).containerized:
         return img_version, img_source, img_below
@@ -384,4 +386,5 @@ def build_spec(req: PlanRequest, resolved: ResolvedModel, flags: VllmFlags, imag
         env={} if engine.containerized else env,
         image=image,
         hf_cache=str(default_hf_home()) if engine.containerized else None,
+        python=None if engine.containerized else req.python,
     )
