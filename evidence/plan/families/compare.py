@@ -16,11 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from llmdeck.catalog.entries import load_catalog
-from llmdeck.plan.machine import GIB
-from llmdeck.plan.planner import PlanRequest, make_plan
-
-CONFIGS = Path(__file__).resolve().parent / "configs"
+from predict import H200_BYTES, plan_on_h200  # this folder's predict.py (the script's folder is on sys.path)
 
 
 def _num(pat: str, text: str) -> float | None:
@@ -28,18 +24,12 @@ def _num(pat: str, text: str) -> float | None:
     return float(m.group(1).replace(",", "")) if m else None
 
 
-def _plan(run: dict[str, Any], text: str, total_gib: float, kv_gib: float | None) -> Any:
+def _plan(run: dict[str, Any], text: str, total_bytes: int, kv_gib: float | None) -> Any:
     version = re.search(r"Initializing a V1 LLM engine \(v([\d.]+)\)", text)
-    req = PlanRequest(
-        model=str(CONFIGS / run["model"]),
-        machine="h200",
-        engine="venv",
-        vllm_version=version.group(1) if version else "0.22.0",
-        vllm_args=shlex.split(run["flags"]),
-        kv_cache_memory_gib=kv_gib,
-        total_gib=total_gib,
+    flags = shlex.split(run["flags"])
+    return plan_on_h200(
+        run["model"], flags, version.group(1) if version else "0.22.0", total_bytes=total_bytes, kv_gib=kv_gib
     )
-    return make_plan(req, catalog=load_catalog(), raise_if_impossible=False)
 
 
 def _pct(planned: int, seen: float) -> str:
@@ -49,7 +39,7 @@ def _pct(planned: int, seen: float) -> str:
 def main(folder: str) -> None:
     results = Path(folder)
     device = json.loads((results / "device.json").read_text())
-    total_gib = float(device.get("gpu_total_bytes", 150122463232)) / GIB
+    total_bytes = int(device.get("gpu_total_bytes", H200_BYTES))
     print("run | model | flags | runner vLLM/plan | vLLM KV tokens | plan given | plan own | weights GiB")
     for line in (results / "runs.jsonl").read_text().splitlines():
         run = json.loads(line)
@@ -59,7 +49,7 @@ def main(folder: str) -> None:
             print(f"{run['run']} | {run['model']} | did not start")
             continue
         available = _num(r"Available KV cache memory: ([\d.]+) GiB", text)
-        given, own = _plan(run, text, total_gib, available), _plan(run, text, total_gib, None)
+        given, own = _plan(run, text, total_bytes, available), _plan(run, text, total_bytes, None)
         runner = "V2" if "Using V2 Model Runner" in text else "V1"
         loaded = _num(r"Model loading took ([\d.]+) GiB", text)
         flags = run["flags"].split("--max-num-seqs 8", 1)[-1].strip() or "-"

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import shlex
 import sys
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from llmdeck.catalog.entries import load_catalog
 from llmdeck.plan.machine import GIB
@@ -34,19 +36,31 @@ def rows(plan_file: Path) -> list[tuple[str, list[str]]]:
     return out
 
 
+def plan_on_h200(
+    name: str, flags: list[str], version: str, *, total_bytes: int = H200_BYTES, kv_gib: float | None = None
+) -> Any:
+    """`llmdeck plan` for one family row on the H200 (the venv engine, the row's vLLM version)."""
+    req = PlanRequest(
+        model=str(HERE / "configs" / name),
+        machine="h200",
+        engine="venv",
+        vllm_version=version,
+        vllm_args=flags,
+        kv_cache_memory_gib=kv_gib,
+        total_gib=total_bytes / GIB,
+    )
+    return make_plan(req, catalog=_catalog(), raise_if_impossible=False)
+
+
+@lru_cache(maxsize=1)
+def _catalog() -> Any:
+    return load_catalog()
+
+
 def main(plan_file: str, version: str) -> None:
-    catalog = load_catalog()
     print("row | model | extra flags | runner | block | available GiB | KV tokens | concurrency")
     for i, (name, flags) in enumerate(rows(Path(plan_file)), 1):
-        req = PlanRequest(
-            model=str(HERE / "configs" / name),
-            machine="h200",
-            engine="venv",
-            vllm_version=version,
-            vllm_args=flags,
-            total_gib=H200_BYTES / GIB,
-        )
-        plan = make_plan(req, catalog=catalog, raise_if_impossible=False)
+        plan = plan_on_h200(name, flags, version)
         mem = plan.memory
         runner = "V2" if uses_v2_model_runner(plan.facts, plan.settings) else "V1"
         extra = " ".join(flags[7:]) or "-"
