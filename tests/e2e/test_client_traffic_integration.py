@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,11 +22,11 @@ import pytest
 
 from engine_helpers import CAPPED_CONTEXT
 from llmdeck.checks.traffic import recordings
+from real_clients import npm_client
 from repo_paths import ROOT
 
 # integration (the real CPU engine) and e2e (the real agent binaries): tests/e2e
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
-CLIENTS_DIR = ROOT / ".cache" / "clients"
 BIG = CAPPED_CONTEXT  # the session's capped_server (conftest): 32,768 tokens, replies of <= 48
 OUTPUT_LIMIT = BIG // 4  # what connect writes for it: a quarter of the context (connect/configs.py)
 ACCESS = re.compile(r'"POST /v1/chat/completions HTTP/1\.1" (\d{3})')
@@ -42,34 +41,14 @@ def run_cli(*args: str, tmp_path: Path, timeout: float = 600) -> subprocess.Comp
     )
 
 
-def npm_client(package: str, client: str, binary: str) -> Path:
-    """The real client at the recorded version, from npm into .cache/clients (skip if npm cannot)."""
-    version = recordings()[client].client_version
-    prefix = CLIENTS_DIR / client
-    exe = prefix / "node_modules" / ".bin" / binary
-    if exe.exists():
-        return exe
-    if shutil.which("npm") is None:
-        pytest.skip("npm is not installed: cannot install the real client")
-    res = subprocess.run(
-        ["npm", "install", "--prefix", str(prefix), f"{package}@{version}"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if res.returncode != 0 or not exe.exists():
-        pytest.skip(f"npm could not install {package}@{version} (registry unreachable?): {res.stderr[-400:]}")
-    return exe
-
-
 @pytest.fixture(scope="module")
 def opencode_bin() -> Path:
-    return npm_client("opencode-ai", "opencode", "opencode")
+    return npm_client("opencode-ai", recordings()["opencode"].client_version, "opencode", "opencode")
 
 
 @pytest.fixture(scope="module")
 def cn_bin() -> Path:
-    return npm_client("@continuedev/cli", "continue", "cn")
+    return npm_client("@continuedev/cli", recordings()["continue"].client_version, "continue", "cn")
 
 
 def client_logs(home: Path) -> str:

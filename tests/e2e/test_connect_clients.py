@@ -17,6 +17,7 @@ import os
 import re
 import stat
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -28,10 +29,8 @@ from cli_helpers import run_cli
 from llmdeck.checks.traffic import ClientReads, RecordedRequest, Recording
 from llmdeck.connect import ServeInfo, connect_client
 from llmdeck.errors import ConfigError, OperationError, UsageError
+from real_clients import aider_parser_path, npm_pinned
 
-CLAUDE = Path("/tmp/clients/claude/node_modules/.bin/claude")
-CODEX = Path("/tmp/clients/codex/node_modules/.bin/codex")
-AIDER_SRC = Path("/tmp/clients/aider-wheel/x")  # aider-chat 0.86.2's wheel, unpacked (optional)
 DEAD = "http://127.0.0.1:9"  # nothing listens: a test that reaches the server fails differently
 
 
@@ -214,12 +213,12 @@ def test_aider_conf_and_metadata_written_side_by_side(tmp_path: Path) -> None:
     assert [f.path for f in result.files] == [str(meta.resolve())] and result.files[0].action == "updated"
 
 
-@pytest.mark.skipif(not (AIDER_SRC / "aider" / "args.py").exists(), reason="aider-chat 0.86.2 not unpacked")
+@pytest.mark.integration
+@pytest.mark.e2e
 def test_aider_reads_the_conf_with_its_own_parser(tmp_path: Path) -> None:
-    """aider's real configargparse parser (args.get_parser) reading what connect wrote."""
-    py = Path("/tmp/clients/aider-parse/bin/python")
-    if not py.exists():
-        pytest.skip("no Python with configargparse + shtab for aider's parser")
+    """aider's real configargparse parser (args.get_parser, from the aider-chat 0.86.2 wheel) reading
+    what connect wrote."""
+    pythonpath = aider_parser_path()
     conf = tmp_path / ".aider.conf.yml"
     connect_client("aider", info(api_key="sk-a"), file=conf)
     code = (
@@ -230,9 +229,9 @@ def test_aider_reads_the_conf_with_its_own_parser(tmp_path: Path) -> None:
         "print(json.dumps([a.model, a.openai_api_base, a.openai_api_key, a.model_metadata_file, "
         "a.check_update, a.analytics]))"
     )
-    env = dict(os.environ, PYTHONPATH=str(AIDER_SRC))
+    env = dict(os.environ, PYTHONPATH=pythonpath)
     out = subprocess.run(
-        [str(py), "-c", code, str(conf)], capture_output=True, text=True, env=env, check=True
+        [sys.executable, "-c", code, str(conf)], capture_output=True, text=True, env=env, check=True
     )
     model, base, key, meta, check_update, analytics = json.loads(out.stdout)
     assert (model, base, key) == ("openai/tiny-qwen3", "http://127.0.0.1:8101/v1", "sk-a")
@@ -366,7 +365,6 @@ def test_unknown_client_is_a_usage_error_in_the_library() -> None:
 
 @pytest.mark.integration
 @pytest.mark.e2e
-@pytest.mark.skipif(not (CLAUDE.exists() and CODEX.exists()), reason="claude/codex not installed")
 def test_real_claude_and_codex_accept_what_connect_wrote(
     cpu_server: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -375,6 +373,7 @@ def test_real_claude_and_codex_accept_what_connect_wrote(
     asks only the server; ``codex features list`` loads the config.toml (it exits 1 on a bad one)."""
     from llmdeck.connect import limits
 
+    claude, codex = npm_pinned("claude-code"), npm_pinned("codex")
     monkeypatch.setattr(limits, "load_recording", lambda c: fake_recording(c, 900))
     claude_dir, codex_home = tmp_path / "claude", tmp_path / "codex"
     base = ["--server", cpu_server.base_url]
@@ -386,7 +385,7 @@ def test_real_claude_and_codex_accept_what_connect_wrote(
     assert code == 0, err
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "TERM": "dumb"}
     ctx = subprocess.run(
-        [str(CLAUDE), "-p", "/context"],
+        [str(claude), "-p", "/context"],
         env={**env, "CLAUDE_CONFIG_DIR": str(claude_dir)},
         cwd=tmp_path,
         capture_output=True,
@@ -397,7 +396,7 @@ def test_real_claude_and_codex_accept_what_connect_wrote(
     # the window it read: 4096 less connect's 512-token margin = 3584, shown as 3.6k
     assert "**Model:** tiny-qwen3" in ctx.stdout and re.search(r"/ 3\.6k", ctx.stdout), ctx.stdout
     feats = subprocess.run(
-        [str(CODEX), "features", "list"],
+        [str(codex), "features", "list"],
         env={**env, "CODEX_HOME": str(codex_home)},
         capture_output=True,
         text=True,
@@ -409,7 +408,7 @@ def test_real_claude_and_codex_accept_what_connect_wrote(
     )
     # a wrong key type makes the same binary fail: the check above is not vacuous
     bad = subprocess.run(
-        [str(CODEX), "-c", 'model_context_window="x"', "features", "list"],
+        [str(codex), "-c", 'model_context_window="x"', "features", "list"],
         env={**env, "CODEX_HOME": str(codex_home)},
         capture_output=True,
         text=True,

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,34 +21,13 @@ from typing import Any
 
 import pytest
 
-from llmdeck.evals.agents import BINARIES, NPM_PACKAGES, PINNED, client_version
+from llmdeck.evals.agents import PINNED
+from real_clients import npm_pinned
 from repo_paths import ROOT
 
 # integration (the real CPU engine) and e2e (the real agent binaries): tests/e2e
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
-CLIENTS_DIR = ROOT / ".cache" / "clients"
 ROUTES = {"claude-code": "/v1/messages", "codex": "/v1/responses"}
-
-
-def npm_pinned(client: str) -> Path:
-    """The real client at the version llmdeck's parser was written against, from npm into
-    .cache/clients/<client> (skip when npm cannot install it)."""
-    package, version = NPM_PACKAGES[client], PINNED[client]
-    prefix = CLIENTS_DIR / client
-    exe = prefix / "node_modules" / ".bin" / BINARIES[client]
-    if exe.exists() and client_version(exe) == version:
-        return exe
-    if shutil.which("npm") is None:
-        pytest.skip("npm is not installed: cannot install the real client")
-    res = subprocess.run(
-        ["npm", "install", "--prefix", str(prefix), f"{package}@{version}"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    if res.returncode != 0 or not exe.exists():
-        pytest.skip(f"npm could not install {package}@{version} (registry unreachable?): {res.stderr[-400:]}")
-    return exe
 
 
 def llmdeck(*args: str, state: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
