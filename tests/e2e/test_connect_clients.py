@@ -239,6 +239,35 @@ def test_aider_reads_the_conf_with_its_own_parser(tmp_path: Path) -> None:
     assert check_update is False and analytics is False
 
 
+@pytest.mark.integration
+@pytest.mark.e2e
+def test_aider_reads_the_launch_environment_over_its_conf(tmp_path: Path) -> None:
+    """aider's own parser: the AIDER_* variables `launch` sets win over a .aider.conf.yml that says
+    otherwise."""
+    from test_launch import plan
+
+    pythonpath = aider_parser_path()
+    conf = tmp_path / ".aider.conf.yml"
+    conf.write_text("model: gpt-4o\nopenai-api-base: https://elsewhere.example/v1\n")
+    p = plan("aider", tmp_path)
+    code = (
+        "import sys, json, types; sys.modules['aider.coders'] = types.SimpleNamespace(__all__=[]); "
+        "from aider.args import get_parser; a = get_parser([sys.argv[1]], None).parse_args([]); "
+        "print(json.dumps([a.model, a.openai_api_base, a.model_metadata_file, a.check_update, a.analytics]))"
+    )
+    env = {**p.child_env(), "PYTHONPATH": pythonpath}
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(conf)], capture_output=True, text=True, env=env, check=True
+    )
+    assert json.loads(out.stdout) == [
+        "openai/tiny-qwen3",
+        "http://127.0.0.1:8101/v1",
+        p.env["AIDER_MODEL_METADATA_FILE"],
+        False,
+        False,
+    ]
+
+
 # ---- cline: the CLI's own `cline auth` ----------------------------------------------------------
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import stat
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,6 @@ from llmdeck.connect import ServeInfo
 from llmdeck.connect.launch import KEY_VAR, LaunchPlan, find_binary, plan_launch, write_files
 from llmdeck.errors import UsageError
 
-AIDER_SRC = Path("/tmp/clients/aider-wheel/x")
 DEAD = "http://127.0.0.1:9"
 SECRET = "sk-llmdeck-launch-secret"
 
@@ -83,33 +81,6 @@ def test_qwen_opencode_and_aider_environments(tmp_path: Path) -> None:
     a = plan("aider", tmp_path)
     assert a.env["AIDER_MODEL"] == "openai/tiny-qwen3" and a.env["AIDER_OPENAI_API_BASE"].endswith("/v1")
     assert a.files[a.env["AIDER_MODEL_METADATA_FILE"]]["openai/tiny-qwen3"]["max_input_tokens"] == 40960
-
-
-@pytest.mark.skipif(not (AIDER_SRC / "aider" / "args.py").exists(), reason="aider-chat 0.86.2 not unpacked")
-def test_aider_reads_the_launch_environment_over_its_conf(tmp_path: Path) -> None:
-    """aider's own parser: AIDER_* variables win over a .aider.conf.yml that says otherwise."""
-    py = Path("/tmp/clients/aider-parse/bin/python")
-    if not py.exists():
-        pytest.skip("no Python with configargparse + shtab for aider's parser")
-    conf = tmp_path / ".aider.conf.yml"
-    conf.write_text("model: gpt-4o\nopenai-api-base: https://elsewhere.example/v1\n")
-    p = plan("aider", tmp_path)
-    code = (
-        "import sys, json, types; sys.modules['aider.coders'] = types.SimpleNamespace(__all__=[]); "
-        "from aider.args import get_parser; a = get_parser([sys.argv[1]], None).parse_args([]); "
-        "print(json.dumps([a.model, a.openai_api_base, a.model_metadata_file, a.check_update, a.analytics]))"
-    )
-    env = {**p.child_env(), "PYTHONPATH": str(AIDER_SRC)}
-    out = subprocess.run(
-        [str(py), "-c", code, str(conf)], capture_output=True, text=True, env=env, check=True
-    )
-    assert json.loads(out.stdout) == [
-        "openai/tiny-qwen3",
-        "http://127.0.0.1:8101/v1",
-        p.env["AIDER_MODEL_METADATA_FILE"],
-        False,
-        False,
-    ]
 
 
 def test_shown_plan_redacts_the_key_everywhere(tmp_path: Path) -> None:
