@@ -21,6 +21,12 @@ ST=${ST:-/root/fam}  # a later round uses its own state (ST=/root/fam2)
 mkdir -p "$OUT/logs" $ST/logs
 ls /tmp/site/.done >/dev/null 2>&1 || { echo "COLD: gpu-lab not installed (run device-install.sh first)"; exit 3; }
 PORT=${PORT:-8000}
+# COMPILED=1: vLLM's default mode (torch.compile + CUDA graphs; no --enforce-eager, no --max-num-seqs 8:
+# a row states what it wants) and each start runs on until the graphs are captured, for what they took
+COMPILED=${COMPILED:-0}
+DONE_LINE="Maximum concurrency for"; [ "$COMPILED" = 1 ] && DONE_LINE="Graph capturing finished"
+# at DEBUG vLLM also prints each cudagraph mode's estimate: first capture + (n-1) x per-graph
+LOG_LEVEL=INFO; [ "$COMPILED" = 1 ] && LOG_LEVEL=DEBUG
 PYTHONPATH=/tmp/site python3 -c 'import torch,json;f,t=torch.cuda.mem_get_info();print(json.dumps({"gpu_total_bytes":t,"gpu_free_bytes":f,"gpu":torch.cuda.get_device_name(0)}))' > "$OUT/device.json" 2>/dev/null || echo '{}' > "$OUT/device.json"
 for d in "$CONFIGS"/*/; do
   n=$(basename "$d"); mkdir -p "/root/models/$n"; cp "$d"/*.json "/root/models/$n/"
@@ -30,13 +36,13 @@ serve_until_kv() {  # NAME TIMEOUT_S FLAGS...
   local name=$1 limit=$2; shift 2
   local log=/root/vllm-$name-$PORT.log pid t
   PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
-    VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 \
+    VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 VLLM_LOGGING_LEVEL=$LOG_LEVEL PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 \
     setsid python3 -m vllm.entrypoints.cli.main serve "/root/models/$name" --served-model-name "$name" \
     --tokenizer /root/models/qwen3-0.6b --port "$PORT" --load-format dummy "$@" > "$log" 2>&1 < /dev/null &
   pid=$!
   local rc=1
   for t in $(seq 1 "$limit"); do
-    if grep -q "Maximum concurrency for" "$log"; then rc=0; sleep 1; break; fi
+    if grep -q "$DONE_LINE" "$log"; then rc=0; sleep 1; break; fi
     kill -0 $pid 2>/dev/null || { echo "vllm exited after ${t}s"; grep -E "Error|error" "$log" | tail -8; break; }
     sleep 1
   done
@@ -59,6 +65,7 @@ for i in $ORDER; do
   [ -d "/root/models/$NAME" ] || { echo "skip run $i: no config for $NAME"; continue; }
   LEFT=$(( BUDGET - ($(date +%s) - T0) ))
   FLAGS="--max-model-len $CTX --gpu-memory-utilization $UTIL --enforce-eager --max-num-seqs 8 $EXTRA"
+  [ "$COMPILED" = 1 ] && FLAGS="--max-model-len $CTX --gpu-memory-utilization $UTIL $EXTRA"
   if [ "$LEFT" -lt $(( EST + 15 )) ]; then
     echo "skip run $i ($NAME): ${LEFT}s left, needs ~${EST}s"; continue
   fi
@@ -71,7 +78,7 @@ for i in $ORDER; do
   SECS=$(( $(date +%s) - S0 ))
   LOG=$ST/logs/run-$i-$NAME.log
   cp "/root/vllm-$NAME-$PORT.log" "$LOG" 2>/dev/null
-  grep -E "Resolved architecture|Using max model len|Setting attention block size|Model loading took|Available KV cache|KV cache size|Maximum concurrency" "$LOG" | sed 's/^.*\] //'
+  grep -E "Resolved architecture|Using max model len|Setting attention block size|Model loading took|Available KV cache|KV cache size|Maximum concurrency|CUDA graph memory|first-capture|Graph capturing finished|CUDA graph pool memory|torch.compile took" "$LOG" | sed 's/^.*\] //'
   STATUS=ok; [ $RC -eq 0 ] || STATUS=failed
   echo "    $STATUS in ${SECS}s"
   printf '{"run":%d,"model":"%s","context":%s,"utilization":%s,"flags":"%s","status":"%s","seconds":%d,"log":"%s"}\n' \

@@ -54,9 +54,11 @@ class OverheadModel(BaseModel):
       PyTorch-native sampler too, whose peak holds the bf16 logits, their fp32 copy, the softmax
       probabilities and the exponential noise at once (14 B an element) plus the Triton top-k/top-p
       buffer (a row per SM): see :func:`sampler_bytes`.
-    * ``cuda_graph``: vLLM ≥ 0.21 subtracts its CUDA-graph estimate on the V1 model runner
-      (hybrid models in 0.22; the dense V2 runner does not), ≈13 MiB per captured graph;
-      zero with ``--enforce-eager``.
+    * ``cuda_graph``: vLLM ≥ 0.21 subtracts its CUDA-graph estimate on the V1 model runner, whatever
+      the model (gpu_worker.py determine_available_memory calls the runner's
+      profile_cudagraph_memory; the V2 runner's returns 0), ≈13 MiB per captured graph; zero with
+      ``--enforce-eager``. (The plan used to apply it to hybrids only, which left out every other V1
+      model in compiled mode: Llama and Mistral on 0.22, the MoEs on every release.)
 
     Calibration (vLLM 0.22.0, H200): 11 eager runs of Qwen3-0.6B, Qwen3-30B-A3B and Qwen3.6-35B-A3B
     at two contexts and two utilizations (evidence/plan/results: every predicted KV size within 1%);
@@ -153,8 +155,9 @@ def estimate_overhead(facts: ModelFacts, s: ServeSettings, *, unified_memory: bo
         if not s.enforce_eager:
             activation += COMPILED_HYBRID_EXTRA_GIB * GIB
     sampler = sampler_bytes(facts, s)
+    v2 = uses_v2_model_runner(facts, s)
     graphs = 0
-    if not s.enforce_eager and facts.is_hybrid:
+    if not s.enforce_eager and not v2:  # the V2 runner estimates nothing (profile_cudagraph_memory: 0)
         sizes = cudagraph_capture_sizes(s.max_num_seqs, s.max_num_batched_tokens)
         graphs = len(sizes) + len([x for x in sizes if x <= s.max_num_seqs])
     if unified_memory:
@@ -166,7 +169,7 @@ def estimate_overhead(facts: ModelFacts, s: ServeSettings, *, unified_memory: bo
         activation_gib=activation / GIB,
         sampler_gib=sampler / GIB,
         cuda_graph_gib=graphs * CUDA_GRAPH_BYTES_PER_GRAPH / GIB,
-        model_runner="V2" if uses_v2_model_runner(facts, s) else "V1",
+        model_runner="V2" if v2 else "V1",
     )
 
 
