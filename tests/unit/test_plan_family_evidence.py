@@ -8,7 +8,10 @@ and the logs under its results folder:
 - results-round2: vLLM 0.22.0, the families round 1 did not measure and vLLM's default 1,024 sequences
   (issue 38; device_families_round2.sh, plan-round2.txt);
 - results-v0.26: vLLM 0.26.0, Granite 4.0-H and what changed since 0.22 (device_families_v026.sh,
-  plan-v0.26.txt; planned before they ran: results-v0.26/predicted.txt).
+  plan-v0.26.txt; planned before they ran: results-v0.26/predicted.txt);
+- results-v0.26-compiled: vLLM 0.26.0 in its default mode (torch.compile + CUDA graphs, vLLM's own
+  sequence count; device_families.sh COMPILED=1, plan-v0.26-compiled.txt, predicted.txt), where the V1
+  runner subtracts its CUDA-graph estimate (held to vLLM's own estimate line here).
 
 For every start that reached its KV lines: block size, KV-cache tokens and max concurrency within 2% of
 vLLM's lines, from vLLM's printed "Available KV cache memory" (the KV math; exact) and from llmdeck's own
@@ -28,13 +31,14 @@ import pytest
 
 from llmdeck.catalog.entries import load_catalog
 from llmdeck.plan.machine import GIB
+from llmdeck.plan.memory import cudagraph_captures
 from llmdeck.plan.planner import PlanRequest, make_plan
 from llmdeck.plan.runner import uses_v2_model_runner
 from repo_paths import ROOT
 
 FAMILIES = ROOT / "evidence" / "plan" / "families"
 CONFIGS = FAMILIES / "configs"
-ROUNDS = ("results", "results-round2", "results-v0.26")
+ROUNDS = ("results", "results-round2", "results-v0.26", "results-v0.26-compiled")
 TOL = 0.02
 H200_BYTES = 150122463232
 
@@ -135,3 +139,27 @@ def test_failed_starts_are_caught_by_the_lint(run: dict[str, Any]) -> None:
     assert error, "a failed start must leave vLLM's error in its log"
     plan = _plan(run, None)
     assert plan.errors or not plan.memory.fits, error.group(0)
+
+
+COMPILED = [r for r in STARTED if "--enforce-eager" not in r["flags"]]
+
+
+@pytest.mark.parametrize("run", COMPILED, ids=_id)
+def test_the_cuda_graph_estimate_is_vllms(run: dict[str, Any]) -> None:
+    """The graphs vLLM profiles (counts and largest sizes, exact) and the estimate it subtracts from the
+    KV budget (within 0.25 GiB); on the V2 runner there is neither line and the plan subtracts nothing."""
+    text, plan = _log(run), _plan(run, None)
+    estimate = _num(r"Estimated CUDA graph memory: ([\d.]+) GiB total", text)
+    if plan.memory.overhead.model_runner == "V2":
+        assert estimate is None and plan.memory.overhead.cuda_graph_gib == 0
+        return
+    assert estimate is not None
+    sizes, full = cudagraph_captures(plan.facts, plan.settings)
+    seen = re.search(r"PIECEWISE=(\d+) \(largest=(\d+)\), FULL=(\d+) \(largest=(\d+)\)", text)
+    assert seen and tuple(map(int, seen.groups())) == (len(sizes), sizes[-1], len(full), full[-1])
+    assert plan.memory.overhead.cuda_graph_gib == pytest.approx(estimate, abs=0.25)
+
+
+def test_the_compiled_round_covers_both_runners() -> None:
+    runners = {_plan(r, None).memory.overhead.model_runner for r in COMPILED}
+    assert len(COMPILED) >= 5 and runners == {"V1", "V2"}

@@ -29,7 +29,7 @@ from llmdeck.plan.parallel import ParallelPlan, plan_stages
 from llmdeck.plan.params import mxfp4_kernel_extra_bytes
 from llmdeck.plan.runner import uses_v2_model_runner
 from llmdeck.plan.settings import DEFAULT_GPU_MEMORY_UTILIZATION, ServeSettings
-from llmdeck.util.units import GIB
+from llmdeck.util.units import GIB, MIB
 
 __all__ = ["DEFAULT_GPU_MEMORY_UTILIZATION", "KERNEL_BLOCK_ALIGN", "KVLayout", "MemoryPlan", "ServeSettings"]
 __all__ += ["cdiv", "kv_capacity", "kv_dtype_bytes", "kv_layout", "plan_memory"]
@@ -56,8 +56,8 @@ class OverheadModel(BaseModel):
       buffer (a row per SM): see :func:`sampler_bytes`.
     * ``cuda_graph``: vLLM ≥ 0.21 subtracts its CUDA-graph estimate on the V1 model runner, whatever
       the model (gpu_worker.py determine_available_memory calls the runner's
-      profile_cudagraph_memory; the V2 runner's returns 0), ≈13 MiB per captured graph; zero with
-      ``--enforce-eager``. (The plan used to apply it to hybrids only, which left out every other V1
+      profile_cudagraph_memory; the V2 runner's returns 0; see :func:`cudagraph_estimate_bytes`); zero
+      with ``--enforce-eager``. (The plan used to apply it to hybrids only, which left out every other V1
       model in compiled mode: Llama and Mistral on 0.22, the MoEs on every release.)
 
     Calibration (vLLM 0.22.0, H200): 11 eager runs of Qwen3-0.6B, Qwen3-30B-A3B and Qwen3.6-35B-A3B
@@ -71,15 +71,31 @@ class OverheadModel(BaseModel):
     sampler_gib: float
     cuda_graph_gib: float
     model_runner: str = Field("V1", description="the GPU model runner vLLM picks: V1 | V2 (plan/runner.py)")
+    peak_holds_both: bool = Field(
+        False, description="the profile's torch peak holds the forward pass and the sampler together"
+    )
 
     @property
     def total_gib(self) -> float:
-        """The forward pass and the sampler run one after the other (0.22.0 gpu_model_runner.py:
-        6164-6175 profile_run: the dummy forward's intermediates are freed before the dummy sampler
-        run), so the profile's peak holds the larger of the two, not both."""
-        return self.non_torch_gib + max(self.activation_gib, self.sampler_gib) + self.cuda_graph_gib
+        """Eager, and on the V2 runner, the forward pass and the sampler run one after the other (0.22.0
+        gpu_model_runner.py:6164-6175 profile_run: the dummy forward's intermediates are freed before
+        the dummy sampler run), so the profile's peak holds the larger of the two. Compiled on the V1
+        runner the peak held about both (``peak_holds_both``; see COMPILED_V1_PEAK_HOLDS_BOTH)."""
+        if self.peak_holds_both:
+            forward_and_sampler = self.activation_gib + self.sampler_gib
+        else:
+            forward_and_sampler = max(self.activation_gib, self.sampler_gib)
+        return self.non_torch_gib + forward_and_sampler + self.cuda_graph_gib
 
 
+# Compiled (torch.compile + CUDA graphs) on the V1 runner, vLLM 0.26.0's torch peak at vLLM's default
+# 1,024 sequences sat at or below the forward pass plus the sampler, not at the larger of the two:
+# Qwen3-30B-A3B 2.68 GiB (plan: forward 0.78, sampler 2.10), Nemotron-3-Nano 3.26 (1.51, 1.81),
+# gpt-oss-120b 2.87 (1.05, 2.78); the V2 runner (Mistral-Small 1.81: 1.63, 0.50) and every eager run
+# kept to the larger (evidence/plan/families/results-v0.26-compiled). Why is not known (the source frees
+# the forward's intermediates first); the sum is the side that never promises KV vLLM does not give:
+# -0.46%, -0.20%, -1.06% against +0.73%, +2.2%, +0.54% under the larger-of-two rule.
+COMPILED_V1_PEAK_HOLDS_BOTH = True
 # Non-torch memory on a discrete GPU: ~0.25 GiB in eager mode; torch.compile + CUDA-graph mode keeps
 # ~0.1 GiB more (Triton/Inductor runtime). Fitted on 11 eager H200 runs (evidence/plan/results) and the
 # two compiled fixture runs (shared/fixtures/vllm-0.22.0-h200).
@@ -94,7 +110,6 @@ COMPILED_HYBRID_EXTRA_GIB = 0.43
 # start-up snapshot (Python heap, torch.compile, tokenizer) counts too. Calibrated on seed 004
 # §5.1 (Qwen3.6-35B-A3B-FP8, 74.67 GiB KV) and §5.3 (Qwen3.5-35B-A3B, 3.91 GiB): ±0.6 GiB.
 NON_TORCH_UNIFIED_GIB = 2.5
-CUDA_GRAPH_BYTES_PER_GRAPH = 13 * (1 << 20)
 # Live bf16 intermediates per token at the activation peak, in elements: ~8 x hidden (residual,
 # normed input, attention in/out) plus the MLP's: dense gate_up + act output (2 x intermediate at
 # the peak), MoE the fused-MoE caches of the top-k experts (top_k x (3 x moe_intermediate + hidden)).
@@ -125,11 +140,57 @@ def sampler_bytes(facts: ModelFacts, s: ServeSettings) -> int:
     return elements * V1_SAMPLER_BYTES_PER_ELEMENT + buffer
 
 
-def cudagraph_capture_sizes(max_num_seqs: int, max_num_batched_tokens: int) -> list[int]:
-    """vLLM's default capture list: [1, 2, 4] + range(8, 256, 8) + range(256, max+1, 16)."""
-    max_size = min(512, 2 * max_num_seqs, max_num_batched_tokens)
-    sizes = [1, 2, 4, *range(8, 256, 8), *range(256, max_size + 1, 16)]
-    return [s for s in sizes if s <= max_size]
+# vLLM's CUDA-graph estimate (V1 runner, profile_cudagraph_memory in 0.22.0 and 0.26.0): per cudagraph
+# mode it captures the largest and the second-largest graph into one shared pool and takes
+# max(first captures) + (n - 1) x the second capture, summed over PIECEWISE and FULL. Fitted on the
+# DEBUG lines of round 4 (evidence/plan/families/results-v0.26-compiled: Qwen3-30B-A3B, gpt-oss-120b,
+# Qwen3.6-35B-A3B, Nemotron-3-Nano, FlashAttention 3 on the H200): a piecewise first capture of
+# 80 MiB + 0.1 MiB a token (82 at 16 tokens, 102-110 at 512, 182 at 1024), a full one of 0.5 MiB a token
+# (256-258 at 512), then 6 MiB a piecewise graph and 2 MiB a full one. Four estimates of 0.12-0.66 GiB
+# come out within 0.02 GiB, gpt-oss-120b's 0.23 GiB high (its full first capture fit in the piecewise
+# pool: 2 MiB; its piecewise graphs took 4 MiB).
+PIECEWISE_FIRST_BASE_BYTES = 80 * MIB
+PIECEWISE_FIRST_BYTES_PER_TOKEN = MIB // 10
+FULL_FIRST_BYTES_PER_TOKEN = MIB // 2
+PIECEWISE_GRAPH_BYTES = 6 * MIB
+FULL_GRAPH_BYTES = 2 * MIB
+# Architectures whose vLLM model config raises the largest capture size from 512 to 1024
+# (model_executor/models/config.py GptOssForCausalLMConfig, 0.22.0 and 0.26.0)
+CAPTURE_1024_ARCHITECTURES = frozenset({"GptOssForCausalLM"})
+
+
+def cudagraph_capture_sizes(
+    max_num_seqs: int, max_num_batched_tokens: int, *, largest: int = 512
+) -> list[int]:
+    """vLLM's default capture list (config/vllm.py): [1, 2, 4] + range(8, 256, 8) + range(256, max+1, 16),
+    max = min(largest, 2 x max_num_seqs x decode length, max_num_batched_tokens), plus
+    max_num_batched_tokens itself when it is below that cap."""
+    cap = min(largest, 2 * max_num_seqs)
+    max_size = min(cap, max_num_batched_tokens)
+    sizes = {x for x in [1, 2, 4, *range(8, 256, 8), *range(256, max_size + 1, 16)] if x <= max_size}
+    if max_num_batched_tokens <= cap:
+        sizes.add(max_num_batched_tokens)
+    return sorted(sizes)
+
+
+def cudagraph_captures(facts: ModelFacts, s: ServeSettings) -> tuple[list[int], list[int]]:
+    """The sizes vLLM captures under FULL_AND_PIECEWISE (the default): piecewise graphs at every
+    capture size, full decode graphs at the sizes up to max_num_seqs x the decode length (1 +
+    speculative tokens); vLLM logs them as "Profiling CUDA graph memory: PIECEWISE=n (largest=..),
+    FULL=m (largest=..)"."""
+    decode = 1 + s.num_speculative_tokens
+    largest = 1024 if facts.architecture in CAPTURE_1024_ARCHITECTURES else 512
+    sizes = cudagraph_capture_sizes(s.max_num_seqs * decode, s.max_num_batched_tokens, largest=largest)
+    return sizes, [x for x in sizes if x <= s.max_num_seqs * decode]
+
+
+def cudagraph_estimate_bytes(facts: ModelFacts, s: ServeSettings) -> int:
+    """What vLLM's V1 runner subtracts for the graphs of :func:`cudagraph_captures`."""
+    sizes, full = cudagraph_captures(facts, s)
+    first = PIECEWISE_FIRST_BASE_BYTES + PIECEWISE_FIRST_BYTES_PER_TOKEN * sizes[-1]
+    if full:
+        first = max(first, FULL_FIRST_BYTES_PER_TOKEN * min(full[-1], 512))
+    return first + (len(sizes) - 1) * PIECEWISE_GRAPH_BYTES + max(0, len(full) - 1) * FULL_GRAPH_BYTES
 
 
 def estimate_overhead(facts: ModelFacts, s: ServeSettings, *, unified_memory: bool = False) -> OverheadModel:
@@ -158,8 +219,7 @@ def estimate_overhead(facts: ModelFacts, s: ServeSettings, *, unified_memory: bo
     v2 = uses_v2_model_runner(facts, s)
     graphs = 0
     if not s.enforce_eager and not v2:  # the V2 runner estimates nothing (profile_cudagraph_memory: 0)
-        sizes = cudagraph_capture_sizes(s.max_num_seqs, s.max_num_batched_tokens)
-        graphs = len(sizes) + len([x for x in sizes if x <= s.max_num_seqs])
+        graphs = cudagraph_estimate_bytes(facts, s)
     if unified_memory:
         non_torch = NON_TORCH_UNIFIED_GIB
     else:
@@ -168,8 +228,9 @@ def estimate_overhead(facts: ModelFacts, s: ServeSettings, *, unified_memory: bo
         non_torch_gib=non_torch,
         activation_gib=activation / GIB,
         sampler_gib=sampler / GIB,
-        cuda_graph_gib=graphs * CUDA_GRAPH_BYTES_PER_GRAPH / GIB,
+        cuda_graph_gib=graphs / GIB,
         model_runner="V2" if v2 else "V1",
+        peak_holds_both=COMPILED_V1_PEAK_HOLDS_BOTH and not s.enforce_eager and not v2,
     )
 
 
