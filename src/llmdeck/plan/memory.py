@@ -160,12 +160,12 @@ CAPTURE_1024_ARCHITECTURES = frozenset({"GptOssForCausalLM"})
 
 
 def cudagraph_capture_sizes(
-    max_num_seqs: int, max_num_batched_tokens: int, *, largest: int = 512
+    max_num_seqs: int, max_num_batched_tokens: int, *, largest: int = 512, explicit_max: int | None = None
 ) -> list[int]:
     """vLLM's default capture list (config/vllm.py): [1, 2, 4] + range(8, 256, 8) + range(256, max+1, 16),
-    max = min(largest, 2 x max_num_seqs x decode length, max_num_batched_tokens), plus
-    max_num_batched_tokens itself when it is below that cap."""
-    cap = min(largest, 2 * max_num_seqs)
+    max = min(the user's largest size, else min(largest, 2 x max_num_seqs x decode length),
+    max_num_batched_tokens), plus max_num_batched_tokens itself when it is below that cap."""
+    cap = explicit_max if explicit_max is not None else min(largest, 2 * max_num_seqs)
     max_size = min(cap, max_num_batched_tokens)
     sizes = {x for x in [1, 2, 4, *range(8, 256, 8), *range(256, max_size + 1, 16)] if x <= max_size}
     if max_num_batched_tokens <= cap:
@@ -175,18 +175,30 @@ def cudagraph_capture_sizes(
 
 def cudagraph_captures(facts: ModelFacts, s: ServeSettings) -> tuple[list[int], list[int]]:
     """The sizes vLLM captures under FULL_AND_PIECEWISE (the default): piecewise graphs at every
-    capture size, full decode graphs at the sizes up to max_num_seqs x the decode length (1 +
-    speculative tokens); vLLM logs them as "Profiling CUDA graph memory: PIECEWISE=n (largest=..),
-    FULL=m (largest=..)"."""
+    capture size (the user's list, else vLLM's), full decode graphs at the sizes up to max_num_seqs x
+    the decode length (1 + speculative tokens); vLLM logs them as "Profiling CUDA graph memory:
+    PIECEWISE=n (largest=..), FULL=m (largest=..)". None with --enforce-eager, cudagraph_mode NONE, -O0."""
+    if s.enforce_eager or not s.cudagraphs:
+        return [], []
     decode = 1 + s.num_speculative_tokens
-    largest = 1024 if facts.architecture in CAPTURE_1024_ARCHITECTURES else 512
-    sizes = cudagraph_capture_sizes(s.max_num_seqs * decode, s.max_num_batched_tokens, largest=largest)
+    if s.cudagraph_capture_sizes:
+        sizes = sorted({x for x in s.cudagraph_capture_sizes if x <= s.max_num_batched_tokens})
+    else:
+        largest = 1024 if facts.architecture in CAPTURE_1024_ARCHITECTURES else 512
+        sizes = cudagraph_capture_sizes(
+            s.max_num_seqs * decode,
+            s.max_num_batched_tokens,
+            largest=largest,
+            explicit_max=s.max_cudagraph_capture_size,
+        )
     return sizes, [x for x in sizes if x <= s.max_num_seqs * decode]
 
 
 def cudagraph_estimate_bytes(facts: ModelFacts, s: ServeSettings) -> int:
-    """What vLLM's V1 runner subtracts for the graphs of :func:`cudagraph_captures`."""
+    """What vLLM's V1 runner subtracts for the graphs of :func:`cudagraph_captures` (0 for none)."""
     sizes, full = cudagraph_captures(facts, s)
+    if not sizes:
+        return 0
     first = PIECEWISE_FIRST_BASE_BYTES + PIECEWISE_FIRST_BYTES_PER_TOKEN * sizes[-1]
     if full:
         first = max(first, FULL_FIRST_BYTES_PER_TOKEN * min(full[-1], 512))
@@ -230,7 +242,7 @@ def estimate_overhead(facts: ModelFacts, s: ServeSettings, *, unified_memory: bo
         sampler_gib=sampler / GIB,
         cuda_graph_gib=graphs / GIB,
         model_runner="V2" if v2 else "V1",
-        peak_holds_both=COMPILED_V1_PEAK_HOLDS_BOTH and not s.enforce_eager and not v2,
+        peak_holds_both=COMPILED_V1_PEAK_HOLDS_BOTH and not s.enforce_eager and s.cudagraphs and not v2,
     )
 
 

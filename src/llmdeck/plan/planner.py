@@ -16,6 +16,7 @@ from llmdeck.engines.base import PlanEngine
 from llmdeck.engines.docker import DEFAULT_IMAGE, split_image
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import PlanError, UsageError
+from llmdeck.plan.cudagraphs import cudagraph_settings
 from llmdeck.plan.flags import SPEC_FLAGS, VllmFlags, parse_vllm_flags
 from llmdeck.plan.lint import Finding, LintContext, lint
 from llmdeck.plan.machine import GB10_CEILING, MachineProfile, get_machine
@@ -152,6 +153,7 @@ def resolve_settings(
     if kv_gib is None and isinstance(raw_bytes, str):
         kv_gib = parse_bytes(raw_bytes) / (1 << 30)
     util_value = flags.get_float("gpu-memory-utilization") or DEFAULT_GPU_MEMORY_UTILIZATION
+    graphs = cudagraph_settings(flags)
     if not 0 < util_value <= 1:
         raise UsageError(
             f"--gpu-memory-utilization {util_value} is outside (0, 1].", hint="It is a fraction, e.g. 0.85."
@@ -186,6 +188,9 @@ def resolve_settings(
         ),
         mamba_block_size=flags.get_int("mamba-block-size"),
         async_scheduling=_async_scheduling(flags, spec_method),
+        cudagraphs=graphs.enabled,
+        cudagraph_capture_sizes=graphs.sizes,
+        max_cudagraph_capture_size=graphs.max_size,
     )
 
 

@@ -48,6 +48,9 @@ class ServeSettings(BaseModel):
     )
     mamba_block_size: int | None = Field(None, description="--mamba-block-size when the user set one.")
     async_scheduling: bool = Field(True, description="vLLM's async scheduling (on unless turned off)")
+    cudagraphs: bool = Field(True, description="CUDA graphs unless cudagraph_mode NONE or -O0")
+    cudagraph_capture_sizes: list[int] | None = Field(None, description="the capture sizes the user listed")
+    max_cudagraph_capture_size: int | None = Field(None, description="the largest capture size the user set")
 
     @property
     def mamba_cache_mode(self) -> str:
