@@ -63,7 +63,8 @@ class OverheadModel(BaseModel):
     Calibration (vLLM 0.22.0, H200): 11 eager runs of Qwen3-0.6B, Qwen3-30B-A3B and Qwen3.6-35B-A3B
     at two contexts and two utilizations (evidence/plan/results: every predicted KV size within 1%);
     compiled: Qwen3-0.6B, defaults, 8192 context → log 126.35 GiB available; Qwen3.6-35B-A3B with
-    seed 000's flags → 52.73 GiB (see tests/unit/test_plan_memory.py).
+    seed 000's flags → 52.73 GiB (see tests/unit/test_plan_memory.py); vLLM 0.26.0 compiled at 1,024
+    sequences, two MoEs, a dense V2 model, two hybrids (evidence/plan/families/results-v0.26-compiled).
     """
 
     non_torch_gib: float
