@@ -176,8 +176,8 @@ def cudagraph_capture_sizes(
 
 def cudagraph_captures(facts: ModelFacts, s: ServeSettings) -> tuple[list[int], list[int]]:
     """The sizes vLLM captures under FULL_AND_PIECEWISE (the default): piecewise graphs at every
-    capture size (the user's list, else vLLM's), full decode graphs at the sizes up to max_num_seqs x
-    the decode length (1 + speculative tokens); vLLM logs them as "Profiling CUDA graph memory:
+    capture size (the user's list, else vLLM's), full decode graphs at the sizes from the decode length
+    (1 + speculative tokens) up to max_num_seqs x that (v1/cudagraph_dispatcher.py); vLLM logs them as "Profiling CUDA graph memory:
     PIECEWISE=n (largest=..), FULL=m (largest=..)". None with --enforce-eager, cudagraph_mode NONE, -O0."""
     if s.enforce_eager or not s.cudagraphs:
         return [], []
@@ -192,7 +192,7 @@ def cudagraph_captures(facts: ModelFacts, s: ServeSettings) -> tuple[list[int], 
             largest=largest,
             explicit_max=s.max_cudagraph_capture_size,
         )
-    return sizes, [x for x in sizes if x <= s.max_num_seqs * decode]
+    return sizes, [x for x in sizes if decode <= x <= s.max_num_seqs * decode]
 
 
 def cudagraph_estimate_bytes(facts: ModelFacts, s: ServeSettings) -> int:
