@@ -177,8 +177,9 @@ def cudagraph_capture_sizes(
 def cudagraph_captures(facts: ModelFacts, s: ServeSettings) -> tuple[list[int], list[int]]:
     """The sizes vLLM captures under FULL_AND_PIECEWISE (the default): piecewise graphs at every
     capture size (the user's list, else vLLM's), full decode graphs at the sizes from the decode length
-    (1 + speculative tokens) up to max_num_seqs x that (v1/cudagraph_dispatcher.py); vLLM logs them as "Profiling CUDA graph memory:
-    PIECEWISE=n (largest=..), FULL=m (largest=..)". None with --enforce-eager, cudagraph_mode NONE, -O0."""
+    (1 + speculative tokens) up to max_num_seqs x that (v1/cudagraph_dispatcher.py); vLLM logs them
+    as "Profiling CUDA graph memory: PIECEWISE=n (largest=..), FULL=m (largest=..)". None with
+    --enforce-eager, cudagraph_mode NONE or -O0."""
     if s.enforce_eager or not s.cudagraphs:
         return [], []
     decode = 1 + s.num_speculative_tokens
