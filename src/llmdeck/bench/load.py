@@ -266,8 +266,10 @@ class ScenarioRun:
         return max(self.t_last - self.t0, 1e-9)
 
     async def _sleep_until(self, offset: float) -> bool:
-        """Wait until ``t0 + offset``; False when the duration limit is past by then."""
-        if self.spec.duration_s is not None and offset >= self.spec.duration_s:
+        """Wait until ``t0 + offset``; False when the duration limit is past by then (or already
+        past: a closed loop's offsets stay at 0)."""
+        limit = self.spec.duration_s
+        if limit is not None and max(offset, time.perf_counter() - self.t0) >= limit:
             return False
         delay = self.t0 + offset - time.perf_counter()
         if delay > 0:
@@ -300,6 +302,7 @@ class ScenarioRun:
             if limit is None and spec.request_rate is None:
                 # duration-limited closed loop: do not queue more than the concurrency allows
                 cap = spec.max_concurrency or len(self.items)
+                await asyncio.sleep(0)  # the new task registers itself in inflight before the cap is read
                 while len(self.inflight) >= cap:
                     self._freed.clear()
                     await self._freed.wait()
