@@ -247,6 +247,10 @@ def test_keys_cli(
     code, out, _ = run_cli(["keys", "list"], capsys)
     assert code == 0 and "ci-bot" in out and secret not in out
     assert run_cli(["keys", "create", "ci-bot"], capsys)[0] == 2
+    # --json shows the key too (once: only its digest is kept), and redacts nothing else's shape
+    code, out, _ = run_cli(["keys", "create", "json-bot", "--json"], capsys)
+    made = json.loads(out)
+    assert code == 0 and made["key"].startswith("sk-llmdeck-") and "redacted" not in out
     assert run_cli(["keys", "revoke", "ci-bot"], capsys)[0] == 0
     assert run_cli(["keys", "revoke", "ci-bot"], capsys)[0] == 2
 

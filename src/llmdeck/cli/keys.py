@@ -75,7 +75,8 @@ def register(app: typer.Typer) -> None:
         secret = store.create(name, models=allowed, rpm=rpm)
         if as_json:
             print_json(
-                {"name": name, "key": secret, "models": allowed, "rpm": rpm, "keys_file": str(store.path)}
+                {"name": name, "key": secret, "models": allowed, "rpm": rpm, "keys_file": str(store.path)},
+                shown_once="key",  # only its digest is kept: redacted here, it would be lost
             )
             return
         err_console().print(

@@ -127,12 +127,19 @@ def finite(obj: Any) -> Any:
 _RAW_IN_JSON = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
-def print_json(obj: Any) -> None:
+def print_json(obj: Any, *, shown_once: str | None = None) -> None:
     """Write one standard JSON document to stdout (NaN/inf as null), secrets redacted
-    (llmdeck.util.redact), no character raw that could drive the terminal."""
+    (llmdeck.util.redact), no character raw that could drive the terminal. ``shown_once`` names the one
+    top-level field left as it is: the secret a command prints once because nothing else keeps it
+    (``keys create --json``)."""
     from llmdeck.util.redact import redact_data
 
-    text = json.dumps(finite(redact_data(to_jsonable(obj))), indent=2, ensure_ascii=False, allow_nan=False)
+    data = to_jsonable(obj)
+    kept = data.pop(shown_once) if shown_once and isinstance(data, dict) and shown_once in data else None
+    data = redact_data(data)
+    if kept is not None:
+        data[shown_once] = kept
+    text = json.dumps(finite(data), indent=2, ensure_ascii=False, allow_nan=False)
     sys.stdout.write(_RAW_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n")
     sys.stdout.flush()
 
