@@ -297,3 +297,25 @@ def test_gateway_overhead_results_follow_from_their_runs() -> None:
             cpu["litellm"]["proxy_cpu_s_per_1000_requests"]
             > 10 * cpu["llmdeck"]["proxy_cpu_s_per_1000_requests"]
         )
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_keys_file_that_is_not_a_file_is_refused_at_once(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A named pipe used to hang `keys list`/`keys create` (and the gateway) on its open; a folder got the
+    advice to chmod it (for /tmp, harmful)."""
+    import os
+    import time
+
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "state"))
+    path = tmp_path / "keys.json"
+    if kind == "fifo":
+        os.mkfifo(path, 0o600)
+    else:
+        path.mkdir(mode=0o700)
+    for args in (["keys", "list"], ["keys", "create", "bob"]):
+        t0 = time.monotonic()
+        code, _out, err = run_cli([*args, "--keys-file", str(path)], capsys)
+        assert code == 2 and "not a regular file" in err and "chmod" not in err, err
+        assert time.monotonic() - t0 < 5

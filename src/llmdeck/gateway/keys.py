@@ -22,7 +22,13 @@ from pydantic import BaseModel, Field, ValidationError
 
 from llmdeck.errors import AlreadyExistsError, ConfigError, NotRunningError, UsageError
 from llmdeck.util.atomic import atomic_write_text
-from llmdeck.util.localfile import ensure_dir
+from llmdeck.util.localfile import (
+    FileTooLargeError,
+    NotRegularFileError,
+    check_regular,
+    ensure_dir,
+    read_regular_text,
+)
 
 KEYS_SCHEMA_VERSION = 1
 KEY_PREFIX = "sk-llmdeck-"
@@ -70,9 +76,18 @@ class KeyStore:
     def load(self) -> KeysFile:
         if not self.path.exists():
             return KeysFile()
-        _refuse_loose_mode(self.path)
+        try:  # a folder, a FIFO or a device is refused before its mode is judged or it is opened
+            check_regular(self.path)
+            _refuse_loose_mode(self.path)
+            text = read_regular_text(self.path)
+        except (NotRegularFileError, FileTooLargeError) as exc:
+            raise ConfigError(
+                f"The keys file {self.path} cannot be used: {exc.strerror}.",
+                hint="Point --keys-file (or the gateway's keys_file) at a file `llmdeck keys create` made, "
+                "or at a path where none exists yet.",
+            ) from exc
         try:
-            return KeysFile.model_validate_json(self.path.read_text(encoding="utf-8"))
+            return KeysFile.model_validate_json(text)
         except (ValidationError, json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(
                 f"The keys file {self.path} is not a llmdeck keys file ({exc.__class__.__name__}).",
