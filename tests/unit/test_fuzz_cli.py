@@ -37,6 +37,7 @@ CASES = [
     case("plan:kv-gib-nan", f"{PLAN} --kv-cache-memory-gib nan", 2, "--kv-cache-memory-gib"),
     case("plan:kv-gib-negative", f"{PLAN} --kv-cache-memory-gib -1", 2, "--kv-cache-memory-gib"),
     case("plan:kv-gib-zero", f"{PLAN} --kv-cache-memory-gib 0", 2, "--kv-cache-memory-gib"),
+    case("plan:kv-gib-huge", f"{PLAN} --kv-cache-memory-gib 1e300", 2, "--kv-cache-memory-gib"),
     case("plan:port-zero", f"{PLAN} --port 0", 2, "--port"),
     case("plan:port-too-big", f"{PLAN} --port 70000", 2, "--port"),
     case("plan:port-text", f"{PLAN} --port http", 2, "--port"),

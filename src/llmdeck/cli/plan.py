@@ -189,7 +189,7 @@ def plan_cmd(
     kv_cache_memory_gib: float | None = typer.Option(
         None,
         "--kv-cache-memory-gib",
-        callback=number(at_least=0.001),
+        callback=number(at_least=0.001, at_most=1e6),
         help="Plan from a known KV budget (skips the overhead model).",
     ),
     engine: str | None = typer.Option(

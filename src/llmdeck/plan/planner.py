@@ -49,7 +49,7 @@ class PlanRequest(BaseModel):
     concurrency: int = Field(1, ge=1)
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
     kv_cache_dtype: str | None = None
-    kv_cache_memory_gib: float | None = Field(None, gt=0)
+    kv_cache_memory_gib: float | None = Field(None, gt=0, le=1e6)  # 1 PiB: far above any device
     engine: PlanEngine = "docker"
     image: str | None = None
     host: str = "127.0.0.1"
@@ -60,7 +60,9 @@ class PlanRequest(BaseModel):
     vllm_version_source: str | None = Field(None, description="where vllm_version was read (--vllm-version)")
     python: str | None = Field(None, description="venv engine: the Python that has vLLM (into the spec)")
     vllm_args: list[str] = Field(default_factory=list)
-    total_gib: float | None = Field(None, gt=0, description="Override the machine's device memory total.")
+    total_gib: float | None = Field(
+        None, gt=0, le=1e6, description="Override the machine's device memory total."
+    )
     nodes: int = Field(1, ge=1, description="machines the server spans (Ray)")
     gpus_per_node: int = Field(1, ge=1, description="GPUs each machine gives the server")
 
