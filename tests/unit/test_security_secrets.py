@@ -258,3 +258,14 @@ def test_several_api_keys_are_refused_rather_than_one_left_on_the_command_line()
         spec.model_copy(update={"vllm_args": ["--api-key", SECRET, "--enforce-eager"]})
     )
     assert secrets == {"VLLM_API_KEY": SECRET} and clean.vllm_args == ["--enforce-eager"]
+
+
+def test_a_bench_results_request_keeps_no_url_password() -> None:
+    """The request is written into every result file (bench/request.py): a target URL with a password
+    used to be stored as typed, where the result's own target.base_url was redacted."""
+    from llmdeck.bench.request import BenchRequest
+
+    req = BenchRequest(target="http://u:pw123secret@127.0.0.1:8000")
+    assert "pw123secret" not in req.model_dump_json()
+    assert "pw123secret" not in str(req.model_dump(mode="json"))
+    assert req.target.endswith("@127.0.0.1:8000")  # the run itself still has it

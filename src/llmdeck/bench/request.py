@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_serializer
 
 from llmdeck.bench.result_schema import ScenarioSpec
 from llmdeck.errors import UsageError
@@ -74,6 +74,13 @@ class BenchRequest(BaseModel):
     repeat: int = Field(1, ge=1, le=100)
     out: Path | None = None
     html: Path | None = None
+
+    @field_serializer("target")
+    def _target_out(self, target: str) -> str:
+        """A URL's password never reaches a result file (the run is written with this request)."""
+        from llmdeck.util.redact import redact_url
+
+        return redact_url(target)
 
     def normalized(self) -> BenchRequest:
         """A prompt file means the jsonl workload; multi-turn and agent-sessions talk chat."""
