@@ -44,6 +44,13 @@ def npm_client(package: str, version: str, client: str, binary: str, *, exact: b
     return exe
 
 
+def npm_recorded(package: str, client: str, binary: str) -> Path:
+    """A client at the version its recorded traffic came from (llmdeck.checks.traffic recordings)."""
+    from llmdeck.checks.traffic import recordings
+
+    return npm_client(package, recordings()[client].client_version, client, binary)
+
+
 def npm_pinned(client: str) -> Path:
     """An agent the eval runs (claude-code, codex, opencode) at llmdeck's pinned version."""
     from llmdeck.evals.agents import BINARIES, NPM_PACKAGES, PINNED

@@ -23,8 +23,9 @@ from typing import Any
 
 import pytest
 
+from real_clients import npm_recorded
 from repo_paths import ROOT
-from test_client_traffic_integration import npm_client, project, run_cli
+from test_client_traffic_integration import project, run_cli
 
 # integration (the real CPU engine) and e2e (the real agent binaries): tests/e2e
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
@@ -35,12 +36,12 @@ GATEWAY_LINE = re.compile(r"(POST|GET|HEAD) (/\S*) route=\S+ key=\S+ backend=\S+
 
 @pytest.fixture(scope="module")
 def claude_bin() -> Path:
-    return npm_client("@anthropic-ai/claude-code", "claude-code", "claude")
+    return npm_recorded("@anthropic-ai/claude-code", "claude-code", "claude")
 
 
 @pytest.fixture(scope="module")
 def codex_bin() -> Path:
-    return npm_client("@openai/codex", "codex", "codex")
+    return npm_recorded("@openai/codex", "codex", "codex")
 
 
 @pytest.fixture(scope="module")

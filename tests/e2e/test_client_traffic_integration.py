@@ -21,8 +21,7 @@ from typing import Any
 import pytest
 
 from engine_helpers import CAPPED_CONTEXT
-from llmdeck.checks.traffic import recordings
-from real_clients import npm_client
+from real_clients import npm_recorded
 from repo_paths import ROOT
 
 # integration (the real CPU engine) and e2e (the real agent binaries): tests/e2e
@@ -43,12 +42,12 @@ def run_cli(*args: str, tmp_path: Path, timeout: float = 600) -> subprocess.Comp
 
 @pytest.fixture(scope="module")
 def opencode_bin() -> Path:
-    return npm_client("opencode-ai", recordings()["opencode"].client_version, "opencode", "opencode")
+    return npm_recorded("opencode-ai", "opencode", "opencode")
 
 
 @pytest.fixture(scope="module")
 def cn_bin() -> Path:
-    return npm_client("@continuedev/cli", recordings()["continue"].client_version, "continue", "cn")
+    return npm_recorded("@continuedev/cli", "continue", "cn")
 
 
 def client_logs(home: Path) -> str:

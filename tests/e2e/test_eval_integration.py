@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from real_clients import npm_recorded
 from repo_paths import ROOT
-from test_client_traffic_integration import npm_client
 
 # integration (the real CPU engine) and e2e (the real agent binaries): tests/e2e
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
@@ -38,7 +38,7 @@ def test_real_opencode_through_the_harness(
     session_settings: Any,
     tmp_path: Path,
 ) -> None:
-    opencode = npm_client("opencode-ai", "opencode", "opencode")
+    opencode = npm_recorded("opencode-ai", "opencode", "opencode")
     out, page = tmp_path / "eval.json", tmp_path / "eval.html"
     res = llmdeck(
         "eval", "--client", "opencode", "--task", "fix-intervals", "--server", capped_server.name,
