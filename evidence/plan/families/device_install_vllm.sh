@@ -8,9 +8,12 @@ S=/root/stash
 ls $S/vllm.part* >/dev/null 2>&1 || { echo "COLD: no wheel parts in $S (carry them again)"; exit 3; }
 cat $(ls $S/vllm.part* | sort) > $S/vllm-$V-cp38-abi3-manylinux_2_28_x86_64.whl
 (cd $S && sha256sum -c vllm-$V.sha256)
-rm -f $S/vllm.part* $S/vllm-0.22.0-*.whl
-# the versions this release wants in place of gpu-lab's (stage_vllm.sh EXTRA)
-for old in compressed_tensors-0.15 humming_kernels-0.1.2- fastapi-0.165; do rm -f $S/$old*.whl; done
+rm -f $S/vllm.part*
+if [ "$V" != 0.22.0 ]; then  # 0.22.0 is gpu-lab's own release, with its own dependencies
+  rm -f $S/vllm-0.22.0-*.whl
+  # the versions this release wants in place of gpu-lab's (stage_vllm.sh EXTRA)
+  for old in compressed_tensors-0.15 humming_kernels-0.1.2- fastapi-0.165; do rm -f $S/$old*.whl; done
+fi
 rm -rf /tmp/site && mkdir -p /tmp/site
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site $S/*.whl 2>&1 \
   | grep -v 'WARNING: Target directory' || true

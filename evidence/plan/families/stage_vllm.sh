@@ -13,7 +13,7 @@
 #   run  bash .gpu/bin/device-stash.sh .gpu/p/c6b ...          split in two: what gpu-lab's c6 holds)
 #   run  bash evidence/plan/families/device_install_vllm.sh 0.26.0
 set -euo pipefail
-V=${1:?usage: stage_vllm.sh VERSION (0.23.0 .. 0.26.0)}
+V=${1:?usage: stage_vllm.sh VERSION (0.22.0 .. 0.26.0)}
 PART_MB=${PART_MB:-38}
 ROOT=$(git rev-parse --show-toplevel)
 G="$ROOT/.gpu/vllm-$V"
@@ -25,6 +25,8 @@ PLAT+=(--platform manylinux2014_x86_64 --platform linux_x86_64)
 # compressed-tensors and humming-kernels; fastapi < 0.137; nvtx (a requirement of 0.26; v1/utils.py imports it
 # for profiling ranges).
 EXTRA=(compressed-tensors==0.17.0 humming-kernels==0.1.10 fastapi==0.136.3 nvtx==0.2.15)
+# 0.22.0 is gpu-lab's own release: its wheel in smaller parts, with gpu-lab's dependencies unchanged
+[ "$V" = 0.22.0 ] && EXTRA=()
 python3 -m pip download -q --no-deps "${PLAT[@]}" -d "$G/dl" "vllm==$V" "${EXTRA[@]}" 2>&1 | grep -v "^WARNING: Location" || true
 W=$(ls "$G"/dl/vllm-"$V"-*.whl)
 rm -rf "$G"/p[0-9]* "$G"/vllm.part*
