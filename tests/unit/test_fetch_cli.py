@@ -228,6 +228,49 @@ def test_download_then_verify_json(
     assert call["allow_patterns"] is None and call["endpoint"] == CLOSED and call["revision"] is None
 
 
+def test_a_password_in_the_endpoint_is_used_but_never_shown(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The progress line ("asking URL about REPO") and the summary ("from URL") showed HF_ENDPOINT's
+    password; the download itself still gets it."""
+    fake = install_fake(monkeypatch, FakeSnapshotDownload())
+    monkeypatch.setenv("HF_ENDPOINT", "http://bob:pw-9876@127.0.0.1:9")
+    code, out, err = run_cli(["fetch", "acme/thing"], capsys)
+    assert code == 0, err
+    assert "pw-9876" not in out + err and "asking http://bob:<redacted>@127.0.0.1:9 about" in err
+    assert "from http://bob:<redacted>@127.0.0.1:9" in out
+    assert fake.calls[0]["endpoint"] == "http://bob:pw-9876@127.0.0.1:9"
+    code, out, _ = run_cli(["fetch", "acme/thing", "--json"], capsys)
+    assert code == 0 and json.loads(out)["endpoint"] == "http://bob:<redacted>@127.0.0.1:9"
+
+
+def test_an_endpoint_that_answers_a_web_page_is_not_a_hub(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A router's login page (HTTP 200, HTML) ended in "failed: JSONDecodeError: Expecting value"."""
+    from fake_servers import running
+
+    with running("fake_html_server") as url:
+        monkeypatch.setenv("HF_ENDPOINT", url)
+        code, out, err = run_cli(["fetch", "acme/thing", "--config-only", "--timeout", "5"], capsys)
+    assert code == 1 and out == "" and "Traceback" not in err, err
+    assert f"{url} did not answer like a Hugging Face hub" in err
+    assert "HTTP 200 with an HTML page ('<html><body>router login" in err and "HF_ENDPOINT" in err
+    assert "JSONDecode" not in err and "Expecting value" not in err
+
+
+def test_a_later_reply_that_is_not_json_is_not_a_hub() -> None:
+    """huggingface_hub's own questions after the first: its JSONDecodeError said in the same words."""
+    from llmdeck.errors import DownloadError
+    from llmdeck.fetch.hub import map_hub_error
+
+    exc = json.JSONDecodeError("Expecting value", "<!DOCTYPE html><title>Sign in</title>", 0)
+    err = map_hub_error(exc, "acme/thing", "http://mirror.local", None)
+    assert isinstance(err, DownloadError) and "JSONDecode" not in err.render()
+    assert "http://mirror.local did not answer like a Hugging Face hub" in err.message
+    assert "an HTML page ('<!DOCTYPE html>" in err.message and "HF_ENDPOINT" in err.render()
+
+
 def test_endpoint_local_dir_revision_are_passed(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

@@ -50,6 +50,27 @@ def test_corrupt_and_oversized_gzip_are_refused(capsys: pytest.CaptureFixture[st
         read_bytes(big, limit=2 << 20)
 
 
+def test_a_gzip_bomb_is_too_large_at_the_bound_a_plain_file_gets(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """One bound for a result's content, gzipped or not; past it, `report` says the file is too large
+    (it said "is not a JSON file", with an ``[Errno 27]`` for a plain one)."""
+    import llmdeck.util.gz as gz
+    from llmdeck.util.localfile import MAX_FILE_BYTES
+
+    assert gz.MAX_INFLATED == MAX_FILE_BYTES
+    monkeypatch.setattr(gz, "MAX_INFLATED", 1 << 20)  # the real 2 GiB takes seconds to reach
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b"\0" * (8 << 20)))  # 8 MiB of zeros: 8 kB on disk
+    assert bomb.stat().st_size < 64 << 10
+    plain = tmp_path / "big.json"
+    plain.write_bytes(b" " * (2 << 20))
+    for path, why in ((bomb, "it inflates past 1 MiB"), (plain, "more than the 1,048,576 llmdeck reads")):
+        code, _, err = run_cli(["report", str(path)], capsys)
+        assert code == 2 and "is too large to be a result file" in err and why in err, err
+        assert "Errno" not in err and "not a JSON file" not in err and "Traceback" not in err
+
+
 def test_a_tune_will_not_append_to_a_gzipped_trials_file(tmp_path: Path) -> None:
     """Resuming reads it, but the next trial's plain line would land after the gzip stream, unread."""
     from llmdeck.errors import UsageError

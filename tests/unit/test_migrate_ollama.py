@@ -155,6 +155,42 @@ def test_unreachable_and_garbled_exit_1(tmp_path: Path, capsys: pytest.CaptureFi
         assert code == 1 and words in err and "Traceback" not in err, (path, err)
 
 
+@pytest.mark.parametrize("where", ["/api/tags", "/api/show"])
+def test_a_field_of_the_wrong_type_is_a_bad_reply_not_a_validation_dump(
+    where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``details.family: 5`` in /api/tags was an internal error with pydantic's error list; in /api/show
+    (for a model whose tags give no family) it reached the mapping as a number."""
+    tags, ps, shows = documented_box()
+    for m in tags["models"]:
+        if where == "/api/show":
+            m["details"].pop("family", None)
+        elif m["name"] == "mistral:latest":
+            m["details"]["family"] = 5
+    shows["mistral:latest"] = {"details": {"family": 5}, "model_info": {}}
+    with running(FakeOllama(tags, ps, shows)) as (url, _):
+        code, _, err = _migrate(url, tmp_path / "m", capsys)
+    assert code == 1 and "Traceback" not in err and "validation error" not in err, err
+    assert f"reply at {url}{where} is not what llmdeck expects" in err
+    assert "'mistral:latest', details.family is 5, not a string" in err and "--ollama" in err
+    assert not (tmp_path / "m").exists()
+
+
+def test_a_password_in_the_ollama_url_is_shown_and_stored_redacted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The progress line, the report's title, the unload commands and migration.json showed it."""
+    with running() as (url, fake):
+        secret_url = url.replace("http://", "http://bob:pw-9876@")
+        code, out, err = _migrate(secret_url, tmp_path / "m", capsys)
+        assert code == 0, err
+        json_code, json_out, _ = _migrate(secret_url, tmp_path / "m", capsys, "--force", "--json", "--unload")
+    assert json_code == 0 and fake.unloaded  # the run itself still used the password
+    stored = (tmp_path / "m" / "migration.json").read_text()
+    for shown in (out, err, json_out, stored):
+        assert "pw-9876" not in shown and "bob:<redacted>@127.0.0.1" in shown
+
+
 def test_mapping_prefers_the_gguf_precision() -> None:
     from llmdeck.catalog.entries import load_catalog
     from llmdeck.migrate.mapping import canonical, map_model

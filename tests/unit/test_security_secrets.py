@@ -269,3 +269,46 @@ def test_a_bench_results_request_keeps_no_url_password() -> None:
     assert "pw123secret" not in req.model_dump_json()
     assert "pw123secret" not in str(req.model_dump(mode="json"))
     assert req.target.endswith("@127.0.0.1:8000")  # the run itself still has it
+
+
+def _with_secrets(src: Path, out: Path) -> Path:
+    """A committed result file as one edited by hand (or written by an older llmdeck) would hold secrets."""
+    data = json.loads(src.read_text())
+    url = "http://user:hunter2pw@127.0.0.1:8931"
+    if "target" in data:  # a bench or eval result
+        data["target"]["base_url"] = url
+        data["target"]["server_args"] = ["vllm", "serve", "--api-key", SECRET, "--api-key", "weakpw1"]
+    else:  # `bench --compare`: two sides
+        data["a"]["url"] = data["b"]["url"] = url
+    out.write_text(json.dumps(data))
+    return out
+
+
+@pytest.mark.parametrize(
+    "src",
+    ["evidence/report/results/cmp-seqs16.json", "evidence/eval/cpu/opencode-tiny.json"],
+    ids=["bench", "eval"],
+)
+def test_report_html_and_table_hide_the_secrets_report_json_hides(
+    src: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`report --json` redacted them; the HTML page and the terminal table showed them as written."""
+    from repo_paths import ROOT
+
+    res = _with_secrets(ROOT / src, tmp_path / "r.json")
+    code, out, err = run_cli(["report", str(res), "--html", str(tmp_path / "r.html")], capsys)
+    assert code == 0, err
+    for shown in ((tmp_path / "r.html").read_text(), out + err):
+        assert SECRET not in shown and "hunter2pw" not in shown and "weakpw1" not in shown
+        assert "user:" in shown and "redacted" in shown  # the URL and the flags are still shown
+
+
+def test_report_of_a_bench_comparison_hides_url_passwords(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from repo_paths import ROOT
+
+    res = _with_secrets(ROOT / "evidence/device/ollama/compare-h200.json", tmp_path / "v.json")
+    code, out, err = run_cli(["report", str(res)], capsys)
+    assert code == 0, err
+    assert "hunter2pw" not in out + err and "user:<redacted>@127.0.0.1:8931" in out

@@ -8,6 +8,7 @@ from typing import Any
 from rich.markup import escape
 
 from llmdeck.cli.output import err_console, out_console, print_json
+from llmdeck.util.redact import redact_url
 
 COMPARE_DEFAULT_WORKLOAD = "agent-sessions"
 
@@ -97,8 +98,9 @@ def render_versus(whole: Any, console: Any) -> None:
     for side in (whole.a, whole.b):
         t = side.result.target
         engine = side.engine or "not reported (no /metrics)"
+        url = redact_url(side.url)  # a file edited by hand or written by an older llmdeck may hold one
         console.print(
-            f"[bold]{side.label}[/] {escape(side.url)}  engine {escape(engine)}, model {escape(t.model)}"
+            f"[bold]{side.label}[/] {escape(url)}  engine {escape(engine)}, model {escape(t.model)}"
             + (f", server {escape(t.server_version)}" if t.server_version else "")
         )
         for s in side.ollama[-1:]:

@@ -74,7 +74,9 @@ def ollama(
             f"--{str(first['loc'][0]).replace('_', '-')} {first.get('input')!r}: {first['msg']}.",
             hint="See `llmdeck migrate ollama --help`.",
         ) from exc
-    err_console().print(f"[dim]reading Ollama at {esc(url)} …[/]", highlight=False)
+    from llmdeck.util.redact import redact_url
+
+    err_console().print(f"[dim]reading Ollama at {esc(redact_url(url))} …[/]", highlight=False)
     report = migrate_ollama(req, settings)
     if as_json:
         print_json(report)

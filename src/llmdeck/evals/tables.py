@@ -11,6 +11,7 @@ from rich.table import Table
 from llmdeck.evals.results import EvalResult, TaskRun
 from llmdeck.evals.spec import EvalTask, suites
 from llmdeck.evals.verifier import TaskVerification
+from llmdeck.util.redact import redact_argv, redact_url
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -54,13 +55,15 @@ def run_row(run: TaskRun) -> list[str]:
 
 def render_result(result: EvalResult, console: Console) -> None:
     t = result.target
+    url = redact_url(t.base_url)  # a file edited by hand or written by an older llmdeck may hold secrets
     console.print(
         f"eval: {escape(result.client)} {escape(result.client_version or '')} on {escape(t.model)} at "
-        f"{escape(t.base_url)} ({escape(t.server_version or 'version unknown')}) · {result.status}",
+        f"{escape(url)} ({escape(t.server_version or 'version unknown')}) · {result.status}",
         highlight=False,
     )
     if t.server_args:
-        console.print(f"[dim]server flags: {escape(' '.join(t.server_args))}[/]", highlight=False)
+        flags = " ".join(redact_argv(t.server_args))
+        console.print(f"[dim]server flags: {escape(flags)}[/]", highlight=False)
     split = 6  # the agent's columns, then the server's (two tables: each fits 80 columns)
     for cols, cells in (
         (RUN_COLUMNS[:split], slice(0, split)),

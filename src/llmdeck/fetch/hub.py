@@ -7,6 +7,7 @@ under ``LOCAL_DIR/.cache/huggingface`` and continues them when the same command 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -18,9 +19,11 @@ from pydantic import BaseModel, Field
 
 from llmdeck import __version__
 from llmdeck.errors import DownloadError, LlmdeckError, MissingDependencyError, UsageError
+from llmdeck.fetch.hubreply import check_hub_reply, not_a_hub, received
 from llmdeck.fetch.verify import MIRROR_HINT, VerifyReport, verify_download
 from llmdeck.util.http import BodyTooLarge, NotAnswering
 from llmdeck.util.pagecache import drop_files
+from llmdeck.util.redact import redact_url
 
 FETCH_RESULT_SCHEMA_VERSION = 1
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -188,6 +191,8 @@ def map_hub_error(exc: BaseException, repo_id: str, endpoint: str, revision: str
             hint="Run the same command again: finished files are kept and partial ones resume. "
             + MIRROR_HINT,
         )
+    if isinstance(exc, json.JSONDecodeError):  # a later question of the hub's client answered by a page
+        return not_a_hub(endpoint, repo_id, f"a reply that is not JSON: {received(exc.doc.encode())}")
     return DownloadError(
         f"Downloading {repo_id} from {endpoint} failed: {type(exc).__name__}: {exc}",
         hint="Check the network, then run the same command again: the download resumes. " + MIRROR_HINT,
@@ -211,18 +216,22 @@ def _hub_sizes(endpoint: str, repo_id: str, revision: str | None) -> dict[str, i
     return sizes or None
 
 
-def check_answers(endpoint: str, repo_id: str, revision: str | None, limit: float) -> None:
+def check_answers(
+    endpoint: str, repo_id: str, revision: str | None, limit: float, on_wait: Callable[[str], None] = _ignore
+) -> None:
     """Ask the hub about the repo first, bounded as a whole: a silent or trickling endpoint is a
-    DownloadError (exit 1) after ``limit`` s, where huggingface_hub would wait without end. Any
-    answer (even 401/404) is fine here: snapshot_download then says what it means."""
+    DownloadError (exit 1) after ``limit`` s, where huggingface_hub would wait without end, and so is
+    a 200 that is not the hub's JSON (a login page). Any other answer (even 401/404) is fine here:
+    snapshot_download then says what it means. ``on_wait`` gets the progress line (no URL password)."""
     from llmdeck.fetch.hubcap import HUB_JSON_CAP, HUB_WHAT
     from llmdeck.util.http import Redirected, bounded_get
 
+    on_wait(f"asking {redact_url(endpoint)} about {repo_id} (up to {limit:g} s)")
     url = f"{endpoint}/api/models/{repo_id}/revision/{revision or 'main'}"
     token = os.environ.get("HF_TOKEN")
     headers = {"Authorization": f"Bearer {token}"} if token else None
     try:  # capped: an endless answer here is what snapshot_download would read into memory
-        bounded_get(url, limit=limit, headers=headers, cap=HUB_JSON_CAP, what=HUB_WHAT)
+        status, body = bounded_get(url, limit=limit, headers=headers, cap=HUB_JSON_CAP, what=HUB_WHAT)
     except NotAnswering as exc:
         raise DownloadError(
             f"{endpoint} is not answering: no complete reply about {repo_id} within {limit:g} s.",
@@ -235,6 +244,7 @@ def check_answers(endpoint: str, repo_id: str, revision: str | None, limit: floa
         ) from exc
     except Exception:  # unreachable, TLS, ...: snapshot_download reports those with its own words
         return
+    check_hub_reply(endpoint, repo_id, status, body)
 
 
 def _import_hub() -> Any:
@@ -354,8 +364,7 @@ def fetch_model(
 
     started = time.monotonic()
     if not any(_is_true(env.get(v)) for v in OFFLINE_VARS):
-        (on_wait or _ignore)(f"asking {effective_endpoint} about {repo_id} (up to {answer_timeout_s:g} s)")
-        check_answers(effective_endpoint, repo_id, revision, answer_timeout_s)
+        check_answers(effective_endpoint, repo_id, revision, answer_timeout_s, on_wait or _ignore)
     _download(huggingface_hub, repo_id, revision, target, patterns, effective_endpoint, answer_timeout_s)
 
     sizes = _hub_sizes(effective_endpoint, repo_id, revision)
@@ -367,7 +376,7 @@ def fetch_model(
     return FetchResult(
         repo_id=repo_id,
         revision=revision,
-        endpoint=effective_endpoint,
+        endpoint=redact_url(effective_endpoint),  # shown and printed: a URL's password hidden
         local_dir=str(target.resolve()),
         config_only=config_only,
         include=list(include or []),

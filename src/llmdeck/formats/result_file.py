@@ -1,5 +1,5 @@
 """A saved result file (bench, eval, tune, compare), read in one place: gzipped or not, bounded in
-size (``util.gz``: 2 GiB inflated) and depth (``util.jsonsafe``), decoded, then checked for its
+size (``util.gz``: 2 GiB, inflated or not) and depth (``util.jsonsafe``), decoded, then checked for its
 ``kind`` and ``schema_version`` and validated into its model. Every failure is one
 :class:`ResultFileError` naming the file (exit 2). What a result's numbers must be is for its
 package (``bench.report.load_result``)."""
@@ -13,10 +13,10 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from llmdeck.errors import ResultFileError
-from llmdeck.util.gz import InflateError, read_bytes
+from llmdeck.util.gz import InflatedTooLargeError, InflateError, read_bytes
 from llmdeck.util.jsonsafe import TooDeepError
 from llmdeck.util.jsonsafe import loads as json_loads
-from llmdeck.util.localfile import NotRegularFileError
+from llmdeck.util.localfile import FileTooLargeError, NotRegularFileError
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -27,6 +27,9 @@ def read_json_file(p: Path, hint: str) -> Any:
         return json_loads(read_bytes(p).decode("utf-8"))
     except FileNotFoundError as exc:
         raise ResultFileError(f"{p} does not exist.", hint=hint) from exc
+    except (FileTooLargeError, InflatedTooLargeError) as exc:  # a gzip bomb, or no result file at all
+        why = exc.strerror if isinstance(exc, OSError) else exc.message
+        raise ResultFileError(f"{p} is too large to be a result file: {why}.", hint=hint) from exc
     except (NotRegularFileError, IsADirectoryError) as exc:
         raise ResultFileError(f"{p} is not a result file: {exc.strerror}.", hint=hint) from exc
     except TooDeepError as exc:

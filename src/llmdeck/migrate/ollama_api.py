@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from llmdeck.errors import EndpointError
+from llmdeck.errors import EndpointError, InternalError
 
 DEFAULT_TIMEOUT_S = 10.0
 _PARAM_LINE = re.compile(r"^\s*(?:PARAMETER\s+)?([a-z_]+)\s+(.+?)\s*$")
@@ -144,17 +144,39 @@ def _int(value: Any) -> int | None:
     return None
 
 
+class _BadField(InternalError):
+    """A field of Ollama's reply that is not of the type Ollama's API gives it (``family: 5``)."""
+
+
+def _text(details: dict[str, Any], key: str) -> str | None:
+    """``details[key]``: a string, or None when absent or empty; _BadField when it is anything else."""
+    value = details.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise _BadField(f"details.{key} is {json.dumps(value)[:60]}, not a string")
+    return value
+
+
 def _from_tags(entry: dict[str, Any]) -> OllamaModelInfo:
     d = entry.get("details") if isinstance(entry.get("details"), dict) else {}
     assert isinstance(d, dict)
     return OllamaModelInfo(
         name=str(entry.get("name") or entry.get("model") or "?"),
-        family=d.get("family") or None,
+        family=_text(d, "family"),
         families=[str(f) for f in d.get("families") or [] if isinstance(f, str)],
-        format=d.get("format") or None,
-        parameter_size=d.get("parameter_size") or None,
-        quantization_level=d.get("quantization_level") or None,
+        format=_text(d, "format"),
+        parameter_size=_text(d, "parameter_size"),
+        quantization_level=_text(d, "quantization_level"),
         size_bytes=_int(entry.get("size")),
+    )
+
+
+def _not_expected(url: str, name: str, exc: _BadField) -> EndpointError:
+    return EndpointError(
+        f"The Ollama server's reply at {url} is not what llmdeck expects: for the model {name!r}, {exc}.",
+        hint="Check that --ollama points at Ollama itself (not a proxy or another server that rewrites "
+        "its answers) and that Ollama is up to date (`ollama --version`).",
     )
 
 
@@ -175,10 +197,10 @@ def apply_show(info: OllamaModelInfo, show: dict[str, Any]) -> None:
     info.capabilities = [str(c) for c in caps if isinstance(c, str)] if isinstance(caps, list) else []
     info.has_template = bool(show.get("template"))
     details = show.get("details")
-    if isinstance(details, dict):
-        info.family = info.family or details.get("family") or None
-        info.quantization_level = info.quantization_level or details.get("quantization_level") or None
-        info.parameter_size = info.parameter_size or details.get("parameter_size") or None
+    if isinstance(details, dict):  # _BadField for a field of the wrong type, as in /api/tags
+        info.family = info.family or _text(details, "family")
+        info.quantization_level = info.quantization_level or _text(details, "quantization_level")
+        info.parameter_size = info.parameter_size or _text(details, "parameter_size")
 
 
 def _apply_ps(models: list[OllamaModelInfo], ps: list[dict[str, Any]]) -> None:
@@ -202,7 +224,12 @@ def read_inventory(base_url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Ol
     url = parse_http_url(base_url, what="The Ollama URL", example="http://127.0.0.1:11434")
     url = url.removesuffix("/v1").removesuffix("/api")
     tags = _models_of(_get_object(f"{url}/api/tags", timeout_s), f"{url}/api/tags")
-    models = [_from_tags(t) for t in tags]
+    models = []
+    for t in tags:
+        try:
+            models.append(_from_tags(t))
+        except _BadField as exc:
+            raise _not_expected(f"{url}/api/tags", str(t.get("name") or t.get("model") or "?"), exc) from None
     ps = _models_of(_get_object(f"{url}/api/ps", timeout_s), f"{url}/api/ps")
     for m in models:
         try:
@@ -211,7 +238,10 @@ def read_inventory(base_url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Ol
             m.show_error = exc.message
             continue
         if status == 200 and isinstance(show, dict):
-            apply_show(m, show)
+            try:
+                apply_show(m, show)
+            except _BadField as exc:
+                raise _not_expected(f"{url}/api/show", m.name, exc) from None
         else:
             m.show_error = f"HTTP {status}: {json.dumps(show)[:160]}"
     _apply_ps(models, ps)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_serializer
 
 from llmdeck import __version__
 
@@ -29,6 +29,13 @@ class MigrateRequest(BaseModel):
     force: bool = False
     unload: bool = False
     timeout_s: float = Field(10.0, gt=0, le=600)
+
+    @field_serializer("ollama_url")
+    def _url_out(self, url: str) -> str:
+        """A URL's password never reaches migration.json or --json (the run itself keeps it)."""
+        from llmdeck.util.redact import redact_url
+
+        return redact_url(url)
 
 
 class Change(BaseModel):

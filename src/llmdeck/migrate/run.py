@@ -25,6 +25,7 @@ from llmdeck.migrate.results import (
     MigrationReport,
     Unmapped,
 )
+from llmdeck.util.redact import redact_url
 
 GATEWAY_FILE = "gateway.yaml"
 REPORT_FILE = "migration.json"
@@ -221,7 +222,7 @@ def _loaded(inv: OllamaInventory) -> list[LoadedModel]:
             bytes=m.loaded_bytes,
             vram_bytes=m.loaded_vram_bytes,
             expires_at=m.expires_at,
-            unload_command=ollama_unload_command(m.name, inv.url),
+            unload_command=ollama_unload_command(m.name, redact_url(inv.url)),
         )
         for m in inv.loaded
     ]
@@ -244,8 +245,8 @@ def migrate_ollama(req: MigrateRequest, settings: Any, catalog: Catalog | None =
     prepare_out_dir(req, make=False)
     machine = get_machine(req.machine)
     inv = read_inventory(req.ollama_url, timeout_s=req.timeout_s)
-    report = MigrationReport(
-        request=req, ollama_url=inv.url, ollama_version=inv.version, machine=machine.name
+    report = MigrationReport(  # what is shown and stored: a URL's password hidden (inv.url keeps it)
+        request=req, ollama_url=redact_url(inv.url), ollama_version=inv.version, machine=machine.name
     )
     report.loaded = _loaded(inv)
     taken: set[str] = set()

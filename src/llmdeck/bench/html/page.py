@@ -14,6 +14,7 @@ from llmdeck.bench.html.sweep import SweepView, sweep_view
 from llmdeck.bench.html.view import Chart, RunView, ScenarioView, run_view
 from llmdeck.bench.result_schema import BenchResult
 from llmdeck.errors import UsageError
+from llmdeck.util.redact import redact_text
 from llmdeck.util.safetext import safe_text
 
 
@@ -112,13 +113,16 @@ def build_comparison(results: list[BenchResult], files: list[str]) -> tuple[Comp
 
 def visible_controls(value: object) -> object:
     """Every value the page shows, with control characters (ESC, BEL, CR ...) and bidi overrides from a
-    result file written as visible ``\\x1b`` / ``\\u202e`` (HTML-escaping keeps tags out, not them)."""
+    result file written as visible ``\\x1b`` / ``\\u202e`` (HTML-escaping keeps tags out, not them), and
+    secrets hidden as ``report --json`` hides them (a URL's password, ``--api-key X`` in the server's
+    flags, a key in an agent's transcript): a file edited by hand or written by an older llmdeck may
+    hold them. Every page (bench, eval, tune) renders its data through this one filter."""
     import markupsafe
 
     if isinstance(value, markupsafe.Markup):  # already-escaped HTML (an SVG chart, a macro's output)
         return markupsafe.Markup(safe_text(str(value)))
     if isinstance(value, str):
-        return safe_text(value)
+        return safe_text(redact_text(value))
     return value
 
 

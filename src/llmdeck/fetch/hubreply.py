@@ -1,0 +1,52 @@
+"""An endpoint that answers, but not as a Hugging Face hub: a router's or proxy's login page, a web
+server's index, an API of something else. huggingface_hub would stop on it with a bare
+``JSONDecodeError``; here it is one :class:`DownloadError` (exit 1) that says what came back and to
+check ``--endpoint`` / ``HF_ENDPOINT``."""
+
+from __future__ import annotations
+
+import json
+
+from llmdeck.errors import DownloadError
+from llmdeck.fetch.verify import MIRROR_HINT
+
+ENDPOINT_HINT = (
+    "Check --endpoint (or HF_ENDPOINT): it should be https://huggingface.co or a mirror of it (a login "
+    "page usually means a proxy or captive portal is in the way). "
+)
+
+
+def _start(body: bytes) -> str:
+    return " ".join(body.lstrip()[:200].decode("utf-8", errors="replace").split())[:80]
+
+
+def received(body: bytes) -> str:
+    """What a reply's body is, in words, with its start: ``an HTML page ('<html><body>login...')``."""
+    start = _start(body)
+    if not start:
+        return "an empty body"
+    low = start.lower()
+    kind = "an HTML page" if low.startswith("<") and ("<html" in low or "<!doctype" in low) else "text"
+    return f"{kind} ({start!r})"
+
+
+def not_a_hub(endpoint: str, repo_id: str, what: str) -> DownloadError:
+    """The error for an endpoint whose reply about ``repo_id`` is not the hub's JSON."""
+    return DownloadError(
+        f"{endpoint} did not answer like a Hugging Face hub: asked about {repo_id}, it sent {what} "
+        "instead of the hub's JSON.",
+        hint=ENDPOINT_HINT + MIRROR_HINT,
+    )
+
+
+def check_hub_reply(endpoint: str, repo_id: str, status: int, body: bytes) -> None:
+    """A 200 reply to ``/api/models/REPO/revision/REV`` must be a JSON object (any other status is for
+    huggingface_hub to explain: 401 gated, 404 missing ...). DownloadError otherwise."""
+    if status != 200:
+        return
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise not_a_hub(endpoint, repo_id, f"HTTP 200 with {received(body)}") from None
+    if not isinstance(data, dict):
+        raise not_a_hub(endpoint, repo_id, f"HTTP 200 with JSON that is not an object ({_start(body)!r})")
