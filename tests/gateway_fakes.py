@@ -3,7 +3,8 @@
 * ``FakeOpenAIUpstream``: /v1/models and chat/completions; records each body it got; streams SSE
   chunks, holding after the first until the test releases it (proves chunk-by-chunk relaying), or
   streams forever until the client goes away (proves a disconnect reaches the upstream).
-* ``fake_silent_server``: accepts TCP connections and never answers.
+* ``fake_silent_server``: accepts TCP connections and never answers (or answers only the health probe).
+* ``fake_html_server``: answers its health probe, and every request with a 200 HTML page.
 * ``fake_dying_stream_server``: answers a stream with two SSE events, then drops the connection.
 """
 
@@ -170,13 +171,50 @@ def _raw_server(handler: Any) -> Iterator[str]:
         sock.close()
 
 
-def fake_silent_server() -> contextlib.AbstractContextManager[str]:
-    """Accepts connections, reads, never answers (a hung backend)."""
+def _answer_probe(conn: socket.socket, request: bytes) -> bool:
+    """The health probe (GET /v1/models) gets a healthy answer; True when ``request`` was it."""
+    if not request.startswith(b"GET /v1/models"):
+        return False
+    body = json.dumps({"data": [{"id": "fake-served"}]}).encode()
+    conn.sendall(
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+        + f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
+        + body
+    )
+    conn.close()
+    return True
+
+
+def fake_silent_server(*, answer_probe: bool = False) -> contextlib.AbstractContextManager[str]:
+    """Accepts connections, reads, never answers (a hung backend); ``answer_probe``: but its health
+    probe answers (a server that hangs on requests only)."""
 
     def handler(conn: socket.socket) -> None:
         with contextlib.suppress(OSError):
-            conn.recv(65536)
+            request = conn.recv(65536)
+            if answer_probe and _answer_probe(conn, request):
+                return
             time.sleep(60)
+
+    return _raw_server(handler)
+
+
+HTML_PAGE = b"<!DOCTYPE html><html><body><h1>Please log in to use this network</h1></body></html>"
+
+
+def fake_html_server() -> contextlib.AbstractContextManager[str]:
+    """Its health probe answers JSON; every other request gets a 200 HTML page (a captive portal)."""
+
+    def handler(conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            if _answer_probe(conn, conn.recv(65536)):
+                return
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\n"
+                + f"content-length: {len(HTML_PAGE)}\r\nconnection: close\r\n\r\n".encode()
+                + HTML_PAGE
+            )
+            conn.close()
 
     return _raw_server(handler)
 
@@ -186,14 +224,7 @@ def fake_dying_stream_server() -> contextlib.AbstractContextManager[str]:
 
     def handler(conn: socket.socket) -> None:
         with contextlib.suppress(OSError):
-            if conn.recv(65536).startswith(b"GET /v1/models"):  # the health probe: a healthy answer
-                body = json.dumps({"data": [{"id": "fake-served"}]}).encode()
-                conn.sendall(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                    + f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
-                    + body
-                )
-                conn.close()
+            if _answer_probe(conn, conn.recv(65536)):  # the health probe: a healthy answer
                 return
             conn.sendall(
                 b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"

@@ -1,6 +1,7 @@
 """Fuzz suite, part 5: bad gateway configs for the models on demand (issue 21) through
 `llmdeck gateway up --config FILE`: every one exit 2 before anything starts, naming the file and the
-line, saying what to do (tests/fuzz_helpers.py). Ids start with the command (counted by conftest)."""
+line, saying what to do (tests/fuzz_helpers.py); a keys_file that does not exist; `keys create --models`
+naming no model. Ids start with the command (counted by conftest)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,11 @@ CONFIGS: dict[str, tuple[str, int, str]] = {
     "queue-wait-zero": (_cfg("{spec: a.json}", "  queue: {wait_s: 0}\n"), 5, "wait_s"),
     "queue-unknown-key": (_cfg("{spec: a.json}", "  queue: {max_wait: 3}\n"), 5, "max_wait"),
 }
+# a keys file the config names must exist: else the gateway would serve with no keys (line 4: keys_file)
+CONFIGS |= {
+    "keys-file-missing": (_cfg("'http://127.0.0.1:9'") + "keys_file: nokeys.json\n", 4, "keys create"),
+    "keys-file-no-folder": (_cfg("'http://127.0.0.1:9'") + "keys_file: no/such/keys.json\n", 4, "no/such"),
+}
 CASES = [
     case(
         f"gateway:config-{name}",
@@ -57,6 +63,17 @@ CASES = [
         word,
     )
     for name, (_text, line, word) in CONFIGS.items()
+]
+# `keys create --models` with no alias in it: refused, never stored as "every model"
+CASES += [
+    case(
+        f"keys:create-models-{name}",
+        ["keys", "create", "alice", "--models", value, "--keys-file", "{tmp}/keys.json"],
+        2,
+        "names no model",
+        "--models out",
+    )
+    for name, value in (("empty", ""), ("blank", "  "), ("commas", " , "), ("comma", ","))
 ]
 
 
@@ -83,3 +100,4 @@ def test_bad_gateway_config(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     run_case(c, tmp_path, capsys, monkeypatch, gateway_inputs)
+    assert not (Path(gateway_inputs["tmp"]) / "keys.json").exists()  # a refused key writes no file

@@ -15,7 +15,7 @@ from cli_helpers import run_cli
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import ConfigError, UsageError
 from llmdeck.gateway.config import parse_config
-from llmdeck.gateway.keys import KeyRing, KeyStore, verify
+from llmdeck.gateway.keys import KeyRing, KeyStore, parse_models, verify
 from llmdeck.gateway.limits import RateLimiter
 from llmdeck.gateway.merge import rewrite_request
 from llmdeck.gateway.service import check_bind
@@ -187,6 +187,17 @@ def test_keys_are_stored_hashed_0600_and_checked_in_constant_time(
         store.create("alice")
     store.revoke("alice")
     assert verify(secret, store.load().keys) is None
+
+
+def test_an_empty_model_list_never_means_every_model(tmp_path: Path) -> None:
+    store = KeyStore(tmp_path / "keys.json")
+    for models in ([], [" ", ""]):
+        with pytest.raises(UsageError, match="names no model"):
+            store.create("alice", models=models)
+    assert not store.exists()
+    assert parse_models(None) is None and parse_models(" a, ,b ") == ["a", "b"]
+    store.create("alice", models=[" a "])
+    assert store.load().keys[0].models == ["a"]
 
 
 def test_a_keys_file_others_can_read_is_refused(tmp_path: Path) -> None:

@@ -15,7 +15,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gateway_fakes import FakeOpenAIUpstream, UvicornThread, fake_dying_stream_server, fake_silent_server
+from gateway_fakes import (
+    FakeOpenAIUpstream,
+    UvicornThread,
+    fake_dying_stream_server,
+    fake_html_server,
+    fake_silent_server,
+)
 from llmdeck.gateway.app import build_app
 from llmdeck.gateway.config import parse_config
 from llmdeck.gateway.keys import KeyStore
@@ -100,7 +106,7 @@ def test_stream_is_relayed_chunk_by_chunk(settings: Settings, tmp_path: Path) ->
 
 
 def test_silent_backend_gives_504_within_seconds(settings: Settings, tmp_path: Path) -> None:
-    with fake_silent_server() as silent:
+    with fake_silent_server(answer_probe=True) as silent:  # up by its probes, silent to requests
         cfg = f"routes:\n  - model: a\n    backends: ['{silent}']\n" + FAST
         with gateway(cfg, settings, tmp_path) as gw:
             for stream in (True, False):
@@ -116,13 +122,91 @@ def test_unreachable_backend_then_next_replica(settings: Settings, tmp_path: Pat
         cfg = f"routes:\n  - model: a\n    backends: ['{dead}']\n" + FAST
         with gateway(cfg, settings, tmp_path) as gw:
             r = httpx.post(f"{gw}/v1/chat/completions", json=chat(), timeout=10)
-            assert r.status_code == 502 and r.json()["error"]["code"] == "upstream_unavailable"
+            assert r.status_code == 503 and r.json()["error"]["code"] == "backend_down"
         cfg = f"routes:\n  - model: a\n    backends: ['{dead}', '{up.url}']\n" + FAST  # type: ignore[attr-defined]
         with gateway(cfg, settings, tmp_path) as gw:
             for _ in range(3):  # the dead one is tried first at most once, then it is marked down
                 assert httpx.post(f"{gw}/v1/chat/completions", json=chat(), timeout=10).status_code == 200
             status = httpx.get(f"{gw}/gateway/status").json()["routes"][0]["backends"]
             assert status[0]["healthy"] is False and status[1]["healthy"] is True
+
+
+def test_a_backend_that_fails_its_first_probe_is_down_not_healthy(settings: Settings, tmp_path: Path) -> None:
+    """The gateway probes before it serves: a backend that never answered shows down, not "healthy"."""
+    dead = f"http://127.0.0.1:{free_port()}"
+    with fake() as up:
+        cfg = f"routes:\n  - model: a\n    backends: ['{dead}', '{up.url}']\n" + FAST  # type: ignore[attr-defined]
+        with gateway(cfg, settings, tmp_path) as gw:
+            backends = httpx.get(f"{gw}/gateway/status").json()["routes"][0]["backends"]
+    assert [b["healthy"] for b in backends] == [False, True]
+    assert "cannot connect" in backends[0]["last_error"]
+
+
+def test_a_backend_never_checked_shows_unchecked() -> None:
+    from llmdeck.gateway.config import ResolvedBackend
+    from llmdeck.gateway.routing import BackendState
+
+    state = BackendState(ResolvedBackend(url="http://127.0.0.1:9", label="b", served_model=None))
+    assert state.snapshot()["healthy"] is None  # not "healthy": nothing checked it yet
+    state.mark_up()
+    assert state.snapshot()["healthy"] is True
+
+
+def test_every_backend_down_gets_503_at_once(settings: Settings, tmp_path: Path) -> None:
+    """Known down (a silent backend: its probes time out) and still down when re-probed: a 503 within
+    the probe's timeout, not the whole answer's (60 s here), streamed or not, in each API's shape."""
+    slow = (
+        "timeouts: {connect_s: 1, first_byte_s: 60, response_s: 60, idle_s: 60}\n"
+        "health: {interval_s: 60, timeout_s: 0.5}\n"
+    )
+    with fake_silent_server() as silent:
+        cfg = f"routes:\n  - model: a\n    backends: ['{silent}']\n" + slow
+        with gateway(cfg, settings, tmp_path) as gw:
+            for stream in (False, True, False):
+                t0 = time.monotonic()
+                r = httpx.post(f"{gw}/v1/chat/completions", json=chat(stream=stream), timeout=30)
+                assert r.status_code == 503 and time.monotonic() - t0 < 3, r.text
+                error = r.json()["error"]
+                assert error["code"] == "backend_down" and silent in error["message"]
+                assert "no answer within 0.5 s" in error["message"] and "Python" not in error["message"]
+                assert int(r.headers["retry-after"]) >= 1
+            body = {"model": "a", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}
+            r = httpx.post(f"{gw}/v1/messages", json=body, timeout=30)
+            assert r.status_code == 503 and r.json()["error"]["type"] == "overloaded_error"
+
+
+def test_a_recovered_backend_is_used_before_the_next_periodic_probe(
+    settings: Settings, tmp_path: Path
+) -> None:
+    port = free_port()
+    cfg = f"routes:\n  - model: a\n    backends: ['http://127.0.0.1:{port}']\n" + FAST  # probes: every 60 s
+    with gateway(cfg, settings, tmp_path) as gw:
+        assert httpx.post(f"{gw}/v1/chat/completions", json=chat(), timeout=10).status_code == 503
+        upstream = FakeOpenAIUpstream()
+        with UvicornThread(upstream.app, port=port):
+            time.sleep(1.1)  # a backend probed within the last second is not probed again
+            r = httpx.post(f"{gw}/v1/chat/completions", json=chat(), timeout=10)
+            assert r.status_code == 200 and upstream.bodies
+            status = httpx.get(f"{gw}/gateway/status").json()["routes"][0]["backends"]
+            assert status[0]["healthy"] is True
+
+
+def test_a_web_page_is_no_model_reply(settings: Settings, tmp_path: Path) -> None:
+    """A 200 HTML page (a captive portal, a website's URL) is a 502 that says so; a replica serves."""
+    with fake_html_server() as html, fake() as up:
+        cfg = f"routes:\n  - model: a\n    backends: ['{html}']\n" + FAST
+        with gateway(cfg, settings, tmp_path) as gw:
+            for stream in (False, True):
+                time.sleep(1.1)  # marked down by the last one: re-probed (a JSON /v1/models: up), then tried
+                r = httpx.post(f"{gw}/v1/chat/completions", json=chat(stream=stream), timeout=10)
+                assert r.status_code == 502 and r.headers["content-type"] == "application/json", r.text
+                message = r.json()["error"]["message"]
+                assert "text/html" in message and "web page" in message and "<html" not in r.text
+        cfg = f"routes:\n  - model: a\n    backends: ['{html}', '{up.url}']\n" + FAST  # type: ignore[attr-defined]
+        with gateway(cfg, settings, tmp_path) as gw:
+            for _ in range(3):  # the HTML one answers first at most once, then it is marked down
+                r = httpx.post(f"{gw}/v1/chat/completions", json=chat(), timeout=10)
+                assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "hi"
 
 
 def test_backend_dying_mid_stream_ends_with_error_event(settings: Settings, tmp_path: Path) -> None:

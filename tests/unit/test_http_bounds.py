@@ -357,7 +357,7 @@ def test_gateway_probe_marks_an_endless_backend_down() -> None:
         state = asyncio.run(go(url))
     assert time.monotonic() - t0 < 5
     assert not state.healthy and state.probe_failures == 2
-    assert state.last_error == "health probe: BodyTooLarge"
+    assert state.last_error == "health probe: its /v1/models answer was over the size cap"
 
 
 # ---- fetch --------------------------------------------------------------------------------------

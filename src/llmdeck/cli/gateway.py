@@ -110,7 +110,7 @@ def _print_status(data: dict[str, Any]) -> None:
                 str(route["requests"]) if first else "",
                 str(route["errors"]) if first else "",
                 b["backend"],
-                "yes" if b["healthy"] else "NO",
+                {True: "yes", False: "NO"}.get(b["healthy"], "unchecked"),  # None: no probe or reply yet
                 str(b["outstanding"]),
                 b.get("served_model") or "?",
             )

@@ -36,6 +36,13 @@ def _store(ctx: typer.Context, path: Path | None) -> Any:
     return KeyStore(path if path is not None else default_keys_file(get_settings(ctx)))
 
 
+def _allowed(models: str | None) -> list[str] | None:
+    """--models: the aliases, or None for all; one naming no alias is refused (UsageError)."""
+    from llmdeck.gateway.keys import parse_models
+
+    return parse_models(models)
+
+
 def _print_table(rows: list[dict[str, Any]], path: Path) -> None:
     from rich.table import Table
 
@@ -70,8 +77,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Make a key and print it once (stdout); only its digest is kept. Example: llmdeck keys create
         alice --models qwen-fast,qwen-think --rpm 60"""
+        allowed = _allowed(models)  # before the store: a bad --models touches no file
         store = _store(ctx, keys_file)
-        allowed = [m.strip() for m in models.split(",") if m.strip()] if models else None
         secret = store.create(name, models=allowed, rpm=rpm)
         if as_json:
             print_json(

@@ -31,7 +31,7 @@ from llmdeck.gateway.keys import KeyRing, KeyStore
 from llmdeck.gateway.limits import RateLimiter
 from llmdeck.gateway.manager import ModelManager
 from llmdeck.gateway.metrics import GatewayMetrics
-from llmdeck.gateway.proxy import DROP_REQUEST, RequestCtx, Upstream, forward, openai_error
+from llmdeck.gateway.proxy import DROP_REQUEST, RequestCtx, Upstream, all_down, forward, openai_error
 from llmdeck.gateway.routing import Router, RouteState
 from llmdeck.gateway.surfaces import ResponseIds, api_of, reshape_error, response_id_of, rewrite_for
 from llmdeck.gateway.ui_app import ui_routes
@@ -314,6 +314,9 @@ async def _send(
         if isinstance(picked, JSONResponse):
             return picked
         route = picked
+    assert st.client is not None
+    if (down := await all_down(st.client, st.router, route, ctx, st.loaded.config.health)) is not None:
+        return down
     if body is not None:
         rewrite_for(ctx.api, body, route.route)
     if ctx.api == "responses":
@@ -327,7 +330,6 @@ async def _send(
     )
     ctx.gauge = st.metrics.in_flight.labels(ctx.route)
     ctx.gauge.inc()
-    assert st.client is not None
     return await forward(st.client, route, up, ctx)
 
 

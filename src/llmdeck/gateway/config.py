@@ -139,7 +139,7 @@ class ResolvedRoute:
 class LoadedConfig:
     config: GatewayConfig
     routes: list[ResolvedRoute]
-    keys_file: Path  # where keys live (it may not exist: then the gateway is open)
+    keys_file: Path  # where keys live (the default one may not exist: then the gateway is open)
     source: Path
 
     def route(self, alias: str) -> ResolvedRoute | None:
@@ -173,6 +173,8 @@ def parse_config(text: str, *, source: Path, settings: Any) -> LoadedConfig:
         ]
     )
     keys_file = _keys_path(config.keys_file, source, settings)
+    if config.keys_file is not None:
+        _check_keys_file(keys_file, doc)
     return LoadedConfig(config=config, routes=routes, keys_file=keys_file, source=source)
 
 
@@ -185,6 +187,25 @@ def _keys_path(value: Path | None, source: Path, settings: Any) -> Path:
         return default_keys_file(settings)
     value = value.expanduser()
     return value if value.is_absolute() else (source.parent / value)
+
+
+def _check_keys_file(path: Path, doc: MarkedDocument) -> None:
+    """A keys file the config names must exist: the gateway runs open (no keys) only when none is named.
+
+    (Without this check a typo in the path, or a folder not made yet, would serve with no API keys at
+    all, as ``KeyRing`` turns keys on only for a file that exists at start.)"""
+    try:
+        path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        folder = "" if path.parent.is_dir() else f" (nor does its folder {path.parent})"
+        raise ConfigError(
+            f"{doc.where(('keys_file',))}: the keys file {path} does not exist{folder}; the gateway would "
+            "run with no API keys.",
+            hint=f"Create it with `llmdeck keys create NAME --keys-file {path}`, or fix the path; remove "
+            "`keys_file:` only to run without keys.",
+        ) from None
+    except OSError:
+        pass  # unreadable, a loop...: the keys file's own checks (KeyStore.load) say what is wrong
 
 
 def _validation_error(exc: ValidationError, doc: MarkedDocument) -> ConfigError:

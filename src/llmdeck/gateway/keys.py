@@ -100,7 +100,9 @@ class KeyStore:
         os.chmod(self.path, 0o600)
 
     def create(self, name: str, *, models: list[str] | None = None, rpm: int | None = None) -> str:
-        """Store a new key and return it (the only time it exists in clear)."""
+        """Store a new key and return it (the only time it exists in clear).
+
+        ``models=None`` allows every alias; an empty list is refused (it would read as "all")."""
         if not NAME_RE.match(name):
             raise UsageError(
                 f"{name!r} is not a key name.",
@@ -108,6 +110,8 @@ class KeyStore:
             )
         if rpm is not None and rpm < 1:
             raise UsageError(f"--rpm {rpm} must be at least 1.", hint="Leave it out for no limit.")
+        if models is not None:
+            models = parse_models(",".join(models))
         data = self.load()
         if any(k.name == name for k in data.keys):
             raise AlreadyExistsError(
@@ -121,7 +125,7 @@ class KeyStore:
             salt=salt,
             digest=digest_key(secret, salt),
             hint=secret[: len(KEY_PREFIX) + 4],
-            models=models or None,
+            models=models,
             rpm=rpm,
         )
         data.keys.append(record)
@@ -136,6 +140,23 @@ class KeyStore:
             raise NotRunningError(f"No key named {name!r} in {self.path} (known: {known}).")
         data.keys = kept
         self.save(data)
+
+
+def parse_models(text: str | None) -> list[str] | None:
+    """``--models a,b``: the aliases a key may use; None (the option left out) allows all.
+
+    A value with no alias in it (``''``, ``' , '``) is refused: stored as "no list" it would allow every
+    model, the opposite of what a restriction asks for."""
+    if text is None:
+        return None
+    models = [m.strip() for m in text.split(",") if m.strip()]
+    if not models:
+        raise UsageError(
+            f"--models {text!r} names no model.",
+            hint="Name at least one alias (--models qwen-fast,qwen-think), or leave --models out to allow "
+            "every model.",
+        )
+    return models
 
 
 def verify(secret: str, keys: list[KeyRecord]) -> KeyRecord | None:

@@ -41,5 +41,5 @@ async def acquire_route(
         return openai_error(refusal.status, refusal.message, kind, refusal.code, **headers)
     ctx.on_finish = lambda: manager.release(model)
     state = router.backends[model.url]
-    state.healthy = True  # it answered its readiness check just now (or serves already)
+    state.mark_up()  # it answered its readiness check just now (or serves already)
     return RouteState(route.route, [state])

@@ -27,8 +27,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from llmdeck.errors import InternalError
+from llmdeck.gateway.config import Health
 from llmdeck.gateway.metrics import GatewayMetrics, UsageSniffer, token_counts
-from llmdeck.gateway.routing import BackendState, RouteState
+from llmdeck.gateway.routing import BackendState, Router, RouteState
 from llmdeck.gateway.surfaces import (
     IdSniffer,
     ResponseIds,
@@ -129,7 +130,9 @@ class RequestCtx:
 
 
 class UpstreamFailure(InternalError):
-    """A backend that gave no reply (the gateway tries the next one, or answers ``status``)."""
+    """A backend that gave no reply (the gateway tries the next one, or answers ``status``).
+
+    ``reason`` is a metrics label; ``detail`` says it in words (no exception class names)."""
 
     def __init__(self, status: int, reason: str, detail: str) -> None:
         super().__init__(detail)
@@ -165,13 +168,32 @@ async def open_upstream(client: httpx.AsyncClient, state: BackendState, up: Upst
     )
     try:
         async with asyncio.timeout(up.first_byte_s):
-            return await client.send(request, stream=True)
+            resp = await client.send(request, stream=True)
     except TimeoutError as exc:
         raise UpstreamFailure(504, "first_byte_timeout", f"no answer within {up.first_byte_s:g} s") from exc
     except httpx.TimeoutException as exc:
-        raise UpstreamFailure(504, "connect_timeout", type(exc).__name__) from exc
-    except httpx.HTTPError as exc:
-        raise UpstreamFailure(502, "connect_error", f"{type(exc).__name__}: {exc}"[:200]) from exc
+        raise UpstreamFailure(504, "connect_timeout", "the connection timed out") from exc
+    except httpx.HTTPError as exc:  # in words (the 502, the status's last_error): no exception class names
+        what = "cannot connect" if isinstance(exc, httpx.ConnectError) else "the connection broke"
+        raise UpstreamFailure(502, "connect_error", (f"{what} ({exc})" if str(exc) else what)[:200]) from exc
+    await _refuse_web_page(resp)
+    return resp
+
+
+async def _refuse_web_page(resp: httpx.Response) -> None:
+    """A success (or redirect) that is an HTML page is no model's reply: a login page, a captive portal,
+    a URL that points at a website. Relayed, a client would take it for a reply (or fail to parse it);
+    treated as a failed backend instead: marked down, the next replica tried, else a 502 that says so.
+    (An HTML 4xx/5xx is relayed as any error is; other types pass: /v1/audio answers audio.)"""
+    kind = resp.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if resp.status_code < 400 and kind in {"text/html", "application/xhtml+xml"}:
+        await resp.aclose()
+        raise UpstreamFailure(
+            502,
+            "not_an_api_reply",
+            f"it answered HTTP {resp.status_code} with a web page ({kind}), not JSON or an event stream: "
+            "is the URL that of an OpenAI-compatible server (not a login page or a website)?",
+        )
 
 
 async def forward(client: httpx.AsyncClient, route: RouteState, up: Upstream, ctx: RequestCtx) -> Response:
@@ -186,7 +208,7 @@ async def forward(client: httpx.AsyncClient, route: RouteState, up: Upstream, ct
             resp = await open_upstream(client, state, up)
         except UpstreamFailure as failure:
             state.outstanding -= 1
-            state.mark_down(failure.reason)
+            state.mark_down(failure.detail)
             ctx.metrics.errors.labels(ctx.route, state.backend.label, failure.reason).inc()
             ctx.metrics.backend_up.labels(state.backend.label).set(0)
             failures.append(f"{state.backend.label}: {failure.detail}")
@@ -199,7 +221,7 @@ async def forward(client: httpx.AsyncClient, route: RouteState, up: Upstream, ct
             continue
         if (missing := await _missing_surface(resp, state, ctx)) is not None:
             return missing
-        state.healthy = True
+        state.mark_up()
         ctx.backend = state.backend.label
         return RelayResponse(Relay(resp, state, ctx))
     route.errors += 1
@@ -210,6 +232,35 @@ async def forward(client: httpx.AsyncClient, route: RouteState, up: Upstream, ct
         f"No backend of model {ctx.route!r} answered: " + "; ".join(failures) + ".",
         "upstream_error",
         "upstream_unavailable",
+    )
+
+
+async def all_down(
+    client: httpx.AsyncClient,
+    router: Router,
+    route: RouteState,
+    ctx: RequestCtx,
+    health: Health,
+) -> JSONResponse | None:
+    """Every backend of the route is known down and a probe now finds none up: a 503 at once.
+
+    Not worth a try: a request to a dead peer would hang until its timeout (a whole answer's, 600 s by
+    default, for a silent one). Down means a failed probe or request; a backend never checked (a model
+    on demand the manager just readied) is tried. ``forward`` still tries every backend in turn."""
+    if any(b.healthy for b in route.backends):
+        return None
+    if await router.recheck(client, route.backends, health.timeout_s):
+        return None
+    route.errors += 1
+    ctx.finish(503, "backend_down")
+    why = "; ".join(f"{b.backend.label}: {b.last_error or 'down'}" for b in route.backends)
+    return openai_error(
+        503,
+        f"Every backend of model {route.route.alias!r} is down: {why}. Start it (or fix its URL in the "
+        "gateway config), then retry; `llmdeck gateway status` shows the backends.",
+        "service_unavailable",
+        "backend_down",
+        **{"Retry-After": str(max(1, round(health.interval_s)))},
     )
 
 

@@ -2,8 +2,12 @@
 
 A backend is marked down when a request to it fails before the first byte, dies mid-stream or two health
 probes in a row fail (``GET /v1/models``, which also tells its served model name and max_model_len); it is
-marked up again by the next probe that answers. When every backend of a route is down, all are tried
-anyway (in the same order), so a recovered server is used before the next probe notices.
+marked up again by the next probe that answers. The gateway probes every backend before it serves: one
+that fails that first probe is down from the start (it was never seen up; a "healthy" it never earned
+would be a guess). Until its first probe or reply a backend shows as unchecked (``healthy: null``), e.g.
+a model on demand that is not running; it is still tried. When every backend of a route is down, a
+request re-probes them at once (``recheck``): one that answers is used (so a recovered server serves
+before the next periodic probe), else the request gets a 503 at once instead of waiting on a dead peer.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ class BackendState:
     last_error: str | None = None
     served_model: str | None = None
     max_model_len: int | None = None
-    checked_at: float | None = None
+    checked_at: float | None = None  # the last probe's (or reply's) time; None: never checked
     probe_failures: int = 0
 
     @property
@@ -54,11 +58,19 @@ class BackendState:
         self.failures += 1
         self.last_error = reason
 
+    def mark_up(self) -> None:
+        """It answered (a probe, a reply, a readiness check)."""
+        if not self.healthy:
+            log.info("backend %s is up again", self.backend.label)
+        self.healthy = True
+        self.probe_failures = 0
+        self.checked_at = time.time()
+
     def snapshot(self) -> dict[str, Any]:
         return {
             "backend": self.backend.label,
             "url": self.url,
-            "healthy": self.healthy,
+            "healthy": self.healthy if self.checked_at is not None else None,  # None: not checked yet
             "outstanding": self.outstanding,
             "requests": self.requests,
             "failures": self.failures,
@@ -95,6 +107,7 @@ class Router:
         self.skip_probe: Callable[[BackendState], bool] = lambda state: False
         self.backends: dict[str, BackendState] = {}
         self.routes: dict[str, RouteState] = {}
+        self._rechecks: dict[str, asyncio.Future[None]] = {}  # url -> the re-probe requests share
         for route in loaded.routes:
             states = [self.backends.setdefault(b.url, BackendState(b)) for b in route.backends]
             self.routes[route.alias] = RouteState(route, states)
@@ -121,23 +134,44 @@ class Router:
                 models = json_loads(await aread_capped(resp, url, cap=JSON_CAP)).get("data") or []
         except (httpx.HTTPError, ValueError, AttributeError, TimeoutError, BodyTooLarge) as exc:
             state.probe_failures += 1
-            if state.probe_failures >= 2 or not state.healthy:  # one slow probe on a busy box is not "down"
-                state.mark_down(f"health probe: {type(exc).__name__}")
-            return
-        finally:
+            # one slow probe on a busy box is not "down"; a backend never seen up is not presumed up
+            if state.probe_failures >= 2 or not state.healthy or state.checked_at is None:
+                state.mark_down(f"health probe: {probe_problem(exc, timeout_s)}")
             state.checked_at = time.time()
+            return
         if models and isinstance(models[0], dict):
             state.served_model = state.served_model or models[0].get("id")
             max_len = models[0].get("max_model_len")
             state.max_model_len = int(max_len) if isinstance(max_len, int) else None
-        if not state.healthy:
-            log.info("backend %s is up again", state.backend.label)
-        state.healthy = True
-        state.probe_failures = 0
+        state.mark_up()
 
     async def probe_all(self, client: httpx.AsyncClient, timeout_s: float) -> None:
         states = [s for s in self.backends.values() if not self.skip_probe(s)]
         await asyncio.gather(*(self.probe(client, s, timeout_s) for s in states))
+
+    async def recheck(self, client: httpx.AsyncClient, states: list[BackendState], timeout_s: float) -> bool:
+        """Every backend of a route is down: probe them again now; True when one is up.
+
+        Requests that arrive meanwhile share the probe in flight, and a backend probed within the last
+        second is not probed again (a flood of requests to a dead model costs no flood of probes)."""
+        now = time.time()
+        waits = []
+        for state in states:
+            if self.skip_probe(state) or (state.checked_at is not None and now - state.checked_at < 1.0):
+                continue
+            task = self._rechecks.get(state.url)
+            if task is None:
+                task = asyncio.ensure_future(self._shared(client, state, timeout_s))
+                self._rechecks[state.url] = task
+            waits.append(asyncio.shield(task))  # a request that goes away leaves the probe to the others
+        await asyncio.gather(*waits, return_exceptions=True)
+        return any(s.healthy for s in states)
+
+    async def _shared(self, client: httpx.AsyncClient, state: BackendState, timeout_s: float) -> None:
+        try:
+            await self.probe(client, state, timeout_s)
+        finally:
+            self._rechecks.pop(state.url, None)
 
     async def health_loop(self, client: httpx.AsyncClient, interval_s: float, timeout_s: float) -> None:
         while True:
@@ -155,3 +189,18 @@ class Router:
             }
             for alias, st in self.routes.items()
         ]
+
+
+def probe_problem(exc: BaseException, timeout_s: float) -> str:
+    """A failed probe in words (the status and the 503 show it)."""
+    if isinstance(exc, TimeoutError | httpx.TimeoutException):
+        return f"no answer within {timeout_s:g} s"
+    if isinstance(exc, httpx.HTTPStatusError):
+        return f"/v1/models answered HTTP {exc.response.status_code}"
+    if isinstance(exc, httpx.ConnectError):
+        return "cannot connect (nothing listens there, or the host is unreachable)"
+    if isinstance(exc, BodyTooLarge):
+        return "its /v1/models answer was over the size cap"
+    if isinstance(exc, ValueError | AttributeError):
+        return "/v1/models did not answer an OpenAI models list (JSON)"
+    return "the connection broke"
