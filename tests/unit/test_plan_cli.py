@@ -305,3 +305,33 @@ def test_plan_python_without_vllm_is_bad_usage(tmp_path: Path, capsys: pytest.Ca
     assert code == 2 and "has no vLLM to plan for" in err and "No module named vllm" in err
     code, _, err = run(["plan", "gemma-3-4b-it", "--python", str(tmp_path / "missing")], capsys)
     assert code == 2 and "does not exist" in err
+
+
+@pytest.mark.parametrize(
+    ("prints", "shown"), [("hello from a wrapper", '"hello from a wrapper"'), ("", "nothing")]
+)
+def test_plan_python_that_prints_no_version_is_bad_usage(
+    prints: str, shown: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a wrapper prints was taken as the vLLM version (and shown as the plan's target)."""
+    exe = _fake_python(tmp_path, prints)
+    code, out, err = run(["plan", "gemma-3-4b-it", "--machine", "h200", "--python", str(exe)], capsys)
+    assert code == 2 and out == "" and f"it printed {shown}, which is not a version" in err
+
+
+@pytest.mark.timeout(60)
+def test_plan_python_that_hangs_is_given_up_on_in_bounded_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe waited 180 s for a Python that never answers; now PROBE_TIMEOUT_S (60 s; 1 s here)."""
+    import time
+
+    from llmdeck.runtime.preflight import vllm_version
+
+    monkeypatch.setattr(vllm_version, "PROBE_TIMEOUT_S", 1.0)
+    exe = tmp_path / "python"
+    exe.write_text("#!/bin/sh\nexec sleep 120\n")
+    exe.chmod(0o755)
+    t0 = time.monotonic()
+    code, _, err = run(["plan", "gemma-3-4b-it", "--machine", "h200", "--python", str(exe)], capsys)
+    assert code == 2 and "took more than 1 s" in err and time.monotonic() - t0 < 30

@@ -110,3 +110,105 @@ def test_json_error_object_when_the_model_does_not_fit(capsys: pytest.CaptureFix
     assert "does not fit" in doc["error"]["message"]
     assert doc["plan"]["memory"]["available_kv_gib"] < 0
     assert "does not fit" in err
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "value"),
+    [
+        ({"torch_dtype": "float1024"}, "torch_dtype", '"float1024"'),
+        ({"dtype": 16}, "dtype", "16"),
+        ({"quantization_config": "fp8"}, "quantization_config", '"fp8"'),
+        ({"architectures": []}, "architectures", "[]"),
+        ({"architectures": "LlamaForCausalLM"}, "architectures", '"LlamaForCausalLM"'),
+        ({"model_type": ["qwen3"]}, "model_type", '["qwen3"]'),
+    ],
+)
+def test_fields_of_the_wrong_shape_name_the_field_and_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: dict[str, Any], field: str, value: str
+) -> None:
+    """A dtype no torch has, a quantization_config that is no object, no architecture, a model_type
+    that is no name: exit 2 naming the field, what it holds and what is expected (it used to plan)."""
+    d = write(tmp_path, {**LLAMA, **change})
+    rc, out, err = run(["plan", str(d), "--machine", "h200"], capsys)
+    assert rc == 2 and out == "" and "Traceback" not in err
+    assert f"field {field} is {value}, not a" in err and str(d / "config.json") in err
+
+
+@pytest.mark.parametrize(
+    ("rope", "needle"),
+    [
+        ({"rope_type": "yarn", "factor": -1}, "field rope_scaling.factor is -1, not a positive number"),
+        ({"rope_type": "yarn", "factor": "x"}, 'field rope_scaling.factor is "x", not a positive number'),
+        ({"rope_type": "yarn", "factor": 1e300}, "Fix rope_scaling.factor"),
+        (
+            {"rope_type": "yarn", "factor": 4, "original_max_position_embeddings": "big"},
+            "rope_scaling.original_max_position_embeddings",
+        ),
+    ],
+)
+def test_a_bad_rope_scaling_is_named_not_max_position_embeddings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], rope: dict[str, Any], needle: str
+) -> None:
+    d = write(tmp_path, {**LLAMA, "rope_scaling": rope})
+    rc, _, err = run(["plan", str(d), "--machine", "h200"], capsys)
+    assert rc == 2 and needle in err and "Fix max_position_embeddings" not in err
+
+
+@pytest.mark.parametrize("kind", ["loop", "two-link-loop", "dangling"])
+def test_a_config_json_link_that_leads_nowhere_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """A symlink loop used to read as "has no config.json"; `up`'s model check says the same."""
+    from llmdeck.errors import ConfigError
+    from llmdeck.model.inspect import validate_model_dir
+
+    d = tmp_path / "m"
+    d.mkdir()
+    target = {"loop": "config.json", "two-link-loop": "other", "dangling": "/nonexistent/config.json"}[kind]
+    (d / "config.json").symlink_to(target)
+    if kind == "two-link-loop":
+        (d / "other").symlink_to("config.json")
+    says = "does not exist (a broken link)" if kind == "dangling" else "is a symbolic link that loops"
+    for arg in (d, d / "config.json"):
+        rc, out, err = run(["plan", str(arg), "--machine", "h200"], capsys)
+        assert rc == 2 and out == "" and says in err and "has no config.json" not in err
+    with pytest.raises(ConfigError, match="symbolic link"):
+        validate_model_dir(d)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"hidden_size": 1e308}, "hidden_size"),
+        ({"torch_dtype": "float1024"}, "torch_dtype"),
+        ({"rope_scaling": {"rope_type": "yarn", "factor": "x"}}, "rope_scaling.factor"),
+    ],
+)
+def test_up_checks_a_local_config_as_plan_does_before_starting(
+    tmp_path: Path, change: dict[str, Any], field: str
+) -> None:
+    """`up --model DIR` validated only that config.json parsed: a hidden_size of 1e308 went on to the
+    engine. The spec's validation (before any port, preflight or engine) now refuses it, exit 2."""
+    import sys
+
+    from llmdeck.engines.spec import LaunchSpec
+    from llmdeck.errors import ConfigError
+    from llmdeck.runtime.launcher import validate_spec
+
+    d = write(tmp_path, {**LLAMA, **change})
+    spec = LaunchSpec(name="t", engine="venv", model=str(d), python=sys.executable)
+    with pytest.raises(ConfigError) as info:
+        validate_spec(spec)
+    assert info.value.exit_code == 2 and f"field {field}" in info.value.render()
+    validate_spec(spec.model_copy(update={"model": str(FAMILIES / "gemma-3-4b-it")}))  # a good one passes
+
+
+def test_up_leaves_sizes_plan_cannot_read_to_the_engine(tmp_path: Path) -> None:
+    """A model plan cannot size (an encoder-decoder names d_model, not hidden_size) may still be served."""
+    import sys
+
+    from llmdeck.engines.spec import LaunchSpec
+    from llmdeck.runtime.launcher import validate_spec
+
+    cfg = {"architectures": ["WhisperForConditionalGeneration"], "model_type": "whisper", "d_model": 1280}
+    validate_spec(LaunchSpec(name="t", engine="venv", model=str(write(tmp_path, cfg)), python=sys.executable))

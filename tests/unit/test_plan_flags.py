@@ -121,3 +121,40 @@ def test_an_on_off_flag_with_a_word_that_is_neither_is_bad_usage(value: str) -> 
 )
 def test_an_on_off_flag_reads_the_usual_words(value: str, on: bool) -> None:
     assert parse_vllm_flags([f"--async-scheduling={value}"]).get_bool("async-scheduling") is on
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--speculative-config", "{"],
+        ["--compilation-config={'mode': 3}"],
+        ["-sc", '{"method": "ngram",}'],
+        ["--hf-overrides", '{"a":'],
+    ],
+)
+def test_malformed_json_in_a_json_flag_is_bad_usage_naming_the_flag(args: list[str]) -> None:
+    """vLLM json.loads these values and stops before it starts: plan used to pass them on."""
+    flags = parse_vllm_flags(args)
+    name = next(n for n in flags.values)
+    with pytest.raises(UsageError, match=f"--{name} .* is not valid JSON") as info:
+        flags.check_values()
+    assert info.value.exit_code == 2
+    parse_vllm_flags(["--speculative-config", '{"method": "ngram"}', "-cc", "3"]).check_values()
+
+
+@pytest.mark.parametrize("args", [["--model", "other"], ["other"], ["vllm", "serve", "other", "-tp", "2"]])
+def test_another_model_after_the_dashes_is_refused_not_dropped(
+    args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli_helpers import run_cli
+
+    code, out, err = run_cli(["plan", "Qwen3-0.6B", "--machine", "h200", "--", *args], capsys)
+    assert code == 2 and out == "" and "'other' after `--`" in err and "MODEL" in err
+
+
+def test_the_same_model_after_the_dashes_is_fine() -> None:
+    """A pasted `vllm serve MODEL ...` naming plan's own model is no contradiction."""
+    flags = parse_vllm_flags(["vllm", "serve", "./m/", "--max-model-len", "8192"])
+    flags.check_model("./m")
+    with pytest.raises(UsageError, match="another model"):
+        parse_vllm_flags(["--model", "./n"]).check_model("./m")

@@ -462,3 +462,33 @@ def test_up_refuses_seed000_mnbt_2048_at_preflight(
     assert not (tmp_path / "state" / "servers").exists() or not any(
         (tmp_path / "state" / "servers").iterdir()
     )
+
+
+def test_the_vllm_probe_of_up_is_bounded_by_its_ready_timeout(tiny_model: Path, tmp_path: Path) -> None:
+    """`up`'s preflight probed a hanging --python for 180 s whatever --ready-timeout said: now for
+    the shorter of the two (service.preflight passes the ready timeout as probe_timeout_s)."""
+    import time
+
+    exe = tmp_path / "python"
+    exe.write_text("#!/bin/sh\nexec sleep 120\n")
+    exe.chmod(0o755)
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+    spec = LaunchSpec(name="pf", engine="venv", model=str(tiny_model), port=18997, python=str(exe))
+    t0 = time.monotonic()
+    report = run_preflight(
+        spec, need_bytes=None, settings=settings, ollama_url="http://127.0.0.1:9", probe_timeout_s=1.0
+    )
+    [found] = [f for f in report.errors if f.id == "vllm-not-importable"]
+    assert "took more than 1 s" in found.message and time.monotonic() - t0 < 30
+
+
+def test_a_probe_that_prints_no_version_is_no_version(tmp_path: Path) -> None:
+    def wrapper(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(argv, 0, "Welcome to my venv!\n", "")
+
+    version, error = probe_venv_vllm("/x/python", run=wrapper)
+    assert version is None and 'it printed "Welcome to my venv!", which is not a version' in error
+    ok = probe_venv_vllm(
+        "/x/python", run=lambda a: subprocess.CompletedProcess(a, 0, "0.17.0rc1.dev12+g1\n", "")
+    )
+    assert ok == ("0.17.0rc1.dev12+g1", "")

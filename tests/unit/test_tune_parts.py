@@ -649,3 +649,19 @@ def test_page_names_a_trial_by_what_it_changed_from_vllms_defaults() -> None:
     assert _label(same, defaults) == ("vLLM's defaults, set explicitly", ["max-num-seqs"])
     assert _label(_trial(1, {}, 1.0, origin="default"), defaults) == ("vLLM's defaults", [])
     assert _label(rec, {}) == ("max-num-seqs=1024, enable-prefix-caching=True", [])
+
+
+@pytest.mark.parametrize("version", ["banana", "latest", ""])
+def test_a_vllm_version_that_is_not_one_is_bad_usage(tmp_path: Path, version: str) -> None:
+    """`tune --vllm-version banana` was taken as the version the rules are checked for (plan refused it)."""
+    from llmdeck.settings import Settings
+    from llmdeck.tune.request import make_request
+
+    with pytest.raises(UsageError, match=f"--vllm-version {version!r} is not a version") as info:
+        make_request(
+            Settings(state_dir=tmp_path / "s", cache_dir=tmp_path / "c"),
+            model="Qwen3-0.6B", spec_file=None, workload="agent", prompts=None, slo="ttft_p99=2s",
+            budget="10m", trials=2, extra_args=[], spec_overrides={"engine": "venv"}, load={},
+            options={"machine": "h200", "vllm_version": version},
+        )  # fmt: skip
+    assert info.value.exit_code == 2

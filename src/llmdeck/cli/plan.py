@@ -236,16 +236,11 @@ def _check_choices(engine: str, workload: str, kv_cache_dtype: str | None) -> No
 
 def _check_name_and_version(name: str, vllm_version: str | None) -> None:
     """--name follows the server-name rule (as `up --name`); --vllm-version must read as a version."""
-    from llmdeck.errors import UsageError
-    from llmdeck.plan.versions import version_tuple
+    from llmdeck.plan.versions import check_version_option
     from llmdeck.util.names import validate_server_name
 
     validate_server_name(name)
-    if vllm_version is not None and not version_tuple(vllm_version):
-        raise UsageError(
-            f"--vllm-version {vllm_version!r} is not a version.",
-            hint="Give the vLLM release, e.g. --vllm-version 0.22.0 (or leave it out).",
-        )
+    check_version_option(vllm_version)
 
 
 def _venv_version(python: str, engine: str, given: str | None) -> dict[str, Any]:

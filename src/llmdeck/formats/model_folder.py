@@ -2,15 +2,18 @@
 ``NAME.config.json``), ModelOpt's ``hf_quant_config.json``, the safetensors index
 (``*.safetensors.index.json``) and ``tokenizer_config.json``'s chat template.
 
-Every way ``config.json`` can fail to be read — missing, a pipe or a device, too big, not UTF-8, not
-JSON, nested or sized past any model config, not an object — is one :class:`ConfigError` (or
-:class:`ModelPathError` when it is missing) naming the file, exit 2. What the fields mean (sizes,
+Every way ``config.json`` can fail to be read — missing, a pipe or a device, a symbolic link that
+loops or leads nowhere, too big, not UTF-8, not JSON, nested or sized past any model config, not an
+object — is one :class:`ConfigError` (or :class:`ModelPathError` when it is missing) naming the file,
+exit 2. What the fields mean (sizes,
 defaults, architectures) is for the reader's caller: the planner, ``up``'s model check, the catalog.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +32,39 @@ MAX_INDEX_BYTES = 256 << 20  # a safetensors index or tokenizer config: MBs for 
 REFETCH = "Check the file, or run `llmdeck fetch REPO_ID --config-only` for the model's real config.json."
 
 
+def broken_link_error(path: Path) -> ConfigError | None:
+    """A ConfigError for ``path`` when it is a symbolic link that leads nowhere (a loop, or to a
+    missing file: a cut download, a moved or cleaned HF cache); None otherwise."""
+    if not path.is_symlink() or path.exists():
+        return None
+    try:
+        target = os.readlink(path)
+        os.stat(path)
+    except OSError as exc:
+        loops = exc.errno == errno.ELOOP
+    else:  # it resolved after all (changed between the two looks): nothing to report
+        return None
+    hint = (
+        "Replace the link with the real file or folder (for a model, re-download it, or run "
+        "`llmdeck fetch REPO_ID --config-only` for its config.json)."
+    )
+    if loops:
+        return ConfigError(
+            f"{path} is a symbolic link that loops (to {target}, and following the links leads back to "
+            "one already followed), so it cannot be read.",
+            hint=hint,
+        )
+    return ConfigError(
+        f"{path} is a symbolic link to {target}, which does not exist (a broken link).", hint=hint
+    )
+
+
 def read_model_config(path: Path) -> dict[str, Any]:
     """Read and parse one config.json, turning every failure into a ConfigError (exit 2)."""
     from llmdeck.util.localfile import read_regular_text
 
+    if (broken := broken_link_error(path)) is not None:
+        raise broken
     try:
         text = read_regular_text(path, MAX_CONFIG_BYTES)  # a FIFO or device is refused, never waited on
     except FileNotFoundError as exc:

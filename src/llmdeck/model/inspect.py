@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from llmdeck.errors import ConfigError, ModelPathError
-from llmdeck.formats.model_folder import has_chat_template, read_model_config
+from llmdeck.formats.model_folder import broken_link_error, has_chat_template, read_model_config
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tiktoken.model", "qwen.tiktoken")
@@ -31,6 +31,9 @@ class ModelDirInfo(BaseModel):
 
 def _config_path(path: Path) -> Path:
     """``path/config.json``; ModelPathError when ``path`` is not a model folder."""
+    for link in (path, path / "config.json"):
+        if (broken := broken_link_error(link)) is not None:
+            raise broken
     if not path.exists():
         raise ModelPathError(
             f"The model path {path} does not exist: there is no folder (or file) there, so it is not a "

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmdeck.errors import ConfigError
-from llmdeck.plan.configread import fill_library_defaults, text_section, validate_sizes
+from llmdeck.plan.configread import fill_library_defaults, text_section, validate_fields, validate_sizes
 
 # vllm 0.22.0 transformers_utils/model_arch_config_convertor.py:220-244 (is_deepseek_mla).
 MLA_MODEL_TYPES = {
@@ -187,6 +187,7 @@ def prepare_config(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     if not isinstance(cfg, dict):
         raise ConfigError(f"The config.json of {source} is not a JSON object.", hint="Re-download it.")
+    validate_fields(cfg, source)
     if overrides:
         cfg = {**cfg, **overrides}
         if isinstance(cfg.get("text_config"), dict):
@@ -199,3 +200,19 @@ def prepare_config(
     validate_sizes(filled, source + ("#text_config" if nested else ""))
     filled["_defaults_used"], filled["_defaults_source"] = keys, where
     return cfg, filled
+
+
+def check_served_config(cfg: dict[str, Any], source: str) -> None:
+    """The checks ``plan`` makes of a config.json's values, for a model that ``up`` serves: a field of
+    the wrong shape, a size out of range, a RoPE scaling that breaks the context length is one
+    ConfigError naming the file and the field (exit 2) before any engine starts. A size that is absent
+    is the engine's business here (a model plan cannot size, e.g. an encoder-decoder, may still serve)."""
+    from llmdeck.plan.rope import derive_max_len
+
+    validate_fields(cfg, source)
+    t = text_section(cfg)
+    nested = isinstance(cfg.get("text_config"), dict)
+    if "model_type" not in t and isinstance(cfg.get("model_type"), str):
+        t["model_type"] = cfg["model_type"]
+    validate_sizes(t, source + ("#text_config" if nested else ""), require=False)
+    derive_max_len(t, source)

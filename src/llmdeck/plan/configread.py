@@ -157,18 +157,19 @@ def _head_dim_problem(t: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def validate_sizes(t: dict[str, Any], source: str) -> None:
-    """Raise one ConfigError naming the file and the first bad or missing size."""
+def validate_sizes(t: dict[str, Any], source: str, *, require: bool = True) -> None:
+    """Raise one ConfigError naming the file and the first bad or missing size (``require=False``:
+    a missing size is no error, the sizes given are checked)."""
     where = "text_config." if source.endswith("#text_config") else ""
     src = source.removesuffix("#text_config")
     missing = [k for k in REQUIRED_SIZES if t.get(k) is None]
-    if missing:
+    if missing and require:
         raise ConfigError(
             f"The config.json of {src} lacks {', '.join(where + k for k in missing)}, so llmdeck cannot "
             "size the model (is it a decoder-only language model, and is the file complete?).",
             hint="Check the file against the model's page on Hugging Face, or re-download config.json.",
         )
-    problem = _size_problems(t) or _head_dim_problem(t)
+    problem = _size_problems(t) or (None if missing else _head_dim_problem(t))
     if problem:
         key, why = problem
         raise ConfigError(
@@ -180,6 +181,62 @@ def validate_sizes(t: dict[str, Any], source: str) -> None:
             raise ConfigError(
                 f"The config.json of {src}: field {where}{key} is {json.dumps(t[key])[:60]}, not a list.",
                 hint="Re-download config.json.",
+            )
+
+
+# The dtypes a config.json names (torch's float types, which transformers looks up by name, and the
+# short spellings llmdeck reads as the same): any other is a typo that transformers refuses.
+CONFIG_DTYPES = (
+    "bfloat16", "float16", "float32", "float64", "half", "float", "double", "bf16", "fp16", "fp32",
+    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "int8", "uint8",
+)  # fmt: skip
+
+
+def _field_problems(section: dict[str, Any], top: bool) -> tuple[str, str] | None:
+    """(key, why) of the first of dtype, quantization_config, architectures, model_type of the wrong shape."""
+    for key in ("torch_dtype", "dtype"):
+        value = section.get(key)
+        if value is not None and value not in CONFIG_DTYPES:
+            return (
+                key,
+                f"is {json.dumps(value)[:60]}, not a dtype (one of {', '.join(CONFIG_DTYPES[:3])}, ...)",
+            )
+    qc = section.get("quantization_config")
+    if qc is not None and not isinstance(qc, dict):
+        return "quantization_config", (
+            f"is {json.dumps(qc)[:60]}, not an object (it holds the quantization's settings, "
+            'e.g. {"quant_method": "fp8", ...})'
+        )
+    archs = section.get("architectures")
+    if (
+        top
+        and archs is not None
+        and (not isinstance(archs, list) or not archs or not all(isinstance(a, str) and a for a in archs))
+    ):
+        return (
+            "architectures",
+            f'is {json.dumps(archs)[:60]}, not a list of model class names (e.g. ["LlamaForCausalLM"])',
+        )
+    model_type = section.get("model_type")
+    if model_type is not None and (not isinstance(model_type, str) or not model_type):
+        return (
+            "model_type",
+            f'is {json.dumps(model_type)[:60]}, not a model type name (a string, e.g. "llama")',
+        )
+    return None
+
+
+def validate_fields(cfg: dict[str, Any], source: str) -> None:
+    """Raise one ConfigError naming the file and the first of the dtype, ``quantization_config``,
+    ``architectures`` or ``model_type`` fields (at the top or in ``text_config``) of the wrong shape."""
+    text = cfg.get("text_config")
+    for where, section in (("", cfg), ("text_config.", text if isinstance(text, dict) else {})):
+        problem = _field_problems(section, top=not where)
+        if problem:
+            key, why = problem
+            raise ConfigError(
+                f"The config.json of {source} is not a usable model config: field {where}{key} {why}.",
+                hint=f"Fix {key} (compare with the model's page on Hugging Face) or re-download config.json.",
             )
 
 

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 from llmdeck.errors import UsageError
 from llmdeck.plan.vllm_cli import (
     BOOLEAN_FLAGS,
+    JSON_FLAGS,
     KV_CACHE_DTYPES,
     MAMBA_DTYPES,
     MODEL_DTYPES,
@@ -99,7 +100,8 @@ class VllmFlags(BaseModel):
 
     def check_values(self) -> None:
         """UsageError (exit 2) for a value vLLM refuses at start-up: a size below 1, an unknown
-        value outside :data:`CHOICE_FLAGS`' lists (so plan never passes a flag the engine dies on)."""
+        value outside :data:`CHOICE_FLAGS`' lists, malformed JSON (so plan never passes a flag the engine
+        dies on)."""
         for name in POSITIVE_INT_FLAGS:
             number = self.get_int(name)
             if number is not None and number < 1:
@@ -113,6 +115,37 @@ class VllmFlags(BaseModel):
             if isinstance(value, str) and value not in choices:
                 raise UsageError(
                     f"--{name} {value!r} is not one of vLLM's choices ({', '.join(choices)}).", hint=hint
+                )
+        self.check_json()
+
+    def check_json(self) -> None:
+        """UsageError (exit 2) naming the first flag vLLM reads as JSON whose value is not JSON."""
+        for name in JSON_FLAGS:
+            value = self.values.get(name)
+            if not isinstance(value, str):
+                continue
+            try:
+                _json_loads(value)
+            except json.JSONDecodeError as exc:
+                raise UsageError(
+                    f"--{name} {value[:80]!r} is not valid JSON (line {exc.lineno}, column {exc.colno}: "
+                    f"{exc.msg}); vLLM reads it as JSON and would stop before it starts.",
+                    hint=f'Write it as JSON, quoted whole for the shell: --{name} \'{{"key": "value"}}\'.',
+                ) from exc
+
+    def check_model(self, model: str) -> None:
+        """UsageError (exit 2) for a model named in the flags (``--model X`` or a positional) other than
+        ``model``: llmdeck names the model itself, so such a flag would be dropped."""
+        given = self.values.get("model")
+        named = [*self.positional, *([given] if isinstance(given, str) else [])]
+        for other in named:
+            if other.rstrip("/") != model.rstrip("/"):
+                flag = f"--model {other!r}" if other == given else repr(other)
+                raise UsageError(
+                    f"{flag} after `--` names another model than {model!r}; llmdeck passes its own "
+                    "MODEL argument to vLLM, so this one would be dropped.",
+                    hint="Give the model as llmdeck's own MODEL argument (`llmdeck plan MODEL`, "
+                    "`llmdeck up --model MODEL`), not after `--`.",
                 )
 
     def get_bool(self, name: str) -> bool | None:

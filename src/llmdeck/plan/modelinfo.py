@@ -17,7 +17,12 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from llmdeck.errors import ConfigError, ModelPathError
-from llmdeck.formats.model_folder import read_hf_quant_config, read_index_total_size, read_model_config
+from llmdeck.formats.model_folder import (
+    broken_link_error,
+    read_hf_quant_config,
+    read_index_total_size,
+    read_model_config,
+)
 from llmdeck.plan.configfields import (
     MLA_MODEL_TYPES,
     NO_KV_TYPES,
@@ -264,7 +269,7 @@ def facts_from_config(
     model_type = str(cfg_get(t, "model_type", cfg_get(cfg, "model_type", "unknown")))
     types, window = apply_sliding_window(t, layer_kinds(t, n_layers, source), n_layers)
     quant = _quantization(t.get("quantization_config"), quant_file, source)
-    length: DerivedLength = derive_max_len(t)
+    length: DerivedLength = derive_max_len(t, source)
     archs = cfg.get("architectures") or []
     vc = cfg.get("vision_config")
     try:
@@ -314,9 +319,13 @@ def facts_from_config(
 def facts_from_dir(model_dir: Path, *, overrides: dict[str, Any] | None = None) -> ModelFacts:
     """Facts of a local model folder (config.json, hf_quant_config.json, safetensors index)."""
     model_dir = Path(model_dir)
+    if (broken := broken_link_error(model_dir)) is not None:
+        raise broken
     if model_dir.is_file() and model_dir.name.endswith(".json"):
         model_dir = model_dir.parent  # `plan PATH/config.json` reads like its folder
     config = model_dir / "config.json"
+    if (broken := broken_link_error(config)) is not None:
+        raise broken
     if not model_dir.is_dir():
         what = "does not exist, so it is not a folder" if not model_dir.exists() else "is not a folder"
         raise ModelPathError(f"{model_dir} {what}.", hint="Pass a model folder, a catalog name or a repo id.")

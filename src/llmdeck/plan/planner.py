@@ -304,6 +304,7 @@ def make_plan(
     catalog = catalog or load_catalog(catalog_paths)
     flags = parse_vllm_flags(req.vllm_args)
     flags.check_values()
+    flags.check_model(req.model)
     facts, entry, resolved = resolve_model(req.model, catalog, models_dir, _overrides(flags))
     facts = _flags_on_facts(facts, flags)
     machine = machine or get_machine(req.machine, total_gib=req.total_gib)

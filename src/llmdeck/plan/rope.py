@@ -15,6 +15,7 @@ Follows vllm 0.22.0 ``vllm/config/model.py:2119-2253`` (``_get_and_verify_max_le
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -54,20 +55,50 @@ class DerivedLength(BaseModel):
         return f"{self.key}={self.max_len}" + (" (no length key: vLLM assumes 2048)" if self.guessed else "")
 
 
-def _rope_list(t: dict[str, Any]) -> list[dict[str, Any]]:
-    """The RoPE scaling dicts (transformers 5 ``rope_parameters`` may be nested per layer type)."""
-    raw = t.get("rope_scaling")
+def _rope_list(t: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(field, dict) of each RoPE scaling dict (transformers 5 ``rope_parameters`` may be nested per
+    layer type: ``rope_parameters.full_attention``)."""
+    key = "rope_scaling"
+    raw = t.get(key)
     if not isinstance(raw, dict) or not raw:
-        raw = t.get("rope_parameters")
+        key, raw = "rope_parameters", t.get("rope_parameters")
     if not isinstance(raw, dict) or not raw:
         return []
     if all(isinstance(v, dict) for v in raw.values()):
-        return [v for v in raw.values() if isinstance(v, dict)]
-    return [raw]
+        return [(f"{key}.{k}", v) for k, v in raw.items() if isinstance(v, dict)]
+    return [(key, raw)]
 
 
-def derive_max_len(t: dict[str, Any]) -> DerivedLength:
-    """vLLM's derived max_model_len for a text config (dict)."""
+def _bad_rope(field: str, name: str, value: Any, source: str, expected: str) -> ConfigError:
+    where = f"The config.json of {source}" if source else "The config"
+    return ConfigError(
+        f"{where} is not a usable model config: field {field}.{name} is {json.dumps(value)[:60]}, "
+        f"{expected}.",
+        hint=f"Fix {field} (compare with the model's page on Hugging Face) or re-download config.json.",
+    )
+
+
+def _rope_factor(field: str, rp: dict[str, Any], source: str) -> float | None:
+    """The scaling factor of one RoPE dict (None: none given); a ConfigError naming the field when it
+    is no positive number (vLLM multiplies the context length by it)."""
+    f = rp.get("factor")
+    if f is None:
+        return None
+    if isinstance(f, bool) or not isinstance(f, int | float) or not math.isfinite(f) or f <= 0:
+        raise _bad_rope(field, "factor", f, source, "not a positive number (it scales the context length)")
+    orig = rp.get("original_max_position_embeddings")
+    if orig is not None and (
+        isinstance(orig, bool)
+        or not isinstance(orig, int | float)
+        or not (math.isfinite(orig) and orig == int(orig) and 1 <= orig <= MAX_CONTEXT_LEN)
+    ):
+        expected = "not a positive whole number (the context length the model was trained at)"
+        raise _bad_rope(field, "original_max_position_embeddings", orig, source, expected)
+    return float(f)
+
+
+def derive_max_len(t: dict[str, Any], source: str = "") -> DerivedLength:
+    """vLLM's derived max_model_len for a text config (dict); ``source`` names the file in errors."""
     best: float = float("inf")
     key = "max_position_embeddings"
     for k in LEN_KEYS:
@@ -80,25 +111,27 @@ def derive_max_len(t: dict[str, Any]) -> DerivedLength:
     guessed = best == float("inf")
     base = DEFAULT_MAX_LEN if guessed else int(best)
     derived = float(min(base, MAX_CONTEXT_LEN + 1))  # a 400-digit JSON int is no float
-    factor, rope_type = 1.0, None
+    factor, rope_type, rope_field = 1.0, None, "rope_scaling"
     if "gemma3" not in str(t.get("model_type", "")):
-        for rp in _rope_list(t):
+        for field, rp in _rope_list(t):
             rtype = str(rp.get("rope_type") or rp.get("type") or "default")
+            f = _rope_factor(field, rp, source)
             if rtype in NO_FACTOR_TYPES:
                 rope_type = rope_type or rtype
                 continue
-            f = rp.get("factor")
-            if isinstance(f, int | float) and not isinstance(f, bool) and rtype != "default":
-                factor, rope_type = float(f), rtype
-            if rtype == "yarn" and isinstance(rp.get("original_max_position_embeddings"), int):
+            if f is not None and rtype != "default":
+                factor, rope_type, rope_field = f, rtype, field
+            if rtype == "yarn" and rp.get("original_max_position_embeddings") is not None:
                 base = int(rp["original_max_position_embeddings"])
                 derived = float(min(base, MAX_CONTEXT_LEN + 1))
         derived *= factor
     if not 1 <= derived <= MAX_CONTEXT_LEN:  # NaN fails too
+        blame = f"{rope_field}.factor" if factor != 1.0 else key
+        where = f"of {source} " if source else ""
         raise ConfigError(
-            f"The config's context length is {derived:g} (base {base:g}, RoPE factor {factor:g}), outside "
-            f"1..{MAX_CONTEXT_LEN:,}; no real model comes near.",
-            hint=f"Fix {key} or the rope_scaling factor (compare with the model's page on Hugging Face).",
+            f"The config's context length {where}is {derived:g} (base {base:g}, {rope_field} factor "
+            f"{factor:g}), outside 1..{MAX_CONTEXT_LEN:,}; no real model comes near.",
+            hint=f"Fix {blame} (compare with the model's page on Hugging Face) or re-download config.json.",
         )
     default_len = int(derived)
     if rope_type == "longrope":

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from llmdeck.errors import UsageError
+
 # The releases whose source the planner's rules were read from.
 CHECKED_VERSIONS = ("0.22.0", "0.26.0", "0.33.0")
 NEWEST_CHECKED = "0.33.0"
@@ -31,6 +33,15 @@ def version_tuple(v: str) -> tuple[int, ...]:
             break
         parts.append(int(digits))
     return tuple(parts)
+
+
+def check_version_option(value: str | None, option: str = "--vllm-version") -> None:
+    """UsageError (exit 2) when a vLLM version given on the command line does not read as one."""
+    if value is not None and not version_tuple(value):
+        raise UsageError(
+            f"{option} {value!r} is not a version.",
+            hint=f"Give the vLLM release, e.g. {option} 0.22.0 (or leave it out).",
+        )
 
 
 def is_known(version: str | None) -> bool:

@@ -78,3 +78,14 @@ MULTI_VALUE_FLAGS = frozenset(
         "lora-target-modules", "collect-detailed-traces", "cudagraph-capture-sizes",
     }
 )  # fmt: skip
+# Flags whose value vLLM parses as JSON (``json.loads`` in vllm 0.22.0 engine/arg_utils.py and
+# entrypoints/openai/cli_args.py): malformed JSON makes ``vllm serve`` stop before it starts.
+JSON_FLAGS = frozenset(
+    {
+        "speculative-config", "compilation-config", "hf-overrides", "kv-transfer-config",
+        "kv-events-config", "ec-transfer-config", "additional-config", "override-generation-config",
+        "default-chat-template-kwargs", "attention-config", "structured-outputs-config",
+        "mm-processor-kwargs", "model-loader-extra-config", "limit-mm-per-prompt", "eplb-config",
+        "pooler-config", "media-io-kwargs",
+    }
+)  # fmt: skip

@@ -64,9 +64,13 @@ def validate_spec(spec: LaunchSpec) -> None:
     looks_local = spec.model.startswith((".", "/", "~")) or model_path.exists() or spec.model.count("/") != 1
     engine = get_engine(spec.engine)
     if engine.needs_local_model or looks_local:
+        from llmdeck.formats.model_folder import read_model_config
         from llmdeck.model.inspect import validate_model_dir
+        from llmdeck.plan.configfields import check_served_config
 
         validate_model_dir(model_path)
+        config = model_path / "config.json"
+        check_served_config(read_model_config(config), str(config))  # plan's checks of the values
     if engine.installed_with_llmdeck:
         python = spec.python
         if python is None:

@@ -100,7 +100,12 @@ def preflight(
     from llmdeck.runtime.preflight import check_launch
 
     report, launch = check_launch(
-        checked.spec, need_bytes=None, settings=settings, exclude_pids=options.exclude_pids, port_checked=True
+        checked.spec,
+        need_bytes=None,
+        settings=settings,
+        exclude_pids=options.exclude_pids,
+        port_checked=True,
+        probe_timeout_s=options.timeout_s,  # a --ready-timeout under the probe's own limit bounds it
     )
     for f in report.findings:
         fix = f" Fix: {f.fix}" if f.fix else ""

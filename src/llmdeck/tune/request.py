@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from llmdeck.engines import get as get_engine
 from llmdeck.errors import UsageError
+from llmdeck.plan.versions import check_version_option
 from llmdeck.tune.schema import LoadShape, RateSweep, TuneRequest
 from llmdeck.tune.slo import parse_budget_s, parse_slo_targets
 from llmdeck.tune.workload import check_workload, load_shape
@@ -73,6 +74,7 @@ def make_request(
     """The request, checked: model or spec, workload, SLOs, budget, engine, candidates."""
     if slo is None:
         raise UsageError("--slo is required: the tune maximizes goodput under your SLOs.", hint=_SLO_EXAMPLE)
+    check_version_option(options.get("vllm_version"))
     targets = parse_slo_targets(slo)
     budget_s = parse_budget_s(budget)
     kind = check_workload(workload, prompts)

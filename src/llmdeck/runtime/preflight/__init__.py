@@ -48,7 +48,6 @@ from llmdeck.runtime.preflight.model_checks import (
 from llmdeck.runtime.preflight.vllm_version import (
     GRANITE_HYBRID_ARCH,
     Runner,
-    _run,
     check_granite_layer_names,
     check_vllm_supports,
     image_vllm_version,
@@ -112,15 +111,17 @@ def check_launch(
     exclude_pids: Iterable[int] = (),
     ollama_url: str = OLLAMA_URL,
     probe_version: bool = True,
-    run: Runner = _run,
+    run: Runner | None = None,
     port_checked: bool = False,
+    probe_timeout_s: float | None = None,
 ) -> tuple[PreflightReport, LaunchPlan]:
     """Every check for launching ``spec``, and the start's plan, made once with the vLLM version the
     checks read (its lint is checked here; ``runtime.service`` hands it on to unified sizing).
 
     ``need_bytes``: the plan's host-memory need (None: skip).
     ``exclude_pids``: processes that belong to this server (e.g. on restart) and are no tenants.
-    ``probe_version``: run the venv's Python to read its vLLM version (a few seconds).
+    ``probe_version``: run the venv's Python to read its vLLM version (a few seconds; at most
+    ``probe_timeout_s`` when under the probe's own 60 s limit; ``run`` stands in for it in tests).
     ``port_checked``: the caller checked the port already (``up``'s validation): not again.
     """
     from llmdeck import __version__
@@ -134,7 +135,7 @@ def check_launch(
     if get_engine(spec.engine).containerized:
         f += _docker_version_findings(spec, report)
     elif probe_version:
-        f += _venv_version_findings(spec, report, run)
+        f += _venv_version_findings(spec, report, run, probe_timeout_s)
     launch = make_launch_plan(spec, report.vllm_version)
     f += check_flags(launch)
     report.findings.sort(key=lambda x: _ORDER[x.severity])
@@ -173,10 +174,12 @@ def _docker_version_findings(spec: LaunchSpec, report: PreflightReport) -> list[
     return f
 
 
-def _venv_version_findings(spec: LaunchSpec, report: PreflightReport, run: Runner) -> list[Finding]:
-    """The venv's vLLM (its Python run once) against the architecture."""
+def _venv_version_findings(
+    spec: LaunchSpec, report: PreflightReport, run: Runner | None, timeout_s: float | None
+) -> list[Finding]:
+    """The venv's vLLM (its Python run once, for at most ``timeout_s``) against the architecture."""
     python = spec.python or sys.executable
-    version, error = probe_venv_vllm(python, run=run)
+    version, error = probe_venv_vllm(python, run=run, timeout_s=timeout_s)
     report.vllm_version = version
     if version is not None:
         found = check_vllm_supports(report.architecture, version, where=python)
@@ -188,7 +191,7 @@ def _venv_version_findings(spec: LaunchSpec, report: PreflightReport, run: Runne
         Finding(
             id="vllm-not-importable",
             severity="error",
-            message=f"{python} cannot import vllm ({error}).",
+            message=f"{python} cannot import vllm or tell its version ({error}).",
             fix="Point --python at the venv that has vLLM, or install it there "
             "(`PYTHON -m pip install vllm`).",
             data={"python": python},

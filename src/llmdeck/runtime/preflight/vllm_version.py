@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from collections.abc import Callable
@@ -76,26 +77,43 @@ def venv_version_argv(python: str) -> list[str]:
 
 Runner = Callable[[list[str]], "subprocess.CompletedProcess[str]"]
 
+# How long reading a venv's vLLM version may take: the metadata answers in a second, the import
+# fallback in 10-20 s on a GPU box; a Python that hangs (a wrapper waiting on a lock, a stalled
+# network mount) must not hold `plan` or `up` for minutes. A command's own shorter timeout wins.
+PROBE_TIMEOUT_S = 60.0
 
-def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False)
+
+def _run(argv: list[str], timeout_s: float = PROBE_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
 
 
-def probe_venv_vllm(python: str, *, run: Runner = _run) -> tuple[str | None, str]:
-    """(version, error) of the vLLM importable by ``python``."""
+def probe_venv_vllm(
+    python: str, *, run: Runner | None = None, timeout_s: float | None = None
+) -> tuple[str | None, str]:
+    """(version, error) of the vLLM importable by ``python``, read within ``timeout_s`` (default
+    :data:`PROBE_TIMEOUT_S`; ``run``: a test's stand-in for the subprocess). What it prints must read
+    as a version: a wrapper that prints something else is an error naming what it printed."""
+    timeout_s = PROBE_TIMEOUT_S if timeout_s is None else min(timeout_s, PROBE_TIMEOUT_S)
     try:
-        proc = run(venv_version_argv(python))
+        proc = run(venv_version_argv(python)) if run else _run(venv_version_argv(python), timeout_s)
     except FileNotFoundError:
         return None, f"{python} does not exist"
     except OSError as exc:  # a folder, a file without the execute bit, a binary of another machine
         return None, f"{python} cannot be run ({exc.strerror or exc})"
     except subprocess.TimeoutExpired:
-        return None, "importing vllm took more than 180 s"
+        return None, (
+            f"reading its vLLM version took more than {timeout_s:g} s, llmdeck's limit for it "
+            f"(at most {PROBE_TIMEOUT_S:g} s, less when the command's own timeout is shorter)"
+        )
     if proc.returncode != 0:
         last = (proc.stderr or "").strip().splitlines()
         return None, last[-1] if last else f"exit code {proc.returncode}"
     lines = (proc.stdout or "").strip().splitlines()
-    return (lines[-1].strip() if lines else None), ""
+    printed = lines[-1].strip() if lines else ""
+    if not re.fullmatch(r"v?\d+(\.\d+)+\S*", printed):
+        shown = json.dumps(printed[:120]) if printed else "nothing"
+        return None, f"asked for its vLLM version, it printed {shown}, which is not a version"
+    return printed, ""
 
 
 def check_vllm_supports(architecture: str | None, vllm_version: str | None, *, where: str) -> list[Finding]:
@@ -145,10 +163,10 @@ GRANITE_HYBRID_ARCH = "GraniteMoeHybridForCausalLM"
 _TRANSFORMERS_PROBE = "import importlib.metadata as md; print(md.version('transformers'))"
 
 
-def probe_venv_transformers(python: str, *, run: Runner = _run) -> str | None:
+def probe_venv_transformers(python: str, *, run: Runner | None = None) -> str | None:
     """The transformers version installed beside the venv's vLLM (metadata only: nothing is imported)."""
     try:
-        proc = run([python, "-c", _TRANSFORMERS_PROBE])
+        proc = (run or _run)([python, "-c", _TRANSFORMERS_PROBE])
     except (OSError, subprocess.TimeoutExpired):
         return None
     lines = (proc.stdout or "").strip().splitlines()
