@@ -168,11 +168,13 @@ FAKES: dict[str, Callable[[socket.socket, str], None]] = {
     "fake_sse_stall_server": _health_ok_else(_sse_stall),
     "fake_hostile_strings_server": _health_ok_else(
         lambda c, p: (
-            _json(c, 200, {"data": [{"id": HOSTILE_ID, "max_model_len": "lots"}]})
+            _json(c, 200, {"data": [{"id": HOSTILE_ID, "max_model_len": 32768}]})  # a bad one: below
             if p.startswith("/v1/models")
             else _reply(c, 500, "\x1b[2J\x1b]0;owned\x07 $(reboot)")
         )
     ),
+    # a context length no server has: -5 tokens
+    "fake_bad_context_server": _health_ok_else(_models({"data": [{"id": "fake", "max_model_len": -5}]})),
     # answers /v1/models well, fails everything else: for input errors found after the first question
     "fake_models_only_server": _health_ok_else(
         lambda c, p: _json(c, 200, MODELS_OK) if p.startswith("/v1/models") else _json(c, 500, {})

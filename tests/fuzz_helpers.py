@@ -71,6 +71,8 @@ def make_inputs(tmp: Path) -> dict[str, str]:
     (tmp / "spec_bad_port.json").write_text(json.dumps({"model": "m", "port": "eighty"}))
     (tmp / "spec_bad_host.json").write_text(json.dumps({"model": "m", "host": "not a host"}))
     (tmp / "spec_no_model.json").write_text(json.dumps({"name": "x"}))
+    (tmp / "spec_empty_model.json").write_text(json.dumps({"model": ""}))
+    (tmp / "null.json").write_text("null")
     (tmp / "a_file").write_text("I am a file, not a folder\n")
     (tmp / "catalog.yaml").write_text("models: []\n")
     return {
@@ -88,6 +90,8 @@ def make_inputs(tmp: Path) -> dict[str, str]:
         "spec_bad_port": str(tmp / "spec_bad_port.json"),
         "spec_bad_host": str(tmp / "spec_bad_host.json"),
         "spec_no_model": str(tmp / "spec_no_model.json"),
+        "spec_empty_model": str(tmp / "spec_empty_model.json"),
+        "null": str(tmp / "null.json"),
         "missing": str(tmp / "does-not-exist.json"),
         "blocked": str(tmp / "a_file" / "out.json"),  # a file is in the way of the parent folder
         "a_file": str(tmp / "a_file"),

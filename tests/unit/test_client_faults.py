@@ -297,3 +297,21 @@ def test_bench_sends_the_sampling_flags_in_every_request_body() -> None:
     plain = run(lambda: main(ScenarioSpec(name="t", num_prompts=2), False))
     assert all("temperature" not in b and "top_k" not in b for b in plain)
     assert greedy.label().endswith("T=0") and greedy.sampling() == {"temperature": 0.0, "top_k": 20}
+
+
+@pytest.mark.parametrize("value", [-5, 0, "lots", 4096.5, True, 10**30, float("inf"), [4096]])
+def test_an_impossible_max_model_len_is_a_bad_reply(value: object) -> None:
+    """-5, 0, "lots", true...: named (field and value) as a bad reply, exit 1, not taken as a length."""
+    from llmdeck.client.errors import reported_max_model_len
+
+    with pytest.raises(MalformedStreamError, match="reports max_model_len") as info:
+        reported_max_model_len({"id": "m", "max_model_len": value}, "http://h/v1/models")
+    assert info.value.exit_code == 1
+
+
+def test_a_missing_max_model_len_is_not_reported() -> None:
+    from llmdeck.client.errors import reported_max_model_len
+
+    assert reported_max_model_len({"id": "m"}, "u") is None
+    assert reported_max_model_len({"id": "m", "max_model_len": None}, "u") is None
+    assert reported_max_model_len({"id": "m", "max_model_len": 131072}, "u") == 131072

@@ -34,6 +34,7 @@ SAYS: dict[str, tuple[str, ...]] = {
     "fake_closing_server": ("127.0.0.1",),
     "fake_silent_server": ("not answering",),
     "fake_trickle_server": ("not answering",),
+    "fake_bad_context_server": ("max_model_len -5", "whole number of tokens"),
 }
 
 COMMANDS = {
@@ -171,3 +172,29 @@ def test_check_fails_a_stream_that_stalls_after_its_first_event(
     assert_clean_failure(
         code, err, elapsed, want=1, needles=("streaming_usage", "The stream stalled: 1 chunk(s)"), seconds=40
     )
+
+
+def test_bench_that_skips_every_scenario_fails(
+    fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every scenario needs more context than the server's max_model_len (4096): nothing was measured,
+    so exit 1 naming why (it was exit 0 with a table of skips)."""
+    out = Path(fuzz_env["tmp"]) / "r.json"
+    with running("fake_models_only_server") as url:
+        argv = ["bench", url, "--input-len", "8000", "--num-prompts", "2", "--no-metrics", "--out", str(out)]
+        code, _out, err, elapsed = run_main(argv, capsys)
+    needles = ("Nothing was measured", "1 scenario(s) were skipped", "max_model_len is 4096", str(out))
+    assert_clean_failure(code, err, elapsed, want=1, needles=needles, seconds=45)
+    assert out.is_file()
+
+
+def test_check_json_still_prints_a_report_when_the_server_is_unreachable(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import json
+
+    code, out, err, elapsed = run_main(["check", "http://127.0.0.1:9", "--json"], capsys)
+    assert_clean_failure(code, err, elapsed, want=1, needles=("not reachable",), seconds=20)
+    report = json.loads(out)
+    assert report["kind"] == "llmdeck.check" and report["ready"] is False
+    assert "not reachable" in report["error"] and "ConnectError" not in err + out

@@ -146,6 +146,16 @@ def test_tokenizer_folder_without_tokenizer_files(tmp_path: Path) -> None:
         load_tokenizer(model(tmp_path))
 
 
+def test_tokenizer_folder_that_does_not_exist(tmp_path: Path) -> None:
+    """It was "(OSError: Repo id must use alphanumeric chars ...)": a Python type and the hub's words."""
+    from llmdeck.bench.workloads import load_tokenizer
+    from llmdeck.errors import ModelPathError
+
+    with pytest.raises(ModelPathError, match="does not exist") as info:
+        load_tokenizer(tmp_path / "no-such-tokenizer")
+    assert "OSError" not in info.value.render()
+
+
 def test_python_that_is_not_an_executable(tmp_path: Path) -> None:
     from llmdeck.engines.spec import LaunchSpec
     from llmdeck.errors import UsageError

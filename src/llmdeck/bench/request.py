@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_serializer
 
@@ -22,6 +22,16 @@ if TYPE_CHECKING:
 
 REQUEST_SCHEMA_VERSION = 1
 Workload = Literal["random", "shared-prefix", "multi-turn", "agent-sessions", "jsonl"]
+
+# Bounds of what a bench builds and sends: past them the run would only end in MemoryError (every
+# prompt is built in memory before the first request) or never, so they are exit 2 up front.
+MAX_PROMPTS = 100_000  # requests (or warmup requests) per scenario; `vllm bench serve` runs use 1000s
+MAX_TOKENS = 10_000_000  # one prompt's or reply's tokens: the longest context any model has (10M)
+MAX_PROMPT_TOKENS = 500_000_000  # all prompts of a scenario together (about 2.5 GB of text)
+MAX_CONCURRENCY = 100_000  # client-side in-flight requests (each holds a connection)
+MAX_TURNS = 10_000
+MAX_DURATION_S = 30 * 86400.0
+Concurrency = Annotated[int, Field(ge=1, le=MAX_CONCURRENCY)]
 
 
 class RequestTimeouts(BaseModel):
@@ -50,17 +60,17 @@ class BenchRequest(BaseModel):
     workload: Workload = "random"
     prompts: Path | None = None
     endpoint: Literal["completions", "chat"] = "completions"
-    input_len: int = Field(512, ge=1)
-    output_len: int = Field(256, ge=1)
-    num_prompts: int | None = Field(None, ge=1)
+    input_len: int = Field(512, ge=1, le=MAX_TOKENS)
+    output_len: int = Field(256, ge=1, le=MAX_TOKENS)
+    num_prompts: int | None = Field(None, ge=1, le=MAX_PROMPTS)
     range_ratio: float = Field(0.0, ge=0, lt=1)
-    prefix_len: int = Field(2048, ge=0)
-    num_turns: int = Field(4, ge=1)
+    prefix_len: int = Field(2048, ge=0, le=MAX_TOKENS)
+    num_turns: int = Field(4, ge=1, le=MAX_TURNS)
     request_rates: list[float | None] = Field(default_factory=_unlimited_rates, min_length=1)
-    max_concurrencies: list[int | None] = Field(default_factory=_unlimited_concurrency, min_length=1)
+    max_concurrencies: list[Concurrency | None] = Field(default_factory=_unlimited_concurrency, min_length=1)
     burstiness: float = Field(1.0, gt=0, allow_inf_nan=False)
-    warmup: int = Field(0, ge=0)
-    duration_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+    warmup: int = Field(0, ge=0, le=MAX_PROMPTS)
+    duration_s: float | None = Field(None, gt=0, le=MAX_DURATION_S, allow_inf_nan=False)
     seed: int = Field(0, ge=0, le=2**63 - 1, description="numpy's generator takes no negative seed")
     ignore_eos: bool = True
     temperature: float | None = None
@@ -165,7 +175,24 @@ def build_scenarios(req: BenchRequest) -> list[ScenarioSpec]:
                     spec.name += f"-r{rate or 'inf'}-c{conc or 'inf'}"
                     spec.seed = req.seed + len(scenarios)  # fresh prompts per sweep point (no cache reuse)
                 scenarios.append(spec)
+    for spec in scenarios:
+        _check_prompt_tokens(spec)
     return expand_repeats(scenarios, req.repeat)
+
+
+def _check_prompt_tokens(spec: ScenarioSpec) -> None:
+    """Every prompt of a scenario (and of its warmup) is built in memory before it starts: their
+    tokens together are bounded, so a run too large to hold is exit 2 now, not a MemoryError later."""
+    if spec.workload == "jsonl":
+        return  # the prompts are the file's, read within its own size limit
+    count = spec.num_prompts + spec.warmup
+    each = math.ceil(spec.input_len * (1 + spec.range_ratio)) + spec.prefix_len
+    if count * each > MAX_PROMPT_TOKENS:
+        raise UsageError(
+            f"The bench would build {count:,} prompts of up to {each:,} tokens ({count * each:,} tokens) "
+            f"in memory for {spec.name}; at most {MAX_PROMPT_TOKENS:,} tokens are allowed.",
+            hint="Use a smaller --num-prompts (or --warmup), --input-len or --prefix-len.",
+        )
 
 
 def build_options(req: BenchRequest, *, out_path: Path, api_key: str | None) -> BenchOptions:

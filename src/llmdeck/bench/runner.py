@@ -29,14 +29,14 @@ from llmdeck.bench.result_schema import (
 )
 from llmdeck.bench.verdict import DEFAULT_SLO, judge
 from llmdeck.bench.workloads import build_workload, load_tokenizer
-from llmdeck.client.errors import ClientEndpointError
+from llmdeck.client.errors import ClientEndpointError, reported_max_model_len
 from llmdeck.client.openai import OpenAIClient
 from llmdeck.client.types import Timeouts
 from llmdeck.errors import OperationError, UsageError
 from llmdeck.util.atomic import atomic_write_json
 from llmdeck.util.net import normalize_base_url
 from llmdeck.util.owned import json_kind_is, refuse_foreign_file
-from llmdeck.util.redact import redact_argv
+from llmdeck.util.redact import redact_argv, redact_url
 
 if TYPE_CHECKING:
     from llmdeck.settings import Settings
@@ -151,8 +151,8 @@ async def probe_target(client: OpenAIClient, target: TargetInfo) -> None:
             hint="Pass --model with one of those names.",
         )
     entry = next(m for m in models if str(m.get("id")) == target.model)
-    mml = entry.get("max_model_len")
-    target.max_model_len = int(mml) if isinstance(mml, int | float) else None
+    # an impossible one stops the bench (exit 1): it decides which scenarios are skipped
+    target.max_model_len = reported_max_model_len(entry, f"{redact_url(target.base_url)}/v1/models")
     if target.tokenizer is None:
         root = entry.get("root")
         if isinstance(root, str) and Path(root).expanduser().is_dir():

@@ -53,6 +53,11 @@ TOKENIZER_FILES = (
 )
 
 
+def _one_line(exc: Exception) -> str:
+    """What went wrong, on one line (transformers' messages span several), without a Python type."""
+    return " ".join(str(exc).split())[:200] or "it could not be read"
+
+
 def load_tokenizer(path_or_id: str | Path) -> Any:
     """``transformers.AutoTokenizer`` from a model folder (or a local hub cache id)."""
     try:
@@ -63,6 +68,11 @@ def load_tokenizer(path_or_id: str | Path) -> Any:
             hint="Install llmdeck with the cpu extra, or use `--workload jsonl`.",
         ) from exc
     p = Path(path_or_id).expanduser()
+    if not p.exists() and (p.is_absolute() or str(path_or_id).startswith((".", "~"))):
+        raise ModelPathError(
+            f"The tokenizer folder {p} does not exist.",
+            hint="Pass --tokenizer with the served model's folder (the one holding tokenizer.json).",
+        )
     if p.is_dir() and not any((p / name).is_file() for name in TOKENIZER_FILES):
         raise ModelPathError(
             f"{p} has no tokenizer files (none of {', '.join(TOKENIZER_FILES)}), so bench cannot build "
@@ -74,7 +84,7 @@ def load_tokenizer(path_or_id: str | Path) -> Any:
         return AutoTokenizer.from_pretrained(str(p) if p.exists() else str(path_or_id), local_files_only=True)
     except Exception as exc:
         raise ModelPathError(
-            f"Cannot load a tokenizer from {str(path_or_id)!r} ({type(exc).__name__}: {str(exc)[:200]}).",
+            f"Cannot load a tokenizer from {str(path_or_id)!r} ({_one_line(exc)}).",
             hint="Pass --tokenizer with the served model's folder (the one holding tokenizer.json).",
         ) from exc
 

@@ -318,9 +318,9 @@ def run_client_probes(ctx: ProbeContext) -> list[ProbeResult]:
             try:
                 outcome = probe(ctx, rec)
             except httpx.TimeoutException as exc:
-                outcome = Outcome("inconclusive", f"The request timed out ({type(exc).__name__}).")
+                outcome = Outcome("inconclusive", f"The request timed out ({exc or 'no reply in time'}).")
             except httpx.HTTPError as exc:
-                outcome = Outcome("fail", f"The request failed: {type(exc).__name__}: {exc}")
+                outcome = Outcome("fail", f"The request failed: {exc or 'the connection broke'}.")
         if probe_id == "client_context" and outcome.status == "fail":
             too_big = not outcome.data.get("first_request_fits", True)
         required = probe_id not in OPTIONAL and (

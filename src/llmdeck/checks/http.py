@@ -110,7 +110,7 @@ class Http:
 
     def _unreachable(self, exc: Exception) -> EndpointError:
         return EndpointError(
-            f"The server at {self.base_url} is not reachable ({type(exc).__name__}: {exc}).",
+            f"The server at {self.base_url} is not reachable ({exc or 'no connection could be made'}).",
             hint="Start one with `llmdeck up --model <dir>` (or `vllm serve ...`), check the host and "
             "port, then run the check again; `llmdeck status` lists the servers llmdeck started.",
         )

@@ -113,12 +113,12 @@ def run_probe(ctx: ProbeContext, probe_id: str) -> ProbeResult:
             outcome = PROBES[probe_id](ctx)
         except httpx.TimeoutException as exc:
             _ensure_answering(ctx, probe_id)
-            outcome = Outcome("inconclusive", f"The request timed out ({exc or type(exc).__name__}).")
+            outcome = Outcome("inconclusive", f"The request timed out ({exc or 'no reply in time'}).")
         except DeadlinePassed as exc:
             ctx.blocked = ctx.incomplete = exc.message.rstrip(".")
             outcome = Outcome("inconclusive", exc.message)
         except httpx.HTTPError as exc:
-            outcome = Outcome("fail", f"The request failed: {type(exc).__name__}: {exc}")
+            outcome = Outcome("fail", f"The request failed: {exc or 'the connection broke'}.")
     return ProbeResult(
         id=probe_id,
         title=TITLES[probe_id],

@@ -16,6 +16,7 @@ from llmdeck.checks.probe_base import (
     _message,
     _reasoning,
 )
+from llmdeck.client.errors import MalformedStreamError, reported_max_model_len
 from llmdeck.util.shellquote import quote
 
 
@@ -99,8 +100,10 @@ def probe_models(ctx: ProbeContext) -> Outcome:
     entry = next(e for e in entries if isinstance(e, dict) and e.get("id") == chosen)
     ctx.facts.model = chosen
     ctx.facts.model_root = str(entry.get("root")) if entry.get("root") else None
-    mml = entry.get("max_model_len")
-    ctx.facts.max_model_len = int(mml) if isinstance(mml, int) else None
+    try:  # an impossible one fails the probe, so `connect` writes no config sized by it
+        ctx.facts.max_model_len = reported_max_model_len(entry, "GET /v1/models")
+    except MalformedStreamError as exc:
+        return Outcome("fail", exc.message, fix=exc.hint, data={"models": ids})
     tool, reasoning = suggest_parsers(chosen, ctx.facts.model_root)
     ctx.facts.suggested_tool_parser = tool
     ctx.facts.suggested_reasoning_parser = reasoning

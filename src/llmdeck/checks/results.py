@@ -78,6 +78,9 @@ class CheckReport(BaseModel):
     server: ServerFacts
     probes: list[ProbeResult] = Field(default_factory=list)
     incomplete: str | None = Field(None, description="Why some probes did not run (the deadline passed).")
+    error: str | None = Field(
+        None, description="Why the check stopped before its verdict: the server is unreachable or silent."
+    )
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -92,7 +95,7 @@ class CheckReport(BaseModel):
     @property
     def ok(self) -> bool:
         """True when no probe the chosen client needs has failed and every probe ran."""
-        return not self.failed_required and self.incomplete is None
+        return not self.failed_required and self.incomplete is None and self.error is None
 
     def probe(self, probe_id: str) -> ProbeResult:
         for p in self.probes:

@@ -9,10 +9,22 @@ from llmdeck.checks.clients import validate_client
 from llmdeck.checks.http import Http
 from llmdeck.checks.probes import PROBE_ORDER, ProbeContext, learn_thinking, run_probe
 from llmdeck.checks.results import CheckReport, ProbeResult, ServerFacts
+from llmdeck.errors import EndpointError
 from llmdeck.util.net import normalize_base_url
 
 if TYPE_CHECKING:
     from llmdeck.settings import Settings
+
+
+class CheckAborted(EndpointError):
+    """The check stopped: the server cannot be reached, or accepts connections but does not answer.
+
+    Its message is the cause's; ``report`` is what ran until then, with ``error`` saying why, so that
+    `check --json` still prints a report (``ready: false``)."""
+
+    def __init__(self, cause: EndpointError, report: CheckReport) -> None:
+        super().__init__(cause.message, hint=cause.hint)
+        self.report = report
 
 
 def run_checks(
@@ -35,8 +47,8 @@ def run_checks(
     ``long_context_tokens`` caps the long-context prompt (default: max_model_len - 8).
     ``timeout`` bounds each request as a whole, ``deadline_s`` the whole check (the probes left when it
     passes are skipped and the report is ``incomplete``).
-    Raises :class:`llmdeck.errors.EndpointError` when the server cannot be reached at all, or accepts
-    connections but does not answer.
+    Raises :class:`CheckAborted` (an :class:`llmdeck.errors.EndpointError`) when the server cannot be
+    reached at all, or accepts connections but does not answer.
     """
     client = validate_client(client)
     base_url = normalize_base_url(base_url)
@@ -66,6 +78,9 @@ def run_checks(
                 report.probes.append(result)
                 if on_probe is not None:
                     on_probe(result)
+    except EndpointError as exc:
+        report.server, report.incomplete, report.error = ctx.facts, ctx.incomplete, exc.render()
+        raise CheckAborted(exc, report) from exc
     finally:
         http.close()
     report.server = ctx.facts

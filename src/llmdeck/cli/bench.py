@@ -172,7 +172,7 @@ def bench(
     from llmdeck.bench.runner import resolve_target, run_bench
     from llmdeck.bench.tables import render_result
     from llmdeck.cli.bench_compare import run_compare
-    from llmdeck.cli.bench_parts import floats, parse_request, sampling
+    from llmdeck.cli.bench_parts import counts, floats, parse_request, sampling
     from llmdeck.util.atomic import check_writable
     from llmdeck.util.redact import redact_url
 
@@ -181,7 +181,7 @@ def bench(
     key = api_key if api_key is not None else settings.api_key
     sampling(temperature, top_p, top_k)  # vLLM's own bounds, as exit 2 before anything runs
     rates = floats(request_rate, "--request-rate") or [None]
-    concs = [None if c is None else int(c) for c in floats(max_concurrency, "--max-concurrency")] or [None]
+    concs = counts(max_concurrency, "--max-concurrency") or [None]
     fields = {
         "target": target, "suite": suite, "model": model, "tokenizer": tokenizer, "workload": workload,
         "prompts": prompts, "endpoint": endpoint, "input_len": input_len, "output_len": output_len,
@@ -257,25 +257,12 @@ def _target_or_compare(
 
 
 def _fail_if_failed(result: Any, out_path: Path) -> None:
-    """Exit 1 when the run aborted, or when every request of every measured scenario failed (nothing
-    was measured), the first failure named; the result file keeps every failure."""
-    from llmdeck.errors import OperationError
+    """Exit 1 when nothing was measured (aborted, every scenario skipped, every request failed)."""
+    from llmdeck.bench.outcome import run_failure
 
-    if result.status == "aborted":
-        raise OperationError(
-            f"{result.error} Finished requests and the failures are saved in {out_path}.",
-            hint="Check the server's log (`llmdeck logs`), restart it, and run the bench again.",
-        )
-    ran = [sc for sc in result.scenarios if sc.metrics is not None]
-    if not ran or any(sc.metrics.completed > 0 for sc in ran):
-        return
-    errors = [r.error for sc in ran for r in sc.requests if r.error]
-    first = f" The first: {errors[0][:300]}" if errors else ""
-    raise OperationError(
-        f"Every request failed ({sum(sc.metrics.failed for sc in ran)} of them), so nothing was "
-        f"measured.{first} The failures are saved in {out_path}.",
-        hint="Check that the model answers (`llmdeck check URL`) and the server's log (`llmdeck logs`).",
-    )
+    error = run_failure(result, out_path)
+    if error is not None:
+        raise error
 
 
 def _html_after(out_path: Path, html: Path | None, console: Any, *, interrupted: bool = False) -> None:

@@ -26,6 +26,24 @@ def sampling(temperature: float | None, top_p: float | None, top_k: int | None) 
     return {k: v for k, v in given.items() if v is not None}
 
 
+def counts(values: list[str], flag: str) -> list[int | None]:
+    """A comma list of whole numbers (inf/none/max: no limit), e.g. --max-concurrency 1,4,16."""
+    from llmdeck.errors import UsageError
+
+    out: list[int | None] = []
+    for part, value in zip(_parts(values), floats(values, flag), strict=True):
+        if value is not None and not value.is_integer():  # 2.5, and 1e400 (a float's inf)
+            raise UsageError(
+                f"{flag} {part!r} is not a whole number.", hint=f"Use e.g. {flag} 1,4,16 or inf."
+            )
+        out.append(None if value is None else int(value))
+    return out
+
+
+def _parts(values: list[str]) -> list[str]:
+    return [part.strip() for v in values for part in v.split(",") if part.strip()]
+
+
 def floats(values: list[str], flag: str) -> list[float | None]:
     out: list[float | None] = []
     for v in values:
@@ -106,6 +124,15 @@ class RichProgress:
         self.console.print(f"[dim]{escape(safe_text(text))}[/]", highlight=False)
 
 
+# BenchRequest fields whose option has another name
+_FLAGS = {
+    "request_rates": "--request-rate",
+    "max_concurrencies": "--max-concurrency",
+    "duration_s": "--duration",
+    "metrics_interval_s": "--metrics-interval",
+}
+
+
 def parse_request(fields: dict[str, Any]) -> Any:
     """The BenchRequest of the CLI's options (normalized); exit 2 naming the option that is wrong."""
     from pydantic import ValidationError
@@ -118,7 +145,8 @@ def parse_request(fields: dict[str, Any]) -> Any:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = str(first["loc"][0]) if first.get("loc") else "option"
+        flag = _FLAGS.get(where, "--" + where.replace("_", "-"))
         raise UsageError(
-            f"--{where.replace('_', '-')} {first.get('input')!r}: {first['msg']}.",
+            f"{flag} {first.get('input')!r}: {first['msg']}.",
             hint="See `llmdeck bench --help`.",
         ) from exc

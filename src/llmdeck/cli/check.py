@@ -93,6 +93,7 @@ def _check(
 ) -> None:
     from llmdeck.checks import print_report, run_checks
     from llmdeck.checks.clients import validate_client
+    from llmdeck.checks.run import CheckAborted
     from llmdeck.runtime.target import resolve_target
     from llmdeck.util.redact import redact_url
 
@@ -106,17 +107,22 @@ def _check(
     def progress(result: Any) -> None:
         err.print(f"  {result.id}: {result.status}", highlight=False, markup=False)
 
-    report = run_checks(
-        tgt.base_url,
-        client=client,
-        model=model or tgt.model,
-        api_key=api_key,
-        settings=settings,
-        long_context_tokens=long_context_tokens,
-        timeout=timeout,
-        deadline_s=deadline,
-        on_probe=progress,
-    )
+    try:
+        report = run_checks(
+            tgt.base_url,
+            client=client,
+            model=model or tgt.model,
+            api_key=api_key,
+            settings=settings,
+            long_context_tokens=long_context_tokens,
+            timeout=timeout,
+            deadline_s=deadline,
+            on_probe=progress,
+        )
+    except CheckAborted as exc:
+        if json_out:  # stdout still carries a report: ready false, and why
+            print_json(exc.report)
+        raise
     if json_out:
         print_json(report)
     else:

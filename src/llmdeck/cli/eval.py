@@ -106,12 +106,10 @@ def _options(opts: dict[str, Any], settings: Any) -> Any:
 
     from llmdeck.connect.run import THINKING_CHOICES
     from llmdeck.errors import UsageError
-    from llmdeck.evals.agents import EVAL_CLIENTS, find_binary
+    from llmdeck.evals.agents import eval_client, find_binary
     from llmdeck.evals.runner import EvalOptions
 
-    client = (opts["client"] or "").strip().lower()
-    if not client:
-        raise UsageError("Which agent? Give --client.", hint=f"Use one of: {', '.join(EVAL_CLIENTS)}.")
+    client = eval_client(opts["client"])
     if opts["thinking"] not in THINKING_CHOICES:
         raise UsageError(f"--thinking {opts['thinking']!r} is not valid.", hint="Use server, on or off.")
     if client in ("aider", "claude-code", "codex") and opts["thinking"] != "server":
@@ -144,11 +142,13 @@ def _eval(ctx: typer.Context, opts: dict[str, Any], json_out: bool) -> None:
     import asyncio
 
     from llmdeck.bench.runner import resolve_target
+    from llmdeck.evals.agents import eval_client
     from llmdeck.evals.runner import EvalInterrupted, run_eval
     from llmdeck.evals.spec import select_tasks
     from llmdeck.util.atomic import check_writable
 
     settings = get_settings(ctx)
+    eval_client(opts["client"])  # an unknown agent is named before any task is looked up
     tasks = select_tasks(opts["task"], opts["suite"])
     options = _options(opts, settings)
     for path in (opts["out"], opts["html"]):

@@ -93,7 +93,12 @@ def up_cmd(
     python: str = typer.Option(None, "--python", help="venv engine: the Python that has vLLM."),
     served_model_name: str = typer.Option(None, "--served-model-name", help="Name clients send as `model`."),
     image: str = typer.Option(None, "--image", help="docker engine: the image."),
-    spec_file: Path = typer.Option(None, "--spec", help="A launch spec JSON from `llmdeck plan --spec-out`."),
+    spec_file: Path = typer.Option(
+        None,
+        "--spec",
+        help="A launch spec JSON from `llmdeck plan --spec-out`; the options given here override its "
+        "fields (--model, --port, ...) and flags after `--` are added to its vLLM flags.",
+    ),
     attach: bool = typer.Option(
         False, "--attach", help="Stay in the foreground, streaming the log; Ctrl-C stops."
     ),

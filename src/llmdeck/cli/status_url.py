@@ -14,6 +14,7 @@ _WORDS = {
     "unhealthy": "unhealthy",
     "needs_api_key": "asking for an API key",
     "not_openai": "not an OpenAI-compatible server",
+    "bad_reply": "answering with an impossible value",
     "not_answering": "not answering",
     "unreachable": "unreachable",
 }
@@ -21,6 +22,8 @@ _URL_HINTS = {
     "unhealthy": "It is up but not healthy; read its log.",
     "needs_api_key": "It needs an API key: pass it with LLMDECK_API_KEY.",
     "not_openai": "Check the URL: it should point at an OpenAI-compatible server (e.g. vLLM).",
+    "bad_reply": "Check the server's flags (vLLM reports its --max-model-len in /v1/models) and any proxy "
+    "in front of it.",
     "not_answering": "Check that it finished loading and is not stuck, or raise --timeout.",
     "unreachable": "Check the host and port; start a server with `llmdeck up --model DIR`.",
 }

@@ -175,3 +175,35 @@ def model_entries(data: Any, url: str) -> list[dict[str, Any]]:
             hint="Check that the URL points at an OpenAI-compatible server (e.g. vLLM).",
         )
     return good
+
+
+# Above the longest context any model has (10M tokens) by ten: a larger one is no real setting, and
+# `llmdeck check` builds a prompt of that many tokens.
+MAX_REPORTED_CONTEXT = 100_000_000
+
+
+def reported_max_model_len(entry: dict[str, Any], url: str) -> int | None:
+    """The ``max_model_len`` of one /v1/models entry: None when the server does not report one (Ollama,
+    most proxies), a whole number of tokens from 1 to :data:`MAX_REPORTED_CONTEXT` when it does.
+
+    Anything else (-5, 0, "lots", 4096.5, true, 1e30) raises MalformedStreamError (exit 1), naming the
+    field and the value. Every command that reads it (status, check, connect, bench) stops on it rather
+    than going on without it: each either hands the number on (status --json, check's report, the
+    client config connect writes) or sizes its requests by it (bench's skips, check's long-context
+    prompt), and a server that reports an impossible context length is misconfigured or not what it
+    claims to be, so nothing measured or written against it would hold."""
+    value = entry.get("max_model_len")
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_REPORTED_CONTEXT:
+        return value
+    import json
+
+    shown = json.dumps(value, default=str)[:60]
+    raise MalformedStreamError(
+        f"{url} reports max_model_len {shown} for {str(entry.get('id'))[:100]!r}: a server's context "
+        f"length is a whole number of tokens from 1 to {MAX_REPORTED_CONTEXT:,}.",
+        url=url,
+        hint="Check the server (vLLM reports its --max-model-len there) or whatever proxy sits in front "
+        "of it; restart it with a valid --max-model-len.",
+    )

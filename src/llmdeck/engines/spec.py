@@ -42,6 +42,13 @@ class LaunchSpec(BaseModel):
         "Triton with its autotuning, DeepGEMM), mounted so that the next container reuses them.",
     )
 
+    @field_validator("model")
+    @classmethod
+    def _model_ok(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("it is empty; give a local model folder or a Hugging Face repo id")
+        return value
+
     @field_validator("compile_cache")
     @classmethod
     def _cache_ok(cls, value: str | None) -> str | None:

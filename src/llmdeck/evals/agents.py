@@ -52,10 +52,20 @@ NPM_PACKAGES = {
 }
 
 
-def find_binary(client: str, explicit: Path | None) -> Path:
-    """The agent's executable: --agent-bin, else PATH, else the copy the tests install (.cache/clients)."""
+def eval_client(name: str | None) -> str:
+    """The agent's name, lower-cased; exit 2 when none is given or llmdeck has no harness for it (the
+    first thing `eval` checks: the tasks and the agent's install come after)."""
+    client = (name or "").strip().lower()
+    if not client:
+        raise UsageError("Which agent? Give --client.", hint=f"Use one of: {', '.join(EVAL_CLIENTS)}.")
     if client not in EVAL_CLIENTS:
         raise UsageError(f"Unknown eval client {client!r}.", hint=f"Use one of: {', '.join(EVAL_CLIENTS)}.")
+    return client
+
+
+def find_binary(client: str, explicit: Path | None) -> Path:
+    """The agent's executable: --agent-bin, else PATH, else the copy the tests install (.cache/clients)."""
+    client = eval_client(client)
     if explicit is not None:
         path = Path(explicit).expanduser()
         if not (path.is_file() and os.access(path, os.X_OK)):

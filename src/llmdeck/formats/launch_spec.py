@@ -20,6 +20,15 @@ from llmdeck.util.localfile import NotRegularFileError, read_regular
 MAX_SPEC_BYTES = 16 << 20  # a launch spec is a few KB
 SPEC_HINT = "Write one with `llmdeck plan MODEL --spec-out FILE`."
 M = TypeVar("M", bound=BaseModel)
+# what a JSON document is, in JSON's words (not Python's: list, str, NoneType)
+_JSON_KINDS: dict[type, str] = {
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "true or false",
+    type(None): "null",
+}
 
 
 def read_launch_spec(path: Path, model: type[M], version: int) -> M:
@@ -44,8 +53,9 @@ def read_launch_spec(path: Path, model: type[M], version: int) -> M:
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "top level"
+        why = str(err["msg"]).removeprefix("Value error, ")
         raise ConfigError(
-            f"Launch spec {path} is not valid: {err['msg']} at {where}.",
+            f"Launch spec {path} is not valid: field {where}: {why}.",
             hint="Regenerate it with `llmdeck plan MODEL --spec-out FILE`.",
         ) from exc
 
@@ -73,6 +83,7 @@ def _read_object(path: Path) -> dict[str, Any]:
         ) from exc
     if not isinstance(data, dict):
         raise ConfigError(
-            f"Launch spec {path} is not a JSON object (it is a {type(data).__name__}).", hint=SPEC_HINT
+            f"Launch spec {path} is not a JSON object (it is {_JSON_KINDS.get(type(data), 'a value')}).",
+            hint=SPEC_HINT,
         )
     return data

@@ -14,7 +14,9 @@ from pydantic import BaseModel, Field
 from llmdeck.util.http import JSON_CAP, METRICS_CAP, BodyTooLarge, NotAnswering, Redirected, bounded_get
 from llmdeck.util.jsonsafe import loads as json_loads
 
-UrlState = Literal["ready", "unhealthy", "needs_api_key", "not_openai", "not_answering", "unreachable"]
+UrlState = Literal[
+    "ready", "unhealthy", "needs_api_key", "not_openai", "bad_reply", "not_answering", "unreachable"
+]
 
 
 class UrlStatus(BaseModel):
@@ -89,13 +91,15 @@ def _parse_models(base_url: str, reply: tuple[int, bytes]) -> UrlStatus:
             base_url=base_url, state="not_openai", detail=f"/v1/models answered {what}, not a model list"
         )
     first = next(m for m in items if isinstance(m, dict) and m.get("id") == ids[0])
-    mml = first.get("max_model_len")
+    from llmdeck.client.errors import MalformedStreamError, reported_max_model_len
+    from llmdeck.util.redact import redact_url
+
+    try:  # an impossible one is not shown as if true (see reported_max_model_len)
+        mml = reported_max_model_len(first, redact_url(base_url) + "/v1/models")
+    except MalformedStreamError as exc:
+        return UrlStatus(base_url=base_url, state="bad_reply", detail=exc.message.rstrip("."), models=ids)
     return UrlStatus(
-        base_url=base_url,
-        state="ready",
-        detail=f"serves {len(ids)} model(s)",
-        models=ids,
-        max_model_len=mml if isinstance(mml, int) and not isinstance(mml, bool) else None,
+        base_url=base_url, state="ready", detail=f"serves {len(ids)} model(s)", models=ids, max_model_len=mml
     )
 
 
