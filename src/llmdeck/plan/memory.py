@@ -72,31 +72,34 @@ class OverheadModel(BaseModel):
     sampler_gib: float
     cuda_graph_gib: float
     model_runner: str = Field("V1", description="the GPU model runner vLLM picks: V1 | V2 (plan/runner.py)")
-    peak_holds_both: bool = Field(
-        False, description="the profile's torch peak holds the forward pass and the sampler together"
+    held_gib: float = Field(
+        0.0,
+        description="forward-pass memory still held while the dummy sampler runs (see HELD_BY_THE_FORWARD)",
     )
 
     @property
     def total_gib(self) -> float:
-        """Eager, and on the V2 runner, the forward pass and the sampler run one after the other (0.22.0
-        gpu_model_runner.py:6164-6175 profile_run: the dummy forward's intermediates are freed before
-        the dummy sampler run), so the profile's peak holds the larger of the two. Compiled on the V1
-        runner the peak held about both (``peak_holds_both``; see COMPILED_V1_PEAK_HOLDS_BOTH)."""
-        if self.peak_holds_both:
-            forward_and_sampler = self.activation_gib + self.sampler_gib
-        else:
-            forward_and_sampler = max(self.activation_gib, self.sampler_gib)
+        """The forward pass and the sampler run one after the other (0.22.0 gpu_model_runner.py:6164-6175
+        profile_run: the dummy forward's intermediates are freed before the dummy sampler run), so the
+        profile's peak is the larger of the forward pass and the sampler on top of what the forward
+        left held (``held_gib``)."""
+        forward_and_sampler = max(self.activation_gib, self.sampler_gib + self.held_gib)
         return self.non_torch_gib + forward_and_sampler + self.cuda_graph_gib
 
 
-# Compiled (torch.compile + CUDA graphs) on the V1 runner, vLLM 0.26.0's torch peak at vLLM's default
-# 1,024 sequences sat at or below the forward pass plus the sampler, not at the larger of the two:
-# Qwen3-30B-A3B 2.68 GiB (plan: forward 0.78, sampler 2.10), Nemotron-3-Nano 3.26 (1.51, 1.81),
-# gpt-oss-120b 2.87 (1.05, 2.78); the V2 runner (Mistral-Small 1.81: 1.63, 0.50) and every eager run
-# kept to the larger (evidence/plan/families/results-v0.26-compiled). Why is not known (the source frees
-# the forward's intermediates first); the sum is the side that never promises KV vLLM does not give:
-# -0.46%, -0.20%, -1.06% against +0.73%, +2.2%, +0.54% under the larger-of-two rule.
-COMPILED_V1_PEAK_HOLDS_BOTH = True
+# HELD_BY_THE_FORWARD: what of the dummy forward pass is still allocated when the dummy sampler runs. At
+# vLLM's default 1,024 sequences (the sampler at 1.8-2.8 GiB) the torch peak sat 0.09-0.13 GiB above the
+# sampler for the dense models and gpt-oss-120b (0.22.0: Llama-3.1-8B 1.89, Mistral-Small 1.94, gpt-oss
+# 2.87; 0.26.0: gpt-oss 2.87), but 0.58 GiB above it for Qwen3-30B-A3B (0.26.0: 2.68 against a sampler
+# of 2.10) and 1.45 above it for the hybrid Nemotron-3-Nano (3.26 against 1.81); evidence/plan/families/
+# results-v0.22-compiled and results-v0.26-compiled. A fused-MoE layer keeps its workspaces between calls
+# (vLLM's workspace manager grows them and never frees them): the plan's fused-MoE caches, top_k x
+# (3 x moe_intermediate + hidden) a token, are 0.53 GiB on Qwen3-30B-A3B at 8,192 tokens. gpt-oss's MXFP4
+# experts run on other kernels and kept nothing. Compiled, the hybrid kept about its whole forward (1.45
+# of 1.51 GiB: the compiled Mamba path's buffers too); eager at 1,024 sequences (results-round2, 1.31 GiB
+# less KV memory than at 8) about its fused-MoE workspace (0.60 against 0.76). Most rounds ran at
+# --max-num-seqs 8, where the sampler is too small for any of this to show.
+HELD_NO_WORKSPACE_SCHEMES = frozenset({"mxfp4"})
 # Non-torch memory on a discrete GPU: ~0.25 GiB in eager mode; torch.compile + CUDA-graph mode keeps
 # ~0.1 GiB more (Triton/Inductor runtime). Fitted on 11 eager H200 runs (evidence/plan/results) and the
 # two compiled fixture runs (shared/fixtures/vllm-0.22.0-h200).
@@ -153,7 +156,8 @@ def sampler_bytes(facts: ModelFacts, s: ServeSettings) -> int:
 PIECEWISE_FIRST_BASE_BYTES = 80 * MIB
 PIECEWISE_FIRST_BYTES_PER_TOKEN = MIB // 10
 FULL_FIRST_BYTES_PER_TOKEN = MIB // 2
-PIECEWISE_GRAPH_BYTES = 6 * MIB
+PIECEWISE_GRAPH_BYTES = 6 * MIB  # fused-MoE models (Qwen3-30B-A3B, Nemotron, Qwen3.6 on 0.22.0 and 0.26.0)
+PIECEWISE_GRAPH_BYTES_OTHER = 4 * MIB  # dense Llama, Mistral (0.22.0) and gpt-oss's MXFP4 experts (both)
 FULL_GRAPH_BYTES = 2 * MIB
 # Architectures whose vLLM model config raises the largest capture size from 512 to 1024
 # (model_executor/models/config.py GptOssForCausalLMConfig, 0.22.0 and 0.26.0)
@@ -204,7 +208,14 @@ def cudagraph_estimate_bytes(facts: ModelFacts, s: ServeSettings) -> int:
     first = PIECEWISE_FIRST_BASE_BYTES + PIECEWISE_FIRST_BYTES_PER_TOKEN * sizes[-1]
     if full:
         first = max(first, FULL_FIRST_BYTES_PER_TOKEN * min(full[-1], 512))
-    return first + (len(sizes) - 1) * PIECEWISE_GRAPH_BYTES + max(0, len(full) - 1) * FULL_GRAPH_BYTES
+    piecewise = PIECEWISE_GRAPH_BYTES if has_fused_moe(facts) else PIECEWISE_GRAPH_BYTES_OTHER
+    return first + (len(sizes) - 1) * piecewise + max(0, len(full) - 1) * FULL_GRAPH_BYTES
+
+
+def has_fused_moe(facts: ModelFacts) -> bool:
+    """Whether the experts run through vLLM's fused-MoE kernels (every MoE but MXFP4 checkpoints)."""
+    q = facts.quantization
+    return facts.is_moe and (q is None or q.scheme not in HELD_NO_WORKSPACE_SCHEMES)
 
 
 def estimate_overhead(facts: ModelFacts, s: ServeSettings, *, unified_memory: bool = False) -> OverheadModel:
@@ -216,6 +227,7 @@ def estimate_overhead(facts: ModelFacts, s: ServeSettings, *, unified_memory: bo
     else:
         ffn = DENSE_FFN_FACTOR * facts.intermediate_size
     activation = tokens * 2 * (8 * h + ffn) / tp
+    held = tokens * 2 * ffn / tp if has_fused_moe(facts) else 0.0
     if facts.use_mla:
         # MLA prefill runs as multi-head attention over the decompressed latent (vllm 0.22.0
         # model_executor/layers/attention/mla_attention.py, forward_mha): per token and head, bf16
@@ -229,6 +241,7 @@ def estimate_overhead(facts: ModelFacts, s: ServeSettings, *, unified_memory: bo
         activation += cdiv(tokens, 64) * nv * dk * dv * 4 / tp
         if not s.enforce_eager:
             activation += COMPILED_HYBRID_EXTRA_GIB * GIB
+            held = activation  # compiled, a hybrid's whole forward: see HELD_BY_THE_FORWARD
     sampler = sampler_bytes(facts, s)
     v2 = uses_v2_model_runner(facts, s)
     graphs = 0
@@ -244,7 +257,7 @@ def estimate_overhead(facts: ModelFacts, s: ServeSettings, *, unified_memory: bo
         sampler_gib=sampler / GIB,
         cuda_graph_gib=graphs / GIB,
         model_runner="V2" if v2 else "V1",
-        peak_holds_both=COMPILED_V1_PEAK_HOLDS_BOTH and not s.enforce_eager and s.cudagraphs and not v2,
+        held_gib=held / GIB,
     )
 
 
