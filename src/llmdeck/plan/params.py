@@ -185,7 +185,10 @@ def mxfp4_kernel_extra_bytes(f: ModelFacts, compute_capability_major: int | None
     copy of every e8m0 scale (1/32 B a parameter) until vLLM 0.25 deletes them (0.25.0
     oracle/mxfp4.py:1150-1156; 0.24.0 keeps them) — and oracle/mxfp4.py:1144-1150 turns the expert
     biases into fp32 copies. Hopper picks TRITON (triton_kernels ships in the wheel; the FlashInfer
-    TRTLLM kernels need SM100): oracle/mxfp4.py:270-290. Seen: gpt-oss-120b loads 64.67 GiB (0.22).
+    TRTLLM kernels need SM100): oracle/mxfp4.py:270-290. The swizzled scales are padded: triton_kernels'
+    HopperMXScaleLayout (0.22.0 and 0.26.0) rounds each expert's output rows up to 256
+    (:data:`HOPPER_SCALE_ROWS`): 0.12 GiB on gpt-oss-120b. Seen: gpt-oss-120b loads 64.67 GiB (0.22),
+    61.43 (0.26); the plan says 0.36 and 0.45 GiB less (evidence/plan/families/results-v0.22-compiled).
     """
     q = f.quantization
     if q is None or q.scheme != "mxfp4" or compute_capability_major != 9:
@@ -195,9 +198,24 @@ def mxfp4_kernel_extra_bytes(f: ModelFacts, compute_capability_major: int | None
     for name, n, linear in modules(f):
         if name.endswith(".mlp.experts") and linear and not q.keeps_dtype(name):
             total += n // 32 if scales_kept else 0
+            total += _hopper_scale_padding(f)
         elif name.endswith(".mlp.experts.bias"):
             total += n * 2
     return total
+
+
+HOPPER_SCALE_ROWS = 256  # HopperMXScaleLayout.swizzle_data: SWIZZLE_ALIGN_M = 2 * num_warps(8) * 2 * 8
+
+
+def _hopper_scale_padding(f: ModelFacts) -> int:
+    """Bytes the Hopper scale swizzle adds to one MoE layer's e8m0 scales: w13 [E, 2I, H/32] and
+    w2 [E, H, I/32], each expert's rows rounded up to :data:`HOPPER_SCALE_ROWS`."""
+    h, inter = f.hidden_size, f.moe_intermediate_size
+
+    def pad(rows: int) -> int:
+        return -rows % HOPPER_SCALE_ROWS
+
+    return f.num_experts * (pad(2 * inter) * (h // 32) + pad(h) * (inter // 32))
 
 
 def weight_bytes(f: ModelFacts, *, language_model_only: bool = True) -> int:
