@@ -182,5 +182,5 @@ def test_the_profile_peak_is_vllms(run: dict[str, Any]) -> None:
 def test_the_v022_compiled_round_puts_dense_models_on_v1() -> None:
     rows = [r for r in COMPILED if r["round"] == "results-v0.22-compiled"]
     runners = {r["model"]: _plan(r, None).memory.overhead.model_runner for r in rows}
-    assert len(rows) == 6 and set(runners.values()) == {"V1"}
+    assert len(rows) == 7 and set(runners.values()) == {"V1"}
     assert {"llama-3.1-8b-instruct", "mistral-small-24b-instruct"} <= set(runners)

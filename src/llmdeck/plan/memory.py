@@ -156,6 +156,7 @@ def sampler_bytes(facts: ModelFacts, s: ServeSettings) -> int:
 PIECEWISE_FIRST_BASE_BYTES = 80 * MIB
 PIECEWISE_FIRST_BYTES_PER_TOKEN = MIB // 10
 FULL_FIRST_BYTES_PER_TOKEN = MIB // 2
+FULL_FIRST_BYTES_PER_TOKEN_MLA = MIB  # DeepSeek-V2-Lite: 516 MiB at 512 (0.22.0, results-v0.22-compiled)
 PIECEWISE_GRAPH_BYTES = 6 * MIB  # fused-MoE models (Qwen3-30B-A3B, Nemotron, Qwen3.6 on 0.22.0 and 0.26.0)
 PIECEWISE_GRAPH_BYTES_OTHER = 4 * MIB  # dense Llama, Mistral (0.22.0) and gpt-oss's MXFP4 experts (both)
 FULL_GRAPH_BYTES = 2 * MIB
@@ -207,7 +208,8 @@ def cudagraph_estimate_bytes(facts: ModelFacts, s: ServeSettings) -> int:
         return 0
     first = PIECEWISE_FIRST_BASE_BYTES + PIECEWISE_FIRST_BYTES_PER_TOKEN * sizes[-1]
     if full:
-        first = max(first, FULL_FIRST_BYTES_PER_TOKEN * min(full[-1], 512))
+        per_token = FULL_FIRST_BYTES_PER_TOKEN_MLA if facts.use_mla else FULL_FIRST_BYTES_PER_TOKEN
+        first = max(first, per_token * min(full[-1], 512))
     piecewise = PIECEWISE_GRAPH_BYTES if has_fused_moe(facts) else PIECEWISE_GRAPH_BYTES_OTHER
     return first + (len(sizes) - 1) * piecewise + max(0, len(full) - 1) * FULL_GRAPH_BYTES
 
