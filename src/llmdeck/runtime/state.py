@@ -24,6 +24,7 @@ from llmdeck.util.names import validate_server_name
 from llmdeck.util.redact import redact_argv, redact_env
 
 SERVER_RECORD_SCHEMA_VERSION = 1
+PID_MAX = 2**31 - 1  # any pid os.kill takes; 0, a negative or a larger one is not a record
 
 
 class ServerRecord(BaseModel):
@@ -36,7 +37,7 @@ class ServerRecord(BaseModel):
     env: dict[str, str] = Field(
         default_factory=dict, description="Variables llmdeck set (not the whole env)."
     )
-    pid: int | None = None
+    pid: int | None = Field(None, gt=0, le=PID_MAX, description="The engine process (a positive pid).")
     process: ProcessIdentity | None = Field(
         None, description="create_time and cmdline of the pid at launch: checked before any signal."
     )
@@ -85,6 +86,11 @@ def _read_record(path: Path) -> ServerRecord:
     return ServerRecord.model_validate_json(read_regular_text(path, MAX_RECORD_BYTES))
 
 
+def _why(exc: Exception) -> str:
+    """Why a record file is unreadable, in words (never the exception's class name)."""
+    return getattr(exc, "strerror", None) or _WHY.get(type(exc).__name__, "not a record")
+
+
 Warnings = list[str]  # (named here: inside StateStore, ``list`` is the method)
 
 
@@ -97,9 +103,8 @@ def _scan_records(servers_dir: Path) -> tuple[list[ServerRecord], Warnings]:
         try:
             records.append(_read_record(path))
         except (ValidationError, ValueError, OSError) as exc:  # ValueError: not JSON, not UTF-8
-            why = getattr(exc, "strerror", None) or _WHY.get(type(exc).__name__, type(exc).__name__)
             problems.append(
-                f"skipped the unreadable server record {path} ({why}); delete it if no server uses it."
+                f"skipped the unreadable server record {path} ({_why(exc)}); delete it if no server uses it."
             )
     return records, problems
 
@@ -135,8 +140,12 @@ class StateStore:
         atomic_write_json(self.secrets_path(name), secrets, secret=True)
 
     def load_secrets(self, name: str) -> dict[str, str]:
+        """The secrets of server ``name``; {} when there are none or the file is unreadable (a named
+        pipe there is not opened: reading one would wait for a writer that never comes)."""
+        from llmdeck.util.localfile import read_regular_text
+
         try:
-            data = _json_loads(self.secrets_path(name).read_text(encoding="utf-8"))
+            data = _json_loads(read_regular_text(self.secrets_path(name), MAX_RECORD_BYTES))
         except (OSError, ValueError):
             return {}
         return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
@@ -153,7 +162,7 @@ class StateStore:
             return _read_record(path)
         except (ValidationError, ValueError, OSError) as exc:  # ValueError: not JSON, not UTF-8
             raise NotRunningError(
-                f"The record of server {name!r} at {path} is unreadable ({exc.__class__.__name__}).",
+                f"The record of server {name!r} at {path} is unreadable ({_why(exc)}).",
                 hint=f"Delete {path} and start the server again.",
             ) from exc
 

@@ -1,0 +1,83 @@
+"""Fuzz suite: the local server records, found by a bad-input sweep of status, down, logs, restart.
+
+A record whose pid no process can have (0, negative, past 2**31) was an internal error in status, down
+and down --all; an unreadable record's message named the Python error class (ValidationError,
+UnicodeDecodeError); a named pipe put where a server's secrets live hung restart before it stopped
+anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from fuzz_helpers import assert_clean_failure, run_main
+
+BAD_PIDS = [-1, 0, 2**40]
+
+
+def _record(state: Path, name: str = "demo", **change: object) -> Path:
+    """A server record as `llmdeck up` writes it, with ``change`` applied to its JSON."""
+    from llmdeck.engines.spec import LaunchSpec
+    from llmdeck.runtime.state import ServerRecord, StateStore
+
+    spec = LaunchSpec(name=name, model=str(state / "nomodel"), port=18999, served_model_name=None)
+    rec = ServerRecord(name=name, spec=spec, argv=["vllm", "serve"], log_path=state / f"{name}.log")
+    store = StateStore(state / "servers")
+    store.save(rec)
+    path = store.path(name)
+    path.write_text(json.dumps({**json.loads(path.read_text()), **change}))
+    return path
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("pid", BAD_PIDS, ids=[f"status:record-pid-{p}" for p in BAD_PIDS])
+def test_a_record_with_an_impossible_pid_is_not_a_record(
+    pid: int, fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _record(Path(fuzz_env["tmp"]) / "state", pid=pid)
+    for argv in (["status"], ["status", "--json"], ["down", "--all"]):
+        code, _out, err, _ = run_main(argv, capsys)
+        flat = " ".join(err.split())
+        assert code == 0 and "internal error" not in flat, flat
+        assert f"skipped the unreadable server record {path} (not a record)" in flat
+    for argv in (["status", "demo"], ["down", "demo"], ["logs", "demo"]):
+        code, _out, err, elapsed = run_main(argv, capsys)
+        assert_clean_failure(code, err, elapsed, want=2, needles=(str(path), "not a record"), seconds=15)
+    assert path.exists()  # nothing is deleted behind the user's back
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [(b"{bad", "not a record"), (b"\xff\xfe", "not UTF-8 text"), (None, "named pipe")],
+    ids=["status:record-not-json", "status:record-not-utf8", "status:record-a-fifo"],
+)
+def test_an_unreadable_record_is_named_in_words_not_python_types(
+    content: bytes | None, says: str, fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    servers = Path(fuzz_env["tmp"]) / "state" / "servers"
+    servers.mkdir(parents=True)
+    path = servers / "demo.json"
+    os.mkfifo(path) if content is None else path.write_bytes(content)
+    code, _out, err, elapsed = run_main(["status", "demo"], capsys)
+    assert_clean_failure(code, err, elapsed, want=2, needles=(str(path), says), seconds=15)
+    for python_name in ("ValidationError", "UnicodeDecodeError", "NotRegularFileError", "JSONDecodeError"):
+        assert python_name not in err
+
+
+@pytest.mark.timeout(10)
+def test_a_pipe_where_the_secrets_live_is_not_waited_on(tmp_path: Path) -> None:
+    """restart read the secrets with a plain open: a FIFO there hung it before it stopped anything."""
+    from llmdeck.runtime.state import StateStore
+
+    store = StateStore(tmp_path / "servers")
+    store.servers_dir.mkdir()
+    os.mkfifo(store.secrets_path("demo"))
+    assert store.load_secrets("demo") == {}
+    store.secrets_path("demo").unlink()
+    store.save_secrets("demo", {"VLLM_API_KEY": "k"})
+    assert store.load_secrets("demo") == {"VLLM_API_KEY": "k"}
