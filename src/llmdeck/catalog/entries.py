@@ -194,7 +194,7 @@ def _user_files(paths: list[Path]) -> list[Path]:
         p = Path(p).expanduser()
         if p.is_dir():
             files.extend(sorted([*p.glob("*.yaml"), *p.glob("*.yml")]))
-        elif p.is_file():
+        elif p.exists():  # a file, or a pipe or device that the read refuses, saying which
             files.append(p)
         else:
             raise ConfigError(

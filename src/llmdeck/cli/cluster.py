@@ -8,6 +8,7 @@ import typer
 
 from llmdeck.cli.options import netcheck_timeout, step_timeout
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
+from llmdeck.cli.validate import number
 
 CLUSTER_HELP = """A Ray cluster over several boxes for vLLM's own distributed executor (tensor/pipeline
 parallel), with the NCCL/Gloo environment of the link, and an all-reduce acceptance test before vLLM
@@ -71,7 +72,10 @@ def register(app: typer.Typer) -> None:
         num_cpus: int = typer.Option(None, "--num-cpus", min=1, help="CPUs each node offers Ray."),
         num_gpus: int = typer.Option(None, "--num-gpus", min=0, help="GPUs each node offers (here: 0)."),
         object_store_mb: float = typer.Option(
-            None, "--object-store-mb", min=78, help="Ray's object store (MB; 1024, 100 on one machine)."
+            None,
+            "--object-store-mb",
+            callback=number(at_least=82, at_most=1e9),
+            help="Ray's object store (MB, at least 82; 1024, 100 on one machine).",
         ),
         hf_cache: str = typer.Option(None, "--hf-cache", help="--docker: the nodes' HF cache, mounted."),
         timeout: float = step_timeout(120.0, " (each command on a node, each wait for the nodes)"),

@@ -15,17 +15,22 @@ import typer
 from typer.core import TyperCommand
 
 
+def _shown(bound: float) -> str:
+    """A bound as a person writes it: 2592000, not 2.592e+06."""
+    return str(int(bound)) if float(bound).is_integer() and abs(bound) < 1e15 else f"{bound:g}"
+
+
 def number(
     *, above: float | None = None, at_least: float | None = None, at_most: float | None = None
 ) -> Callable[[float | None], float | None]:
     """A typer callback: the value must be a finite number in the given bounds (None = not given)."""
     bounds = []
     if above is not None:
-        bounds.append(f"above {above:g}")
+        bounds.append(f"above {_shown(above)}")
     if at_least is not None:
-        bounds.append(f"at least {at_least:g}")
+        bounds.append(f"at least {_shown(at_least)}")
     if at_most is not None:
-        bounds.append(f"at most {at_most:g}")
+        bounds.append(f"at most {_shown(at_most)}")
     wanted = "a finite number" + (" " + " and ".join(bounds) if bounds else "")
 
     def check(value: float | None) -> float | None:
@@ -44,9 +49,14 @@ def number(
     return check
 
 
+MAX_SECONDS = 30 * 86400.0
+"""The longest wait any flag may ask for (30 days): 1e300 s overflowed the socket and clock calls
+(an internal error), and no wait of llmdeck's is meant to last longer."""
+
+
 def positive_seconds(value: float | None) -> float | None:
-    """Timeouts, deadlines and intervals: finite seconds above 0."""
-    return number(above=0)(value)
+    """Timeouts, deadlines and intervals: finite seconds above 0, at most :data:`MAX_SECONDS`."""
+    return number(above=0, at_most=MAX_SECONDS)(value)
 
 
 def host(value: str | None) -> str | None:

@@ -26,6 +26,8 @@ from llmdeck.cluster.netenv import NetSpec, node_env
 
 DEFAULT_RAY_PORT = 6379
 DEFAULT_OBJECT_STORE_BYTES = 1 << 30
+MIN_OBJECT_STORE_BYTES = 78 * (1 << 20)  # Ray refuses less
+MAX_OBJECT_STORE_BYTES = 1 << 50  # 1 PiB: more is a typo, not a node
 DEFAULT_CONTAINER = "llmdeck-ray"
 SSH_OPTIONS = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
@@ -38,7 +40,9 @@ class RayOptions(BaseModel):
     port: int = Field(DEFAULT_RAY_PORT, ge=1, le=65535)
     num_cpus: int | None = Field(None, ge=1)
     num_gpus: int | None = Field(None, ge=0)
-    object_store_bytes: int = Field(DEFAULT_OBJECT_STORE_BYTES, ge=78 * (1 << 20))
+    object_store_bytes: int = Field(
+        DEFAULT_OBJECT_STORE_BYTES, ge=MIN_OBJECT_STORE_BYTES, le=MAX_OBJECT_STORE_BYTES
+    )
     temp_dir: str | None = None
     block: bool = True
     client_server_port: int | None = Field(

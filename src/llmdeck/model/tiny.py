@@ -194,8 +194,11 @@ GENERATION_CONFIG: dict[str, Any] = {
 }
 
 
-def _check_shape(layers: int, hidden: int) -> None:
+def _check_shape(layers: int, hidden: int, seed: int) -> None:
     from llmdeck.errors import UsageError
+
+    if seed < 0:  # numpy's generator takes none: it was an internal error after the folder was made
+        raise UsageError(f"--seed must be 0 or more, got {seed}.", hint="Use e.g. --seed 0 (the default).")
 
     if layers < 1 or layers > 64:
         raise UsageError(f"--layers must be between 1 and 64, got {layers}.")
@@ -253,7 +256,7 @@ def make_tiny_model(
     from llmdeck.model.tokenizer import _require_cpu_extra, verify_tokenizer, write_tokenizer
 
     dir = Path(dir).expanduser()
-    _check_shape(layers, hidden)
+    _check_shape(layers, hidden, seed)
     _check_target(dir, force)
     _require_cpu_extra()
 
