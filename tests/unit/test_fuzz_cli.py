@@ -44,6 +44,7 @@ CASES = [
     case("plan:host-spaces", [*PLAN.split(), "--host", "not a host"], 2, "--host", "not a host"),
     case("plan:host-url", f"{PLAN} --host http://0.0.0.0:8000", 2, "--host"),
     case("plan:host-empty", [*PLAN.split(), "--host", ""], 2, "--host"),
+    case("plan:host-bad-ipv4", f"{PLAN} --host 999.1.1.1", 2, "--host", "999.1.1.1"),
     case("plan:engine-unknown", f"{PLAN} --engine podman", 2, "--engine"),
     case("plan:workload-unknown", f"{PLAN} --workload gaming", 2, "--workload"),
     case("plan:kv-dtype-unknown", f"{PLAN} --kv-cache-dtype int3", 2, "--kv-cache-dtype"),

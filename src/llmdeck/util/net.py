@@ -73,7 +73,8 @@ def is_valid_host(host: str) -> bool:
     try:
         ipaddress.ip_address(host.strip("[]"))
     except ValueError:
-        return bool(_HOSTNAME.match(host))
+        # a name's last label is never all digits (RFC 3696 2): 999.1.1.1 is a bad address, not a name
+        return bool(_HOSTNAME.match(host)) and not host.rstrip(".").rsplit(".", 1)[-1].isdigit()
     return True
 
 
