@@ -146,6 +146,16 @@ TUNE_CASES = [
     # the catalog name is no folder: every start would fail alike, so the first one ends the tune
     # (was: --trials failed starts, then exit 1)
     case("tune:model-not-a-folder", f"{TUNE} --out {{tmp}}/tm", 2, "Qwen3-0.6B", "does not exist"),
+    # past bench's bounds: were internal errors (a pydantic dump of the first trial's BenchRequest)
+    case(
+        "tune:num-prompts-huge",
+        f"{TUNE} --num-prompts {10**17} --out {{tmp}}/tl",
+        2,
+        "--num-prompts",
+        "100000",
+    ),
+    case("tune:concurrency-huge", f"{TUNE} -c {10**10} --out {{tmp}}/tl", 2, "--concurrency", "100000"),
+    case("tune:num-turns-huge", f"{TUNE} --num-turns {10**9} --out {{tmp}}/tl", 2, "--num-turns", "10000"),
 ]
 
 
@@ -161,6 +171,16 @@ def _eval_tasks(tmp: Path) -> dict[str, str]:
         "instruction-binary": {"task.toml": b"", "instruction.md": b"\xff\xfe\x00"},
         "followup-binary": {"task.toml": b"", "instruction.md": b"Do it.", "followups/01.md": b"\xc3\x28"},
         "no-tests": {"task.toml": b"", "instruction.md": b"Do it.", "tests/": False},
+        "tests-a-file": {"task.toml": b"", "instruction.md": b"Do it.", "tests/": False, "tests": b"x"},
+        "tests-empty": {"task.toml": b"", "instruction.md": b"Do it.", "tests/README.md": b"later"},
+        "workspace-a-file": {
+            "task.toml": b"",
+            "instruction.md": b"Do it.",
+            "workspace/": False,
+            "workspace": b"",
+        },
+        "agent-not-a-table": {"task.toml": b'agent = "fast"\n'},
+        "timeout-inf": {"task.toml": b"[agent]\ntimeout_sec = inf\n"},
     }
     names = {}
     for name, files in specs.items():
@@ -201,6 +221,21 @@ EVAL_TASK_CASES = [
     ),
     case("eval:task-followup-binary", "eval -c opencode --task {task_followup_binary}", 2, "01.md"),
     case("eval:task-no-tests", "eval -c opencode --task {task_no_tests}", 2, "has no tests"),
+    # a file for tests/ or workspace/ broke each run (NotADirectoryError); no test file scored nothing
+    case("eval:task-tests-a-file", "eval -c opencode --task {task_tests_a_file}", 2, "tests", "not a folder"),
+    case(
+        "eval:task-tests-empty", "eval -c opencode --task {task_tests_empty}", 2, "no test file", "test_*.py"
+    ),
+    case(
+        "eval:task-workspace-a-file",
+        "eval -c opencode --task {task_workspace_a_file}",
+        2,
+        "workspace",
+        "not a folder",
+    ),
+    # was "Input should be a valid dictionary or instance of AgentLimits" (a Python class named)
+    case("eval:task-agent-not-a-table", "eval -c opencode --task {task_agent_not_a_table}", 2, "[agent]"),
+    case("eval:task-timeout-inf", "eval -c opencode --task {task_timeout_inf}", 2, "timeout_sec", "finite"),
     case("eval:verify-task-broken", "eval verify --task {task_toml_broken}", 2, "task.toml"),
     case("eval:task-a-file", "eval -c opencode --task ./{a_file}", 2, "a_file"),
 ]

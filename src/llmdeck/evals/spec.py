@@ -21,6 +21,7 @@ from llmdeck.formats.eval_task import read_task_folder
 
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 SUITES_FILE = TASKS_DIR / "suites.toml"
+MAX_TIMEOUT_S = 30 * 86400.0  # a task's or its tests' wall time: as --task-timeout (inf never ended)
 
 
 class TaskMeta(BaseModel):
@@ -34,13 +35,21 @@ class TaskMeta(BaseModel):
 class AgentLimits(BaseModel):
     """What the agent may spend on the task; the harness stops it at the first one reached."""
 
-    timeout_sec: float = Field(900.0, gt=0, description="Wall time for all of the task's turns.")
+    timeout_sec: float = Field(
+        900.0,
+        gt=0,
+        le=MAX_TIMEOUT_S,
+        allow_inf_nan=False,
+        description="Wall time for all of the task's turns.",
+    )
     max_turns: int = Field(30, ge=1, description="Model requests (agent steps) over all prompts.")
     max_tokens: int = Field(300_000, ge=1, description="Prompt + output tokens over all steps.")
 
 
 class VerifierSpec(BaseModel):
-    timeout_sec: float = Field(120.0, gt=0, description="Wall time of the hidden tests.")
+    timeout_sec: float = Field(
+        120.0, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False, description="Wall time of the hidden tests."
+    )
 
 
 class WrongSpec(BaseModel):

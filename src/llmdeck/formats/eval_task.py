@@ -34,14 +34,36 @@ def read_task_folder(root: Path, model: type[M]) -> tuple[M, str, list[str]]:
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{toml_path} cannot be read as TOML ({exc}).", hint=LAYOUT_HINT) from exc
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(x) for x in first.get("loc", ()))
-        raise ConfigError(f"{toml_path}: {where}: {first.get('msg')}.", hint=LAYOUT_HINT) from exc
+        raise ConfigError(f"{toml_path}: {_problem(exc)}.", hint=LAYOUT_HINT) from exc
     for part in ("instruction.md", "workspace", "tests"):
         if not (root / part).exists():
             raise ConfigError(f"The eval task {root} has no {part}.", hint=LAYOUT_HINT)
+    for part in ("workspace", "tests"):  # copied as folders by every run: a file here broke the run
+        if not (root / part).is_dir():
+            raise ConfigError(f"The eval task's {part} {root / part} is not a folder.", hint=LAYOUT_HINT)
     followups = sorted((root / "followups").glob("*.md")) if (root / "followups").is_dir() else []
-    return config, read_prompt(root / "instruction.md"), [read_prompt(p) for p in followups]
+    prompts = read_prompt(root / "instruction.md"), [read_prompt(p) for p in followups]
+    if not _has_tests(root / "tests"):
+        raise ConfigError(
+            f"The eval task's tests {root / 'tests'} hold no test file (test_*.py or *_test.py): no run "
+            "could be scored.",
+            hint=LAYOUT_HINT,
+        )
+    return config, *prompts
+
+
+def _problem(exc: ValidationError) -> str:
+    """``where: what`` of the first problem, in TOML's words (a section, not a Python model)."""
+    first = exc.errors()[0]
+    where = ".".join(str(x) for x in first.get("loc", ()))
+    if first.get("type") in {"model_type", "model_attributes_type", "dict_type"}:
+        return f"{where}: should be a table ([{where}] with keys under it), not {first.get('input')!r}"
+    return f"{where}: {first.get('msg')}"
+
+
+def _has_tests(folder: Path) -> bool:
+    """Whether pytest's default discovery finds a test file under ``folder``."""
+    return any(p.is_file() for pattern in ("test_*.py", "*_test.py") for p in folder.rglob(pattern))
 
 
 def read_prompt(path: Path) -> str:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from llmdeck import __version__
+from llmdeck.bench.request import MAX_CONCURRENCY, MAX_PROMPTS, MAX_TOKENS, MAX_TURNS
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.tune.slo import SloTarget
 
@@ -41,13 +42,14 @@ class RateSweep(BaseModel):
 class LoadShape(BaseModel):
     """The workload at its target load (closed loop: ``concurrency`` requests in flight)."""
 
-    concurrency: int = Field(ge=1)
-    input_len: int = Field(ge=1)
-    output_len: int = Field(ge=1)
-    prefix_len: int = Field(0, ge=0)
-    num_turns: int = Field(4, ge=1)
-    num_prompts: int = Field(ge=1)
-    warmup: int = Field(ge=0)
+    # bench's bounds: a trial's bench refuses more, so a tune must refuse it before the first start
+    concurrency: int = Field(ge=1, le=MAX_CONCURRENCY)
+    input_len: int = Field(ge=1, le=MAX_TOKENS)
+    output_len: int = Field(ge=1, le=MAX_TOKENS)
+    prefix_len: int = Field(0, ge=0, le=MAX_TOKENS)
+    num_turns: int = Field(4, ge=1, le=MAX_TURNS)
+    num_prompts: int = Field(ge=1, le=MAX_PROMPTS)
+    warmup: int = Field(ge=0, le=MAX_PROMPTS)
     repeat: int = Field(1, ge=1, le=20)
     rate_sweep: RateSweep | None = Field(None, description="--find-max-rate: a rate sweep per trial.")
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from llmdeck.bench.request import BenchRequest, build_scenarios
 from llmdeck.bench.result_schema import ScenarioSpec
 from llmdeck.errors import UsageError
@@ -62,8 +64,13 @@ def load_shape(workload: TuneWorkload, **given: int | None) -> LoadShape:
     values.setdefault("warmup", min(values["concurrency"], 8))
     try:
         return LoadShape.model_validate(values)
-    except ValueError as exc:
-        raise UsageError(f"Invalid load for the tune: {exc}.", hint="See `llmdeck tune --help`.") from exc
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        flag = "--" + str(err["loc"][0]).replace("_", "-") if err.get("loc") else "the load"
+        raise UsageError(
+            f"Invalid load for the tune: {flag} {err.get('input')!r}: {err['msg']}.",
+            hint="See `llmdeck tune --help`.",
+        ) from exc
 
 
 def bench_request(req: TuneRequest, base_url: str, tokenizer: str | None, seed: int = 0) -> BenchRequest:
