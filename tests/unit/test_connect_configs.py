@@ -154,6 +154,35 @@ def test_openclaw_merge_keeps_other_providers_and_models(tmp_path: Path) -> None
     assert [m["id"] for m in json.loads(path.read_text())["models"]["providers"]["vllm"]["models"]] == ids
 
 
+@pytest.mark.parametrize("models", ["x", {"providers": []}, {"providers": {"vllm": "old"}}])
+def test_openclaw_file_with_a_non_object_on_our_path_is_merged_after_a_backup(
+    tmp_path: Path, models: object
+) -> None:
+    """models / models.providers / the provider of another shape: was an AttributeError (internal error)."""
+    path = tmp_path / "openclaw.json"
+    path.write_text(json.dumps({"models": models, "theme": "dark"}))
+    result = connect_client("openclaw", info(), file=path)
+    doc = json.loads(path.read_text())
+    assert doc["theme"] == "dark" and doc["models"]["providers"]["vllm"]["models"][0]["id"] == "tiny-qwen3"
+    assert result.backup is not None and json.loads(Path(result.backup).read_text())["models"] == models
+
+
+@pytest.mark.parametrize("client", ["continue", "aider"])
+@pytest.mark.parametrize(
+    ("text", "says"), [("[" * 100_000 + "]" * 100_000, "nests too deeply"), ("a: " + "9" * 5000, "number")]
+)
+def test_yaml_file_past_the_parsers_limits_is_refused_not_a_crash(
+    tmp_path: Path, client: str, text: str, says: str
+) -> None:
+    """Was a RecursionError or ValueError (internal error, exit 1); the file is left as it was."""
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=says) as exc:
+        connect_client(client, info(), file=path)
+    assert exc.value.exit_code == 2 and "Python" not in exc.value.render()
+    assert path.read_text() == text and [p.name for p in tmp_path.iterdir()] == ["config.yaml"]
+
+
 def test_continue_yaml_merge_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
     user = {

@@ -247,7 +247,7 @@ def _merged_text(
                 block["model"] = f"{provider_id}/{info.model}"
         if client == "openclaw":
             # models[] is a list: replace our model's entry, keep the user's others.
-            old = existing.get("models", {}).get("providers", {}).get(provider_id, {}).get("models")
+            old = _dig(existing, "models", "providers", provider_id, "models")
             if isinstance(old, list):
                 mine = block["models"]["providers"][provider_id]["models"]
                 keep = [m for m in old if not (isinstance(m, dict) and m.get("id") == info.model)]
@@ -255,6 +255,14 @@ def _merged_text(
         merged = deep_merge(existing, block)
         text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
     return block, text, []
+
+
+def _dig(data: Any, *keys: str) -> Any:
+    """``data[k1][k2]...``, None where a level is missing or is not an object (the user's file may hold
+    a list or a string there: the merge then replaces it, after the backup)."""
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
 
 
 def validate_request(client: str, thinking: str, provider_id: str) -> str:

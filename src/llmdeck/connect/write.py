@@ -92,6 +92,14 @@ def read_yaml(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path} is not valid YAML ({exc}).", hint="Fix the file or use --print.") from exc
+    except (RecursionError, ValueError) as exc:  # nested past the stack; an integer of 4300+ digits
+        why = (
+            "it nests too deeply" if isinstance(exc, RecursionError) else "it holds a number too long to read"
+        )
+        raise ConfigError(
+            f"{path} cannot be read as YAML ({why}); llmdeck will not rewrite a file it cannot read.",
+            hint="Fix the file, or use --print and paste the block yourself.",
+        ) from exc
     if data is None:
         return {}
     if not isinstance(data, dict):
