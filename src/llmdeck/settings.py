@@ -138,9 +138,12 @@ class Settings(BaseSettings):
             text = value.strip()
             if text.startswith("["):
                 try:
-                    return _json_loads(text)
+                    paths = _json_loads(text)
                 except ValueError as exc:
                     raise ValueError(f"not a JSON list of paths ({exc})") from None
+                if not isinstance(paths, list) or not all(isinstance(p, str) and p for p in paths):
+                    raise ValueError("not a JSON list of paths: each item must be a non-empty string")
+                return paths
             return [part for part in text.split(os.pathsep) if part.strip()]
         return value
 

@@ -88,6 +88,15 @@ CASES = [
         "JSON",
         env={"LLMDECK_CATALOG_PATHS": "[not json"},
     ),
+    # was "Input is not a valid path for <class 'pathlib.Path'>", once per item
+    case(
+        "recommend:LLMDECK_CATALOG_PATHS-json-numbers",
+        "recommend",
+        2,
+        "LLMDECK_CATALOG_PATHS",
+        "non-empty string",
+        env={"LLMDECK_CATALOG_PATHS": "[1, 2]"},
+    ),
     case(
         "plan:LLMDECK_CATALOG_PATHS-json-missing",
         PLAN,
