@@ -27,7 +27,7 @@ ACCEPTED: dict[str, str] = {
     "host": "an IP address (127.0.0.1, 0.0.0.0, ::1) or a host name (localhost, gpu-box.lan)",
     "catalog_paths": f"catalog files (*.yaml) or folders of them, separated by {os.pathsep!r}, "
     "each existing and under 1 MiB",
-    "ready_timeout_s": "a number of seconds above 0, e.g. 900",
+    "ready_timeout_s": "a number of seconds above 0 and at most 2592000 (30 days), e.g. 900",
     "watchdog_floor_gib": "a number of GiB, 0 or more, e.g. 1.5 (0 turns the floor off)",
     "unified_reserve_gib": "a number of GiB, 0 or more, e.g. 2 (kept free for the OS and the desktop)",
     "api_key": "the key the server was started with (--api-key)",
@@ -89,7 +89,7 @@ class Settings(BaseSettings):
         description=f"Extra catalog files or folders (user catalogs), separated by {os.pathsep!r}.",
     )
     ready_timeout_s: float = Field(
-        900.0, gt=0, allow_inf_nan=False, description="How long `up` waits for readiness."
+        900.0, gt=0, le=2_592_000, allow_inf_nan=False, description="How long `up` waits for readiness."
     )
     watchdog_floor_gib: float = Field(
         1.5,

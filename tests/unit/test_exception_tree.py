@@ -72,6 +72,9 @@ def test_stdlib_bases_still_catch_what_they_caught() -> None:
         loads("[" * 100_000)
     assert isinstance(deep.value, TooDeepError) and isinstance(deep.value, ValueError)
     assert deep.value.msg == "the JSON is nested too deep to read" and deep.value.lineno == 1
+    with pytest.raises(json.JSONDecodeError) as long:  # Python's bare ValueError names sys.set_int_...
+        loads('{"n": ' + "9" * 5000 + "}")
+    assert "4,300 digits" in long.value.msg and "sys." not in str(long.value)
     fifo = NotRegularFileError(errno.EINVAL, "it is a named pipe (FIFO), not a regular file", "/x")
     assert (
         isinstance(fifo, OSError) and fifo.strerror.startswith("it is a named pipe") and fifo.filename == "/x"

@@ -120,6 +120,14 @@ CASES = [
         env={"LLMDECK_READY_TIMEOUT_S": "inf"},
     ),
     case(
+        "up:LLMDECK_READY_TIMEOUT_S-huge",
+        "up --model ./m",
+        2,
+        "LLMDECK_READY_TIMEOUT_S",
+        "2592000",
+        env={"LLMDECK_READY_TIMEOUT_S": "1e300"},
+    ),
+    case(
         "restart:LLMDECK_READY_TIMEOUT_S-nan",
         "restart",
         2,

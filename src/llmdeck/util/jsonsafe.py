@@ -20,9 +20,23 @@ class TooDeepError(InternalError, json.JSONDecodeError):
         self.message, self.hint = str(self), None
 
 
+class TooLongNumberError(InternalError, json.JSONDecodeError):
+    """The JSON holds an integer longer than Python reads (4,300 digits: ``sys.int_info``), which
+    ``json.loads`` raises as a bare ``ValueError`` naming ``sys.set_int_max_str_digits``."""
+
+    def __init__(self, msg: str, doc: str, pos: int) -> None:
+        json.JSONDecodeError.__init__(self, msg, doc, pos)
+        self.message, self.hint = str(self), None
+
+
 def loads(text: str | bytes) -> Any:
     try:
         return json.loads(text)
     except RecursionError:
         doc = text if isinstance(text, str) else ""
         raise TooDeepError("the JSON is nested too deep to read", doc, 0) from None
+    except ValueError as e:
+        if "integer string conversion" not in str(e):  # not Python's 4,300-digit cap on int()
+            raise
+        doc = text if isinstance(text, str) else ""
+        raise TooLongNumberError("the JSON holds a number of more than 4,300 digits", doc, 0) from None
