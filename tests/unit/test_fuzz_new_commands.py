@@ -133,6 +133,8 @@ def _tune_folders(tmp: Path) -> dict[str, str]:
 
 TUNE_CASES = [
     case("tune:out-is-a-file", f"{TUNE} --out {{a_file}}", 2, "{a_file}", "not a folder"),
+    case("tune:rate-start-zero", f"{TUNE} --find-max-rate --rate-start 0", 2, "--rate-start", "above 0"),
+    case("tune:rate-steps-one", f"{TUNE} --find-max-rate --rate-steps 1", 2, "--rate-steps", "at least 2"),
     case("tune:out-foreign-folder", f"{TUNE} --out {{t_foreign}}", 2, "{t_foreign}", "other files"),
     case("tune:out-trials-not-json", f"{TUNE} --out {{t_garbage}}", 2, "trials.jsonl:1", "not JSON"),
     case("tune:out-trials-binary", f"{TUNE} --out {{t_binary}}", 2, "trials.jsonl"),

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from llmdeck.cli import options
+from llmdeck.cli import options, validate
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
 from llmdeck.cli.validate import ForwardingCommand
 
@@ -112,8 +112,18 @@ def tune_cmd(
     find_max_rate: bool = typer.Option(
         False, "--find-max-rate", help="Each trial: the highest request rate that meets the SLOs."
     ),
-    rate_start: float = typer.Option(None, "--rate-start", help="--find-max-rate: the first rate (1/s)."),
-    rate_steps: int = typer.Option(None, "--rate-steps", help="--find-max-rate: bench runs a trial (8)."),
+    rate_start: float = typer.Option(
+        None,
+        "--rate-start",
+        help="--find-max-rate: the first rate (1/s).",
+        callback=validate.number(above=0, at_most=1e6),
+    ),
+    rate_steps: int = typer.Option(
+        None,
+        "--rate-steps",
+        help="--find-max-rate: bench runs a trial (8).",
+        callback=validate.number(at_least=2, at_most=30),
+    ),
     seed: int = typer.Option(0, "--seed", help="Prompts and sampler seed."),
     vllm_version: str = typer.Option(None, "--vllm-version", help="The vLLM the rules are checked for."),
     deep_gemm: str = typer.Option(
