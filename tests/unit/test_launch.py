@@ -102,3 +102,9 @@ def test_missing_binary_is_exit_2_with_the_pinned_install(
     assert code == 2 and "cannot launch" in err
     code, _out, err = run_cli(["launch", "codex", DEAD, "stray"], capsys)
     assert code == 2 and "after `--`" in err
+
+
+def test_an_empty_model_is_refused_before_the_server_is_read(capsys: pytest.CaptureFixture[str]) -> None:
+    for flag in ("--model", "--small-model"):
+        code, _out, err = run_cli(["launch", "claude-code", DEAD, "--bin", "/bin/true", flag, " "], capsys)
+        assert code == 2 and f"{flag} is empty" in err and "reading" not in err, err

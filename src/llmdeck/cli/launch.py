@@ -77,7 +77,7 @@ def launch_cmd(
     from llmdeck.runtime.target import resolve_target
     from llmdeck.util.redact import redact_url
 
-    name = _validated(client, small_model)
+    name = _validated(client, model, small_model)
     preview = dry_run or json_out
     binary, missing = _binary(name, bin_path, preview)
     settings = get_settings(ctx)
@@ -108,7 +108,7 @@ def launch_cmd(
     exec_client(plan)
 
 
-def _validated(client: str, small_model: str | None) -> str:
+def _validated(client: str, model: str | None, small_model: str | None) -> str:
     from llmdeck.connect.launch import LAUNCH_CLIENTS
     from llmdeck.errors import UsageError
 
@@ -117,8 +117,9 @@ def _validated(client: str, small_model: str | None) -> str:
         raise UsageError(
             f"llmdeck cannot launch {client!r}.", hint=f"Use one of: {', '.join(LAUNCH_CLIENTS)}."
         )
-    if small_model is not None and not small_model.strip():
-        raise UsageError("--small-model is empty.", hint="Give a served model name (or leave it out).")
+    for flag, value in (("--model", model), ("--small-model", small_model)):
+        if value is not None and not value.strip():
+            raise UsageError(f"{flag} is empty.", hint="Give a served model name (or leave it out).")
     return name
 
 
