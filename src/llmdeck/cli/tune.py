@@ -62,6 +62,20 @@ Examples:
 """
 
 
+RATE_START = typer.Option(
+    None,
+    "--rate-start",
+    help="--find-max-rate: the first rate (1/s).",
+    callback=validate.number(above=0, at_most=1e6),
+)
+RATE_STEPS = typer.Option(
+    None,
+    "--rate-steps",
+    help="--find-max-rate: bench runs a trial (8).",
+    callback=validate.number(at_least=2, at_most=30),
+)
+
+
 def register(app: typer.Typer) -> None:
     app.command("tune", help=TUNE_HELP, cls=ForwardingCommand, context_settings={"allow_extra_args": True})(
         tune_cmd
@@ -112,18 +126,8 @@ def tune_cmd(
     find_max_rate: bool = typer.Option(
         False, "--find-max-rate", help="Each trial: the highest request rate that meets the SLOs."
     ),
-    rate_start: float = typer.Option(
-        None,
-        "--rate-start",
-        help="--find-max-rate: the first rate (1/s).",
-        callback=validate.number(above=0, at_most=1e6),
-    ),
-    rate_steps: int = typer.Option(
-        None,
-        "--rate-steps",
-        help="--find-max-rate: bench runs a trial (8).",
-        callback=validate.number(at_least=2, at_most=30),
-    ),
+    rate_start: float = RATE_START,
+    rate_steps: int = RATE_STEPS,
     seed: int = typer.Option(0, "--seed", help="Prompts and sampler seed."),
     vllm_version: str = typer.Option(None, "--vllm-version", help="The vLLM the rules are checked for."),
     deep_gemm: str = typer.Option(
