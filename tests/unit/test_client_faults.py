@@ -169,6 +169,57 @@ def test_malformed_sse_raises_typed_error() -> None:
     assert isinstance(info.value, EndpointError) and info.value.exit_code == 1
     assert info.value.kind == "malformed"
     assert info.value.partial is not None and info.value.partial.num_chunks == 1
+    assert "(not valid JSON)" in info.value.message and "JSONDecodeError" not in info.value.message
+
+
+# Events that are JSON but not an OpenAI chunk: each fails its request, said in words (no Python type
+# names); before, a wrong-typed usage or text slipped through and the bench lost the request silently.
+WRONG_SHAPES = [
+    ("usage-string", {"choices": [], "usage": "lots"}, "usage is not an object"),
+    ("usage-text-count", {"choices": [], "usage": {"prompt_tokens": "x"}}, "usage.prompt_tokens"),
+    ("usage-negative", {"choices": [], "usage": {"completion_tokens": -5}}, "usage.completion_tokens"),
+    ("usage-float", {"choices": [], "usage": {"prompt_tokens": 8.5}}, "usage.prompt_tokens"),
+    ("usage-huge", {"choices": [], "usage": {"completion_tokens": 10**30}}, "usage.completion_tokens"),
+    ("choices-object", {"choices": {"a": 1}}, "choices is not a list"),
+    ("choice-string", {"choices": ["x"]}, "choices[0] is not an object"),
+    ("text-number", {"choices": [{"index": 0, "text": 5}]}, "choices[0].text is not a string"),
+    ("event-list", [1, 2], "not a JSON object"),
+]
+
+
+@pytest.mark.parametrize(
+    ("event", "says"), [(e, s) for _, e, s in WRONG_SHAPES], ids=[i for i, _, _ in WRONG_SHAPES]
+)
+def test_a_wrong_shaped_event_is_malformed_said_in_words(event: Any, says: str) -> None:
+    steps: list[Step] = [(SSE_HEAD, 0), (sse(comp("a")), 0), (sse(event), 0), (END, 0)]
+
+    async def main() -> None:
+        async with FakeScriptedHTTPServer(steps) as srv, OpenAIClient(srv.url) as c:
+            await c.stream_completion("m", "p", max_tokens=4)
+
+    with pytest.raises(MalformedStreamError) as info:
+        run(main)
+    assert says in info.value.message and "Error" not in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("event", "says"),
+    [
+        (delta({"content": 5}), "delta.content is not a string"),
+        ({"choices": [{"index": 0, "delta": "oops"}]}, "choices[0].delta is not an object"),
+        (delta({"tool_calls": ["x"]}), "not shaped like an OpenAI chunk"),
+    ],
+)
+def test_a_wrong_shaped_chat_event_is_malformed_said_in_words(event: Any, says: str) -> None:
+    steps: list[Step] = [(SSE_HEAD, 0), (sse(event), 0), (END, 0)]
+
+    async def main() -> None:
+        async with FakeScriptedHTTPServer(steps) as srv, OpenAIClient(srv.url) as c:
+            await c.stream_chat("m", [{"role": "user", "content": "hi"}], max_tokens=4)
+
+    with pytest.raises(MalformedStreamError) as info:
+        run(main)
+    assert says in info.value.message and "Error" not in info.value.message
 
 
 def test_error_event_inside_stream() -> None:

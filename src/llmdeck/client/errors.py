@@ -65,6 +65,11 @@ class MalformedStreamError(ClientEndpointError):
     kind = "malformed"
 
 
+class StreamShapeError(ValueError):
+    """A stream event that is JSON but not shaped like an OpenAI chunk; its text says what is off
+    (turned into a :class:`MalformedStreamError` with the event quoted)."""
+
+
 class StreamErrorEvent(ClientEndpointError):
     """The server sent an ``{"error": ...}`` object inside the stream."""
 

@@ -6,9 +6,10 @@ Usage::
         res = await client.stream_completion("tiny-qwen3", "Hello", max_tokens=16, ignore_eos=True)
         print(res.ttft, res.itl, res.completion_tokens)
 
-Streams ask for ``stream_options.include_usage``; each chunk is parsed with ``json.loads`` and a
-few dict lookups only (no per-chunk validation), and stamped with ``time.perf_counter()`` when
-its bytes arrive. Every failure is a :class:`llmdeck.client.errors.ClientEndpointError`.
+Streams ask for ``stream_options.include_usage``; each chunk is parsed with ``json.loads``, a few
+dict lookups and type checks (a chunk of the wrong shape fails its request, said in words), and
+stamped with ``time.perf_counter()`` when its bytes arrive. Every failure is a
+:class:`llmdeck.client.errors.ClientEndpointError`.
 """
 
 from __future__ import annotations
@@ -23,13 +24,22 @@ from llmdeck.client.errors import (
     ClientEndpointError,
     MalformedStreamError,
     StreamErrorEvent,
+    StreamShapeError,
     StreamTimeoutError,
     http_status_error,
     model_entries,
     not_answering,
 )
 from llmdeck.client.httpmap import _headers, _map_httpx_errors
-from llmdeck.client.replies import check_complete, merge_tool_calls, raise_for_status
+from llmdeck.client.replies import (
+    check_complete,
+    chunk_text,
+    first_choice,
+    malformed_event,
+    merge_tool_calls,
+    raise_for_status,
+    usage_counts,
+)
 from llmdeck.client.sync import get_models, health, server_version
 from llmdeck.client.transport import LeanTransport
 from llmdeck.client.types import StreamResult, Timeouts
@@ -221,13 +231,19 @@ class OpenAIClient:
             return
         try:
             obj = json_loads(payload)
+            if not isinstance(obj, dict):
+                raise StreamShapeError("not a JSON object")
             choices = obj.get("choices")
             if choices:
-                c = choices[0]
+                c = first_choice(choices)
                 if chat:
                     delta = c.get("delta") or {}
-                    content = delta.get("content")
-                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                    if not isinstance(delta, dict):
+                        raise StreamShapeError("choices[0].delta is not an object")
+                    content = chunk_text(delta, "content", "delta")
+                    reasoning = chunk_text(delta, "reasoning_content", "delta") or chunk_text(
+                        delta, "reasoning", "delta"
+                    )
                     tc = delta.get("tool_calls")
                     if content:
                         text_parts.append(content)
@@ -238,30 +254,24 @@ class OpenAIClient:
                     if content or reasoning or tc or "role" not in delta:
                         times.append(now)
                 else:
-                    text = c.get("text")
+                    text = chunk_text(c, "text", "choices[0]")
                     if text:
                         text_parts.append(text)
                     times.append(now)
                 fr = c.get("finish_reason")
                 if fr is not None:
-                    res.finish_reason = fr
+                    res.finish_reason = str(fr)
             elif "error" in obj:
                 err = obj["error"]
                 msg = err.get("message", err) if isinstance(err, dict) else err
                 raise StreamErrorEvent(f"The server reported an error mid-stream: {msg}", partial=res)
             usage = obj.get("usage")
             if usage:
-                res.prompt_tokens = usage.get("prompt_tokens")
-                res.completion_tokens = usage.get("completion_tokens")
+                res.prompt_tokens, res.completion_tokens = usage_counts(usage)
         except ClientEndpointError:
             raise
         except (ValueError, AttributeError, TypeError, KeyError, IndexError) as exc:
-            snippet = payload[:200].decode("utf-8", "replace")
-            raise MalformedStreamError(
-                f"The server sent a malformed stream event: {snippet!r} ({type(exc).__name__}).",
-                partial=res,
-                hint="The server is not speaking OpenAI-compatible SSE; check the URL and the server.",
-            ) from exc
+            raise malformed_event(payload, exc, res) from exc
 
     # ---- non-streaming ---------------------------------------------------------------------
 
