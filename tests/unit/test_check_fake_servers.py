@@ -28,6 +28,7 @@ class _Handler(JsonHandler):
     broken_stream = False
     models: dict[str, Any] = MODELS
     tool_text: str | None = None  # a model that writes its tool call as text the parser did not catch
+    wrong_shapes = False  # chunks and usage that are JSON but not OpenAI's shape
 
     def _authorized(self) -> bool:
         if self.key is None or not self.path.startswith("/v1"):
@@ -56,6 +57,11 @@ class _Handler(JsonHandler):
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
             chunk = {"choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": None}]}
+            if self.wrong_shapes:
+                bad: list[Any] = [{"choices": "x"}, {"choices": ["x"]}, {"choices": [{"delta": "hi"}]}]
+                bad.append({"choices": [{"delta": {"content": 5, "tool_calls": ["x", {"function": "f"}]}}]})
+                bad.append({"choices": [], "usage": "lots"})
+                self.wfile.write(b"".join(f"data: {json.dumps(b)}\n\n".encode() for b in bad))
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
             if not self.broken_stream:
                 usage = {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}
@@ -65,7 +71,10 @@ class _Handler(JsonHandler):
         elif self.path == "/v1/chat/completions":
             text = self.tool_text if (self.tool_text and body.get("tools")) else "hi"
             msg = {"role": "assistant", "content": text, "tool_calls": []}
-            self._json(200, {"choices": [{"index": 0, "message": msg, "finish_reason": "stop"}], "usage": {}})
+            usage: Any = "lots" if self.wrong_shapes else {}
+            self._json(
+                200, {"choices": [{"index": 0, "message": msg, "finish_reason": "stop"}], "usage": usage}
+            )
         else:
             self._json(404, {"detail": "Not Found"})
 
@@ -104,6 +113,14 @@ def fake_wrong_parser_server() -> Iterator[str]:
         "</tool_call>"
     )
     handler = type("FakeWrongParserServer", (_Handler,), {"models": qwen, "tool_text": text})
+    yield from _serve(handler)
+
+
+@pytest.fixture()
+def fake_wrong_shapes_server() -> Iterator[str]:
+    """FakeWrongShapesServer: chunks whose choices, delta, content, tool calls and usage have the wrong
+    JSON types, and a chat reply whose usage is a string."""
+    handler = type("FakeWrongShapesServer", (_Handler,), {"wrong_shapes": True})
     yield from _serve(handler)
 
 
@@ -183,3 +200,18 @@ def test_tool_call_left_in_content_means_wrong_parser(fake_wrong_parser_server: 
     assert "--tool-call-parser qwen3_coder" in (probe.fix or "")
     assert report.server.auto_tool_choice is True
     assert not report.ready
+
+
+@pytest.mark.parametrize("client", ["openai", "opencode", "continue"])
+def test_wrong_shaped_chunks_and_usage_are_probe_results(
+    fake_wrong_shapes_server: str, tmp_path: Path, client: str
+) -> None:
+    """A chunk or usage of the wrong JSON type is what the server sent, not llmdeck's bug: the probes
+    report on it (before, check stopped with an internal AttributeError)."""
+    report = run_checks(
+        fake_wrong_shapes_server, client=client, model=None, api_key=None, settings=_settings(tmp_path)
+    )
+    assert report.probe("chat").status == "pass"
+    streaming = report.probe("streaming_usage")
+    assert streaming.status == "pass", streaming.summary  # the good chunk, usage and [DONE] follow
+    assert streaming.data["usage"] == {"prompt_tokens": 3, "completion_tokens": 1}

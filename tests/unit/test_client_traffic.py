@@ -132,6 +132,25 @@ def test_tool_stream_parses_like_the_ai_sdk() -> None:
     assert text[0] == [] and "<tool_call>" in text[2]
 
 
+def test_tool_stream_of_the_wrong_json_shapes_says_what_a_client_would() -> None:
+    """Chunks whose choices, delta or tool calls have the wrong JSON type are a client's parse error,
+    not llmdeck's (they were an internal AttributeError or TypeError)."""
+    skipped = [{"choices": "x"}, {"choices": ["x"]}, {"choices": [{"delta": "hi"}]}, _delta(content=5)]
+    assert parse_tool_stream(skipped) == ([], None, "")
+    call = {"id": "c1", "function": {"name": "read", "arguments": "{}"}}
+    says = {
+        "Expected each tool call delta to be an object.": ["x"],
+        "Expected 'index' to be a number.": [{**call, "index": [0]}],
+        "Expected 'id' to be a string.": [{**call, "id": 5}],
+        "Expected 'function.name' to be a string.": [{**call, "function": "read"}],
+        "Expected 'function.arguments' to be a string.": [
+            {**call, "function": {"name": "r", "arguments": 5}}
+        ],
+    }
+    for error, tool_calls in says.items():
+        assert parse_tool_stream([_delta(tool_calls=tool_calls)])[1] == error
+
+
 def info(mml: int) -> ServeInfo:
     return ServeInfo(base_url="http://127.0.0.1:9", model="m", max_model_len=mml, tool_calls=True)
 

@@ -202,11 +202,10 @@ def _streamed_thinking(ctx: ProbeContext) -> tuple[str | None, str, Outcome | No
     if not reply.ok:
         return None, "", Outcome("fail", f"A streamed request answered HTTP {reply.status_code}.")
     field, content = None, ""
-    for chunk in reply.chunks:
-        for choice in chunk.get("choices") or []:
-            delta = choice.get("delta") or {}
-            content += delta.get("content") or ""
-            field = field or next((f for f in REASONING_FIELDS if delta.get(f)), None)
+    for delta in reply.deltas():
+        text = delta.get("content")
+        content += text if isinstance(text, str) else ""
+        field = field or next((f for f in REASONING_FIELDS if delta.get(f)), None)
     return field, content, None
 
 

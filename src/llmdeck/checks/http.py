@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from llmdeck.checks.results import Exchange
+from llmdeck.checks.surfaces import chunk_deltas
 from llmdeck.errors import EndpointError
 from llmdeck.util.http import JSON_CAP, STREAM_CAP, capped_chunks, capped_lines, raise_for_redirect
 from llmdeck.util.jsonsafe import loads as json_loads
@@ -61,6 +62,14 @@ class Reply:
     @property
     def ok(self) -> bool:
         return 200 <= self.status_code < 300
+
+    def deltas(self) -> Iterator[dict[str, Any]]:
+        """The streamed chunks' deltas that are objects (see :func:`chunk_deltas`)."""
+        return chunk_deltas(self.chunks)
+
+    def stream_usage(self) -> dict[str, Any] | None:
+        """The last streamed ``usage`` object, if any."""
+        return next((c["usage"] for c in reversed(self.chunks) if isinstance(c.get("usage"), dict)), None)
 
     def error_message(self) -> str:
         """vLLM's error text: ``{"error": {"message": ...}}`` (or older ``{"message": ...}``)."""
@@ -200,7 +209,7 @@ class Http:
                     stalled = round(time.monotonic() - t0, 1)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise self._unreachable(exc) from exc
-        usage_chunk = next((c for c in reversed(chunks) if c.get("usage")), None)
+        usage_chunk = next((c for c in reversed(chunks) if isinstance(c.get("usage"), dict)), None)
         shown = list(raw_lines[:3])
         if usage_chunk is not None:
             shown.append("… data: " + _dump(usage_chunk))

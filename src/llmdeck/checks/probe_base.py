@@ -165,8 +165,8 @@ def _tool_calls(msg: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _valid_call(call: dict[str, Any]) -> bool:
-    fn = call.get("function") or {}
-    if fn.get("name") not in TOOL_NAMES:
+    fn = call.get("function")
+    if not isinstance(fn, dict) or fn.get("name") not in TOOL_NAMES:
         return False
     try:
         args = json.loads(fn.get("arguments") or "")

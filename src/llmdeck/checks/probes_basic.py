@@ -124,11 +124,12 @@ def probe_chat(ctx: ProbeContext) -> Outcome:
         return Outcome("fail", "The chat reply has no choices[0].message.")
     content = _content(msg)
     _, reasoning = _reasoning(msg)
-    usage = reply.data.get("usage") or {}
+    usage = reply.data.get("usage")
+    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
     return Outcome(
         "pass",
         f"Answered: {len(content or '')} chars of content, {len(reasoning)} of reasoning, finish_reason "
-        f"{_finish(reply)}, {usage.get('completion_tokens')} tokens.",
+        f"{_finish(reply)}, {tokens} tokens.",
     )
 
 
@@ -155,12 +156,10 @@ def probe_streaming_usage(ctx: ProbeContext) -> Outcome:
     if not reply.ok:
         return _http_fail(reply, "streaming POST /v1/chat/completions")
     deltas = 0
-    for chunk in reply.chunks:
-        for choice in chunk.get("choices") or []:
-            delta = choice.get("delta") or {}
-            if delta.get("content") or any(delta.get(f) for f in REASONING_FIELDS) or delta.get("tool_calls"):
-                deltas += 1
-    usage = next((c["usage"] for c in reversed(reply.chunks) if c.get("usage")), None)
+    for delta in reply.deltas():
+        if delta.get("content") or any(delta.get(f) for f in REASONING_FIELDS) or delta.get("tool_calls"):
+            deltas += 1
+    usage = reply.stream_usage()
     data = {"chunks": len(reply.chunks), "content_chunks": deltas, "usage": usage, "done": reply.done}
     if reply.stalled_s is not None:
         return Outcome(

@@ -10,6 +10,7 @@ blocks or ``instructions`` first, content blocks joined as text, tool calls and 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
 Surface = Literal["chat", "messages", "responses"]
@@ -127,3 +128,14 @@ def requested_output(path: str, body: dict[str, Any]) -> int | None:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
     return None
+
+
+def chunk_deltas(chunks: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Every streamed chat chunk's ``choices[].delta`` that is an object (a chunk of another shape
+    carries no delta a client could read)."""
+    for chunk in chunks:
+        choices = chunk.get("choices")
+        for choice in choices if isinstance(choices, list) else []:
+            delta = choice.get("delta") if isinstance(choice, dict) else None
+            if isinstance(delta, dict):
+                yield delta

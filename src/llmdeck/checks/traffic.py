@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from llmdeck.checks.surfaces import Surface, chat_view, requested_output, tool_names
+from llmdeck.checks.surfaces import Surface, chat_view, chunk_deltas, requested_output, tool_names
 
 TURN_TOKENS = 600
 MIN_TURNS = 4
@@ -219,18 +219,26 @@ def parse_tool_stream(chunks: list[dict[str, Any]]) -> tuple[list[dict[str, Any]
     """
     calls: dict[int, dict[str, Any]] = {}
     text = ""
-    for chunk in chunks:
-        for choice in chunk.get("choices") or []:
-            delta = choice.get("delta") or {}
-            text += delta.get("content") or ""
-            for tc in delta.get("tool_calls") or []:
-                index = tc.get("index", len(calls))
-                fn = tc.get("function") or {}
-                if index not in calls:
-                    if not tc.get("id"):
-                        return list(calls.values()), "Expected 'id' to be a string.", text
-                    if not fn.get("name"):
-                        return list(calls.values()), "Expected 'function.name' to be a string.", text
-                    calls[index] = {"id": tc["id"], "name": fn["name"], "arguments": ""}
-                calls[index]["arguments"] += fn.get("arguments") or ""
+    for delta in chunk_deltas(chunks):
+        content = delta.get("content")
+        text += content if isinstance(content, str) else ""
+        tool_calls = delta.get("tool_calls")
+        for tc in tool_calls if isinstance(tool_calls, list) else []:
+            if not isinstance(tc, dict):
+                return list(calls.values()), "Expected each tool call delta to be an object.", text
+            index = tc.get("index", len(calls))
+            if isinstance(index, bool) or not isinstance(index, int):
+                return list(calls.values()), "Expected 'index' to be a number.", text
+            fn_field = tc.get("function")
+            fn: dict[str, Any] = fn_field if isinstance(fn_field, dict) else {}
+            if index not in calls:
+                if not isinstance(tc.get("id"), str) or not tc["id"]:
+                    return list(calls.values()), "Expected 'id' to be a string.", text
+                if not isinstance(fn.get("name"), str) or not fn["name"]:
+                    return list(calls.values()), "Expected 'function.name' to be a string.", text
+                calls[index] = {"id": tc["id"], "name": fn["name"], "arguments": ""}
+            args = fn.get("arguments")
+            if args is not None and not isinstance(args, str):
+                return list(calls.values()), "Expected 'function.arguments' to be a string.", text
+            calls[index]["arguments"] += args or ""
     return list(calls.values()), None, text
