@@ -198,3 +198,31 @@ def test_check_json_still_prints_a_report_when_the_server_is_unreachable(
     report = json.loads(out)
     assert report["kind"] == "llmdeck.check" and report["ready"] is False
     assert "not reachable" in report["error"] and "ConnectError" not in err + out
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_https_to_a_plain_http_server_says_use_http(
+    command: str, fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The stdlib says "[SSL: WRONG_VERSION_NUMBER] wrong version number (_ssl.c:1006)"; a user needs
+    to hear that the server is plain HTTP."""
+    import http.server
+    import threading
+
+    # a real plain-HTTP server (the stdlib's): it answers a TLS hello with "400 Bad request" at once
+    class Quiet(http.server.BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        tls_url = f"https://127.0.0.1:{server.server_address[1]}"
+        argv = COMMANDS[command].format(url=tls_url, tmp=fuzz_env["tmp"]).split()
+        code, _out, err, elapsed = run_main(argv, capsys)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert code == 1 and "answers plain HTTP" in err and "use http://" in err, err
+    assert "WRONG_VERSION_NUMBER" not in err and "_ssl.c" not in err and elapsed < 30

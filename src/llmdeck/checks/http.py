@@ -15,6 +15,7 @@ from llmdeck.checks.surfaces import chunk_deltas
 from llmdeck.errors import EndpointError
 from llmdeck.util.http import JSON_CAP, STREAM_CAP, capped_chunks, capped_lines, raise_for_redirect
 from llmdeck.util.jsonsafe import loads as json_loads
+from llmdeck.util.net import connect_failure
 
 TRIM = 600
 
@@ -119,7 +120,8 @@ class Http:
 
     def _unreachable(self, exc: Exception) -> EndpointError:
         return EndpointError(
-            f"The server at {self.base_url} is not reachable ({exc or 'no connection could be made'}).",
+            f"The server at {self.base_url} is not reachable "
+            f"({connect_failure(exc) or 'no connection could be made'}).",
             hint="Start one with `llmdeck up --model <dir>` (or `vllm serve ...`), check the host and "
             "port, then run the check again; `llmdeck status` lists the servers llmdeck started.",
         )

@@ -17,6 +17,7 @@ from llmdeck.client.errors import (
 )
 from llmdeck.client.types import StreamResult
 from llmdeck.util.http import BodyTooLarge, Redirected
+from llmdeck.util.net import connect_failure
 
 _HINT_UNREACHABLE = "Check that the server is running (`llmdeck status`) and that the URL and port are right."
 
@@ -40,7 +41,9 @@ def _map_httpx_errors(url: str, partial: StreamResult | None = None) -> Iterator
         ) from exc
     except httpx.ConnectError as exc:
         raise ServerUnreachableError(
-            f"Cannot connect to {url} ({exc or 'connection refused'}).", url=url, hint=_HINT_UNREACHABLE
+            f"Cannot connect to {url} ({connect_failure(exc) or 'connection refused'}).",
+            url=url,
+            hint=_HINT_UNREACHABLE,
         ) from exc
     except httpx.ReadTimeout as exc:
         raise StreamTimeoutError(

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from llmdeck.util.http import JSON_CAP, METRICS_CAP, BodyTooLarge, NotAnswering, Redirected, bounded_get
 from llmdeck.util.jsonsafe import loads as json_loads
+from llmdeck.util.net import connect_failure
 
 UrlState = Literal[
     "ready", "unhealthy", "needs_api_key", "not_openai", "bad_reply", "not_answering", "unreachable"
@@ -53,8 +54,10 @@ def _ask(
         return UrlStatus(base_url=base, state="not_answering", detail=detail)
     except (BodyTooLarge, Redirected) as exc:  # answered, but not as an OpenAI server does
         return UrlStatus(base_url=base, state="not_openai", detail=_lower_first(exc.message.rstrip(".")))
-    except (httpx.ConnectError, httpx.ConnectTimeout):
-        return UrlStatus(base_url=base, state="unreachable", detail=_WORDS["unreachable"])
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        tls = connect_failure(exc)
+        detail = tls if tls.startswith(("the URL says https", "its TLS")) else _WORDS["unreachable"]
+        return UrlStatus(base_url=base, state="unreachable", detail=detail)
     except httpx.HTTPError:
         return UrlStatus(base_url=base, state="not_openai", detail=_WORDS["not_openai"])
 

@@ -148,3 +148,15 @@ def normalize_base_url(url: str) -> str:
         example="http://127.0.0.1:8000 (with or without /v1), or a server name from `llmdeck status`",
     )
     return out[: -len("/v1")] if out.endswith("/v1") else out
+
+
+def connect_failure(exc: BaseException) -> str:
+    """Why a connection failed, in words: a TLS handshake that met plain HTTP or an untrusted
+    certificate says so (the stdlib's "[SSL: WRONG_VERSION_NUMBER] wrong version number (_ssl.c:1006)"
+    tells a user nothing), else the exception's own text ("" when it has none)."""
+    text = str(exc)
+    if "WRONG_VERSION_NUMBER" in text or "record layer failure" in text or "HTTP_REQUEST" in text:
+        return "the URL says https but the server answers plain HTTP: use http://"
+    if "CERTIFICATE_VERIFY_FAILED" in text:
+        return "its TLS certificate is not trusted here: use a certificate this machine trusts, or http://"
+    return text
