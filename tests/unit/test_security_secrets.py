@@ -312,3 +312,13 @@ def test_report_of_a_bench_comparison_hides_url_passwords(
     code, out, err = run_cli(["report", str(res)], capsys)
     assert code == 0, err
     assert "hunter2pw" not in out + err and "user:<redacted>@127.0.0.1:8931" in out
+
+
+def test_a_bench_comparison_never_writes_a_url_password() -> None:
+    from llmdeck.bench.versus import VersusResult
+    from repo_paths import ROOT
+
+    data = json.loads((ROOT / "evidence/device/ollama/compare-h200.json").read_text())
+    data["a"]["url"] = "http://user:hunter2pw@127.0.0.1:8931"
+    written = VersusResult.model_validate(data).model_dump_json()
+    assert "hunter2pw" not in written and "user:<redacted>@127.0.0.1:8931" in written

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_serializer
 
 from llmdeck import __version__
 from llmdeck.bench.load import ServerGone
@@ -54,6 +54,13 @@ class VersusSide(BaseModel):
     engine: str | None = Field(None, description="vllm / llamacpp / ollama, as far as the server shows.")
     result: BenchResult
     ollama: list[OllamaSample] = Field(default_factory=list, description="Only when the side is an Ollama.")
+
+    @field_serializer("url")
+    def _url_out(self, url: str) -> str:
+        """A URL's password never reaches a result file (as BenchRequest.target)."""
+        from llmdeck.util.redact import redact_url
+
+        return redact_url(url)
 
 
 class VersusRow(BaseModel):
