@@ -101,3 +101,51 @@ def test_bad_gateway_config(
 ) -> None:
     run_case(c, tmp_path, capsys, monkeypatch, gateway_inputs)
     assert not (Path(gateway_inputs["tmp"]) / "keys.json").exists()  # a refused key writes no file
+
+
+# a gateway record (<state>/gateway/gateway.json) that is no record: exit 2 in words (it named
+# ValidationError/UnicodeDecodeError, a folder was an internal error, a named pipe hung)
+RECORDS = {
+    "folder": ("a folder", "folder"),
+    "fifo": ("a named pipe", "named pipe"),
+    "binary": (bytes(range(256)), "not UTF-8"),
+    "not-json": ("{nope", "not a gateway record"),
+    "pid-negative": (
+        '{"pid": -5, "host": "127.0.0.1", "port": 4000, "config": "x", "log_path": "y"}',
+        "not a",
+    ),
+    "pid-huge": (
+        '{"pid": 4294967296, "host": "127.0.0.1", "port": 4000, "config": "x", "log_path": "y"}',
+        "not a",
+    ),
+}
+RECORD_CASES = [
+    case(f"gateway:record-{name}-{cmd}", ["gateway", cmd], 2, "gateway record", word, "Delete")
+    for name, (_content, word) in RECORDS.items()
+    for cmd in ("status", "down")
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("c", RECORD_CASES)
+def test_bad_gateway_record(
+    c: Case,
+    fuzz_env: dict[str, str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    name = c.id.split(":", 1)[1].removeprefix("record-").rsplit("-", 1)[0]
+    record = tmp_path / "state" / "gateway" / "gateway.json"
+    record.parent.mkdir(parents=True, exist_ok=True)
+    content = RECORDS[name][0]
+    if name == "folder":
+        record.mkdir()
+    elif name == "fifo":
+        os.mkfifo(record)
+    else:
+        record.write_bytes(content if isinstance(content, bytes) else content.encode())
+    err = run_case(c, tmp_path, capsys, monkeypatch, fuzz_env)
+    assert "Error" not in err  # no exception class names

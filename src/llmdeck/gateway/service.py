@@ -28,15 +28,18 @@ from llmdeck.engines.process import (
 from llmdeck.errors import AlreadyExistsError, NotRunningError, OperationError, UsageError
 from llmdeck.runtime.launcher import read_tail, rotate_log
 from llmdeck.util.atomic import atomic_write_json
-from llmdeck.util.localfile import ensure_dir
+from llmdeck.util.localfile import ensure_dir, read_regular_text
 from llmdeck.util.net import bind_hint, bind_problem, validate_port
 
 GATEWAY_RECORD_SCHEMA_VERSION = 1
+MAX_RECORD_BYTES = 1 << 20
+PID_MAX = 2**31 - 1  # any pid os.kill takes; 0, a negative or a larger one is not a record
+_WHY = {"UnicodeDecodeError": "not UTF-8 text", "ValidationError": "not a gateway record (or not JSON)"}
 
 
 class GatewayRecord(BaseModel):
     schema_version: int = GATEWAY_RECORD_SCHEMA_VERSION
-    pid: int | None
+    pid: int | None = Field(..., gt=0, le=PID_MAX, description="The gateway process (a positive pid).")
     host: str
     port: int
     config: Path
@@ -91,11 +94,12 @@ def load_record(settings: Any) -> GatewayRecord | None:
     path = record_path(settings)
     if not path.exists():
         return None
-    try:
-        return GatewayRecord.model_validate_json(path.read_text(encoding="utf-8"))
-    except (ValidationError, ValueError) as exc:
+    try:  # a named pipe there is not opened (reading one waits for a writer that never comes)
+        return GatewayRecord.model_validate_json(read_regular_text(path, MAX_RECORD_BYTES))
+    except (ValidationError, ValueError, OSError) as exc:  # ValueError: not UTF-8
+        why = getattr(exc, "strerror", None) or _WHY.get(type(exc).__name__, "not a gateway record")
         raise NotRunningError(
-            f"The gateway record {path} is unreadable ({type(exc).__name__}).",
+            f"The gateway record {path} is unreadable ({why}).",
             hint=f"Delete {path}; stop a running gateway by its pid if there is one.",
         ) from exc
 
@@ -213,8 +217,24 @@ def status(settings: Any) -> dict[str, Any]:
         try:
             resp = httpx.get(f"{record.base_url}/gateway/status", timeout=3.0)
             resp.raise_for_status()
-            out.update(resp.json())
+            data = resp.json()
+            if not isinstance(data, dict):
+                raise ValueError("not a JSON object")
+            out.update(data)
         except (httpx.HTTPError, ValueError) as exc:
             out["state"] = "unhealthy"
-            out["error"] = type(exc).__name__
+            out["error"] = _status_problem(exc)
     return out
+
+
+def _status_problem(exc: Exception) -> str:
+    """Why the running gateway's /gateway/status gave no status, in words (no exception class names)."""
+    if isinstance(exc, httpx.TimeoutException):
+        return "/gateway/status did not answer within 3 s"
+    if isinstance(exc, httpx.HTTPStatusError):
+        return f"/gateway/status answered HTTP {exc.response.status_code}"
+    if isinstance(exc, httpx.ConnectError):
+        return "cannot connect to the gateway"
+    if isinstance(exc, ValueError):
+        return "/gateway/status did not answer a JSON object"
+    return "the connection to the gateway broke"
