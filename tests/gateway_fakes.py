@@ -6,6 +6,8 @@
 * ``fake_silent_server``: accepts TCP connections and never answers (or answers only the health probe).
 * ``fake_html_server``: answers its health probe, and every request with a 200 HTML page.
 * ``fake_dying_stream_server``: answers a stream with two SSE events, then drops the connection.
+* ``fake_models_reply``: its /v1/models answers a given body (a wrong shape: no models list).
+* ``fake_trickle_server``: a plain JSON body, one byte every 0.2 s (never whole in time).
 """
 
 from __future__ import annotations
@@ -235,5 +237,39 @@ def fake_dying_stream_server() -> contextlib.AbstractContextManager[str]:
                 time.sleep(0.05)
             conn.shutdown(socket.SHUT_RDWR)
             conn.close()
+
+    return _raw_server(handler)
+
+
+def fake_models_reply(body: bytes) -> contextlib.AbstractContextManager[str]:
+    """Every request (the health probe, /v1/models) gets a 200 JSON ``body``."""
+
+    def handler(conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            conn.recv(65536)
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                + f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
+                + body
+            )
+            conn.close()
+
+    return _raw_server(handler)
+
+
+def fake_trickle_server() -> contextlib.AbstractContextManager[str]:
+    """Its health probe answers; a request gets the headers of a 1000-byte JSON body at once, then the
+    body one byte every 0.2 s (a backend too slow to ever finish, never silent long enough to time out)."""
+
+    def handler(conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            if _answer_probe(conn, conn.recv(65536)):
+                return
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{"
+            )
+            for _ in range(999):
+                time.sleep(0.2)
+                conn.sendall(b" ")
 
     return _raw_server(handler)

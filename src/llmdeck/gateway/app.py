@@ -32,12 +32,10 @@ from llmdeck.gateway.limits import RateLimiter
 from llmdeck.gateway.manager import ModelManager
 from llmdeck.gateway.metrics import GatewayMetrics
 from llmdeck.gateway.proxy import DROP_REQUEST, RequestCtx, Upstream, all_down, forward, openai_error
+from llmdeck.gateway.request_body import GONE, parse_body, read_body
 from llmdeck.gateway.routing import Router, RouteState
 from llmdeck.gateway.surfaces import ResponseIds, api_of, reshape_error, response_id_of, rewrite_for
 from llmdeck.gateway.ui_app import ui_routes
-from llmdeck.util.jsonsafe import loads as json_loads
-
-MAX_BODY_BYTES = 32 << 20
 
 
 @dataclass
@@ -268,11 +266,12 @@ async def _proxy_api(request: Request, api: str) -> Response:
         ctx.finish(caller.status_code, "unauthorized")
         return caller
     ctx.key = caller.name
-    raw = await request.body()
-    parsed = _parse_body(raw, request)
+    raw = await read_body(request, idle_s=st.loaded.config.timeouts.idle_s)
+    parsed = parse_body(raw, request) if isinstance(raw, bytes) else raw
     if isinstance(parsed, JSONResponse):
-        ctx.finish(parsed.status_code, "bad_request")
+        ctx.finish(parsed.status_code, "client_disconnected" if parsed.status_code == GONE else "bad_request")
         return parsed
+    assert isinstance(raw, bytes)
     route = _pick_by_id(st, path, parsed, caller) or _pick_route(st, parsed, caller)
     if api == "response_id" and isinstance(route, JSONResponse) and route.status_code == 400:
         route = openai_error(
@@ -325,28 +324,11 @@ async def _send(
     timeouts = st.loaded.config.timeouts
     streaming = bool(body and body.get("stream"))
     path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-    up = Upstream(
-        request.method, path, headers, raw, timeouts.first_byte_s if streaming else timeouts.response_s, body
-    )
+    first_byte_s = timeouts.first_byte_s if streaming else timeouts.response_s
+    up = Upstream(request.method, path, headers, raw, first_byte_s, body, whole_s=timeouts.response_s)
     ctx.gauge = st.metrics.in_flight.labels(ctx.route)
     ctx.gauge.inc()
     return await forward(st.client, route, up, ctx)
-
-
-def _parse_body(raw: bytes, request: Request) -> dict[str, Any] | JSONResponse | None:
-    if not raw:
-        return None
-    if len(raw) > MAX_BODY_BYTES:
-        return openai_error(413, "The request body is over 32 MiB.", "invalid_request_error")
-    if "json" not in request.headers.get("content-type", "application/json"):
-        return None
-    try:
-        body = json_loads(raw)
-    except ValueError:
-        return openai_error(400, "The request body is not valid JSON.", "invalid_request_error")
-    if not isinstance(body, dict):
-        return openai_error(400, "The request body must be a JSON object.", "invalid_request_error")
-    return body
 
 
 def _pick_by_id(

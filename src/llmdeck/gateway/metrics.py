@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from llmdeck.util.jsonsafe import loads as json_loads
 
+MAX_TOKENS = 1 << 53  # the largest count a float (a Prometheus counter) holds exactly
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 
@@ -149,7 +150,8 @@ def token_counts(usage: dict[str, Any]) -> dict[str, int]:
     ):
         for name in names:
             value = usage.get(name)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            # a count past 2**53 is no usage (and past a float's range an internal OverflowError)
+            if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= MAX_TOKENS:
                 out[kind] = value
                 break
     return out

@@ -6,9 +6,8 @@
   whole answer for non-streamed requests) and an idle timeout between chunks. A backend that fails
   before anything was sent to the client is marked down and the next replica is tried; when none
   answers the client gets an OpenAI-style JSON error (502, or 504 for timeouts).
-* A stream that breaks after the first byte ends with an OpenAI-style ``error`` event.
-* A client that disconnects cancels the relay, which closes the upstream connection: vLLM sees the
-  disconnect and aborts the request (``RelayResponse`` watches for ``http.disconnect`` itself).
+* A stream that breaks after the first byte ends with an OpenAI-style ``error`` event; a plain body must
+  arrive whole within the response timeout (relay.py).
 """
 
 from __future__ import annotations
@@ -17,26 +16,19 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 import httpx
-from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.types import Receive, Scope, Send
+from starlette.responses import JSONResponse, Response
 
 from llmdeck.errors import InternalError
 from llmdeck.gateway.config import Health
-from llmdeck.gateway.metrics import GatewayMetrics, UsageSniffer, token_counts
+from llmdeck.gateway.metrics import GatewayMetrics, token_counts
+from llmdeck.gateway.relay import DROP_RESPONSE, Relay, RelayResponse
 from llmdeck.gateway.routing import BackendState, Router, RouteState
-from llmdeck.gateway.surfaces import (
-    IdSniffer,
-    ResponseIds,
-    lacks_surface,
-    missing_surface_message,
-    stream_error_event,
-)
+from llmdeck.gateway.surfaces import ResponseIds, lacks_surface, missing_surface_message
 
 access_log = logging.getLogger("llmdeck.gateway.access")
 
@@ -57,18 +49,6 @@ DROP_REQUEST = frozenset(
         "api-key",
         "accept-encoding",
         "cookie",
-    }
-)
-DROP_RESPONSE = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "date",
-        "server",
     }
 )
 
@@ -149,6 +129,7 @@ class Upstream:
     body: bytes
     first_byte_s: float
     json_body: dict[str, Any] | None = None  # re-serialised per backend: its served model name
+    whole_s: float | None = None  # a plain (non-SSE) reply: complete within this long of the send
 
     def content_for(self, state: BackendState) -> bytes:
         if self.json_body is None:
@@ -204,6 +185,7 @@ async def forward(client: httpx.AsyncClient, route: RouteState, up: Upstream, ct
     for i, state in enumerate(candidates):
         state.outstanding += 1
         state.requests += 1
+        opened = time.monotonic()
         try:
             resp = await open_upstream(client, state, up)
         except UpstreamFailure as failure:
@@ -223,7 +205,7 @@ async def forward(client: httpx.AsyncClient, route: RouteState, up: Upstream, ct
             return missing
         state.mark_up()
         ctx.backend = state.backend.label
-        return RelayResponse(Relay(resp, state, ctx))
+        return RelayResponse(Relay(resp, state, ctx, up.whole_s, opened))
     route.errors += 1
     status = last.status if last is not None else 502
     ctx.finish(status, "no_backend")
@@ -289,94 +271,3 @@ async def _missing_surface(resp: httpx.Response, state: BackendState, ctx: Reque
         return Response(body, status_code=resp.status_code, headers=headers)
     ctx.finish(501, "surface_missing")
     return openai_error(501, message, "upstream_error", "surface_missing")
-
-
-class Relay:
-    """The backend's body, relayed chunk by chunk; ``close`` (idempotent) releases everything."""
-
-    def __init__(self, resp: httpx.Response, state: BackendState, ctx: RequestCtx) -> None:
-        self.resp, self.state, self.ctx = resp, state, ctx
-        self.sse = resp.headers.get("content-type", "").startswith("text/event-stream")
-        self.sniffer = UsageSniffer(self.sse)
-        self.ids = IdSniffer() if ctx.ids is not None and resp.status_code == 200 else None
-        self.outcome = ""
-        self._closed = False
-
-    def headers(self) -> dict[str, str]:
-        return {k: v for k, v in self.resp.headers.items() if k.lower() not in DROP_RESPONSE}
-
-    async def chunks(self) -> AsyncIterator[bytes]:
-        first = True
-        try:
-            async for chunk in self.resp.aiter_raw():
-                if first:
-                    self.ctx.ttft()
-                    first = False
-                self.sniffer.feed(chunk)
-                if self.ids is not None:
-                    self.ids.feed(chunk)
-                yield chunk
-        except httpx.HTTPError as exc:  # the backend died or went silent mid-reply
-            self.outcome = "upstream_broke"
-            reason = "idle_timeout" if isinstance(exc, httpx.TimeoutException) else "stream_broken"
-            self.state.mark_down(reason)
-            self.ctx.metrics.errors.labels(self.ctx.route, self.state.backend.label, reason).inc()
-            if not self.sse:
-                raise  # no way to mark a plain body as broken: drop the connection
-            yield stream_error_event(self.ctx.api, f"The backend stopped mid-stream ({type(exc).__name__}).")
-
-    async def close(self, outcome: str = "") -> None:
-        if self._closed:
-            return
-        self._closed = True
-        await self.resp.aclose()
-        self.state.outstanding -= 1
-        if self.ids is not None and self.ids.rid and self.ctx.ids is not None:
-            self.ctx.ids.remember(self.ids.rid, self.ctx.route, self.state.url)
-        outcome = outcome or self.outcome
-        if outcome == "client_disconnected" and self.sniffer.completed:
-            outcome = ""  # the client had the whole reply (Codex hangs up at response.completed)
-        status = {"client_disconnected": 499, "upstream_broke": 502}.get(outcome, self.resp.status_code)
-        self.ctx.finish(status, outcome, self.sniffer.finish())
-
-
-class RelayResponse(StreamingResponse):
-    """A streaming response that always listens for the client's disconnect and cancels the relay.
-
-    (Starlette's StreamingResponse only notices a disconnect on its next send for ASGI spec >= 2.4;
-    a backend still thinking would keep generating for a client that is gone.)
-    """
-
-    def __init__(self, relay: Relay) -> None:
-        self.relay = relay
-        super().__init__(relay.chunks(), status_code=relay.resp.status_code, headers=relay.headers())
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        outcome = ""
-        done = False
-        try:
-            async with anyio.create_task_group() as group:
-
-                async def stream() -> None:
-                    nonlocal done, outcome
-                    try:
-                        await self.stream_response(send)
-                    except OSError:
-                        outcome = "client_disconnected"  # the client went away while we wrote
-                    done = True
-                    group.cancel_scope.cancel()
-
-                async def watch() -> None:
-                    nonlocal outcome
-                    while (await receive())["type"] != "http.disconnect":
-                        pass
-                    if not done:
-                        outcome = "client_disconnected"
-                    group.cancel_scope.cancel()
-
-                group.start_soon(stream)
-                group.start_soon(watch)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await self.body_iterator.aclose()  # type: ignore[attr-defined]
-                await self.relay.close(outcome)

@@ -27,6 +27,7 @@ from llmdeck.util.http import JSON_CAP, BodyTooLarge, aread_capped
 from llmdeck.util.jsonsafe import loads as json_loads
 
 log = logging.getLogger("llmdeck.gateway")
+MAX_MODEL_LEN = 1 << 40  # a backend's max_model_len past this (or not a positive integer) is not shown
 
 
 @dataclass
@@ -132,6 +133,8 @@ class Router:
             ):
                 resp.raise_for_status()
                 models = json_loads(await aread_capped(resp, url, cap=JSON_CAP)).get("data") or []
+                if not isinstance(models, list):  # {"data": {...}} or a number is no models list
+                    raise ValueError("not a models list")
         except (httpx.HTTPError, ValueError, AttributeError, TimeoutError, BodyTooLarge) as exc:
             state.probe_failures += 1
             # one slow probe on a busy box is not "down"; a backend never seen up is not presumed up
@@ -140,9 +143,13 @@ class Router:
             state.checked_at = time.time()
             return
         if models and isinstance(models[0], dict):
-            state.served_model = state.served_model or models[0].get("id")
+            served = models[0].get("id")  # sent as the request's `model`: a name, nothing else
+            state.served_model = state.served_model or (
+                served if isinstance(served, str) and served else None
+            )
             max_len = models[0].get("max_model_len")
-            state.max_model_len = int(max_len) if isinstance(max_len, int) else None
+            fits = isinstance(max_len, int) and not isinstance(max_len, bool) and 0 < max_len <= MAX_MODEL_LEN
+            state.max_model_len = max_len if fits else None
         state.mark_up()
 
     async def probe_all(self, client: httpx.AsyncClient, timeout_s: float) -> None:

@@ -188,13 +188,17 @@ def _csrf(request: Request, body: bytes) -> str | None:
 
 async def _api_action(request: Request) -> Response:
     from llmdeck.gateway.app import _logged, _state
+    from llmdeck.gateway.request_body import read_body
     from llmdeck.gateway.ui_actions import ActionRefused, begin, find
 
     caller = authorize(request)
     if isinstance(caller, Response):
         return _logged(request, caller)
     st = _state(request)
-    why = _csrf(request, await request.body())
+    raw = await read_body(request, idle_s=st.loaded.config.timeouts.idle_s, limit=64 << 10)
+    if isinstance(raw, Response):
+        return _logged(request, raw, caller.name)
+    why = _csrf(request, raw)
     if why is not None:
         return _logged(request, _error(403, why, "csrf"), caller.name)
     name, action = request.path_params["name"], request.path_params["action"]

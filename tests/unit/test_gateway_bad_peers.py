@@ -1,0 +1,171 @@
+"""The gateway against peers that misbehave (tiny FAKES, tests/gateway_fakes.py): backends whose models
+list has the wrong shape, that break or trickle a reply, report absurd usage; clients that send huge
+bodies, stop mid-body or hang up. Every case: an answer in the API's shape within seconds, in words (no
+exception class names), no traceback in the gateway's log, and the gateway keeps serving."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gateway_fakes import (
+    FakeOpenAIUpstream,
+    UvicornThread,
+    fake_dying_stream_server,
+    fake_models_reply,
+    fake_trickle_server,
+)
+from llmdeck.gateway.app import build_app
+from llmdeck.gateway.config import parse_config
+from llmdeck.gateway.metrics import token_counts
+from llmdeck.settings import Settings
+
+FAST = (
+    "timeouts: {connect_s: 1, first_byte_s: 1, response_s: 1, idle_s: 2}\n"
+    "health: {interval_s: 60, timeout_s: 0.5}\n"
+)
+CHAT = {"model": "a", "messages": [{"role": "user", "content": "hi"}]}
+
+
+@contextlib.contextmanager
+def gateway(backend: str, tmp_path: Path) -> Iterator[str]:
+    text = f"routes:\n  - model: a\n    backends: ['{backend}']\n" + FAST
+    path = tmp_path / "gateway.yaml"
+    path.write_text(text, encoding="utf-8")
+    loaded = parse_config(text, source=path, settings=Settings(state_dir=tmp_path / "state"))
+    with UvicornThread(build_app(loaded)) as server:
+        yield server.url
+
+
+@contextlib.contextmanager
+def fake() -> Iterator[str]:
+    upstream = FakeOpenAIUpstream()
+    with UvicornThread(upstream.app) as server:
+        yield server.url
+
+
+@pytest.mark.parametrize("body", [b'{"data": {"x": 1}}', b'{"data": 5}', b'{"data": "abc"}'])
+def test_a_models_list_of_the_wrong_shape_is_a_down_backend_not_a_dead_gateway(
+    tmp_path: Path, body: bytes, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """{"data": {...}} made the first probe raise KeyError/TypeError: the gateway did not start."""
+    with fake_models_reply(body) as odd, gateway(odd, tmp_path) as gw:
+        backend = httpx.get(f"{gw}/gateway/status").json()["routes"][0]["backends"][0]
+        assert backend["healthy"] is False and "models list" in backend["last_error"]
+        r = httpx.post(f"{gw}/v1/chat/completions", json=CHAT, timeout=10)
+        assert r.status_code == 503 and "models list" in r.json()["error"]["message"]
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_served_name_that_is_no_string_is_not_sent_as_the_model(tmp_path: Path) -> None:
+    reply = b'{"data": [{"id": {"a": 1}, "max_model_len": -3}]}'
+    with fake_models_reply(reply) as odd, gateway(odd, tmp_path) as gw:
+        backend = httpx.get(f"{gw}/gateway/status").json()["routes"][0]["backends"][0]
+        assert backend["healthy"] is True and backend["served_model"] is None
+        assert "max_model_len" not in httpx.get(f"{gw}/v1/models").json()["data"][0]
+
+
+def test_a_broken_stream_is_told_in_words(tmp_path: Path) -> None:
+    with fake_dying_stream_server() as dying, gateway(dying, tmp_path) as gw:
+        r = httpx.post(f"{gw}/v1/chat/completions", json={**CHAT, "stream": True}, timeout=10)
+        last = json.loads(r.content.strip().split(b"\n\n")[-1][len(b"data: ") :])
+        message = last["error"]["message"]
+        assert "connection to it broke" in message and "Error" not in message  # no RemoteProtocolError
+        r = httpx.post(f"{gw}/v1/chat/completions", json=CHAT, timeout=10)  # now down, in words
+        assert r.status_code == 503 and "connection to it broke" in r.json()["error"]["message"]
+
+
+def test_a_trickled_plain_body_is_cut_at_the_response_timeout(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A non-streamed reply must be whole within timeouts.response_s (1 s here): it took 200 s, one
+    byte every 0.2 s, never silent for the idle timeout. Cut: the connection drops, no traceback."""
+    with fake_trickle_server() as slow, gateway(slow, tmp_path) as gw:
+        t0 = time.monotonic()
+        with pytest.raises(httpx.RemoteProtocolError):
+            httpx.post(f"{gw}/v1/chat/completions", json=CHAT, timeout=10)
+        assert time.monotonic() - t0 < 4
+        assert httpx.get(f"{gw}/health").status_code == 200
+        assert 'reason="response_timeout"' in httpx.get(f"{gw}/metrics").text
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "Exception in ASGI application" not in err
+
+
+def test_usage_past_a_float_is_not_counted() -> None:
+    """A backend's usage of 10**400 tokens raised OverflowError in the counter (a traceback per reply)."""
+    usage = {"prompt_tokens": 10**400, "completion_tokens": 2**53 + 1, "input_tokens": 7}
+    assert token_counts(usage) == {"prompt": 7}
+
+
+def _raw_post(url: str, head: str, body: bytes = b"", path: str = "/v1/chat/completions") -> socket.socket:
+    port = int(url.rsplit(":", 1)[1])
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    start = f"POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+    sock.sendall(f"{start}{head}\r\n\r\n".encode() + body)
+    return sock
+
+
+def test_request_bodies_are_bounded_in_size_and_time(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    with fake() as up, gateway(up, tmp_path) as gw:
+        # a Content-Length over 32 MiB: refused before a byte of it is read (it was read whole first)
+        with _raw_post(gw, "content-length: 999999999999") as sock:
+            head = sock.recv(4096)
+        assert head.startswith(b"HTTP/1.1 413") and b"over 32 MiB" in head
+        # the dashboard's actions take a small JSON object: 64 KiB at most
+        with _raw_post(gw, "content-length: 999999", path="/ui/api/models/m/start") as sock:
+            head = sock.recv(4096)
+        assert head.startswith(b"HTTP/1.1 413") and b"over 64 KiB" in head
+
+        def chunked() -> Iterator[bytes]:  # no Content-Length: refused as it passes 32 MiB
+            yield b'{"model": "a", "x": "'
+            for _ in range(40):
+                yield b"x" * (1 << 20)
+
+        r = httpx.post(f"{gw}/v1/chat/completions", content=chunked(), timeout=20)
+        assert r.status_code == 413 and r.json()["error"]["code"] == "body_too_large"
+        # a client that stops mid-body: a 408 after the idle timeout (2 s), not a wait forever
+        t0 = time.monotonic()
+        with _raw_post(gw, "content-length: 100", b'{"mo') as sock:
+            head = sock.recv(4096)
+        assert head.startswith(b"HTTP/1.1 408") and b"stopped arriving" in head
+        assert time.monotonic() - t0 < 5
+        # a client that hangs up mid-body: no traceback (it was starlette's ClientDisconnect)
+        _raw_post(gw, "content-length: 100", b'{"mo').close()
+        time.sleep(0.5)
+        assert httpx.post(f"{gw}/v1/chat/completions", json=CHAT, timeout=10).status_code == 200
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "ClientDisconnect" not in err
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [(b"[1, 2]", "did not answer a JSON object"), (b"{nope", "did not answer a JSON object")],
+)
+def test_gateway_status_when_its_status_is_not_an_object(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: bytes, words: str
+) -> None:
+    """A list made `dict.update` raise (an internal error); any failure was named by its class."""
+    import os
+
+    from llmdeck.gateway import service
+
+    settings = Settings(state_dir=tmp_path / "state")
+    monkeypatch.setattr(service, "_ours", lambda record: True)
+    with fake_models_reply(body) as odd:
+        port = int(odd.rsplit(":", 1)[1])
+        record = service.GatewayRecord(
+            pid=os.getpid(), host="127.0.0.1", port=port, config=tmp_path / "g.yaml", log_path=tmp_path / "l"
+        )
+        service.record_path(settings).parent.mkdir(parents=True)
+        service.record_path(settings).write_text(record.model_dump_json())
+        data = service.status(settings)
+    assert data["state"] == "unhealthy" and data["error"] == f"/gateway/status {words}"
