@@ -193,6 +193,7 @@ def capped_server(session_settings: object, tiny_model_dir: Path) -> Iterator[An
 # ---- the fuzz suite (tests/unit/test_fuzz_*.py): its fixture, and its count of cases by command ----------
 
 from fuzz_helpers import fuzz_env as fuzz_env  # noqa: E402 - the fuzz cases' clean environment
+from fuzz_helpers import fuzz_run as fuzz_run  # noqa: E402 - run_case bound to the test's fixtures
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -142,6 +143,19 @@ def run_case(
     needles = tuple(fill(n, names) for n in c.needles)
     assert_clean_failure(code, err, elapsed, want=c.code, needles=needles, seconds=c.seconds)
     return err
+
+
+FuzzRun = Callable[[Case, dict[str, str]], str]
+
+
+@pytest.fixture
+def fuzz_run(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> FuzzRun:
+    """:func:`run_case` bound to this test's tmp_path, capsys and monkeypatch: ``fuzz_run(case, names)``."""
+
+    def run(c: Case, names: dict[str, str]) -> str:
+        return run_case(c, tmp_path, capsys, monkeypatch, names)
+
+    return run
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzz_helpers import Case, case, run_case
+from fuzz_helpers import Case, FuzzRun, case
 
 CASES = [
     case("status:timeout-huge", "status http://127.0.0.1:1 --timeout 1e300", 2, "--timeout", "2592000"),
@@ -55,14 +55,8 @@ CASES = [
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("c", CASES)
-def test_bad_input(
-    c: Case,
-    fuzz_env: dict[str, str],
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_bad_input(c: Case, fuzz_env: dict[str, str], tmp_path: Path, fuzz_run: FuzzRun) -> None:
     fifo = tmp_path / "catalog-fifo.yaml"
     os.mkfifo(fifo)
-    run_case(c, tmp_path, capsys, monkeypatch, {**fuzz_env, "fifo": str(fifo)})
+    fuzz_run(c, {**fuzz_env, "fifo": str(fifo)})
     assert not (tmp_path / "tiny").exists()  # make-tiny refuses before it makes the folder

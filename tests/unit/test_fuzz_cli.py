@@ -6,11 +6,9 @@ of the run by tests/conftest.py). What every case asserts is in tests/fuzz_helpe
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from fuzz_helpers import Case, case, run_case
+from fuzz_helpers import Case, FuzzRun, case
 
 DEAD = "http://127.0.0.1:9"  # nothing listens on the discard port: refused at once
 PLAN = "plan Qwen3-0.6B --machine h200"
@@ -279,11 +277,5 @@ CASES = [
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("c", CASES)
-def test_bad_input(
-    c: Case,
-    fuzz_env: dict[str, str],
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    run_case(c, tmp_path, capsys, monkeypatch, fuzz_env)
+def test_bad_input(c: Case, fuzz_env: dict[str, str], fuzz_run: FuzzRun) -> None:
+    fuzz_run(c, fuzz_env)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzz_helpers import Case, case, run_case
+from fuzz_helpers import Case, FuzzRun, case
 
 HEAD = "routes:\n  - model: a\n"
 
@@ -92,14 +92,8 @@ def gateway_inputs(fuzz_env: dict[str, str]) -> dict[str, str]:
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("c", CASES)
-def test_bad_gateway_config(
-    c: Case,
-    gateway_inputs: dict[str, str],
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    run_case(c, tmp_path, capsys, monkeypatch, gateway_inputs)
+def test_bad_gateway_config(c: Case, gateway_inputs: dict[str, str], fuzz_run: FuzzRun) -> None:
+    fuzz_run(c, gateway_inputs)
     assert not (Path(gateway_inputs["tmp"]) / "keys.json").exists()  # a refused key writes no file
 
 
@@ -128,13 +122,7 @@ RECORD_CASES = [
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("c", RECORD_CASES)
-def test_bad_gateway_record(
-    c: Case,
-    fuzz_env: dict[str, str],
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_bad_gateway_record(c: Case, fuzz_env: dict[str, str], tmp_path: Path, fuzz_run: FuzzRun) -> None:
     import os
 
     name = c.id.split(":", 1)[1].removeprefix("record-").rsplit("-", 1)[0]
@@ -147,5 +135,5 @@ def test_bad_gateway_record(
         os.mkfifo(record)
     else:
         record.write_bytes(content if isinstance(content, bytes) else content.encode())
-    err = run_case(c, tmp_path, capsys, monkeypatch, fuzz_env)
+    err = fuzz_run(c, fuzz_env)
     assert "Error" not in err  # no exception class names

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from fake_servers import HOSTILE_ID, running
-from fuzz_helpers import Case, assert_clean_failure, case, run_case, run_main
+from fuzz_helpers import Case, FuzzRun, assert_clean_failure, case, run_main
 from repo_paths import ROOT
 
 EVAL = "eval -c opencode --agent-bin /bin/true --task fix-intervals --timeout-probe 2"
@@ -394,15 +394,9 @@ SETTINGS_CASES = [
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("c", TUNE_CASES + EVAL_TASK_CASES + FILE_CASES + CLUSTER_CASES + SETTINGS_CASES)
-def test_bad_input(
-    c: Case,
-    fuzz_env: dict[str, str],
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_bad_input(c: Case, fuzz_env: dict[str, str], tmp_path: Path, fuzz_run: FuzzRun) -> None:
     names = {**fuzz_env, **_tune_folders(tmp_path), **_eval_tasks(tmp_path), **_result_files(tmp_path)}
-    run_case(c, tmp_path, capsys, monkeypatch, names)
+    fuzz_run(c, names)
 
 
 def _corrupt(state: Path, which: str, text: str) -> Path:

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fuzz_helpers import Case, assert_clean_failure, case, run_case, run_main
+from fuzz_helpers import Case, FuzzRun, assert_clean_failure, case, run_main
 from repo_paths import ROOT
 
 PLAN = "plan Qwen3-0.6B --machine h200"
@@ -204,14 +204,8 @@ CASES = [
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("c", CASES)
-def test_bad_setting(
-    c: Case,
-    fuzz_env: dict[str, str],
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    err = run_case(c, tmp_path, capsys, monkeypatch, fuzz_env)
+def test_bad_setting(c: Case, fuzz_env: dict[str, str], fuzz_run: FuzzRun) -> None:
+    err = fuzz_run(c, fuzz_env)
     assert "pydantic" not in err and "validation error" not in err  # one paragraph, no dump
 
 
