@@ -173,17 +173,19 @@ def _raw_server(handler: Any) -> Iterator[str]:
         sock.close()
 
 
+def _send_200(conn: socket.socket, ctype: str, body: bytes) -> None:
+    """A whole 200 reply of ``ctype``, then the connection closed."""
+    head = f"HTTP/1.1 200 OK\r\ncontent-type: {ctype}\r\ncontent-length: {len(body)}\r\n"
+    head += "connection: close\r\n\r\n"
+    conn.sendall(head.encode() + body)
+    conn.close()
+
+
 def _answer_probe(conn: socket.socket, request: bytes) -> bool:
     """The health probe (GET /v1/models) gets a healthy answer; True when ``request`` was it."""
     if not request.startswith(b"GET /v1/models"):
         return False
-    body = json.dumps({"data": [{"id": "fake-served"}]}).encode()
-    conn.sendall(
-        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-        + f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
-        + body
-    )
-    conn.close()
+    _send_200(conn, "application/json", json.dumps({"data": [{"id": "fake-served"}]}).encode())
     return True
 
 
@@ -211,12 +213,7 @@ def fake_html_server() -> contextlib.AbstractContextManager[str]:
         with contextlib.suppress(OSError):
             if _answer_probe(conn, conn.recv(65536)):
                 return
-            conn.sendall(
-                b"HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\n"
-                + f"content-length: {len(HTML_PAGE)}\r\nconnection: close\r\n\r\n".encode()
-                + HTML_PAGE
-            )
-            conn.close()
+            _send_200(conn, "text/html; charset=utf-8", HTML_PAGE)
 
     return _raw_server(handler)
 
@@ -247,12 +244,7 @@ def fake_models_reply(body: bytes) -> contextlib.AbstractContextManager[str]:
     def handler(conn: socket.socket) -> None:
         with contextlib.suppress(OSError):
             conn.recv(65536)
-            conn.sendall(
-                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                + f"content-length: {len(body)}\r\nconnection: close\r\n\r\n".encode()
-                + body
-            )
-            conn.close()
+            _send_200(conn, "application/json", body)
 
     return _raw_server(handler)
 
