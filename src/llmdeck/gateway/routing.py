@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 
 from llmdeck.gateway.config import LoadedConfig, ResolvedBackend, ResolvedRoute
-from llmdeck.util.http import JSON_CAP, BodyTooLarge, aread_capped
+from llmdeck.util.http import JSON_CAP, BodyTooLarge, aread_capped, failure_words
 from llmdeck.util.jsonsafe import loads as json_loads
 
 log = logging.getLogger("llmdeck.gateway")
@@ -200,14 +200,4 @@ class Router:
 
 def probe_problem(exc: BaseException, timeout_s: float) -> str:
     """A failed probe in words (the status and the 503 show it)."""
-    if isinstance(exc, TimeoutError | httpx.TimeoutException):
-        return f"no answer within {timeout_s:g} s"
-    if isinstance(exc, httpx.HTTPStatusError):
-        return f"/v1/models answered HTTP {exc.response.status_code}"
-    if isinstance(exc, httpx.ConnectError):
-        return "cannot connect (nothing listens there, or the host is unreachable)"
-    if isinstance(exc, BodyTooLarge):
-        return "its /v1/models answer was over the size cap"
-    if isinstance(exc, ValueError | AttributeError):
-        return "/v1/models did not answer an OpenAI models list (JSON)"
-    return "the connection broke"
+    return failure_words(exc, "/v1/models", timeout_s, "an OpenAI models list (JSON)")

@@ -28,6 +28,7 @@ from llmdeck.engines.process import (
 from llmdeck.errors import AlreadyExistsError, NotRunningError, OperationError, UsageError
 from llmdeck.runtime.launcher import read_tail, rotate_log
 from llmdeck.util.atomic import atomic_write_json
+from llmdeck.util.http import failure_words
 from llmdeck.util.localfile import ensure_dir, read_regular_text
 from llmdeck.util.net import bind_hint, bind_problem, validate_port
 
@@ -197,6 +198,9 @@ def stop(settings: Any) -> str:
     return outcome
 
 
+STATUS_TIMEOUT_S = 3.0
+
+
 def status(settings: Any) -> dict[str, Any]:
     """The record, whether it runs, and (when it answers) the live routes and backends."""
     record = load_record(settings)
@@ -215,7 +219,7 @@ def status(settings: Any) -> dict[str, Any]:
     }
     if out["state"] == "running":
         try:
-            resp = httpx.get(f"{record.base_url}/gateway/status", timeout=3.0)
+            resp = httpx.get(f"{record.base_url}/gateway/status", timeout=STATUS_TIMEOUT_S)
             resp.raise_for_status()
             data = resp.json()
             if not isinstance(data, dict):
@@ -229,12 +233,4 @@ def status(settings: Any) -> dict[str, Any]:
 
 def _status_problem(exc: Exception) -> str:
     """Why the running gateway's /gateway/status gave no status, in words (no exception class names)."""
-    if isinstance(exc, httpx.TimeoutException):
-        return "/gateway/status did not answer within 3 s"
-    if isinstance(exc, httpx.HTTPStatusError):
-        return f"/gateway/status answered HTTP {exc.response.status_code}"
-    if isinstance(exc, httpx.ConnectError):
-        return "cannot connect to the gateway"
-    if isinstance(exc, ValueError):
-        return "/gateway/status did not answer a JSON object"
-    return "the connection to the gateway broke"
+    return failure_words(exc, "/gateway/status", STATUS_TIMEOUT_S, "a JSON object")

@@ -190,3 +190,21 @@ def bounded_get(
             raise
         raise NotAnswering(url) from exc
     raise AssertionError("unreachable")  # pragma: no cover  (the loop returns or raises)
+
+
+def failure_words(exc: BaseException, path: str, timeout_s: float, shape: str) -> str:
+    """Why GET ``path`` gave no usable answer, in words (status lines and 503s show it; no exception
+    class names): ``shape`` is what the answer should have been ("an OpenAI models list (JSON)")."""
+    import httpx
+
+    if isinstance(exc, TimeoutError | httpx.TimeoutException):
+        return f"no answer to {path} within {timeout_s:g} s"
+    if isinstance(exc, httpx.HTTPStatusError):
+        return f"{path} answered HTTP {exc.response.status_code}"
+    if isinstance(exc, httpx.ConnectError):
+        return "cannot connect (nothing listens there, or the host is unreachable)"
+    if isinstance(exc, BodyTooLarge):
+        return f"its {path} answer was over the size cap"
+    if isinstance(exc, ValueError | AttributeError):
+        return f"{path} did not answer {shape}"
+    return "the connection broke"
