@@ -114,8 +114,8 @@ def test_the_option_reaches_the_load_and_old_fingerprints_hold(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        (["--find-max-rate", "--rate-start", "0"], "rate sweep"),
-        (["--find-max-rate", "--rate-steps", "1"], "rate sweep"),
+        (["--find-max-rate", "--rate-start", "0"], "--rate-start"),
+        (["--find-max-rate", "--rate-steps", "1"], "--rate-steps"),
         (["--max-repeats", "0"], "--max-repeats"),
         (["--rate-steps", "4"], "only take effect with --find-max-rate"),
     ],

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from llmdeck.errors import EndpointError
+from llmdeck.errors import EndpointError, InternalError
 
 if TYPE_CHECKING:
     from llmdeck.client.types import StreamResult
@@ -65,7 +65,7 @@ class MalformedStreamError(ClientEndpointError):
     kind = "malformed"
 
 
-class StreamShapeError(ValueError):
+class StreamShapeError(InternalError, ValueError):
     """A stream event that is JSON but not shaped like an OpenAI chunk; its text says what is off
     (turned into a :class:`MalformedStreamError` with the event quoted)."""
 
