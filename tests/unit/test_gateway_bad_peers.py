@@ -169,3 +169,9 @@ def test_gateway_status_when_its_status_is_not_an_object(
         service.record_path(settings).write_text(record.model_dump_json())
         data = service.status(settings)
     assert data["state"] == "unhealthy" and data["error"] == f"/gateway/status {words}"
+
+
+def test_an_unknown_model_name_is_not_echoed_whole(tmp_path: Path) -> None:
+    with fake() as up, gateway(up, tmp_path) as gw:
+        r = httpx.post(f"{gw}/v1/chat/completions", json={**CHAT, "model": "x" * 200_000}, timeout=10)
+    assert r.status_code == 404 and len(r.content) < 2_000 and "…" in r.json()["error"]["message"]

@@ -365,17 +365,18 @@ def _pick_route(st: GatewayState, body: dict[str, Any] | None, caller: Caller) -
             "model_missing",
         )
     route = st.router.get(alias)
+    shown = alias if len(alias) <= 200 else alias[:200] + "…"  # a client's 200 kB name is not echoed back
     if route is None:
         return openai_error(
             404,
-            f"The model {alias!r} does not exist here (models: {', '.join(allowed)}).",
+            f"The model {shown!r} does not exist here (models: {', '.join(allowed)}).",
             "invalid_request_error",
             "model_not_found",
         )
     if not caller.may_use(alias):
         return openai_error(
             403,
-            f"Key {caller.name!r} may not use model {alias!r} (allowed: {', '.join(allowed) or 'none'}).",
+            f"Key {caller.name!r} may not use model {shown!r} (allowed: {', '.join(allowed) or 'none'}).",
             "permission_error",
             "model_not_allowed",
         )
