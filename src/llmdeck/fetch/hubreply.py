@@ -5,10 +5,9 @@ check ``--endpoint`` / ``HF_ENDPOINT``."""
 
 from __future__ import annotations
 
-import json
-
 from llmdeck.errors import DownloadError
 from llmdeck.fetch.verify import MIRROR_HINT
+from llmdeck.util.jsonsafe import loads as json_loads
 
 ENDPOINT_HINT = (
     "Check --endpoint (or HF_ENDPOINT): it should be https://huggingface.co or a mirror of it (a login "
@@ -45,8 +44,8 @@ def check_hub_reply(endpoint: str, repo_id: str, status: int, body: bytes) -> No
     if status != 200:
         return
     try:
-        data = json.loads(body)
-    except (UnicodeDecodeError, ValueError, RecursionError):
+        data = json_loads(body)
+    except ValueError:  # UnicodeDecodeError, JSONDecodeError, jsonsafe's too-deep/too-long
         raise not_a_hub(endpoint, repo_id, f"HTTP 200 with {received(body)}") from None
     if not isinstance(data, dict):
         raise not_a_hub(endpoint, repo_id, f"HTTP 200 with JSON that is not an object ({_start(body)!r})")

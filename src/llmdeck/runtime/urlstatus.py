@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from llmdeck.util.http import JSON_CAP, METRICS_CAP, BodyTooLarge, NotAnswering, Redirected, bounded_get
 from llmdeck.util.jsonsafe import loads as json_loads
-from llmdeck.util.net import connect_failure
+from llmdeck.util.net import tls_problem
 
 UrlState = Literal[
     "ready", "unhealthy", "needs_api_key", "not_openai", "bad_reply", "not_answering", "unreachable"
@@ -55,8 +55,7 @@ def _ask(
     except (BodyTooLarge, Redirected) as exc:  # answered, but not as an OpenAI server does
         return UrlStatus(base_url=base, state="not_openai", detail=_lower_first(exc.message.rstrip(".")))
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-        tls = connect_failure(exc)
-        detail = tls if tls.startswith(("the URL says https", "its TLS")) else _WORDS["unreachable"]
+        detail = tls_problem(exc) or _WORDS["unreachable"]
         return UrlStatus(base_url=base, state="unreachable", detail=detail)
     except httpx.HTTPError:
         return UrlStatus(base_url=base, state="not_openai", detail=_WORDS["not_openai"])

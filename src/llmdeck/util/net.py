@@ -150,13 +150,18 @@ def normalize_base_url(url: str) -> str:
     return out[: -len("/v1")] if out.endswith("/v1") else out
 
 
-def connect_failure(exc: BaseException) -> str:
-    """Why a connection failed, in words: a TLS handshake that met plain HTTP or an untrusted
-    certificate says so (the stdlib's "[SSL: WRONG_VERSION_NUMBER] wrong version number (_ssl.c:1006)"
-    tells a user nothing), else the exception's own text ("" when it has none)."""
+def tls_problem(exc: BaseException) -> str | None:
+    """A TLS handshake that met plain HTTP or an untrusted certificate, in words (the stdlib's
+    "[SSL: WRONG_VERSION_NUMBER] wrong version number (_ssl.c:1006)" tells a user nothing); None
+    for any other failure."""
     text = str(exc)
     if "WRONG_VERSION_NUMBER" in text or "record layer failure" in text or "HTTP_REQUEST" in text:
         return "the URL says https but the server answers plain HTTP: use http://"
     if "CERTIFICATE_VERIFY_FAILED" in text:
         return "its TLS certificate is not trusted here: use a certificate this machine trusts, or http://"
-    return text
+    return None
+
+
+def connect_failure(exc: BaseException) -> str:
+    """Why a connection failed, in words: :func:`tls_problem`, else the exception's own text."""
+    return tls_problem(exc) or str(exc)
