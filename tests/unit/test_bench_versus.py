@@ -96,3 +96,16 @@ def test_report_of_a_foreign_kind_is_refused(tmp_path: Path, capsys: pytest.Capt
     bad.write_text('{"schema_version": 1, "kind": "llmdeck.bench.versus", "rows": 3}')
     code, _, err = run_cli(["report", str(bad)], capsys)
     assert code == 2 and "not a valid bench comparison result" in err
+
+
+def test_report_of_another_commands_result_names_its_writer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A `check --json` result passed to `report`: exit 2 naming the command that wrote it and what
+    `report` reads (it used to say only "pass a bench result")."""
+    other = tmp_path / "check.json"
+    other.write_text('{"schema_version": 1, "kind": "llmdeck.check", "client": "opencode"}')
+    code, _, err = run_cli(["report", str(other)], capsys)
+    words = " ".join(err.split())
+    assert code == 2 and "`llmdeck check --json` wrote it" in words
+    assert "reads the results of bench, bench --compare, eval and tune" in words

@@ -38,6 +38,13 @@ CASES = [
         "--object-store-mb",
         "at most 1000000000",
     ),
+    case(
+        "cluster:python-empty",
+        ["cluster", "up", "--head", "10.0.0.1", "--python", "", "--dry-run"],
+        2,
+        "--python ''",
+        "is not a program",
+    ),
     case("make-tiny:negative-seed", "model make-tiny {tmp}/tiny --seed -1", 2, "--seed", "0 or more"),
     case(
         "models:catalog-a-fifo", "models", 2, "{fifo}", "named pipe", env={"LLMDECK_CATALOG_PATHS": "{fifo}"}

@@ -93,6 +93,20 @@ def _redirect_once_server(conn: socket.socket, method: str, path: str) -> None:
         _send(conn, "200 OK", json.dumps(MODELS).encode())
 
 
+def _dead_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+DEAD_PORT = _dead_port()
+
+
+def _redirect_to_dead_host_server(conn: socket.socket, method: str, path: str) -> None:
+    """Fakes a server that redirects everything to another origin where nothing listens."""
+    _send(conn, "307 Temporary Redirect", b"", f"Location: http://127.0.0.1:{DEAD_PORT}{path}\r\n")
+
+
 def _endless_head_server(conn: socket.socket, method: str, path: str) -> None:
     """Fakes a peer that starts a response head and never ends it."""
     _endless(conn, b"HTTP/1.1 200 OK\r\nX-Junk: ", b"")
@@ -223,6 +237,19 @@ def test_status_url_says_where_the_server_redirected(capsys: pytest.CaptureFixtu
     assert code == 1
     assert "redirected /health to 'file:///etc/passwd'" in flat
     assert "does not speak HTTP" not in flat
+
+
+def test_status_url_blames_the_redirect_not_the_server_that_answered(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The server answered with a redirect to a host that accepts no connection: not "unreachable"
+    (which named the URL that did answer), but where it redirected and that nothing listens there."""
+    with _fake(_redirect_to_dead_host_server) as url:
+        code, _out, err = run_cli(["status", url, "--timeout", "5"], capsys)
+    flat = " ".join(err.split())
+    assert code == 1 and "unreachable" not in flat
+    assert f"redirected /health to 'http://127.0.0.1:{DEAD_PORT}/health'" in flat
+    assert "where nothing accepts connections" in flat
 
 
 def test_sync_get_models_stops_an_endless_body() -> None:

@@ -74,9 +74,8 @@ def request(values: dict[str, Any]) -> Any:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
-        raise UsageError(
-            f"Invalid option {where}: {first['msg']}.", hint="See llmdeck cluster up --help."
-        ) from exc
+        msg = str(first["msg"]).removeprefix("Value error, ")
+        raise UsageError(f"Invalid option {where}: {msg}.", hint="See llmdeck cluster up --help.") from exc
 
 
 def _object_store_bytes(values: dict[str, Any]) -> int:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import shlex
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from llmdeck.cluster.netenv import NetSpec, node_env
 
@@ -119,6 +119,14 @@ class Setup(BaseModel):
     python: str = "python3"
     container: str = DEFAULT_CONTAINER
     hf_cache: str | None = None
+
+    @field_validator("python")
+    @classmethod
+    def _one_program(cls, value: str) -> str:
+        """A program name or path for ssh to run: empty, an option or a line break fails only on the node."""
+        if not value.strip() or value.startswith("-") or any(c in value for c in "\r\n\0"):
+            raise ValueError(f"--python {value!r} is not a program: give the Python with vLLM and Ray")
+        return value
 
     @property
     def containerized(self) -> bool:

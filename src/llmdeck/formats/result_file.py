@@ -20,6 +20,14 @@ from llmdeck.util.localfile import FileTooLargeError, NotRegularFileError
 
 M = TypeVar("M", bound=BaseModel)
 
+# Results that other commands write (no `report` renders them), named when one is passed to a reader.
+WRITTEN_BY = {
+    "llmdeck.check": "`llmdeck check --json`",
+    "llmdeck.connect": "`llmdeck connect --json`",
+    "llmdeck.migrate.ollama": "`llmdeck migrate ollama`",
+    "llmdeck.tune.trial": "`llmdeck tune` (a line of its trials.jsonl: pass the tune's folder)",
+}
+
 
 def read_json_file(p: Path, hint: str) -> Any:
     """A JSON file's content (gzipped or not); ResultFileError (exit 2) when it is missing or not JSON."""
@@ -52,9 +60,12 @@ def load_versioned(path: Path, model: type[M], kind: str, version: int, noun: st
     data = read_json_file(p, f"Pass a file written by `llmdeck {command}`.")
     if not isinstance(data, dict) or data.get("kind") != kind:
         found = data.get("kind") if isinstance(data, dict) else None
+        who = WRITTEN_BY.get(found) if isinstance(found, str) else None
+        reads = "; `llmdeck report` reads the results of bench, bench --compare, eval and tune"
         raise ResultFileError(
-            f'{p} is not an llmdeck {noun} result (its "kind" is {found!r}).',
-            hint=f"Pass a file written by `llmdeck {command} --out`.",
+            f'{p} is not an llmdeck {noun} result (its "kind" is {found!r}'
+            + (f": {who} wrote it)." if who else ")."),
+            hint=f"Pass a file written by `llmdeck {command} --out`{reads if who else ''}.",
         )
     found_version = data.get("schema_version")
     if not isinstance(found_version, int) or isinstance(found_version, bool):

@@ -77,7 +77,7 @@ def ollama_ps(base_url: str = OLLAMA_URL, *, timeout_s: float = 1.5) -> OllamaSt
     """Which models Ollama holds in memory now. Unreachable Ollama -> ``reachable=False``."""
     import httpx
 
-    from llmdeck.util.http import BodyTooLarge, NotAnswering, bounded_get
+    from llmdeck.util.http import BodyTooLarge, NotAnswering, Redirected, bounded_get
     from llmdeck.util.jsonsafe import loads
 
     url = base_url.rstrip("/")
@@ -86,7 +86,7 @@ def ollama_ps(base_url: str = OLLAMA_URL, *, timeout_s: float = 1.5) -> OllamaSt
         if status != 200:
             raise ValueError(f"HTTP {status}")
         return OllamaStatus(url=url, reachable=True, models=parse_ollama_ps(loads(body)))
-    except (httpx.HTTPError, ValueError, NotAnswering, BodyTooLarge) as exc:
+    except (httpx.HTTPError, ValueError, NotAnswering, BodyTooLarge, Redirected) as exc:
         return OllamaStatus(url=url, reachable=False, error=f"{exc.__class__.__name__}: {exc}")
 
 

@@ -72,7 +72,8 @@ def shown_location(location: str) -> str:
 
 
 class Redirected(EndpointError):
-    """The server redirected to a URL that is not http(s), or redirected too often (a loop)."""
+    """The server redirected to a URL that is not http(s), too often (a loop), or to a host that accepts
+    no connection."""
 
     def __init__(self, url: str, location: str, *, why: str) -> None:
         origin, path = _split(url)
@@ -161,8 +162,8 @@ def bounded_get(
     url: str, *, limit: float, headers: dict[str, str] | None = None, cap: int = JSON_CAP, what: str = ""
 ) -> tuple[int, bytes]:
     """``(status, body)`` of ``GET url``: NotAnswering after ``limit`` s, BodyTooLarge past ``cap`` bytes,
-    Redirected for a redirect to a non-http(s) URL or a loop (http(s) ones are followed, the key only
-    on the same origin); other httpx errors pass through."""
+    Redirected for a redirect to a non-http(s) URL, a loop, or a host that accepts no connection (http(s)
+    ones are followed, the key only on the same origin); other httpx errors pass through."""
     import httpx
 
     from llmdeck.util.deadline import deadline_transport
@@ -185,9 +186,11 @@ def bounded_get(
                 current = nxt
                 if time.monotonic() > until:
                     raise NotAnswering(url)
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        if current != url:  # the first server answered; where it sent us accepts no connection
+            raise Redirected(url, current, why="where nothing accepts connections") from exc
+        raise
     except httpx.TimeoutException as exc:
-        if isinstance(exc, httpx.ConnectTimeout):
-            raise
         raise NotAnswering(url) from exc
     raise AssertionError("unreachable")  # pragma: no cover  (the loop returns or raises)
 
