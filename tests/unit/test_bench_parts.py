@@ -105,6 +105,24 @@ def test_sglang_and_llamacpp_names_and_missing_means_not_reported() -> None:
     assert s.preemptions is None and "preemptions" in s.not_reported  # absent, never 0
 
 
+def test_llamacpps_prompt_cache_reads_as_vllms_prefix_cache() -> None:
+    """A real llama-server page (the llama.cpp llama-cpp-python 0.3.36 vendors, after agent sessions):
+    its prompt_tokens_total excludes what the prompt cache served, so hits are the cached tokens and
+    queries both; bench then reports llama.cpp's hit rate as it does vLLM's (it said "not reported")."""
+    from repo_paths import ROOT
+
+    page = (ROOT / "tests/fixtures/llamacpp/metrics-after-agent-sessions.txt").read_text()
+    first = parse_metrics(page, t=0.0)
+    assert first.engine == "llamacpp"
+    assert first.values["prefix_hits"] == 15600 and first.values["prefix_queries"] == 15600 + 4416
+    assert first.values["prompt_tokens"] == 20016  # every prompt token, as vLLM counts them
+    later = page.replace("prompt_tokens_total 4416", "prompt_tokens_total 4616").replace(
+        "prompt_tokens_cached_total 15600", "prompt_tokens_cached_total 16400"
+    )
+    s = summarize_server([first, parse_metrics(later, t=1.0)], 1.0)
+    assert s.prefix_cache_hit_rate_pct == 80.0 and "prefix_hits" not in s.not_reported
+
+
 def test_labelled_samples_are_summed_across_engines() -> None:
     text = 'vllm:num_requests_waiting{engine="0"} 2\nvllm:num_requests_waiting{engine="1"} 3\n'
     assert parse_metrics(text).values["waiting"] == 5.0

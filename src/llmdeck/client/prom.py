@@ -17,7 +17,7 @@ SAMPLE_NAMES: dict[str, tuple[str, ...]] = {
     "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred"),
     "kv_usage": ("vllm:kv_cache_usage_perc", "sglang:token_usage", "llamacpp:kv_cache_usage_ratio"),
     "prefix_queries": ("vllm:prefix_cache_queries_total",),
-    "prefix_hits": ("vllm:prefix_cache_hits_total",),
+    "prefix_hits": ("vllm:prefix_cache_hits_total", "llamacpp:prompt_tokens_cached_total"),
     "cache_hit_rate": ("sglang:cache_hit_rate",),
     "preemptions": ("vllm:num_preemptions_total",),
     "prompt_tokens": (
@@ -78,7 +78,18 @@ def parse_metrics(text: str, t: float = 0.0) -> MetricsSnapshot:
                 if snap.engine is None:
                     snap.engine = name.split(":", 1)[0]
                 break
+    if snap.engine == "llamacpp":
+        _llamacpp_prompt_cache(snap)
     return snap
+
+
+def _llamacpp_prompt_cache(snap: MetricsSnapshot) -> None:
+    """llama.cpp counts the prompt tokens it computed (``prompt_tokens_total``, "excluding cached
+    tokens") apart from those its prompt cache served (``prompt_tokens_cached_total``): as vLLM counts
+    them, every prompt token is a query of the prefix cache, and a prompt token is one of either."""
+    hits, computed = snap.values.get("prefix_hits"), snap.values.get("prompt_tokens")
+    if hits is not None and computed is not None:
+        snap.values["prefix_queries"] = snap.values["prompt_tokens"] = computed + hits
 
 
 _START_RE = re.compile(r"^process_start_time_seconds(?:\{[^\n]*\})? ([0-9.eE+-]+)$", re.M)
