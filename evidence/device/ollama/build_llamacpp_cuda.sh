@@ -5,7 +5,7 @@
 # the CPU comparison of issue 36); the CUDA 13.0 toolchain comes from PyPI's nvidia-* wheels, matching
 # the device's driver (580, CUDA 13.0) and its PyTorch (2.11+cu130), whose libcudart/libcublas it loads.
 #
-#   bash evidence/device/ollama/build_llamacpp_cuda.sh      # ~70 min on 2 cores -> .gpu/llamacpp-cuda/
+#   bash evidence/device/ollama/build_llamacpp_cuda.sh      # ~30 min on 2 cores -> .gpu/llamacpp-cuda/{a,b}
 #
 # Only Hopper's SASS is built (CMAKE_CUDA_ARCHITECTURES=90), FlashAttention kernels included (llama.cpp's
 # default). Linking needs the driver library, which has no GPU-less package: a stub libcuda.so.1 that
@@ -50,4 +50,7 @@ cp -P "$W"/build/bin/lib*.so* "$W/pack/lib/" 2>/dev/null || cp -P "$W"/build/*/l
 strip --strip-unneeded "$W"/pack/bin/* "$W"/pack/lib/*.so* 2>/dev/null || true
 tar -C "$W/pack" -czf "$OUTD/llamacpp-cuda.tar.gz" bin lib
 (cd "$OUTD" && sha256sum llamacpp-cuda.tar.gz > llamacpp-cuda.sha256)
-ls -la "$OUTD"
+# ~47 MB: two parts, each small enough to ride in a 64 MiB carry beside the tracked files
+(cd "$OUTD" && split -n 2 -d -a 1 llamacpp-cuda.tar.gz llamacpp-cuda.part && mkdir -p a b \
+  && mv llamacpp-cuda.part0 llamacpp-cuda.sha256 a/ && mv llamacpp-cuda.part1 b/ && rm llamacpp-cuda.tar.gz)
+du -sh "$OUTD"/a "$OUTD"/b

@@ -16,7 +16,7 @@
 #   phase 2 (the next call, while warm): concurrency 8 on both shapes (agents with sub-agents), stop.
 # Stage (here): gpu-lab's vLLM 0.22.0 in 38 MB parts (evidence/plan/families/stage_vllm.sh 0.22.0) and
 # bash evidence/device/ollama/build_llamacpp_cuda.sh; carry .gpu/vllm-0.22.0/p1..p7, then .gpu/p/c6a with
-# .gpu/llamacpp-cuda, then .gpu/p/c6b + device_install_vllm.sh 0.22.0, then:
+# .gpu/llamacpp-cuda/a, then .gpu/llamacpp-cuda/b, then .gpu/p/c6b + device_install_vllm.sh 0.22.0, then:
 #   run  bash evidence/device/ollama/compare_gpu_h200.sh 1      (then 2)
 # Each phase returns $OUT/ollama-gpu-N.tar.gz (logs, results, metrics) and prints its summary.
 set -uo pipefail
@@ -58,6 +58,7 @@ compare() {  # NAME PORT_A PORT_B CONCURRENCY PROMPTS
 
 if [ "$PHASE" = 1 ]; then
   stamp "llama.cpp's CUDA build"
+  cat /root/stash/llamacpp-cuda.part0 /root/stash/llamacpp-cuda.part1 > /root/stash/llamacpp-cuda.tar.gz
   (cd /root/stash && sha256sum -c llamacpp-cuda.sha256) || exit 1
   rm -rf $L && mkdir -p $L && tar -C $L -xzf /root/stash/llamacpp-cuda.tar.gz
   "$L/bin/llama-server" --version > "$D/llamacpp-version.txt" 2>&1
