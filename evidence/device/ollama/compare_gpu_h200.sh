@@ -14,13 +14,15 @@
 # shared by sessions of 4 turns (128 tokens in, 64 out a turn), temperature 0, ignore_eos.
 #   phase 1 (one call, ~8 min): install, GGUFs, four servers, concurrency 1 on both shapes.
 #   phase 2 (the next call, while warm): concurrency 8 on both shapes (agents with sub-agents), stop.
+#   phase 3 (its own staging, ~7 min): Qwen3-8B alone, long sessions (8 turns of 1,024 tokens in, 128
+#   out), one at a time: how each engine's time to first token grows with a session's history.
 # Stage (here): gpu-lab's vLLM 0.22.0 in 38 MB parts (evidence/plan/families/stage_vllm.sh 0.22.0) and
 # bash evidence/device/ollama/build_llamacpp_cuda.sh; carry .gpu/vllm-0.22.0/p1..p7, then .gpu/p/c6a with
 # .gpu/llamacpp-cuda/a, then .gpu/llamacpp-cuda/b, then .gpu/p/c6b + device_install_vllm.sh 0.22.0, then:
 #   run  bash evidence/device/ollama/compare_gpu_h200.sh 1      (then 2)
 # Each phase returns $OUT/ollama-gpu-N.tar.gz (logs, results, metrics) and prints its summary.
 set -uo pipefail
-PHASE=${1:?usage: compare_gpu_h200.sh 1|2}
+PHASE=${1:?usage: compare_gpu_h200.sh 1|2|3}
 ls /tmp/site/.done >/dev/null 2>&1 || { echo COLD; exit 3; }
 T0=$(date +%s); stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 OUT=${OUT:-/tmp/ollama-gpu-out}; D=/root/ollama-gpu; mkdir -p "$D" "$OUT"
@@ -44,19 +46,19 @@ llama_up() {  # NAME PORT: llama-server on the GPU, in its own session, until /h
   tail -30 "$D/llamacpp-$1.log"; return 1
 }
 
-compare() {  # NAME PORT_A PORT_B CONCURRENCY PROMPTS
-  local tag=$1-c$4
+compare() {  # NAME PORT_A PORT_B CONCURRENCY PROMPTS (INPUT_LEN, OUTPUT_LEN, TURNS, TAG: phase 3's)
+  local tag=$1-c$4${TAG:+-$TAG}
   curl -s -m 5 "http://127.0.0.1:$3/metrics" > "$D/llamacpp-metrics-$tag-before.txt"
   timeout 330 python3 -m llmdeck bench --compare "http://127.0.0.1:$2" "http://127.0.0.1:$3" \
-    --tokenizer "/root/models/$1" --prefix-len 4096 --input-len 128 --output-len 64 --num-prompts "$5" \
-    --num-turns 4 --max-concurrency "$4" --repeat 2 --temperature 0 --timeout-total 300 \
+    --tokenizer "/root/models/$1" --prefix-len 4096 --input-len "${INPUT_LEN:-128}" --output-len "${OUTPUT_LEN:-64}" \
+    --num-prompts "$5" --num-turns "${TURNS:-4}" --max-concurrency "$4" --repeat 2 --temperature 0 --timeout-total 300 \
     --out "$D/compare-$tag.json" > "$D/compare-$tag.txt" 2>&1
   echo "bench --compare exit $?" >> "$D/compare-$tag.txt"
   curl -s -m 5 "http://127.0.0.1:$3/metrics" > "$D/llamacpp-metrics-$tag-after.txt"
   stamp "$tag done"; tail -24 "$D/compare-$tag.txt"
 }
 
-if [ "$PHASE" = 1 ]; then
+setup() {  # SHAPES: llama.cpp unpacked, model folders, GGUFs, vLLM and llama-server up, warmed
   stamp "llama.cpp's CUDA build"
   cat /root/stash/llamacpp-cuda.part0 /root/stash/llamacpp-cuda.part1 > /root/stash/llamacpp-cuda.tar.gz
   (cd /root/stash && sha256sum -c llamacpp-cuda.sha256) || exit 1
@@ -69,19 +71,19 @@ if [ "$PHASE" = 1 ]; then
   mkdir -p /root/models/qwen3-8b && cp /root/models/qwen3-0.6b/tokenizer* /root/models/qwen3-8b/
   python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c.pop('rope_scaling'); json.dump(c, open(sys.argv[2],'w'), indent=1)" \
     evidence/plan/families/configs/qwen3-8b-yarn4/config.json /root/models/qwen3-8b/config.json
-  for s in $SHAPES; do  # the GGUFs while vLLM starts
+  for s in $1; do  # the GGUFs while vLLM starts
     IFS=: read -r name _ _ _ <<< "$s"
     (python3 tests/gguf_tiny.py "/root/models/$name" "/root/$name.f16.gguf" --random > "$D/gguf-$name.txt" 2>&1; \
      echo "exit $? at $(( $(date +%s) - T0 )) s" >> "$D/gguf-$name.txt") &
   done
   stamp "vLLM: both shapes at once (compiled, prefix caching, 16,384 tokens)"
-  for s in $SHAPES; do
+  for s in $1; do
     IFS=: read -r name pa _ util <<< "$s"
     OUT= bash .gpu/bin/device-serve.sh "$name" "$pa" -- --max-model-len 16384 --enable-prefix-caching \
       --gpu-memory-utilization "$util" > "$D/serve-vllm-$name.txt" 2>&1 &
   done
   wait
-  for s in $SHAPES; do
+  for s in $1; do
     IFS=: read -r name pa pb _ <<< "$s"
     cat "$D/serve-vllm-$name.txt" "$D/gguf-$name.txt"
     grep -q "^ready after" "$D/serve-vllm-$name.txt" || { stamp "vLLM $name failed"; exit 1; }
@@ -95,9 +97,19 @@ if [ "$PHASE" = 1 ]; then
   done
   nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv > "$D/nvidia-smi.txt"
   cat "$D/nvidia-smi.txt"
+}
+
+if [ "$PHASE" = 1 ]; then
+  setup "$SHAPES" || exit 1
   compare qwen3-0.6b 8000 8081 1 12
   compare qwen3-8b 8001 8082 1 12
   for s in $SHAPES; do IFS=: read -r name pa _ _ <<< "$s"; cp "/root/vllm-$name-$pa.log" "$D/vllm-$name.log"; done
+elif [ "$PHASE" = 3 ]; then  # long sessions: 8 turns of 1,024 tokens in and 128 out, one at a time
+  rm -rf "$D" && mkdir -p "$D" && setup "qwen3-8b:8001:8082:0.35" || exit 1
+  INPUT_LEN=1024 OUTPUT_LEN=128 TURNS=8 TAG=long compare qwen3-8b 8001 8082 1 24
+  cp /root/vllm-qwen3-8b-8001.log "$D/vllm-qwen3-8b.log"
+  bash .gpu/bin/device-stop.sh qwen3-8b 8001 > /dev/null 2>&1
+  kill -- -"$(cat "$D/llamacpp-qwen3-8b.pid")" 2>/dev/null
 else
   compare qwen3-8b 8001 8082 8 64
   compare qwen3-0.6b 8000 8081 8 64

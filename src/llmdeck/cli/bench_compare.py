@@ -139,13 +139,9 @@ def report_versus(path: Path, json_out: bool) -> None:
 
 
 def is_versus_file(path: Path) -> bool:
-    """A comparison's result file (its kind, near the top)."""
+    """A comparison's result file, gzipped or not (its kind, near the top; a FIFO or a device is not
+    opened blocking: the reader then names it)."""
     from llmdeck.bench.versus import VERSUS_KIND
-    from llmdeck.util.localfile import read_regular
-    from llmdeck.util.owned import json_kind_is
+    from llmdeck.util.kindsniff import has_kind
 
-    try:  # a FIFO or a device is not opened blocking: the reader below then names it
-        head = read_regular(path, 4096, head=True)
-    except OSError:
-        return False
-    return json_kind_is(VERSUS_KIND)(head)
+    return has_kind(path, VERSUS_KIND)
