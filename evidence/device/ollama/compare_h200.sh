@@ -5,7 +5,8 @@
 # workload: one long system prompt (4096 tokens) shared by multi-turn sessions, ABBA rounds, one result
 # with each metric's ratio. Seed 000 measured Ollama 2-4 s TTFT against vLLM 0.12 s (prefix cache hit).
 #
-# The llama.cpp build is the CPU one: gpu-lab's wheels (../shared/gpu-lab/requirements-device.txt) hold
+# (Superseded for the engine-for-engine figure by compare_gpu_h200.sh: llama.cpp's CUDA server, built here by
+# build_llamacpp_cuda.sh; results in gpu/.) The llama.cpp build is the CPU one: gpu-lab's wheels (../shared/gpu-lab/requirements-device.txt) hold
 # no llama.cpp, PyPI ships llama-cpp-python as an sdist only (no CUDA wheel), and the device reaches no
 # registry to build one. So side B runs on the host's CPU cores while side A runs on the GPU: the ratio
 # measures "vLLM with prefix caching on the GPU" against "llama.cpp without a GPU", not the engines alone.
