@@ -109,3 +109,31 @@ def test_report_of_another_commands_result_names_its_writer(
     words = " ".join(err.split())
     assert code == 2 and "`llmdeck check --json` wrote it" in words
     assert "reads the results of bench, bench --compare, eval and tune" in words
+
+
+def test_multi_turn_comparisons_show_the_first_and_last_turns_ttft() -> None:
+    """The H200's long sessions (evidence/device/ollama/gpu/long/): llama.cpp's time to first token grows
+    with a session's history while vLLM's stays flat; the table now says so in two rows of its own."""
+    import gzip
+    import json
+
+    from llmdeck.bench.versus import VersusResult, compute_rows
+    from repo_paths import ROOT
+
+    path = ROOT / "evidence/device/ollama/gpu/long/compare-qwen3-8b-c1-long.json.gz"
+    whole = VersusResult.model_validate(json.loads(gzip.decompress(path.read_bytes())))
+    rows = {r.metric: r for r in compute_rows(whole.a.result, whole.b.result)}
+    first, last = rows["median TTFT, first turn"], rows["median TTFT, last turn"]
+    assert first.a is not None and first.b is not None and last.a is not None and last.b is not None
+    assert round(first.a) == 82 and round(first.b) == 122 and round(last.a) == 124 and round(last.b) == 1620
+    assert [r.metric for r in compute_rows(whole.a.result, whole.b.result)][3:5] == [
+        "median TTFT, first turn",
+        "median TTFT, last turn",
+    ]
+
+
+def test_single_turn_comparisons_have_no_turn_rows() -> None:
+    from llmdeck.bench.versus import compute_rows
+
+    rows = compute_rows(_result([100, 140], 80.0), _result([2000], None))  # type: ignore[arg-type]
+    assert not any("turn" in r.metric for r in rows)

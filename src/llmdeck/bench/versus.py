@@ -111,6 +111,28 @@ METRICS: list[tuple[str, str, Callable[[ScenarioResult], float | None]]] = [
 ]
 
 
+def _turn_ttft(last: bool) -> Callable[[ScenarioResult], float | None]:
+    """Median TTFT (ms) of the sessions' first turn, or of their last: how an engine's time to first
+    token follows a session's history (a prefix cache that keeps every session stays flat)."""
+
+    def get(sr: ScenarioResult) -> float | None:
+        turns = [r.turn for r in sr.requests if r.turn is not None]
+        if not turns or max(turns) == 0:
+            return None
+        want = max(turns) if last else 0
+        got = [1000 * r.ttft for r in sr.requests if r.ok and r.turn == want and r.ttft is not None]
+        return statistics.median(got) if got else None
+
+    return get
+
+
+# Shown only for multi-turn workloads (in `bench --compare` tables after the median TTFT).
+TURN_METRICS: list[tuple[str, str, Callable[[ScenarioResult], float | None]]] = [
+    ("median TTFT, first turn", "ms", _turn_ttft(last=False)),
+    ("median TTFT, last turn", "ms", _turn_ttft(last=True)),
+]
+
+
 def _median(values: list[float | None]) -> float | None:
     got = [v for v in values if v is not None]
     return statistics.median(got) if got else None
@@ -118,7 +140,9 @@ def _median(values: list[float | None]) -> float | None:
 
 def compute_rows(a: BenchResult, b: BenchResult) -> list[VersusRow]:
     rows = []
-    for name, unit, get in METRICS:
+    multi_turn = any(r.turn for sr in [*a.scenarios, *b.scenarios] for r in sr.requests)
+    metrics = [*METRICS[:3], *TURN_METRICS, *METRICS[3:]] if multi_turn else METRICS
+    for name, unit, get in metrics:
         a_runs = [get(sr) for sr in a.scenarios]
         b_runs = [get(sr) for sr in b.scenarios]
         ma, mb = _median(a_runs), _median(b_runs)
