@@ -17,6 +17,7 @@ SAMPLE_NAMES: dict[str, tuple[str, ...]] = {
     "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred"),
     "kv_usage": ("vllm:kv_cache_usage_perc", "sglang:token_usage", "llamacpp:kv_cache_usage_ratio"),
     "prefix_queries": ("vllm:prefix_cache_queries_total",),
+    # llama.cpp: the prompt tokens its prompt cache served (see _cached_apart)
     "prefix_hits": ("vllm:prefix_cache_hits_total", "llamacpp:prompt_tokens_cached_total"),
     "cache_hit_rate": ("sglang:cache_hit_rate",),
     "preemptions": ("vllm:num_preemptions_total",),
@@ -78,12 +79,15 @@ def parse_metrics(text: str, t: float = 0.0) -> MetricsSnapshot:
                 if snap.engine is None:
                     snap.engine = name.split(":", 1)[0]
                 break
-    if snap.engine == "llamacpp":
-        _llamacpp_prompt_cache(snap)
+    if _CACHED_APART in sums:
+        _cached_apart(snap)
     return snap
 
 
-def _llamacpp_prompt_cache(snap: MetricsSnapshot) -> None:
+_CACHED_APART = "llamacpp:prompt_tokens_cached_total"
+
+
+def _cached_apart(snap: MetricsSnapshot) -> None:
     """llama.cpp counts the prompt tokens it computed (``prompt_tokens_total``, "excluding cached
     tokens") apart from those its prompt cache served (``prompt_tokens_cached_total``): as vLLM counts
     them, every prompt token is a query of the prefix cache, and a prompt token is one of either."""
