@@ -8,7 +8,7 @@
 # float16 GGUF for llama.cpp (tests/gguf_tiny.py --random) and bf16 dummy weights for vLLM. Each side
 # keeps its own defaults except what the comparison needs: vLLM compiled with prefix caching, a share of
 # the GPU, 16,384 tokens; llama-server with every layer on the GPU (-ngl 999), 32,768 tokens of context
-# for its slots, /metrics on; its slot count, prompt cache, FlashAttention are its defaults (logged).
+# for its slots, /metrics on; its slot count (logged), prompt cache and FlashAttention are its defaults.
 #
 # Workload: `llmdeck bench --compare`, ABBA rounds, seed 000's agent sessions: a 4,096-token system prompt
 # shared by sessions of 4 turns (128 tokens in, 64 out a turn), temperature 0, ignore_eos.
