@@ -137,3 +137,20 @@ def test_single_turn_comparisons_have_no_turn_rows() -> None:
 
     rows = compute_rows(_result([100, 140], 80.0), _result([2000], None))  # type: ignore[arg-type]
     assert not any("turn" in r.metric for r in rows)
+
+
+def test_a_multi_turn_bench_prints_its_ttft_by_turn() -> None:
+    """`bench`'s details (and `report`'s) of a multi-turn run: a line of median TTFT per turn."""
+    import gzip
+    import json
+
+    from llmdeck.bench.tables import detail_lines
+    from llmdeck.bench.versus import VersusResult
+    from repo_paths import ROOT
+
+    path = ROOT / "evidence/device/ollama/gpu/long/compare-qwen3-8b-c1-long.json.gz"
+    whole = VersusResult.model_validate(json.loads(gzip.decompress(path.read_bytes())))
+    lines = [x for x in detail_lines(whole.b.result) if "median TTFT by turn" in x]
+    assert lines and lines[0].strip().startswith("median TTFT by turn: 1: 127ms · 2: 188ms")
+    assert lines[0].endswith("8: 1.76s")
+    assert not [x for x in detail_lines(_result([100], None)) if "by turn" in x]  # type: ignore[arg-type]

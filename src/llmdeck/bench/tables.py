@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from llmdeck.bench.repeats import summarize_repeats
 from llmdeck.bench.result_schema import BenchResult, RepeatSummary, ScenarioResult, Stats
+from llmdeck.bench.turns import ttft_by_turn
 from llmdeck.util.redact import redact_url
 from llmdeck.util.safetext import markup_data
 
@@ -130,6 +131,10 @@ def detail_lines(result: BenchResult) -> list[str]:
             f"mean E2EL {fmt_ms(_mean(m.e2el_ms))}, "
             f"client queue mean {fmt_ms(_mean(m.queue_time_ms))} (not in TTFT)"
         )
+        by_turn = ttft_by_turn(sr)
+        if by_turn:
+            turns = " · ".join(f"{t + 1}: {fmt_ms(ms)}" for t, ms in by_turn.items())
+            lines.append(f"  median TTFT by turn: {turns}")
         s = sr.server_metrics
         if s is None or s.samples == 0:
             lines.append(f"  server: {(s.note if s else None) or 'not sampled'}")

@@ -112,16 +112,12 @@ METRICS: list[tuple[str, str, Callable[[ScenarioResult], float | None]]] = [
 
 
 def _turn_ttft(last: bool) -> Callable[[ScenarioResult], float | None]:
-    """Median TTFT (ms) of the sessions' first turn, or of their last: how an engine's time to first
-    token follows a session's history (a prefix cache that keeps every session stays flat)."""
+    """Median TTFT (ms) of the sessions' first turn, or of their last (bench/turns.py)."""
+    from llmdeck.bench.turns import ttft_by_turn
 
     def get(sr: ScenarioResult) -> float | None:
-        turns = [r.turn for r in sr.requests if r.turn is not None]
-        if not turns or max(turns) == 0:
-            return None
-        want = max(turns) if last else 0
-        got = [1000 * r.ttft for r in sr.requests if r.ok and r.turn == want and r.ttft is not None]
-        return statistics.median(got) if got else None
+        by_turn = ttft_by_turn(sr)
+        return (by_turn[max(by_turn)] if last else by_turn.get(0)) if by_turn else None
 
     return get
 
