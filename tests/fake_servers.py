@@ -15,7 +15,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from repo_paths import TEST_FIXTURES
+
 MODELS_OK = {"object": "list", "data": [{"id": "fake", "object": "model", "max_model_len": 4096}]}
+LLAMACPP_PAGES = {"/props": "props.json", "/v1/models": "models.json"}
 HOSTILE_ID = "x$(touch /tmp/llmdeck-pwned);y\x1b[31m`id`"
 
 
@@ -175,6 +178,12 @@ FAKES: dict[str, Callable[[socket.socket, str], None]] = {
     ),
     # a context length no server has: -5 tokens
     "fake_bad_context_server": _health_ok_else(_models({"data": [{"id": "fake", "max_model_len": -5}]})),
+    # llama-server's /props (tests/fixtures/llamacpp/props.json, real) and its 404 for vLLM's /version
+    "fake_llamacpp_props_server": lambda c, p: (
+        _reply(c, 200, (TEST_FIXTURES / "llamacpp" / LLAMACPP_PAGES[p]).read_bytes())
+        if p in LLAMACPP_PAGES
+        else _json(c, 404, {"error": {"message": "File Not Found", "type": "not_found_error", "code": 404}})
+    ),
     # answers /v1/models well, fails everything else: for input errors found after the first question
     "fake_models_only_server": _health_ok_else(
         lambda c, p: _json(c, 200, MODELS_OK) if p.startswith("/v1/models") else _json(c, 500, {})

@@ -154,3 +154,31 @@ def test_a_multi_turn_bench_prints_its_ttft_by_turn() -> None:
     assert lines and lines[0].strip().startswith("median TTFT by turn: 1: 127ms · 2: 188ms")
     assert lines[0].endswith("8: 1.76s")
     assert not [x for x in detail_lines(_result([100], None)) if "by turn" in x]  # type: ignore[arg-type]
+
+
+def test_a_llamacpp_servers_build_is_its_version() -> None:
+    """llama-server has no /version; its /props names the build (real pages: tests/fixtures/llamacpp/),
+    which bench records as the server's version when /v1/models says llamacpp owns the model (it was
+    "not reported"); a server with neither stays None, and no other server is asked for /props."""
+    import asyncio
+
+    from fake_servers import running
+    from llmdeck.bench.result_schema import TargetInfo
+    from llmdeck.bench.runner import probe_target
+    from llmdeck.client import OpenAIClient
+
+    async def probe(url: str) -> tuple[str | None, str | None]:
+        target = TargetInfo(base_url=url, model="")
+        async with OpenAIClient(url) as client:
+            await probe_target(client, target)
+            return target.model, target.server_version
+
+    with running("fake_llamacpp_props_server") as url:
+        assert asyncio.run(probe(url)) == ("tiny", "llama.cpp b1-0c1e570")
+
+    async def build(url: str) -> str | None:
+        async with OpenAIClient(url) as client:
+            return await client.llamacpp_build()
+
+    with running("fake_404_server") as url:
+        assert asyncio.run(build(url)) is None

@@ -101,7 +101,7 @@ def test_view_model_of_a_real_sweep() -> None:
         assert len(sv.ttft_series.x) == sr.metrics.completed and sv.tps_series.x
         assert sv.timeline is not None and sv.timeline.server_t and sv.timeline.host_t
         assert not sv.missing
-    assert view.env["vLLM version"] == "0.32.0" and "--max-num-seqs 16" in view.env["Server flags"]
+    assert view.env["Server version"] == "0.32.0" and "--max-num-seqs 16" in view.env["Server flags"]
 
 
 def test_seeds_suite_page_is_the_seeds_table_with_plots_one_click_away() -> None:
@@ -269,7 +269,7 @@ def test_comparison_of_two_real_results_deltas_ranges_and_env_diff() -> None:
     env = {r.key: r for r in cmp.env}
     assert env["Server flags"].differs and "--max-num-seqs 16" in env["Server flags"].values[0]
     assert "--max-num-seqs 2" in env["Server flags"].values[1]
-    assert not env["vLLM version"].differs and not env["Model"].differs and not env["GPU"].differs
+    assert not env["Server version"].differs and not env["Model"].differs and not env["GPU"].differs
     assert len(cmp.scenarios) == 1
     rows = {r.metric: r for r in cmp.scenarios[0].rows}
     ttft = rows["Mean TTFT"]

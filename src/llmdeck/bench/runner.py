@@ -158,6 +158,8 @@ async def probe_target(client: OpenAIClient, target: TargetInfo) -> None:
         if isinstance(root, str) and Path(root).expanduser().is_dir():
             target.tokenizer = root
     target.server_version = await client.version()
+    if target.server_version is None and entry.get("owned_by") == "llamacpp":  # llama-server: no /version
+        target.server_version = await client.llamacpp_build()
     target.server_started_at = await _server_started_at(client)
 
 

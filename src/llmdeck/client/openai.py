@@ -343,12 +343,22 @@ class OpenAIClient:
 
     async def version(self) -> str | None:
         """The server's version from ``GET /version`` (vLLM), or None."""
+        return await self._version_field("/version", "version")
+
+    async def llamacpp_build(self) -> str | None:
+        """llama-server's build from ``GET /props`` (it has no /version), as ``llama.cpp BUILD``, or None."""
+        build = await self._version_field("/props", "build_info")
+        return f"llama.cpp {build}" if build else None
+
+    async def _version_field(self, path: str, key: str) -> str | None:
         try:
-            data = await self._json("GET", "/version")
+            data = await self._json("GET", path)
         except ClientEndpointError:
             return None
-        v = data.get("version") if isinstance(data, dict) else None
-        return str(v) if v is not None else None
+        v = data.get(key) if isinstance(data, dict) else None
+        if isinstance(v, str | int | float) and not isinstance(v, bool) and str(v).strip():
+            return str(v).strip()[:80]
+        return None
 
     async def metrics_text(self) -> str | None:
         """The Prometheus text of ``GET /metrics``, or None when the server has none (404)."""

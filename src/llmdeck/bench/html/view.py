@@ -314,7 +314,7 @@ def environment(result: BenchResult) -> dict[str, str]:
     env = {
         "Model": t.model,
         "Server": t.base_url + (f" ({t.server_name})" if t.server_name else ""),
-        "vLLM version": t.server_version or "not reported",
+        "Server version": t.server_version or "not reported",
         "Server flags": shlex.join(t.server_args)
         if t.server_args
         else "not recorded (server not started by llmdeck)",
