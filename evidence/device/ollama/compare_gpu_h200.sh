@@ -17,8 +17,10 @@
 #   phase 3 (its own staging, ~7 min): Qwen3-8B alone, long sessions (8 turns of 1,024 tokens in, 128
 #   out), one at a time: how each engine's time to first token grows with a session's history.
 # Stage (here): gpu-lab's vLLM 0.22.0 in 38 MB parts (evidence/plan/families/stage_vllm.sh 0.22.0) and
-# bash evidence/device/ollama/build_llamacpp_cuda.sh; carry .gpu/vllm-0.22.0/p1..p7, then .gpu/p/c6a with
-# .gpu/llamacpp-cuda/a, then .gpu/llamacpp-cuda/b, then .gpu/p/c6b + device_install_vllm.sh 0.22.0, then:
+# bash evidence/device/ollama/build_llamacpp_cuda.sh; carry .gpu/vllm-0.22.0/p1..p7, .gpu/p/c6a,
+# .gpu/llamacpp-cuda/a, .gpu/llamacpp-cuda/b (each alone: c6a with a part went over 64 MiB once the tree had
+# grown by these results, and a refused carry leaves the rest of the install without its wheels), then
+# .gpu/p/c6b + device_install_vllm.sh 0.22.0, then:
 #   run  bash evidence/device/ollama/compare_gpu_h200.sh 1      (then 2)
 # Each phase returns $OUT/ollama-gpu-N.tar.gz (logs, results, metrics) and prints its summary.
 set -uo pipefail
