@@ -33,6 +33,7 @@ from llmdeck.bench.result_schema import (
     TargetInfo,
 )
 from llmdeck.bench.runner import BenchOptions, Progress, ResultWriter, new_result, probe_target
+from llmdeck.bench.turns import ttft_by_turn
 
 VERSUS_SCHEMA_VERSION = 1
 VERSUS_KIND = "llmdeck.bench.versus"
@@ -113,7 +114,6 @@ METRICS: list[tuple[str, str, Callable[[ScenarioResult], float | None]]] = [
 
 def _turn_ttft(last: bool) -> Callable[[ScenarioResult], float | None]:
     """Median TTFT (ms) of the sessions' first turn, or of their last (bench/turns.py)."""
-    from llmdeck.bench.turns import ttft_by_turn
 
     def get(sr: ScenarioResult) -> float | None:
         by_turn = ttft_by_turn(sr)
@@ -136,7 +136,7 @@ def _median(values: list[float | None]) -> float | None:
 
 def compute_rows(a: BenchResult, b: BenchResult) -> list[VersusRow]:
     rows = []
-    multi_turn = any(r.turn for sr in [*a.scenarios, *b.scenarios] for r in sr.requests)
+    multi_turn = any(ttft_by_turn(sr) for sr in [*a.scenarios, *b.scenarios])
     metrics = [*METRICS[:3], *TURN_METRICS, *METRICS[3:]] if multi_turn else METRICS
     for name, unit, get in metrics:
         a_runs = [get(sr) for sr in a.scenarios]

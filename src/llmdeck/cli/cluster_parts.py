@@ -33,6 +33,7 @@ def request(values: dict[str, Any]) -> Any:
     from llmdeck.cluster.netenv import NetSpec, validate_link_names
     from llmdeck.cluster.run import ClusterRequest
     from llmdeck.errors import UsageError
+    from llmdeck.formats.result_file import first_problem
     from llmdeck.util.hfpaths import default_hf_home
     from llmdeck.util.net import validate_host
 
@@ -72,10 +73,9 @@ def request(values: dict[str, Any]) -> Any:
             timeout=values["timeout"],
         )
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(x) for x in first["loc"])
-        msg = str(first["msg"]).removeprefix("Value error, ")
-        raise UsageError(f"Invalid option {where}: {msg}.", hint="See llmdeck cluster up --help.") from exc
+        raise UsageError(
+            f"Invalid option {first_problem(exc)}.", hint="See llmdeck cluster up --help."
+        ) from exc
 
 
 def _object_store_bytes(values: dict[str, Any]) -> int:

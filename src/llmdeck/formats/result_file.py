@@ -50,7 +50,7 @@ def first_problem(exc: ValidationError) -> str:
     """``where: what`` of a validation error's first problem, for a one-line message."""
     first = exc.errors()[0]
     where = ".".join(str(x) for x in first.get("loc", ()))
-    return f"{where}: {first.get('msg')}"
+    return f"{where}: {str(first.get('msg')).removeprefix('Value error, ')}"
 
 
 def load_versioned(path: Path, model: type[M], kind: str, version: int, noun: str, command: str) -> M:
