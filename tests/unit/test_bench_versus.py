@@ -182,3 +182,25 @@ def test_a_llamacpp_servers_build_is_its_version() -> None:
 
     with running("fake_404_server") as url:
         assert asyncio.run(build(url)) is None
+
+
+def test_a_hostile_server_version_prints_as_data() -> None:
+    """A peer's /props build (or model id) with terminal escapes and $(...) is shown, never obeyed."""
+    import gzip
+    import io
+    import json
+
+    from rich.console import Console
+
+    from llmdeck.bench.versus import VersusResult
+    from llmdeck.cli.bench_compare import render_versus
+    from repo_paths import ROOT
+
+    path = ROOT / "evidence/device/ollama/gpu/compare-qwen3-8b-c1.json.gz"
+    whole = VersusResult.model_validate(json.loads(gzip.decompress(path.read_bytes())))
+    whole.b.result.target.server_version = "llama.cpp \x1b[2J[bold]$(reboot)"
+    whole.b.result.target.model = "m\x1b]0;owned\x07"
+    buf = io.StringIO()
+    render_versus(whole, Console(file=buf, force_terminal=False, width=200))
+    out = buf.getvalue()
+    assert "\x1b" not in out and "\x07" not in out and "$(reboot)" in out and "[bold]" in out

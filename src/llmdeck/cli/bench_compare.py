@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rich.markup import escape
-
 from llmdeck.cli.output import err_console, out_console, print_json
 from llmdeck.util.redact import redact_url
+from llmdeck.util.safetext import markup_data
 
 COMPARE_DEFAULT_WORKLOAD = "agent-sessions"
 
@@ -50,9 +49,9 @@ def run_compare(
     options = build_options(req, out_path=out_path, api_key=api_key)
     console = err_console()
     console.print(
-        f"[dim]comparing A={escape(targets[0].base_url)} and B={escape(targets[1].base_url)}: "
-        f"{len(specs)} rounds of {escape(specs[0].label())}, ABBA order; result file: "
-        f"{escape(str(out_path))}[/]",
+        f"[dim]comparing A={markup_data(targets[0].base_url)} and B={markup_data(targets[1].base_url)}: "
+        f"{len(specs)} rounds of {markup_data(specs[0].label())}, ABBA order; result file: "
+        f"{markup_data(str(out_path))}[/]",
         highlight=False,
     )
     with RichProgress(console) as progress:
@@ -61,7 +60,7 @@ def run_compare(
         print_json(whole)
     else:
         render_versus(whole, out_console())
-        console.print(f"[dim]result: {escape(str(out_path))}[/]", highlight=False)
+        console.print(f"[dim]result: {markup_data(str(out_path))}[/]", highlight=False)
     _fail_if_nothing(whole, out_path)
 
 
@@ -100,17 +99,18 @@ def render_versus(whole: Any, console: Any) -> None:
         engine = side.engine or "not reported (no /metrics)"
         url = redact_url(side.url)  # a file edited by hand or written by an older llmdeck may hold one
         console.print(
-            f"[bold]{side.label}[/] {escape(url)}  engine {escape(engine)}, model {escape(t.model)}"
-            + (f", server {escape(t.server_version)}" if t.server_version else "")
+            f"[bold]{side.label}[/] {markup_data(url)}  engine {markup_data(engine)}, "
+            f"model {markup_data(t.model)}"
+            + (f", server {markup_data(t.server_version)}" if t.server_version else "")
         )
         for s in side.ollama[-1:]:
             console.print(
-                f"    Ollama /api/ps after {escape(s.after)}: {s.bytes / 2**30:.2f} GiB held "
-                f"({s.vram_bytes / 2**30:.2f} GiB on the GPU) by {escape(', '.join(s.models) or 'none')}"
+                f"    Ollama /api/ps after {markup_data(s.after)}: {s.bytes / 2**30:.2f} GiB held "
+                f"({s.vram_bytes / 2**30:.2f} GiB on the GPU) by {markup_data(', '.join(s.models) or 'none')}"
             )
     workload = whole.workload.model_copy(update={"repeat": None}).label()
     table = Table(
-        title=f"{escape(workload)}: {whole.rounds} rounds ({' '.join(whole.order)}), medians",
+        title=f"{markup_data(workload)}: {whole.rounds} rounds ({' '.join(whole.order)}), medians",
         show_header=True,
         header_style="bold",
     )
@@ -121,7 +121,7 @@ def render_versus(whole: Any, console: Any) -> None:
         table.add_row(f"{row.metric} ({row.unit})", _fmt(row.a, row.unit), _fmt(row.b, row.unit), ratio)
     console.print(table)
     if whole.status != "complete":
-        console.print(f"[yellow]status: {escape(whole.status)} {escape(whole.error or '')}[/]")
+        console.print(f"[yellow]status: {markup_data(whole.status)} {markup_data(whole.error or '')}[/]")
 
 
 def report_versus(path: Path, json_out: bool) -> None:
