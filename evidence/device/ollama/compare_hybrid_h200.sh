@@ -22,8 +22,11 @@
 #   python evidence/device/ollama/hybrid_gguf.py skeleton MODEL_DIR .gpu/hybrid/qwen3.6-35b-a3b-q4 LLAMA_CPP
 #   (MODEL_DIR: the config + .gpu/tok-qwen3_5) and gzip -9 the .skel; carry .gpu/hybrid with c6a, then:
 #   run  bash evidence/device/ollama/compare_hybrid_h200.sh 1      (then 2), carry .gpu/bin
+#   phase 3 (its own staging; one call a vLLM configuration, ~5 min): vLLM alone, phase 1-2's flags plus
+#     the given ones, `llmdeck bench` (2 runs) on the short and the long sessions, one at a time:
+#   run  bash evidence/device/ollama/compare_hybrid_h200.sh 3 fp8kv --kv-cache-dtype fp8   (then 3 bf16kv)
 set -uo pipefail
-PHASE=${1:?usage: compare_hybrid_h200.sh 1|2}
+PHASE=${1:?usage: compare_hybrid_h200.sh 1|2|3 TAG [vllm flags]}
 ls /tmp/site/.done >/dev/null 2>&1 || { echo COLD; exit 3; }
 T0=$(date +%s); stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 OUT=${OUT:-/tmp/hybrid-out}; D=/root/hybrid; mkdir -p "$D" "$OUT"
@@ -84,7 +87,28 @@ setup() {
   cat "$D/nvidia-smi.txt"
 }
 
-if [ "$PHASE" = 1 ]; then
+vllm_alone() {  # TAG [flags]: vLLM with phase 1's flags plus FLAGS, both session workloads, stopped
+  local tag=$1; shift
+  bash .gpu/bin/device-stop.sh $M $PA > /dev/null 2>&1
+  OUT= bash .gpu/bin/device-serve.sh $M $PA -- --language-model-only --gdn-prefill-backend triton \
+    --max-model-len 32768 --enable-prefix-caching --gpu-memory-utilization 0.78 "$@" > "$D/serve-vllm-$tag.txt" 2>&1
+  cat "$D/serve-vllm-$tag.txt"; grep -q "^ready after" "$D/serve-vllm-$tag.txt" || { stamp "vLLM failed"; return 1; }
+  curl -s -m 120 "http://127.0.0.1:$PA/v1/chat/completions" -H 'content-type: application/json' \
+    -d "{\"model\":\"$M\",\"max_tokens\":8,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}" >/dev/null
+  for w in "short 128 64 4 12" "long 1024 128 8 24"; do
+    read -r name il ol turns n <<< "$w"
+    timeout 250 python3 -m llmdeck bench "http://127.0.0.1:$PA" --tokenizer "/root/models/$M" --prefix-len 4096 \
+      --input-len "$il" --output-len "$ol" --num-prompts "$n" --num-turns "$turns" --max-concurrency 1 --repeat 2 \
+      --temperature 0 --timeout-total 240 --out "$D/bench-$tag-$name.json" > "$D/bench-$tag-$name.txt" 2>&1
+    echo "bench exit $?" >> "$D/bench-$tag-$name.txt"; stamp "$tag $name done"; tail -12 "$D/bench-$tag-$name.txt"
+  done
+  cp /root/vllm-$M-$PA.log "$D/vllm-$tag.log"
+  bash .gpu/bin/device-stop.sh $M $PA > /dev/null 2>&1
+}
+
+if [ "$PHASE" = 3 ]; then
+  mkdir -p "$D" && vllm_alone "${@:2}"
+elif [ "$PHASE" = 1 ]; then
   setup || exit 1
   compare 1 12
 else
