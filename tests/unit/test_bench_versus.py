@@ -159,7 +159,9 @@ def test_a_multi_turn_bench_prints_its_ttft_by_turn() -> None:
 def test_a_llamacpp_servers_build_is_its_version() -> None:
     """llama-server has no /version; its /props names the build (real pages: tests/fixtures/llamacpp/),
     which bench records as the server's version when /v1/models says llamacpp owns the model (it was
-    "not reported"); a server with neither stays None, and no other server is asked for /props."""
+    "not reported"); a server with neither stays None, and no other server is asked for /props. Its
+    context per slot (``meta.n_ctx`` of /v1/models, 4096 on that page) is the target's max_model_len, so
+    a scenario longer than it is skipped with the reason rather than failing every request with a 400."""
     import asyncio
 
     from fake_servers import running
@@ -167,14 +169,14 @@ def test_a_llamacpp_servers_build_is_its_version() -> None:
     from llmdeck.bench.runner import probe_target
     from llmdeck.client import OpenAIClient
 
-    async def probe(url: str) -> tuple[str | None, str | None]:
+    async def probe(url: str) -> tuple[str | None, str | None, int | None]:
         target = TargetInfo(base_url=url, model="")
         async with OpenAIClient(url) as client:
             await probe_target(client, target)
-            return target.model, target.server_version
+            return target.model, target.server_version, target.max_model_len
 
     with running("fake_llamacpp_props_server") as url:
-        assert asyncio.run(probe(url)) == ("tiny", "llama.cpp b1-0c1e570")
+        assert asyncio.run(probe(url)) == ("tiny", "llama.cpp b1-0c1e570", 4096)
 
     async def build(url: str) -> str | None:
         async with OpenAIClient(url) as client:

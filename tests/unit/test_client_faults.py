@@ -366,3 +366,21 @@ def test_a_missing_max_model_len_is_not_reported() -> None:
     assert reported_max_model_len({"id": "m"}, "u") is None
     assert reported_max_model_len({"id": "m", "max_model_len": None}, "u") is None
     assert reported_max_model_len({"id": "m", "max_model_len": 131072}, "u") == 131072
+
+
+def test_llamacpp_servers_slot_context_is_its_max_model_len() -> None:
+    """llama.cpp's server reports no max_model_len but ``meta.n_ctx`` (its slot's context; the real page
+    in tests/fixtures/llamacpp/); 0 there (a model its router has not loaded) is no length, an impossible
+    one is named as meta.n_ctx, and vLLM's own field wins where both stand."""
+    import json
+
+    from llmdeck.client.errors import reported_max_model_len
+    from repo_paths import ROOT
+
+    page = json.loads((ROOT / "tests/fixtures/llamacpp/models.json").read_text())
+    assert reported_max_model_len(page["data"][0], "u") == 4096
+    assert reported_max_model_len({"id": "m", "meta": {"n_ctx": 0}}, "u") is None
+    assert reported_max_model_len({"id": "m", "meta": "x"}, "u") is None
+    assert reported_max_model_len({"id": "m", "max_model_len": 8192, "meta": {"n_ctx": 4096}}, "u") == 8192
+    with pytest.raises(MalformedStreamError, match=r'reports meta\.n_ctx "lots"'):
+        reported_max_model_len({"id": "m", "meta": {"n_ctx": "lots"}}, "http://h/v1/models")

@@ -187,9 +187,22 @@ def model_entries(data: Any, url: str) -> list[dict[str, Any]]:
 MAX_REPORTED_CONTEXT = 100_000_000
 
 
+def _context_field(entry: dict[str, Any]) -> tuple[str, Any]:
+    """(field name, value) of a /v1/models entry's context length: vLLM's ``max_model_len``, else
+    llama.cpp's server's ``meta.n_ctx`` (its slot's context; 0 there means a model not loaded yet)."""
+    if entry.get("max_model_len") is not None:
+        return "max_model_len", entry["max_model_len"]
+    meta = entry.get("meta")
+    if isinstance(meta, dict) and meta.get("n_ctx") not in (None, 0):
+        return "meta.n_ctx", meta["n_ctx"]
+    return "max_model_len", None
+
+
 def reported_max_model_len(entry: dict[str, Any], url: str) -> int | None:
-    """The ``max_model_len`` of one /v1/models entry: None when the server does not report one (Ollama,
-    most proxies), a whole number of tokens from 1 to :data:`MAX_REPORTED_CONTEXT` when it does.
+    """The context length of one /v1/models entry: ``max_model_len`` (vLLM) or ``meta.n_ctx``
+    (llama.cpp's server, tools/server/server-context.cpp: its slot's context); None when the server
+    reports neither (Ollama, most proxies), a whole number of tokens from 1 to
+    :data:`MAX_REPORTED_CONTEXT` when it does.
 
     Anything else (-5, 0, "lots", 4096.5, true, 1e30) raises MalformedStreamError (exit 1), naming the
     field and the value. Every command that reads it (status, check, connect, bench) stops on it rather
@@ -197,7 +210,7 @@ def reported_max_model_len(entry: dict[str, Any], url: str) -> int | None:
     client config connect writes) or sizes its requests by it (bench's skips, check's long-context
     prompt), and a server that reports an impossible context length is misconfigured or not what it
     claims to be, so nothing measured or written against it would hold."""
-    value = entry.get("max_model_len")
+    field, value = _context_field(entry)
     if value is None:
         return None
     if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_REPORTED_CONTEXT:
@@ -206,9 +219,9 @@ def reported_max_model_len(entry: dict[str, Any], url: str) -> int | None:
 
     shown = json.dumps(value, default=str)[:60]
     raise MalformedStreamError(
-        f"{url} reports max_model_len {shown} for {str(entry.get('id'))[:100]!r}: a server's context "
+        f"{url} reports {field} {shown} for {str(entry.get('id'))[:100]!r}: a server's context "
         f"length is a whole number of tokens from 1 to {MAX_REPORTED_CONTEXT:,}.",
         url=url,
-        hint="Check the server (vLLM reports its --max-model-len there) or whatever proxy sits in front "
-        "of it; restart it with a valid --max-model-len.",
+        hint="Check the server (vLLM reports its --max-model-len there, llama.cpp's server its -c per "
+        "slot) or whatever proxy sits in front of it; restart it with a valid context length.",
     )
