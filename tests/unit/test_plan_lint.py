@@ -96,6 +96,28 @@ def test_batched_tokens_not_a_block_multiple() -> None:
     assert f.severity == "warning" and "only 2096 tokens" in f.message and "4192" in (f.fix or "")
 
 
+def test_fp8_kv_on_a_hybrid_names_the_coarser_prefix_cache() -> None:
+    """Seed 000's --kv-cache-dtype fp8 doubles the block (1056 -> 2096) that align mode counts a cached
+    prefix in; said with both capacities, and only where the flag is what makes it so."""
+    p = plan("Qwen3.6-35B-A3B-FP8", SEED000, machine=dgx_spark(), engine="venv")
+    (f,) = found(p, "hybrid-fp8-kv-coarsens-prefix-cache")
+    assert f.severity == "info"
+    assert "block 2096 tokens (1056 with the default KV dtype)" in f.message
+    assert "up to 2095 of its tokens, not 1055" in f.message and "of 131,072 tokens" in f.message
+    assert "a multiple of 1056" in (f.fix or "")
+    assert any("evidence/device/ollama/hybrid/README.md" in e for e in f.evidence)
+    i = SEED000.index("--kv-cache-dtype")
+    without = SEED000[:i] + SEED000[i + 2 :]
+    assert not found(
+        plan("Qwen3.6-35B-A3B-FP8", without, engine="venv"), "hybrid-fp8-kv-coarsens-prefix-cache"
+    )
+    no_prefix = [a for a in SEED000 if a != "--enable-prefix-caching"]
+    p = plan("Qwen3.6-35B-A3B-FP8", no_prefix, engine="venv", vllm_version="0.22.0")
+    assert not found(p, "hybrid-fp8-kv-coarsens-prefix-cache")  # no prefix cache, nothing to coarsen
+    dense = plan("Qwen3-0.6B", ["--enable-prefix-caching", "--kv-cache-dtype", "fp8"])
+    assert not found(dense, "hybrid-fp8-kv-coarsens-prefix-cache")
+
+
 def test_enable_chunked_prefill_is_a_no_op() -> None:
     p = plan("Qwen3-0.6B", ["--enable-chunked-prefill"])
     (f,) = found(p, "chunked-prefill-flag-is-a-no-op")
