@@ -89,7 +89,10 @@ def test_json_plan_and_spec_out(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert data["schema_version"] == 2 and data["llmdeck_version"]
     assert data["memory"]["layout"]["block_size"] == 2096
     assert data["memory"]["capacity"]["max_concurrency"] > 30
-    assert [f["severity"] for f in data["findings"]] == []
+    # seed 000's command with its faults fixed: only the cost of its fp8 KV cache on a hybrid is left
+    assert [(f["rule"], f["severity"]) for f in data["findings"]] == [
+        ("hybrid-fp8-kv-coarsens-prefix-cache", "info")
+    ]
     spec = LaunchSpec.model_validate_json(spec_path.read_text())
     assert spec.name == "q36" and spec.port == 8011 and spec.engine == "venv"
     assert "--max-num-batched-tokens" in spec.vllm_args and "--port" not in spec.vllm_args
