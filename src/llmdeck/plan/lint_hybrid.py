@@ -131,8 +131,8 @@ def _r_fp8_kv_prefix(ctx: LintContext, meta: Rule) -> list[Finding]:
             f"With prefix caching vLLM keeps this hybrid's recurrent state only at block boundaries, and "
             f"--kv-cache-dtype fp8 makes the block {lay.block_size} tokens ({auto.block_size} with the "
             f"default KV dtype): a request that repeats a prefix recomputes up to {lay.block_size - 1} "
-            f"of its tokens, not {auto.block_size - 1}. Agent sessions lose most: on an H200 this "
-            f"family served 71% of their prompt tokens from cache with {auto.block_size}-token blocks, "
+            f"of its tokens, not {auto.block_size - 1}. Agent sessions lose most: on an H200, "
+            "Qwen3.6-35B-A3B with 1,056-token blocks served 71% of their prompt tokens from cache, "
             f"where a dense model served 89%. fp8 holds {ctx.memory.capacity.max_concurrency:.1f} "
             f"requests of {s.max_model_len:,} tokens, the default KV dtype {other.max_concurrency:.1f}.",
             f"Leave out --kv-cache-dtype fp8 where {other.max_concurrency:.1f} such requests are enough (a "
