@@ -169,7 +169,7 @@ def cpu_server_plain(_cpu_servers: tuple[RunningServer, RunningServer]) -> Runni
     return _cpu_servers[1]
 
 
-AGENT_CONTEXT = 40960  # Claude Code's base prompt is ~18.8k tokens and it asks for 32k out
+AGENT_CONTEXT = 40960  # Claude Code's base prompt: ~11.7k tokens (2.1.332); it asks for 32k out
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import pytest
 # The flags the real agent clients need (tool calls, reasoning), for conftest's agent_server and
 # capped_server.
 AGENT_FLAGS = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3"]
-CAPPED_CONTEXT = 32768  # Claude Code's base prompt and tools are ~19k tokens, codex's ~9k, opencode's ~12k
+CAPPED_CONTEXT = 32768  # base prompt and tools: Claude Code 2.1.332 ~12k tokens, codex ~9k, opencode ~12k
 # vLLM's server-wide output cap (max_new_tokens in the generation config caps every request's
 # max_tokens): the random model never stops on its own, and connect's 4,096-token output limit at
 # the CPU engine's pace made one opencode reply take minutes (and trip its compaction). The prompts

@@ -48,7 +48,7 @@ def npm_recorded(package: str, client: str, binary: str) -> Path:
     """A client at the version its recorded traffic came from (llmdeck.checks.traffic recordings)."""
     from llmdeck.checks.traffic import recordings
 
-    return npm_client(package, recordings()[client].client_version, client, binary)
+    return npm_client(package, recordings()[client].client_version, client, binary, exact=True)
 
 
 def npm_pinned(client: str) -> Path:

@@ -43,13 +43,16 @@ READS: dict[str, dict[str, Any]] = {
             "cache_creation_input_tokens",
             "message_delta.usage.output_tokens",
         ],
-        "compaction": "auto-compacts near its context window (200K unless the model is known to it); "
-        "sends max_tokens 32000 (CLAUDE_CODE_MAX_OUTPUT_TOKENS lowers it)",
-        "context_overflow": "prints 'API Error: 400 <the server's message>' and `claude -p` exits 1 after "
-        "that one request, in about 3 s (no retry; measured with recorder.py --refuse-context)",
-        "source": "claude-code 2.1.197 binary (@anthropic-ai/sdk 0.94.0 stream events: thinking_delta, "
-        "signature_delta, input_json_delta, redacted_thinking; CLAUDE_CODE_MAX_OUTPUT_TOKENS; 'prompt is too "
-        "long'); it also sends HEAD / twice before the first request",
+        "compaction": "auto-compacts near its context window: CLAUDE_CODE_MAX_CONTEXT_TOKENS, else 1M for "
+        "a model it does not know (it prints that it assumes 1m; 2.1.197 assumed 200K); with the window set "
+        "it refuses a prompt over it itself ('Prompt is too long', exit 1, nothing sent); sends max_tokens "
+        "32000 (CLAUDE_CODE_MAX_OUTPUT_TOKENS lowers it)",
+        "context_overflow": "prints 'Prompt is too long · the provider said: <the server's message>' and "
+        "`claude -p` exits 1 after that one request, in about 0.5 s (no retry; measured with recorder.py "
+        "--refuse-context; 2.1.197 printed 'API Error: 400 <the message>' in about 3 s)",
+        "source": "claude-code 2.1.332 binary (stream events: thinking_delta, signature_delta, "
+        "input_json_delta, redacted_thinking; CLAUDE_CODE_MAX_OUTPUT_TOKENS, CLAUDE_CODE_MAX_CONTEXT_TOKENS; "
+        "deferred tools: ToolSearch, defer_loading, tool_reference); 2.1.197 also sent HEAD / twice first",
     },
     "codex": {
         "reasoning": [],

@@ -12,12 +12,12 @@
 # model's tokenizer (.cache/test-tiny: `llmdeck model make-tiny .cache/test-tiny`).
 set -euo pipefail
 
-OPENCODE_VERSION=1.18.33
-CONTINUE_VERSION=1.5.47
-CLINE_VERSION=3.0.65
-AIDER_VERSION=0.86.2
-CLAUDE_VERSION=2.1.197
-CODEX_VERSION=0.171.0
+OPENCODE_VERSION=${OPENCODE_VERSION:-1.18.33}
+CONTINUE_VERSION=${CONTINUE_VERSION:-1.5.47}
+CLINE_VERSION=${CLINE_VERSION:-3.0.65}
+AIDER_VERSION=${AIDER_VERSION:-0.86.2}
+CLAUDE_VERSION=${CLAUDE_VERSION:-2.1.332}
+CODEX_VERSION=${CODEX_VERSION:-0.171.0}
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PY=${PY:-$ROOT/.venv/bin/python}
@@ -33,8 +33,10 @@ REC_PID=
 cleanup() { [[ -n $REC_PID ]] && kill "$REC_PID" 2>/dev/null; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-npm_install() {  # dir package@version
-  [[ -x $1/node_modules/.bin/$3 ]] || npm install --prefix "$1" "$2" >/dev/null
+npm_install() {  # dir package@version binary: installs unless that very version is there
+  local have
+  have=$(node -p "require('$1/node_modules/${2%@*}/package.json').version" 2>/dev/null || true)
+  [[ -x $1/node_modules/.bin/$3 && $have == "${2##*@}" ]] || npm install --prefix "$1" "$2" >/dev/null
 }
 
 start_recorder() {  # capture file

@@ -152,6 +152,19 @@ async def _responses_events(model: str) -> AsyncIterator[bytes]:
         yield _sse(name, {"type": name, "sequence_number": next(seq), **data})
 
 
+async def _anthropic_tool_events(model: str, name: str, args: dict[str, Any]) -> AsyncIterator[bytes]:
+    """One ``tool_use`` block (``--tool-first``): what the client sends after running it is recorded."""
+    yield _sse("message_start", {"type": "message_start", "message": _message(model, [], None)})
+    use = {"type": "tool_use", "id": "toolu_rec1", "name": name, "input": {}}
+    yield _sse("content_block_start", {"type": "content_block_start", "index": 0, "content_block": use})
+    delta = {"type": "input_json_delta", "partial_json": json.dumps(args)}
+    yield _sse("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta})
+    yield _sse("content_block_stop", {"type": "content_block_stop", "index": 0})
+    end = {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None}}
+    yield _sse("message_delta", {**end, "usage": {"output_tokens": 8}})
+    yield _sse("message_stop", {"type": "message_stop"})
+
+
 def _refusal(path: str, limit: int) -> JSONResponse:
     """What vLLM answers a prompt over its context: HTTP 400 (Anthropic error shape on /v1/messages)."""
     text = (
@@ -164,7 +177,10 @@ def _refusal(path: str, limit: int) -> JSONResponse:
     return JSONResponse(err, status_code=400)
 
 
-def make_app(out: Path, model: str, refuse: int = 0) -> Starlette:
+def make_app(out: Path, model: str, refuse: int = 0, tool_first: str = "") -> Starlette:
+    tool_name, _, tool_args = tool_first.partition(":")
+    pending = {"tool": bool(tool_name)}
+
     async def record(request: Request) -> dict[str, Any]:
         raw = await request.body()
         try:
@@ -201,6 +217,11 @@ def make_app(out: Path, model: str, refuse: int = 0) -> Starlette:
         body = await record(request)
         if refuse:
             return _refusal(request.url.path, refuse)
+        names = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
+        if pending["tool"] and body.get("stream") and tool_name in names:
+            pending["tool"] = False
+            events = _anthropic_tool_events(model, tool_name, json.loads(tool_args or "{}"))
+            return StreamingResponse(events, media_type="text/event-stream")
         if not body.get("stream"):
             return JSONResponse(_message(model, [{"type": "text", "text": REPLY_TEXT}], "end_turn"))
         return StreamingResponse(_anthropic_events(model), media_type="text/event-stream")
@@ -250,9 +271,15 @@ def main() -> None:
     ap.add_argument(
         "--refuse-context", type=int, default=0, help="Refuse every model request as over N tokens."
     )
+    ap.add_argument(
+        "--tool-first",
+        default="",
+        help="NAME:JSON: answer the first streamed Messages request that offers tool NAME with one "
+        "tool_use of it (input JSON), to record what the client sends back.",
+    )
     args = ap.parse_args()
     uvicorn.run(
-        make_app(args.out, args.model, args.refuse_context),
+        make_app(args.out, args.model, args.refuse_context, args.tool_first),
         host="127.0.0.1",
         port=args.port,
         log_level="warning",

@@ -29,7 +29,7 @@ from test_client_traffic_integration import project, run_cli
 
 # integration (the real CPU engine) and e2e (the real agent binaries): tests/e2e
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
-CONTEXT = 40960  # Claude Code's base prompt is ~18.8k tokens and it asks for 32k out
+CONTEXT = 40960  # Claude Code's base prompt: ~11.7k tokens (2.1.332); it asks for 32k out
 ENGINE_LINE = re.compile(r'"(?:POST|GET|HEAD) (/[^ "]*) HTTP/1\.1" (\d{3})')
 GATEWAY_LINE = re.compile(r"(POST|GET|HEAD) (/\S*) route=\S+ key=\S+ backend=\S+ status=(\d{3})")
 

@@ -450,7 +450,7 @@ def test_real_claude_and_codex_accept_what_connect_wrote(
 def test_connect_refuses_a_server_too_small_and_writes_nothing(
     cpu_server: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The 4,096-token server and a base prompt of Claude Code's size (18,821 tokens, recorded)."""
+    """The 4,096-token server and a base prompt of Claude Code 2.1.197's size (18,821 tokens, recorded)."""
     from llmdeck.connect import limits
 
     monkeypatch.setattr(limits, "load_recording", lambda c: fake_recording(c, 18821))

@@ -3,7 +3,7 @@ clients (npm, the pinned versions, installed into .cache/clients/<client> if abs
 headless against a named llmdeck server, then the hidden tests run.
 
 The server is the session's capped_server (conftest): the tiny model at --max-model-len 32768 (Claude
-Code's base prompt and tools are ~19k tokens; codex's ~9k), replies capped at 48 tokens (conftest says
+Code's base prompt and tools are ~12k tokens; codex's ~9k), replies capped at 48 tokens (conftest says
 why). The random weights score 0; what is proven is that each client ran under the eval's limits,
 its events were parsed into turns, tokens and a transcript, every request it made was answered 200
 (the server's own access log), and the result file was written.

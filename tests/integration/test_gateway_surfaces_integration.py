@@ -17,6 +17,7 @@ from gateway_fakes import UvicornThread
 from llmdeck.gateway.app import build_app
 from llmdeck.gateway.config import parse_config
 from llmdeck.gateway.keys import KeyStore
+from repo_paths import TEST_FIXTURES
 
 pytestmark = pytest.mark.integration
 MSG = [{"role": "user", "content": "Say hi."}]
@@ -31,12 +32,16 @@ TOOL = {
 @pytest.fixture(scope="module")
 def gw(cpu_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("gateway-surfaces")
-    key = KeyStore(tmp / "keys.json").create("ci", models=["claude", "codex"])
+    key = KeyStore(tmp / "keys.json").create("ci", models=["claude", "claude-folded", "codex"])
     text = f"""
 routes:
   - model: claude
     backends: [{cpu_server.base_url}]
     defaults: {{max_tokens: 8, chat_template_kwargs: {{enable_thinking: false}}}}
+  - model: claude-folded
+    backends: [{cpu_server.base_url}]
+    defaults: {{max_tokens: 8, chat_template_kwargs: {{enable_thinking: false}}}}
+    messages: {{fold_system: true}}
   - model: codex
     backends: [{cpu_server.name}]
     defaults: {{max_tokens: 8}}
@@ -84,6 +89,28 @@ def test_messages_count_tokens_and_keys(gw: dict[str, Any]) -> None:
     assert wrong.status_code == 401
     assert wrong.json()["type"] == "error" and wrong.json()["error"]["type"] == "authentication_error"
     assert httpx.head(f"{url}/").status_code == 200
+
+
+def test_claude_codes_tool_search_turn(gw: dict[str, Any]) -> None:
+    """Claude Code 2.1.332's request after its ToolSearch tool ran, as it sent it (trimmed, see the
+    fixture's ``source``): deferred tools (``defer_loading: true``), a ``tool_result`` of
+    ``tool_reference`` blocks, ``thinking.display``, a mid-conversation system message. vLLM takes it
+    as relayed and with the system message folded; ``count_tokens`` counts it."""
+    fixture = TEST_FIXTURES / "clients" / "claude-code-2.1.332-tool-search.json"
+    sent = json.loads(fixture.read_text())["body"]
+    key = {"x-api-key": gw["key"], "anthropic-version": "2023-06-01"}
+    for alias in ("claude", "claude-folded"):
+        body = {**sent, "model": alias, "max_tokens": 8}  # its 32000: the CPU engine's pace
+        url = f"{gw['url']}/v1/messages?beta=true"
+        with httpx.stream("POST", url, json=body, headers=key, timeout=120) as r:
+            assert r.status_code == 200, r.read()
+            kinds = [k for k, _ in _events(r.read().decode())]
+        assert kinds[0] == "message_start" and kinds[-1] == "message_stop", kinds
+    counted = {k: v for k, v in sent.items() if k in ("system", "messages", "tools", "thinking")}
+    count = httpx.post(
+        f"{gw['url']}/v1/messages/count_tokens", json={**counted, "model": "claude-folded"}, headers=key
+    )
+    assert count.status_code == 200 and count.json()["input_tokens"] > 0, count.text
 
 
 def test_responses_stream_and_function_call_turns(gw: dict[str, Any]) -> None:

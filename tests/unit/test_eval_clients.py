@@ -61,7 +61,7 @@ def _client_of(fixture: str) -> str:
 
 
 def test_claude_code_on_the_tiny_model_one_turn_per_streamed_message() -> None:
-    """Three requests of Claude Code's ~19k-token base prompt, each cut at the server's 48 tokens."""
+    """Three requests of Claude Code 2.1.197's ~19k-token base prompt, each cut at the server's 48 tokens."""
     state, turns = _feed("claude-code", "claude-code-2.1.197-tiny.jsonl")
     run = state.run
     assert run.session_id == "2bfd91f9-5578-4dc2-81a7-2a144a2d88d0"
@@ -178,6 +178,10 @@ def test_claude_code_command_and_environment(tmp_path: Path, monkeypatch: pytest
     assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1" and env["HOME"] == str(s.home)
     assert "ANTHROPIC_API_KEY" not in env and "CLAUDE_CODE_USE_BEDROCK" not in env
     assert agent_env(_setup(tmp_path / "k", None), "claude-code")["ANTHROPIC_AUTH_TOKEN"] == claude.NO_KEY
+    # the server's window and a reply cap: 2.1.332 takes an unknown model as 1M tokens and never compacts
+    assert env["CLAUDE_CODE_MAX_CONTEXT_TOKENS"] == "32768" and env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "8192"
+    unknown = AgentSetup(s.workspace, s.home, "http://127.0.0.1:9", "m", None, s.binary, "")
+    assert "CLAUDE_CODE_MAX_CONTEXT_TOKENS" not in claude.env(unknown)
     monkeypatch.setattr(os, "getuid", lambda: 0)
     assert claude.env(s)["IS_SANDBOX"] == "1"
     monkeypatch.setattr(os, "getuid", lambda: 1000)
@@ -209,7 +213,12 @@ def test_codex_command_config_and_environment(tmp_path: Path, monkeypatch: pytes
 
 @pytest.mark.parametrize(
     ("printed", "version"),
-    [("2.1.197 (Claude Code)", "2.1.197"), ("codex-cli 0.171.0", "0.171.0"), ("aider 0.86.2", "0.86.2")],
+    [
+        ("2.1.197 (Claude Code)", "2.1.197"),
+        ("2.1.332 (Claude Code)", "2.1.332"),
+        ("codex-cli 0.171.0", "0.171.0"),
+        ("aider 0.86.2", "0.86.2"),
+    ],
 )
 def test_client_version_from_what_each_prints(tmp_path: Path, printed: str, version: str) -> None:
     exe = tmp_path / "client"

@@ -405,14 +405,16 @@ def test_overhead_benchmark_reads_both_apis_through_the_gateway(
 
 
 def test_fold_system_moves_claude_codes_second_system_message(settings: Settings, tmp_path: Path) -> None:
-    """`messages: {fold_system: true}`: Claude Code 2.1.197's mid-conversation system message (which vLLM
-    0.22's Messages API refuses) reaches the backend as the end of the top-level `system`; without the
-    flag the body is relayed as sent."""
+    """`messages: {fold_system: true}`: Claude Code's mid-conversation system message (which vLLM 0.22's
+    Messages API refuses; 2.1.197 sends a string, 2.1.332 a list of text blocks, then a string once a tool
+    ran) reaches the backend as the end of the top-level `system`; without the flag the body is relayed
+    as sent."""
     body = messages(
         system=[{"type": "text", "text": "You are Claude Code."}],
         messages=[
             {"role": "user", "content": [{"type": "text", "text": "hi"}]},
             {"role": "system", "content": "Available agent types: claude"},
+            {"role": "system", "content": [{"type": "text", "text": "# Environment"}]},
         ],
     )
     folded = "    messages:\n      fold_system: true\n"
@@ -426,9 +428,10 @@ def test_fold_system_moves_claude_codes_second_system_message(settings: Settings
     (count,) = up.bodies("/v1/messages/count_tokens")  # counted as it will be sent (H200: 400 unfolded)
     assert count is not None and [m["role"] for m in count["messages"]] == ["user"]
     plain, fixed = up.bodies("/v1/messages")
-    assert plain is not None and [m["role"] for m in plain["messages"]] == ["user", "system"]
+    assert plain is not None and [m["role"] for m in plain["messages"]] == ["user", "system", "system"]
     assert fixed is not None and [m["role"] for m in fixed["messages"]] == ["user"]
     assert fixed["system"] == [
         {"type": "text", "text": "You are Claude Code."},
         {"type": "text", "text": "Available agent types: claude"},
+        {"type": "text", "text": "# Environment"},
     ]

@@ -97,7 +97,7 @@ def test_missing_binary_is_exit_2_with_the_pinned_install(
         find_binary("codex", None)
     assert "npm install -g @openai/codex@0.171.0" in (exc.value.hint or "")
     code, _out, err = run_cli(["launch", "claude-code", DEAD], capsys)
-    assert code == 2 and "@anthropic-ai/claude-code@2.1.197" in err and "reading" not in err
+    assert code == 2 and "@anthropic-ai/claude-code@2.1.332" in err and "reading" not in err
     code, _out, err = run_cli(["launch", "vim", DEAD], capsys)
     assert code == 2 and "cannot launch" in err
     code, _out, err = run_cli(["launch", "codex", DEAD, "stray"], capsys)

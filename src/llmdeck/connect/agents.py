@@ -4,17 +4,18 @@ Every key below was read from the real client (the pinned version in :data:`PACK
 checked by running it against a local capture server (a FAKE that logs each request), with
 ``strace -e trace=connect`` to see every host it tried:
 
-- Claude Code 2.1.197 (``strings`` on its binary, ``claude --help``, ``claude -p`` runs): the
+- Claude Code 2.1.197, rechecked on 2.1.332 (``strings`` on its binary, ``claude -p`` runs): the
   ``env`` block of ``settings.json`` is applied over the process environment (an ``ANTHROPIC_API_KEY``
   from the shell is overridden by ``"ANTHROPIC_API_KEY": ""``; without that it is sent as
   ``x-api-key`` next to our bearer token). ``ANTHROPIC_BASE_URL`` is the root (it POSTs
-  ``/v1/messages?beta=true``, ``/v1/messages/count_tokens?beta=true`` and sends ``HEAD /``);
+  ``/v1/messages?beta=true``, ``/v1/messages/count_tokens?beta=true``; 2.1.197 also sent ``HEAD /``);
   ``ANTHROPIC_AUTH_TOKEN`` goes as ``Authorization: Bearer``; ``ANTHROPIC_MODEL`` is the model sent;
   ``ANTHROPIC_DEFAULT_{OPUS,SONNET,HAIKU}_MODEL``, ``ANTHROPIC_SMALL_FAST_MODEL`` (the older name)
   and ``CLAUDE_CODE_SUBAGENT_MODEL`` pick the model for its aliases, side requests and subagents;
   ``CLAUDE_CODE_MAX_OUTPUT_TOKENS`` is the ``max_tokens`` it sends (32000 otherwise: measured);
   ``CLAUDE_CODE_MAX_CONTEXT_TOKENS`` is its context window for a model whose name does not start
-  with ``claude-`` (``claude -p /context`` shows ``… / 30k`` for 30000; 200K otherwise);
+  with ``claude-`` (``claude -p /context`` shows ``… / 30k`` for 30000; otherwise 200K in 2.1.197, and
+  1M in 2.1.332, which also prints "doesn't recognize the model … assumes a context window of 1m");
   ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`` stops its DNS lookups of other hosts (measured:
   with it, its only connections are to the server).
 - Codex 0.171.0 (``strings``, ``codex features list``, and its config errors: a wrong type names the
@@ -56,7 +57,7 @@ from typing import Any
 from llmdeck.connect.configs import ServeInfo
 
 PACKAGES: dict[str, str] = {
-    "claude-code": "npm install -g @anthropic-ai/claude-code@2.1.197",
+    "claude-code": "npm install -g @anthropic-ai/claude-code@2.1.332",
     "codex": "npm install -g @openai/codex@0.171.0",
     "qwen-code": "npm install -g @qwen-code/qwen-code@0.24.4",
     "opencode": "npm install -g opencode-ai@1.18.33",

@@ -36,6 +36,14 @@ class AgentSetup:
     max_model_len: int | None = None
 
     @property
+    def reply_limit(self) -> int | None:
+        """The longest reply an agent is told to ask for: what ``llmdeck connect`` writes (a quarter of
+        the context, 1K..32K), so a prompt near the window still leaves the reply room."""
+        if not self.max_model_len:
+            return None
+        return max(1024, min(32768, self.max_model_len // 4))
+
+    @property
     def logs(self) -> Path:
         path = self.log_dir or self.home
         path.mkdir(parents=True, exist_ok=True)

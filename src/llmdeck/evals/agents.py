@@ -194,7 +194,7 @@ def aider_metadata(setup: AgentSetup) -> Path | None:
     path = setup.home / "aider-model-metadata.json"
     entry = {
         "max_input_tokens": setup.max_model_len,
-        "max_output_tokens": max(1024, min(32768, setup.max_model_len // 4)),
+        "max_output_tokens": setup.reply_limit,
         "input_cost_per_token": 0.0,
         "output_cost_per_token": 0.0,
         "litellm_provider": "openai",

@@ -3,10 +3,12 @@
 ``--resume SESSION``.
 
 It reads the server from its environment (the Anthropic Messages API at the server's root:
-``POST /v1/messages?beta=true``, after a ``HEAD /``): ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_AUTH_TOKEN``
-(sent as a bearer token), the served model as its main, small/fast and every tier's model (its
-background requests go there too), and ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1``: with those,
-2.1.197 connects to no other host (checked with strace: no DNS lookup, only the server's port). As
+``POST /v1/messages?beta=true``; 2.1.197 sent a ``HEAD /`` first, 2.1.332 does not):
+``ANTHROPIC_BASE_URL``, ``ANTHROPIC_AUTH_TOKEN`` (sent as a bearer token), the served model as its main,
+small/fast and every tier's model (its background requests go there too), the server's window and a
+reply cap (``CLAUDE_CODE_MAX_CONTEXT_TOKENS``, ``CLAUDE_CODE_MAX_OUTPUT_TOKENS``) and
+``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1``: with those, 2.1.197 and 2.1.332 connect to no other
+host (checked with strace: no DNS lookup, only the server's port). As
 root it refuses to skip permissions unless ``IS_SANDBOX=1``: the scratch folder is that sandbox.
 
 Its events (one JSON object a line, learnt from real runs on the CPU engine): ``system``/``init``
@@ -40,7 +42,7 @@ from llmdeck.evals.agentbase import (
 )
 from llmdeck.evals.results import TokenCounts, TurnRecord
 
-VERSION = "2.1.197"
+VERSION = "2.1.332"
 MAX_RETRIES = 3  # its default is 10 with backoff to ~40 s: three minutes before a refused key shows
 NO_KEY = "llmdeck-no-key"  # it will not start without a credential; a server without --api-key ignores it
 
@@ -58,6 +60,11 @@ def env(setup: AgentSetup) -> dict[str, str]:
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "CLAUDE_CODE_MAX_RETRIES": str(MAX_RETRIES),
     }
+    if setup.max_model_len and setup.reply_limit:
+        # without them it takes an unknown model's window as 1M tokens (2.1.332; 200K in 2.1.197) and
+        # never compacts before the server refuses, and asks 32000 tokens for every reply
+        out["CLAUDE_CODE_MAX_CONTEXT_TOKENS"] = str(setup.max_model_len)
+        out["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = str(setup.reply_limit)
     if hasattr(os, "getuid") and os.getuid() == 0:
         out["IS_SANDBOX"] = "1"
     return out

@@ -102,10 +102,11 @@ def _text_blocks(content: Any) -> list[Any]:
 def fold_system_messages(body: dict[str, Any]) -> None:
     """Move ``role: system`` entries of a Messages body's ``messages`` to the end of its ``system``.
 
-    Claude Code 2.1.197 sends the list of its agent types as a second, mid-conversation system message;
-    vLLM 0.22.0's Messages API refuses the request ("Input should be 'user' or 'assistant'", measured
-    on the H200, evidence/device/agents/), and chat templates that allow one system message only
-    (Qwen3.6, vllm#41114) refuse it too. Text kept, order kept, only its place changes.
+    Claude Code (2.1.197, 2.1.332) sends its environment and agent types as a second, mid-conversation
+    system message (2.1.332: a list of text blocks); vLLM 0.22.0's Messages API refuses the request
+    ("Input should be 'user' or 'assistant'", measured on the H200, evidence/device/agents/), and chat
+    templates that allow one system message only (Qwen3.6, vllm#41114) refuse it too.
+    Text kept, order kept, only its place changes.
     """
     messages = body.get("messages")
     if not isinstance(messages, list):
