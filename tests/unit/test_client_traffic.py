@@ -39,8 +39,10 @@ def test_at_least_three_real_clients_are_recorded_at_the_versions_record_sh_pins
         ("continue", "CONTINUE"),
         ("cline", "CLINE"),
         ("aider", "AIDER"),
-    ]:
-        pinned = re.search(rf"^{var}_VERSION=(\S+)$", script, re.M)
+        ("claude-code", "CLAUDE"),
+        ("codex", "CODEX"),
+    ]:  # VAR_VERSION=${VAR_VERSION:-1.2.3}: the pin, which the environment may override
+        pinned = re.search(rf"^{var}_VERSION=\${{{var}_VERSION:-([^}}\s]+)}}$", script, re.M)
         assert pinned and recs[name].client_version == pinned.group(1)
         assert (REC_DIR / f"{name}-{pinned.group(1)}.json").exists()
 
