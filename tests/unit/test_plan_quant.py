@@ -80,3 +80,17 @@ def test_online_table_names_only_methods_vllm_has() -> None:
     for method in ("fp8", "fp8_per_tensor", "fp8_per_block", "mxfp8", "int8_per_channel_weight_only"):
         assert method in VLLM_QUANTIZATION_METHODS and online_quantization(method) is not None
     assert online_quantization("awq") is None and online_quantization(None) is None
+
+
+def test_a_removed_method_is_an_error_on_the_release_without_it() -> None:
+    """fp_quant: deprecated through vLLM 0.33 (allowed with the flag), gone in 0.34 (no flag helps)."""
+    args = ["-q", "fp_quant", "--allow-deprecated-quantization"]
+    assert found(plan("Qwen3-0.6B", args, vllm_version="0.33.0"), "quantization-removed") == []
+    (r,) = found(plan("Qwen3-0.6B", args, vllm_version="0.34.0"), "quantization-removed")
+    assert r.severity == "error" and "0.34.0" in r.message and "Unknown quantization method" in r.message
+    old = plan("Qwen3-0.6B", ["-q", "fp_quant"], vllm_version="0.33.0")
+    assert [f.rule for f in old.findings if f.rule.startswith("quantization-")] == ["quantization-deprecated"]
+    new = plan("Qwen3-0.6B", ["-q", "fp_quant"], vllm_version="0.34.0")
+    assert [f.rule for f in new.findings if f.rule.startswith("quantization-")] == ["quantization-removed"]
+    (t,) = found(plan("Qwen3-0.6B", ["-q", "tpu_int8"], vllm_version="0.26.0"), "quantization-removed")
+    assert "0.26.0" in t.message

@@ -16,7 +16,9 @@ from llmdeck.plan.vllm_cli import (
     KV_CACHE_DTYPES,
     MODEL_DTYPES,
     MULTI_VALUE_FLAGS,
+    PAIRED_FLAGS,
     SHORT_ALIASES,
+    paired_flag,
 )
 from repo_paths import ROOT
 
@@ -35,7 +37,13 @@ def test_a_dump_is_committed() -> None:
 @pytest.mark.parametrize("dump", DUMPS, ids=[p.stem for p in DUMPS])
 def test_tables_cover_the_real_parser(dump: Path) -> None:
     d = _load(dump)
-    assert set(d["boolean_flags"]) <= BOOLEAN_FLAGS, set(d["boolean_flags"]) - BOOLEAN_FLAGS
+    opposite = {name for name in d["boolean_flags"] if paired_flag(name)}
+    assert set(d["boolean_flags"]) - opposite <= BOOLEAN_FLAGS, (
+        set(d["boolean_flags"]) - opposite - BOOLEAN_FLAGS
+    )
+    # every opposite spelling the parser takes is read as the flag it pairs with, and only those
+    pairs = {k: v for k, v in d.get("inverse_flags", {}).items() if k not in BOOLEAN_FLAGS}
+    assert {name: paired_flag(name) for name in opposite} == pairs
     assert {k: v for k, v in d["short_aliases"].items() if k != "-h"}.items() <= SHORT_ALIASES.items()
     assert set(d["choices"]["dtype"]) == set(MODEL_DTYPES)
     assert set(d["choices"]["kv-cache-dtype"]) <= set(KV_CACHE_DTYPES)
@@ -47,4 +55,21 @@ def test_tables_cover_the_real_parser(dump: Path) -> None:
 def test_every_boolean_flag_leaves_the_next_flag_alone(dump: Path) -> None:
     for name in _load(dump)["boolean_flags"]:
         f = parse_vllm_flags([f"--{name}", "--max-model-len", "8192"])
-        assert f.get(name) is True and f.get_int("max-model-len") == 8192, name
+        paired = paired_flag(name)  # 0.34's --disable-x: --enable-x off
+        assert f.get(paired or name) is (paired is None) and f.get_int("max-model-len") == 8192, name
+
+
+def test_the_0_34_opposite_spelling_reads_as_the_flag_turned_off() -> None:
+    """``--disable-prefix-caching`` (vLLM 0.34) is what ``--no-enable-prefix-caching`` is in every release:
+    the planner sees prefix caching off, and the argv it renders any release takes."""
+    f = parse_vllm_flags(
+        ["--disable-prefix-caching", "--enable-sliding-window", "--disable-chunked-prefill=false"]
+    )
+    assert f.get_bool("enable-prefix-caching") is False and f.get_bool("disable-sliding-window") is False
+    assert f.get_bool("enable-chunked-prefill") is True
+    assert f.to_argv() == [
+        "--no-enable-prefix-caching",
+        "--no-disable-sliding-window",
+        "--enable-chunked-prefill",
+    ]
+    assert "disable-log-requests" not in PAIRED_FLAGS and paired_flag("disable-log-requests") is None

@@ -16,13 +16,18 @@ from typing import Any, get_args
 
 
 def _parser() -> Any:
+    import importlib
+
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    try:  # vLLM 0.2x: the API server's parser; later: launchers
-        from vllm.entrypoints.openai.cli_args import make_arg_parser
-    except ImportError:
-        from vllm.entrypoints.launchers.cli_args import make_arg_parser  # type: ignore[no-redef]
-    return make_arg_parser(FlexibleArgumentParser())
+    # vLLM 0.2x: the API server's parser; 0.32: launchers; 0.34: entrypoints/common
+    for where in ("openai.cli_args", "launchers.cli_args", "common.cli_args"):
+        try:
+            module = importlib.import_module(f"vllm.entrypoints.{where}")
+        except ImportError:
+            continue
+        return module.make_arg_parser(FlexibleArgumentParser())
+    raise SystemExit("no make_arg_parser in this vLLM's entrypoints")
 
 
 def main() -> int:
@@ -33,6 +38,7 @@ def main() -> int:
     multi: set[str] = set()
     short: dict[str, str] = {}
     choices: dict[str, list[str]] = {}
+    inverse: dict[str, str] = {}
     for action in _parser()._actions:
         longs = [o for o in action.option_strings if o.startswith("--")]
         if not longs:
@@ -40,6 +46,10 @@ def main() -> int:
         name = longs[0][2:]
         if action.nargs == 0 and name != "help":
             booleans.update(o[2:] for o in longs if not o.startswith("--no-"))
+        # 0.34's EnableDisableAction: --disable-x sets --enable-x's dest to False (and the reverse)
+        for neg in getattr(action, "negative_option_strings", ()):
+            if not neg.startswith("--no-") and neg in longs:
+                inverse[neg[2:]] = name
         if action.nargs in ("+", "*"):
             multi.add(name)
         for o in action.option_strings:
@@ -47,6 +57,10 @@ def main() -> int:
                 short[o] = name
         if name in ("dtype", "kv-cache-dtype") and action.choices:
             choices[name] = sorted(str(c) for c in action.choices)
+    if "kv-cache-dtype" not in choices:  # 0.34: no argparse choices, CacheConfig validates the name
+        from vllm.config import cache
+
+        choices["kv-cache-dtype"] = sorted(getattr(cache, "KV_CACHE_DTYPES", get_args(cache.CacheDType)))
     out = {
         "vllm_version": vllm.__version__,
         "boolean_flags": sorted(booleans),
@@ -54,6 +68,7 @@ def main() -> int:
         "short_aliases": dict(sorted(short.items())),
         "choices": choices,
         "quantization_methods": sorted(get_args(QuantizationMethods)),
+        **({"inverse_flags": dict(sorted(inverse.items()))} if inverse else {}),
     }
     json.dump(out, sys.stdout, indent=1)
     sys.stdout.write("\n")

@@ -20,6 +20,7 @@ from llmdeck.plan.vllm_cli import (
     MODEL_DTYPES,
     MULTI_VALUE_FLAGS,
     SHORT_ALIASES,
+    paired_flag,
 )
 from llmdeck.util.jsonsafe import loads as _json_loads
 
@@ -230,6 +231,10 @@ def _take(flags: VllmFlags, tokens: list[str], i: int) -> int:
     if name.startswith("no-") and name[3:] in BOOLEAN_FLAGS:
         flags.set(name[3:], False)
         return 1
+    paired = paired_flag(name)
+    if paired is not None:  # vLLM 0.34's --disable-x for --no-enable-x (and the reverse)
+        flags.set(paired, False)
+        return 1
     if name in BOOLEAN_FLAGS:
         # argparse BooleanOptionalAction takes no value; accept an explicit true/false anyway
         if nxt is not None and nxt.lower() in {"true", "false"}:
@@ -298,13 +303,17 @@ def _take_with_value(flags: VllmFlags, tok: str, body: str) -> None:
     name = _normalize(name)
     if name.startswith("no-") and name[3:] in BOOLEAN_FLAGS:
         raise UsageError(f"{tok}: a --no- flag takes no value.", hint=f"Write --{name} alone.")
-    if name in BOOLEAN_FLAGS:
+    paired = paired_flag(name)
+    if name in BOOLEAN_FLAGS or paired is not None:
         word = value.strip().lower()
         if word not in _TRUE_WORDS | _FALSE_WORDS:
             raise UsageError(
                 f"{tok}: {value!r} is not true or false, and --{name} is an on/off flag.",
                 hint=f"Write --{name} to turn it on, --no-{name} to turn it off.",
             )
-        flags.set(name, word in _TRUE_WORDS)
+        if paired is not None:
+            flags.set(paired, word not in _TRUE_WORDS)
+        else:
+            flags.set(name, word in _TRUE_WORDS)
     else:
         flags.set(name, value)

@@ -4,7 +4,13 @@ contradicts the checkpoint, and what an online method does to a full-precision c
 from __future__ import annotations
 
 from llmdeck.plan.lint_base import Finding, LintContext, Rule, finding, rule
-from llmdeck.plan.quant import DEPRECATED_QUANTIZATION, ONLINE_QUANTIZATION, VLLM_QUANTIZATION_METHODS
+from llmdeck.plan.quant import (
+    DEPRECATED_QUANTIZATION,
+    ONLINE_QUANTIZATION,
+    REMOVED_QUANTIZATION,
+    VLLM_QUANTIZATION_METHODS,
+)
+from llmdeck.plan.versions import at_least, is_known
 
 VERIFY = "vllm 0.22.0 vllm/config/model.py:1002-1100 (ModelConfig._verify_quantization); the same in 0.32.0"
 # Methods that stand for another one's kernels (vLLM's override list): same family, no mismatch.
@@ -66,11 +72,47 @@ def _r_deprecated(ctx: LintContext, meta: Rule) -> list[Finding]:
     method = _flag(ctx)
     if method not in DEPRECATED_QUANTIZATION or ctx.flags.get_bool("allow-deprecated-quantization"):
         return []
+    if method in REMOVED_QUANTIZATION and _removed_for(ctx, method):
+        return []  # quantization-removed says it
     return [
         finding(
             meta,
             f"--quantization {method} is deprecated; vLLM stops at start-up unless it is allowed.",
             "--allow-deprecated-quantization, or another method (fp8 for FP8 weights)",
+        )
+    ]
+
+
+def _removed_for(ctx: LintContext, method: str) -> bool:
+    """The target is a release without the method (an unknown target: the newest release checked)."""
+    return at_least(ctx.target_vllm, REMOVED_QUANTIZATION[method])
+
+
+@rule(
+    "quantization-removed",
+    "error",
+    "--quantization names a method the target vLLM no longer has",
+    [
+        "vllm 0.22.0 model_executor/layers/quantization/__init__.py (tpu_int8 and fp_quant listed and "
+        "deprecated); 0.26.0 the same file (tpu_int8 gone); 0.34.0 the same file (fp_quant gone)",
+        VERIFY + ": Unknown quantization method",
+    ],
+)
+def _r_removed(ctx: LintContext, meta: Rule) -> list[Finding]:
+    method = _flag(ctx)
+    if method not in REMOVED_QUANTIZATION or not _removed_for(ctx, method):
+        return []
+    since = REMOVED_QUANTIZATION[method]
+    target = ctx.target_vllm if is_known(ctx.target_vllm) else None
+    return [
+        finding(
+            meta,
+            f"--quantization {method} is gone from vLLM {since} on (deprecated before); "
+            + (f"vLLM {target} " if target else "a vLLM that new (the target's version is unknown) ")
+            + "stops at start-up with `Unknown quantization method`.",
+            "a checkpoint in another format (an FP8 or compressed-tensors one), or a vLLM older than "
+            + since,
+            severity=None if target else "warning",
         )
     ]
 

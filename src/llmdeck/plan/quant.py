@@ -37,11 +37,15 @@ VLLM_QUANTIZATION_METHODS = frozenset(
         "compressed-tensors", "bitsandbytes", "experts_int8", "quark", "moe_wna16", "torchao", "inc",
         "mxfp4", "gpt_oss_mxfp4", "deepseek_v4_fp8", "cpu_awq", "online", "fp8_per_tensor",
         "fp8_per_block", "fp8_per_channel", "int8_per_channel_weight_only", "nvfp4_per_token", "mxfp8",
+        "lut_b_moe", "mxfp4_hadamard32", "w4afp8",  # 0.34.0
     }
 )  # fmt: skip
 # DEPRECATED_QUANTIZATION_METHODS (0.22: tpu_int8, fbgemm_fp8, fp_quant; 0.32 drops tpu_int8): vLLM
 # stops unless --allow-deprecated-quantization.
 DEPRECATED_QUANTIZATION = frozenset({"tpu_int8", "fbgemm_fp8", "fp_quant"})
+# Deprecated methods later removed, by the first release checked without them (QuantizationMethods:
+# tpu_int8 is in the 0.22.0 wheel, not in 0.26.0; fp_quant is in 0.33.0, not in 0.34.0).
+REMOVED_QUANTIZATION = {"tpu_int8": "0.26.0", "fp_quant": "0.34.0"}
 # What ``--quantization`` does to a full-precision checkpoint, as vllm 0.22.0 loads it: the weights
 # are materialized layer by layer and quantized as they load (config/quantization.py _ONLINE_SHORTHANDS;
 # quantization/online/{fp8,mxfp8,int8}.py; fp8.py Fp8OnlineLinearMethod for plain ``fp8``).
