@@ -121,3 +121,23 @@ def test_real_vllm_cpu_log() -> None:
     assert "compiling" not in phases  # --enforce-eager
     assert len(facts.stats) == 2, "the 10-s Engine 000 stats lines"
     assert facts.stats[0].generation_tps == 3.2 and facts.stats[0].kv_cache_usage_pct == 0.0
+
+
+def test_stats_line_with_preemptions_and_deferred_requests() -> None:
+    """The parts vLLM puts between ``Waiting`` and the KV usage only when they are not zero (vllm 0.22.0
+    to 0.34.0 v1/metrics/loggers.py ``log``: Deferred, 0.33+ KV fetch, Preemptions); the line is built
+    with that code's own format string, since no recorded log has a preemption."""
+    parts = [
+        "Avg prompt throughput: %.1f tokens/s", "Avg generation throughput: %.1f tokens/s",
+        "Running: %d reqs", "Waiting: %d reqs", "Deferred: %d reqs",
+        "KV fetch: %d waiting to start, %d in progress, %d completed waiting", "Preemptions: %d",
+        "%s KV cache usage: %.1f%%", "Prefix cache hit rate: %.1f%%",
+    ]  # fmt: skip
+    msg = "Engine 000: " + ", ".join(parts) % (812.4, 40.2, 16, 5, 2, 1, 0, 0, 3, "GPU", 99.8, 61.0)
+    line = f"(APIServer pid=1) INFO 12-04 10:00:00 [loggers.py:300] {msg}"
+    (s,) = parse_startup_facts(line).stats
+    assert (s.running, s.waiting, s.preemptions, s.kv_cache_usage_pct, s.prefix_cache_hit_pct) == (
+        16, 5, 3, 99.8, 61.0,
+    )  # fmt: skip
+    plain = parse_startup_facts(line.replace(", Preemptions: 3", "").replace(", Deferred: 2 reqs", ""))
+    assert plain.stats[0].preemptions == 0 and plain.stats[0].waiting == 5

@@ -145,8 +145,9 @@ RE_API_UP = re.compile(r"Application startup complete\.")
 RE_STATS = re.compile(
     r"Engine (?P<engine>\d+): Avg prompt throughput: (?P<prompt>[\d.]+) tokens/s, "
     r"Avg generation throughput: (?P<gen>[\d.]+) tokens/s, Running: (?P<running>\d+) reqs, "
-    r"(?:Swapped: \d+ reqs, )?Waiting: (?P<waiting>\d+) reqs, "
-    r"(?:GPU |CPU )?KV cache usage: (?P<kv>[\d.]+)%"
+    r"(?:Swapped: \d+ reqs, )?Waiting: (?P<waiting>\d+) reqs, (?:Deferred: \d+ reqs, )?"  # then, when any:
+    r"(?:KV fetch: [\w ,]+? completed waiting, )?(?:Preemptions: (?P<preempted>\d+), )?"  # loggers.py
+    r"(?:\w+ )?KV cache usage: (?P<kv>[\d.]+)%"
     r"(?:, Prefix cache hit rate: (?P<prefix>[\d.]+)%)?"
 )
 RE_TRITON_JIT = re.compile(r"Triton kernel JIT compilation during inference: (?P<kernel>\w+)")
@@ -177,6 +178,7 @@ class EngineStats(BaseModel):
     waiting: int
     kv_cache_usage_pct: float
     prefix_cache_hit_pct: float | None = None
+    preemptions: int = 0  # since the last line (the KV cache was full: requests were put back)
 
 
 class StartupFacts(BaseModel):
@@ -380,6 +382,7 @@ class PhaseTracker:
                     waiting=int(m.group("waiting")),
                     kv_cache_usage_pct=float(m.group("kv")),
                     prefix_cache_hit_pct=float(m.group("prefix")) if m.group("prefix") else None,
+                    preemptions=int(m.group("preempted") or 0),
                 )
             )
         if m := RE_TRITON_JIT.search(msg):
