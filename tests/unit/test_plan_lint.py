@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -380,3 +381,26 @@ def test_clean_command_has_no_errors(model: str) -> None:
         args += AGENT_OK["Qwen3-0.6B"]
     p = plan(model, args, context=32768)
     assert [f.rule for f in p.findings if f.severity != "info"] == []
+
+
+def test_yarn_context_follows_the_vllm_release() -> None:
+    """Qwen3's own YaRN recipe (rope_scaling added, max_position_embeddings left at 40960): vLLM up to
+    0.29 multiplies original_max_position_embeddings by the factor (131072); from 0.30 it applies no
+    YaRN factor (config/model.py: "YaRN variants leave max_position_embeddings already scaled"), so
+    131072 is refused unless max_position_embeddings is raised too."""
+    yarn = {"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}
+    args = ["--hf-overrides", json.dumps(yarn)]
+    old = plan("Qwen3-0.6B", args, context=131072, vllm_version="0.29.0")
+    assert old.facts.derived_max_len == 131072
+    assert found(old, "max-model-len-beyond-position-embeddings") == []
+    new = plan("Qwen3-0.6B", args, context=131072, vllm_version="0.30.0")
+    assert new.facts.derived_max_len == 40960
+    (f,) = found(new, "max-model-len-beyond-position-embeddings")
+    assert f.fix is not None and '"max_position_embeddings": 4N' in f.fix
+    (g,) = found(plan("Qwen3-0.6B", [], context=65536, vllm_version="0.29.0"), f.rule)
+    assert g.fix is not None and "4N" not in g.fix
+    raised = ["--hf-overrides", json.dumps({**yarn, "max_position_embeddings": 131072})]
+    both = plan("Qwen3-0.6B", raised, context=131072, vllm_version="0.34.0")
+    assert both.facts.derived_max_len == 131072 and found(both, f.rule) == []
+    for version in ("0.22.0", "0.34.0"):  # a public YaRN config states both lengths: one answer
+        assert plan("gpt-oss-20b", [], vllm_version=version).facts.derived_max_len == 131072

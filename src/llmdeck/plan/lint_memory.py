@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from llmdeck.plan.lint_base import FACTS, SEED000_LOG, Finding, LintContext, Rule, finding, rule
 from llmdeck.plan.machine import GB10_CEILING
-from llmdeck.plan.versions import version_tuple
+from llmdeck.plan.rope import YARN_PRESCALED_SINCE
+from llmdeck.plan.versions import at_least, version_tuple
 
 
 @rule(
@@ -13,7 +14,8 @@ from llmdeck.plan.versions import version_tuple
     "--max-model-len above the longest context vLLM derives from the config (RoPE scaling included)",
     [
         "vllm 0.22.0 vllm/config/model.py:2119-2253 (_get_and_verify_max_len: User-specified "
-        "max_model_len is greater than the derived max_model_len); the same in 0.33.0",
+        "max_model_len is greater than the derived max_model_len); the same in 0.34.0 (:2589-2728), "
+        "where YaRN applies no factor from 0.30.0 on (plan/rope.py)",
     ],
 )
 def _r_len_positions(ctx: LintContext, meta: Rule) -> list[Finding]:
@@ -22,15 +24,17 @@ def _r_len_positions(ctx: LintContext, meta: Rule) -> list[Finding]:
     if ctx.settings.max_model_len <= limit:
         return []
     scaled = f.derived_max_len_how if f.derived_max_len else f"max_position_embeddings={limit}"
+    yarn = '"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": N}'
+    if at_least(ctx.target_vllm, YARN_PRESCALED_SINCE):  # the factor is not applied: raise the length
+        yarn += ', "max_position_embeddings": 4N'
     return [
         finding(
             meta,
             f"max_model_len {ctx.settings.max_model_len} is above the derived max_model_len ({scaled}); "
             "vLLM refuses it (unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which gives garbage past the "
             "trained length).",
-            f"--max-model-len {limit}, or enable RoPE scaling (e.g. --hf-overrides "
-            '\'{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, '
-            '"original_max_position_embeddings": N}}\') if the model supports it',
+            f"--max-model-len {limit}, or enable RoPE scaling (e.g. --hf-overrides '{{{yarn}}}') if the "
+            "model supports it",
         )
     ]
 

@@ -36,7 +36,8 @@ from llmdeck.plan.configfields import (
     vision_params_estimate,
 )
 from llmdeck.plan.quant import QuantizationInfo, parse_quantization
-from llmdeck.plan.rope import DerivedLength, derive_max_len
+from llmdeck.plan.rope import YARN_PRESCALED_SINCE, DerivedLength, derive_max_len
+from llmdeck.plan.versions import at_least
 
 __all__ = ["DTYPE_BYTES", "ModelFacts", "QuantizationInfo", "facts_from_config", "facts_from_dir"]
 __all__ += ["MLA_MODEL_TYPES"]
@@ -78,6 +79,9 @@ class ModelFacts(BaseModel):
     derived_max_len: int = Field(0, description="The longest context vLLM allows (RoPE scaling applied).")
     derived_max_len_how: str = ""
     default_max_len: int = Field(0, description="What vLLM uses without --max-model-len.")
+    prescaled: tuple[int, str, int] | None = Field(
+        None, description="(derived, how, default) under vLLM >= 0.30's YaRN rule, where it differs"
+    )
     tie_word_embeddings: bool = False
     attention_bias: bool = False
     attn_output_gate: bool = False
@@ -209,6 +213,14 @@ class ModelFacts(BaseModel):
         head = self.qk_rope_head_dim if self.use_mla else self.head_dim
         return int(head * (1.0 if self.use_mla else self.partial_rotary_factor))
 
+    def for_vllm(self, version: str | None) -> ModelFacts:
+        """These facts as ``version`` reads the config: from 0.30 a YaRN factor is not applied."""
+        if self.prescaled is None or not at_least(version, YARN_PRESCALED_SINCE):
+            return self
+        derived, how, default = self.prescaled
+        update = {"derived_max_len": derived, "derived_max_len_how": how, "default_max_len": default}
+        return self.model_copy(update=update | {"prescaled": None})
+
     def rotary_cache_bytes(self) -> int:
         """vLLM's cos/sin cache: max_position × rotary_dim in the model dtype (counted in weights)."""
         positions = max(self.max_position_embeddings, self.derived_max_len)
@@ -255,6 +267,18 @@ def _quantization(qc: Any, quant_file: dict[str, Any] | None, source: str) -> Qu
     )
 
 
+def _length_fields(t: dict[str, Any], source: str) -> dict[str, Any]:
+    """The context vLLM derives, and (``prescaled``) what vLLM >= 0.30's YaRN rule derives instead."""
+    length: DerivedLength = derive_max_len(t, source)
+    newer = derive_max_len(t, source, yarn_prescaled=True)
+    return {
+        "derived_max_len": length.max_len,
+        "derived_max_len_how": length.describe(),
+        "default_max_len": length.default_len,
+        "prescaled": None if newer == length else (newer.max_len, newer.describe(), newer.default_len),
+    }
+
+
 def facts_from_config(
     cfg: dict[str, Any],
     *,
@@ -269,7 +293,7 @@ def facts_from_config(
     model_type = str(cfg_get(t, "model_type", cfg_get(cfg, "model_type", "unknown")))
     types, window = apply_sliding_window(t, layer_kinds(t, n_layers, source), n_layers)
     quant = _quantization(t.get("quantization_config"), quant_file, source)
-    length: DerivedLength = derive_max_len(t, source)
+    lengths = _length_fields(t, source)
     archs = cfg.get("architectures") or []
     vc = cfg.get("vision_config")
     try:
@@ -285,10 +309,8 @@ def facts_from_config(
             head_dim=int(cfg_get(t, "head_dim", h // n_heads)),
             intermediate_size=int(cfg_get(t, "intermediate_size", 0)),
             vocab_size=int(t["vocab_size"]),
-            max_position_embeddings=int(cfg_get(t, "max_position_embeddings", length.max_len)),
-            derived_max_len=length.max_len,
-            derived_max_len_how=length.describe(),
-            default_max_len=length.default_len,
+            max_position_embeddings=int(cfg_get(t, "max_position_embeddings", lengths["derived_max_len"])),
+            **lengths,
             tie_word_embeddings=bool(cfg_get(t, "tie_word_embeddings", False)),
             attention_bias=bool(cfg_get(t, "attention_bias", False)),
             attn_output_gate=bool(cfg_get(t, "attn_output_gate", False)),

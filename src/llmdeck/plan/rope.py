@@ -2,7 +2,7 @@
 
 Follows vllm 0.22.0 ``vllm/config/model.py:2119-2253`` (``_get_and_verify_max_len``) and
 ``vllm/transformers_utils/model_arch_config_convertor.py:278-311``
-(``derive_max_model_len_and_key``), unchanged in 0.33.0:
+(``derive_max_model_len_and_key``), the same through 0.29.0 but for YaRN (below):
 
 * the smallest of ``max_position_embeddings``, ``n_positions``, ``max_seq_len``, ``seq_length``,
   ``max_target_positions``, ``max_sequence_length``, ``max_seq_length``, ``seq_len``; a
@@ -11,6 +11,13 @@ Follows vllm 0.22.0 ``vllm/config/model.py:2119-2253`` (``_get_and_verify_max_le
   ``yarn`` the base is ``original_max_position_embeddings`` instead; gemma-3 is skipped (its
   ``max_position_embeddings`` is already scaled);
 * without ``--max-model-len`` vLLM uses the derived value (``longrope``: the original length).
+
+From 0.30.0 (vLLM PR #56446; the 0.30.0-0.34.0 wheels' config/model.py, 0.34.0 :2653-2665) the YaRN
+types (``yarn``, ``deepseek_yarn``, ``deepseek_llama_scaling``) apply no factor and keep no base of their
+own: ``max_position_embeddings`` is taken as already scaled ("YaRN variants leave
+max_position_embeddings already scaled"). A public YaRN config states both consistently (gpt-oss: 4096
+× 32 = 131072 = max_position_embeddings), so the two rules agree; they part for a config that adds
+``rope_scaling`` without raising ``max_position_embeddings`` (Qwen3's own YaRN recipe).
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ LEN_KEYS = (
     "seq_len",
 )
 NO_FACTOR_TYPES = ("su", "longrope", "llama3")
+YARN_TYPES = ("yarn", "deepseek_yarn", "deepseek_llama_scaling")
+YARN_PRESCALED_SINCE = "0.30.0"  # from then vLLM applies no YaRN factor (docstring)
 DEFAULT_MAX_LEN = 2048
 
 
@@ -97,8 +106,10 @@ def _rope_factor(field: str, rp: dict[str, Any], source: str) -> float | None:
     return float(f)
 
 
-def derive_max_len(t: dict[str, Any], source: str = "") -> DerivedLength:
-    """vLLM's derived max_model_len for a text config (dict); ``source`` names the file in errors."""
+def derive_max_len(t: dict[str, Any], source: str = "", *, yarn_prescaled: bool = False) -> DerivedLength:
+    """vLLM's derived max_model_len for a text config (dict); ``source`` names the file in errors;
+    ``yarn_prescaled``: vLLM >= 0.30's rule (no factor for the YaRN types)."""
+    no_factor = NO_FACTOR_TYPES + (YARN_TYPES if yarn_prescaled else ())
     best: float = float("inf")
     key = "max_position_embeddings"
     for k in LEN_KEYS:
@@ -116,7 +127,7 @@ def derive_max_len(t: dict[str, Any], source: str = "") -> DerivedLength:
         for field, rp in _rope_list(t):
             rtype = str(rp.get("rope_type") or rp.get("type") or "default")
             f = _rope_factor(field, rp, source)
-            if rtype in NO_FACTOR_TYPES:
+            if rtype in no_factor:
                 rope_type = rope_type or rtype
                 continue
             if f is not None and rtype != "default":
