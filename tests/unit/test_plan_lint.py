@@ -404,3 +404,19 @@ def test_yarn_context_follows_the_vllm_release() -> None:
     assert both.facts.derived_max_len == 131072 and found(both, f.rule) == []
     for version in ("0.22.0", "0.34.0"):  # a public YaRN config states both lengths: one answer
         assert plan("gpt-oss-20b", [], vllm_version=version).facts.derived_max_len == 131072
+
+
+def test_a_parser_alias_of_the_same_class_is_no_error_where_vllm_makes_it_one() -> None:
+    """GLM-4.7 wants glm47 / glm45; from vLLM 0.24 glm45 and glm47 load one class (tool and reasoning),
+    as qwen3_xml and qwen3_coder do, and qwen3_json is hermes from 0.32 (each wheel's registry)."""
+    glm = ["--enable-auto-tool-choice", "--tool-call-parser", "glm45", "--reasoning-parser", "glm47"]
+    old = plan("GLM-4.7-Flash", glm, vllm_version="0.22.0")
+    assert found(old, "tool-call-parser-wrong") and found(old, "reasoning-parser-mismatch")
+    new = plan("GLM-4.7-Flash", glm, vllm_version="0.24.0")
+    assert not found(new, "tool-call-parser-wrong") and not found(new, "reasoning-parser-mismatch")
+    coder, rule = "Qwen3-Coder-30B-A3B-Instruct-FP8", "tool-call-parser-wrong"
+    xml = ["--enable-auto-tool-choice", "--tool-call-parser", "qwen3_xml"]
+    assert found(plan(coder, xml, vllm_version="0.23.0"), rule)
+    assert not found(plan(coder, xml, vllm_version="0.34.0"), rule)
+    wrong = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]  # still another format
+    assert found(plan(coder, wrong, vllm_version="0.34.0"), rule)

@@ -16,6 +16,7 @@ from llmdeck.plan.lint_base import (
     is_coder,
     is_thinking_model,
     rule,
+    same_parser,
 )
 
 
@@ -31,7 +32,7 @@ from llmdeck.plan.lint_base import (
 def _r_tool_parser_wrong(ctx: LintContext, meta: Rule) -> list[Finding]:
     given = ctx.flags.get("tool-call-parser")
     want = expected_tool_parser(ctx)
-    if not isinstance(given, str) or want is None or given == want:
+    if not isinstance(given, str) or want is None or same_parser("tool", given, want, ctx.target_vllm):
         return []
     return [
         finding(
@@ -129,7 +130,7 @@ def _r_reasoning(ctx: LintContext, meta: Rule) -> list[Finding]:
                     "warning",
                 )
             ]
-        if want is not None and given != want:
+        if want is not None and not same_parser("reasoning", given, want, ctx.target_vllm):
             return [
                 finding(
                     meta,

@@ -18,7 +18,7 @@ from llmdeck.plan.flags import VllmFlags
 from llmdeck.plan.machine import MachineProfile
 from llmdeck.plan.memory import MemoryPlan, ServeSettings
 from llmdeck.plan.modelinfo import ModelFacts
-from llmdeck.plan.versions import ALL_VERSIONS, VersionRange, is_known
+from llmdeck.plan.versions import ALL_VERSIONS, VersionRange, at_least, is_known
 
 Severity = Literal["error", "warning", "info"]
 FACTS = "shared/knowledge/vllm-facts.md"
@@ -123,6 +123,22 @@ FAMILY_PARSERS: dict[str, tuple[str | None, str | None]] = {
 }
 # Reasoning parsers vLLM sets by itself when none is given (so a missing flag is no error).
 DEFAULT_REASONING = {"gpt_oss"}
+# Parser names that load one class, from the release that first does (tool_parsers/__init__.py and
+# reasoning/__init__.py of every wheel 0.22.0-0.34.0): giving one for the other is no mistake there.
+PARSER_ALIASES: tuple[tuple[str, str, frozenset[str]], ...] = (
+    ("tool", "0.22.0", frozenset({"llama3_json", "llama4_json"})),  # Llama3Json / LlamaJsonEngine
+    ("tool", "0.24.0", frozenset({"glm45", "glm47"})),  # Glm47MoeModelToolParser
+    ("tool", "0.24.0", frozenset({"qwen3_coder", "qwen3_xml"})),  # Qwen3EngineToolParser
+    ("tool", "0.32.0", frozenset({"hermes", "qwen3_json"})),  # Hermes2ProToolParser
+    ("reasoning", "0.24.0", frozenset({"glm45", "glm47"})),  # Glm47MoeParserReasoningAdapter
+)
+
+
+def same_parser(kind: str, given: str, want: str, target: str | None) -> bool:
+    """``given`` is ``want`` for the target vLLM (the same name, or an alias of one class there)."""
+    return given == want or any(
+        k == kind and {given, want} <= names and at_least(target, since) for k, since, names in PARSER_ALIASES
+    )
 
 
 def is_coder(ctx: LintContext) -> bool:
