@@ -92,5 +92,6 @@ def test_a_removed_method_is_an_error_on_the_release_without_it() -> None:
     assert [f.rule for f in old.findings if f.rule.startswith("quantization-")] == ["quantization-deprecated"]
     new = plan("Qwen3-0.6B", ["-q", "fp_quant"], vllm_version="0.34.0")
     assert [f.rule for f in new.findings if f.rule.startswith("quantization-")] == ["quantization-removed"]
-    (t,) = found(plan("Qwen3-0.6B", ["-q", "tpu_int8"], vllm_version="0.26.0"), "quantization-removed")
-    assert "0.26.0" in t.message
+    (g,) = found(plan("Qwen3-0.6B", ["-q", "gguf"], vllm_version="0.24.0"), "quantization-removed")
+    assert "0.24.0" in g.message
+    assert found(plan("Qwen3-0.6B", ["-q", "gguf"], vllm_version="0.23.0"), g.rule) == []

@@ -93,8 +93,8 @@ def _removed_for(ctx: LintContext, method: str) -> bool:
     "error",
     "--quantization names a method the target vLLM no longer has",
     [
-        "vllm 0.22.0 model_executor/layers/quantization/__init__.py (tpu_int8 and fp_quant listed and "
-        "deprecated); 0.26.0 the same file (tpu_int8 gone); 0.34.0 the same file (fp_quant gone)",
+        "vllm model_executor/layers/quantization/__init__.py QuantizationMethods, each wheel 0.22.0-0.34.0:"
+        " cpu_awq gone in 0.23.0, gguf in 0.24.0, bitsandbytes in 0.28.0, fp_quant (deprecated) in 0.34.0",
         VERIFY + ": Unknown quantization method",
     ],
 )
@@ -107,7 +107,7 @@ def _r_removed(ctx: LintContext, meta: Rule) -> list[Finding]:
     return [
         finding(
             meta,
-            f"--quantization {method} is gone from vLLM {since} on (deprecated before); "
+            f"--quantization {method} is gone from vLLM {since} on; "
             + (f"vLLM {target} " if target else "a vLLM that new (the target's version is unknown) ")
             + "stops at start-up with `Unknown quantization method`.",
             "a checkpoint in another format (an FP8 or compressed-tensors one), or a vLLM older than "

@@ -43,9 +43,9 @@ VLLM_QUANTIZATION_METHODS = frozenset(
 # DEPRECATED_QUANTIZATION_METHODS (0.22: tpu_int8, fbgemm_fp8, fp_quant; 0.32 drops tpu_int8): vLLM
 # stops unless --allow-deprecated-quantization.
 DEPRECATED_QUANTIZATION = frozenset({"tpu_int8", "fbgemm_fp8", "fp_quant"})
-# Deprecated methods later removed, by the first release checked without them (QuantizationMethods:
-# tpu_int8 is in the 0.22.0 wheel, not in 0.26.0; fp_quant is in 0.33.0, not in 0.34.0).
-REMOVED_QUANTIZATION = {"tpu_int8": "0.26.0", "fp_quant": "0.34.0"}
+# Methods later removed, by the first release without them (QuantizationMethods in every wheel 0.22.0-0.34.0;
+# 0.34.0 has no GGUF or bitsandbytes loader left): vLLM says "Unknown quantization method" from then on.
+REMOVED_QUANTIZATION = {"cpu_awq": "0.23.0", "gguf": "0.24.0", "bitsandbytes": "0.28.0", "fp_quant": "0.34.0"}
 # What ``--quantization`` does to a full-precision checkpoint, as vllm 0.22.0 loads it: the weights
 # are materialized layer by layer and quantized as they load (config/quantization.py _ONLINE_SHORTHANDS;
 # quantization/online/{fp8,mxfp8,int8}.py; fp8.py Fp8OnlineLinearMethod for plain ``fp8``).
