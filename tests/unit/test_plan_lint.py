@@ -224,6 +224,28 @@ def test_gb10_utilization_ceiling() -> None:
     )
 
 
+def test_gb10_on_vllm_0_34_does_not_stop_but_takes_memory() -> None:
+    """vLLM 0.34's extensible KV cache skips the free-memory start-up check: the finding says what
+    happens instead; with --kv-cache-memory-bytes (which turns it off) the old check is back."""
+    args = ["--gpu-memory-utilization", "0.85"]
+    low = dgx_spark(mem_available_gib=90.0)
+    (old,) = found(
+        plan("Qwen3-0.6B", args, machine=low, vllm_version="0.33.0"),
+        "gpu-memory-utilization-above-gb10-ceiling",
+    )
+    assert "stops with `Free memory on device" in old.message
+    (new,) = found(plan("Qwen3-0.6B", args, machine=low, vllm_version="0.34.0"), old.rule)
+    assert (
+        new.severity == "error" and "does not stop at start" in new.message and "after warmup" in new.message
+    )
+    off = [*args, "--kv-cache-memory-bytes", str(8 << 30)]
+    (back,) = found(plan("Qwen3-0.6B", off, machine=low, vllm_version="0.34.0"), old.rule)
+    assert "stops with `Free memory on device" in back.message
+    (info,) = found(plan("Qwen3-0.6B", args, machine=dgx_spark(), vllm_version="0.34.0"),
+                    "gpu-memory-utilization-on-unified-memory")  # fmt: skip
+    assert "extensible KV cache" in info.message
+
+
 def test_unified_memory_explains_the_fraction_and_offers_bytes() -> None:
     p = plan("Qwen3-0.6B", ["--gpu-memory-utilization", "0.7"], machine=dgx_spark())
     (f,) = found(p, "gpu-memory-utilization-on-unified-memory")

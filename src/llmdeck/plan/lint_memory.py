@@ -98,6 +98,23 @@ def _r_concurrency(ctx: LintContext, meta: Rule) -> list[Finding]:
     ]
 
 
+EXTENSIBLE_SINCE = "0.34.0"
+EXTENSIBLE_EVIDENCE = (
+    "vllm 0.34.0 config/vllm.py:3181-3254 (extensible KV cache on by default on CUDA unless "
+    "kv_cache_memory_bytes or num_gpu_blocks_override), v1/worker/utils.py:781-795 (then no free-memory "
+    "check), config/cache.py resolved_gpu_memory_utilization (then 1.0 when not given)"
+)
+
+
+def extensible_kv_cache(ctx: LintContext) -> bool:
+    """vLLM >= 0.34 sizes the KV cache from memory measured after warmup (its default on CUDA)."""
+    f = ctx.flags
+    if not at_least(ctx.target_vllm, EXTENSIBLE_SINCE) or ctx.settings.kv_cache_memory_gib is not None:
+        return False
+    off = f.get_bool("enable-extensible-kv-cache") is False or f.get_bool("enable-elastic-ep")
+    return not off and not f.has("num-gpu-blocks-override")
+
+
 @rule(
     "gpu-memory-utilization-above-gb10-ceiling",
     "error",
@@ -106,6 +123,7 @@ def _r_concurrency(ctx: LintContext, meta: Rule) -> list[Finding]:
         f"{FACTS} (seed claims: --gpu-memory-utilization 0.85 on GB10; free-memory start-up error)",
         "vllm PR #35356",
         "vllm issue #48140",
+        EXTENSIBLE_EVIDENCE,
     ],
 )
 def _r_gb10(ctx: LintContext, meta: Rule) -> list[Finding]:
@@ -119,6 +137,12 @@ def _r_gb10(ctx: LintContext, meta: Rule) -> list[Finding]:
         "vLLM stops with `Free memory on device cuda:0 ... is less than desired GPU memory utilization`; "
         "page cache from a download or a loaded Ollama model lowers the free memory further."
     )
+    if extensible_kv_cache(ctx):
+        fail_msg = (
+            f"vLLM {ctx.target_vllm or '0.34+'} does not stop at start (its extensible KV cache skips the "
+            "free-memory check): after warmup it sizes the KV cache from what is free, up to this fraction "
+            "of the total, and takes it from the OS, the page cache and other models."
+        )
     if free is not None and requested > free:
         safe = min(int(free / m.total_gib * 100) / 100, GB10_CEILING)
         return [
@@ -162,6 +186,7 @@ def _r_gb10(ctx: LintContext, meta: Rule) -> list[Finding]:
         f"{FACTS} (seed claims: vLLM takes MemAvailable as free memory on integrated GPUs, vllm PR #35356)",
         "vllm 0.22.0 vllm/v1/worker/gpu_worker.py (kv_cache_memory_bytes reserves exactly that for KV, "
         "ignoring gpu_memory_utilization)",
+        EXTENSIBLE_EVIDENCE,
     ],
 )
 def _r_unified_bytes(ctx: LintContext, meta: Rule) -> list[Finding]:
@@ -177,7 +202,14 @@ def _r_unified_bytes(ctx: LintContext, meta: Rule) -> list[Finding]:
             f"--gpu-memory-utilization {util} is a fraction of the {ctx.machine.total_gib} GiB total, not "
             "of what is free: the OS, page cache and other models share the pool, and vLLM's start-up "
             "profiling can pass the fraction and take the host down instead of failing. `llmdeck up` "
-            "sizes the start by bytes instead (--kv-cache-memory-bytes from live memory at start).",
+            "sizes the start by bytes instead (--kv-cache-memory-bytes from live memory at start)."
+            + (
+                " On vLLM 0.34 that also turns off its extensible KV cache (sized from what is free after "
+                "warmup, up to the fraction): keep --gpu-memory-utilization beside it, since vLLM then "
+                "checks free memory against it (0.92 when not given) at start."
+                if at_least(ctx.target_vllm, EXTENSIBLE_SINCE)
+                else ""
+            ),
             f"--kv-cache-memory-bytes {kv_bytes} (this plan's KV budget) to fix it yourself",
         )
     ]
