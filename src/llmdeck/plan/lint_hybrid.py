@@ -73,10 +73,11 @@ def _r_block_vs_mnbt(ctx: LintContext, meta: Rule) -> list[Finding]:
     "hybrid + prefix caching: max_num_batched_tokens should be a multiple of block_size",
     [
         f"{FACTS} (Hybrid: the scheduler rounds prefill chunks down to a multiple of the block size)",
-        "vllm 0.22.0 v1/core/sched/scheduler.py:300-316 (rounds down; 0.26.0 the same); from 0.27.0 "
-        "_mamba_block_aligned_split lets chunks keep private state up to the next block boundary",
+        "vllm 0.22.0 v1/core/sched/scheduler.py:300-316 (rounds down; 0.26.0 the same); 0.27.0-0.34.0 "
+        "_mamba_block_aligned_split still rounds a chunk that is not the prompt's last down to a block "
+        "multiple when the block fits the step (0.34.0 :631-636); only a block wider than the step keeps "
+        "private state to the next boundary",
     ],
-    VersionRange(until="0.27.0"),
 )
 def _r_mnbt_multiple(ctx: LintContext, meta: Rule) -> list[Finding]:
     s, lay = ctx.settings, ctx.memory.layout
