@@ -112,3 +112,20 @@ def test_glm47_flash_parsers() -> None:
     (f,) = [f for f in p.findings if f.rule == "tool-call-parser-wrong"]
     assert f.fix == "--tool-call-parser glm47"
     assert p.facts.use_mla and p.facts.architecture == "Glm4MoeLiteForCausalLM"
+
+
+def test_vllm_0_34_blocks_are_64_tokens_and_its_kv_sizing_is_named() -> None:
+    """0.34 raised CacheConfig.DEFAULT_BLOCK_SIZE from 16 to 64 (every backend modelled takes it): a
+    dense block is 64, a hybrid's rounds to 64 (Qwen3.6 without prefix caching 1056 -> 1088)."""
+    dense = {v: plan("Qwen3-0.6B", [], vllm_version=v).memory.layout.block_size for v in ("0.33.0", "0.34.0")}
+    assert dense == {"0.33.0": 16, "0.34.0": 64}
+    off = ["--no-enable-prefix-caching", "--max-model-len", "32768"]
+    hybrid = {
+        v: plan("Qwen3.6-35B-A3B-FP8", off, vllm_version=v).memory.layout.block_size
+        for v in ("0.33.0", "0.34.0")
+    }
+    assert hybrid == {"0.33.0": 1056, "0.34.0": 1088}
+    assert "kv-cache-sized-after-warmup" not in rules(plan("Qwen3-0.6B", [], vllm_version="0.33.0"))
+    assert rules(plan("Qwen3-0.6B", [], vllm_version="0.34.0"))["kv-cache-sized-after-warmup"] == "info"
+    by_bytes = plan("Qwen3-0.6B", ["--kv-cache-memory-bytes", str(4 << 30)], vllm_version="0.34.0")
+    assert "kv-cache-sized-after-warmup" not in rules(by_bytes)  # bytes turn the extensible cache off

@@ -92,7 +92,7 @@ class _Block(BaseModel):
 
 
 def _block(facts: ModelFacts, s: ServeSettings, kv_dtype: str, attn_tok: int) -> _Block:
-    base, how = backend_block_size(facts, kv_dtype, s.compute_capability_major)
+    base, how = backend_block_size(facts, kv_dtype, s.compute_capability_major, s.vllm_version)
     if s.block_size:
         base, how = s.block_size, "--block-size"
     if not facts.is_hybrid:

@@ -39,9 +39,13 @@ import math
 from pydantic import BaseModel, Field
 
 from llmdeck.plan.modelinfo import ModelFacts
+from llmdeck.plan.versions import at_least
 
 KERNEL_BLOCK_ALIGN = 16  # FLASH_ATTN / TRITON_ATTN: MultipleOf(16); also vLLM's default block size
 FP8_DS_MLA_BYTES_PER_TOKEN = 656  # kv_cache_interface.py:338-345 (V3.2 custom fp8 MLA layout)
+# CacheConfig.DEFAULT_BLOCK_SIZE: 16 through 0.33.0, 64 in 0.34.0 (config/cache.py:185), which every
+# backend llmdeck models takes (get_preferred_block_size, v1/attention/backend.py:158-166).
+DEFAULT_BLOCK_64_SINCE = "0.34.0"
 FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64  # vllm 0.33.0 v1/attention/backends/gdn_attn.py:34
 GDN_MODEL_TYPES = ("qwen3_next", "qwen3_5")
 
@@ -164,8 +168,13 @@ def attention_bytes_per_token(facts: ModelFacts, kv_dtype: str, tp: int) -> int:
     return 2 * kv_heads * facts.head_dim * kvb
 
 
-def backend_block_size(facts: ModelFacts, kv_dtype: str, cc_major: int | None) -> tuple[int, str]:
-    """Phase 1 of ``update_block_size_for_backend``: the first usable backend's preferred size."""
+def backend_block_size(
+    facts: ModelFacts, kv_dtype: str, cc_major: int | None, version: str | None = None
+) -> tuple[int, str]:
+    """Phase 1 of ``update_block_size_for_backend``: the first usable backend's preferred size (vLLM's
+    default block when the backend takes it: 16 until 0.33, 64 from 0.34)."""
+    if at_least(version, DEFAULT_BLOCK_64_SINCE):
+        return 64, "vLLM >= 0.34 default 64 (FLASH_ATTN, FLASHINFER, TRITON and the MLA backends take it)"
     if not facts.use_mla:
         return KERNEL_BLOCK_ALIGN, "FLASH_ATTN/FLASHINFER/TRITON_ATTN default 16"
     quantized = kv_dtype not in {"auto", "bfloat16", "float16"}

@@ -283,3 +283,26 @@ def _r_lmo(ctx: LintContext, meta: Rule) -> list[Finding]:
             )
         ]
     return []
+
+
+@rule(
+    "kv-cache-sized-after-warmup",
+    "info",
+    "vLLM >= 0.34 sizes the KV cache from memory measured after warmup; the plan's figures are estimates",
+    [EXTENSIBLE_EVIDENCE, "vllm 0.34.0 v1/core/kv_cache_planning.py:1827-1906 (sized after graph capture)"],
+)
+def _r_extensible(ctx: LintContext, meta: Rule) -> list[Finding]:
+    if ctx.machine.unified_memory or not extensible_kv_cache(ctx):
+        return []  # on unified memory the GB10 rules say what it means there
+    given = ctx.flags.get_float("gpu-memory-utilization")
+    util = f"--gpu-memory-utilization {given}" if given else "--gpu-memory-utilization 1.0 (its default now)"
+    return [
+        finding(
+            meta,
+            f"vLLM {ctx.target_vllm or '0.34+'} reserves the KV cache's address range and fills it after "
+            f"warmup and CUDA graph capture from the memory then free, up to {util}. This plan sizes the KV "
+            f"cache as 0.33 did (a profiling estimate at {ctx.settings.gpu_memory_utilization}); its "
+            "tokens and concurrency are an estimate there, not yet checked against a 0.34 start.",
+            None,
+        )
+    ]
