@@ -442,3 +442,9 @@ def test_a_parser_alias_of_the_same_class_is_no_error_where_vllm_makes_it_one() 
     assert not found(plan(coder, xml, vllm_version="0.34.0"), rule)
     wrong = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]  # still another format
     assert found(plan(coder, wrong, vllm_version="0.34.0"), rule)
+
+
+def test_vllm_0_34_kv_sizing_after_warmup_is_named() -> None:
+    (f,) = found(plan("Qwen3-0.6B", [], vllm_version="0.34.0"), "kv-cache-sized-after-warmup")
+    assert f.severity == "info" and "1.0 (its default now)" in f.message and "after warmup" in f.message
+    assert found(plan("Qwen3-0.6B", [], vllm_version="0.33.0"), f.rule) == []
