@@ -3,7 +3,9 @@
 Every lint rule and every version-bound piece of the memory math names the vLLM range it was
 checked for (from the release's own source: the ``vllm`` wheels 0.22.0 and 0.33.0 on PyPI, and for the
 model-runner, in-flight and MXFP4 rules every release 0.22.0-0.34.0). 0.22.0 and 0.26.0 were also run on
-an H200 against the plan (evidence/plan/families/results*).
+an H200 against the plan (evidence/plan/families/results*). 0.34.0's source was read for the command
+line, the hybrid and quantization rules, the YaRN length and the block size; its KV sizing after warmup
+(the extensible KV cache) is not modelled, so an unknown target still follows 0.33.0's memory math.
 A target the planner cannot pin down (an image tag such as ``latest`` or ``nightly``, an unknown
 image) is *unknown*: a rule bound to some versions then reports a warning naming them instead
 of an error, and the memory math assumes the newest release checked (:data:`NEWEST_CHECKED`).
@@ -16,7 +18,7 @@ from pydantic import BaseModel
 from llmdeck.errors import UsageError
 
 # The releases whose source the planner's rules were read from.
-CHECKED_VERSIONS = ("0.22.0", "0.26.0", "0.33.0")
+CHECKED_VERSIONS = ("0.22.0", "0.26.0", "0.33.0", "0.34.0")
 NEWEST_CHECKED = "0.33.0"
 
 
