@@ -95,3 +95,26 @@ def test_a_removed_method_is_an_error_on_the_release_without_it() -> None:
     (g,) = found(plan("Qwen3-0.6B", ["-q", "gguf"], vllm_version="0.24.0"), "quantization-removed")
     assert "0.24.0" in g.message
     assert found(plan("Qwen3-0.6B", ["-q", "gguf"], vllm_version="0.23.0"), g.rule) == []
+
+
+def test_online_schemes_of_vllm_0_34_quantize_their_own_parts() -> None:
+    """0.34.0 config/quantization.py shorthands: mxfp4 and fp8_per_channel quantize linear layers and
+    experts, nvfp4_per_token and lut_b_moe only the experts, mxfp4_hadamard32 only the linear layers."""
+    bf16 = weights("Qwen3-30B-A3B", [])
+    w = {
+        m: weights("Qwen3-30B-A3B", ["-q", m])
+        for m in ("mxfp4", "nvfp4_per_token", "lut_b_moe", "mxfp4_hadamard32")
+    }
+    assert weights("Qwen3-30B-A3B", ["-q", "fp8_per_channel"]) == weights("Qwen3-30B-A3B", ["-q", "fp8"])
+    assert w["mxfp4"] < w["nvfp4_per_token"] < bf16  # attention stays bf16 under nvfp4_per_token
+    assert w["lut_b_moe"] < w["nvfp4_per_token"]  # 3.14 bits a weight against 4.5
+    assert w["mxfp4"] < w["mxfp4_hadamard32"] < bf16  # the experts (most of a MoE) stay bf16
+    dense = weights("Qwen3-0.6B", [])
+    assert (
+        weights("Qwen3-0.6B", ["-q", "lut_b_moe"]) == dense
+        and weights("Qwen3-0.6B", ["-q", "mxfp4_hadamard32"]) < dense
+    )
+    (f,) = found(
+        plan("Qwen3-30B-A3B", ["--max-model-len", "8192", "-q", "mxfp4_hadamard32"]), "quantization-online"
+    )
+    assert "the linear layers (not the MoE experts)" in f.message

@@ -154,7 +154,10 @@ def _r_online(ctx: LintContext, meta: Rule) -> list[Finding]:
     q = ctx.facts.quantization
     if q is None or not q.online:
         return []
-    what = "the MoE experts" if ONLINE_QUANTIZATION[q.method][1] else "the linear layers and MoE experts"
+    parts = ONLINE_QUANTIZATION[q.method][1]
+    what = {"experts": "the MoE experts", "linear": "the linear layers (not the MoE experts)"}.get(
+        parts, "the linear layers and MoE experts"
+    )
     return [
         finding(
             meta,

@@ -48,16 +48,26 @@ DEPRECATED_QUANTIZATION = frozenset({"tpu_int8", "fbgemm_fp8", "fp_quant"})
 REMOVED_QUANTIZATION = {"cpu_awq": "0.23.0", "gguf": "0.24.0", "bitsandbytes": "0.28.0", "fp_quant": "0.34.0"}
 # What ``--quantization`` does to a full-precision checkpoint, as vllm 0.22.0 loads it: the weights
 # are materialized layer by layer and quantized as they load (config/quantization.py _ONLINE_SHORTHANDS;
-# quantization/online/{fp8,mxfp8,int8}.py; fp8.py Fp8OnlineLinearMethod for plain ``fp8``).
-# method -> (scheme, MoE experts only). Linear layers and MoE experts; embeddings, lm_head, norms
-# and routers stay in the model dtype, as for a quantized checkpoint.
-ONLINE_QUANTIZATION: dict[str, tuple[str, bool]] = {
-    "fp8": ("fp8", False),
-    "fp8_per_tensor": ("fp8", False),
-    "fp8_per_block": ("fp8-block", False),
-    "mxfp8": ("mxfp8", False),
-    "int8_per_channel_weight_only": ("int8", True),
+# quantization/online/{fp8,mxfp8,int8}.py; fp8.py Fp8OnlineLinearMethod for plain ``fp8``, which 0.34
+# runs as fp8_per_tensor with a deprecation warning). 0.34.0 config/quantization.py:272-316 adds to
+# those each shorthand's parts: fp8_per_channel and mxfp4 (both), nvfp4_per_token and lut_b_moe (MoE
+# only), mxfp4_hadamard32 (linear only). method -> (scheme, parts: all | experts | linear); embeddings,
+# lm_head, norms and routers stay in the model dtype, as for a quantized checkpoint.
+ONLINE_QUANTIZATION: dict[str, tuple[str, str]] = {
+    "fp8": ("fp8", "all"),
+    "fp8_per_tensor": ("fp8", "all"),
+    "fp8_per_block": ("fp8-block", "all"),
+    "fp8_per_channel": ("fp8", "all"),
+    "mxfp8": ("mxfp8", "all"),
+    "mxfp4": ("mxfp4", "all"),
+    "int8_per_channel_weight_only": ("int8", "experts"),
+    "nvfp4_per_token": ("nvfp4", "experts"),
+    "lut_b_moe": ("lut-b", "experts"),
+    "mxfp4_hadamard32": ("mxfp4", "linear"),
 }
+# LUT-B: each 8 x 64 tile is 192 B of 3-bit indices, an 8-entry E4M3 codebook and one UE8M0 byte
+# (0.34.0 quantization/utils/lut_b_utils.py:3-24): 201 B for 512 weights.
+LUT_B_BYTES_PER_WEIGHT = 201 / 512
 
 # vllm 0.22.0 vllm/utils/torch_utils.py:311-360 (get_kv_cache_quant_algo_string) and
 # model_executor/layers/attention/attention.py:231-243 (compressed-tensors kv_cache_scheme → fp8).
@@ -82,6 +92,7 @@ class QuantizationInfo(BaseModel):
     )
     online: bool = Field(False, description="quantized by vLLM while loading (--quantization)")
     experts_only: bool = Field(False, description="only the MoE experts are quantized")
+    linear_only: bool = Field(False, description="only the linear layers, not the MoE experts")
 
     @property
     def weight_bytes_per_param(self) -> float:
@@ -99,6 +110,8 @@ class QuantizationInfo(BaseModel):
             return 0.5 + 1 / 32
         if self.scheme == "nvfp4":
             return 0.5 + 1 / (self.group_size or 16)
+        if self.scheme == "lut-b":
+            return LUT_B_BYTES_PER_WEIGHT
         if self.scheme in {"int4", "bits"}:
             bits = self.bits or 4
             return bits / 8 + 2 / g + (bits / 8 / g if self.zero_point else 0.0)
@@ -106,7 +119,8 @@ class QuantizationInfo(BaseModel):
 
     def quantizes(self, module: str) -> bool:
         """Whether the linear layer ``module`` is stored in this scheme (not left in the model dtype)."""
-        if self.experts_only and not module.endswith(".mlp.experts"):
+        expert = module.endswith(".mlp.experts")
+        if (self.experts_only and not expert) or (self.linear_only and expert):
             return False
         return not self.keeps_dtype(module)
 
@@ -233,11 +247,12 @@ def online_quantization(method: str | None) -> QuantizationInfo | None:
     quantize one while loading with it (``online`` needs --quantization-config: priced as given)."""
     if method not in ONLINE_QUANTIZATION:
         return None
-    scheme, experts_only = ONLINE_QUANTIZATION[method]
+    scheme, parts = ONLINE_QUANTIZATION[method]
     return QuantizationInfo(
         method=method,
         scheme=scheme,
         weight_block_size=[128, 128] if scheme == "fp8-block" else None,
         online=True,
-        experts_only=experts_only,
+        experts_only=parts == "experts",
+        linear_only=parts == "linear",
     )
