@@ -448,3 +448,27 @@ def test_vllm_0_34_kv_sizing_after_warmup_is_named() -> None:
     (f,) = found(plan("Qwen3-0.6B", [], vllm_version="0.34.0"), "kv-cache-sized-after-warmup")
     assert f.severity == "info" and "1.0 (its default now)" in f.message and "after warmup" in f.message
     assert found(plan("Qwen3-0.6B", [], vllm_version="0.33.0"), f.rule) == []
+
+
+def test_the_tokenizers_model_max_length_caps_the_context(tmp_path: Path) -> None:
+    """vLLM takes the smaller of the config's length and tokenizer_config.json's model_max_length,
+    before any RoPE factor (0.22.0 config/model.py:2144-2149; 0.34.0 :2614-2619); "no limit" (1e30)
+    and a missing or broken file change nothing."""
+    from llmdeck.catalog.entries import load_catalog
+
+    cfg = load_catalog().config_for(load_catalog().get("Qwen3-0.6B"))  # max_position_embeddings 40960
+    (tmp_path / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    tok = tmp_path / "tokenizer_config.json"
+
+    def derived(vllm_version: str = "0.22.0") -> int:
+        return plan(str(tmp_path), [], vllm_version=vllm_version).facts.derived_max_len
+
+    assert derived() == 40960
+    for value, want in ((32768, 32768), (131072, 40960), (1e30, 40960), ("x", 40960)):
+        tok.write_text(json.dumps({"model_max_length": value}), encoding="utf-8")
+        assert derived() == want, value
+    tok.write_text("{not json", encoding="utf-8")
+    assert derived() == 40960
+    tok.write_text(json.dumps({"model_max_length": 8192}), encoding="utf-8")
+    (f,) = found(plan(str(tmp_path), [], context=16384), "max-model-len-beyond-position-embeddings")
+    assert "tokenizer_config.model_max_length=8192" in f.message

@@ -29,6 +29,7 @@ MAX_CONFIG_BYTES = 4 << 20
 MAX_CONFIG_VALUES = 200_000  # every value a transformers config copy and dump walks (bl4: 800k, 19 s)
 MAX_CONFIG_DEPTH = 64  # real configs nest 3-4 levels; json.loads recurses once per level
 MAX_INDEX_BYTES = 256 << 20  # a safetensors index or tokenizer config: MBs for the largest models
+MAX_TOKENIZER_LENGTH = 1 << 40  # beyond any context; transformers' "no limit" is 1e30
 REFETCH = "Check the file, or run `llmdeck fetch REPO_ID --config-only` for the model's real config.json."
 
 
@@ -167,6 +168,24 @@ def read_index_weight_map(index: Path) -> dict[str, Any]:
     if not isinstance(weight_map, dict):
         raise TypeError("weight_map is not an object")
     return weight_map
+
+
+def read_tokenizer_max_length(model_dir: Path) -> int | None:
+    """``model_max_length`` of the folder's ``tokenizer_config.json``, which vLLM takes the smaller of with
+    the config's length (vllm 0.22.0 config/model.py:2144-2149; 0.34.0 :2614-2619). None when the file is
+    missing or unreadable, or the value is no length (transformers writes 1e30 for "no limit")."""
+    from llmdeck.util.localfile import read_regular_text
+
+    path = model_dir / "tokenizer_config.json"
+    if not path.is_file():
+        return None
+    try:
+        value = _json_loads(read_regular_text(path, MAX_INDEX_BYTES)).get("model_max_length")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value) if 1 <= value <= MAX_TOKENIZER_LENGTH else None
 
 
 def has_chat_template(model_dir: Path) -> bool:

@@ -22,6 +22,7 @@ from llmdeck.formats.model_folder import (
     read_hf_quant_config,
     read_index_total_size,
     read_model_config,
+    read_tokenizer_max_length,
 )
 from llmdeck.plan.configfields import (
     MLA_MODEL_TYPES,
@@ -267,10 +268,10 @@ def _quantization(qc: Any, quant_file: dict[str, Any] | None, source: str) -> Qu
     )
 
 
-def _length_fields(t: dict[str, Any], source: str) -> dict[str, Any]:
+def _length_fields(t: dict[str, Any], source: str, tokenizer_max: int | None) -> dict[str, Any]:
     """The context vLLM derives, and (``prescaled``) what vLLM >= 0.30's YaRN rule derives instead."""
-    length: DerivedLength = derive_max_len(t, source)
-    newer = derive_max_len(t, source, yarn_prescaled=True)
+    length: DerivedLength = derive_max_len(t, source, tokenizer_max=tokenizer_max)
+    newer = derive_max_len(t, source, yarn_prescaled=True, tokenizer_max=tokenizer_max)
     return {
         "derived_max_len": length.max_len,
         "derived_max_len_how": length.describe(),
@@ -286,14 +287,16 @@ def facts_from_config(
     checkpoint_bytes: int | None = None,
     quant_file: dict[str, Any] | None = None,
     overrides: dict[str, Any] | None = None,
+    tokenizer_max: int | None = None,
 ) -> ModelFacts:
-    """Build :class:`ModelFacts` from a parsed config.json; raise ConfigError when it is not a decoder."""
+    """Build :class:`ModelFacts` from a parsed config.json; raise ConfigError when it is not a decoder.
+    ``tokenizer_max``: the folder's tokenizer_config ``model_max_length`` (vLLM caps the context by it)."""
     cfg, t = prepare_config(cfg, source, overrides)
     h, n_heads, n_layers = int(t["hidden_size"]), int(t["num_attention_heads"]), int(t["num_hidden_layers"])
     model_type = str(cfg_get(t, "model_type", cfg_get(cfg, "model_type", "unknown")))
     types, window = apply_sliding_window(t, layer_kinds(t, n_layers, source), n_layers)
     quant = _quantization(t.get("quantization_config"), quant_file, source)
-    lengths = _length_fields(t, source)
+    lengths = _length_fields(t, source, tokenizer_max)
     archs = cfg.get("architectures") or []
     vc = cfg.get("vision_config")
     try:
@@ -369,4 +372,5 @@ def facts_from_dir(model_dir: Path, *, overrides: dict[str, Any] | None = None) 
         checkpoint_bytes=read_index_total_size(model_dir),
         quant_file=read_hf_quant_config(model_dir),
         overrides=overrides,
+        tokenizer_max=read_tokenizer_max_length(model_dir),
     )

@@ -106,9 +106,12 @@ def _rope_factor(field: str, rp: dict[str, Any], source: str) -> float | None:
     return float(f)
 
 
-def derive_max_len(t: dict[str, Any], source: str = "", *, yarn_prescaled: bool = False) -> DerivedLength:
+def derive_max_len(
+    t: dict[str, Any], source: str = "", *, yarn_prescaled: bool = False, tokenizer_max: int | None = None
+) -> DerivedLength:
     """vLLM's derived max_model_len for a text config (dict); ``source`` names the file in errors;
-    ``yarn_prescaled``: vLLM >= 0.30's rule (no factor for the YaRN types)."""
+    ``yarn_prescaled``: vLLM >= 0.30's rule (no factor for the YaRN types); ``tokenizer_max``: the
+    tokenizer_config's ``model_max_length``, which vLLM takes the smaller of before any RoPE factor."""
     no_factor = NO_FACTOR_TYPES + (YARN_TYPES if yarn_prescaled else ())
     best: float = float("inf")
     key = "max_position_embeddings"
@@ -119,6 +122,8 @@ def derive_max_len(t: dict[str, Any], source: str = "", *, yarn_prescaled: bool 
     mml = t.get("model_max_length")
     if isinstance(mml, int | float) and not isinstance(mml, bool) and math.isfinite(mml) and mml:
         best, key = mml, "model_max_length"
+    if tokenizer_max is not None and tokenizer_max < best:
+        best, key = tokenizer_max, "tokenizer_config.model_max_length"
     guessed = best == float("inf")
     base = DEFAULT_MAX_LEN if guessed else int(best)
     derived = float(min(base, MAX_CONTEXT_LEN + 1))  # a 400-digit JSON int is no float
