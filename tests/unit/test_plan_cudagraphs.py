@@ -35,6 +35,10 @@ def test_vllms_default_list_and_the_gpt_oss_cap() -> None:
     sizes, full = graphs(["--max-num-seqs", "8", "--max-num-batched-tokens", "4096"])
     assert (sizes, full) == ([1, 2, 4, 8, 16], [1, 2, 4, 8])  # seed 000's flags: 5 / 4 as logged
     assert cudagraph_capture_sizes(1024, 200)[-1] == 200  # max_num_batched_tokens itself is captured
+    # gpt-oss's 1024 is set as an explicit largest size: vLLM's 2 x max_num_seqs cap does not apply
+    # (0.22.0 models/config.py:164-170 then config/vllm.py:1646-1661); full graphs stop at max_num_seqs
+    sizes, full = graphs(["--max-num-seqs", "64"], str(GPT_OSS))
+    assert (len(sizes), sizes[-1], full[-1]) == (83, 1024, 64)
 
 
 @pytest.mark.parametrize(

@@ -160,8 +160,9 @@ FULL_FIRST_BYTES_PER_TOKEN_MLA = MIB  # DeepSeek-V2-Lite: 516 MiB at 512 (0.22.0
 PIECEWISE_GRAPH_BYTES = 6 * MIB  # fused-MoE models (Qwen3-30B-A3B, Nemotron, Qwen3.6 on 0.22.0 and 0.26.0)
 PIECEWISE_GRAPH_BYTES_OTHER = 4 * MIB  # dense Llama, Mistral (0.22.0) and gpt-oss's MXFP4 experts (both)
 FULL_GRAPH_BYTES = 2 * MIB
-# Architectures whose vLLM model config raises the largest capture size from 512 to 1024
-# (model_executor/models/config.py GptOssForCausalLMConfig, 0.22.0 and 0.26.0)
+# Architectures whose vLLM model config sets the largest capture size to 1024 when the user set no sizes
+# (model_executor/models/config.py GptOssForCausalLMConfig, 0.22.0-0.33.0: `max_cudagraph_capture_size =
+# 1024`, an explicit value, so config/vllm.py skips its `2 x max_num_seqs` cap for it)
 CAPTURE_1024_ARCHITECTURES = frozenset({"GptOssForCausalLM"})
 
 
@@ -191,12 +192,11 @@ def cudagraph_captures(facts: ModelFacts, s: ServeSettings) -> tuple[list[int], 
     if s.cudagraph_capture_sizes:
         sizes = sorted({x for x in s.cudagraph_capture_sizes if x <= s.max_num_batched_tokens})
     else:
-        largest = 1024 if facts.architecture in CAPTURE_1024_ARCHITECTURES else 512
+        explicit = s.max_cudagraph_capture_size
+        if explicit is None and facts.architecture in CAPTURE_1024_ARCHITECTURES:
+            explicit = 1024
         sizes = cudagraph_capture_sizes(
-            s.max_num_seqs * decode,
-            s.max_num_batched_tokens,
-            largest=largest,
-            explicit_max=s.max_cudagraph_capture_size,
+            s.max_num_seqs * decode, s.max_num_batched_tokens, explicit_max=explicit
         )
     return sizes, [x for x in sizes if decode <= x <= s.max_num_seqs * decode]
 
