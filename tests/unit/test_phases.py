@@ -141,3 +141,25 @@ def test_stats_line_with_preemptions_and_deferred_requests() -> None:
     )  # fmt: skip
     plain = parse_startup_facts(line.replace(", Preemptions: 3", "").replace(", Deferred: 2 reqs", ""))
     assert plain.stats[0].preemptions == 0 and plain.stats[0].waiting == 5
+
+
+def test_vllm_0_34_kv_cache_measured_after_warmup() -> None:
+    """vLLM 0.34's extensible KV cache: the profile's `Available KV cache memory` is the reservation;
+    after warmup it logs what it committed and the capacity again (v1/worker/extensible_kv_cache.py:693
+    and v1/core/kv_cache_utils.py update_kv_cache_capacity, from 0.34.0's format strings; no recorded
+    0.34 log): the later figures are the server's."""
+    pre = "(EngineCore pid=1) INFO 12-04 10:00:0{} [x.py:1] "
+    after = (
+        "Memory after warmup: %s GiB free, %s GiB committed to the KV cache, %s GiB kept for transient "
+        "activations (%s GiB allocated at peak, %s GiB of torch reservation growth); %d KV cache blocks "
+        "(%s GiB) fit within the requested %s GiB. Torch may reserve up to %s GiB."
+    ) % ("3.10", "96.52", "2.40", "2.40", "0.00", 5871, "96.52", "139.81", "101.00")
+    size = "%s KV cache size: %s tokens, Maximum concurrency for %s tokens per request: %.2fx"
+    lines = [
+        pre.format(1) + "Available KV cache memory: 104.10 GiB",
+        pre.format(2) + size % ("GPU", "3,415,104", "32,768", 104.22),
+        pre.format(3) + after,
+        pre.format(4) + size % ("GPU", "3,166,592", "32,768", 96.64),
+    ]
+    f = parse_startup_facts("\n".join(lines))
+    assert (f.kv_cache_gib, f.kv_cache_tokens, f.max_concurrency) == (96.52, 3_166_592, 96.64)
