@@ -149,11 +149,12 @@ def test_vllm_0_34_kv_cache_measured_after_warmup() -> None:
     and v1/core/kv_cache_utils.py update_kv_cache_capacity, from 0.34.0's format strings; no recorded
     0.34 log): the later figures are the server's."""
     pre = "(EngineCore pid=1) INFO 12-04 10:00:0{} [x.py:1] "
-    after = (
+    warmup = (  # vLLM's own format string: the line is built the way vLLM builds it
         "Memory after warmup: %s GiB free, %s GiB committed to the KV cache, %s GiB kept for transient "
         "activations (%s GiB allocated at peak, %s GiB of torch reservation growth); %d KV cache blocks "
         "(%s GiB) fit within the requested %s GiB. Torch may reserve up to %s GiB."
-    ) % ("3.10", "96.52", "2.40", "2.40", "0.00", 5871, "96.52", "139.81", "101.00")
+    )
+    after = warmup % ("3.10", "96.52", "2.40", "2.40", "0.00", 5871, "96.52", "139.81", "101.00")
     size = "%s KV cache size: %s tokens, Maximum concurrency for %s tokens per request: %.2fx"
     lines = [
         pre.format(1) + "Available KV cache memory: 104.10 GiB",

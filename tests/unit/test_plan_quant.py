@@ -118,3 +118,23 @@ def test_online_schemes_of_vllm_0_34_quantize_their_own_parts() -> None:
         plan("Qwen3-30B-A3B", ["--max-model-len", "8192", "-q", "mxfp4_hadamard32"]), "quantization-online"
     )
     assert "the linear layers (not the MoE experts)" in f.message
+
+
+def test_a_modelopt_kv_cache_dtype_as_vllm_reads_it() -> None:
+    """vllm get_kv_cache_quant_algo_string (0.22.0 and 0.34.0 alike): kv_cache_scheme before
+    kv_cache_quant_algo; FP8 / NVFP4 by name (FP8_E4M3 is not one: vLLM falls back to the model dtype);
+    a scheme dict is fp8 only when static 8-bit float."""
+    from llmdeck.plan.quant import parse_quantization
+
+    def kv(**quantization: object) -> str | None:
+        info = parse_quantization(
+            {"quant_method": "modelopt", "quantization": {"quant_algo": "FP8", **quantization}}
+        )
+        return info.kv_cache_dtype if info else None
+
+    assert kv(kv_cache_quant_algo="FP8") == "fp8" and kv(kv_cache_quant_algo="nvfp4") == "nvfp4"
+    assert kv(kv_cache_quant_algo="FP8_E4M3") is None and kv() is None
+    static = {"num_bits": 8, "type": "float", "dynamic": False}
+    assert kv(kv_cache_scheme=static, kv_cache_quant_algo="NVFP4") == "fp8"  # the scheme wins
+    assert kv(kv_cache_scheme={**static, "dynamic": True}) is None
+    assert kv(kv_cache_scheme={"num_bits": 4, "type": "float"}) == "nvfp4"

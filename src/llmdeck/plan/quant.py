@@ -69,9 +69,24 @@ ONLINE_QUANTIZATION: dict[str, tuple[str, str]] = {
 # (0.34.0 quantization/utils/lut_b_utils.py:3-24): 201 B for 512 weights.
 LUT_B_BYTES_PER_WEIGHT = 201 / 512
 
-# vllm 0.22.0 vllm/utils/torch_utils.py:311-360 (get_kv_cache_quant_algo_string) and
-# model_executor/layers/attention/attention.py:231-243 (compressed-tensors kv_cache_scheme → fp8).
-KV_ALGOS = {"FP8": "fp8", "FP8_E4M3": "fp8", "NVFP4": "nvfp4"}
+# vllm 0.22.0 vllm/utils/torch_utils.py:311-360 (get_kv_cache_quant_algo_string; 0.34.0 :463-515, the
+# same) and model_executor/layers/attention/attention.py:231-243 (compressed-tensors kv_cache_scheme →
+# fp8): a ModelOpt name other than these (FP8_E4M3 too) is vLLM's "auto", the model dtype.
+KV_ALGOS = {"FP8": "fp8", "NVFP4": "nvfp4"}
+
+
+def _modelopt_kv(inner: dict[str, Any], qc: dict[str, Any]) -> str | None:
+    """The KV dtype vLLM reads off a ModelOpt config: ``kv_cache_scheme`` before ``kv_cache_quant_algo``;
+    a scheme dict is fp8 when static 8-bit float, nvfp4 when 4-bit float; anything else is the model's."""
+    kv = inner.get("kv_cache_scheme") or qc.get("kv_cache_scheme")
+    kv = kv or inner.get("kv_cache_quant_algo") or qc.get("kv_cache_quant_algo")
+    if isinstance(kv, dict):
+        if kv.get("type") != "float":
+            return None
+        if kv.get("num_bits") == 8 and kv.get("dynamic") is False:
+            return "fp8"
+        return "nvfp4" if kv.get("num_bits") == 4 else None
+    return KV_ALGOS.get(kv.upper()) if isinstance(kv, str) else None
 
 
 class QuantizationInfo(BaseModel):
@@ -152,11 +167,7 @@ def _modelopt(qc: dict[str, Any]) -> QuantizationInfo:
     raw = qc.get("quantization")
     inner: dict[str, Any] = raw if isinstance(raw, dict) else qc
     algo = str(inner.get("quant_algo") or qc.get("quant_algo") or "").upper()
-    kv_raw = inner.get("kv_cache_quant_algo") or qc.get("kv_cache_quant_algo")
-    kv = KV_ALGOS.get(str(kv_raw).upper()) if kv_raw else None
-    kv_scheme = inner.get("kv_cache_scheme") or qc.get("kv_cache_scheme")
-    if isinstance(kv_scheme, dict) and kv_scheme.get("num_bits") == 8:
-        kv = "fp8"
+    kv = _modelopt_kv(inner, qc)
     ignore = inner.get("exclude_modules") or qc.get("ignore") or []
     method = str(qc.get("quant_method", "modelopt")).lower()
     scheme = "nvfp4" if "FP4" in algo or "fp4" in method else "fp8"
