@@ -66,6 +66,29 @@ def test_a_start_sized_by_bytes_never_sets_the_cpu_variable_that_overrides_the_f
     assert engine_env(spec.model_copy(update={"env": {}}), tmp_path)["VLLM_CPU_KVCACHE_SPACE"] == "1"
 
 
+def test_a_gpu_start_on_unified_memory_passes_a_utilization_its_memory_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vLLM checks MemAvailable >= util x total at start even with --kv-cache-memory-bytes, and its 0.92
+    default fails a GB10 boot: a GPU start without the flag gets the largest hundredth MemAvailable
+    holds (at most 0.85); one that names it keeps it; the CPU engine gets none."""
+    total = 121 * GIB
+    monkeypatch.setattr(unified, "read_meminfo", lambda: MemInfo(total=total, free=GIB, available=100 * GIB))
+    assert unified.start_utilization(MemInfo(total=total, free=GIB, available=100 * GIB)) == 0.81
+    assert unified.start_utilization(MemInfo(total=total, free=GIB, available=118 * GIB)) == 0.85
+    gpu = LaunchSpec(name="g", engine="venv", model=str(tmp_path))
+    sized, _ = unified.plan_start(gpu, reserve_bytes=0, servers_dir=tmp_path / "s")
+    assert unified.flag_value(sized.vllm_args, "--gpu-memory-utilization") == "0.81"
+    mine = gpu.model_copy(update={"vllm_args": ["--gpu-memory-utilization=0.5"]})
+    sized, _ = unified.plan_start(mine, reserve_bytes=0, servers_dir=tmp_path / "s")
+    assert unified.flag_value(sized.vllm_args, "--gpu-memory-utilization") == "0.5"
+    assert sized.vllm_args.count("--gpu-memory-utilization") == 0  # kept as written, not added
+    cpu, _ = unified.plan_start(
+        gpu.model_copy(update={"engine": "cpu"}), reserve_bytes=0, servers_dir=tmp_path / "s"
+    )
+    assert "--gpu-memory-utilization" not in cpu.vllm_args
+
+
 def test_the_models_files_leave_page_cache(tmp_path: Path) -> None:
     model = tmp_path / "model"
     model.mkdir()

