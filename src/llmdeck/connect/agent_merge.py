@@ -80,9 +80,10 @@ def agent_notes(client: str, info: ServeInfo, provider_id: str) -> list[str]:
     notes: list[str] = []
     if client == "claude-code" and info.model.startswith("claude-"):
         notes.append(
-            f"The served name {info.model!r} starts with 'claude-': Claude Code then assumes its own "
-            "context window (200K) and ignores CLAUDE_CODE_MAX_CONTEXT_TOKENS; serve the model under "
-            "another name (--served-model-name, or a gateway alias)."
+            f"The served name {info.model!r} starts with 'claude-': Claude Code takes a name it knows as "
+            "Anthropic's model and uses that model's window, ignoring CLAUDE_CODE_MAX_CONTEXT_TOKENS "
+            "(2.1.332: claude-sonnet-4-5 reads as 200K; 2.1.197 did so for any claude- name); serve the "
+            "model under another name (--served-model-name, or a gateway alias)."
         )
     if client in {"claude-code", "codex"}:
         api = "/v1/messages" if client == "claude-code" else "/v1/responses"

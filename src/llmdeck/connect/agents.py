@@ -13,9 +13,11 @@ checked by running it against a local capture server (a FAKE that logs each requ
   ``ANTHROPIC_DEFAULT_{OPUS,SONNET,HAIKU}_MODEL``, ``ANTHROPIC_SMALL_FAST_MODEL`` (the older name)
   and ``CLAUDE_CODE_SUBAGENT_MODEL`` pick the model for its aliases, side requests and subagents;
   ``CLAUDE_CODE_MAX_OUTPUT_TOKENS`` is the ``max_tokens`` it sends (32000 otherwise: measured);
-  ``CLAUDE_CODE_MAX_CONTEXT_TOKENS`` is its context window for a model whose name does not start
-  with ``claude-`` (``claude -p /context`` shows ``… / 30k`` for 30000; otherwise 200K in 2.1.197, and
-  1M in 2.1.332, which also prints "doesn't recognize the model … assumes a context window of 1m");
+  ``CLAUDE_CODE_MAX_CONTEXT_TOKENS`` is its context window for a model it does not know as Anthropic's
+  (``claude -p /context`` shows ``… / 30k`` for 30000; without it 200K in 2.1.197, and 1M in 2.1.332,
+  which also prints "doesn't recognize the model … assumes a context window of 1m"; 2.1.197 ignored it
+  for any name starting ``claude-``, 2.1.332 for the names it knows: ``claude-sonnet-4-5`` shows 200k,
+  ``claude-local`` 30k);
   ``CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1`` stops its DNS lookups of other hosts (measured:
   with it, its only connections are to the server).
 - Codex 0.171.0 (``strings``, ``codex features list``, and its config errors: a wrong type names the
