@@ -39,9 +39,9 @@ class AgentSetup:
     def reply_limit(self) -> int | None:
         """The longest reply an agent is told to ask for: what ``llmdeck connect`` writes (a quarter of
         the context, 1K..32K), so a prompt near the window still leaves the reply room."""
-        if not self.max_model_len:
-            return None
-        return max(1024, min(32768, self.max_model_len // 4))
+        from llmdeck.checks.traffic import output_limit
+
+        return output_limit(self.max_model_len) if self.max_model_len else None
 
     @property
     def logs(self) -> Path:
