@@ -73,3 +73,20 @@ def test_the_0_33_opposite_spelling_reads_as_the_flag_turned_off() -> None:
         "--enable-chunked-prefill",
     ]
     assert "disable-log-requests" not in PAIRED_FLAGS and paired_flag("disable-log-requests") is None
+
+
+def test_an_opposite_spelling_given_wrong_says_what_to_write() -> None:
+    """A value that is no on/off word names the flag that turns it off; ``--no-`` of an opposite spelling
+    (which no vLLM takes) names the flag it means."""
+    from llmdeck.errors import UsageError
+
+    with pytest.raises(UsageError) as bad:
+        parse_vllm_flags(["--disable-prefix-caching=maybe"])
+    assert (
+        bad.value.hint
+        == "Write --disable-prefix-caching to turn it on, --enable-prefix-caching to turn it off."
+    )
+    with pytest.raises(UsageError, match="no --no- form of --disable-prefix-caching") as neg:
+        parse_vllm_flags(["--no-disable-prefix-caching", "--max-model-len", "8192"])
+    assert neg.value.hint == "Write --enable-prefix-caching to turn it on."
+    assert parse_vllm_flags(["--no-disable-sliding-window"]).get_bool("disable-sliding-window") is False

@@ -234,11 +234,14 @@ def _take(flags: VllmFlags, tokens: list[str], i: int) -> int:
     if name.startswith("no-") and name[3:] in BOOLEAN_FLAGS:
         flags.set(name[3:], False)
         return 1
-    paired = paired_flag(name)
-    if paired is not None:  # vLLM 0.33+'s --disable-x for --no-enable-x (and the reverse)
-        flags.set(paired, False)
-        flags.opposites.append(name)
+    if paired_flag(name) is not None:  # vLLM 0.33+'s --disable-x for --no-enable-x (and the reverse)
+        _set_opposite(flags, name, True)
         return 1
+    if name.startswith("no-") and (paired := paired_flag(name[3:])) is not None:
+        raise UsageError(
+            f"{tok}: vLLM has no --no- form of --{name[3:]}, the opposite spelling of --{paired}.",
+            hint=f"Write --{paired} to turn it on.",
+        )
     if name in BOOLEAN_FLAGS:
         # argparse BooleanOptionalAction takes no value; accept an explicit true/false anyway
         if nxt is not None and nxt.lower() in {"true", "false"}:
@@ -253,6 +256,12 @@ def _take(flags: VllmFlags, tokens: list[str], i: int) -> int:
         )
     flags.set(name, nxt)
     return 2 + _take_more(flags, name, tokens, i + 2)
+
+
+def _set_opposite(flags: VllmFlags, name: str, on: bool) -> None:
+    """``--disable-x`` (on) is ``--enable-x`` off: kept under the flag it pairs with, spelling noted."""
+    flags.set(str(paired_flag(name)), not on)
+    flags.opposites.append(name)
 
 
 def _take_more(flags: VllmFlags, name: str, tokens: list[str], j: int) -> int:
@@ -311,13 +320,13 @@ def _take_with_value(flags: VllmFlags, tok: str, body: str) -> None:
     if name in BOOLEAN_FLAGS or paired is not None:
         word = value.strip().lower()
         if word not in _TRUE_WORDS | _FALSE_WORDS:
+            off = f"--{paired}" if paired is not None else f"--no-{name}"
             raise UsageError(
                 f"{tok}: {value!r} is not true or false, and --{name} is an on/off flag.",
-                hint=f"Write --{name} to turn it on, --no-{name} to turn it off.",
+                hint=f"Write --{name} to turn it on, {off} to turn it off.",
             )
         if paired is not None:
-            flags.set(paired, word not in _TRUE_WORDS)
-            flags.opposites.append(name)
+            _set_opposite(flags, name, word in _TRUE_WORDS)
         else:
             flags.set(name, word in _TRUE_WORDS)
     else:
