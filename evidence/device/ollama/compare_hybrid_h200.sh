@@ -97,7 +97,7 @@ vllm_alone() {  # TAG [flags]: vLLM with phase 1's flags plus FLAGS, both sessio
     -d "{\"model\":\"$M\",\"max_tokens\":8,\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}" >/dev/null
   for w in "short 128 64 4 12" "long 1024 128 8 24"; do
     read -r name il ol turns n <<< "$w"
-    timeout 250 python3 -m llmdeck bench "http://127.0.0.1:$PA" --tokenizer "/root/models/$M" --prefix-len 4096 \
+    timeout 250 python3 -m llmdeck bench "http://127.0.0.1:$PA" --workload agent-sessions --tokenizer "/root/models/$M" --prefix-len 4096 \
       --input-len "$il" --output-len "$ol" --num-prompts "$n" --num-turns "$turns" --max-concurrency 1 --repeat 2 \
       --temperature 0 --timeout-total 240 --out "$D/bench-$tag-$name.json" > "$D/bench-$tag-$name.txt" 2>&1
     echo "bench exit $?" >> "$D/bench-$tag-$name.txt"; stamp "$tag $name done"; tail -12 "$D/bench-$tag-$name.txt"
