@@ -18,7 +18,8 @@ set -uo pipefail
 if [ "${1:-}" = pack ]; then  # here: the parts under .gpu/k1..k5 and their sha256 in .gpu/bin
   P=/tmp/agents-pack; rm -rf $P; mkdir -p $P/clients $P/tiny-eos
   cp .cache/clients/claude-code/node_modules/@anthropic-ai/claude-code-linux-x64/claude $P/clients/
-  cp .cache/clients/codex/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex $P/clients/
+  [ "${CLIENTS:-claude codex}" = claude ] ||  # CLIENTS=claude: Claude Code alone (a re-run on its newer release)
+    cp .cache/clients/codex/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex $P/clients/
   cp .cache/test-tiny-eos/{model.safetensors,config.json,generation_config.json,tokenizer_config.json} $P/tiny-eos/
   tar cf - -C $P clients tiny-eos | xz -T2 -5 -q > $P.tar.xz
   rm -rf .gpu/k*; split -b 43M -d -a 1 $P.tar.xz $P.part
@@ -44,7 +45,7 @@ mkdir -p /root/agents-bin && cat /root/stash/clients.part* | xz -d | tar xf - -C
 rm -rf /root/models/tiny-eos && mv /root/agents-bin/tiny-eos /root/models/tiny-eos
 cp /root/models/qwen3-0.6b/tokenizer.json /root/models/tiny-eos/  # the same file (sha256 checked here)
 CLAUDE=/root/agents-bin/clients/claude; CODEX=/root/agents-bin/clients/codex
-{ "$CLAUDE" --version; "$CODEX" --version; "$PY" -c 'import vllm; print("vllm", vllm.__version__)'; } \
+{ "$CLAUDE" --version; [ -x $CODEX ] && "$CODEX" --version; "$PY" -c 'import vllm; print("vllm", vllm.__version__)'; } \
   > "$D/versions.txt" 2>&1; cat "$D/versions.txt"
 
 stamp "start the tiny EOS-biased model on vLLM 0.22 (40,960 context, tool and reasoning parsers)"
@@ -80,15 +81,15 @@ CL=(-- -p "Say hi." --dangerously-skip-permissions)
 CX=(-- exec --skip-git-repo-check "Say hi.")
 stamp "the real clients, direct (what launch reads from the live server)"
 agent claude-direct claude-code $URL --bin $CLAUDE "${CL[@]}"
-agent codex-direct codex $URL --bin $CODEX "${CX[@]}"
+[ -x $CODEX ] && agent codex-direct codex $URL --bin $CODEX "${CX[@]}"
 stamp "through the gateway: alias coder, the API key"
 agent claude-gateway claude-code $GW --model coder --api-key "$KEY" --bin $CLAUDE "${CL[@]}"
-agent codex-gateway codex $GW --model coder --api-key "$KEY" --bin $CODEX "${CX[@]}"
+[ -x $CODEX ] && agent codex-gateway codex $GW --model coder --api-key "$KEY" --bin $CODEX "${CX[@]}"
 stamp "a wrong key through the gateway"
 agent claude-wrongkey claude-code $GW --model coder --api-key sk-llmdeck-wrong-key-000000000000 --bin $CLAUDE "${CL[@]}"
-agent codex-wrongkey codex $GW --model coder --api-key sk-llmdeck-wrong-key-000000000000 --bin $CODEX "${CX[@]}"
+[ -x $CODEX ] && agent codex-wrongkey codex $GW --model coder --api-key sk-llmdeck-wrong-key-000000000000 --bin $CODEX "${CX[@]}"
 stamp "check --client through the gateway (count_tokens folded, function-call turns)"
-for client in claude-code codex; do
+for client in claude-code $([ -x $CODEX ] && echo codex); do
   timeout 240 "$PY" -m llmdeck check $GW --client $client --model coder --api-key "$KEY" --json \
     > "$D/check-$client-gateway.json" 2> "$D/check-$client-gateway.err"
   echo "check $client gateway: exit $?" | tee -a "$D/agents.txt"
