@@ -1,6 +1,6 @@
-"""Dump the `vllm serve` command line an installed vLLM accepts: its boolean flags, the flags that take
-several values, short aliases, the choices llmdeck checks (``--dtype``, ``--kv-cache-dtype``) and
-``--quantization``'s methods.
+"""Dump the `vllm serve` command line an installed vLLM accepts: every long flag, its boolean flags,
+the flags that take several values, short aliases, the choices llmdeck checks (``--dtype``,
+``--kv-cache-dtype``) and ``--quantization``'s methods.
 
     python evidence/plan/vllm-cli/dump_cli.py > evidence/plan/vllm-cli/vllm-X.Y.Z.json
 
@@ -39,7 +39,10 @@ def main() -> int:
     short: dict[str, str] = {}
     choices: dict[str, list[str]] = {}
     inverse: dict[str, str] = {}
-    for action in _parser()._actions:
+    parser = _parser()
+    # every spelling the parser takes (0.33's --no-enable-x lives only in negative_option_strings)
+    every = {o[2:] for o in parser._option_string_actions if o.startswith("--")}
+    for action in parser._actions:
         longs = [o for o in action.option_strings if o.startswith("--")]
         if not longs:
             continue
@@ -63,6 +66,7 @@ def main() -> int:
         choices["kv-cache-dtype"] = sorted(getattr(cache, "KV_CACHE_DTYPES", get_args(cache.CacheDType)))
     out = {
         "vllm_version": vllm.__version__,
+        "flags": sorted(every),
         "boolean_flags": sorted(booleans),
         "multi_value_flags": sorted(multi),
         "short_aliases": dict(sorted(short.items())),

@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from llmdeck.errors import UsageError
+from llmdeck.plan.flag_releases import flag_table
 from llmdeck.plan.vllm_cli import (
     BOOLEAN_FLAGS,
     JSON_FLAGS,
@@ -194,7 +195,13 @@ class VllmFlags(BaseModel):
 
 
 def _normalize(name: str) -> str:
-    return name.strip().lstrip("-").replace("_", "-")
+    """The flag vLLM reads: underscores as dashes, and an unambiguous prefix as its whole flag
+    (argparse's abbreviations: ``--max-model 4096`` is ``--max-model-len 4096`` to vLLM)."""
+    name = name.strip().lstrip("-").replace("_", "-")
+    table = flag_table()
+    if not name or name in table.flags:
+        return name
+    return table.expand(name) or name
 
 
 def parse_vllm_flags(args: list[str] | tuple[str, ...]) -> VllmFlags:

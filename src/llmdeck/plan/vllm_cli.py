@@ -45,6 +45,8 @@ BOOLEAN_FLAGS = frozenset(
         # new in 0.33.0 / 0.34.0
         "checkpoint-prepare-on-startup", "enable-extensible-kv-cache", "monokernel",
         "shuffle-safetensors-files",
+        # only in 0.26-0.29 / 0.30 (the wheels' parsers, dumped 2026-12-05)
+        "enable-bf16x3-router-gemm", "enable-mamba-fine-grained-prefix-cache",
     }
 )  # fmt: skip
 # vLLM 0.33.0 on pairs each of these with its opposite spelling (utils/argparse_utils.py EnableDisableAction:

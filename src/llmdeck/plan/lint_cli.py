@@ -1,0 +1,81 @@
+"""Lint rules on the flags themselves: one no vLLM takes, and one the target release does not take yet
+or any more (an abbreviation argparse expands is read as its flag: plan/flags.py)."""
+
+from __future__ import annotations
+
+from llmdeck.plan.flag_releases import flag_table
+from llmdeck.plan.flags import SPEC_FLAGS
+from llmdeck.plan.lint_base import Finding, LintContext, Rule, finding, rule
+from llmdeck.plan.versions import is_known, version_tuple
+
+DUMPS = (
+    "evidence/plan/vllm-cli/vllm-*.json: each release's own parser 0.22.0-0.34.0 (flag_table.py -> "
+    "src/llmdeck/plan/data/vllm_flags.json)"
+)
+ARGPARSE = "argparse: `unrecognized arguments` (vllm serve exits 2 before loading anything)"
+
+
+def _given(ctx: LintContext) -> list[str]:
+    """The flags as given, less the ones llmdeck writes itself from the launch spec."""
+    return [name for name in ctx.flags.values if name not in SPEC_FLAGS]
+
+
+@rule("flag-unknown", "error", "a flag no vLLM release takes", [DUMPS, ARGPARSE])
+def _r_unknown(ctx: LintContext, meta: Rule) -> list[Finding]:
+    table, out = flag_table(), []
+    release = table.release_for(ctx.target_vllm)
+    last = table.releases[-1]
+    for name in _given(ctx):
+        if name in table.flags or table.expand(name, release) is not None:
+            continue
+        several = sorted(
+            f for f in table.flags if f.startswith(name) and (not release or table.takes(release, f))
+        )
+        if len(several) > 1:
+            out.append(
+                finding(
+                    meta,
+                    f"--{name} is the start of {len(several)} flags ({', '.join(several[:3])}, ...); "
+                    "`vllm serve` stops with `ambiguous option`.",
+                    "write the whole flag",
+                    severity=None if release else "warning",
+                )
+            )
+            continue
+        near = table.nearest(name)
+        which = f"vLLM {release} has no" if release else f"No vLLM {table.releases[0]}-{last} has a"
+        out.append(
+            finding(
+                meta,
+                f"{which} --{name} flag; `vllm serve` stops with `unrecognized arguments`.",
+                f"--{near} (the nearest spelling)"
+                if near
+                else "check the spelling against `vllm serve --help`",
+                severity=None if release else "warning",
+            )
+        )
+    return out
+
+
+@rule("flag-not-in-target-vllm", "error", "a flag the target vLLM release does not take", [DUMPS, ARGPARSE])
+def _r_release(ctx: LintContext, meta: Rule) -> list[Finding]:
+    table, out = flag_table(), []
+    release = table.release_for(ctx.target_vllm)
+    if release is None or not is_known(ctx.target_vllm):
+        return []
+    for name in _given(ctx):
+        if name not in table.flags or table.takes(release, name):
+            continue
+        since, until = table.flags[name]
+        if until is not None and version_tuple(release) >= version_tuple(until):
+            text, fix = f"is gone from vLLM {until} on", f"leave it out, or a vLLM before {until}"
+        else:
+            text, fix = f"came with vLLM {since}", f"vLLM {since} or newer, or leave it out"
+        out.append(
+            finding(
+                meta,
+                f"--{name} {text}; vLLM {ctx.target_vllm} stops with `unrecognized arguments`.",
+                fix,
+            )
+        )
+    return out
