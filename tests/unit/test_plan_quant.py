@@ -138,3 +138,73 @@ def test_a_modelopt_kv_cache_dtype_as_vllm_reads_it() -> None:
     assert kv(kv_cache_scheme=static, kv_cache_quant_algo="NVFP4") == "fp8"  # the scheme wins
     assert kv(kv_cache_scheme={**static, "dynamic": True}) is None
     assert kv(kv_cache_scheme={"num_bits": 4, "type": "float"}) == "nvfp4"
+
+
+def test_a_w4afp8_checkpoint_has_int4_experts_and_block_fp8_elsewhere(tmp_path: Path) -> None:
+    """vllm 0.34.0 quantization/w4afp8.py: routed experts INT4 group 128 (bf16 scales as loaded), every
+    other linear layer block-128 FP8; it had been priced as bf16."""
+    from llmdeck.catalog.entries import load_catalog
+    from llmdeck.plan.modelinfo import facts_from_dir
+    from llmdeck.plan.params import modules
+    from llmdeck.plan.quant import parse_quantization
+
+    def folder(name: str, qc: dict[str, object]) -> str:
+        cfg = load_catalog().config_for(load_catalog().get("Qwen3-30B-A3B"))
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(
+            json.dumps({**cfg, "quantization_config": qc}), encoding="utf-8"
+        )
+        return str(tmp_path / name)
+
+    fp8 = weights(folder("fp8", {"quant_method": "fp8", "weight_block_size": [128, 128]}), [])
+    w4 = weights(folder("w4", {"quant_method": "w4afp8", "ignored_layers": ["lm_head"]}), [])
+    q = parse_quantization({"quant_method": "w4afp8"})
+    assert q is not None and q.scheme == "fp8-block" and q.expert_bytes == 0.515625
+    assert q.bytes_per_param("model.layers.0.mlp.experts") == 0.515625
+    assert q.bytes_per_param("model.layers.0.self_attn.qkv_proj") == 1 + 4 / 128**2
+    facts = facts_from_dir(Path(folder("bf16", {})))
+    experts = sum(n for name, n, linear in modules(facts) if linear and name.endswith(".mlp.experts"))
+    assert fp8 - w4 == pytest.approx(experts * (1 + 4 / 128**2 - 0.515625) / GIB, rel=0.01)
+    assert w4 < weights("Qwen3-30B-A3B", []) * 0.3
+
+
+def test_a_method_newer_than_the_target_is_an_error(tmp_path: Path) -> None:
+    """QuantizationMethods of each wheel: w4afp8 first in 0.34.0, nvfp4_per_token in 0.26.0; the flag
+    and the checkpoint's own quant_method alike; an unknown target is not guessed at."""
+    (tmp_path / "config.json").write_text(
+        json.dumps({**_qwen3_30b(), "quantization_config": {"quant_method": "w4afp8"}}), encoding="utf-8"
+    )
+    (f,) = found(plan(str(tmp_path), [], vllm_version="0.33.0"), "quantization-needs-newer-vllm")
+    assert (
+        f.severity == "error" and "The checkpoint's quantization (w4afp8) came with vLLM 0.34.0" in f.message
+    )
+    assert found(plan(str(tmp_path), [], vllm_version="0.34.0"), f.rule) == []
+    assert found(plan(str(tmp_path), []), f.rule) == []
+    (g,) = found(plan("Qwen3-30B-A3B", ["-q", "nvfp4_per_token"], vllm_version="0.25.0"), f.rule)
+    assert "--quantization nvfp4_per_token came with vLLM 0.26.0" in g.message
+    assert found(plan("Qwen3-30B-A3B", ["-q", "nvfp4_per_token"], vllm_version="0.26.0"), f.rule) == []
+
+
+def _qwen3_30b() -> dict[str, object]:
+    from llmdeck.catalog.entries import load_catalog
+
+    return dict(load_catalog().config_for(load_catalog().get("Qwen3-30B-A3B")))
+
+
+def test_a_checkpoints_own_deprecated_or_removed_method_is_named(tmp_path: Path) -> None:
+    """vllm 0.22.0 config/model.py:1073-1091: without --quantization the checkpoint's quant_method is
+    the method, so the deprecated and removed checks apply to it too."""
+    for name, qc in {
+        "fbgemm": {"quant_method": "fbgemm_fp8"},
+        "bnb": {"quant_method": "bitsandbytes"},
+    }.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(
+            json.dumps({**_qwen3_30b(), "quantization_config": qc}), encoding="utf-8"
+        )
+    (d,) = found(plan(str(tmp_path / "fbgemm"), []), "quantization-deprecated")
+    assert d.message.startswith("The checkpoint's quantization (fbgemm_fp8) is deprecated")
+    assert found(plan(str(tmp_path / "fbgemm"), ["--allow-deprecated-quantization"]), d.rule) == []
+    (r,) = found(plan(str(tmp_path / "bnb"), [], vllm_version="0.28.0"), "quantization-removed")
+    assert r.message.startswith("The checkpoint's quantization (bitsandbytes) is gone from vLLM 0.28.0")
+    assert found(plan(str(tmp_path / "bnb"), [], vllm_version="0.27.0"), r.rule) == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from llmdeck.plan.lint_base import Finding, LintContext, Rule, finding, rule
 from llmdeck.plan.quant import (
+    ADDED_QUANTIZATION,
     DEPRECATED_QUANTIZATION,
     ONLINE_QUANTIZATION,
     REMOVED_QUANTIZATION,
@@ -34,6 +35,20 @@ _TAKES_OVER = frozenset({"humming", "moe_wna16", "inc"})
 def _flag(ctx: LintContext) -> str | None:
     value = ctx.flags.get("quantization")
     return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def _in_effect(ctx: LintContext) -> tuple[str, str] | None:
+    """The method vLLM will load with and how to name it: the flag, else the checkpoint's own."""
+    if (method := _flag(ctx)) is not None:
+        return method, f"--quantization {method}"
+    q = ctx.facts.quantization
+    if q is None or q.online:
+        return None
+    return q.method.lower(), f"the checkpoint's quantization ({q.method})"
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 @rule(
@@ -69,7 +84,7 @@ def _r_unknown(ctx: LintContext, meta: Rule) -> list[Finding]:
     [VERIFY + ": The quantization method %s is deprecated ... To bypass, set allow_deprecated_quantization"],
 )
 def _r_deprecated(ctx: LintContext, meta: Rule) -> list[Finding]:
-    method = _flag(ctx)
+    method, named = _in_effect(ctx) or (None, "")
     if method not in DEPRECATED_QUANTIZATION or ctx.flags.get_bool("allow-deprecated-quantization"):
         return []
     if method in REMOVED_QUANTIZATION and _removed_for(ctx, method):
@@ -77,7 +92,7 @@ def _r_deprecated(ctx: LintContext, meta: Rule) -> list[Finding]:
     return [
         finding(
             meta,
-            f"--quantization {method} is deprecated; vLLM stops at start-up unless it is allowed.",
+            f"{_cap(named)} is deprecated; vLLM stops at start-up unless it is allowed.",
             "--allow-deprecated-quantization, or another method (fp8 for FP8 weights)",
         )
     ]
@@ -99,7 +114,7 @@ def _removed_for(ctx: LintContext, method: str) -> bool:
     ],
 )
 def _r_removed(ctx: LintContext, meta: Rule) -> list[Finding]:
-    method = _flag(ctx)
+    method, named = _in_effect(ctx) or (None, "")
     if method not in REMOVED_QUANTIZATION or not _removed_for(ctx, method):
         return []
     since = REMOVED_QUANTIZATION[method]
@@ -107,12 +122,41 @@ def _r_removed(ctx: LintContext, meta: Rule) -> list[Finding]:
     return [
         finding(
             meta,
-            f"--quantization {method} is gone from vLLM {since} on; "
+            f"{_cap(named)} is gone from vLLM {since} on; "
             + (f"vLLM {target} " if target else "a vLLM that new (the target's version is unknown) ")
             + "stops at start-up with `Unknown quantization method`.",
             "a checkpoint in another format (an FP8 or compressed-tensors one), or a vLLM older than "
             + since,
             severity=None if target else "warning",
+        )
+    ]
+
+
+@rule(
+    "quantization-needs-newer-vllm",
+    "error",
+    "the quantization method is newer than the target vLLM",
+    [
+        "vllm model_executor/layers/quantization/__init__.py QuantizationMethods, each wheel 0.22.0-0.34.0:"
+        " auto_awq and fp8_per_channel from 0.24.0, nvfp4_per_token from 0.26.0, lut_b_moe,"
+        " mxfp4_hadamard32 and w4afp8 from 0.34.0",
+        VERIFY + ": Unknown quantization method",
+    ],
+)
+def _r_needs_newer(ctx: LintContext, meta: Rule) -> list[Finding]:
+    got = _in_effect(ctx)
+    if got is None or got[0] not in ADDED_QUANTIZATION or not is_known(ctx.target_vllm):
+        return []
+    since = ADDED_QUANTIZATION[got[0]]
+    if at_least(ctx.target_vllm, since):
+        return []
+    return [
+        finding(
+            meta,
+            f"{_cap(got[1])} came with vLLM {since}; vLLM {ctx.target_vllm} stops at "
+            "start-up with `Unknown quantization method`.",
+            f"vLLM {since} or newer for this checkpoint, or a checkpoint in a format vLLM "
+            f"{ctx.target_vllm} reads (FP8, compressed-tensors, AWQ/GPTQ)",
         )
     ]
 

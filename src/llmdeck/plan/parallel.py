@@ -107,7 +107,7 @@ def stage_weight_bytes(
     total = 0.0
     mine = 0.0
     for name, n, linear in modules(f):
-        per = q.weight_bytes_per_param if q is not None and linear and q.quantizes(name) else f.dtype_bytes
+        per = q.bytes_per_param(name) if q is not None and linear and q.quantizes(name) else f.dtype_bytes
         total += n * per
         if _in_stage(name, start, end, first, last, f.tie_word_embeddings):
             mine += _module_share(f, name, n, tp) * per

