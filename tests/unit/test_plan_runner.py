@@ -122,3 +122,31 @@ def test_ngram_speculation_leaves_async_scheduling_off() -> None:
     assert (
         make_plan(req, catalog=load_catalog(), raise_if_impossible=False).settings.async_scheduling is False
     )
+
+
+@pytest.mark.parametrize(
+    ("method", "version", "on"),
+    [
+        ("ngram", "0.26.0", False),
+        ("draft_model", "0.27.0", False),
+        ("draft_model", "0.28.0", True),
+        ("ngram", "0.31.0", False),
+        ("ngram", "0.33.0", True),  # off only on the V1 model runner, which no model takes there
+        ("ngram", "0.34.0", True),
+        ("eagle3", "0.22.0", True),
+    ],
+)
+def test_speculation_turns_async_scheduling_off_as_each_release_does(
+    method: str, version: str, on: bool
+) -> None:
+    """Each wheel's VllmConfig.__post_init__: the methods under which async scheduling stays off by
+    default shrink (draft_model from 0.28, V1 runner only from 0.33, none from 0.34)."""
+    from llmdeck.catalog.entries import load_catalog
+    from llmdeck.plan.planner import PlanRequest, make_plan
+
+    spec = f'{{"method": "{method}", "num_speculative_tokens": 3, "model": "x"}}'
+    req = PlanRequest(
+        model=str(CONFIGS / "gemma-3-4b-it"), machine="h200", engine="venv", vllm_version=version,
+        vllm_args=["--max-model-len", "65536", "--speculative-config", spec],
+    )  # fmt: skip
+    assert make_plan(req, catalog=load_catalog(), raise_if_impossible=False).settings.async_scheduling is on

@@ -24,7 +24,7 @@ from llmdeck.plan.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryPlan, Serv
 from llmdeck.plan.modelinfo import ModelFacts
 from llmdeck.plan.quant import online_quantization
 from llmdeck.plan.resolve import ResolvedModel, find_local_copy, resolve_model
-from llmdeck.plan.runner import ASYNC_OFF_SPEC_METHODS
+from llmdeck.plan.runner import default_async_scheduling
 from llmdeck.plan.settings import mamba_prefix_mode
 from llmdeck.plan.versions import at_least, version_tuple
 from llmdeck.util.hfpaths import default_hf_home, find_in_hf_cache
@@ -164,7 +164,7 @@ def resolve_settings(
         raise UsageError(
             f"--max-model-len {max_len} must be positive.", hint="Write e.g. --max-model-len 32768."
         )
-    return ServeSettings(
+    s = ServeSettings(
         max_model_len=max_len,
         gpu_memory_utilization=util_value,
         kv_cache_dtype=str(flags.get("kv-cache-dtype") or "auto"),
@@ -189,11 +189,11 @@ def resolve_settings(
             facts.architecture, _str_flag(flags, "mamba-cache-mode"), target_vllm
         ),
         mamba_block_size=flags.get_int("mamba-block-size"),
-        async_scheduling=_async_scheduling(flags, spec_method),
         cudagraphs=graphs.enabled,
         cudagraph_capture_sizes=graphs.sizes,
         max_cudagraph_capture_size=graphs.max_size,
     )
+    return s.model_copy(update={"async_scheduling": _async_scheduling(flags, facts, s, spec_method)})
 
 
 def _speculative(flags: VllmFlags) -> tuple[int, str | None]:
@@ -205,13 +205,10 @@ def _speculative(flags: VllmFlags) -> tuple[int, str | None]:
     return int(spec_cfg.get("num_speculative_tokens", 0) or 0), method if isinstance(method, str) else None
 
 
-def _async_scheduling(flags: VllmFlags, spec_method: str | None) -> bool:
-    """``--async-scheduling`` / ``--no-async-scheduling`` as given, else vLLM's default: on, except
-    under the speculative methods it does not overlap (runner.ASYNC_OFF_SPEC_METHODS)."""
+def _async_scheduling(flags: VllmFlags, facts: ModelFacts, s: ServeSettings, spec_method: str | None) -> bool:
+    """``--async-scheduling`` / ``--no-async-scheduling`` as given, else the target vLLM's default."""
     given = flags.get_bool("async-scheduling")
-    if given is not None:
-        return given
-    return spec_method not in ASYNC_OFF_SPEC_METHODS
+    return given if given is not None else default_async_scheduling(facts, s, spec_method)
 
 
 def _str_flag(flags: VllmFlags, name: str) -> str | None:

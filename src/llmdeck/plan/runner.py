@@ -71,11 +71,26 @@ def uses_v2_model_runner(facts: ModelFacts, s: ServeSettings) -> bool:
 
 
 IN_FLIGHT_SINCE = "0.26.0"  # VllmConfig.max_in_flight_tokens (0.25.1 reserves one batch)
-# Speculative methods under which vLLM leaves async scheduling off by default (0.26.0 config/vllm.py:
-# 1059-1107); the EAGLE/MTP/DFlash family, ngram_gpu and dspark keep it on.
+# Speculative methods under which vLLM leaves async scheduling off by default (0.22.0 config/vllm.py:
+# 947-957, 0.26.0 :1059-1107); the EAGLE/MTP/DFlash family and ngram_gpu keep it on, draft_model and
+# dspark too from 0.28.0; from 0.33.0 only on the V1 model runner (v1_async_sched_incompat, :1651-1716),
+# and 0.34.0 keeps it on under every method (:1610-1637). Each wheel's VllmConfig.__post_init__.
 ASYNC_OFF_SPEC_METHODS = frozenset(
     {"ngram", "medusa", "mlp_speculator", "draft_model", "suffix", "custom_class"}
 )
+ASYNC_DRAFT_MODEL_SINCE, ASYNC_V1_ONLY_SINCE, ASYNC_ALWAYS_SINCE = "0.28.0", "0.33.0", "0.34.0"
+
+
+def default_async_scheduling(facts: ModelFacts, s: ServeSettings, spec_method: str | None) -> bool:
+    """Whether vLLM ``s.vllm_version`` turns async scheduling on when no flag says (speculation aside,
+    it does)."""
+    v = s.vllm_version
+    if spec_method is None or at_least(v, ASYNC_ALWAYS_SINCE):
+        return True
+    if at_least(v, ASYNC_V1_ONLY_SINCE) and uses_v2_model_runner(facts, s):
+        return True
+    off = ASYNC_OFF_SPEC_METHODS - ({"draft_model"} if at_least(v, ASYNC_DRAFT_MODEL_SINCE) else set())
+    return spec_method not in off
 
 
 def max_in_flight_tokens(facts: ModelFacts, s: ServeSettings) -> int:
