@@ -416,9 +416,14 @@ def test_flags_lint_stops_seed000_with_mnbt_2048_before_launch(qwen36_dir: Path)
         model=str(qwen36_dir), engine="venv", vllm_args=[*SEED000_FLAGS, "--max-num-batched-tokens", "4192"]
     )
     assert [f for f in _lint(ok, "0.22.0") if f.severity == "error"] == []
-    # the embedded CPU engine and remote models are not linted
+    # the embedded CPU engine is not linted, nor a hub id the planner cannot read (not cached);
+    # a catalog model is, from its bundled config (a misspelt flag stops it before the engine starts)
     assert _lint(spec.model_copy(update={"engine": "cpu"}), None) == []
-    assert _lint(LaunchSpec(model="Qwen/Qwen3-0.6B", engine="venv"), None) == []
+    assert _lint(LaunchSpec(model="someorg/Not-Cached-7B", engine="venv"), None) == []
+    typo = LaunchSpec(model="Qwen/Qwen3-0.6B", engine="venv", vllm_args=["--max-model-length", "4096"])
+    assert [(f.id, f.severity) for f in _lint(typo, "0.32.0") if f.severity == "error"] == [
+        ("lint:flag-unknown", "error")
+    ]
 
 
 def test_an_opposite_spelling_stops_an_older_vllm_and_an_unknown_one_is_warned(qwen36_dir: Path) -> None:

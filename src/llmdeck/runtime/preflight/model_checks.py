@@ -98,6 +98,10 @@ FATAL_LINT_RULES = frozenset(
         "mamba-cache-mode-all-removed",  # vLLM's argparse refuses the choice
         "flag-spelling-needs-vllm-0.33",  # so does an older vLLM's argparse the opposite spelling
         "quantization-removed",  # "Unknown quantization method"
+        "quantization-needs-newer-vllm",  # the same, from the other side
+        "flag-unknown",  # argparse: "unrecognized arguments" / "ambiguous option"
+        "flag-not-in-target-vllm",
+        "prefix-match-unit-invalid",  # "Invalid prefix_match_unit" while sizing the KV cache
     }
 )
 # Rules about the flags alone (parsers, thinking): the server starts, clients suffer; warnings here.
@@ -118,14 +122,18 @@ ADVISORY_LINT_RULES = frozenset(
 
 
 def check_flags(launch: LaunchPlan) -> list[Finding]:
-    """`llmdeck plan`'s lint of the launch's model and vLLM flags (local models only), read from the
-    start's one plan (:mod:`llmdeck.runtime.launch_plan`): the planner does not run again here."""
+    """`llmdeck plan`'s lint of the launch's model and vLLM flags, read from the start's one plan
+    (:mod:`llmdeck.runtime.launch_plan`): the planner does not run again here. A catalog name or a cached
+    hub id is linted too; one the planner could not read (not cached) is left to the engine."""
     spec, plan = launch.spec, launch.plan
-    if get_engine(spec.engine).runs_on_cpu or not _looks_local(spec.model):
+    if get_engine(spec.engine).runs_on_cpu:
         return []
-    if not (Path(spec.model).expanduser() / "config.json").is_file():
+    local = _looks_local(spec.model)
+    if local and not (Path(spec.model).expanduser() / "config.json").is_file():
         return []
     if plan is None:
+        if not local:
+            return []
         message = f"The vLLM flags were not linted: {launch.why_none}"
         return [Finding(id="flags-not-linted", severity="info", message=message)]
     out: list[Finding] = []
