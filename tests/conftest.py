@@ -209,7 +209,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
                 generated.append(nodeid.rsplit("::", 1)[-1])
             if "[" not in nodeid:
                 continue
-            command = nodeid.split("[", 1)[1].split(":", 1)[0]
+            command = nodeid.split("[", 1)[1].removesuffix("]").split(":", 1)[0]
             counts[command] = counts.get(command, 0) + 1
     if counts:
         total = sum(counts.values())

@@ -128,6 +128,24 @@ def test_unknown_model_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "Unknown model 'NoSuchModel-7B'" in err and "llmdeck models" in err
 
 
+def test_an_error_under_json_is_also_a_json_object_on_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    """Scripts read stdout under --json: the one-paragraph error is there as an object (stderr keeps it
+    too); a --json after `--` is vLLM's, not llmdeck's."""
+    code, out, err = run(["plan", "NoSuchModel-7B", "--machine", "h200", "--json"], capsys)
+    body = json.loads(out)["error"]
+    assert code == 2 and body["exit_code"] == 2 and body["kind"] == "UnknownModelError"
+    assert "NoSuchModel-7B" in body["message"] and "NoSuchModel-7B" in err
+    code, out, _ = run(["plan", "Qwen3-0.6B", "--machine", "h200", "--contxt", "5", "--json"], capsys)
+    assert (
+        code == 2
+        and json.loads(out)["error"]["message"] == "No such option --contxt; did you mean --context?"
+    )
+    code, out, _ = run(["plan", "NoSuchModel-7B", "--machine", "h200", "--", "--json"], capsys)
+    assert code == 2 and out == ""
+    code, out, _ = run(["plan", "Qwen3-0.6B", "--machine", "h200", "--context", "99999999", "--json"], capsys)
+    assert code == 2 and json.loads(out)["error"]["kind"] == "does-not-fit"  # one document, the plan's own
+
+
 def test_uncached_repo_id_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(["plan", "someorg/Some-Model", "--machine", "h200"], capsys)
     assert code == 2 and "hf download someorg/Some-Model config.json" in err

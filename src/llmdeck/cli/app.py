@@ -197,8 +197,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _main(argv: list[str] | None) -> None:
+    from llmdeck.cli.output import json_written
     from llmdeck.errors import InternalError, LlmdeckError
 
+    json_written(reset=True)
     click_exc = _click_exceptions()
     app = build_app()
     try:
@@ -214,6 +216,7 @@ def _main(argv: list[str] | None) -> None:
             _print_internal(exc)
         else:
             _print_error(exc)
+            _json_error(argv, type(exc).__name__, exc.exit_code, exc.render())
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -227,7 +230,9 @@ def _main(argv: list[str] | None) -> None:
             exc.message = _no_such_option(exc)
             exc.possibilities = None
         exc.show()
-        sys.exit(2 if exc.exit_code in (1, 2) else exc.exit_code)
+        code = 2 if exc.exit_code in (1, 2) else exc.exit_code
+        _json_error(argv, "UsageError", code, exc.format_message())
+        sys.exit(code)
     except KeyboardInterrupt as exc:
         _interrupted(isinstance(exc, Terminated))
     except Exception as exc:  # an unexpected bug: one line, unless debugging
@@ -269,6 +274,18 @@ def _print_error(exc: Any) -> None:
     if tail:
         console.print("[dim]--- log tail ---[/]")
         console.print(tail, markup=False, highlight=False)
+
+
+def _json_error(argv: list[str] | None, kind: str, exit_code: int, message: str) -> None:
+    """Under --json, scripts read stdout: the error as one JSON object there too, unless the command
+    already wrote its document (llmdeck's own options only: what follows `--` is vLLM's)."""
+    from llmdeck.cli.output import json_written, print_json
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    own = args[: args.index("--")] if "--" in args else args
+    if "--json" not in own or json_written():
+        return
+    print_json({"error": {"kind": kind, "exit_code": exit_code, "message": message}})  # redacts every string
 
 
 def _is_http_error(exc: Exception) -> bool:

@@ -127,6 +127,16 @@ def finite(obj: Any) -> Any:
 _RAW_IN_JSON = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
+_JSON_WRITTEN: list[bool] = []  # one entry once this process has written a JSON document to stdout
+
+
+def json_written(*, reset: bool = False) -> bool:
+    """Whether a JSON document went to stdout in this run (``reset``: a new run starts)."""
+    if reset:
+        _JSON_WRITTEN.clear()
+    return bool(_JSON_WRITTEN)
+
+
 def print_json(obj: Any, *, shown_once: str | None = None) -> None:
     """Write one standard JSON document to stdout (NaN/inf as null), secrets redacted
     (llmdeck.util.redact), no character raw that could drive the terminal. ``shown_once`` names the one
@@ -142,6 +152,7 @@ def print_json(obj: Any, *, shown_once: str | None = None) -> None:
     text = json.dumps(finite(data), indent=2, ensure_ascii=False, allow_nan=False)
     sys.stdout.write(_RAW_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n")
     sys.stdout.flush()
+    _JSON_WRITTEN.append(True)
 
 
 def log_text(text: str) -> str:

@@ -19,7 +19,9 @@ MODEL is a catalog name (llmdeck models), a Hugging Face repo id, a local model 
 config.json. vLLM flags go after `--`. Exit 1 when the lint finds errors (the plan is still
 printed), exit 2 for an unknown model, a broken config.json or a context beyond memory (with
 --json, a JSON error object on stdout). Rules bound to vLLM versions apply to --vllm-version (or
-the image's version); for an unknown version (`latest`) their errors become warnings.
+the image's version); for an unknown version (`latest`) their errors become warnings. Each vLLM
+flag is checked against the releases that take it (0.22-0.34): a misspelt one names the nearest
+spelling, an abbreviation is read as the whole flag, as vLLM's parser reads it.
 
 Examples:
 
@@ -32,6 +34,8 @@ Examples:
   llmdeck plan ./Qwen3-8B-YaRN/config.json --machine h200 --context 131072
 
   llmdeck plan Qwen3-30B-A3B --machine dgx-spark -- -q fp8   # bf16 weights quantized while loading
+
+  llmdeck plan Qwen3-0.6B --machine h200 --vllm-version 0.32.0 -- --max-model-length 4096  # misspelt
 
   llmdeck plan Qwen3-30B-A3B --machine dgx-spark --nodes 2 -- --tensor-parallel-size 2 \\
       --distributed-executor-backend ray        # two boxes: per-GPU weights, KV, lint
