@@ -16,6 +16,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from llmdeck.errors import ConfigError
 from llmdeck.util.jsonsafe import loads as _json_loads
+from llmdeck.util.redact import REDACTED, is_secret_name
 
 ENV_PREFIX = "LLMDECK_"
 MAX_CATALOG_BYTES = 1 << 20  # a user catalog is a few KB; refuse anything over 1 MiB before parsing
@@ -130,6 +131,16 @@ class Settings(BaseSettings):
             raise ValueError("not an IP address or host name")
         return value
 
+    @field_validator("api_key")
+    @classmethod
+    def _api_key(cls, value: str | None) -> str | None:
+        from llmdeck.util.redact import api_key_problem
+
+        why = api_key_problem(value) if value else None
+        if why:
+            raise ValueError(f"the key cannot be sent: {why}")
+        return value
+
     @field_validator("catalog_paths", mode="before")
     @classmethod
     def _split_paths(cls, value: Any) -> Any:
@@ -181,6 +192,7 @@ def settings_error(exc: ValidationError) -> ConfigError:
         fields.append(field)
         var = ENV_PREFIX + field.upper()
         raw = os.environ.get(var, err.get("input"))
+        raw = REDACTED if is_secret_name(var) and raw else raw
         msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
         accepted = ACCEPTED.get(field, "a valid value")
         parts.append(f"{var}={str(raw)!r} is not valid ({msg}); it accepts {accepted}")

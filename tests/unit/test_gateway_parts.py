@@ -111,6 +111,10 @@ def test_backend_api_key_env_must_be_set(
     monkeypatch.setenv("GW_TEST_KEY", "secret-upstream")
     backend = parse(text, settings, tmp_path).route("a").backends[0]  # type: ignore[attr-defined]
     assert backend.api_key == "secret-upstream" and "secret-upstream" not in repr(backend)
+    monkeypatch.setenv("GW_TEST_KEY", "secret-upstream\nTAIL")  # a pasted line break: refused, not quoted
+    with pytest.raises(ConfigError, match=r"gw.yaml:4: the key in GW_TEST_KEY cannot be sent") as info:
+        parse(text, settings, tmp_path)
+    assert "TAIL" not in info.value.render()
 
 
 def test_defaults_fill_override_replaces() -> None:

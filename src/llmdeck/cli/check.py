@@ -8,6 +8,7 @@ import typer
 
 from llmdeck.cli.options import request_timeout
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
+from llmdeck.cli.validate import api_key as valid_api_key
 from llmdeck.cli.validate import positive_seconds
 
 DEADLINE_HINT = "The server answers slowly; check its log, or give the check more time with --deadline."
@@ -60,7 +61,11 @@ def check(
     ),
     model: str | None = typer.Option(None, "--model", "-m", help="Served model name (default: the first)."),
     api_key: str | None = typer.Option(
-        None, "--api-key", help="API key to send (default: LLMDECK_API_KEY).", envvar=None
+        None,
+        "--api-key",
+        callback=valid_api_key,
+        help="API key to send (default: LLMDECK_API_KEY).",
+        envvar=None,
     ),
     long_context_tokens: int | None = typer.Option(
         None,

@@ -68,6 +68,16 @@ def host(value: str | None) -> str | None:
     return value
 
 
+def api_key(value: str | None) -> str | None:
+    """An API key that an HTTP header can carry; the message never quotes it."""
+    from llmdeck.util.redact import api_key_problem
+
+    why = api_key_problem(value) if value else None
+    if why:
+        raise typer.BadParameter(f"the key cannot be sent: {why}. Pass the key exactly as the server has it.")
+    return value
+
+
 def _usage_error() -> Any:
     """click's UsageError class (typer >= 0.2x vendors click as typer._click)."""
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import UsageError
-from llmdeck.util.redact import REDACTED, SECRET_FLAGS, is_secret_flag, is_secret_name
+from llmdeck.util.redact import REDACTED, SECRET_FLAGS, api_key_problem, is_secret_flag, is_secret_name
 
 
 def split_secrets(spec: LaunchSpec) -> tuple[LaunchSpec, dict[str, str]]:
@@ -43,6 +43,11 @@ def split_secrets(spec: LaunchSpec) -> tuple[LaunchSpec, dict[str, str]]:
             args += [flag, value]
             continue
         secrets[SECRET_FLAGS[flag]] = value
+    if (why := api_key_problem(secrets.get("VLLM_API_KEY", ""))) is not None:
+        raise UsageError(
+            f"The API key given to the server cannot be used: {why}; no client could send it.",
+            hint="Give the key as plain ASCII without spaces, e.g. one from `openssl rand -hex 24`.",
+        )
     env = {k: v for k, v in spec.env.items() if not is_secret_name(k)}
     secrets.update({k: v for k, v in spec.env.items() if is_secret_name(k)})
     if REDACTED in secrets.values() or REDACTED in args:

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from llmdeck.errors import ConfigError, LlmdeckError
 from llmdeck.formats.gateway_yaml import MarkedDocument, format_loc, parse_gateway_yaml, read_gateway_text
 from llmdeck.gateway.managed import Budget, ManagedBackend, check_managed, resolve_kind, resolve_managed
+from llmdeck.util.redact import api_key_problem
 
 GATEWAY_CONFIG_SCHEMA_VERSION = 1
 
@@ -339,5 +340,11 @@ def _api_key(spec: BackendSpec, doc: MarkedDocument, loc: tuple[str | int, ...])
             f"{doc.where(loc)}: the environment variable {spec.api_key_env} (the backend's API key) is "
             "not set.",
             hint=f"Export {spec.api_key_env} before `llmdeck gateway up`.",
+        )
+    why = api_key_problem(api_key)
+    if why:
+        raise ConfigError(
+            f"{doc.where(loc)}: the key in {spec.api_key_env} cannot be sent: {why}.",
+            hint=f"Export {spec.api_key_env} exactly as the backend has its key.",
         )
     return api_key

@@ -63,6 +63,7 @@ def validate_spec(spec: LaunchSpec) -> None:
     model_path = Path(spec.model).expanduser()
     looks_local = spec.model.startswith((".", "/", "~")) or model_path.exists() or spec.model.count("/") != 1
     engine = get_engine(spec.engine)
+    split_secrets(spec)  # a key no client could send, or one given twice, stops here
     if engine.needs_local_model or looks_local:
         from llmdeck.formats.model_folder import read_model_config
         from llmdeck.model.inspect import validate_model_dir

@@ -223,3 +223,14 @@ def redact_data(data: Any) -> Any:
     if isinstance(data, str):
         return redact_text(data)
     return data
+
+
+def api_key_problem(key: str) -> str | None:
+    """Why ``key`` cannot travel as ``Authorization: Bearer KEY`` (None when it can). An HTTP header
+    carries ASCII only, and whitespace or a control character cuts the header or is refused by the
+    client library; the reason never quotes the key."""
+    if any(ord(c) > 126 for c in key):
+        return "it has a character outside ASCII, which an HTTP header cannot carry"
+    if any(ord(c) <= 32 or ord(c) == 127 for c in key):
+        return "it has a space, a line break or another control character (often a copy-paste edge)"
+    return None
