@@ -19,6 +19,14 @@ from repo_paths import TEST_FIXTURES
 
 MODELS_OK = {"object": "list", "data": [{"id": "fake", "object": "model", "max_model_len": 4096}]}
 LLAMACPP_PAGES = {"/props": "props.json", "/v1/models": "models.json"}
+CHAT_OK = {
+    "id": "x",
+    "object": "chat.completion",
+    "model": "fake",
+    "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop"}],
+    "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+}
+STREAM_MARK = "#stream"  # appended to the path of a request whose JSON body asks for a stream
 HOSTILE_ID = "x$(touch /tmp/llmdeck-pwned);y\x1b[31m`id`"
 
 
@@ -102,6 +110,9 @@ def _sse_stall(conn: socket.socket, path: str) -> None:
     if not path.startswith("/v1/chat/completions"):
         _json(conn, 404, {})
         return
+    if not path.endswith(STREAM_MARK):  # a plain chat request is answered, as a healthy engine does
+        _json(conn, 200, CHAT_OK)
+        return
     event = b'data: {"id": "x", "choices": [{"index": 0, "delta": {"content": "Hel"}}]}\n\n'
     conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + event)
     time.sleep(3600)
@@ -169,6 +180,10 @@ FAKES: dict[str, Callable[[socket.socket, str], None]] = {
     "fake_models_then_trickle_headers_server": _models_then_trickle_headers,
     "fake_sse_cut_server": _health_ok_else(_sse_cut),
     "fake_sse_stall_server": _health_ok_else(_sse_stall),
+    # a stuck engine: /health and /v1/models answer, a generation request gets no reply at all
+    "fake_models_then_silent_server": _health_ok_else(
+        lambda c, p: _json(c, 200, MODELS_OK) if p.startswith("/v1/models") else _silent(c, p)
+    ),
     "fake_hostile_strings_server": _health_ok_else(
         lambda c, p: (
             _json(c, 200, {"data": [{"id": HOSTILE_ID, "max_model_len": 32768}]})  # a bad one: below
@@ -214,7 +229,11 @@ def _read_request(conn: socket.socket) -> str:
                 break
             rest += chunk
     parts = lines[0].split(" ")
-    return parts[1] if len(parts) > 1 else ""
+    path = parts[1] if len(parts) > 1 else ""
+    with contextlib.suppress(ValueError, AttributeError):
+        if json.loads(rest).get("stream") is True:
+            path += STREAM_MARK
+    return path
 
 
 class FakeServer:

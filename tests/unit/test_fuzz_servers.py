@@ -174,6 +174,43 @@ def test_check_fails_a_stream_that_stalls_after_its_first_event(
     )
 
 
+@pytest.mark.parametrize("client", ["opencode", "claude-code"])
+def test_check_fails_a_server_that_never_answers_a_generation_request(
+    client: str, fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """fake_models_then_silent_server: /health and /v1/models answer, a chat (or Messages) request gets
+    nothing. The client would wait forever, so the check fails at the first probe it needs, and does not
+    wait again probe by probe (it was "READY", exit 0, after 49 s of inconclusive probes)."""
+    import json
+
+    with running("fake_models_then_silent_server") as url:
+        argv = ["check", url, "--timeout", "2", "--client", client, "--json"]
+        code, out, err, elapsed = run_main(argv, capsys)
+    assert_clean_failure(code, err, elapsed, want=1, needles=(), seconds=30)
+    report = json.loads(out)
+    assert report["ready"] is False
+    failed = [p for p in report["probes"] if p["status"] == "fail"]
+    assert len(failed) == 1 and failed[0]["required"], failed
+    assert "gave this request no reply within 2 s" in failed[0]["summary"]
+    assert {p["status"] for p in report["probes"][report["probes"].index(failed[0]) + 1 :]} <= {
+        "skipped",
+        "not_applicable",
+    }
+
+
+def test_connect_writes_nothing_for_a_server_that_never_answers_a_generation_request(
+    fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It had written opencode's configuration after 70 s of timed-out probes, saying nothing of them."""
+    target = Path(fuzz_env["tmp"]) / "opencode.json"
+    with running("fake_models_then_silent_server") as url:
+        argv = ["connect", "opencode", "--server", url, "--file", str(target), "--timeout", "2"]
+        code, _out, err, elapsed = run_main(argv, capsys)
+    needles = ("gave a reasoning_split request no reply within 2 s", "no configuration was written")
+    assert_clean_failure(code, err, elapsed, want=1, needles=needles, seconds=20)
+    assert not target.exists()
+
+
 def test_bench_that_skips_every_scenario_fails(
     fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:

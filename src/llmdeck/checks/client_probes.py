@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import httpx
 
+from llmdeck.checks.probe_base import timed_out
 from llmdeck.checks.probes import (
     AUTO_TOOL_ERROR,
     NAMED_TOOL_ERROR,
@@ -309,6 +310,10 @@ def run_client_probes(ctx: ProbeContext) -> list[ProbeResult]:
     too_big = False
     for probe_id, probe in probes_for(rec).items():
         ctx.evidence = []
+        required = probe_id not in OPTIONAL and (
+            probe_id not in ("client_thinking", "messages_thinking")
+            or bool(rec.reads.reasoning or rec.reads.thinking)
+        )
         if ctx.blocked:
             outcome = Outcome("skipped", f"Not run: {ctx.blocked}.")
         elif too_big and probe_id not in ("client_context", "client_request"):
@@ -317,15 +322,11 @@ def run_client_probes(ctx: ProbeContext) -> list[ProbeResult]:
             try:
                 outcome = probe(ctx, rec)
             except httpx.TimeoutException as exc:
-                outcome = Outcome("inconclusive", f"The request timed out ({exc or 'no reply in time'}).")
+                outcome = timed_out(ctx, exc, required)
             except httpx.HTTPError as exc:
                 outcome = Outcome("fail", f"The request failed: {exc or 'the connection broke'}.")
         if probe_id == "client_context" and outcome.status == "fail":
             too_big = not outcome.data.get("first_request_fits", True)
-        required = probe_id not in OPTIONAL and (
-            probe_id not in ("client_thinking", "messages_thinking")
-            or bool(rec.reads.reasoning or rec.reads.thinking)
-        )
         results.append(_result(ctx, probe_id, outcome, required))
     return results
 

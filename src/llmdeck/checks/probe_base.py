@@ -70,6 +70,28 @@ class Outcome:
     data: dict[str, Any] = field(default_factory=dict)
 
 
+def timed_out(ctx: ProbeContext, exc: Exception, required: bool) -> Outcome:
+    """A probe's request got no reply in time while the server still answers /health. For a probe the
+    client needs it is a failure (the client would wait the same way) and the probes after it are not
+    run, each to wait again; for another, inconclusive (and the last probe run where the caller chose
+    its probes: ``stop_on_timeout``)."""
+    why = f"The request timed out ({exc or 'no reply in time'})"
+    limit = ctx.http.timeout
+    if not required:
+        if ctx.stop_on_timeout:  # a caller that picked its probes needs each answer: none will come
+            ctx.blocked = f"the server did not answer a request within {limit:g} s"
+        return Outcome("inconclusive", why + ".", data={"timed_out": True})
+    ctx.blocked = f"the server did not answer a request within {limit:g} s"
+    return Outcome(
+        "fail",
+        f"{why}: the server answers /health but gave this request no reply within {limit:g} s, so "
+        "the client would wait too.",
+        fix="Check that the engine is not stuck or saturated (`llmdeck logs`, `llmdeck status`); if it "
+        "is only slow, raise --timeout.",
+        data={"timed_out": True},
+    )
+
+
 @dataclass
 class ProbeContext:
     http: Http
@@ -81,6 +103,7 @@ class ProbeContext:
     evidence: list[Exchange] = field(default_factory=list)
     blocked: str | None = None  # set when nothing more can be asked (e.g. 401 without a key)
     incomplete: str | None = None  # set when the check's deadline passed
+    stop_on_timeout: bool = False  # a timed-out request ends the run (connect's few chosen probes)
     template_evidence: list[Exchange] = field(default_factory=list)  # the /tokenize renders
 
     # -- request helpers that record evidence ------------------------------------------------

@@ -24,6 +24,7 @@ from llmdeck.checks.probe_base import (
     TOOLS,
     Outcome,
     ProbeContext,
+    timed_out,
 )
 from llmdeck.checks.probes_basic import (
     probe_api_key,
@@ -113,7 +114,7 @@ def run_probe(ctx: ProbeContext, probe_id: str) -> ProbeResult:
             outcome = PROBES[probe_id](ctx)
         except httpx.TimeoutException as exc:
             _ensure_answering(ctx, probe_id)
-            outcome = Outcome("inconclusive", f"The request timed out ({exc or 'no reply in time'}).")
+            outcome = timed_out(ctx, exc, required)
         except DeadlinePassed as exc:
             ctx.blocked = ctx.incomplete = exc.message.rstrip(".")
             outcome = Outcome("inconclusive", exc.message)

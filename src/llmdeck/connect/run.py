@@ -124,6 +124,14 @@ def gather_info(
             hint=next((p.fix for p in sorted(failed, key=lambda p: p.id != "api_key") if p.fix), None)
             or "Run `llmdeck check` for details.",
         )
+    silent = next((p for p in report.probes if p.data.get("timed_out")), None)
+    if silent is not None:  # a configuration for a server that does not answer would leave the client hanging
+        raise OperationError(
+            f"{report.server.base_url} answers /health but gave a {silent.id} request no reply within "
+            f"{timeout:g} s; no configuration was written.",
+            hint="Check that the engine is not stuck or saturated (`llmdeck logs`, `llmdeck status`); if "
+            "it is only slow, raise --timeout.",
+        )
     facts = report.server
     if not facts.model:
         raise OperationError(f"{facts.base_url} lists no model.", hint="Run `llmdeck check` for details.")
