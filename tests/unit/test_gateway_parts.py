@@ -334,3 +334,22 @@ def test_a_keys_file_that_is_not_a_file_is_refused_at_once(
         code, _out, err = run_cli([*args, "--keys-file", str(path)], capsys)
         assert code == 2 and "not a regular file" in err and "chmod" not in err, err
         assert time.monotonic() - t0 < 5
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"\x00\xff\xfe binary", "it is not UTF-8 text"),
+        (b"[", "it is not JSON"),
+        (b'{"keys": 5}', "keys: Input should be a valid array"),
+    ],
+)
+def test_a_keys_file_that_is_not_one_says_why(tmp_path: Path, content: bytes, why: str) -> None:
+    """Not UTF-8 had been an internal error (UnicodeDecodeError); a wrong shape named 'ValidationError'."""
+    from llmdeck.gateway.keys import KeyStore
+
+    path = tmp_path / "keys.json"
+    path.write_bytes(content)
+    path.chmod(0o600)
+    with pytest.raises(ConfigError, match="is not a llmdeck keys file: " + why):
+        KeyStore(path).load()

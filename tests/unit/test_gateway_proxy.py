@@ -257,6 +257,7 @@ def test_keys_models_and_rpm(settings: Settings, tmp_path: Path) -> None:
     store = KeyStore(tmp_path / "keys.json")
     alice = store.create("alice", models=["a"], rpm=2)
     bob = store.create("bob")
+    carol = store.create("carol")
     with fake() as up:
         cfg = (
             f"routes:\n  - model: a\n    backends: ['{up.url}']\n"  # type: ignore[attr-defined]
@@ -289,6 +290,12 @@ def test_keys_models_and_rpm(settings: Settings, tmp_path: Path) -> None:
             assert (
                 httpx.post(url, json=chat("b"), headers={"Authorization": f"Bearer {bob}"}).status_code == 401
             )
+            # a keys file that turns to bytes that are not UTF-8 (it had answered 500 with a traceback):
+            # the keys read last stay in force
+            store.path.write_bytes(b"\x00\xff\xfe binary")
+            time.sleep(1.1)
+            h_carol = {"Authorization": f"Bearer {carol}"}
+            assert httpx.post(url, json=chat("b"), headers=h_carol).status_code == 200
 
 
 def test_gateway_up_status_down_in_background(

@@ -64,6 +64,13 @@ def new_secret() -> str:
     return KEY_PREFIX + secrets.token_urlsafe(32)
 
 
+def _not_keys(path: Path, why: str) -> ConfigError:
+    return ConfigError(
+        f"The keys file {path} is not a llmdeck keys file: {why}.",
+        hint="Point keys_file at a file made by `llmdeck keys create`, or move this one away.",
+    )
+
+
 class KeyStore:
     """The keys file: create, list, revoke, verify."""
 
@@ -80,6 +87,8 @@ class KeyStore:
             check_regular(self.path)
             _refuse_loose_mode(self.path)
             text = read_regular_text(self.path)
+        except UnicodeDecodeError as exc:
+            raise _not_keys(self.path, f"it is not UTF-8 text (byte {exc.start})") from exc
         except (NotRegularFileError, FileTooLargeError) as exc:
             raise ConfigError(
                 f"The keys file {self.path} cannot be used: {exc.strerror}.",
@@ -88,11 +97,13 @@ class KeyStore:
             ) from exc
         try:
             return KeysFile.model_validate_json(text)
-        except (ValidationError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ConfigError(
-                f"The keys file {self.path} is not a llmdeck keys file ({exc.__class__.__name__}).",
-                hint="Point keys_file at a file made by `llmdeck keys create`, or move this one away.",
-            ) from exc
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(x) for x in first.get("loc", ())) or "the top level"
+            why = "it is not JSON" if first.get("type") == "json_invalid" else f"{where}: {first['msg']}"
+            raise _not_keys(self.path, why) from exc
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise _not_keys(self.path, "it is not JSON") from exc
 
     def save(self, data: KeysFile) -> None:
         ensure_dir(self.path.parent, 0o700)  # a file in the way is a UsageError naming it
