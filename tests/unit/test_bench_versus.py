@@ -83,6 +83,12 @@ def test_ollama_memory_sampled_only_from_an_ollama() -> None:
         (["--compare", "http://a:1", "http://b:2", "--suite", "agent"], "one workload"),
         (["--compare", "http://a:1", "http://b:2", "--request-rate", "1,2"], "one workload"),
         (["--compare", "http://a:1", "http://b:2", "--html", "x.html"], "--html"),
+        # one server: click takes the next option as the second (it had read 'not a valid server name')
+        (
+            ["--compare", "http://a:1", "--no-metrics"],
+            "but after 'http://a:1' came the option '--no-metrics'",
+        ),
+        (["http://a:1", "--max-concurrency", ","], "--max-concurrency was given no number"),
     ],
 )
 def test_usage_errors_exit_2(args: list[str], words: str, capsys: pytest.CaptureFixture[str]) -> None:

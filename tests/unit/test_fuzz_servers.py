@@ -211,6 +211,27 @@ def test_connect_writes_nothing_for_a_server_that_never_answers_a_generation_req
     assert not target.exists()
 
 
+def test_a_model_the_server_does_not_serve_is_bad_input_for_check_and_connect(
+    fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--model nosuch: exit 2 as in bench, with what the server serves; check had gone on probing the
+    server's first model and exited 1 with 'restart the server'."""
+    import json
+
+    with running("fake_models_only_server") as url:
+        code, out, err, elapsed = run_main(["check", url, "--model", "nosuch", "--json"], capsys)
+        assert_clean_failure(code, err, elapsed, want=2, needles=("does not serve 'nosuch'",), seconds=20)
+        report = json.loads(out)
+        assert report["ready"] is False
+        after = report["probes"][[p["id"] for p in report["probes"]].index("models") + 1 :]
+        assert after and {p["status"] for p in after} == {"skipped"}
+        argv = ["connect", "openai", "--server", url, "--model", "nosuch", "--print"]
+        code, out, err, elapsed = run_main(argv, capsys)
+    assert_clean_failure(
+        code, err, elapsed, want=2, needles=("does not serve 'nosuch'", "--model fake"), seconds=20
+    )
+
+
 def test_bench_that_skips_every_scenario_fails(
     fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:

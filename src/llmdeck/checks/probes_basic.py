@@ -90,11 +90,13 @@ def probe_models(ctx: ProbeContext) -> Outcome:
     wanted = ctx.requested_model or ctx.facts.model
     if ctx.requested_model and ctx.requested_model not in ids:
         ctx.facts.model = ids[0]
+        ctx.blocked = f"the server does not serve {ctx.requested_model!r}"  # each request would be a 404
         return Outcome(
             "fail",
             f"The server does not serve {ctx.requested_model!r}; it serves {', '.join(map(quote, ids))}.",
             fix=f"Use --model {quote(ids[0])} (requests must name the --served-model-name), or restart the "
             f"server with --served-model-name {quote(ctx.requested_model)}.",
+            data={"models": ids, "model_not_served": ctx.requested_model},
         )
     chosen = wanted if wanted in ids else ids[0]
     entry = next(e for e in entries if isinstance(e, dict) and e.get("id") == chosen)

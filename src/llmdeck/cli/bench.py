@@ -245,6 +245,12 @@ def _target_or_compare(
     --compare, else random); exactly one of TARGET and --compare."""
     from llmdeck.errors import UsageError
 
+    if compare and compare[1].startswith("-"):  # one server given: click took the next option as the second
+        raise UsageError(
+            f"--compare takes two servers (URL_A URL_B), but after {compare[0]!r} came the option "
+            f"{compare[1]!r}.",
+            hint="Name both, e.g. llmdeck bench --compare http://127.0.0.1:8000 http://127.0.0.1:11434",
+        )
     if compare and target is not None:
         raise UsageError(
             f"Give TARGET ({target!r}) or --compare URL_A URL_B, not both.",

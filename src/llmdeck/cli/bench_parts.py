@@ -45,6 +45,12 @@ def _parts(values: list[str]) -> list[str]:
 
 
 def floats(values: list[str], flag: str) -> list[float | None]:
+    """A comma list of positive numbers (inf/none/max: no limit); a flag given with no number at all
+    (``--max-concurrency ','``) is refused, not read as its default."""
+    from llmdeck.errors import UsageError
+
+    if values and not _parts(values):
+        raise UsageError(f"{flag} was given no number.", hint=f"Use e.g. {flag} 1,4,16 or inf.")
     out: list[float | None] = []
     for v in values:
         for part in v.split(","):
@@ -59,14 +65,10 @@ def floats(values: list[str], flag: str) -> list[float | None]:
                 if f != f:  # nan
                     raise ValueError(p)
             except ValueError:
-                from llmdeck.errors import UsageError
-
                 raise UsageError(
                     f"{flag} {part!r} is not a number.", hint=f"Use e.g. {flag} 1,2,4 or inf."
                 ) from None
             if f <= 0:
-                from llmdeck.errors import UsageError
-
                 raise UsageError(f"{flag} must be positive, not {part!r}.", hint=f"Use e.g. {flag} 1 or inf.")
             out.append(f)
     return out

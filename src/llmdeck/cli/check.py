@@ -141,16 +141,18 @@ def _raise_unless_ready(report: Any, shown_url: str, client: str | None, *, key_
     """Exit 1 when a probe the client needs failed (an API key the server refused is called rejected,
     a missing one missing), or when the deadline cut the check short."""
     from llmdeck.client.errors import API_KEY_HINT
-    from llmdeck.errors import CheckFailedError
+    from llmdeck.errors import CheckFailedError, UsageError
 
     if report.failed_required:
         names = ", ".join(p.id for p in report.failed_required)
         first = report.failed_required[0]
+        if first.data.get("model_not_served"):  # --model names what the server has not: bad input
+            raise UsageError(first.summary, hint=first.fix)
         key_failed = report.server.api_key_required is True and first.id in {"health", "api_key"}
         summary = first.summary.rstrip(".")
         if key_failed and key_sent and "reject" not in summary:
             summary += "; the server rejected the API key"
-        hint = "Apply the fixes shown in the report, restart the server, and check again."
+        hint = first.fix or "Apply the fixes shown in the report, restart the server, and check again."
         if key_failed:
             hint = REJECTED_KEY_HINT if key_sent else API_KEY_HINT
         raise CheckFailedError(

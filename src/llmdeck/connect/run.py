@@ -117,6 +117,8 @@ def gather_info(
         deadline_s=max(300.0, 5 * timeout),
     )
     failed = [p for p in report.probes if p.id in {"health", "api_key", "models"} and p.status == "fail"]
+    if failed and failed[0].data.get("model_not_served"):  # --model names what the server has not
+        raise UsageError(failed[0].summary, hint=failed[0].fix)
     if failed:
         why = "; ".join(f"{p.id}: {p.summary}" for p in failed)
         raise OperationError(
