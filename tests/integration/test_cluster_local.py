@@ -81,6 +81,72 @@ def test_real_gloo_allreduce_two_local_ranks() -> None:
     assert v.verdict == "pass" and v.busbw_gbps > 0.05  # a loaded 2-core machine still moves > 50 MB/s
 
 
+def _marked(mark: str) -> list[int]:
+    """The live processes whose environment carries ``LLMDECK_TEST_MARK=mark`` (ranks and spawner)."""
+    import psutil
+
+    found = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get("LLMDECK_TEST_MARK") == mark and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p.pid)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def _gone_within(mark: str, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while _marked(mark) and time.monotonic() < end:
+        time.sleep(0.5)
+    return not _marked(mark)
+
+
+def test_a_timed_out_allreduce_leaves_no_rank_behind() -> None:
+    """run_local's timeout ends the spawner's whole process group: its ranks had run on orphaned (200 of
+    them, after a fuzzed --local 200, filled this machine's memory)."""
+    from llmdeck.errors import OperationError
+
+    mark = f"timeout-{time.monotonic_ns()}"
+    with pytest.raises(OperationError, match="did not finish within 2 s"):
+        run_local(2, backend="gloo", port=free_port(), timeout=2, env={"LLMDECK_TEST_MARK": mark})
+    assert _gone_within(mark, 5), _marked(mark)
+
+
+def test_ranks_end_when_their_spawner_is_killed() -> None:
+    """The spawner killed outright (SIGKILL: no cleanup of its own): each rank sees its parent gone,
+    also one still importing torch then, and exits within seconds."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    mark = f"kill-{time.monotonic_ns()}"
+    argv = [
+        sys.executable,
+        "-m",
+        "llmdeck.cluster.allreduce",
+        "--local",
+        "2",
+        "--master-port",
+        str(free_port()),
+    ]
+    proc = subprocess.Popen(
+        argv,
+        env={**os.environ, "LLMDECK_TEST_MARK": mark},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    end = time.monotonic() + 30
+    while len(_marked(mark)) < 4 and time.monotonic() < end:  # the spawner, its resource tracker, 2 ranks
+        time.sleep(0.2)
+    assert len(_marked(mark)) >= 4
+    time.sleep(3)  # the ranks past their rendezvous, all-reducing
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert _gone_within(mark, 10), _marked(mark)
+
+
 def test_cluster_ranks_run_from_the_source_without_llmdeck() -> None:
     # the per-node commands `cluster netcheck` runs (here both nodes are this machine: no ssh);
     # each rank is `python -c <allreduce.py>`, so a node needs torch, not llmdeck

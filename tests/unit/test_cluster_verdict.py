@@ -84,3 +84,13 @@ def test_cli_netcheck_on_the_saved_run(capsys: pytest.CaptureFixture[str]) -> No
     ]
     code, out, _ = run_cli(args, capsys)
     assert code == 0 and '"verdict": "pass"' in out
+
+
+@pytest.mark.parametrize("ranks", ["1", "999"])
+def test_local_ranks_are_bounded_before_anything_is_spawned(
+    ranks: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--local 200 had spawned 200 torch processes (~140 MB each) on a 2-core, 23 GiB machine."""
+    code, _, err = run_cli(["cluster", "netcheck", "--local", ranks], capsys)
+    flat = " ".join(err.split())
+    assert code == 2 and f"--local {ranks} is not a number of ranks this machine can test" in flat

@@ -134,6 +134,7 @@ def netcheck(values: dict[str, Any], settings: Any) -> Any:
         rows = load_rows(values["result"])
         return judge(rows, profile), None
     if values["local"]:
+        _check_local_ranks(values["local"])
         env = {"GLOO_SOCKET_IFNAME": values["interface"]} if values["interface"] else {}
         rows, raw = netcheck.run_local(
             values["local"],
@@ -144,6 +145,22 @@ def netcheck(values: dict[str, Any], settings: Any) -> Any:
         )
         return judge(rows, profile), raw
     return netcheck_cluster(values, settings, profile)
+
+
+def _check_local_ranks(ranks: int) -> None:
+    """Two ranks at least (an all-reduce of one moves nothing), one CPU core each at most: every rank
+    is a process holding torch (~150 MB), and more than the cores only measure the scheduler."""
+    import os
+
+    from llmdeck.errors import UsageError
+
+    cores = os.cpu_count() or 1
+    if ranks < 2 or ranks > max(2, cores):
+        raise UsageError(
+            f"--local {ranks} is not a number of ranks this machine can test: an all-reduce needs 2 at "
+            f"least, and this machine has {cores} CPU core(s) for them.",
+            hint=f"Use --local 2 (up to {max(2, cores)}).",
+        )
 
 
 def netcheck_cluster(values: dict[str, Any], settings: Any, profile: Any) -> Any:

@@ -94,7 +94,23 @@ def run_rank(args: argparse.Namespace) -> None:
         dist.destroy_process_group()
 
 
+def exit_with_parent(parent: int | None = None) -> None:
+    """End this process when ``parent`` (the one that started it) is gone, killed or timed out: a rank
+    left behind keeps a CPU and its memory busy for nothing. A daemon thread polls once a second."""
+    import threading
+
+    expected = os.getppid() if parent is None else parent
+
+    def watch() -> None:
+        while os.getppid() == expected:
+            time.sleep(1.0)
+        os._exit(3)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def _spawned(rank: int, args: argparse.Namespace) -> None:
+    exit_with_parent(args.spawner)  # the spawner may be gone while this rank still imported torch
     args.rank = rank
     run_rank(args)
 
@@ -116,10 +132,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    exit_with_parent()
     if args.local:
         import torch.multiprocessing as mp
 
         args.world_size = args.local
+        args.spawner = os.getpid()
         mp.spawn(_spawned, args=(args,), nprocs=args.local, join=True)  # type: ignore[attr-defined,no-untyped-call]
     else:
         run_rank(args)

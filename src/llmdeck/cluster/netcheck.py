@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from pathlib import Path
@@ -75,24 +76,39 @@ def run_local(
     argv += ["--timeout", str(max(5.0, timeout / 2))]
     import os
 
+    # its own process group: a timeout ends every rank it spawned, not only the spawner
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+        start_new_session=True,
+    )
     try:
-        done = subprocess.run(
-            argv,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            env={**os.environ, **(env or {})},
-        )
+        stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired as exc:
+        _kill_group(proc)
         raise OperationError(
             f"The all-reduce did not finish within {timeout:.0f} s.",
             hint="Raise --test-timeout on a busy machine.",
         ) from exc
-    if done.returncode != 0:
-        tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-8:])
-        raise OperationError(f"The all-reduce failed (exit {done.returncode}):\n{tail}")
-    return parse_rows(done.stdout), done.stdout
+    except BaseException:  # Ctrl-C: the ranks go with the command
+        _kill_group(proc)
+        raise
+    if proc.returncode != 0:
+        tail = "\n".join((stderr or stdout).strip().splitlines()[-8:])
+        raise OperationError(f"The all-reduce failed (exit {proc.returncode}):\n{tail}")
+    return parse_rows(stdout), stdout
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    import os
+    import signal
+
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
 
 
 def run_cluster(argvs: list[list[str]], *, timeout: float) -> tuple[list[Row], str]:
