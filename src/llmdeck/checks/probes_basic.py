@@ -77,7 +77,13 @@ def probe_models(ctx: ProbeContext) -> Outcome:
     if not reply.ok:
         return _http_fail(reply, "GET /v1/models")
     entries = reply.data.get("data") if isinstance(reply.data, dict) else None
-    if not isinstance(entries, list) or not entries:
+    if not isinstance(entries, list):  # a web page, a router's login, another API: not a model list
+        return Outcome(
+            "fail",
+            f"GET /v1/models answered no OpenAI model list: {reply.text[:120]!r}.",
+            fix="Point at an OpenAI-compatible server (vLLM serves /v1/models), with its port and /v1.",
+        )
+    if not entries:
         return Outcome("fail", "GET /v1/models returned no models.", fix="Check the server's --model.")
     ids = [e["id"] for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str) and e["id"]]
     if not ids:

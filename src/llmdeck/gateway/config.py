@@ -210,10 +210,10 @@ def _check_keys_file(path: Path, doc: MarkedDocument) -> None:
 
 
 def _validation_error(exc: ValidationError, doc: MarkedDocument) -> ConfigError:
-    lines = []
-    for err in exc.errors()[:5]:
-        loc = tuple(err["loc"])
-        lines.append(f"{doc.where(loc)}: {format_loc(loc)}: {err['msg']}")
+    from llmdeck.formats.validation import explain
+
+    places = explain(exc, GatewayConfig)
+    lines = [f"{doc.where(loc)}: {format_loc(loc)}: {message}" for loc, message in places]
     more = f" (and {exc.error_count() - 5} more)" if exc.error_count() > 5 else ""
     return ConfigError(
         "The gateway config is invalid: " + "; ".join(lines) + more + ".",
