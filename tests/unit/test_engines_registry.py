@@ -43,13 +43,14 @@ def test_no_engine_name_is_tested_outside_engines() -> None:
 
 def test_the_detached_spawn_is_written_once() -> None:
     """Engines, the gateway, the guard and the local Ray cluster start detached through
-    engines.process.spawn_detached; evals/ talks to its sandboxed processes through pipes."""
+    engines.process.spawn_detached; evals/ talks to its sandboxed processes through pipes, and the local
+    all-reduce (cluster/netcheck.py) runs in a group of its own so that a timeout ends every rank."""
     spawns = sorted(
         p.relative_to(SRC).as_posix()
         for p in SRC.rglob("*.py")
         if "start_new_session=True" in p.read_text(encoding="utf-8")
     )
-    assert spawns == ["engines/process.py", "evals/session.py", "evals/verifier.py"]
+    assert spawns == ["cluster/netcheck.py", "engines/process.py", "evals/session.py", "evals/verifier.py"]
 
 
 def test_every_engine_of_the_spec_is_registered() -> None:

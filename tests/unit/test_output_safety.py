@@ -321,7 +321,7 @@ def test_connect_quotes_the_model_suggestion(capsys: pytest.CaptureFixture[str])
     for url in _fake("x$(touch PWNED);y"):
         args = ["connect", "opencode", "--server", url, "--model", "foo bar", "--print", "--timeout", "3"]
         code, _out, err = run_cli(args, capsys)
-        assert code == 1, err
+        assert code == 2, err  # a model the server does not serve: bad input
         assert "Use --model 'x$(touch PWNED);y'" in err and "--served-model-name 'foo bar'" in err
 
 

@@ -128,6 +128,34 @@ def test_plan_spec_out_and_json_hold_no_secret(tmp_path: Path, capsys: pytest.Ca
     assert "--api-key" not in json.loads(spec_out.read_text())["vllm_args"]
 
 
+@pytest.mark.parametrize("flag", ["--api-ke", "--api-k", "--api"])
+def test_an_abbreviated_key_flag_is_a_key_flag(
+    flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """vLLM's argparse reads --api-ke as --api-key: plan --json had printed its value in clear."""
+    spec_out = tmp_path / "spec.json"
+    args = ["plan", "Qwen3-0.6B", "--machine", "dgx-spark", "--spec-out", str(spec_out), "--json"]
+    _code, out, err = run_cli([*args, "--", flag, "weakkey4242"], capsys)
+    assert "weakkey4242" not in out + err + (spec_out.read_text() if spec_out.exists() else "")
+
+
+def test_argv_written_as_a_list_or_a_url_token_is_redacted_in_text() -> None:
+    """Log lines `logs` and `status` show: a Python repr of an argv, a JSON argv, a URL's query token."""
+    from llmdeck.engines.secrets import split_secrets
+    from llmdeck.util.redact import redact_text
+
+    for line in [
+        "argv: ['vllm', 'serve', '/m', '--api-key', 'weakkey4242']",
+        '["vllm","serve","--api-key","weakkey4242"]',
+        "GET http://h:1/v1/models?token=weakkey4242&x=1",
+        "vllm serve --api-ke weakkey4242 --port 8000",
+    ]:
+        assert "weakkey4242" not in redact_text(line), line
+    spec = LaunchSpec(model="m", engine="cpu", vllm_args=["--api-ke", "weakkey4242", "--port", "1"])
+    clean, secrets = split_secrets(spec)  # off the command line, as --api-key is
+    assert secrets == {"VLLM_API_KEY": "weakkey4242"} and "weakkey4242" not in clean.vllm_args
+
+
 @pytest.fixture()
 def fake_key_models_server() -> Iterator[str]:
     handler = type("FakeKeyModelsServer", (FakeHostileModelsServer,), {"model_id": "tiny", "key": SECRET})

@@ -58,13 +58,9 @@ def run_checks(
     http = Http(base_url, key, timeout=timeout, deadline_s=deadline_s)
     facts = ServerFacts(base_url=base_url, model=model)
     ctx = ProbeContext(
-        http=http,
-        facts=facts,
-        client=client,
-        requested_model=model,
-        long_context_tokens=long_context_tokens,
-        stop_on_timeout=probes is not None,
+        http=http, facts=facts, client=client, requested_model=model, long_context_tokens=long_context_tokens
     )
+    ctx.stop_on_timeout = probes is not None
     report = CheckReport(client=client, server=facts)
     try:
         for probe_id in PROBE_ORDER:

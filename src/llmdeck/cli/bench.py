@@ -10,8 +10,7 @@ from rich.markup import escape
 
 from llmdeck.cli import options
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
-from llmdeck.cli.validate import api_key as valid_api_key
-from llmdeck.cli.validate import number, positive_seconds
+from llmdeck.cli.validate import api_key_option, number, positive_seconds
 
 BENCH_HELP = """Benchmark a server the way `vllm bench serve` does, plus server/host state and a verdict.
 
@@ -155,13 +154,7 @@ def bench(
         help="Run every scenario N times (in rounds, fresh prompts per run) and report each metric's "
         "median and range.",
     ),
-    api_key: str | None = typer.Option(
-        None,
-        "--api-key",
-        callback=valid_api_key,
-        help="API key to send (default: LLMDECK_API_KEY).",
-        envvar=None,
-    ),
+    api_key: str | None = api_key_option("API key to send (default: LLMDECK_API_KEY)."),
     out: Path | None = typer.Option(
         None, "--out", help="Result JSON file [LLMDECK_RESULTS_DIR/bench-*.json]."
     ),

@@ -8,8 +8,7 @@ import typer
 
 from llmdeck.cli.options import request_timeout
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
-from llmdeck.cli.validate import api_key as valid_api_key
-from llmdeck.cli.validate import positive_seconds
+from llmdeck.cli.validate import api_key_option, positive_seconds
 
 DEADLINE_HINT = "The server answers slowly; check its log, or give the check more time with --deadline."
 REJECTED_KEY_HINT = (
@@ -60,13 +59,7 @@ def check(
         help="opencode, openclaw, continue, cline, aider, claude-code, codex or openai: whose needs decide.",
     ),
     model: str | None = typer.Option(None, "--model", "-m", help="Served model name (default: the first)."),
-    api_key: str | None = typer.Option(
-        None,
-        "--api-key",
-        callback=valid_api_key,
-        help="API key to send (default: LLMDECK_API_KEY).",
-        envvar=None,
-    ),
+    api_key: str | None = api_key_option("API key to send (default: LLMDECK_API_KEY)."),
     long_context_tokens: int | None = typer.Option(
         None,
         "--long-context-tokens",

@@ -9,7 +9,7 @@ import typer
 
 from llmdeck.cli.options import request_timeout
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
-from llmdeck.cli.validate import api_key as valid_api_key
+from llmdeck.cli.validate import api_key_option
 
 CONNECT_HELP = """Write (or print) CLIENT's configuration for a running server.
 
@@ -71,9 +71,7 @@ def connect(
     file: Path | None = typer.Option(None, "--file", "-f", help="Config file to merge into (or create)."),
     print_only: bool = typer.Option(False, "--print", help="Print the configuration; write nothing."),
     model: str | None = typer.Option(None, "--model", "-m", help="Served model name (default: the first)."),
-    api_key: str | None = typer.Option(
-        None, "--api-key", callback=valid_api_key, help="API key (default: LLMDECK_API_KEY)."
-    ),
+    api_key: str | None = api_key_option(),
     provider_id: str = typer.Option("vllm", "--provider-id", help="Provider key in the client config."),
     timeout: float = request_timeout(60.0, detail=" (a silent one is reported after 10 s at most)"),
     thinking: str = typer.Option(

@@ -9,7 +9,7 @@ import typer
 
 from llmdeck.cli import options
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
-from llmdeck.cli.validate import api_key as valid_api_key
+from llmdeck.cli.validate import api_key_option
 
 EVAL_HELP = """Run a real coding agent (opencode, aider, claude-code, codex) headless on coding tasks, then
 score its work with hidden tests it never saw; the server's flags, model and /metrics during the run go
@@ -79,9 +79,7 @@ def eval_run(
     repeat: int = typer.Option(1, "--repeat", min=1, max=100, help="Run every task N times."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Write the result JSON here (as it goes)."),
     html: Path | None = typer.Option(None, "--html", help="Also write the HTML page of the result."),
-    api_key: str | None = typer.Option(
-        None, "--api-key", callback=valid_api_key, help="API key (default: LLMDECK_API_KEY)."
-    ),
+    api_key: str | None = api_key_option(),
     agent_bin: Path | None = typer.Option(None, "--agent-bin", help="The client's executable."),
     python: str | None = typer.Option(None, "--python", help="Interpreter for the hidden tests."),
     thinking: str = typer.Option("server", "--thinking", help="server, on or off (as `connect`)."),

@@ -9,7 +9,7 @@ from typer.core import TyperCommand
 
 from llmdeck.cli.options import request_timeout
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
-from llmdeck.cli.validate import api_key as valid_api_key
+from llmdeck.cli.validate import api_key_option
 
 LAUNCH_HELP = """Start CLIENT configured for a running server, as `ollama launch` does.
 
@@ -64,9 +64,7 @@ def launch_cmd(
     client: str = typer.Argument(..., help="claude-code, codex, qwen-code, opencode or aider."),
     target: str | None = typer.Argument(None, help="Server URL, llmdeck server name, or 'gateway'."),
     model: str | None = typer.Option(None, "--model", "-m", help="Served model or gateway alias."),
-    api_key: str | None = typer.Option(
-        None, "--api-key", callback=valid_api_key, help="API key (default: LLMDECK_API_KEY)."
-    ),
+    api_key: str | None = api_key_option(),
     bin_path: str | None = typer.Option(None, "--bin", help="The client's executable (default: on PATH)."),
     small_model: str | None = typer.Option(None, "--small-model", help="claude-code: its small/fast model."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print what would run; start nothing."),

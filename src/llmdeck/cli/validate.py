@@ -78,6 +78,11 @@ def api_key(value: str | None) -> str | None:
     return value
 
 
+def api_key_option(help_: str = "API key (default: LLMDECK_API_KEY).") -> Any:
+    """``--api-key``, its value checked by :func:`api_key` (a key no header can carry is exit 2)."""
+    return typer.Option(None, "--api-key", callback=api_key, help=help_, envvar=None)
+
+
 def _usage_error() -> Any:
     """click's UsageError class (typer >= 0.2x vendors click as typer._click)."""
     try:

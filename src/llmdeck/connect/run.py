@@ -90,6 +90,29 @@ class ConnectResult(BaseModel):
     )
 
 
+def _raise_unless_readable(report: Any, timeout: float) -> None:
+    """What the server serves could not be read: a --model it does not serve (exit 2), no answer to
+    health, key or models, or a request with no reply (a configuration would leave the client hanging)."""
+    failed = [p for p in report.probes if p.id in {"health", "api_key", "models"} and p.status == "fail"]
+    if failed and failed[0].data.get("model_not_served"):
+        raise UsageError(failed[0].summary, hint=failed[0].fix)
+    if failed:
+        why = "; ".join(f"{p.id}: {p.summary}" for p in failed)
+        raise OperationError(
+            f"Cannot read what {report.server.base_url} serves ({why}).",
+            hint=next((p.fix for p in sorted(failed, key=lambda p: p.id != "api_key") if p.fix), None)
+            or "Run `llmdeck check` for details.",
+        )
+    silent = next((p for p in report.probes if p.data.get("timed_out")), None)
+    if silent is not None:
+        raise OperationError(
+            f"{report.server.base_url} answers /health but gave a {silent.id} request no reply within "
+            f"{timeout:g} s; no configuration was written.",
+            hint="Check that the engine is not stuck or saturated (`llmdeck logs`, `llmdeck status`); if "
+            "it is only slow, raise --timeout.",
+        )
+
+
 def gather_info(
     base_url: str,
     *,
@@ -116,24 +139,7 @@ def gather_info(
         timeout=timeout,
         deadline_s=max(300.0, 5 * timeout),
     )
-    failed = [p for p in report.probes if p.id in {"health", "api_key", "models"} and p.status == "fail"]
-    if failed and failed[0].data.get("model_not_served"):  # --model names what the server has not
-        raise UsageError(failed[0].summary, hint=failed[0].fix)
-    if failed:
-        why = "; ".join(f"{p.id}: {p.summary}" for p in failed)
-        raise OperationError(
-            f"Cannot read what {report.server.base_url} serves ({why}).",
-            hint=next((p.fix for p in sorted(failed, key=lambda p: p.id != "api_key") if p.fix), None)
-            or "Run `llmdeck check` for details.",
-        )
-    silent = next((p for p in report.probes if p.data.get("timed_out")), None)
-    if silent is not None:  # a configuration for a server that does not answer would leave the client hanging
-        raise OperationError(
-            f"{report.server.base_url} answers /health but gave a {silent.id} request no reply within "
-            f"{timeout:g} s; no configuration was written.",
-            hint="Check that the engine is not stuck or saturated (`llmdeck logs`, `llmdeck status`); if "
-            "it is only slow, raise --timeout.",
-        )
+    _raise_unless_readable(report, timeout)
     facts = report.server
     if not facts.model:
         raise OperationError(f"{facts.base_url} lists no model.", hint="Run `llmdeck check` for details.")

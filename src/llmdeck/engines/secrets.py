@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import UsageError
-from llmdeck.util.redact import REDACTED, SECRET_FLAGS, api_key_problem, is_secret_flag, is_secret_name
+from llmdeck.util.redact import (
+    REDACTED,
+    SECRET_FLAGS,
+    api_key_problem,
+    is_secret_flag,
+    is_secret_name,
+    secret_flag,
+)
 
 
 def split_secrets(spec: LaunchSpec) -> tuple[LaunchSpec, dict[str, str]]:
@@ -39,10 +46,11 @@ def split_secrets(spec: LaunchSpec) -> tuple[LaunchSpec, dict[str, str]]:
                     hint="Give one key, or put the gateway in front (`llmdeck keys create NAME`) for one "
                     "key per client.",
                 )
-        if flag not in SECRET_FLAGS:  # a flag vLLM has no variable for: kept (redacted when shown)
+        whole = secret_flag(flag)  # --api-ke is --api-key to vLLM: its value leaves argv the same way
+        if whole is None:  # a flag vLLM has no variable for: kept (redacted when shown)
             args += [flag, value]
             continue
-        secrets[SECRET_FLAGS[flag]] = value
+        secrets[SECRET_FLAGS[whole]] = value
     if (why := api_key_problem(secrets.get("VLLM_API_KEY", ""))) is not None:
         raise UsageError(
             f"The API key given to the server cannot be used: {why}; no client could send it.",

@@ -122,6 +122,20 @@ _TEXT_PATTERNS: list[tuple[re.Pattern[str], _Repl]] = [
         re.compile(r"(--[a-z0-9-]*(?:api-key|token|password|secret))(\s+|=)(?!-)(['\"]?)([^\s'\"]+)\3"),
         _flag_value,
     ),
+    # argv as a list: ['--api-key', 'X'] (a Python repr, a failed subprocess's command), ["--api-key","X"]
+    (
+        re.compile(
+            r"([\"']--[a-z0-9-]*(?:api-key|token|password|secret)[\"']\s*,\s*)([\"'])(?!<redacted>)[^\"']+\2"
+        ),
+        r"\1\2" + REDACTED + r"\2",
+    ),
+    # abbreviations argparse expands: --api-ke X, --hf-tok=X (each secret flag's prefixes from --api on)
+    (
+        re.compile(r"(--(?:api|api-k|api-ke|hf-t|hf-to|hf-tok|hf-toke))(\s+|=)(?!-)(['\"]?)([^\s'\"]+)\3"),
+        _flag_value,
+    ),
+    # a token in a URL's query: ?token=X, &api_key=X, &key=X
+    (re.compile(r"(?i)([?&](?:token|access_token|api_key|apikey|key)=)[^&\s\"']+"), r"\1" + REDACTED),
     # KEY=VALUE, "apiKey": "X", 'api_key': ['X'], api_key: X (env dumps, JSON, YAML, Python reprs)
     (
         re.compile(
@@ -148,9 +162,21 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME_RE.search(name.replace("_", "").replace("-", "").lower()))
 
 
+def secret_flag(flag: str) -> str | None:
+    """The secret flag ``flag`` spells: itself, or the one it abbreviates as argparse reads it
+    (``--api-ke`` is ``--api-key`` to vLLM); None for another flag."""
+    if flag in SECRET_FLAGS:
+        return flag
+    whole = [f for f in SECRET_FLAGS if len(flag) >= 5 and f.startswith(flag)]
+    return whole[0] if len(whole) == 1 else None
+
+
 def is_secret_flag(flag: str) -> bool:
-    """True for a command-line flag whose value is a secret (``--api-key``, ``--hf-token``)."""
-    return flag in SECRET_FLAGS or bool(_SECRET_FLAG_RE.match(flag))
+    """True for a command-line flag whose value is a secret (``--api-key``, ``--hf-token``, an
+    abbreviation of one, ``--api``: ambiguous to vLLM, but its value may be the key all the same)."""
+    if secret_flag(flag) or _SECRET_FLAG_RE.match(flag):
+        return True
+    return len(flag) >= 5 and any(f.startswith(flag) for f in SECRET_FLAGS)
 
 
 def redact_url(url: str) -> str:
