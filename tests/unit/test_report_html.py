@@ -392,3 +392,20 @@ def test_html_without_matplotlib_is_a_usage_error_before_anything_runs(
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     code, _, err = run_cli(["report", str(SWEEP), "--html", str(tmp_path / "r.html")], capsys)
     assert code == 2 and "llmdeck[plot]" in err and not (tmp_path / "r.html").exists()
+
+
+def test_a_timeline_column_that_does_not_match_its_clock_is_a_bad_result(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A hand-edited or cut timeline: exit 2 naming the column (the page had died drawing it, an
+    internal error with an empty --json stdout)."""
+    source = next(p for p in sorted(RESULTS.glob("*.json")) if '"prefix_hit_rate_pct": [' in p.read_text())
+    data = json.loads(source.read_text())
+    timelines = [s["timeline"] for s in data["scenarios"] if s.get("timeline")]
+    timeline = next(t for t in timelines if t["server_t"])
+    timeline["kv_usage_pct"] = timeline["kv_usage_pct"][:-1]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    code, out, err = run_cli(["report", str(bad), "--html", str(tmp_path / "p.html"), "--json"], capsys)
+    assert code == 2 and "timeline.kv_usage_pct has" in json.loads(out)["error"]["message"], err
+    assert not (tmp_path / "p.html").exists()

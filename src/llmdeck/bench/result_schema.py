@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_serializer
+from pydantic import BaseModel, Field, field_serializer, model_validator
 
 from llmdeck import __version__
 
@@ -246,6 +246,21 @@ class Timeline(BaseModel):
     gpu_used_gib: list[list[float | None]] = Field(
         default_factory=list, description="Per GPU (NVML), one value per host sample."
     )
+
+    @model_validator(mode="after")
+    def _columns_match_their_clock(self) -> Timeline:
+        """Each column has one value per sample of its clock (or none at all): a page drawing it pairs
+        them point by point."""
+        server = ("running", "waiting", "kv_usage_pct", "prefix_hit_rate_pct", "preemptions")
+        host = ("mem_available_gib", "page_cache_gib", "swap_used_gib")
+        columns = [(name, getattr(self, name), "server_t") for name in server]
+        columns += [(name, getattr(self, name), "host_t") for name in host]
+        columns += [(f"gpu_used_gib[{i}]", values, "host_t") for i, values in enumerate(self.gpu_used_gib)]
+        for name, values, clock in columns:
+            n = len(getattr(self, clock))
+            if values and len(values) != n:
+                raise ValueError(f"timeline.{name} has {len(values)} values for {n} times in {clock}")
+        return self
 
 
 ScenarioStatus = Literal["pending", "running", "done", "skipped", "failed", "interrupted"]
