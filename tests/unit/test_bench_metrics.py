@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -227,3 +228,22 @@ def test_arrivals_are_vllm_bench_serves_for_the_same_seed() -> None:
     expected = [d * (n / rate) / delays[-1] for d in delays]
     assert arrival_offsets(n, rate, b, vllm_arrival_rng(seed)) == pytest.approx(expected, rel=1e-12)
     assert arrival_offsets(n, rate, b, vllm_arrival_rng(seed + 1)) != pytest.approx(expected, rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("mean_ttft_ms", -5), ("completed", -3), ("duration", float("nan"))]
+)
+def test_a_vllm_result_with_an_impossible_number_is_refused(
+    field: str, value: float, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`report --against` had compared a negative TTFT and -3 completed requests, exit 0."""
+    from cli_helpers import run_cli
+    from repo_paths import ROOT
+
+    v = json.loads((FIX / "vllm-bench-serve-random-512in-256out-20req-1rps.json").read_text())
+    v[field] = value
+    bad = tmp_path / "v.json"
+    bad.write_text(json.dumps(v))
+    ours = next((ROOT / "evidence" / "tune" / "cpu-confirm" / "bench").glob("trial-*.json"))
+    code, _out, err = run_cli(["report", str(ours), "--against", str(bad)], capsys)
+    assert code == 2 and f"{field} is" in " ".join(err.split()), err

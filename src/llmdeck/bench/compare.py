@@ -13,11 +13,12 @@ is compared with llmdeck's vLLM-compatible value, not with the exact one (vLLM's
 
 from __future__ import annotations
 
+import math
 import statistics
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from llmdeck.bench.result_schema import BenchResult, ScenarioMetrics, ScenarioResult, Stats
 from llmdeck.errors import ResultFileError, UsageError
@@ -51,6 +52,16 @@ class VllmBenchResult(BaseModel):
     median_tpot_ms: float | None = None
     mean_itl_ms: float
     median_itl_ms: float | None = None
+
+    @model_validator(mode="after")
+    def _measured_numbers(self) -> VllmBenchResult:
+        """Durations, counts, rates and times are finite and not negative: a file saying otherwise was
+        not written by `vllm bench serve` (or was edited), and a comparison with it would mislead."""
+        fields = {**{k: getattr(self, k) for k in type(self).model_fields}, **(self.model_extra or {})}
+        for key, v in fields.items():
+            if isinstance(v, int | float) and not isinstance(v, bool) and not (math.isfinite(v) and v >= 0):
+                raise ValueError(f"{key} is {v}: a measured number is finite and not negative")
+        return self
 
     def value(self, key: str) -> float | None:
         """A field by its vLLM name, declared or not (``p99_ttft_ms``, ``mean_e2el_ms``, ...)."""
