@@ -18,7 +18,7 @@ import stat
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from llmdeck.errors import AlreadyExistsError, ConfigError, NotRunningError, UsageError
 from llmdeck.util.atomic import atomic_write_text
@@ -54,6 +54,20 @@ class KeyRecord(BaseModel):
 class KeysFile(BaseModel):
     schema_version: int = KEYS_SCHEMA_VERSION
     keys: list[KeyRecord] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _known_and_unique(self) -> KeysFile:
+        """A newer llmdeck's file is not read as this one's (nor written back in this one's form), and a
+        name stands for one key: `keys revoke NAME` must end every key of that name."""
+        if self.schema_version != KEYS_SCHEMA_VERSION:
+            raise ValueError(
+                f"its schema_version is {self.schema_version}; this llmdeck reads {KEYS_SCHEMA_VERSION}"
+            )
+        names = [k.name for k in self.keys]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"it names {', '.join(map(repr, twice))} more than once")
+        return self
 
 
 def digest_key(secret: str, salt: str) -> str:
@@ -99,8 +113,15 @@ class KeyStore:
             return KeysFile.model_validate_json(text)
         except ValidationError as exc:
             first = exc.errors()[0]
-            where = ".".join(str(x) for x in first.get("loc", ())) or "the top level"
-            why = "it is not JSON" if first.get("type") == "json_invalid" else f"{where}: {first['msg']}"
+            msg = str(first["msg"]).removeprefix("Value error, ")
+            where = ".".join(str(x) for x in first.get("loc", ()))
+            why = (
+                "it is not JSON"
+                if first.get("type") == "json_invalid"
+                else f"{where}: {msg}"
+                if where
+                else msg
+            )
             raise _not_keys(self.path, why) from exc
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise _not_keys(self.path, "it is not JSON") from exc
