@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,7 @@ def _folder(tmp: Path, text: str) -> Path:
 @pytest.mark.parametrize(
     ("text", "needles"),
     [
-        ("[1, 2]", ("not a JSON object", "not an object", "list")),
+        ("[1, 2]", ("not a JSON object", "not an object", "an array")),
         ('{"model_type": "qwen3",\n  "vocab_size": }', ("not valid JSON", "line 2", "column")),
         ('{"a": ' + "[" * 5000 + "]" * 5000 + "}", ("nests its JSON 5001 levels deep",)),
         ('{"a": ' + "[" * 100 + "]" * 100 + "}", ("nests its JSON 101 levels deep",)),
@@ -129,7 +130,7 @@ def test_catalog_user_config_goes_through_the_reader(tmp_path: Path) -> None:
         cat.config_for(cat.get("Mine"))
     assert (
         "Catalog entry Mine" in info.value.message
-        and "not a JSON object (it holds a str" in info.value.message
+        and "not a JSON object (it holds a string" in info.value.message
     )
 
 
@@ -151,3 +152,23 @@ def test_index_total_size(tmp_path: Path) -> None:
     assert read_index_total_size(tmp_path) == 1234
     (tmp_path / "model.safetensors.index.json").write_bytes(b"\xff\xfe")
     assert read_index_total_size(tmp_path) is None
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        # it had said "The download was probably cut short"
+        (b'\xef\xbb\xbf{"model_type": "qwen3"}', "starts with a UTF-8 byte-order mark"),
+        # it had said "it holds a NoneType"
+        (b"null", "not a JSON object (it holds null"),
+        (b"[1]", "not a JSON object (it holds an array"),
+    ],
+)
+def test_a_config_that_is_no_json_object_says_so_in_json_words(
+    tmp_path: Path, content: bytes, words: str
+) -> None:
+    from llmdeck.formats.model_folder import read_model_config
+
+    (tmp_path / "config.json").write_bytes(content)
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        read_model_config(tmp_path / "config.json")

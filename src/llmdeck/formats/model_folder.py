@@ -90,6 +90,12 @@ def parse_model_config(text: str, where: str) -> dict[str, Any]:
         f"{where} nests its JSON {{}} levels deep (a model config nests a handful; llmdeck reads at most "
         f"{MAX_CONFIG_DEPTH}), so it is not a model config."
     )
+    if text.startswith("\ufeff"):  # json.loads (transformers', vLLM's) refuses it: "Unexpected UTF-8 BOM"
+        raise ConfigError(
+            f"{where} starts with a UTF-8 byte-order mark, which the JSON readers of transformers and vLLM "
+            "refuse, so vLLM could not read it either.",
+            hint="Save it without the mark (UTF-8, no BOM), or fetch config.json again.",
+        )
     try:
         data = _json_loads(text)
     except TooDeepError as exc:
@@ -110,11 +116,20 @@ def parse_model_config(text: str, where: str) -> dict[str, Any]:
         )
     if not isinstance(data, dict):
         raise ConfigError(
-            f"{where} is not a JSON object (it holds a {type(data).__name__}, not an object of settings), "
+            f"{where} is not a JSON object (it holds {_json_kind(data)}, not an object of settings), "
             "so it is not a model config.",
             hint=REFETCH,
         )
     return data
+
+
+def _json_kind(data: object) -> str:
+    """What a JSON document holds, in JSON's words."""
+    if data is None:
+        return "null"
+    if isinstance(data, bool):
+        return "true" if data else "false"
+    return {list: "an array", str: "a string"}.get(type(data), "a number")
 
 
 def read_hf_quant_config(model_dir: Path) -> dict[str, Any] | None:
