@@ -129,7 +129,9 @@ def _json_kind(data: object) -> str:
         return "null"
     if isinstance(data, bool):
         return "true" if data else "false"
-    return {list: "an array", str: "a string"}.get(type(data), "a number")
+    if isinstance(data, list):
+        return "an array"
+    return "a string" if isinstance(data, str) else "a number"
 
 
 def read_hf_quant_config(model_dir: Path) -> dict[str, Any] | None:
