@@ -117,3 +117,14 @@ def test_family_entries_parsers_and_sizes_from_their_configs() -> None:
     nvfp4 = cat.get("Qwen3.6-35B-A3B-NVFP4")
     cfg = cat.config_for(nvfp4)
     assert cfg is not None and facts_from_config(cfg, source="x").quantization.scheme == "nvfp4"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("size", ["-5", ".nan", ".inf"])
+def test_a_user_catalog_size_that_no_model_has_is_refused(tmp_path: Path, size: str) -> None:
+    """size_on_disk_gb -5 had been listed as is, and .nan read as 'unknown'."""
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        f"schema_version: 1\nmodels:\n  - name: Mine\n    repo_id: me/mine\n    size_on_disk_gb: {size}\n"
+    )
+    with pytest.raises(ConfigError, match="size_on_disk_gb"):
+        load_catalog([path])

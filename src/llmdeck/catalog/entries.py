@@ -28,7 +28,7 @@ class CatalogEntry(BaseModel):
 
     name: str
     repo_id: str
-    size_on_disk_gb: float | None = None
+    size_on_disk_gb: float | None = Field(None, ge=0, allow_inf_nan=False)
     architecture: str | None = None
     architecture_verified: bool = True
     kind: str | None = None
