@@ -180,6 +180,10 @@ FAKES: dict[str, Callable[[socket.socket, str], None]] = {
     "fake_models_then_trickle_headers_server": _models_then_trickle_headers,
     "fake_sse_cut_server": _health_ok_else(_sse_cut),
     "fake_sse_stall_server": _health_ok_else(_sse_stall),
+    # a 200 to every chat request that is no chat completion (a proxy rewriting replies)
+    "fake_chat_not_a_completion_server": _health_ok_else(
+        lambda c, p: _json(c, 200, MODELS_OK if p.startswith("/v1/models") else {"choices": "nope"})
+    ),
     # a stuck engine: /health and /v1/models answer, a generation request gets no reply at all
     "fake_models_then_silent_server": _health_ok_else(
         lambda c, p: _json(c, 200, MODELS_OK) if p.startswith("/v1/models") else _silent(c, p)

@@ -232,6 +232,22 @@ def test_a_model_the_server_does_not_serve_is_bad_input_for_check_and_connect(
     )
 
 
+def test_a_reply_that_is_no_chat_completion_passes_no_probe(
+    fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """{"choices": "nope"} with HTTP 200: content_null_trap had passed ("yields content (finish_reason
+    None)") and tool_result too ("reply: 0 chars")."""
+    import json
+
+    with running("fake_chat_not_a_completion_server") as url:
+        code, out, err, elapsed = run_main(["check", url, "--timeout", "5", "--json"], capsys)
+    assert_clean_failure(code, err, elapsed, want=1, needles=(), seconds=60)
+    probes = {p["id"]: p for p in json.loads(out)["probes"]}
+    for probe_id in ("content_null_trap", "tool_result"):
+        assert probes[probe_id]["status"] in {"fail", "skipped"}, probes[probe_id]
+    assert "no chat completion" in probes["content_null_trap"]["summary"]
+
+
 def test_bench_that_skips_every_scenario_fails(
     fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:

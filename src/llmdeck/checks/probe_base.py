@@ -182,6 +182,18 @@ def _http_fail(reply: Reply, what: str) -> Outcome:
     )
 
 
+def _not_a_completion(reply: Reply, what: str) -> Outcome | None:
+    """A 2xx reply without ``choices[0].message``: no chat completion, so nothing it holds can pass."""
+    if _message(reply):
+        return None
+    return Outcome(
+        "fail",
+        f"{what} answered HTTP {reply.status_code} with no chat completion (no choices[0].message): "
+        f"{reply.text[:120]!r}.",
+        fix="Point at an OpenAI-compatible server (vLLM); a proxy in between may rewrite its replies.",
+    )
+
+
 def _tool_calls(msg: dict[str, Any]) -> list[dict[str, Any]]:
     calls = msg.get("tool_calls")
     return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []

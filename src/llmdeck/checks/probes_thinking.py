@@ -14,6 +14,7 @@ from llmdeck.checks.probe_base import (
     _finish,
     _http_fail,
     _message,
+    _not_a_completion,
     _reasoning,
 )
 
@@ -174,6 +175,8 @@ def probe_content_null_trap(ctx: ProbeContext) -> Outcome:
     )
     if not reply.ok:
         return _http_fail(reply, "POST /v1/chat/completions")
+    if (broken := _not_a_completion(reply, "POST /v1/chat/completions")) is not None:
+        return broken
     msg = _message(reply)
     content = _content(msg)
     field_name, reasoning = _reasoning(msg)

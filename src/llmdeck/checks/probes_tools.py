@@ -16,6 +16,7 @@ from llmdeck.checks.probe_base import (
     _http_fail,
     _looks_like_text_tool_call,
     _message,
+    _not_a_completion,
     _tool_calls,
     _valid_call,
 )
@@ -173,6 +174,8 @@ def probe_tool_result(ctx: ProbeContext) -> Outcome:
             "request carries tool_choice auto, which this server rejects.",
             fix=ctx.parser_fix(),
         )
+    if (broken := _not_a_completion(reply, "POST /v1/chat/completions with a tool result")) is not None:
+        return broken
     msg = _message(reply)
     return Outcome(
         "pass",
