@@ -70,6 +70,12 @@ class Outcome:
     data: dict[str, Any] = field(default_factory=dict)
 
 
+STUCK_HINT = (
+    "Check that the engine is not stuck or saturated (`llmdeck logs`, `llmdeck status`); if it is only "
+    "slow, raise --timeout."
+)
+
+
 def timed_out(ctx: ProbeContext, exc: Exception, required: bool) -> Outcome:
     """A probe's request got no reply in time while the server still answers /health. For a probe the
     client needs it is a failure (the client would wait the same way) and the probes after it are not
@@ -77,17 +83,15 @@ def timed_out(ctx: ProbeContext, exc: Exception, required: bool) -> Outcome:
     its probes: ``stop_on_timeout``)."""
     why = f"The request timed out ({exc or 'no reply in time'})"
     limit = ctx.http.timeout
+    if required or ctx.stop_on_timeout:  # the next request would wait the same way
+        ctx.blocked = f"the server did not answer a request within {limit:g} s"
     if not required:
-        if ctx.stop_on_timeout:  # a caller that picked its probes needs each answer: none will come
-            ctx.blocked = f"the server did not answer a request within {limit:g} s"
         return Outcome("inconclusive", why + ".", data={"timed_out": True})
-    ctx.blocked = f"the server did not answer a request within {limit:g} s"
     return Outcome(
         "fail",
         f"{why}: the server answers /health but gave this request no reply within {limit:g} s, so "
         "the client would wait too.",
-        fix="Check that the engine is not stuck or saturated (`llmdeck logs`, `llmdeck status`); if it "
-        "is only slow, raise --timeout.",
+        fix=STUCK_HINT,
         data={"timed_out": True},
     )
 

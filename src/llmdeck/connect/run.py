@@ -93,6 +93,8 @@ class ConnectResult(BaseModel):
 def _raise_unless_readable(report: Any, timeout: float) -> None:
     """What the server serves could not be read: a --model it does not serve (exit 2), no answer to
     health, key or models, or a request with no reply (a configuration would leave the client hanging)."""
+    from llmdeck.checks.probe_base import STUCK_HINT
+
     failed = [p for p in report.probes if p.id in {"health", "api_key", "models"} and p.status == "fail"]
     if failed and failed[0].data.get("model_not_served"):
         raise UsageError(failed[0].summary, hint=failed[0].fix)
@@ -108,8 +110,7 @@ def _raise_unless_readable(report: Any, timeout: float) -> None:
         raise OperationError(
             f"{report.server.base_url} answers /health but gave a {silent.id} request no reply within "
             f"{timeout:g} s; no configuration was written.",
-            hint="Check that the engine is not stuck or saturated (`llmdeck logs`, `llmdeck status`); if "
-            "it is only slow, raise --timeout.",
+            hint=STUCK_HINT,
         )
 
 

@@ -7,7 +7,7 @@ They need no model and no memory plan: :func:`lint_flag_names` runs them alone, 
 from __future__ import annotations
 
 from llmdeck.plan.flag_releases import flag_table
-from llmdeck.plan.flags import SPEC_FLAGS, VllmFlags, parse_vllm_flags
+from llmdeck.plan.flags import SPEC_FLAGS, VllmFlags
 from llmdeck.plan.lint_base import RULES, Finding, LintContext, Rule, finding, rule
 from llmdeck.plan.versions import is_known, version_tuple
 
@@ -23,10 +23,9 @@ def _given(flags: VllmFlags) -> list[str]:
     return [name for name in flags.values if name not in SPEC_FLAGS]
 
 
-def lint_flag_names(args: list[str], target_vllm: str | None) -> list[Finding]:
-    """``flag-unknown`` and ``flag-not-in-target-vllm`` on ``vllm serve`` flags, without a model
-    (UsageError where the flags do not parse: a value-less flag that needs one)."""
-    names = _given(parse_vllm_flags(args))
+def lint_flag_names(flags: VllmFlags, target_vllm: str | None) -> list[Finding]:
+    """``flag-unknown`` and ``flag-not-in-target-vllm`` on parsed ``vllm serve`` flags, without a model."""
+    names = _given(flags)
     return _unknown(names, target_vllm, RULES["flag-unknown"]) + _release(
         names, target_vllm, RULES["flag-not-in-target-vllm"]
     )

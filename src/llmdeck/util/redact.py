@@ -110,6 +110,8 @@ def _prose_value(m: re.Match[str]) -> str:
 
 
 _Repl = str | Callable[[re.Match[str]], str]
+# every shorter spelling of a secret flag argparse takes, from five characters on (--api, --api-k, ...)
+_ABBREVIATIONS = "|".join(re.escape(flag[2:n]) for flag in SECRET_FLAGS for n in range(len(flag) - 1, 4, -1))
 _TEXT_PATTERNS: list[tuple[re.Pattern[str], _Repl]] = [
     # Authorization: Bearer X / Basic X (headers, curl lines, logged requests)
     (
@@ -131,7 +133,7 @@ _TEXT_PATTERNS: list[tuple[re.Pattern[str], _Repl]] = [
     ),
     # abbreviations argparse expands: --api-ke X, --hf-tok=X (each secret flag's prefixes from --api on)
     (
-        re.compile(r"(--(?:api|api-k|api-ke|hf-t|hf-to|hf-tok|hf-toke))(\s+|=)(?!-)(['\"]?)([^\s'\"]+)\3"),
+        re.compile(rf"(--(?:{_ABBREVIATIONS}))(\s+|=)(?!-)(['\"]?)([^\s'\"]+)\3"),
         _flag_value,
     ),
     # a token in a URL's query: ?token=X, &api_key=X, &key=X

