@@ -128,3 +128,18 @@ def test_a_user_catalog_size_that_no_model_has_is_refused(tmp_path: Path, size: 
     )
     with pytest.raises(ConfigError, match="size_on_disk_gb"):
         load_catalog([path])
+
+
+def test_a_user_catalog_engine_no_llmdeck_has_and_a_misspelt_key_are_named(tmp_path: Path) -> None:
+    """``engine: banana`` had been listed (and `recommend` died on it); a misspelt key was dropped."""
+    path = tmp_path / "c.yaml"
+    entry = "schema_version: 1\nmodels:\n  - name: Mine\n    repo_id: me/mine\n"
+    path.write_text(entry + "    engine: banana\n")
+    with pytest.raises(ConfigError, match=r"models\.0\.engine: Input should be 'cpu', 'venv' or 'docker'"):
+        load_catalog([path])
+    path.write_text(entry + "    tool_parser: hermes\n")
+    typo = r"models\.0\.tool_parser: not a key here \(the keys here: .*tool_call_parser"
+    with pytest.raises(ConfigError, match=typo):
+        load_catalog([path])
+    path.write_text(entry + "    engine: venv\n")
+    assert load_catalog([path]).get("Mine").engine == "venv"

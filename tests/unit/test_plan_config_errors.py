@@ -121,6 +121,9 @@ def test_json_error_object_when_the_model_does_not_fit(capsys: pytest.CaptureFix
         ({"architectures": []}, "architectures", "[]"),
         ({"architectures": "LlamaForCausalLM"}, "architectures", '"LlamaForCausalLM"'),
         ({"model_type": ["qwen3"]}, "model_type", '["qwen3"]'),
+        ({"rope_scaling": "yarn"}, "rope_scaling", '"yarn"'),
+        ({"text_config": [1]}, "text_config", "[1]"),
+        ({"vision_config": 5}, "vision_config", "5"),
     ],
 )
 def test_fields_of_the_wrong_shape_name_the_field_and_value(
@@ -132,6 +135,13 @@ def test_fields_of_the_wrong_shape_name_the_field_and_value(
     rc, out, err = run(["plan", str(d), "--machine", "h200"], capsys)
     assert rc == 2 and out == "" and "Traceback" not in err
     assert f"field {field} is {value}, not a" in err and str(d / "config.json") in err
+
+
+def test_a_quant_method_that_is_no_name_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``quant_method: 5`` had planned as an unquantized model of method "5"."""
+    d = write(tmp_path, {**LLAMA, "quantization_config": {"quant_method": 5}})
+    rc, out, err = run(["plan", str(d), "--machine", "h200"], capsys)
+    assert rc == 2 and out == "" and "has quant_method 5, not a method name" in err
 
 
 @pytest.mark.parametrize(

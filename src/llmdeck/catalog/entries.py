@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llmdeck.errors import ConfigError, UnknownModelError, UsageError
+from llmdeck.formats.launch_spec import EngineKind
 from llmdeck.formats.model_folder import parse_model_config, read_model_config
 from llmdeck.util.localfile import read_regular_text
 
@@ -18,12 +19,18 @@ CATALOG_SCHEMA_VERSION = 1
 MAX_CATALOG_FILE_BYTES = 1 << 20  # a user catalog is a few KB (settings refuse a named file over this too)
 
 
-class Provenance(BaseModel):
+class _Strict(BaseModel):
+    """A catalog's parts: a key llmdeck does not read is a typo to name, not to drop."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Provenance(_Strict):
     source: str = Field(..., description="Seed file + section, fixture path, or vllm-facts.md section.")
     result: str
 
 
-class CatalogEntry(BaseModel):
+class CatalogEntry(_Strict):
     """One model llmdeck knows by name."""
 
     name: str
@@ -40,7 +47,7 @@ class CatalogEntry(BaseModel):
     multimodal: bool = False
     config: str | None = Field(None, description="Bundled config.json file name, or a path (user catalogs).")
     config_overrides: dict[str, Any] = Field(default_factory=dict)
-    engine: str | None = None
+    engine: EngineKind | None = Field(None, description="The engine the entry's figures come from.")
     ollama: list[str] = Field(
         default_factory=list,
         description="Ollama library names (name:tag) this entry is a vLLM build of (`migrate ollama`).",
@@ -49,19 +56,19 @@ class CatalogEntry(BaseModel):
     catalog_file: str | None = None
 
 
-class ArchitectureInfo(BaseModel):
+class ArchitectureInfo(_Strict):
     min_vllm: str
     evidence: str
 
 
-class ImageInfo(BaseModel):
+class ImageInfo(_Strict):
     image: str
     vllm: str | None = None
     below: str | None = None
     evidence: str
 
 
-class Recommendation(BaseModel):
+class Recommendation(_Strict):
     machine: str
     workload: str
     pick: str
@@ -70,7 +77,7 @@ class Recommendation(BaseModel):
     why: str
 
 
-class CatalogFile(BaseModel):
+class CatalogFile(_Strict):
     schema_version: int = CATALOG_SCHEMA_VERSION
     architectures: dict[str, ArchitectureInfo] = Field(default_factory=dict)
     images: list[ImageInfo] = Field(default_factory=list)
@@ -171,10 +178,12 @@ def _load_file(text: str, where: str) -> CatalogFile:
     try:
         parsed = CatalogFile.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(x) for x in first["loc"])
+        from llmdeck.formats.validation import explain
+
+        places = explain(exc, CatalogFile, 3)
+        where_why = "; ".join(f"at {'.'.join(map(str, loc))}: {why}" for loc, why in places)
         raise ConfigError(
-            f"The catalog {where} is invalid at {loc}: {first['msg']}.",
+            f"The catalog {where} is invalid {where_why}.",
             hint="Compare it with llmdeck's bundled catalog (llmdeck models --json).",
         ) from exc
     if parsed.schema_version != CATALOG_SCHEMA_VERSION:

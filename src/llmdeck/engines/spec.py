@@ -7,17 +7,16 @@ engine modules turn it into an argv. Versioned: ``schema_version`` changes on br
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from llmdeck.errors import UsageError
+from llmdeck.formats.launch_spec import EngineKind as EngineKind  # the engines a spec may name
 from llmdeck.formats.launch_spec import read_launch_spec
 from llmdeck.util.names import NAME_RULE, is_valid_server_name
 
 LAUNCH_SPEC_SCHEMA_VERSION = 1
-
-EngineKind = Literal["cpu", "venv", "docker"]
 
 
 class LaunchSpec(BaseModel):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -17,6 +17,8 @@ from llmdeck.util.jsonsafe import TooDeepError
 from llmdeck.util.jsonsafe import loads as json_loads
 from llmdeck.util.localfile import NotRegularFileError, read_regular
 
+# the engines a launch spec (and a catalog entry) may name; engines/ registers one class per name
+EngineKind = Literal["cpu", "venv", "docker"]
 MAX_SPEC_BYTES = 16 << 20  # a launch spec is a few KB
 SPEC_HINT = "Write one with `llmdeck plan MODEL --spec-out FILE`."
 M = TypeVar("M", bound=BaseModel)

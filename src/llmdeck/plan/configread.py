@@ -192,6 +192,16 @@ CONFIG_DTYPES = (
 )  # fmt: skip
 
 
+# Fields that hold a JSON object when present; transformers and vLLM index into them.
+_OBJECT_FIELDS = {
+    "quantization_config": 'the quantization\'s settings, e.g. {"quant_method": "fp8", ...}',
+    "rope_scaling": 'the RoPE scaling\'s settings, e.g. {"rope_type": "yarn", "factor": 4.0}',
+    "text_config": "the language model's settings",
+    "vision_config": "the vision encoder's settings",
+}
+_TOP_ONLY = {"text_config", "vision_config"}
+
+
 def _field_problems(section: dict[str, Any], top: bool) -> tuple[str, str] | None:
     """(key, why) of the first of dtype, quantization_config, architectures, model_type of the wrong shape."""
     for key in ("torch_dtype", "dtype"):
@@ -201,11 +211,14 @@ def _field_problems(section: dict[str, Any], top: bool) -> tuple[str, str] | Non
                 key,
                 f"is {json.dumps(value)[:60]}, not a dtype (one of {', '.join(CONFIG_DTYPES[:3])}, ...)",
             )
-    qc = section.get("quantization_config")
-    if qc is not None and not isinstance(qc, dict):
+    for key, holds in _OBJECT_FIELDS.items():
+        value = section.get(key)
+        if value is not None and not isinstance(value, dict) and (top or key not in _TOP_ONLY):
+            return key, f"is {json.dumps(value)[:60]}, not an object (it holds {holds})"
+    method = (section.get("quantization_config") or {}).get("quant_method")
+    if method is not None and (not isinstance(method, str) or not method):
         return "quantization_config", (
-            f"is {json.dumps(qc)[:60]}, not an object (it holds the quantization's settings, "
-            'e.g. {"quant_method": "fp8", ...})'
+            f'has quant_method {json.dumps(method)[:60]}, not a method name (a string, e.g. "fp8")'
         )
     archs = section.get("architectures")
     if (
