@@ -270,6 +270,17 @@ def test_keys_cli(
     assert run_cli(["keys", "revoke", "ci-bot"], capsys)[0] == 2
 
 
+@pytest.mark.parametrize("rpm", ["0", "-3", "100000000000000000000"])
+def test_keys_create_refuses_a_rate_no_gateway_keeps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, rpm: str
+) -> None:
+    """--rpm 1e20 written out had been stored as a limit (and a keys file holding one was read)."""
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "state"))
+    code, out, err = run_cli(["keys", "create", "bot", "--rpm", rpm], capsys)
+    assert code == 2 and out == "" and "1 to 1,000,000 requests a minute" in err
+    assert not (tmp_path / "state" / "gateway" / "keys.json").exists()
+
+
 def test_gateway_up_refuses_bad_config_and_open_lan_bind(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -34,6 +34,9 @@ KEYS_SCHEMA_VERSION = 1
 KEY_PREFIX = "sk-llmdeck-"
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,62}$")
 
+# a minute's requests one key may make: a million is 16,667 a second, past any one box
+MAX_RPM = 1_000_000
+
 
 class KeyRecord(BaseModel):
     """One key as stored: its name, limits and digest; never the key itself."""
@@ -43,7 +46,7 @@ class KeyRecord(BaseModel):
     digest: str = Field(repr=False)
     hint: str = Field(description="The key's first characters, to recognise it.")
     models: list[str] | None = None
-    rpm: int | None = None
+    rpm: int | None = Field(None, ge=1, le=MAX_RPM)
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
     def public(self) -> dict[str, object]:
@@ -140,8 +143,11 @@ class KeyStore:
                 f"{name!r} is not a key name.",
                 hint="Use letters, digits, '.', '_', '@' and '-' (max 63), e.g. alice or ci-bot.",
             )
-        if rpm is not None and rpm < 1:
-            raise UsageError(f"--rpm {rpm} must be at least 1.", hint="Leave it out for no limit.")
+        if rpm is not None and not 1 <= rpm <= MAX_RPM:
+            raise UsageError(
+                f"--rpm {rpm} is not a limit a gateway can keep: it is 1 to {MAX_RPM:,} requests a minute.",
+                hint="Leave it out for no limit.",
+            )
         if models is not None:
             models = parse_models(",".join(models))
         data = self.load()
