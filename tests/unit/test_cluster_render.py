@@ -188,11 +188,40 @@ def test_cli_bad_hosts_and_choices_exit_2(
     assert code == 2 and needle in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--head", "10.0.0.1", "--worker", "b@10.0.0.1"], "--worker 10.0.0.1 is the head's machine"),
+        (["--head", "a", "--worker", "b", "--worker", "B"], "--worker b is given twice"),
+        (["--head", "a", "--head-ip", "10.0.0.1", "--worker", "b", "--worker-ip", "10.0.0.1"], "head's"),
+        (["--head", "127.0.0.1", "--worker", "10.0.0.2"], "--head 127.0.0.1 names each machine to itself"),
+        (["--head", "10.0.0.1", "--worker", "localhost"], "--worker localhost names each machine"),
+    ],
+)
+def test_cli_up_refuses_nodes_that_cannot_make_a_cluster(
+    args: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A worker that is the head, named twice, or a loopback name beside other machines had rendered
+    commands (the worker joining 127.0.0.1:6379, itself)."""
+    code, out, err = run_cli(["cluster", "up", *args, "--dry-run"], capsys)
+    assert code == 2 and needle in err and "ssh" not in out
+
+
+def test_cli_up_two_loopback_nodes_still_make_a_cluster_on_this_machine(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run_cli(
+        ["cluster", "up", "--head", "127.0.0.1", "--worker", "localhost", "--dry-run"], capsys
+    )
+    assert code == 0 and "ray" in out
+
+
 def test_cli_up_stops_before_starting_when_this_nodes_link_is_wrong(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "state"))
-    args = ["cluster", "up", "--head", "127.0.0.1", "--worker", "10.0.0.2", "--interface", "no-such-if0"]
+    args = ["cluster", "up", "--head", "127.0.0.1", "--head-ip", "10.0.0.1", "--worker", "10.0.0.2"]
+    args += ["--interface", "no-such-if0"]
     code, _, err = run_cli(args, capsys)
     assert code == 1 and "no-such-if0" in err and "Nothing was started" in err
     assert not (tmp_path / "state" / "cluster").exists()

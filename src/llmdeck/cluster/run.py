@@ -94,7 +94,36 @@ def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
         raise OperationError(f"`{' '.join(argv[:4])} ...` did not finish within {timeout:.0f} s.") from exc
 
 
+def _host(destination: str) -> str:
+    """The machine an ssh destination names (``user@host`` -> ``host``), lower-cased."""
+    return destination.rsplit("@", 1)[-1].lower()
+
+
+def check_nodes(req: ClusterRequest) -> None:
+    """Refuse a node list that cannot make a cluster: a worker named twice or named as the head, or
+    loopback names mixed with other machines (a remote node would reach itself at 127.0.0.1)."""
+    if req.all_local:
+        return  # both Ray nodes on this machine: the loopback names are the point
+    head = ("--head-ip" if req.head_ip else "--head", _host(req.head_ip or req.head))
+    flag = "--worker-ip" if req.worker_ips else "--worker"
+    nodes = [head, *((flag, _host(w)) for w in (req.worker_ips or req.workers))]
+    for i, (name, host) in enumerate(nodes):
+        if is_local(host):
+            raise UsageError(
+                f"{name} {host} names each machine to itself, so the other nodes cannot reach it there.",
+                hint="Give every node its address (or name) on the link between the boxes, or make all "
+                "of them 127.0.0.1 for two Ray nodes on this machine.",
+            )
+        if any(host == other for _, other in nodes[:i]):
+            what = "the head's machine" if host == nodes[0][1] else "given twice"
+            raise UsageError(
+                f"{name} {host} is {what}: one machine cannot be two Ray nodes of a cluster across boxes.",
+                hint="Name each other machine once with --worker; the head is not a worker.",
+            )
+
+
 def up(req: ClusterRequest, state_dir: Path, *, dry_run: bool = False) -> ClusterUp:
+    check_nodes(req)
     net = check_link(req.net) if req.net.interface or req.net.hcas else []
     failed = [f for f in net if f.severity == "fail"]
     if failed and is_local(req.head) and not dry_run:  # this machine is the head: its link is wrong
