@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cli_helpers import run_cli
 from gateway_fakes import (
     FakeOpenAIUpstream,
     UvicornThread,
@@ -341,3 +342,19 @@ def test_each_replica_gets_its_own_served_name(settings: Settings, tmp_path: Pat
             for _ in range(2):
                 assert httpx.post(f"{gw}/v1/chat/completions", json=chat(), timeout=10).status_code == 200
     assert [b["model"] for b in first.bodies + second.bodies] == ["name-one", "name-two"]
+
+
+def test_check_names_a_key_limited_to_other_aliases(
+    settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`check --model b` with a key allowed only `a` had said "restart the server with
+    --served-model-name b"; the gateway serves b, to other keys."""
+    alice = KeyStore(tmp_path / "keys.json").create("alice", models=["a"])
+    with fake() as up:
+        routes = "".join(f"  - model: {m}\n    backends: ['{up.url}']\n" for m in "ab")  # type: ignore[attr-defined]
+        with gateway("routes:\n" + routes + "keys_file: keys.json\n" + FAST, settings, tmp_path) as gw:
+            code, _, err = run_cli(
+                ["check", gw, "--api-key", alice, "--model", "b", "--timeout", "5"], capsys
+            )
+    assert code == 2 and "does not serve 'b'" in err and "llmdeck gateway" in err
+    assert "keys create NAME --models b" in err and "--served-model-name" not in err and alice not in err

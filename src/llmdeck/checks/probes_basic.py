@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 
 from llmdeck.checks.clients import suggest_parsers
@@ -72,6 +74,22 @@ def probe_api_key(ctx: ProbeContext) -> Outcome:
     )
 
 
+def _not_served_fix(wanted: str, ids: list[str], entries: list[Any]) -> str:
+    """What to do when /v1/models lacks ``wanted``: a vLLM names its --served-model-name; an llmdeck
+    gateway (its entries are ``owned_by: llmdeck``) lists only the aliases the caller's key may use."""
+    use = f"Use --model {quote(ids[0])}"
+    if all(isinstance(e, dict) and e.get("owned_by") == "llmdeck" for e in entries):
+        return (
+            f"{use}. This is an llmdeck gateway: it lists the aliases your key may use, so {wanted!r} is "
+            f"another alias your key may not use, or no alias of its config: use a key allowed it "
+            f"(`llmdeck keys create NAME --models {quote(wanted)}`) or add the alias to the gateway's config."
+        )
+    return (
+        f"{use} (requests must name the --served-model-name), or restart the server with "
+        f"--served-model-name {quote(wanted)}."
+    )
+
+
 def probe_models(ctx: ProbeContext) -> Outcome:
     reply = ctx.get("/v1/models")
     if not reply.ok:
@@ -100,8 +118,7 @@ def probe_models(ctx: ProbeContext) -> Outcome:
         return Outcome(
             "fail",
             f"The server does not serve {ctx.requested_model!r}; it serves {', '.join(map(quote, ids))}.",
-            fix=f"Use --model {quote(ids[0])} (requests must name the --served-model-name), or restart the "
-            f"server with --served-model-name {quote(ctx.requested_model)}.",
+            fix=_not_served_fix(ctx.requested_model, ids, entries),
             data={"models": ids, "model_not_served": ctx.requested_model},
         )
     chosen = wanted if wanted in ids else ids[0]
