@@ -54,12 +54,14 @@ def test_a_gzip_bomb_is_too_large_at_the_bound_a_plain_file_gets(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """One bound for a result's content, gzipped or not; past it, `report` says the file is too large
-    (it said "is not a JSON file", with an ``[Errno 27]`` for a plain one)."""
-    import llmdeck.util.gz as gz
-    from llmdeck.util.localfile import MAX_FILE_BYTES
+    (it said "is not a JSON file", with an ``[Errno 27]`` for a plain one). The bound is 256 MiB, 100x
+    the largest result llmdeck wrote (a 2 GiB one had cost 16 s and 4.2 GB before it was refused)."""
+    import llmdeck.formats.result_file as result_file
 
-    assert gz.MAX_INFLATED == MAX_FILE_BYTES
-    monkeypatch.setattr(gz, "MAX_INFLATED", 1 << 20)  # the real 2 GiB takes seconds to reach
+    assert result_file.MAX_RESULT_BYTES == 256 << 20
+    largest = max(p.stat().st_size for p in (ROOT / "evidence").rglob("*.json"))
+    assert largest * 50 < result_file.MAX_RESULT_BYTES
+    monkeypatch.setattr(result_file, "MAX_RESULT_BYTES", 1 << 20)  # 256 MiB takes a second to reach
     bomb = tmp_path / "bomb.json.gz"
     bomb.write_bytes(gzip.compress(b"\0" * (8 << 20)))  # 8 MiB of zeros: 8 kB on disk
     assert bomb.stat().st_size < 64 << 10

@@ -1,5 +1,5 @@
 """A saved result file (bench, eval, tune, compare), read in one place: gzipped or not, bounded in
-size (``util.gz``: 2 GiB, inflated or not) and depth (``util.jsonsafe``), decoded, then checked for its
+size (``MAX_RESULT_BYTES``, inflated or not) and depth (``util.jsonsafe``), decoded, then checked for its
 ``kind`` and ``schema_version`` and validated into its model. Every failure is one
 :class:`ResultFileError` naming the file (exit 2). What a result's numbers must be is for its
 package (``bench.report.load_result``)."""
@@ -19,6 +19,10 @@ from llmdeck.util.jsonsafe import loads as json_loads
 from llmdeck.util.localfile import FileTooLargeError, NotRegularFileError
 
 M = TypeVar("M", bound=BaseModel)
+# A result file's content, gzipped or not: the largest llmdeck has written is 2.3 MB (2,000 requests with
+# their ITL, evidence/report/results/big-2000.json.gz); JSON takes several times its size as objects, so
+# a file 100x that is read and anything past 256 MiB (a gzip bomb, no result) is refused at once.
+MAX_RESULT_BYTES = 256 << 20
 
 # Results that other commands write (no `report` renders them), named when one is passed to a reader.
 WRITTEN_BY = {
@@ -32,7 +36,7 @@ WRITTEN_BY = {
 def read_json_file(p: Path, hint: str) -> Any:
     """A JSON file's content (gzipped or not); ResultFileError (exit 2) when it is missing or not JSON."""
     try:
-        return json_loads(read_bytes(p).decode("utf-8"))
+        return json_loads(read_bytes(p, MAX_RESULT_BYTES).decode("utf-8"))
     except FileNotFoundError as exc:
         raise ResultFileError(f"{p} does not exist.", hint=hint) from exc
     except (FileTooLargeError, InflatedTooLargeError) as exc:  # a gzip bomb, or no result file at all
