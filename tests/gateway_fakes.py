@@ -2,10 +2,12 @@
 
 * ``FakeOpenAIUpstream``: /v1/models and chat/completions; records each body it got; streams SSE
   chunks, holding after the first until the test releases it (proves chunk-by-chunk relaying), or
-  streams forever until the client goes away (proves a disconnect reaches the upstream).
+  streams forever until the client goes away (proves a disconnect reaches the upstream; it streams
+  so to a request that asked for no stream too).
 * ``fake_silent_server``: accepts TCP connections and never answers (or answers only the health probe).
 * ``fake_html_server``: answers its health probe, and every request with a 200 HTML page.
-* ``fake_dying_stream_server``: answers a stream with two SSE events, then drops the connection.
+* ``fake_dying_stream_server``: answers a stream with two SSE events (and half a third), then drops
+  the connection.
 * ``fake_models_reply``: its /v1/models answers a given body (a wrong shape: no models list).
 * ``fake_trickle_server``: a plain JSON body, one byte every 0.2 s (never whole in time).
 """
@@ -93,7 +95,7 @@ class FakeOpenAIUpstream:
         body = await request.json()
         self.bodies.append(body)
         self.headers.append(dict(request.headers))
-        if not body.get("stream"):
+        if not body.get("stream") and self.mode != "forever":  # "forever" streams to any request
             usage = {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
             return JSONResponse(
                 {
@@ -218,8 +220,9 @@ def fake_html_server() -> contextlib.AbstractContextManager[str]:
     return _raw_server(handler)
 
 
-def fake_dying_stream_server() -> contextlib.AbstractContextManager[str]:
-    """Starts a chunked SSE reply with two events, then closes the socket mid-stream (a crashed backend)."""
+def fake_dying_stream_server(tail: bytes = b"") -> contextlib.AbstractContextManager[str]:
+    """Starts a chunked SSE reply with two events (and ``tail``: half an event), then closes the socket
+    mid-stream (a crashed backend)."""
 
     def handler(conn: socket.socket) -> None:
         with contextlib.suppress(OSError):
@@ -228,8 +231,7 @@ def fake_dying_stream_server() -> contextlib.AbstractContextManager[str]:
             conn.sendall(
                 b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
             )
-            for i in range(2):
-                data = _chunk(f"part{i}", i)
+            for data in [_chunk("part0", 0), _chunk("part1", 1), *([tail] if tail else [])]:
                 conn.sendall(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                 time.sleep(0.05)
             conn.shutdown(socket.SHUT_RDWR)

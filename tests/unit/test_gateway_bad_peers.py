@@ -82,6 +82,16 @@ def test_a_broken_stream_is_told_in_words(tmp_path: Path) -> None:
         assert r.status_code == 503 and "connection to it broke" in r.json()["error"]["message"]
 
 
+def test_a_stream_broken_mid_event_ends_with_whole_events_then_the_error(tmp_path: Path) -> None:
+    """Half an event, then the backend died: the error event had been glued onto the half
+    (``data: {"id": "b", "choidata: {"error": ...}``), one event of invalid JSON to the client."""
+    with fake_dying_stream_server(tail=b'data: {"id": "b", "choi') as dying, gateway(dying, tmp_path) as gw:
+        r = httpx.post(f"{gw}/v1/chat/completions", json={**CHAT, "stream": True}, timeout=10)
+    events = [e for e in r.content.split(b"\n\n") if e.strip()]
+    assert [json.loads(e[len(b"data: ") :]).get("id") for e in events[:2]] == ["fake-0", "fake-1"]
+    assert len(events) == 3 and "connection to it broke" in json.loads(events[2][6:])["error"]["message"]
+
+
 def test_a_trickled_plain_body_is_cut_at_the_response_timeout(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

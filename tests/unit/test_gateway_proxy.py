@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -358,3 +359,118 @@ def test_check_names_a_key_limited_to_other_aliases(
             )
     assert code == 2 and "does not serve 'b'" in err and "llmdeck gateway" in err
     assert "keys create NAME --models b" in err and "--served-model-name" not in err and alice not in err
+
+
+def _backend(gw: str) -> dict[str, object]:
+    return httpx.get(f"{gw}/gateway/status").json()["routes"][0]["backends"][0]  # type: ignore[no-any-return]
+
+
+def test_what_the_client_sends_that_httpx_would_not_encode_is_no_500(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A header that is not ASCII (``X-Title: Café app``) gave a 500 with a traceback and left the
+    backend counted busy for good; it reaches the backend as sent. A lone surrogate or a body nested
+    deeper than the encoder follows gave a 500 too: now a 400 in the API's shape."""
+    with fake() as up:
+        cfg = f"routes:\n  - model: a\n    backends: ['{up.url}']\n" + FAST  # type: ignore[attr-defined]
+        with gateway(cfg, settings, tmp_path) as gw:
+            url = f"{gw}/v1/chat/completions"
+            title = "Café app クライアント".encode()
+            r = httpx.post(url, json=chat(), headers=[(b"X-Title", title)])
+            assert r.status_code == 200 and up.headers[-1]["x-title"] == title.decode("latin-1")
+            surrogate = b'{"model": "a", "messages": [], "a": "\\ud800"}'
+            deep = [b'{"model": "a", "x": ' + b"[" * n + b"]" * n + b"}" for n in range(900, 1001, 20)]
+            for body, words in (
+                (surrogate, "lone UTF-16 surrogate"),
+                *((d, "nests too deeply") for d in deep),
+            ):
+                for path in ("/v1/chat/completions", "/v1/messages"):
+                    r = httpx.post(gw + path, content=body, headers={"content-type": "application/json"})
+                    sent = (
+                        r.status_code in (200, 501) and body is not surrogate
+                    )  # the fake has no /v1/messages
+                    assert sent or (r.status_code == 400 and words in r.text), (path, r.text)
+            assert _backend(gw)["outstanding"] == 0
+            assert 'llmdeck_gateway_in_flight{route="a"} 0.0' in httpx.get(f"{gw}/metrics").text
+
+
+def test_a_json_body_sent_as_text_plain_gets_the_alias_and_the_routes_rules(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A browser's fetch sends JSON as text/plain: it had reached the backend unread, with the alias
+    for a model name and without the route's defaults (an override cap skipped the same way)."""
+    with fake() as up:
+        cfg = (
+            f"routes:\n  - model: a\n    backends: ['{up.url}']\n"  # type: ignore[attr-defined]
+            "    override: {max_tokens: 64}\n" + FAST
+        )
+        with gateway(cfg, settings, tmp_path) as gw:
+            body = json.dumps(chat(max_tokens=100000)).encode()
+            r = httpx.post(f"{gw}/v1/chat/completions", content=body, headers={"content-type": "text/plain"})
+            assert r.status_code == 200 and up.bodies[-1]["model"] == "fake-served"
+            assert up.bodies[-1]["max_tokens"] == 64
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/v1/../tokenize", "/v1/%2e%2e/tokenize", "/v1/..%2ftokenize", "/v1/chat/completions/../../../sleep"],
+)
+def test_a_path_that_steps_out_of_v1_is_refused(settings: Settings, tmp_path: Path, path: str) -> None:
+    """``/v1/../tokenize`` had reached the backend's /tokenize (any path: vLLM's /sleep, /collective_rpc)
+    with the gateway's backend key."""
+    with fake() as up:
+        cfg = f"routes:\n  - model: a\n    backends: ['{up.url}']\n" + FAST  # type: ignore[attr-defined]
+        with gateway(cfg, settings, tmp_path) as gw:
+            port = int(gw.rsplit(":", 1)[1])
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                body = json.dumps(chat()).encode()
+                head = f"POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                sock.sendall(head.encode() + f"content-length: {len(body)}\r\n\r\n".encode() + body)
+                reply = sock.recv(65536).decode()
+    assert reply.startswith("HTTP/1.1 400") and "steps out of its endpoint" in reply and not up.bodies
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "words"),
+    [
+        ("POST", "/chat/completions", 404, "The API is under /v1"),
+        ("POST", "/health", 405, "POST is not allowed on /health"),
+        ("PUT", "/metrics", 405, "PUT is not allowed on /metrics"),
+    ],
+)
+def test_no_such_endpoint_is_an_api_error_not_plain_text(
+    settings: Settings, tmp_path: Path, method: str, path: str, status: int, words: str
+) -> None:
+    cfg = "routes:\n  - model: a\n    backends: ['http://127.0.0.1:9']\n" + FAST
+    with gateway(cfg, settings, tmp_path) as gw:
+        r = httpx.request(method, gw + path)
+    assert r.status_code == status and words in r.json()["error"]["message"]
+
+
+def test_a_stream_no_one_asked_for_is_bounded_by_the_response_timeout(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A request without ``stream`` answered with an event stream that pings forever had stayed open
+    past response_s (1 s here): the deadline was dropped for any event stream."""
+    with fake("forever") as up:
+        cfg = f"routes:\n  - model: a\n    backends: ['{up.url}']\n" + FAST  # type: ignore[attr-defined]
+        with gateway(cfg, settings, tmp_path) as gw:
+            t0 = time.monotonic()
+            r = httpx.post(f"{gw}/v1/chat/completions", json=chat(), timeout=10)
+            assert time.monotonic() - t0 < 5 and b"stopped mid-stream" in r.content
+
+
+def test_a_body_the_encoder_cannot_follow_is_the_clients_mistake() -> None:
+    """Parsed, but nested past what ``json.dumps`` follows where the gateway sends it on: a 500 had
+    followed (RecursionError); now UnsendableBody, which ``forward`` answers as a 400."""
+    from llmdeck.gateway.proxy import UnsendableBody, Upstream
+    from llmdeck.gateway.routing import BackendState
+
+    nested: list[object] = []
+    for _ in range(100_000):
+        nested = [nested]
+    up = Upstream("POST", "/v1/chat/completions", [], b"", 1.0, {"model": "a", "x": nested})
+    state = BackendState.__new__(BackendState)
+    state.model_name = lambda: None  # type: ignore[method-assign]
+    with pytest.raises(UnsendableBody, match="nests too deeply"):
+        up.content_for(state)

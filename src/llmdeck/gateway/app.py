@@ -32,7 +32,7 @@ from llmdeck.gateway.limits import RateLimiter
 from llmdeck.gateway.manager import ModelManager
 from llmdeck.gateway.metrics import GatewayMetrics
 from llmdeck.gateway.proxy import DROP_REQUEST, RequestCtx, Upstream, all_down, forward, openai_error
-from llmdeck.gateway.request_body import GONE, parse_body, read_body
+from llmdeck.gateway.request_body import GONE, no_such_endpoint, parse_body, path_problem, read_body
 from llmdeck.gateway.routing import Router, RouteState
 from llmdeck.gateway.surfaces import ResponseIds, api_of, reshape_error, response_id_of, rewrite_for
 from llmdeck.gateway.ui_app import ui_routes
@@ -122,7 +122,8 @@ def build_app(loaded: LoadedConfig, *, insecure: bool = False, settings: Any = N
                 allow_headers=["*"],
             )
         )
-    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    handlers = {404: no_such_endpoint, 405: no_such_endpoint}
+    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan, exception_handlers=handlers)
     app.state.gateway = state
     return app
 
@@ -253,7 +254,7 @@ async def _models(request: Request) -> Response:
 async def _proxy(request: Request) -> Response:
     """Every /v1/* request but /v1/models; the gateway's own errors in the API's shape."""
     api = api_of(request.url.path)
-    resp = await _proxy_api(request, api)
+    resp = path_problem(request) or await _proxy_api(request, api)
     return reshape_error(resp, api) if isinstance(resp, JSONResponse) else resp
 
 
@@ -320,12 +321,14 @@ async def _send(
         rewrite_for(ctx.api, body, route.route)
     if ctx.api == "responses":
         ctx.ids = st.ids
-    headers = {k: v for k, v in request.headers.items() if k.lower() not in DROP_REQUEST}
+    headers = [(k, v) for k, v in request.headers.raw if k.decode("latin-1").lower() not in DROP_REQUEST]
     timeouts = st.loaded.config.timeouts
-    streaming = bool(body and body.get("stream"))
+    streaming = bool(body.get("stream") if body else request.query_params.get("stream") == "true")
     path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     first_byte_s = timeouts.first_byte_s if streaming else timeouts.response_s
-    up = Upstream(request.method, path, headers, raw, first_byte_s, body, whole_s=timeouts.response_s)
+    up = Upstream(
+        request.method, path, headers, raw, first_byte_s, body, whole_s=timeouts.response_s, stream=streaming
+    )
     ctx.gauge = st.metrics.in_flight.labels(ctx.route)
     ctx.gauge.inc()
     return await forward(st.client, route, up, ctx)

@@ -52,6 +52,8 @@ DROP_REQUEST = frozenset(
     }
 )
 
+TOO_DEEP = "The request body nests too deeply to pass on (JSON arrays or objects inside each other)."
+
 
 def openai_error(
     status: int, message: str, kind: str, code: str | None = None, **headers: str
@@ -125,25 +127,40 @@ class Upstream:
 
     method: str
     path: str
-    headers: dict[str, str]
+    headers: list[tuple[bytes, bytes]]  # as the client sent them: a header value need not be ASCII
     body: bytes
     first_byte_s: float
     json_body: dict[str, Any] | None = None  # re-serialised per backend: its served model name
-    whole_s: float | None = None  # a plain (non-SSE) reply: complete within this long of the send
+    whole_s: float | None = None  # a reply that is no stream asked for: complete within this long of the send
+    stream: bool = False  # the client asked for a stream (``"stream": true``)
 
     def content_for(self, state: BackendState) -> bytes:
+        """The body for this backend (its served model name); UnsendableBody when the client's body
+        cannot be encoded again (nested past the encoder's depth, or a lone surrogate in a string)."""
         if self.json_body is None:
             return self.body
         served = state.model_name()
         if served:
             self.json_body["model"] = served
-        return json.dumps(self.json_body, separators=(",", ":"), ensure_ascii=False).encode()
+        try:
+            return json.dumps(self.json_body, separators=(",", ":"), ensure_ascii=False).encode()
+        except RecursionError:
+            raise UnsendableBody(TOO_DEEP) from None
+        except UnicodeEncodeError:
+            raise UnsendableBody(
+                "The request body holds a lone UTF-16 surrogate (such as \\ud800), which is no text; "
+                "send valid Unicode."
+            ) from None
+
+
+class UnsendableBody(InternalError):
+    """A client's JSON body the gateway cannot send on: the client's mistake (a 400), not the backend's."""
 
 
 async def open_upstream(client: httpx.AsyncClient, state: BackendState, up: Upstream) -> httpx.Response:
-    headers = dict(up.headers)
+    headers = list(up.headers)  # the client's credentials are dropped already (DROP_REQUEST)
     if state.backend.api_key:
-        headers["authorization"] = f"Bearer {state.backend.api_key}"
+        headers.append((b"authorization", f"Bearer {state.backend.api_key}".encode()))
     request = client.build_request(
         up.method, state.url + up.path, headers=headers, content=up.content_for(state)
     )
@@ -196,6 +213,13 @@ async def forward(client: httpx.AsyncClient, route: RouteState, up: Upstream, ct
             failures.append(f"{state.backend.label}: {failure.detail}")
             last = failure
             continue
+        except UnsendableBody as bad:
+            state.outstanding -= 1
+            ctx.finish(400, "bad_request")
+            return openai_error(400, bad.message, "invalid_request_error")
+        except BaseException:
+            state.outstanding -= 1  # whatever else went wrong (a cancel), this backend is not busy with it
+            raise
         if resp.status_code == 503 and i + 1 < len(candidates):  # overloaded or starting: try the next
             await resp.aclose()
             state.outstanding -= 1
@@ -205,7 +229,7 @@ async def forward(client: httpx.AsyncClient, route: RouteState, up: Upstream, ct
             return missing
         state.mark_up()
         ctx.backend = state.backend.label
-        return RelayResponse(Relay(resp, state, ctx, up.whole_s, opened))
+        return RelayResponse(Relay(resp, state, ctx, up.whole_s, opened, streamed=up.stream))
     route.errors += 1
     status = last.status if last is not None else 502
     ctx.finish(status, "no_backend")

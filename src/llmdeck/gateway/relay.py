@@ -2,10 +2,12 @@
 
 * An event stream (SSE) may run as long as it keeps talking: the idle timeout (the httpx read timeout)
   bounds each silence. One the backend breaks ends with an error event in the stream's API's shape.
-* A plain body (JSON, audio) is one answer: it must arrive whole within the response timeout
-  (``whole_s``), so a backend that trickles it byte by byte cannot hold the request forever. One that
-  breaks or runs out of time drops the client's connection (a plain body has no way to say "broken"),
-  with one line in the log, not a traceback.
+* Any other reply (JSON, audio, an event stream the client did not ask for) is one answer: it must
+  arrive whole within the response timeout (``whole_s``), so a backend that trickles it byte by byte
+  cannot hold the request forever. One that breaks or runs out of time drops the client's connection
+  (a plain body has no way to say "broken"), with one line in the log, not a traceback.
+* An event stream is relayed in whole events: one the backend breaks mid-event ends with the error
+  event, not the error glued to half an event.
 * A client that disconnects cancels the relay, which closes the upstream connection: vLLM sees the
   disconnect and aborts the request (``RelayResponse`` watches for ``http.disconnect`` itself).
 """
@@ -55,10 +57,21 @@ class BodyBroken(InternalError):
     """A plain body the backend broke off: the client's connection is dropped, not the reply ended."""
 
 
+MAX_HELD = 1 << 20  # a part of an event held back: a backend that never ends one is relayed as it comes
+
+
+def event_end(data: bytes) -> int:
+    """Where the last whole server-sent event in ``data`` ends (0: none yet); events end in a blank
+    line, written with LF, CRLF or CR."""
+    ends = (data.rfind(b"\n\n") + 2, data.rfind(b"\r\n\r\n") + 4, data.rfind(b"\r\r") + 2)
+    return max((end for end, sep in zip(ends, (2, 4, 2), strict=True) if end >= sep), default=0)
+
+
 class Relay:
     """The backend's body, relayed chunk by chunk; ``close`` (idempotent) releases everything.
 
-    ``whole_s``: a plain (non-SSE) body must be complete within this many seconds of ``opened``."""
+    ``whole_s``: a reply that is no stream the client asked for (``streamed``) must be complete within
+    this many seconds of ``opened``."""
 
     def __init__(
         self,
@@ -67,13 +80,16 @@ class Relay:
         ctx: RequestCtx,
         whole_s: float | None = None,
         opened: float | None = None,
+        streamed: bool = True,
     ) -> None:
         self.resp, self.state, self.ctx = resp, state, ctx
         self.sse = resp.headers.get("content-type", "").startswith("text/event-stream")
         self.sniffer = UsageSniffer(self.sse)
         self.ids = IdSniffer() if ctx.ids is not None and resp.status_code == 200 else None
         start = time.monotonic() if opened is None else opened
-        self.deadline = None if self.sse or whole_s is None else start + whole_s
+        # a stream asked for runs as long as it flows; any other reply (an event stream to a request that
+        # asked for none, a backend pinging forever) is whole within whole_s
+        self.deadline = None if (self.sse and streamed) or whole_s is None else start + whole_s
         self.outcome = ""
         self._closed = False
 
@@ -86,13 +102,18 @@ class Relay:
             return await anext(chunks)
 
     async def chunks(self) -> AsyncIterator[bytes]:
+        """The reply as it comes; an event stream in whole events (a part of one is held until its end,
+        so a stream the backend breaks mid-event ends with the error event, not glued to half an event)."""
         first = True
         raw = self.resp.aiter_raw()
+        held = b""
         try:
             while True:
                 try:
                     chunk = await self._next(raw)
                 except StopAsyncIteration:
+                    if held:
+                        yield held  # a last event without its blank line: the backend's to end
                     return
                 if first:
                     self.ctx.ttft()
@@ -100,7 +121,12 @@ class Relay:
                 self.sniffer.feed(chunk)
                 if self.ids is not None:
                     self.ids.feed(chunk)
-                yield chunk
+                if self.sse:
+                    held += chunk
+                    cut = len(held) if len(held) > MAX_HELD else event_end(held)  # no event is that long
+                    chunk, held = held[:cut], held[cut:]
+                if chunk:
+                    yield chunk
         except (httpx.HTTPError, TimeoutError) as exc:  # the backend died, went silent, or ran out of time
             if isinstance(exc, TimeoutError):
                 reason = "response_timeout"

@@ -1,19 +1,24 @@
-"""A client's request body, read bounded: in size (refused as it arrives, not after it is all in memory),
-in time (a client that stops sending mid-body is answered, not waited on forever), and a client that
-hangs up mid-body ends the request quietly (no traceback in the log); then parsed as a JSON object."""
+"""A client's request: its path checked (no step outside the endpoint it names); its body read bounded,
+in size (refused as it arrives, not after it is all in memory) and in time (a client that stops sending
+mid-body is answered, not waited on forever), a client that hangs up mid-body ending the request quietly
+(no traceback in the log); then parsed as a JSON object. Starlette's plain-text 404/405 in the API's shape."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
+from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
-from llmdeck.gateway.proxy import openai_error
+from llmdeck.gateway.proxy import TOO_DEEP, openai_error
+from llmdeck.gateway.surfaces import api_of, reshape_error
+from llmdeck.util.jsonsafe import TooDeepError
 from llmdeck.util.jsonsafe import loads as json_loads
 
 MAX_BODY_BYTES = 32 << 20
+NOT_JSON_TYPES = frozenset({"application/x-www-form-urlencoded", "application/octet-stream"})
 GONE = 499  # the status logged for a client that hung up (nginx's)
 
 
@@ -56,15 +61,53 @@ async def read_body(request: Request, *, idle_s: float, limit: int = MAX_BODY_BY
 
 
 def parse_body(raw: bytes, request: Request) -> dict[str, Any] | JSONResponse | None:
-    """The body as a JSON object; None when there is none or it is not JSON by its content type."""
-    if not raw:
-        return None
-    if "json" not in request.headers.get("content-type", "application/json"):
+    """The body as a JSON object; None when there is none or it is a form or a file (an audio upload).
+
+    Any other body is read as JSON whatever its content type says (a browser's fetch sends JSON as
+    text/plain): one passed on unread would skip the alias, the route's defaults and its override."""
+    kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if not raw or kind.startswith("multipart/") or kind in NOT_JSON_TYPES:
         return None
     try:
         body = json_loads(raw)
+    except TooDeepError:
+        return openai_error(400, TOO_DEEP, "invalid_request_error")
     except ValueError:
         return openai_error(400, "The request body is not valid JSON.", "invalid_request_error")
     if not isinstance(body, dict):
         return openai_error(400, "The request body must be a JSON object.", "invalid_request_error")
     return body
+
+
+def path_problem(request: Request) -> JSONResponse | None:
+    """A path with a ``.``/``..`` segment or an encoded slash: passed on, it would reach another of the
+    backend's endpoints than the one it names (vLLM's /sleep, /collective_rpc) with the gateway's key."""
+    path = request.url.path  # percent-decoded: %2e%2e is ".." here
+    raw = bytes(request.scope.get("raw_path") or b"").lower()
+    if not any(seg in (".", "..") for seg in path.split("/")) and b"%2f" not in raw and "\\" not in path:
+        return None
+    return openai_error(
+        400,
+        f"The path {path[:200]!r} steps out of its endpoint (a '.' or '..' segment, an encoded slash or "
+        "a backslash); the gateway passes on the API's paths as they are named, e.g. /v1/chat/completions.",
+        "invalid_request_error",
+        "bad_path",
+    )
+
+
+async def no_such_endpoint(request: Request, exc: Exception) -> Response:
+    """Starlette's plain-text 404/405, in the shape of the API the path belongs to."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 404
+    path = request.url.path[:200]
+    if status == 405:
+        message, code = f"{request.method} is not allowed on {path}.", "method_not_allowed"
+    else:
+        message, code = (
+            f"No endpoint {path} here. The API is under /v1 (e.g. POST /v1/chat/completions): give your "
+            "client the base URL http://HOST:PORT/v1.",
+            "not_found",
+        )
+    headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else {}
+    return reshape_error(
+        openai_error(status, message, "invalid_request_error", code, **headers), api_of(path)
+    )
