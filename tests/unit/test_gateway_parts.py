@@ -270,6 +270,19 @@ def test_keys_cli(
     assert run_cli(["keys", "revoke", "ci-bot"], capsys)[0] == 2
 
 
+@pytest.mark.parametrize(("salt", "digest"), [("zz", "d" * 64), ("ab" * 16, "d"), ("ab" * 16, "g" * 64)])
+def test_a_keys_file_whose_salt_or_digest_is_no_hex_is_refused(
+    tmp_path: Path, salt: str, digest: str
+) -> None:
+    """It had been read, and every request carrying a key then answered 500 (``bytes.fromhex``)."""
+    path = tmp_path / "keys.json"
+    record = {"name": "x", "salt": salt, "digest": digest, "hint": "h"}
+    path.write_text(json.dumps({"schema_version": 1, "keys": [record]}))
+    path.chmod(0o600)
+    with pytest.raises(ConfigError, match="not the hex digits `llmdeck keys create` writes"):
+        KeyStore(path).load()
+
+
 @pytest.mark.parametrize("rpm", ["0", "-3", "100000000000000000000"])
 def test_keys_create_refuses_a_rate_no_gateway_keeps(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, rpm: str
@@ -357,7 +370,7 @@ def test_a_keys_file_that_is_not_a_file_is_refused_at_once(
         (b'{"schema_version": 2, "keys": []}', "its schema_version is 2; this llmdeck reads 1"),
         (
             b'{"keys": ['
-            + b", ".join([b'{"name": "a", "salt": "00", "digest": "d", "hint": "sk-l"}'] * 2)
+            + b", ".join([b'{"name": "a", "salt": "00", "digest": "' + b"d" * 64 + b'", "hint": "h"}'] * 2)
             + b"]}",
             "it names 'a' more than once",
         ),

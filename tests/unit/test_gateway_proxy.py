@@ -474,3 +474,23 @@ def test_a_body_the_encoder_cannot_follow_is_the_clients_mistake() -> None:
     state.model_name = lambda: None  # type: ignore[method-assign]
     with pytest.raises(UnsendableBody, match="nests too deeply"):
         up.content_for(state)
+
+
+def test_a_backend_urls_password_and_token_are_not_shown(
+    settings: Settings, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``http://user:PW@host`` and ``?api_key=`` had been printed in the access log, the "marked
+    down" warning and /gateway/status (which any key holder may read)."""
+    with fake() as up:
+        host = up.url.split("//", 1)[1]  # type: ignore[attr-defined]
+        cfg = (
+            f"routes:\n  - model: a\n    backends: ['http://user:SECRETPW@{host}', "
+            "'http://127.0.0.1:9/?api_key=SECRETQ']\n" + FAST
+        )
+        with caplog.at_level("INFO"), gateway(cfg, settings, tmp_path) as gw:
+            assert httpx.post(f"{gw}/v1/chat/completions", json=chat()).status_code == 200
+            status = httpx.get(f"{gw}/gateway/status").text
+    ours = [r.getMessage() for r in caplog.records if r.name.startswith("llmdeck")]  # httpx's: WARNING up
+    shown = status + "\n".join(ours)
+    assert any("user:<redacted>@" in line for line in ours)
+    assert "user:<redacted>@" in status and "SECRETPW" not in shown and "SECRETQ" not in shown

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from llmdeck.errors import ConfigError, LlmdeckError
 from llmdeck.formats.gateway_yaml import MarkedDocument, format_loc, parse_gateway_yaml, read_gateway_text
 from llmdeck.gateway.managed import Budget, ManagedBackend, check_managed, resolve_kind, resolve_managed
-from llmdeck.util.redact import api_key_problem
+from llmdeck.util.redact import api_key_problem, redact_text, redact_url
 
 GATEWAY_CONFIG_SCHEMA_VERSION = 1
 
@@ -325,7 +325,7 @@ def _resolve_backend(
         )
     return ResolvedBackend(
         url=target.base_url,
-        label=target_text.strip(),
+        label=redact_text(redact_url(target_text.strip())),  # shown in logs, errors, /gateway/status
         served_model=spec.model or target.model,
         api_key=_api_key(spec, doc, loc),
     )

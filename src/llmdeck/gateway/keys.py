@@ -18,7 +18,7 @@ import stat
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from llmdeck.errors import AlreadyExistsError, ConfigError, NotRunningError, UsageError
 from llmdeck.util.atomic import atomic_write_text
@@ -48,6 +48,16 @@ class KeyRecord(BaseModel):
     models: list[str] | None = None
     rpm: int | None = Field(None, ge=1, le=MAX_RPM)
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+    @field_validator("salt", "digest")
+    @classmethod
+    def _hex(cls, value: str, info: ValidationInfo) -> str:
+        """Hex as `keys create` writes it (a salt of 16 bytes, an HMAC-SHA256 of 32): another value had
+        been read, and every request with a key then answered 500 (``bytes.fromhex``)."""
+        size = 64 if info.field_name == "digest" else None
+        if not re.fullmatch(r"(?:[0-9a-f]{2})+", value) or (size and len(value) != size):
+            raise ValueError("not the hex digits `llmdeck keys create` writes")
+        return value
 
     def public(self) -> dict[str, object]:
         """What `keys list` shows: no salt, no digest."""

@@ -25,6 +25,7 @@ import httpx
 from llmdeck.gateway.config import LoadedConfig, ResolvedBackend, ResolvedRoute
 from llmdeck.util.http import JSON_CAP, BodyTooLarge, aread_capped, failure_words
 from llmdeck.util.jsonsafe import loads as json_loads
+from llmdeck.util.redact import redact_url
 
 log = logging.getLogger("llmdeck.gateway")
 MAX_MODEL_LEN = 1 << 40  # a backend's max_model_len past this (or not a positive integer) is not shown
@@ -70,7 +71,7 @@ class BackendState:
     def snapshot(self) -> dict[str, Any]:
         return {
             "backend": self.backend.label,
-            "url": self.url,
+            "url": redact_url(self.url),
             "healthy": self.healthy if self.checked_at is not None else None,  # None: not checked yet
             "outstanding": self.outstanding,
             "requests": self.requests,
