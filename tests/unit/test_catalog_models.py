@@ -143,3 +143,13 @@ def test_a_user_catalog_engine_no_llmdeck_has_and_a_misspelt_key_are_named(tmp_p
         load_catalog([path])
     path.write_text(entry + "    engine: venv\n")
     assert load_catalog([path]).get("Mine").engine == "venv"
+
+
+def test_a_user_catalog_key_given_twice_is_named_with_its_line(tmp_path: Path) -> None:
+    """PyYAML keeps the last of two equal keys without a word: the second `name:` had renamed the entry."""
+    path = tmp_path / "c.yaml"
+    path.write_text("schema_version: 1\nmodels:\n  - name: Mine\n    repo_id: me/mine\n    name: Other\n")
+    with pytest.raises(
+        ConfigError, match=r"at line 5: the key 'name' is given twice in one mapping \(lines 3 and 5\)"
+    ):
+        load_catalog([path])

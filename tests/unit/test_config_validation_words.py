@@ -32,6 +32,12 @@ def _message(tmp_path: Path, text: str) -> str:
             "routes:\n  - model: a\n    backends: [{url: 'http://h:1', bogus: 1}]\n",
             "routes[0].backends[0].bogus: not a key here (the keys here: url, server, spec,",
         ),
+        # a second `routes:` (or `defaults:`) had silently replaced the first
+        (HEAD + HEAD.replace("a", "b"), "gw.yaml:4: not valid YAML (the key 'routes' is given twice in one"),
+        (
+            HEAD + "    defaults: {max_tokens: 9}\n    defaults: {temperature: 0}\n",
+            "gw.yaml:5: not valid YAML (the key 'defaults' is given twice in one mapping (lines 4 and 5)",
+        ),
     ],
 )
 def test_config_errors_read_as_the_file(tmp_path: Path, text: str, words: str) -> None:

@@ -18,6 +18,7 @@ import yaml
 
 from llmdeck.errors import ConfigError
 from llmdeck.util.localfile import read_regular_text
+from llmdeck.util.safeyaml import UniqueKeyLoader
 
 MAX_CONFIG_BYTES = 16 << 20  # a gateway config is a few KB; more is not a config
 HELP = "(see `llmdeck gateway up --help`)"
@@ -57,7 +58,7 @@ class MarkedDocument:
         self.source = source
         try:
             self.root = yaml.compose(text, Loader=yaml.SafeLoader)
-            self.data: Any = yaml.safe_load(text) if self.root is not None else None
+            self.data: Any = yaml.load(text, Loader=UniqueKeyLoader) if self.root is not None else None
         except yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark or exc.context_mark
             where = f"{source}:{mark.line + 1}" if mark is not None else source

@@ -1,4 +1,5 @@
-"""YAML from users (catalogs) parsed with limits: no anchors or aliases, bounded size and depth.
+"""YAML from users (catalogs) parsed with limits: no anchors or aliases, bounded size and depth, no key
+given twice in one mapping (``UniqueKeyLoader``, the gateway config's loader too).
 
 ``yaml.safe_load`` builds no objects from tags, but it still expands aliases: a "billion laughs"
 file of a few hundred bytes becomes billions of nodes as soon as anything walks it, and a deeply
@@ -17,7 +18,29 @@ MAX_BYTES = 1 << 20
 MAX_DEPTH = 32
 
 
-class _LimitedLoader(yaml.SafeLoader):
+class UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last silently: a
+    second ``routes:`` replaced the first, a typo'd copy of a block won without a word)."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: dict[str, int] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                continue
+            line = key_node.start_mark.line + 1
+            if key_node.value in seen:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"the key {key_node.value!r} is given twice in one mapping (lines {seen[key_node.value]} "
+                    f"and {line}); keep one",
+                    key_node.start_mark,
+                )
+            seen[key_node.value] = line
+        return super().construct_mapping(node, deep)
+
+
+class _LimitedLoader(UniqueKeyLoader):
     """SafeLoader that refuses anchors/aliases and nesting deeper than MAX_DEPTH."""
 
     depth = 0
@@ -54,6 +77,12 @@ def load_limited(text: str | bytes, source: str, *, max_bytes: int = MAX_BYTES) 
             raise ConfigError(f"{source} is not a UTF-8 text file ({exc.reason}).", hint=hint) from exc
     try:
         return yaml.load(text, Loader=_LimitedLoader)  # a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:  # the file's line, not PyYAML's "<unicode string>" excerpt
+        mark = exc.problem_mark or exc.context_mark
+        line = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(
+            f"{source} is not acceptable YAML{line}: {exc.problem or exc.context}.", hint=hint
+        ) from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source} is not acceptable YAML: {exc}.", hint=hint) from exc
     except RecursionError as exc:  # pragma: no cover - MAX_DEPTH stops it first
