@@ -32,6 +32,15 @@ def _message(tmp_path: Path, text: str) -> str:
             "routes:\n  - model: a\n    backends: [{url: 'http://h:1', bogus: 1}]\n",
             "routes[0].backends[0].bogus: not a key here (the keys here: url, server, spec,",
         ),
+        # an alias with markup and an escape sequence had been served and shown (as red text)
+        (
+            "routes:\n  - model: \"[red]x[/red]\\x1b]0;t\\x07\"\n    backends: ['http://127.0.0.1:9']\n",
+            "routes[0].model: the alias '[red]x[/red]\\x1b]0;t\\x07' is no name: use up to 200 printable",
+        ),
+        (
+            HEAD + "limits: {k: {rpm: 100000000000000000000}}\n",
+            "limits.k.rpm: Input should be less than or equal",
+        ),
         # a second `routes:` (or `defaults:`) had silently replaced the first
         (HEAD + HEAD.replace("a", "b"), "gw.yaml:4: not valid YAML (the key 'routes' is given twice in one"),
         (

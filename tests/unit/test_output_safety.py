@@ -385,3 +385,15 @@ def test_client_401_says_whether_the_key_sent_was_rejected_or_none_was_sent(fake
         get_models(fake_keyed_server, timeout_s=5)
     assert "none was sent" in str(missing.value) and "pass --api-key" in (missing.value.hint or "")
     assert get_models(fake_keyed_server, api_key="the-right-key-123", timeout_s=5)
+
+
+def test_gateway_status_shows_an_alias_with_markup_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    """An alias (and a backend label) like ``[red]x[/red]`` had been rendered red, misstating the alias
+    that /v1/models reports."""
+    from llmdeck.cli.gateway import _print_status
+
+    backend = {"backend": "[bold]b[/bold]", "healthy": True, "outstanding": 0, "served_model": "[red]s[/red]"}
+    route = {"model": "[red]x[/red]", "requests": 1, "errors": 0, "backends": [backend]}
+    _print_status({"state": "running", "url": "http://127.0.0.1:4000", "routes": [route]})
+    out = capsys.readouterr().out
+    assert "[red]x[/red]" in out and "[bold]b[/bold]" in out and "[red]s[/red]" in out

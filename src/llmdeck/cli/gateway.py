@@ -106,13 +106,13 @@ def _print_status(data: dict[str, Any]) -> None:
         for i, b in enumerate(route["backends"]):
             first = i == 0
             table.add_row(
-                route["model"] if first else "",
+                escape(route["model"]) if first else "",  # aliases, URLs, names: data, never markup
                 str(route["requests"]) if first else "",
                 str(route["errors"]) if first else "",
-                b["backend"],
+                escape(b["backend"]),
                 {True: "yes", False: "NO"}.get(b["healthy"], "unchecked"),  # None: no probe or reply yet
                 str(b["outstanding"]),
-                b.get("served_model") or "?",
+                escape(b.get("served_model") or "?"),
             )
     if data.get("routes"):
         console.print(table)

@@ -95,7 +95,7 @@ def explain(exc: ValidationError, root: type[BaseModel], limit: int = 5) -> list
             keys = ", ".join(model.model_fields)
             message = f"not a key here (the keys here: {keys})"
         else:
-            message = str(err["msg"])
+            message = str(err["msg"]).removeprefix("Value error, ")  # a validator's own words, as written
         messages = merged.setdefault(loc, [])
         if message not in messages:
             messages.append(message)

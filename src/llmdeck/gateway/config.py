@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from llmdeck.errors import ConfigError, LlmdeckError
 from llmdeck.formats.gateway_yaml import MarkedDocument, format_loc, parse_gateway_yaml, read_gateway_text
+from llmdeck.gateway.keys import MAX_RPM
 from llmdeck.gateway.managed import Budget, ManagedBackend, check_managed, resolve_kind, resolve_managed
 from llmdeck.util.redact import api_key_problem, redact_text, redact_url
 
@@ -85,9 +86,21 @@ class Route(_Strict):
     messages: ApiRewrite | None = Field(None, description="/v1/messages: its own defaults/override.")
     responses: ApiRewrite | None = Field(None, description="/v1/responses: its own defaults/override.")
 
+    @field_validator("model")
+    @classmethod
+    def _printable(cls, alias: str) -> str:
+        """An alias is a name clients send and `gateway status` shows: no control characters (an escape
+        sequence would rewrite the terminal it is shown on), no spaces around it, 200 characters at most."""
+        if alias != alias.strip() or len(alias) > 200 or any(ord(c) < 32 or ord(c) == 127 for c in alias):
+            raise ValueError(
+                f"the alias {alias[:60]!r} is no name: use up to 200 printable characters with no control "
+                "characters and no spaces around it (e.g. qwen-fast)"
+            )
+        return alias
+
 
 class KeyLimits(_Strict):
-    rpm: int | None = Field(None, ge=1, description="Requests per minute for this key.")
+    rpm: int | None = Field(None, ge=1, le=MAX_RPM, description="Requests per minute for this key.")
     models: list[str] | None = Field(None, description="Aliases this key may use (default: all).")
 
 
