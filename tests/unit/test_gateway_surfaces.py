@@ -435,3 +435,21 @@ def test_fold_system_moves_claude_codes_second_system_message(settings: Settings
         {"type": "text", "text": "Available agent types: claude"},
         {"type": "text", "text": "# Environment"},
     ]
+
+
+@pytest.mark.parametrize(
+    ("system", "content"),
+    [({"type": "text", "text": "KEEP-ME"}, "x"), (5, "x"), ("s", {"type": "text", "text": "KEEP-ME"})],
+)
+def test_fold_system_leaves_a_body_it_cannot_fold_as_sent(system: Any, content: Any) -> None:
+    """A `system` (or a system message's content) that is an object or a number had been dropped
+    (KEEP-ME gone, 5 became []): such a body goes on as sent, for the backend's own error."""
+    from llmdeck.gateway.surfaces import fold_system_messages
+
+    body = {
+        "system": system,
+        "messages": [{"role": "user", "content": "hi"}, {"role": "system", "content": content}],
+    }
+    before = repr(body)
+    fold_system_messages(body)
+    assert repr(body) == before

@@ -99,6 +99,11 @@ def _text_blocks(content: Any) -> list[Any]:
     return list(content) if isinstance(content, list) else []
 
 
+def _foldable(content: Any) -> bool:
+    """Text as the Messages API writes it: none, a string, or a list of blocks."""
+    return content is None or isinstance(content, str | list)
+
+
 def fold_system_messages(body: dict[str, Any]) -> None:
     """Move ``role: system`` entries of a Messages body's ``messages`` to the end of its ``system``.
 
@@ -112,8 +117,8 @@ def fold_system_messages(body: dict[str, Any]) -> None:
     if not isinstance(messages, list):
         return
     moved = [m for m in messages if isinstance(m, dict) and m.get("role") == "system"]
-    if not moved:
-        return
+    if not moved or not all(_foldable(c) for c in [body.get("system"), *(m.get("content") for m in moved)]):
+        return  # none, or a shape no API takes (an object, a number): the backend says so, no text lost
     body["messages"] = [m for m in messages if not (isinstance(m, dict) and m.get("role") == "system")]
     system = _text_blocks(body.get("system"))
     for message in moved:
