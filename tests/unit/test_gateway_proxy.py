@@ -335,6 +335,35 @@ def test_gateway_up_status_down_in_background(
         assert "PROMPT-TEXT-42" not in log  # no prompts in the access log
 
 
+def test_two_gateway_ups_at_once_start_one_gateway_and_record_it(tmp_path: Path) -> None:
+    """Both had checked "none recorded" and spawned one; the record could name the one that lost the
+    port while the other served on, unrecorded (status "dead", down "gone"). One at a time now."""
+    import concurrent.futures
+
+    from llmdeck.errors import AlreadyExistsError, UsageError
+    from llmdeck.gateway.service import load_record, start_background, stop
+
+    settings = Settings(state_dir=tmp_path / "state")
+    cfg = tmp_path / "gw.yaml"
+    cfg.write_text("routes:\n  - model: a\n    backends: ['http://127.0.0.1:9']\n" + FAST)
+    port = free_port()
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        runs = [
+            pool.submit(start_background, cfg, "127.0.0.1", port, settings, insecure=False) for _ in range(2)
+        ]
+        outcomes = [r.exception() or r.result() for r in runs]
+    try:
+        started = [o for o in outcomes if not isinstance(o, BaseException)]
+        assert len(started) == 1 and all(
+            isinstance(o, AlreadyExistsError | UsageError | type(started[0])) for o in outcomes
+        )
+        record = load_record(settings)
+        assert record is not None and record.pid == started[0].pid  # type: ignore[union-attr]
+        assert httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200
+    finally:
+        stop(settings)
+
+
 def test_each_replica_gets_its_own_served_name(settings: Settings, tmp_path: Path) -> None:
     first, second = FakeOpenAIUpstream(served="name-one"), FakeOpenAIUpstream(served="name-two")
     with UvicornThread(first.app) as one, UvicornThread(second.app) as two:

@@ -106,8 +106,16 @@ def load_record(settings: Any) -> GatewayRecord | None:
 
 
 def start_background(config: Path, host: str, port: int, settings: Any, *, insecure: bool) -> GatewayRecord:
-    """Spawn ``python -m llmdeck.gateway.serve`` detached, its output in the log; wait until /health."""
+    """Spawn ``python -m llmdeck.gateway.serve`` detached, its output in the log; wait until /health.
+    One `gateway up` at a time: a second waits for the first, then finds it recorded."""
     validate_port(port)
+    from llmdeck.util.filelock import exclusive
+
+    with exclusive(record_path(settings).with_suffix(".lock"), timeout_s=60.0, what="`llmdeck gateway up`"):
+        return _start_locked(config, host, port, settings, insecure=insecure)
+
+
+def _start_locked(config: Path, host: str, port: int, settings: Any, *, insecure: bool) -> GatewayRecord:
     old = load_record(settings)
     if old is not None and _ours(old):
         raise AlreadyExistsError(
