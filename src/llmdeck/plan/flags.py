@@ -14,7 +14,9 @@ from pydantic import BaseModel, Field
 from llmdeck.errors import UsageError
 from llmdeck.plan.flag_releases import flag_table
 from llmdeck.plan.vllm_cli import (
+    AUTO_MAX_MODEL_LEN,
     BOOLEAN_FLAGS,
+    HUMAN_INT_FLAGS,
     JSON_FLAGS,
     KV_CACHE_DTYPES,
     MAMBA_DTYPES,
@@ -22,6 +24,7 @@ from llmdeck.plan.vllm_cli import (
     MULTI_VALUE_FLAGS,
     SHORT_ALIASES,
     paired_flag,
+    parse_int_flag,
 )
 from llmdeck.util.jsonsafe import loads as _json_loads
 
@@ -80,10 +83,13 @@ class VllmFlags(BaseModel):
         if value is None or isinstance(value, bool):
             return None
         try:
-            number = int(float(value)) if "." in value or "e" in value.lower() else int(value)
-        except (ValueError, OverflowError) as exc:  # OverflowError: 1e999 is an infinite float
+            number = parse_int_flag(name, value)  # as vLLM's argparse reads it: 32k on the flags that take it
+        except (ValueError, OverflowError) as exc:  # OverflowError: 1e999k is an infinite float
+            human = " (or 32k, 32K)" if name in HUMAN_INT_FLAGS else ""
+            why = f" ({exc})" if "suffix" in str(exc) else ""
             raise UsageError(
-                f"--{name} needs a whole number, got {value!r}.", hint=f"Write e.g. --{name} 8192."
+                f"--{name} needs a whole number{human}, got {value!r}{why}.",
+                hint=f"Write e.g. --{name} 8192.",
             ) from exc
         if abs(number) > MAX_FLAG_INT:
             raise UsageError(
@@ -109,12 +115,20 @@ class VllmFlags(BaseModel):
         dies on)."""
         for name in POSITIVE_INT_FLAGS:
             number = self.get_int(name)
+            if number == AUTO_MAX_MODEL_LEN and name == "max-model-len":
+                continue  # auto: vLLM fits the longest context memory holds
             if number is not None and number < 1:
                 raise UsageError(
-                    f"--{name} {self.values[name]} is out of range: vLLM needs a whole number of at least 1.",
+                    f"--{name} {self.values[name]} is out of range: vLLM needs a whole number of at least 1"
+                    + (" (or auto, -1: the longest that fits)." if name == "max-model-len" else "."),
                     hint=f"Write e.g. --{name} {_EXAMPLE_SIZES.get(name, 1)}, or "
                     "leave it out for vLLM's default.",
                 )
+        port = self.get_int("port")
+        if port is not None and not 1 <= port <= 65535:
+            raise UsageError(
+                f"--port {self.values['port']} is not a TCP port (1-65535).", hint="Write e.g. --port 8000."
+            )
         for name, choices, hint in CHOICE_FLAGS:
             value = self.values.get(name)
             if isinstance(value, str) and value not in choices:

