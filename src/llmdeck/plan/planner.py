@@ -16,18 +16,18 @@ from llmdeck.engines.base import PlanEngine
 from llmdeck.engines.docker import DEFAULT_IMAGE, split_image
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import PlanError, UsageError
+from llmdeck.plan.autofit import plan_memory_fitted
 from llmdeck.plan.cudagraphs import cudagraph_settings
 from llmdeck.plan.flags import SPEC_FLAGS, VllmFlags, parse_vllm_flags
 from llmdeck.plan.lint import Finding, LintContext, lint
 from llmdeck.plan.machine import GB10_CEILING, MachineProfile, get_machine
-from llmdeck.plan.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryPlan, ServeSettings, plan_memory
+from llmdeck.plan.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryPlan, ServeSettings
 from llmdeck.plan.modelinfo import ModelFacts
 from llmdeck.plan.quant import online_quantization
 from llmdeck.plan.resolve import ResolvedModel, find_local_copy, resolve_model
 from llmdeck.plan.runner import default_async_scheduling
 from llmdeck.plan.settings import mamba_prefix_mode
 from llmdeck.plan.versions import at_least, version_tuple
-from llmdeck.plan.vllm_cli import AUTO_MAX_MODEL_LEN
 from llmdeck.util.hfpaths import default_hf_home, find_in_hf_cache
 from llmdeck.util.units import parse_bytes
 
@@ -310,12 +310,7 @@ def make_plan(
     facts = _flags_on_facts(facts.for_vllm(target), flags)
     machine = machine or get_machine(req.machine, total_gib=req.total_gib)
     settings = resolve_settings(req, facts, flags, machine, target)
-    memory = plan_memory(facts, settings, machine, target_concurrency=req.concurrency)
-    auto = flags.get_int("max-model-len") == AUTO_MAX_MODEL_LEN
-    if auto and not memory.fits and memory.max_context_one_request:  # vLLM's auto-fit: the longest context
-        # one request can hold (v1/core/kv_cache_utils.py _auto_fit_max_model_len)
-        settings = settings.model_copy(update={"max_model_len": memory.max_context_one_request})
-        memory = plan_memory(facts, settings, machine, target_concurrency=req.concurrency)
+    settings, memory = plan_memory_fitted(facts, settings, machine, flags, req.concurrency)  # auto: fitted
     arch = catalog.min_vllm_for(facts.architecture)
     ctx = LintContext(
         facts=facts,
