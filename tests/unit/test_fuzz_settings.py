@@ -6,6 +6,7 @@ in-process; a few run the real console script end to end (the environment of a r
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -251,6 +252,18 @@ def test_internal_error_says_bug_and_how_to_get_the_traceback(
     assert code == 1
     assert "internal error" in err and "bug" in err and "LLMDECK_DEBUG=1" in err
     assert "Traceback" not in err
+
+
+def test_internal_error_under_json_is_a_json_error_on_stdout(
+    fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scripts read stdout: a bug under --json had left it empty (the error on stderr only)."""
+    monkeypatch.setattr("llmdeck.runtime.state.StateStore.list", _boom)
+    code, out, err, _ = run_main(["status", "--json"], capsys)
+    error = json.loads(out)["error"]
+    assert code == 1 and error["kind"] == "InternalError" and error["exit_code"] == 1
+    assert "injected failure" in error["message"] and "LLMDECK_DEBUG=1" in error["message"]
+    assert "internal error" in err and "Traceback" not in err
 
 
 def test_internal_error_with_debug_shows_the_traceback(

@@ -213,7 +213,7 @@ def _main(argv: list[str] | None) -> None:
         if _debug():
             raise
         if isinstance(exc, InternalError):  # meant for a caller inside llmdeck: reaching here is a bug
-            _print_internal(exc)
+            _print_internal(exc, argv)
         else:
             _print_error(exc)
             _json_error(argv, type(exc).__name__, exc.exit_code, exc.render())
@@ -239,9 +239,11 @@ def _main(argv: list[str] | None) -> None:
         if _debug():
             raise
         if _is_http_error(exc):  # a peer that broke off where no caller mapped it: a failed operation
-            _print_error(_http_failure(exc))
+            failure = _http_failure(exc)
+            _print_error(failure)
+            _json_error(argv, type(failure).__name__, 1, failure.render())
         else:
-            _print_internal(exc)
+            _print_internal(exc, argv)
         sys.exit(1)
     sys.exit(0)
 
@@ -304,12 +306,14 @@ def _http_failure(exc: Exception) -> Any:
     )
 
 
-def _print_internal(exc: Exception) -> None:
+def _print_internal(exc: Exception, argv: list[str] | None) -> None:
+    """A bug's one line on stderr (and, under --json, its JSON error on stdout: scripts read that)."""
     from llmdeck.cli.output import safe_text
     from llmdeck.util.redact import redact_text
 
-    sys.stderr.write(
-        f"error: internal error: {type(exc).__name__}: {safe_text(redact_text(str(exc)))}. This is a bug in "
-        "llmdeck; "
-        "run again with LLMDECK_DEBUG=1 for the traceback and report it.\n"
+    message = (
+        f"internal error: {type(exc).__name__}: {safe_text(redact_text(str(exc)))}. This is a bug in "
+        "llmdeck; run again with LLMDECK_DEBUG=1 for the traceback and report it."
     )
+    sys.stderr.write(f"error: {message}\n")
+    _json_error(argv, "InternalError", 1, message)
