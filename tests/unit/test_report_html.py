@@ -409,3 +409,19 @@ def test_a_timeline_column_that_does_not_match_its_clock_is_a_bad_result(
     code, out, err = run_cli(["report", str(bad), "--html", str(tmp_path / "p.html"), "--json"], capsys)
     assert code == 2 and "timeline.kv_usage_pct has" in json.loads(out)["error"]["message"], err
     assert not (tmp_path / "p.html").exists()
+
+
+@pytest.mark.parametrize("column", ["page_cache_gib", "mem_available_gib", "running", "kv_usage_pct"])
+def test_a_timeline_column_not_reported_draws_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], column: str
+) -> None:
+    """A column with no values is allowed (not reported); the page had died drawing it against its
+    clock (an internal error: "x and y must have same first dimension")."""
+    source = next(p for p in sorted(RESULTS.glob("*.json")) if '"page_cache_gib": [' in p.read_text())
+    data = json.loads(source.read_text())
+    timeline = next(s["timeline"] for s in data["scenarios"] if s.get("timeline") and s["timeline"]["host_t"])
+    timeline[column] = []
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(data))
+    code, _, err = run_cli(["report", str(path), "--html", str(tmp_path / "p.html")], capsys)
+    assert code == 0 and (tmp_path / "p.html").exists(), err

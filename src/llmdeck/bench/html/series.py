@@ -110,7 +110,10 @@ def thin(
     t: list[float], v: list[float | None], keep: str = "max", limit: int = MAX_BINS
 ) -> tuple[list[float], list[float]]:
     """A sampled series cut to at most ``limit`` points: per bin of consecutive samples its max (a
-    queue's spike stays visible) or min (``keep="min"``: MemAvailable's dip stays); None = gap (NaN)."""
+    queue's spike stays visible) or min (``keep="min"``: MemAvailable's dip stays); None = gap (NaN).
+    A column with no values (not reported: the result's Timeline allows it) draws nothing."""
+    if not v:
+        return [], []
     vals = np.asarray([np.nan if x is None else x for x in v], dtype=np.float64)
     times = np.asarray(t, dtype=np.float64)
     if times.size <= limit:
