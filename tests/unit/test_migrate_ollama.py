@@ -115,7 +115,11 @@ def test_out_folder_force_and_foreign(tmp_path: Path, capsys: pytest.CaptureFixt
         assert _migrate(url, out, capsys)[0] == 0
         code, _, err = _migrate(url, out, capsys)
         assert code == 2 and "--force" in err
-        assert _migrate(url, out, capsys, "--force")[0] == 0
+        (out / "NOTES.md").write_text("mine")  # added to llmdeck's folder: --force had deleted them
+        (out / "extra").mkdir()
+        for _ in range(2):  # and again: what it kept is not listed as its own the next time
+            assert _migrate(url, out, capsys, "--force")[0] == 0
+            assert (out / "NOTES.md").read_text() == "mine" and (out / "extra").is_dir()
         code, _, err = _migrate(url, user, capsys, "--force")
         assert code == 2 and "did not make" in err
     assert (user / "notes.txt").read_text() == "mine" and sorted(p.name for p in user.iterdir()) == [

@@ -52,20 +52,56 @@ def test_make_tiny_force_on_user_documents_deletes_nothing(
     assert (docs / "thesis.docx").read_text() == "four years of work"
 
 
-def test_force_replaces_a_folder_llmdeck_marked(tmp_path: Path) -> None:
-    from llmdeck.util.owned import MADE_MARKER, clear_made_dir, is_made_by_llmdeck, mark_made
+def test_force_replaces_what_llmdeck_wrote_into_a_folder_it_marked(tmp_path: Path) -> None:
+    """--force deletes the files the marker lists (and the folders they leave empty), never a file the
+    user added after (a migration's NOTES.md and mine/ had been deleted with it)."""
+    from llmdeck.util.owned import MADE_MARKER, clear_made_dir, is_made_by_llmdeck, mark_made, seal_made
 
     made = tmp_path / "made"
     mark_made(made, "tiny model")
     (made / "old.bin").write_text("x")
     (made / "sub").mkdir()
+    (made / "sub" / "spec.json").write_text("{}")
     outside = tmp_path / "outside.txt"
     outside.write_text("not mine to delete")
     (made / "link").symlink_to(outside)
+    seal_made(made)
+    (made / "NOTES.md").write_text("the user's")
+    (made / "mine").mkdir()
+    (made / "mine" / "a.txt").write_text("the user's")
     assert is_made_by_llmdeck(made)
-    clear_made_dir(made, "tiny model")
-    assert sorted(p.name for p in made.iterdir()) == [MADE_MARKER]
+    assert clear_made_dir(made, "tiny model") == ["NOTES.md", "mine"]
+    assert sorted(p.name for p in made.iterdir()) == [MADE_MARKER, "NOTES.md", "mine"]
     assert outside.read_text() == "not mine to delete"  # the link went, never what it points at
+    mark_made(made, "tiny model")  # a run interrupted before it sealed: its marker lists nothing yet
+    (made / "half.bin").write_text("x")
+    assert clear_made_dir(made, "tiny model") == ["NOTES.md", "half.bin", "mine"]
+
+
+def test_a_marker_that_lists_paths_outside_its_folder_deletes_nothing_there(tmp_path: Path) -> None:
+    import json
+
+    from llmdeck.util.owned import MADE_MARKER, clear_made_dir, mark_made
+
+    made = tmp_path / "made"
+    mark_made(made, "x")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    body = json.loads((made / MADE_MARKER).read_text())
+    (made / MADE_MARKER).write_text(json.dumps({**body, "files": ["../victim.txt", str(victim)]}))
+    clear_made_dir(made, "x")
+    assert victim.read_text() == "keep"
+
+
+def test_a_marker_of_an_older_llmdeck_without_a_list_clears_the_folder(tmp_path: Path) -> None:
+    from llmdeck.util.owned import MADE_MARKER, clear_made_dir
+
+    made = tmp_path / "made"
+    made.mkdir()
+    (made / MADE_MARKER).write_text('{"kind": "llmdeck-made", "what": "x"}')
+    (made / "old.bin").write_text("x")
+    clear_made_dir(made, "x")
+    assert sorted(p.name for p in made.iterdir()) == [MADE_MARKER]
 
 
 def test_a_symlinked_marker_does_not_count(tmp_path: Path) -> None:

@@ -288,6 +288,7 @@ def _write(
 
     from llmdeck.engines.spec import write_spec_file
     from llmdeck.util.atomic import atomic_write_json, atomic_write_text
+    from llmdeck.util.owned import seal_made
 
     out = req.out_dir
     for mm, spec in zip(report.migrated, specs, strict=True):
@@ -301,6 +302,7 @@ def _write(
         _check_gateway(path, settings)
     report.next_commands = _next(report, req)
     atomic_write_json(out / REPORT_FILE, report)
+    seal_made(out)  # what a later --force may delete: these files, never one the user adds
 
 
 def _check_gateway(path: Any, settings: Any) -> None:

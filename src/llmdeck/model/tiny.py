@@ -19,7 +19,7 @@ from llmdeck import __version__
 from llmdeck.errors import AlreadyExistsError, ModelPathError
 from llmdeck.util.atomic import atomic_write_json
 from llmdeck.util.jsonsafe import loads as _json_loads
-from llmdeck.util.owned import clear_made_dir, mark_made, refuse_unless_made
+from llmdeck.util.owned import clear_made_dir, mark_made, refuse_unless_made, seal_made
 
 MARKER_FILE = "llmdeck-tiny.json"
 MARKER_SCHEMA_VERSION = 1
@@ -295,4 +295,5 @@ def make_tiny_model(
     info.eos_bias = eos_bias
     atomic_write_json(dir / MARKER_FILE, info)
     (dir / MARKER_FILE).chmod(0o644)
+    seal_made(dir)
     return info

@@ -1,8 +1,9 @@
 """What llmdeck made, it may replace; nothing else.
 
 When llmdeck makes a folder it writes a marker file into it first (:data:`MADE_MARKER`), so even a
-half-made folder (an interrupted run) is known as llmdeck's. ``--force`` replaces a folder's contents
-only when the marker is there; a folder of the user's files is refused (exit 2) with nothing deleted.
+half-made folder (an interrupted run) is known as llmdeck's; when it is done it lists there the files it
+wrote (:func:`seal_made`). ``--force`` deletes only those, when the marker is there: a file the user
+added to the folder is kept, and a folder of the user's files is refused (exit 2) with nothing deleted.
 """
 
 from __future__ import annotations
@@ -23,10 +24,42 @@ MADE_KIND = "llmdeck-made"
 
 
 def mark_made(dir: Path, what: str) -> None:
-    """Create ``dir`` (if needed) and write the marker saying llmdeck made it, for ``what``."""
+    """Create ``dir`` (if needed) and write the marker saying llmdeck made it, for ``what``; its list
+    of the files llmdeck wrote stays empty until :func:`seal_made`."""
     dir.mkdir(parents=True, exist_ok=True)
-    body = {"kind": MADE_KIND, "what": what, "created": datetime.now(UTC).isoformat()}
+    now = datetime.now(UTC).isoformat()
+    body = {"kind": MADE_KIND, "what": what, "created": now, "files": [], "kept": _files_in(dir)}
     (dir / MADE_MARKER).write_text(json.dumps(body) + "\n", encoding="utf-8")
+
+
+def seal_made(dir: Path) -> None:
+    """Record in the marker the files written since :func:`mark_made` (the writer is done): what a
+    later ``--force`` may delete. Files that were there before (the user's, kept) are not listed."""
+    marker = dir / MADE_MARKER
+    body = _json_loads(marker.read_text("utf-8"))
+    kept = set(body.get("kept") or [])
+    body["files"] = [f for f in _files_in(dir) if f not in kept]
+    marker.write_text(json.dumps(body) + "\n", encoding="utf-8")
+
+
+def _files_in(dir: Path) -> list[str]:
+    files = (p.relative_to(dir).as_posix() for p in dir.rglob("*") if p.is_file() or p.is_symlink())
+    return sorted(f for f in files if f != MADE_MARKER)
+
+
+def _made_files(dir: Path) -> list[Path] | None:
+    """The files the marker says llmdeck wrote (inside ``dir`` only); None for a marker without a list
+    (made by an llmdeck before lists were kept)."""
+    try:
+        listed = _json_loads((dir / MADE_MARKER).read_text("utf-8")).get("files")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(listed, list):
+        return None
+    safe = [
+        f for f in listed if isinstance(f, str) and f and not f.startswith("/") and ".." not in f.split("/")
+    ]
+    return [dir / f for f in safe]
 
 
 def is_made_by_llmdeck(dir: Path, legacy_markers: Iterable[tuple[str, str]] = ()) -> bool:
@@ -58,19 +91,30 @@ def refuse_unless_made(dir: Path, what: str, legacy_markers: Iterable[tuple[str,
     )
 
 
-def clear_made_dir(dir: Path, what: str, legacy_markers: Iterable[tuple[str, str]] = ()) -> None:
-    """Delete the contents of a folder llmdeck made (checked again right here); symlinks are removed,
-    never followed."""
+def clear_made_dir(dir: Path, what: str, legacy_markers: Iterable[tuple[str, str]] = ()) -> list[str]:
+    """Delete what llmdeck wrote into a folder it made (checked again right here): the files its marker
+    lists, and the folders they leave empty; symlinks are removed, never followed. Returns the names
+    kept (files the user added). A marker without a list (an older llmdeck's) clears the folder."""
     if not dir.is_dir():
-        return
+        return []
     refuse_unless_made(dir, what, legacy_markers)
-    for child in dir.iterdir():
-        if child.name == MADE_MARKER:
-            continue
-        if child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child)
-        else:
-            child.unlink()
+    made = _made_files(dir)
+    if made is None:
+        for child in dir.iterdir():
+            if child.name == MADE_MARKER:
+                continue
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+        return []
+    for path in made:
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+    for folder in sorted({p.parent for p in made}, key=lambda p: len(p.parts), reverse=True):
+        if folder != dir and folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir()):
+            folder.rmdir()
+    return sorted(p.name for p in dir.iterdir() if p.name != MADE_MARKER)
 
 
 def refuse_foreign_file(path: Path, what: str, is_ours: Callable[[bytes], bool]) -> None:
