@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import signal
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -474,6 +475,79 @@ def test_fetch_stops_a_trickling_hub_api_within_timeout(
     assert code == 1, flat
     assert time.monotonic() - t0 < 5
     assert "is not answering" in flat and "within 1 s" in flat and "--timeout" in flat
+
+
+def _trickling_config_hub_server(conn: socket.socket, method: str, path: str) -> None:
+    """Fakes a hub mirror whose API answers at once and whose config.json trickles (a byte every
+    0.2 s of 100,000: never silent for a read timeout, never whole)."""
+    sha = "a" * 40
+    if path.startswith("/api/"):
+        info: object = {"id": "o/m", "sha": sha, "siblings": [{"rfilename": "config.json"}]}
+        if "/tree/" in path:
+            info = [{"type": "file", "path": "config.json", "size": 100000, "oid": "b" * 40}]
+        _send(conn, "200 OK", json.dumps(info).encode())
+        return
+    head = f'HTTP/1.1 200 OK\r\nETag: "e"\r\nX-Repo-Commit: {sha}\r\nContent-Length: 100000\r\n'
+    conn.sendall((head + "Connection: close\r\n\r\n").encode())
+    if method == "HEAD":
+        return
+    for _ in range(300):
+        conn.sendall(b" ")
+        time.sleep(0.2)
+
+
+def test_fetch_stops_a_trickling_config_file_within_ten_timeouts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the hub's API answers had a deadline: a config.json a byte every 2 s ran for minutes."""
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+    if not hasattr(huggingface_hub, "set_client_factory"):
+        pytest.skip("huggingface_hub < 1.0: its client cannot be hooked")
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    with _fake(_trickling_config_hub_server) as url:
+        t0 = time.monotonic()
+        argv = ["fetch", "o/m", "--endpoint", url, "--timeout", "0.3", "--config-only"]
+        code, _out, err = run_cli([*argv, "--local-dir", str(tmp_path / "m")], capsys)
+    flat = " ".join(err.split())
+    assert code == 1 and time.monotonic() - t0 < 8, flat
+    assert "is not answering" in flat and "config.json within 3 s" in flat
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_fetch_stops_at_once_on_ctrl_c_while_a_file_downloads(tmp_path: Path, sig: signal.Signals) -> None:
+    """huggingface_hub's download pool waits for its workers before Ctrl-C gets out: fetch had gone on
+    for a minute (its retries) after the signal, and would download every file queued."""
+    import os
+    import subprocess
+    import sys
+
+    from repo_paths import ROOT
+
+    pytest.importorskip("huggingface_hub")
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT / "src"),
+        "HF_HOME": str(tmp_path / "hf"),
+        "HF_HUB_DISABLE_XET": "1",
+    }
+    with _fake(_trickling_config_hub_server) as url:
+        argv = [sys.executable, "-m", "llmdeck", "fetch", "o/m", "--endpoint", url, "--timeout", "60"]
+        proc = subprocess.Popen(
+            [*argv, "--config-only", "--local-dir", str(tmp_path / "m")],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(6)  # python, huggingface_hub, the API answer: the file is trickling by now
+        proc.send_signal(sig)
+        t0 = time.monotonic()
+        try:
+            _, err = proc.communicate(timeout=20)
+        finally:
+            proc.kill()
+    assert proc.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143}[sig], err
+    assert time.monotonic() - t0 < 5 and "Traceback" not in err
 
 
 # ---- one URL parser -----------------------------------------------------------------------------

@@ -32,7 +32,7 @@ def fetch(
     ),
     timeout: float = request_timeout(
         30.0,
-        " the hub's API about the repo (not for the files)",
+        " the hub's API about the repo (with --config-only, each file gets 10 times it; weights none)",
         ": a silent or trickling endpoint is reported as not answering after it",
     ),
     keep_page_cache: bool = typer.Option(

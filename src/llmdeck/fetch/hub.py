@@ -276,7 +276,7 @@ def _download(
     endpoint: str,
     api_limit: float,
 ) -> None:
-    from llmdeck.fetch.hubcap import capped_hub_client
+    from llmdeck.fetch.hubcap import CONFIG_FILE_TIMES, capped_hub_client
 
     config_only = patterns == list(CONFIG_ONLY_PATTERNS)
     try:
@@ -291,8 +291,9 @@ def _download(
     except BodyTooLarge as exc:
         raise DownloadError(exc.message, hint=_ENDPOINT_HINT + MIRROR_HINT) from exc
     except NotAnswering as exc:
+        limit = api_limit * (CONFIG_FILE_TIMES if "/resolve/" in str(exc) else 1)
         raise DownloadError(
-            f"{endpoint} is not answering: no complete reply to {exc} within {api_limit:g} s.",
+            f"{endpoint} is not answering: no complete reply to {exc} within {limit:g} s.",
             hint="Check the network and the endpoint, or raise --timeout if it is just slow. " + MIRROR_HINT,
         ) from exc
     except LlmdeckError:

@@ -1,7 +1,9 @@
 """Caps on what huggingface_hub reads while `llmdeck fetch` downloads: an endpoint that answers the
 hub's API (a repo's file list) or, with ``--config-only``, a config or tokenizer file with an endless
 body is stopped with a :class:`llmdeck.util.http.BodyTooLarge` (exit 1), where huggingface_hub would
-read it into memory or onto the disk without end. Weights are never capped.
+read it into memory or onto the disk without end; an API answer must be whole within ``--timeout``, a
+config file within 10x that (a trickle of a byte a second ends). Weights are never capped. Ctrl-C or
+SIGTERM stop every download worker at its next request or chunk (``Cancelled``).
 
 It hooks the responses of huggingface_hub's shared HTTP client (``set_client_factory``, hub >= 1.0);
 with an older hub (requests) nothing is hooked and only the first question (``check_answers``) is
@@ -10,15 +12,23 @@ capped."""
 from __future__ import annotations
 
 import contextlib
+import signal
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
+from llmdeck.errors import InternalError
 from llmdeck.util.http import capped_chunks
 
 HUB_JSON_CAP = 16 << 20  # the hub's answer about a repo (a file list): a few KB, a few MB for huge repos
 CONFIG_FILE_CAP = 256 << 20  # config.json, tokenizer.json (tens of MB at most), a safetensors index
 HUB_WHAT = "a Hugging Face hub or mirror"
+CONFIG_FILE_TIMES = 10  # a config or tokenizer file must be whole within 10x --timeout (a trickle ends)
+
+
+class Cancelled(InternalError):
+    """Ctrl-C or SIGTERM during a download: every worker's next request or chunk stops here."""
 
 
 def cap_for(path: str, *, config_only: bool) -> int | None:
@@ -30,16 +40,30 @@ def cap_for(path: str, *, config_only: bool) -> int | None:
     return None
 
 
-def _capped_stream(stream: Any, url: str, cap: int, until: float | None) -> Any:
+def _stop_if(cancel: threading.Event) -> None:
+    if cancel.is_set():
+        raise Cancelled("the download was interrupted")
+
+
+def _capped_stream(
+    stream: Any, url: str, cap: int | None, until: float | None, cancel: threading.Event
+) -> Any:
     """``stream`` (an httpx-style SyncByteStream) with its bytes counted: BodyTooLarge past ``cap``,
-    NotAnswering once ``until`` (monotonic) passes."""
+    NotAnswering once ``until`` (monotonic) passes, Cancelled at the next chunk once ``cancel`` is set."""
     base = next((c for c in type(stream).__mro__ if c.__name__ == "SyncByteStream"), None)
     if base is None:  # not the stream type we know: leave it alone
         return stream
 
     class Capped(base):  # type: ignore[misc, valid-type]
         def __iter__(self) -> Iterator[bytes]:
-            yield from capped_chunks(stream, url, cap=cap, until=until, what=HUB_WHAT)
+            if cap is None:
+                for chunk in stream:
+                    _stop_if(cancel)
+                    yield chunk
+            else:
+                for chunk in capped_chunks(stream, url, cap=cap, until=until, what=HUB_WHAT):
+                    _stop_if(cancel)
+                    yield chunk
 
         def close(self) -> None:
             stream.close()
@@ -47,17 +71,43 @@ def _capped_stream(stream: Any, url: str, cap: int, until: float | None) -> Any:
     return Capped()
 
 
-def _hook(config_only: bool, api_limit: float | None) -> Any:
+def _hook(config_only: bool, api_limit: float | None, cancel: threading.Event) -> Any:
     def on_response(response: Any) -> None:
+        _stop_if(cancel)
         path = str(response.request.url.path)
         cap = cap_for(path, config_only=config_only)
-        if cap is not None:
-            until = None
-            if api_limit is not None and path.startswith("/api/"):  # a trickling answer: not answering
-                until = time.monotonic() + api_limit
-            response.stream = _capped_stream(response.stream, str(response.request.url), cap, until)
+        until = None
+        if cap is not None and api_limit is not None:  # a trickling answer: not answering
+            until = time.monotonic() + api_limit * (1 if path.startswith("/api/") else CONFIG_FILE_TIMES)
+        response.stream = _capped_stream(response.stream, str(response.request.url), cap, until, cancel)
 
     return on_response
+
+
+@contextlib.contextmanager
+def _cancel_on_signal(cancel: threading.Event) -> Iterator[None]:
+    """Ctrl-C / SIGTERM set ``cancel`` before they unwind the main thread: huggingface_hub's download
+    pool waits for its workers (every file queued, not only those in flight) before the interrupt
+    gets out, so the workers must stop themselves (their next request or chunk raises Cancelled)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def handler(signum: int, frame: Any) -> None:
+        cancel.set()
+        before = previous[signal.Signals(signum)]
+        if callable(before):
+            before(signum, frame)
+        raise KeyboardInterrupt
+
+    for sig in previous:
+        signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, before in previous.items():
+            signal.signal(sig, before)
 
 
 @contextlib.contextmanager
@@ -71,17 +121,21 @@ def capped_hub_client(hub: Any, *, config_only: bool, api_limit: float | None = 
         yield
         return
 
+    cancel = threading.Event()
+
     def factory() -> Any:
         client = default()
         hooks = dict(client.event_hooks)
         client.event_hooks = {
             **hooks,
-            "response": [*hooks.get("response", []), _hook(config_only, api_limit)],
+            "request": [*hooks.get("request", []), lambda _request: _stop_if(cancel)],
+            "response": [*hooks.get("response", []), _hook(config_only, api_limit, cancel)],
         }
         return client
 
     setter(factory)
     try:
-        yield
+        with _cancel_on_signal(cancel):
+            yield
     finally:
         setter(default)
