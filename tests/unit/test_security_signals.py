@@ -131,3 +131,32 @@ def test_logs_follow_of_a_stale_record_ends(tmp_path: Path, unrelated_sleep: sub
     assert proc.returncode == 0, proc.stderr
     assert "last line" in proc.stdout
     assert unrelated_sleep.poll() is None
+
+
+def test_ctrl_c_in_a_finalizer_prints_no_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    """Seen once in five Ctrl-Cs of a bench: asyncio's SIGINT handler landed in a weakref callback and
+    Python printed "Exception ignored in ... Traceback ... KeyboardInterrupt" beside "Interrupted"."""
+    import gc
+    import sys
+
+    from llmdeck.cli.app import _quiet_interrupts
+
+    seen: list[object] = []
+
+    class Interrupted:
+        def __del__(self) -> None:
+            raise KeyboardInterrupt
+
+    class Broken:
+        def __del__(self) -> None:
+            raise ValueError("a real bug in a finalizer")
+
+    hook = sys.unraisablehook
+    sys.unraisablehook = _quiet_interrupts(seen.append)
+    try:
+        Interrupted()
+        Broken()
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert [type(u.exc_value).__name__ for u in seen] == ["ValueError"]  # type: ignore[attr-defined]

@@ -189,11 +189,27 @@ def main(argv: list[str] | None = None) -> None:
 
     _SIGNALLED.clear()
     previous = _install_sigterm()
+    hook = sys.unraisablehook
+    sys.unraisablehook = _quiet_interrupts(hook)
     try:
         _main(argv)
     finally:
+        sys.unraisablehook = hook
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _quiet_interrupts(hook: Any) -> Any:
+    """Ctrl-C landing in a finalizer (asyncio's loop closing, a weakref callback) is printed by Python
+    as "Exception ignored in ... Traceback ... KeyboardInterrupt" beside llmdeck's own "Interrupted":
+    that one is dropped (unless LLMDECK_DEBUG=1); every other unraisable error is reported as ever."""
+
+    def quiet(unraisable: Any) -> None:
+        if issubclass(unraisable.exc_type, KeyboardInterrupt) and not _debug():
+            return
+        hook(unraisable)
+
+    return quiet
 
 
 def _main(argv: list[str] | None) -> None:
