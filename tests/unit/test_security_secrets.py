@@ -175,6 +175,27 @@ def test_connect_json_holds_no_secret(
         assert "<redacted>" in out
 
 
+@pytest.mark.parametrize("key", ["null", "0", "vllm"])
+def test_connect_json_with_a_short_key_is_json_and_hides_the_key_only(key: str) -> None:
+    """The key had been replaced in the JSON text: `null` or `0` then failed to parse (an internal error
+    after the config was written) and `vllm` turned the provider and model names into <redacted>."""
+    from llmdeck.cli.connect import _hide_key
+
+    data = {
+        "provider": {"vllm": {"options": {"apiKey": key, "headers": {"Authorization": f"Bearer {key}"}}}},
+        "model": "vllm/tiny",
+        "env": f"OPENAI_API_KEY={key}",
+        "argv": ["cline", "auth", "--apikey", key],
+        "count": 0,
+        "none": None,
+    }
+    shown = _hide_key(data, key)
+    options = shown["provider"]["vllm"]["options"]
+    assert options == {"apiKey": "<redacted>", "headers": {"Authorization": "Bearer <redacted>"}}
+    assert shown["model"] == "vllm/tiny" and shown["env"] == "OPENAI_API_KEY=<redacted>"
+    assert shown["argv"][-1] == "<redacted>" and shown["count"] == 0 and shown["none"] is None
+
+
 def test_docker_run_line_holds_no_secret(tmp_path: Path) -> None:
     from llmdeck.engines.docker import DockerCLI, docker_run_argv
 
