@@ -231,6 +231,39 @@ def test_logs_follow_redacts_a_secret_split_across_reads(
     assert "tail \\x1b]0;t\\x07" in out and "\x1b" not in out
 
 
+def test_logs_follow_waits_for_a_log_moved_away_and_reads_a_rotated_one_from_its_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`logs -f` had been an internal error (FileNotFoundError) when the log was missing or moved while
+    followed; a log rotated under it (smaller than what was read) is read from its start."""
+    import llmdeck.cli.server as server_cli
+    import llmdeck.runtime.launcher as launcher
+
+    log = tmp_path / "f.log"
+    steps: list[Any] = []
+    sleeps: list[float] = []
+
+    def fake_sleep(s: float) -> None:
+        if len(sleeps) < len(steps):
+            steps[len(sleeps)]()
+        sleeps.append(s)
+
+    monkeypatch.setattr(server_cli, "time", SimpleNamespace(sleep=fake_sleep))
+    monkeypatch.setattr(launcher, "is_alive", lambda record: len(sleeps) <= len(steps))
+    steps[:] = [lambda: log.write_text("new log line\n"), lambda: None]
+    server_cli._follow(log, object())  # missing at the start: it waits, then reads it whole
+    log.write_text("a long first line of the first log\n")
+    sleeps.clear()
+    steps[:] = [
+        lambda: log.rename(tmp_path / "f.log.1"),  # moved away: nothing to read for a while
+        lambda: None,
+        lambda: log.write_text("new log line\n"),  # made again, shorter: read from its start
+        lambda: None,
+    ]
+    server_cli._follow(log, object())
+    assert capsys.readouterr().out.count("new log line") == 2
+
+
 # --- 3. secrets ---------------------------------------------------------------------------------------
 
 

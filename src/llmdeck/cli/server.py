@@ -250,18 +250,30 @@ def logs_cmd(
         _follow(log_path, record)
 
 
+def _log_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
 def _follow(log_path: Path, record: Any) -> None:
     """`logs -f`: print what the log gains, a whole line at a time (a secret or an escape sequence split
     across two reads is redacted / shown like any other), until the server exits or Ctrl-C."""
     from llmdeck.runtime.launcher import is_alive
 
-    offset = log_path.stat().st_size
+    offset = _log_size(log_path)
     pending = b""
     try:
         while True:
-            with open(log_path, "rb") as fh:
-                fh.seek(offset)
-                chunk = fh.read()
+            if _log_size(log_path) < offset:  # rotated (`up` keeps .1-.3) or truncated: the new one's start
+                offset = 0
+            try:
+                with open(log_path, "rb") as fh:
+                    fh.seek(offset)
+                    chunk = fh.read()
+            except FileNotFoundError:  # moved away, not made again yet: wait for it as `tail -F` does
+                chunk = b""
             if chunk:
                 offset += len(chunk)
                 whole, nl, pending = (pending + chunk).rpartition(b"\n")
