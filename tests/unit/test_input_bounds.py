@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -177,6 +178,30 @@ def test_spec_schema_version_must_be_an_integer(tmp_path: Path) -> None:
     f = tmp_path / "s.json"
     f.write_text(json.dumps({"schema_version": "1", "name": "x", "model": "m"}))
     with pytest.raises(ConfigError, match="must be an integer"):
+        read_spec_file(f)
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        # a misspelt field had been dropped: the server started without its --max-model-len
+        ({"vllm_arg": ["--max-model-len", "4096"]}, "field vllm_arg: not a key here (the keys here: "),
+        # these had died in Popen, an internal error after "starting"
+        ({"env": {"A=B": "x"}}, "field env: 'A=B' is not an environment variable name"),
+        ({"env": {"": "x"}}, "field env: '' is not an environment variable name"),
+        ({"env": {"A": "x\x00y"}}, "a value holds a NUL byte"),
+        ({"vllm_args": ["--x\x00"]}, "a value holds a NUL byte"),
+    ],
+)
+def test_a_spec_field_no_launch_can_take_is_named(
+    tmp_path: Path, extra: dict[str, object], words: str
+) -> None:
+    from llmdeck.engines.spec import read_spec_file
+    from llmdeck.errors import ConfigError
+
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps({"schema_version": 1, "name": "x", "model": "m", **extra}))
+    with pytest.raises(ConfigError, match=re.escape(words)):
         read_spec_file(f)
 
 

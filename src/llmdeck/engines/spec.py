@@ -6,10 +6,11 @@ engine modules turn it into an argv. Versioned: ``schema_version`` changes on br
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from llmdeck.errors import UsageError
 from llmdeck.formats.launch_spec import EngineKind as EngineKind  # the engines a spec may name
@@ -21,6 +22,8 @@ LAUNCH_SPEC_SCHEMA_VERSION = 1
 
 class LaunchSpec(BaseModel):
     """One server to start: which engine, which model, which flags."""
+
+    model_config = ConfigDict(extra="forbid")  # a misspelt field (vllm_arg) is named, not dropped
 
     schema_version: int = LAUNCH_SPEC_SCHEMA_VERSION
     name: str = Field("default", description="Server name, unique on this machine.")
@@ -47,6 +50,24 @@ class LaunchSpec(BaseModel):
         if not value.strip():
             raise ValueError("it is empty; give a local model folder or a Hugging Face repo id")
         return value
+
+    @field_validator("env")
+    @classmethod
+    def _env_ok(cls, env: dict[str, str]) -> dict[str, str]:
+        for name in env:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                raise ValueError(f"{name!r} is not an environment variable name (letters, digits and _)")
+        return env
+
+    @model_validator(mode="after")
+    def _no_nul(self) -> LaunchSpec:
+        """A NUL byte cannot be in a process's arguments or environment (it had died in Popen)."""
+        texts = [self.model, self.python, self.image, self.hf_cache, *self.vllm_args, *self.env.values()]
+        if any(t and "\x00" in t for t in texts):
+            raise ValueError(
+                "a value holds a NUL byte (\\x00), which no command line or environment can carry"
+            )
+        return self
 
     @field_validator("compile_cache")
     @classmethod

@@ -53,11 +53,12 @@ def read_launch_spec(path: Path, model: type[M], version: int) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "top level"
-        why = str(err["msg"]).removeprefix("Value error, ")
+        from llmdeck.formats.validation import explain
+
+        (loc, why), *_ = explain(exc, model, 1)  # a misspelt field: the fields there are named
+        where = f"field {'.'.join(map(str, loc))}: " if loc else ""
         raise ConfigError(
-            f"Launch spec {path} is not valid: field {where}: {why}.",
+            f"Launch spec {path} is not valid: {where}{why}.",
             hint="Regenerate it with `llmdeck plan MODEL --spec-out FILE`.",
         ) from exc
 
