@@ -206,6 +206,49 @@ def test_continue_yaml_merge_round_trips(tmp_path: Path) -> None:
     assert len(list(tmp_path.glob("config.yaml.bak-*"))) == 2
 
 
+def test_continue_keeps_the_users_comments_anchors_and_merge_keys(tmp_path: Path) -> None:
+    """PyYAML's load-and-dump had dropped every comment and expanded every anchor of config.yaml."""
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "# my continue config\n"
+        "name: mine  # inline\n"
+        "version: 1.0.0\n"
+        "schema: v1\n"
+        "defaults: &d\n"
+        "  provider: openai\n"
+        "models:\n"
+        "  - <<: *d\n"
+        "    name: gpt  # the cloud one\n"
+        "    model: gpt-4o\n"
+    )
+    connect_client("continue", info(), file=path)
+    text = path.read_text()
+    assert "# my continue config" in text and "# inline" in text and "# the cloud one" in text
+    assert "&d" in text and "<<: *d" in text
+    doc = yaml.safe_load(text)
+    assert [m["name"] for m in doc["models"]] == ["gpt", "tiny-qwen3 (vllm)"]
+    assert doc["models"][0]["provider"] == "openai"
+
+
+@pytest.mark.parametrize("models", ["notalist", "{a: 1}"])
+def test_continue_models_that_are_no_list_are_refused_not_split(tmp_path: Path, models: str) -> None:
+    """`models: notalist` had become a list of its characters (`- n`, `- o`, ...) plus the model."""
+    path = tmp_path / "config.yaml"
+    text = f"name: mine\nmodels: {models}\n"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match="not a list of models") as exc:
+        connect_client("continue", info(), file=path)
+    assert exc.value.exit_code == 2 and path.read_text() == text
+
+
+def test_aider_keeps_the_users_comments(tmp_path: Path) -> None:
+    path = tmp_path / ".aider.conf.yml"
+    path.write_text("# aider conf\nauto-commits: false  # keep\n")
+    connect_client("aider", info(), file=path)
+    text = path.read_text()
+    assert "# aider conf" in text and "auto-commits: false  # keep" in text and "openai-api-base" in text
+
+
 def test_continue_new_file_has_required_top_level_keys(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "config.yaml"
     connect_client("continue", info(tool_calls=False), file=path)

@@ -14,8 +14,8 @@ from llmdeck.cli.validate import api_key_option
 CONNECT_HELP = """Write (or print) CLIENT's configuration for a running server.
 
 Reads the served model name, base URL, context length, tool and thinking behaviour from the live \
-server, then merges the client's block into its config file, keeping every other key and backing \
-the old file up first (FILE.bak-<timestamp>).
+server, then merges the client's block into its config file, keeping every other key (and, in YAML \
+and TOML files, your comments) and backing the old file up first (FILE.bak-<timestamp>).
 
 Your own inputs are checked first (the client, the flags, the file to merge into: a folder, a \
 read-only or malformed file is exit 2), then the server.

@@ -51,13 +51,12 @@ def agent_merged(
         merged = agents.merge_qwen(read_json(path), block, info.model)
         return block, agents.render_json(merged), []
     if client == "aider":
-        import yaml
+        from llmdeck.connect.yamlfile import merged_yaml
 
         meta_path = agents.aider_metadata_path(path.expanduser().absolute())
         block = agents.aider_conf(info, meta_path)
-        conf = {**read_yaml(path), **block}
         meta = deep_merge(read_json(meta_path), agents.aider_metadata(info))
-        text = str(yaml.safe_dump(conf, sort_keys=False, allow_unicode=True))
+        text = merged_yaml(path, lambda conf: conf.update(block))  # the user's comments kept
         return block, text, [(meta_path, agents.render_json(meta))]
     existing = read_json(path)
     return block, agents.render_json(deep_merge(existing, block)), []

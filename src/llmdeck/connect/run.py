@@ -241,16 +241,10 @@ def _merged_text(
         return agent_merged(client, path, block, info)
     merged: Any
     if client == "continue":
-        existing = read_yaml(path)
-        merged = dict(existing) if existing else {"name": "llmdeck", "version": "0.0.1", "schema": "v1"}
-        entry = block["models"][0]
-        models = [
-            m
-            for m in (merged.get("models") or [])
-            if not (isinstance(m, dict) and m.get("name") == entry["name"])
-        ]
-        merged["models"] = [*models, entry]
-        text = render_text(client, merged)
+        from llmdeck.connect.yamlfile import continue_update, merged_yaml
+
+        empty = {"name": "llmdeck", "version": "0.0.1", "schema": "v1"}
+        text = merged_yaml(path, continue_update(block["models"][0], path), empty)
     elif client == "openai":
         merged = block
         text = "\n".join(merge_env(read_env(path), block)) + "\n"
