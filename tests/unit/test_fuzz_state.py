@@ -69,6 +69,23 @@ def test_an_unreadable_record_is_named_in_words_not_python_types(
         assert python_name not in err
 
 
+@pytest.mark.timeout(60)
+def test_a_record_copied_under_another_name_is_not_that_servers_record(
+    fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`alias.json` holding `name: demo` had been listed as a second demo, and `down alias` had stopped
+    demo's server while removing only the copy."""
+    path = _record(Path(fuzz_env["tmp"]) / "state")
+    copy = path.with_name("alias.json")
+    copy.write_text(path.read_text())
+    code, out, err, _ = run_main(["status", "--json"], capsys)
+    assert code == 0 and [s["name"] for s in json.loads(out)] == ["demo"], out
+    assert "it is the record of server 'demo', not 'alias': a copy?" in " ".join(err.split())
+    code, _out, err, elapsed = run_main(["down", "alias"], capsys)
+    assert_clean_failure(code, err, elapsed, want=2, needles=(str(copy), "a copy?"), seconds=15)
+    assert path.exists() and copy.exists()
+
+
 @pytest.mark.timeout(10)
 def test_a_pipe_where_the_secrets_live_is_not_waited_on(tmp_path: Path) -> None:
     """restart read the secrets with a plain open: a FIFO there hung it before it stopped anything."""

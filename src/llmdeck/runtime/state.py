@@ -83,7 +83,19 @@ def _read_record(path: Path) -> ServerRecord:
     """One record file (never waits on a pipe put there); ValidationError / ValueError / OSError."""
     from llmdeck.util.localfile import read_regular_text
 
-    return ServerRecord.model_validate_json(read_regular_text(path, MAX_RECORD_BYTES))
+    record = ServerRecord.model_validate_json(read_regular_text(path, MAX_RECORD_BYTES))
+    if record.name != path.stem:  # a copy under another name had been listed twice, and `down COPY`
+        # stopped the other's server while removing only the copy
+        raise _Misnamed(f"it is the record of server {record.name!r}, not {path.stem!r}: a copy?")
+    return record
+
+
+class _Misnamed(ValueError):
+    """A record file whose server name is not its file's (``alias.json`` holding ``name: f1``)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.strerror = why
 
 
 def _why(exc: Exception) -> str:
