@@ -257,6 +257,25 @@ def test_continue_new_file_has_required_top_level_keys(tmp_path: Path) -> None:
     assert "capabilities" not in doc["models"][0]
 
 
+def test_a_json_config_with_a_key_given_twice_is_refused_not_merged(tmp_path: Path) -> None:
+    """JSON readers keep the last of two equal keys: the merge had dropped the first without a word."""
+    path = tmp_path / "opencode.json"
+    text = '{"provider": {"a": {"x": 1}}, "provider": {"b": {}}}'
+    path.write_text(text)
+    with pytest.raises(ConfigError, match="the key 'provider' is given twice in one object") as exc:
+        connect_client("opencode", info(), file=path)
+    assert exc.value.exit_code == 2 and path.read_text() == text
+
+
+def test_a_crlf_dotenv_keeps_its_line_endings(tmp_path: Path) -> None:
+    env = tmp_path / ".env"
+    env.write_bytes(b"# mine\r\nFOO=bar\r\n")
+    connect_client("openai", info(), file=env)
+    raw = env.read_bytes()
+    assert raw.startswith(b"# mine\r\nFOO=bar\r\n") and b"OPENAI_BASE_URL=" in raw
+    assert raw.count(b"\n") == raw.count(b"\r\n")
+
+
 def test_openai_env_print_and_dotenv_merge(tmp_path: Path) -> None:
     printed = connect_client("openai", info(api_key="k1"))
     assert printed.action == "printed" and printed.path is None

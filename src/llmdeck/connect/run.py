@@ -36,7 +36,7 @@ from llmdeck.connect.configs import (
 from llmdeck.connect.write import (
     deep_merge,
     env_line,
-    merge_env,
+    merged_env_text,
     read_env,
     read_json,
     read_yaml,
@@ -247,7 +247,7 @@ def _merged_text(
         text = merged_yaml(path, continue_update(block["models"][0], path), empty)
     elif client == "openai":
         merged = block
-        text = "\n".join(merge_env(read_env(path), block)) + "\n"
+        text = merged_env_text(path, block)
     else:
         existing = read_json(path)
         if client == "opencode":

@@ -62,6 +62,24 @@ def read_text_file(path: Path) -> str | None:
         ) from exc
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """One object's keys, each once: a key given twice is refused (JSON readers keep the last silently,
+    so the merge would have dropped the first without a word)."""
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise ValueError(f"the key {key!r} is given twice in one object; keep one")
+        data[key] = value
+    return data
+
+
+def _parse_json(text: str) -> Any:
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except RecursionError:
+        return json_loads(text)  # raises the bounded reader's "nested too deep" (a ValueError)
+
+
 def read_json(path: Path) -> dict[str, Any]:
     text = read_text_file(path)
     if text is None:
@@ -69,7 +87,7 @@ def read_json(path: Path) -> dict[str, Any]:
     if not text.strip():
         return {}
     try:
-        data = json_loads(text)
+        data = _parse_json(text)
     except ValueError as exc:
         where = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, json.JSONDecodeError) else str(exc)
         raise ConfigError(
@@ -110,6 +128,14 @@ def read_yaml(path: Path) -> dict[str, Any]:
 def read_env(path: Path) -> list[str]:
     text = read_text_file(path)
     return text.splitlines() if text is not None else []
+
+
+def merged_env_text(path: Path, values: dict[str, str]) -> str:
+    """The .env file at ``path`` with ``values`` merged in (:func:`merge_env`), in its own line endings
+    (a CRLF file had come back LF)."""
+    text = read_text_file(path) or ""
+    eol = "\r\n" if "\r\n" in text else "\n"
+    return eol.join(merge_env(text.splitlines(), values)) + eol
 
 
 def env_line(key: str, value: str, *, export: bool = False) -> str:
