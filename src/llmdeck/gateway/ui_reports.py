@@ -33,8 +33,8 @@ def scan_reports(root: Path) -> list[ReportLink]:
     found: list[tuple[float, int, Path]] = []
     for pattern in ("*.html", "*/*.html", "*/*/*.html"):
         for path in root.glob(pattern):
-            if path.is_symlink() or not path.is_file():
-                continue
+            if path.is_symlink() or not path.is_file() or not _utf8(path.name):
+                continue  # a name that is no UTF-8 cannot be a link (it had hidden every report)
             st = path.stat()
             found.append((st.st_mtime, st.st_size, path.relative_to(root)))
     found.sort(reverse=True)
@@ -48,6 +48,14 @@ def scan_reports(root: Path) -> list[ReportLink]:
         )
         for mtime, size, rel in found[:MAX_REPORTS]
     ]
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:  # bytes the file system holds that are no UTF-8 (surrogate escapes)
+        return False
+    return True
 
 
 def report_path(root: Path, rel: str) -> Path | None:

@@ -148,7 +148,12 @@ def host_pool(
 ) -> MemoryPool:
     segments = _model_segments(models, "unified")
     segments += [Segment(kind="server", name=s.name, bytes=s.bytes) for s in servers if s.bytes > 0]
-    segments += [Segment(kind="ollama", name=f"ollama:{n}", bytes=size - vram) for n, size, vram in ollama]
+    # Ollama's host share: what it holds beyond the GPU (size_vram > size has been seen, ollama#17251)
+    segments += [
+        Segment(kind="ollama", name=f"ollama:{n}", bytes=size - vram)
+        for n, size, vram in ollama
+        if size > vram
+    ]
     segments = [s for s in segments if s.bytes > 0]
     used = max(0, mem.total - mem.free - mem.page_cache)
     known = sum(s.bytes for s in segments)

@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, ValidationError, field_serializer
 
 from llmdeck.engines.process import ProcessIdentity
 from llmdeck.engines.spec import LaunchSpec
-from llmdeck.errors import NotRunningError
+from llmdeck.errors import InternalError, NotRunningError
 from llmdeck.util.atomic import atomic_write_json
 from llmdeck.util.jsonsafe import loads as _json_loads
 from llmdeck.util.localfile import ensure_dir
@@ -90,8 +90,9 @@ def _read_record(path: Path) -> ServerRecord:
     return record
 
 
-class _Misnamed(ValueError):
-    """A record file whose server name is not its file's (``alias.json`` holding ``name: f1``)."""
+class _Misnamed(InternalError, ValueError):
+    """A record file whose server name is not its file's (``alias.json`` holding ``name: f1``); a
+    ValueError like the other unreadable records, read as such by every caller."""
 
     def __init__(self, why: str) -> None:
         super().__init__(why)
