@@ -385,3 +385,28 @@ def test_a_keys_file_that_is_not_one_says_why(tmp_path: Path, content: bytes, wh
     path.chmod(0o600)
     with pytest.raises(ConfigError, match="is not a llmdeck keys file: " + why):
         KeyStore(path).load()
+
+
+def test_gateway_down_stops_the_models_its_shutdown_did_not_get_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed after its 10 s grace while a model took longer to stop (each gets 20 s), the gateway had
+    left that engine running, recorded; `gateway down` now gives it 40 s, then stops what it recorded."""
+    from llmdeck.gateway import lifecycle, service
+
+    settings = Settings(state_dir=tmp_path / "state")
+    record = service.GatewayRecord(
+        pid=None,
+        host="127.0.0.1",
+        port=4000,
+        config=tmp_path / "g.yaml",
+        log_path=tmp_path / "g.log",
+        managed=["a", "b"],
+    )
+    service.record_path(settings).parent.mkdir(parents=True)
+    service.record_path(settings).write_text(record.model_dump_json())
+    stopped: list[str] = []
+    monkeypatch.setattr(lifecycle, "stop", lambda name, _settings: stopped.append(name) or "stopped")
+    assert service.stop(settings) == "gone" and stopped == ["a", "b"]
+    assert service.STOP_GRACE_S > 20 + 15  # the models stop in parallel (20 s each), then memory settles (15)
+    assert not service.record_path(settings).exists()

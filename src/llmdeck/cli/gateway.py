@@ -81,7 +81,8 @@ def _up(config: Path, host: str, port: int, attach: bool, insecure: bool, settin
 
         run(config, host, port, insecure=insecure)
         return None
-    return start_background(config, host, port, settings, insecure=insecure)
+    managed = [b.managed.name for r in loaded.routes for b in r.backends if b.managed is not None]
+    return start_background(config, host, port, settings, insecure=insecure, managed=managed)
 
 
 def _print_status(data: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,9 @@ class GatewayRecord(BaseModel):
     argv: list[str] = Field(default_factory=list)
     process: ProcessIdentity | None = Field(None, description="What identifies the process (start time).")
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    managed: list[str] = Field(
+        default_factory=list, description="The servers it starts on demand: `gateway down` stops any left."
+    )
 
     @property
     def base_url(self) -> str:
@@ -105,17 +109,22 @@ def load_record(settings: Any) -> GatewayRecord | None:
         ) from exc
 
 
-def start_background(config: Path, host: str, port: int, settings: Any, *, insecure: bool) -> GatewayRecord:
+def start_background(
+    config: Path, host: str, port: int, settings: Any, *, insecure: bool, managed: Sequence[str] = ()
+) -> GatewayRecord:
     """Spawn ``python -m llmdeck.gateway.serve`` detached, its output in the log; wait until /health.
-    One `gateway up` at a time: a second waits for the first, then finds it recorded."""
+    One `gateway up` at a time: a second waits for the first, then finds it recorded. ``managed``: the
+    servers its config starts on demand (recorded, for `gateway down`)."""
     validate_port(port)
     from llmdeck.util.filelock import exclusive
 
     with exclusive(record_path(settings).with_suffix(".lock"), timeout_s=60.0, what="`llmdeck gateway up`"):
-        return _start_locked(config, host, port, settings, insecure=insecure)
+        return _start_locked(config, host, port, settings, insecure=insecure, managed=list(managed))
 
 
-def _start_locked(config: Path, host: str, port: int, settings: Any, *, insecure: bool) -> GatewayRecord:
+def _start_locked(
+    config: Path, host: str, port: int, settings: Any, *, insecure: bool, managed: list[str]
+) -> GatewayRecord:
     old = load_record(settings)
     if old is not None and _ours(old):
         raise AlreadyExistsError(
@@ -156,6 +165,7 @@ def _start_locked(config: Path, host: str, port: int, settings: Any, *, insecure
         insecure=insecure,
         argv=argv,
         process=identify(proc.pid),
+        managed=managed,
     )
     atomic_write_json(record_path(settings), record)
     _wait_healthy(record, proc, timeout_s=30.0)
@@ -197,13 +207,20 @@ def stop(settings: Any) -> str:
     record = load_record(settings)
     if record is None:
         raise NotRunningError("No gateway is known to llmdeck.", hint="Start one with `llmdeck gateway up`.")
-    outcome = (
-        stop_process_group(record.pid, grace_s=10, identity=record.process, argv=record.argv)
+    outcome = (  # time for its own shutdown: each model it runs gets 20 s to stop before a SIGKILL
+        stop_process_group(record.pid, grace_s=STOP_GRACE_S, identity=record.process, argv=record.argv)
         if record.pid
         else "gone"
     )
+    from llmdeck.gateway.lifecycle import stop as stop_server
+
+    for name in record.managed:  # a model its shutdown did not get to (the gateway was killed): stopped
+        stop_server(name, settings)  # here, as any llmdeck server, its pid checked first; none: "gone"
     record_path(settings).unlink(missing_ok=True)
     return outcome
+
+
+STOP_GRACE_S = 40.0
 
 
 STATUS_TIMEOUT_S = 3.0
