@@ -90,6 +90,11 @@ class FakeLifecycle:
 def _manager(tmp_path: Path, backends: dict[str, str], budget: str = "{memory_gib: 5}") -> ModelManager:
     """Routes named like their specs; every spec is the CPU engine (planned 3.2 GiB: no weights on disk).
     Minimum residency is off unless a backend sets it (its own tests below)."""
+    loaded, settings = _loaded(tmp_path, backends, budget)
+    return ModelManager(loaded, settings)
+
+
+def _loaded(tmp_path: Path, backends: dict[str, str], budget: str) -> tuple[Any, Settings]:
     lines = ["routes:"]
     for i, (name, extra) in enumerate(backends.items()):
         extra = extra if "min_resident_s" in extra else f"{extra}, min_resident_s: 0"
@@ -99,7 +104,7 @@ def _manager(tmp_path: Path, backends: dict[str, str], budget: str = "{memory_gi
     lines.append(f"budget: {budget}")
     settings = Settings(state_dir=tmp_path / "st")
     loaded = parse_config("\n".join(lines) + "\n", source=tmp_path / "gw.yaml", settings=settings)
-    return ModelManager(loaded, settings)
+    return loaded, settings
 
 
 def run(factory: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -142,6 +147,38 @@ def test_requests_during_a_start_share_it(tmp_path: Path, monkeypatch: pytest.Mo
 
     run(go)
     assert fake.calls == [("start", "a")]
+
+
+def test_a_client_that_hangs_up_while_its_model_starts_leaves_the_queue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Clients that timed out had kept their places (429 queue_full for the next real one) and were
+    sent to the model once it was ready; now they leave the queue, answered 499 in the log."""
+    from llmdeck.gateway.metrics import GatewayMetrics
+    from llmdeck.gateway.ondemand import acquire_route
+    from llmdeck.gateway.proxy import RequestCtx
+    from llmdeck.gateway.routing import Router
+
+    FakeLifecycle(monkeypatch, start_s=0.6)
+    loaded, settings = _loaded(tmp_path, {"a": ""}, "{memory_gib: 5, queue: {max_waiting: 2}}")
+    mgr, router = ModelManager(loaded, settings), Router(loaded)
+
+    async def go() -> None:
+        m = _model(mgr, "a")
+        hang_up = asyncio.Event()
+        ctxs = [RequestCtx(GatewayMetrics(), "POST", "/v1/chat/completions") for _ in range(2)]
+        waits = [
+            asyncio.create_task(acquire_route(mgr, router, router.routes["a"], ctx, gone=hang_up.wait))
+            for ctx in ctxs
+        ]
+        await asyncio.sleep(0.1)
+        assert m.waiting == 2
+        hang_up.set()
+        answers = await asyncio.gather(*waits)
+        assert [a.status_code for a in answers] == [499, 499] and m.waiting == 0  # type: ignore[union-attr]
+        assert await mgr.acquire(m) is None and m.inflight == 1  # the start went on; the next one is served
+
+    run(go)
 
 
 def test_one_start_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -32,7 +32,7 @@ from llmdeck.gateway.limits import RateLimiter
 from llmdeck.gateway.manager import ModelManager
 from llmdeck.gateway.metrics import GatewayMetrics
 from llmdeck.gateway.proxy import DROP_REQUEST, RequestCtx, Upstream, all_down, forward, openai_error
-from llmdeck.gateway.request_body import GONE, no_such_endpoint, parse_body, path_problem, read_body
+from llmdeck.gateway.request_body import GONE, hung_up, no_such_endpoint, parse_body, path_problem, read_body
 from llmdeck.gateway.routing import Router, RouteState
 from llmdeck.gateway.surfaces import ResponseIds, api_of, reshape_error, response_id_of, rewrite_for
 from llmdeck.gateway.ui_app import ui_routes
@@ -310,7 +310,7 @@ async def _send(
     if st.manager is not None:
         from llmdeck.gateway.ondemand import acquire_route
 
-        picked = await acquire_route(st.manager, st.router, route, ctx)
+        picked = await acquire_route(st.manager, st.router, route, ctx, gone=lambda: hung_up(request))
         if isinstance(picked, JSONResponse):
             return picked
         route = picked

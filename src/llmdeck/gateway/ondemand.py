@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
 from starlette.responses import JSONResponse
 
 from llmdeck.gateway.manager import ModelManager
 from llmdeck.gateway.model_state import ManagedModel
 from llmdeck.gateway.proxy import RequestCtx, openai_error
+from llmdeck.gateway.request_body import GONE
 from llmdeck.gateway.routing import Router, RouteState
 
 # the order a route's managed backends are tried in when none is running: a wake beats a start
@@ -24,14 +29,34 @@ def pick(models: list[ManagedModel]) -> ManagedModel:
 
 
 async def acquire_route(
-    manager: ModelManager, router: Router, route: RouteState, ctx: RequestCtx
+    manager: ModelManager,
+    router: Router,
+    route: RouteState,
+    ctx: RequestCtx,
+    gone: Callable[[], Awaitable[None]] | None = None,
 ) -> RouteState | JSONResponse:
-    """The route narrowed to the model that will serve this request, once it is ready; or the error."""
+    """The route narrowed to the model that will serve this request, once it is ready; or the error.
+
+    ``gone`` returns when the client hangs up: a client that leaves while its model starts leaves the
+    queue then (its place had been kept, filling ``max_waiting``, and the request sent once ready)."""
     models = route_models(manager, route)
     if not models:
         return route
     model = pick(models)
-    refusal = await manager.acquire(model)
+    waiting = asyncio.ensure_future(manager.acquire(model))
+    watch = asyncio.ensure_future(gone()) if gone is not None else None
+    try:
+        await asyncio.wait({waiting, *([watch] if watch else [])}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if watch is not None:
+            watch.cancel()
+    if not waiting.done():
+        waiting.cancel()  # its ticket goes back (ModelManager._wait_turn)
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiting
+        ctx.finish(GONE, "client_disconnected")
+        return openai_error(GONE, "The client hung up while its model was starting.", "invalid_request_error")
+    refusal = waiting.result()
     if refusal is not None:
         route.errors += 1
         manager.events.add("refused", model.name, refusal.message, refusal.code)

@@ -111,3 +111,9 @@ async def no_such_endpoint(request: Request, exc: Exception) -> Response:
     return reshape_error(
         openai_error(status, message, "invalid_request_error", code, **headers), api_of(path)
     )
+
+
+async def hung_up(request: Request) -> None:
+    """Return when the client hangs up (its body read, the next ASGI message is the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
