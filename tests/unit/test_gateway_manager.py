@@ -693,3 +693,34 @@ def test_min_resident_s_defaults_to_30_and_0_turns_it_off(tmp_path: Path) -> Non
     text = "routes:\n  - {model: c, backends: [{spec: c.json}]}\n"
     loaded = parse_config(text, source=tmp_path / "gw.yaml", settings=mgr.settings)
     assert loaded.routes[0].backends[0].managed.min_resident_s == 30.0
+
+
+def test_a_dashboard_start_waits_out_a_residency_and_its_failure_reaches_a_joining_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dashboard start (no request waiting) had been dropped as "nobody waits for it now" while another
+    model was resident; a request joining a dashboard start that failed had got a 503 "not ready within
+    30 s" instead of the start's diagnosis (the dashboard's task swallowed the failure)."""
+    from llmdeck.gateway.ui_actions import begin
+
+    fake = FakeLifecycle(monkeypatch)
+    fake.fail.add("broken")
+    monkeypatch.setattr(manager, "RESIDENT_POLL_S", 0.05)
+    mgr = _manager(tmp_path, {"a": ", min_resident_s: 0.4", "b": "", "broken": ""})
+
+    async def go() -> None:
+        a, b, broken = _model(mgr, "a"), _model(mgr, "b"), _model(mgr, "broken")
+        assert await mgr.acquire(a) is None
+        mgr.release(a)
+        begin(mgr, b, "start", set())
+        assert b.task is not None
+        await b.task  # held by a's residency, then started: a is evicted for it
+        assert b.state == "running" and a.state == "stopped" and not b.asked
+        begin(mgr, broken, "start", set())
+        refusal = await mgr.acquire(broken)
+        assert (
+            refusal is not None and refusal.code == "model_start_failed" and "no-such-flag" in refusal.message
+        )
+
+    run(go)
+    assert ("start", "b") in fake.calls

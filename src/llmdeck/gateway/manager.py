@@ -238,7 +238,7 @@ class ModelManager:
         logged = False
         while True:
             decision = await self._decide(model)
-            if isinstance(decision, Refusal) or decision.wait_s <= 0 or model.waiting == 0:
+            if isinstance(decision, Refusal) or decision.wait_s <= 0 or model.unwaited:
                 model.progress = None
                 if isinstance(decision, Decision) and decision.wait_s > 0:  # its requests gave up
                     text = f"Dropped the start of {model.name!r}: nobody waits for it now ({decision.reason})"

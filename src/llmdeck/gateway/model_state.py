@@ -41,6 +41,7 @@ class ManagedModel:
     last_wake: str | None = None
     sleep_freed: dict[int, int] = field(default_factory=dict)  # level -> bytes a sleep gave back (measured)
     task: asyncio.Task[None] | None = field(default=None, repr=False)
+    asked: bool = False  # a start or wake asked from the dashboard: it waits out residencies, as a request
 
     @property
     def name(self) -> str:
@@ -49,6 +50,11 @@ class ManagedModel:
     @property
     def waiting(self) -> int:
         return len(self.queue)
+
+    @property
+    def unwaited(self) -> bool:
+        """Nobody waits for it: no request queued, no start asked from the dashboard."""
+        return self.waiting == 0 and not self.asked
 
     def set_progress(self, text: str) -> None:
         self.progress = text

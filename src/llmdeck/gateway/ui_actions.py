@@ -10,14 +10,13 @@ state endpoint shows the progress and the manager's events say how it ended.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
 
 from llmdeck.errors import InternalError
 from llmdeck.gateway.manager import ModelManager
 from llmdeck.gateway.model_state import ManagedModel
-from llmdeck.gateway.refusals import StartFailed, retrieve
+from llmdeck.gateway.refusals import retrieve
 from llmdeck.gateway.ui_schema import Action
 from llmdeck.gateway.ui_state import actions_for
 
@@ -42,18 +41,15 @@ def begin(manager: ModelManager, model: ManagedModel, action: Action, tasks: set
     log.info("dashboard: %s %s", action, model.name)
     if action in {"start", "wake"}:
         task = model.task
-        if task is None or task.done():
-            task = model.task = asyncio.create_task(_bring_up(manager, model))
+        if task is None or task.done():  # the manager's own start: a request that joins it gets its
+            model.asked = True  # failure's words (the diagnosis), and a residency is waited out
+            task = model.task = asyncio.create_task(manager._bring_up(model))
             task.add_done_callback(retrieve)
+            task.add_done_callback(lambda _task: setattr(model, "asked", False))
         return
     job = asyncio.create_task(_stop(manager, model) if action == "stop" else _sleep(manager, model))
     tasks.add(job)
     job.add_done_callback(tasks.discard)
-
-
-async def _bring_up(manager: ModelManager, model: ManagedModel) -> None:
-    with contextlib.suppress(StartFailed):  # the manager logged it and recorded the event
-        await manager._bring_up(model)
 
 
 async def _stop(manager: ModelManager, model: ManagedModel) -> None:
