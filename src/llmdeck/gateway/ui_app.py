@@ -142,7 +142,10 @@ async def _static(request: Request) -> Response:
     if isinstance(caller, Response):
         return _logged(request, caller)
     if name not in STATIC:
-        return _logged(request, JSONResponse({"error": "not found"}, 404, headers=_headers()))
+        missing = {"message": f"The dashboard has no file {name[:100]!r}.", "type": "invalid_request_error"}
+        return _logged(
+            request, JSONResponse({"error": {**missing, "code": "not_found"}}, 404, headers=_headers())
+        )
     headers = _headers({"Cache-Control": "no-cache"})
     return _logged(request, Response(_asset(name), media_type=STATIC[name], headers=headers), caller.name)
 
