@@ -230,14 +230,28 @@ def test_continue_keeps_the_users_comments_anchors_and_merge_keys(tmp_path: Path
     assert doc["models"][0]["provider"] == "openai"
 
 
-@pytest.mark.parametrize("models", ["notalist", "{a: 1}"])
-def test_continue_models_that_are_no_list_are_refused_not_split(tmp_path: Path, models: str) -> None:
-    """`models: notalist` had become a list of its characters (`- n`, `- o`, ...) plus the model."""
-    path = tmp_path / "config.yaml"
-    text = f"name: mine\nmodels: {models}\n"
+@pytest.mark.parametrize(
+    ("client", "name", "text", "says"),
+    [
+        # `models: notalist` had become a list of its characters (`- n`, `- o`, ...) plus the model
+        ("continue", "config.yaml", "name: mine\nmodels: notalist\n", "not a list of models"),
+        ("continue", "config.yaml", "name: mine\nmodels: {a: 1}\n", "not a list of models"),
+        # JSON readers keep the last of two equal keys: the merge had dropped the first without a word
+        (
+            "opencode",
+            "opencode.json",
+            '{"provider": {"a": {"x": 1}}, "provider": {"b": {}}}',
+            "the key 'provider' is given twice in one object",
+        ),
+    ],
+)
+def test_a_config_llmdeck_cannot_merge_is_refused_and_left_as_it_was(
+    tmp_path: Path, client: str, name: str, text: str, says: str
+) -> None:
+    path = tmp_path / name
     path.write_text(text)
-    with pytest.raises(ConfigError, match="not a list of models") as exc:
-        connect_client("continue", info(), file=path)
+    with pytest.raises(ConfigError, match=says) as exc:
+        connect_client(client, info(), file=path)
     assert exc.value.exit_code == 2 and path.read_text() == text
 
 
@@ -255,16 +269,6 @@ def test_continue_new_file_has_required_top_level_keys(tmp_path: Path) -> None:
     doc = yaml.safe_load(path.read_text())
     assert {"name", "version", "schema"} <= set(doc) and doc["schema"] == "v1"
     assert "capabilities" not in doc["models"][0]
-
-
-def test_a_json_config_with_a_key_given_twice_is_refused_not_merged(tmp_path: Path) -> None:
-    """JSON readers keep the last of two equal keys: the merge had dropped the first without a word."""
-    path = tmp_path / "opencode.json"
-    text = '{"provider": {"a": {"x": 1}}, "provider": {"b": {}}}'
-    path.write_text(text)
-    with pytest.raises(ConfigError, match="the key 'provider' is given twice in one object") as exc:
-        connect_client("opencode", info(), file=path)
-    assert exc.value.exit_code == 2 and path.read_text() == text
 
 
 def test_a_crlf_dotenv_keeps_its_line_endings(tmp_path: Path) -> None:

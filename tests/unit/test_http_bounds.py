@@ -404,14 +404,32 @@ def test_fetch_stops_an_endless_hub_answer(tmp_path: Path, capsys: pytest.Captur
     assert "Hugging Face hub or mirror" in flat and "--endpoint" in flat
 
 
+def _answer_hub_api(conn: socket.socket, path: str, size: int) -> bool:
+    """A hub mirror's API answer about repo o/m holding one config.json of ``size``; False: no API path."""
+    if not path.startswith("/api/"):
+        return False
+    info: object = {"id": "o/m", "sha": "a" * 40, "siblings": [{"rfilename": "config.json"}]}
+    if "/tree/" in path:
+        info = [{"type": "file", "path": "config.json", "size": size, "oid": "b" * 40}]
+    _send(conn, "200 OK", json.dumps(info).encode())
+    return True
+
+
+def _fetch_config(
+    server: Handler, timeout: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, float]:
+    """`llmdeck fetch o/m --config-only` from the fake hub ``server``: exit code, stderr (one line), seconds."""
+    with _fake(server) as url:
+        t0 = time.monotonic()
+        argv = ["fetch", "o/m", "--endpoint", url, "--timeout", timeout, "--config-only"]
+        code, _out, err = run_cli([*argv, "--local-dir", str(tmp_path / "m")], capsys)
+    return code, " ".join(err.split()), time.monotonic() - t0
+
+
 def _endless_config_hub_server(conn: socket.socket, method: str, path: str) -> None:
     """Fakes a hub mirror whose API answers, but whose config.json never ends."""
     sha = "a" * 40
-    if path.startswith("/api/"):
-        info: object = {"id": "o/m", "sha": sha, "siblings": [{"rfilename": "config.json"}]}
-        if "/tree/" in path:
-            info = [{"type": "file", "path": "config.json", "size": 100, "oid": "b" * 40}]
-        _send(conn, "200 OK", json.dumps(info).encode())
+    if _answer_hub_api(conn, path, 100):
         return
     head = f'HTTP/1.1 200 OK\r\nETag: "e"\r\nX-Repo-Commit: {sha}\r\nContent-Type: text/plain\r\n'
     if method == "HEAD":
@@ -432,13 +450,9 @@ def test_fetch_config_only_caps_a_config_file(
         pytest.skip("huggingface_hub < 1.0: its client cannot be hooked")
     monkeypatch.setattr(hubcap, "CONFIG_FILE_CAP", 1 << 20)
     monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
-    with _fake(_endless_config_hub_server) as url:
-        t0 = time.monotonic()
-        argv = ["fetch", "o/m", "--endpoint", url, "--timeout", "10", "--config-only"]
-        code, _out, err = run_cli([*argv, "--local-dir", str(tmp_path / "m")], capsys)
-    flat = " ".join(err.split())
+    code, flat, seconds = _fetch_config(_endless_config_hub_server, "10", tmp_path, capsys)
     assert code == 1, flat
-    assert time.monotonic() - t0 < 5
+    assert seconds < 5
     assert "sent more than 1 MiB for /o/m/resolve/" in flat and "config.json" in flat
     assert hubcap.cap_for("/o/m/resolve/main/model.safetensors", config_only=False) is None
 
@@ -480,14 +494,9 @@ def test_fetch_stops_a_trickling_hub_api_within_timeout(
 def _trickling_config_hub_server(conn: socket.socket, method: str, path: str) -> None:
     """Fakes a hub mirror whose API answers at once and whose config.json trickles (a byte every
     0.2 s of 100,000: never silent for a read timeout, never whole)."""
-    sha = "a" * 40
-    if path.startswith("/api/"):
-        info: object = {"id": "o/m", "sha": sha, "siblings": [{"rfilename": "config.json"}]}
-        if "/tree/" in path:
-            info = [{"type": "file", "path": "config.json", "size": 100000, "oid": "b" * 40}]
-        _send(conn, "200 OK", json.dumps(info).encode())
+    if _answer_hub_api(conn, path, 100000):
         return
-    head = f'HTTP/1.1 200 OK\r\nETag: "e"\r\nX-Repo-Commit: {sha}\r\nContent-Length: 100000\r\n'
+    head = f'HTTP/1.1 200 OK\r\nETag: "e"\r\nX-Repo-Commit: {"a" * 40}\r\nContent-Length: 100000\r\n'
     conn.sendall((head + "Connection: close\r\n\r\n").encode())
     if method == "HEAD":
         return
@@ -504,12 +513,8 @@ def test_fetch_stops_a_trickling_config_file_within_ten_timeouts(
     if not hasattr(huggingface_hub, "set_client_factory"):
         pytest.skip("huggingface_hub < 1.0: its client cannot be hooked")
     monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
-    with _fake(_trickling_config_hub_server) as url:
-        t0 = time.monotonic()
-        argv = ["fetch", "o/m", "--endpoint", url, "--timeout", "0.3", "--config-only"]
-        code, _out, err = run_cli([*argv, "--local-dir", str(tmp_path / "m")], capsys)
-    flat = " ".join(err.split())
-    assert code == 1 and time.monotonic() - t0 < 8, flat
+    code, flat, seconds = _fetch_config(_trickling_config_hub_server, "0.3", tmp_path, capsys)
+    assert code == 1 and seconds < 8, flat
     assert "is not answering" in flat and "config.json within 3 s" in flat
 
 
