@@ -418,7 +418,7 @@ def _answer_hub_api(conn: socket.socket, path: str, size: int) -> bool:
 def _fetch_config(
     server: Handler, timeout: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> tuple[int, str, float]:
-    """`llmdeck fetch o/m --config-only` from the fake hub ``server``: exit code, stderr (one line), seconds."""
+    """`llmdeck fetch o/m --config-only` from the fake hub ``server``: exit code, stderr, seconds."""
     with _fake(server) as url:
         t0 = time.monotonic()
         argv = ["fetch", "o/m", "--endpoint", url, "--timeout", timeout, "--config-only"]
