@@ -101,9 +101,13 @@ def read_json(path: Path) -> dict[str, Any]:
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
+    return parse_yaml(read_text_file(path), path)
+
+
+def parse_yaml(text: str | None, path: Path) -> dict[str, Any]:
+    """The mapping ``text`` (the file at ``path``, None: none) holds; ConfigError (exit 2) otherwise."""
     import yaml
 
-    text = read_text_file(path)
     if text is None:
         return {}
     try:

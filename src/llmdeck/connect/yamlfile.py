@@ -1,7 +1,7 @@
 """A client's YAML config (Continue's config.yaml, aider's .aider.conf.yml) merged with ruamel.yaml's
 round trip: the user's comments, anchors, merge keys, quoting and key order kept, where PyYAML's
 load-and-dump had dropped every comment and expanded every alias. The file is parsed with PyYAML's
-safe loader first (``read_yaml``): its errors, depth and number bounds, in llmdeck's words."""
+safe loader first (``parse_yaml``): its errors, depth and number bounds, in llmdeck's words."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from llmdeck.connect.write import read_text_file, read_yaml
+from llmdeck.connect.write import parse_yaml, read_text_file
 from llmdeck.errors import ConfigError
 
 
@@ -20,8 +20,8 @@ def merged_yaml(path: Path, update: Callable[[Any], None], empty: dict[str, Any]
     from ruamel.yaml import YAML
     from ruamel.yaml.comments import CommentedMap
 
-    read_yaml(path)  # a malformed, too deep or non-mapping file: ConfigError before anything else
     text = read_text_file(path) or ""
+    parse_yaml(text, path)  # a malformed, too deep or non-mapping file: ConfigError before anything else
     rt = YAML()  # round trip
     rt.preserve_quotes = True
     rt.width = 4096  # long lines (a system prompt) stay on one line as they were

@@ -56,14 +56,10 @@ def _capped_stream(
 
     class Capped(base):  # type: ignore[misc, valid-type]
         def __iter__(self) -> Iterator[bytes]:
-            if cap is None:
-                for chunk in stream:
-                    _stop_if(cancel)
-                    yield chunk
-            else:
-                for chunk in capped_chunks(stream, url, cap=cap, until=until, what=HUB_WHAT):
-                    _stop_if(cancel)
-                    yield chunk
+            capped = capped_chunks(stream, url, cap=cap, until=until, what=HUB_WHAT) if cap else None
+            for chunk in capped or stream:
+                _stop_if(cancel)
+                yield chunk
 
         def close(self) -> None:
             stream.close()
