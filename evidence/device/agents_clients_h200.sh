@@ -13,7 +13,7 @@
 #   run  command: bash .gpu/bin/device-stash.sh .gpu/kN    carry: [".gpu/kN", ".gpu/bin"]
 # then, on the same warm machine:
 #   OUT=$OUT bash evidence/device/agents_clients_h200.sh      # ~3 min; writes $OUT/agents-clients.tgz
-# Unpack it under evidence/device/.
+# Unpack it under evidence/device/. CLIENTS=claude pack + RUN=agents-clients-2.1.332: Claude Code alone.
 set -uo pipefail
 if [ "${1:-}" = pack ]; then  # here: the parts under .gpu/k1..k5 and their sha256 in .gpu/bin
   P=/tmp/agents-pack; rm -rf $P; mkdir -p $P/clients $P/tiny-eos
@@ -29,9 +29,10 @@ fi
 ls /tmp/site/.done >/dev/null 2>&1 || { echo COLD; exit 3; }
 T0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
-W=/root/clients-run; D=$W/agents-clients; mkdir -p "$D"
+RUN=${RUN:-agents-clients}  # the folder under evidence/device/ (a re-run on a newer client: a new name)
+W=/root/clients-run; D=$W/$RUN; mkdir -p "$D"
 OUT=${OUT:-/tmp/agents-clients-out}; mkdir -p "$OUT"
-trap 'tar czf "$OUT/agents-clients.tgz" -C "$W" agents-clients 2>/dev/null' EXIT
+trap 'tar czf "$OUT/$RUN.tgz" -C "$W" "$RUN" 2>/dev/null' EXIT
 export PYTHONPATH=$PWD/src:/tmp/site PATH=/tmp/site/bin:$PATH HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
        VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 PYTHONUNBUFFERED=1 VLLM_USE_FLASHINFER_SAMPLER=0 COLUMNS=120 \
        LLMDECK_STATE_DIR=/root/llmdeck-state-clients
@@ -94,6 +95,23 @@ for client in claude-code $([ -x $CODEX ] && echo codex); do
     > "$D/check-$client-gateway.json" 2> "$D/check-$client-gateway.err"
   echo "check $client gateway: exit $?" | tee -a "$D/agents.txt"
 done
+stamp "Claude Code 2.1.332's deferred-tools turn (tests/fixtures/clients), replayed direct and through the gateway"
+"$PY" - "$URL" "$GW" "$KEY" > "$D/tool-search.txt" 2>&1 <<'PYEOF'
+import json, sys, httpx
+url, gw, key = sys.argv[1:4]
+sent = json.load(open("tests/fixtures/clients/claude-code-2.1.332-tool-search.json"))["body"]
+for where, base, model in (("direct", url, "tiny-qwen3"), ("gateway", gw, "coder")):
+    body = {**sent, "model": model, "max_tokens": 64}
+    head = {"x-api-key": key, "anthropic-version": "2023-06-01"}
+    with httpx.stream("POST", f"{base}/v1/messages?beta=true", json=body, headers=head, timeout=120) as r:
+        text = r.read().decode()
+    kinds = [ln[7:] for ln in text.splitlines() if ln.startswith("event: ")]
+    print(f"{where}: HTTP {r.status_code}; events {kinds[:3]} .. {kinds[-2:]}" if kinds else f"{where}: HTTP {r.status_code} {text[:400]}")
+    counted = {k: v for k, v in sent.items() if k in ("system", "messages", "tools", "thinking")}
+    c = httpx.post(f"{base}/v1/messages/count_tokens", json={**counted, "model": model}, headers=head, timeout=60)
+    print(f"{where} count_tokens: HTTP {c.status_code} {c.text[:300]}")
+PYEOF
+cat "$D/tool-search.txt"
 LD gateway down > /dev/null 2>&1
 cp "$LLMDECK_STATE_DIR/logs/gateway.log" "$D/" 2>/dev/null
 cp /root/vllm-tiny-eos-$PORT.log "$D/vllm.log"

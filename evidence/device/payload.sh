@@ -1,9 +1,10 @@
 #!/bin/bash
 # Carry gpu-lab's stash (and any extra parts) to the device in pieces that fit one call beside the repo.
 #
-# A device call carries at most 64 MiB, the tracked tree included; the tree is ~21 MiB now, so gpu-lab's
-# 51-57 MB chunks (c1..c6) no longer fit. This re-packs them, with optional extra folders (e.g. the
-# clients' parts k1..k5 of agents_clients_h200.sh), into tars split in 40 MB pieces:
+# A device call carries at most 64 MiB, the tracked tree included; the tree is ~27 MB now (2026-12-05), so
+# gpu-lab's 51-57 MB chunks (c1..c6) no longer fit. This re-packs them, with optional extra folders (e.g.
+# the clients' parts k1..k5 of agents_clients_h200.sh), into tars split in 34 MB pieces (PIECE=bytes to
+# change it: a piece and the tree together must stay under 67,108,864 bytes):
 #   here:   bash evidence/device/payload.sh pack A .gpu/c1 .gpu/c2 .gpu/c3 .gpu/c4 .gpu/c5 .gpu/c6
 #           bash evidence/device/payload.sh pack B .gpu/k1 .gpu/k2 .gpu/k3 .gpu/k4 .gpu/k5
 #           -> .gpu/A1..An, .gpu/B1..Bm and .gpu/bin/{A,B}.sha256
@@ -20,7 +21,7 @@ case "${1:-}" in
     rm -rf .gpu/"$name"[0-9]*
     (cd "$tmp" && tar cf - --sort=name --mtime=@0 --owner=0 --group=0 .) > "$tmp.tar"
     sha256sum "$tmp.tar" | cut -d' ' -f1 > .gpu/bin/"$name".sha256
-    split -b 40000000 -d -a 2 "$tmp.tar" "$tmp.part"
+    split -b "${PIECE:-34000000}" -d -a 2 "$tmp.tar" "$tmp.part"
     n=0; for f in "$tmp".part*; do n=$((n + 1)); mkdir -p .gpu/"$name$n"; mv "$f" .gpu/"$name$n"/"$name".part$(printf %02d $((n - 1))); done
     rm -rf "$tmp" "$tmp.tar"; echo "$name: $n pieces"; ls -d .gpu/"$name"[0-9]* ;;
   put)
