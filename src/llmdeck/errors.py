@@ -94,6 +94,10 @@ class ServerStartError(OperationError):
         self.log_tail = log_tail
 
 
+class StartStopped(ServerStartError):
+    """A start stopped on request before the server was ready (the dashboard's stop of a starting model)."""
+
+
 class EndpointError(OperationError):
     """An HTTP endpoint did not answer as expected (connection refused, HTTP error, bad stream)."""
 

@@ -5,8 +5,9 @@ of the tiny model on two ports (served as "a" and "b"), a budget of 5 GiB that h
 engine's planned footprint is 3.27 GiB, measured ≈2.8 GiB): requests alternate a, b, a; a thread samples
 the server records all along and the two are never up together. A model whose plan exceeds the budget
 is refused with the reason; a start that fails (a bad flag) fails its waiting requests with the
-diagnosis while "a" keeps serving. The dashboard (`/ui`, in headless chromium) shows the switch from a to b
-live. Starts are reused across the tests (each costs ~30-60 s).
+diagnosis while "a" keeps serving; a start stopped from the dashboard stops its loading engine. The
+dashboard (`/ui`, in headless chromium) shows the switch from a to b live. Starts are reused across
+the tests (each costs ~30-60 s).
 LLMDECK_KEEP_GATEWAY_LOG=FILE keeps the gateway's log of the run (evidence/gateway-models/cpu-gateway.log).
 """
 
@@ -76,6 +77,7 @@ def gw(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     _spec(tmp / "b.json", "gw-b", tiny_model_dir, "b", COMMON)
     _spec(tmp / "huge.json", "gw-huge", tiny_model_dir, "huge", COMMON, env={"VLLM_CPU_KVCACHE_SPACE": "64"})
     _spec(tmp / "broken.json", "gw-broken", tiny_model_dir, "broken", [*COMMON, "--no-such-flag"])
+    _spec(tmp / "slow.json", "gw-slow", tiny_model_dir, "slow", COMMON)
     config = tmp / "gateway.yaml"
     config.write_text(
         """
@@ -85,6 +87,7 @@ routes:
   - {model: huge, backends: [{spec: huge.json}]}
   - model: broken
     backends: [{spec: broken.json, memory_gib: 0.5}]   # declared small: it fits beside "a"
+  - {model: slow, backends: [{spec: slow.json, memory_gib: 0.5}]}
 budget:
   memory_gib: 5
   queue: {max_waiting: 8, wait_s: 400, failed_retry_s: 0}
@@ -197,6 +200,31 @@ def test_a_failed_start_fails_its_waiters_and_a_keeps_serving(gw: dict[str, Any]
     status = _status(gw)
     assert status["gw-a"]["state"] == "running" and status["gw-broken"]["state"] == "failed"
     assert "start gw-broken failed" in gw["log"].read_text(encoding="utf-8")
+
+
+def test_a_start_stopped_from_the_dashboard_stops_its_loading_engine(gw: dict[str, Any]) -> None:
+    """A start had held the manager's one lock until its start_timeout_s, and the dashboard could not end
+    it. Its stop now ends the start while the real engine loads: the engine stopped, its record gone, the
+    model stopped (not failed), within seconds."""
+    ui = {"X-Llmdeck-UI": "1", "Content-Type": "application/json"}
+    base = gw["url"] + "/ui/api/models/gw-slow"
+    store = StateStore(gw["settings"].servers_dir)
+    assert httpx.post(base + "/start", headers=ui, content="{}", timeout=10).status_code == 202
+    deadline = time.monotonic() + 60
+    while (record := next((r for r in store.list() if r.name == "gw-slow"), None)) is None:
+        assert time.monotonic() < deadline, _status(gw)["gw-slow"]
+        time.sleep(0.1)
+    assert record.ready_at is None and is_alive(record) and _status(gw)["gw-slow"]["state"] == "starting"
+    t0 = time.monotonic()
+    assert httpx.post(base + "/stop", headers=ui, content="{}", timeout=10).status_code == 202
+    entry = _wait_state(gw, "gw-slow", "stopped", 30)
+    print(f"stopped {time.monotonic() - t0:.1f} s after the dashboard's stop")
+    assert not is_alive(record) and "gw-slow" not in [r.name for r in store.list()]
+    assert entry["last_error"] is None and _status(gw)["gw-a"]["state"] == "running"
+    events = httpx.get(gw["url"] + "/ui/api/state", timeout=10).json()["events"]
+    assert any(
+        e["kind"] == "stopped" and e["model"] == "gw-slow" and "dashboard" in e["reason"] for e in events
+    )
 
 
 def test_status_shows_the_models(

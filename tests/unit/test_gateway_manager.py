@@ -16,8 +16,8 @@ import pytest
 
 from http_fakes import JsonHandler
 from llmdeck.engines.spec import LaunchSpec
-from llmdeck.errors import ServerStartError
-from llmdeck.gateway import footprint, lifecycle, manager, model_state
+from llmdeck.errors import ServerStartError, StartStopped
+from llmdeck.gateway import footprint, lifecycle, manager, model_state, room
 from llmdeck.gateway.budget import GIB
 from llmdeck.gateway.config import parse_config
 from llmdeck.gateway.manager import ModelManager
@@ -46,14 +46,24 @@ class FakeLifecycle:
         mp.setattr(lifecycle, "still_running", lambda record: record.name in self.up)
         mp.setattr(footprint, "measure", lambda pid, kind, gpu_index=0: self.measured)
 
-    def start(self, backend: Any, settings: Any, on_progress: Any = None) -> ServerRecord:
+    def start(
+        self, backend: Any, settings: Any, on_progress: Any = None, stop_when: Any = None
+    ) -> ServerRecord:
+        """As the runtime service: ``stop_when`` is asked at every readiness poll (here every 10 ms)."""
         with self._lock:
             self.calls.append(("start", backend.name))
             self.starting += 1
             self.max_starting = max(self.max_starting, self.starting)
-        time.sleep(self.start_s)
-        with self._lock:
-            self.starting -= 1
+        try:
+            end = time.monotonic() + self.start_s
+            while time.monotonic() < end:
+                if stop_when is not None and stop_when():
+                    self.calls.append(("engine stopped", backend.name))
+                    raise StartStopped(f"The start of {backend.name!r} was stopped on request.")
+                time.sleep(min(0.01, self.start_s))
+        finally:
+            with self._lock:
+                self.starting -= 1
         if backend.name in self.fail:
             raise ServerStartError(
                 f"Server {backend.name!r} exited before it was ready; no known cause matched its log.",
@@ -619,7 +629,7 @@ def test_a_resident_model_in_use_is_not_evicted_until_its_time_is_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake = FakeLifecycle(monkeypatch)
-    monkeypatch.setattr(manager, "RESIDENT_POLL_S", 0.05)
+    monkeypatch.setattr(room, "RESIDENT_POLL_S", 0.05)
     mgr = _manager(tmp_path, {"a": ", min_resident_s: 0.8", "b": ", min_resident_s: 0.8"})
 
     async def go() -> None:
@@ -668,7 +678,7 @@ def test_requests_held_by_a_residency_time_out_and_the_resident_stays(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake = FakeLifecycle(monkeypatch)
-    monkeypatch.setattr(manager, "RESIDENT_POLL_S", 0.05)
+    monkeypatch.setattr(room, "RESIDENT_POLL_S", 0.05)
     budget = "{memory_gib: 5, queue: {wait_s: 0.3}}"
     mgr = _manager(tmp_path, {"a": ", min_resident_s: 60", "b": ""}, budget=budget)
 
@@ -705,7 +715,7 @@ def test_a_dashboard_start_waits_out_a_residency_and_its_failure_reaches_a_joini
 
     fake = FakeLifecycle(monkeypatch)
     fake.fail.add("broken")
-    monkeypatch.setattr(manager, "RESIDENT_POLL_S", 0.05)
+    monkeypatch.setattr(room, "RESIDENT_POLL_S", 0.05)
     mgr = _manager(tmp_path, {"a": ", min_resident_s: 0.4", "b": "", "broken": ""})
 
     async def go() -> None:
@@ -724,3 +734,75 @@ def test_a_dashboard_start_waits_out_a_residency_and_its_failure_reaches_a_joini
 
     run(go)
     assert ("start", "b") in fake.calls
+
+
+def test_a_start_stopped_from_the_dashboard_ends_at_once_and_lets_the_others_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start that hangs had held the manager's one lock until its start_timeout_s (every other model
+    waited behind it) and the dashboard could not end it. Its stop now ends the start at the next poll:
+    the engine stopped, the waiting request told why, the model stopped (not failed: the next request
+    starts it again) and the next model's start goes ahead."""
+    from llmdeck.gateway.ui_actions import begin
+    from llmdeck.gateway.ui_state import actions_for
+
+    fake = FakeLifecycle(monkeypatch, start_s=20)
+    mgr = _manager(tmp_path, {"a": "", "b": ""}, "{memory_gib: 10}")
+
+    async def go() -> None:
+        a, b = _model(mgr, "a"), _model(mgr, "b")
+        waiter = asyncio.create_task(mgr.acquire(a))
+        while a.state != "starting":
+            await asyncio.sleep(0.01)
+        assert actions_for(a) == ["stop"]
+        behind = asyncio.create_task(mgr.acquire(b))  # waits for the lock a's start holds
+        await asyncio.sleep(0.05)
+        t0 = time.monotonic()
+        begin(mgr, a, "stop", set())
+        assert actions_for(a) == []  # asked: nothing more until it settles
+        refusal = await waiter
+        assert time.monotonic() - t0 < 2
+        assert refusal is not None and refusal.code == "model_start_stopped", refusal
+        assert "stopped from the dashboard" in refusal.message
+        assert a.state == "stopped" and not a.stop_asked and actions_for(a) == ["start"]
+        fake.start_s = 0.05
+        assert await behind is None and b.state == "running"  # b's start was not held up
+        mgr.release(b)
+        assert await mgr.acquire(a) is None and a.state == "running"  # not failed: started again
+
+    run(go)
+    assert ("engine stopped", "a") in fake.calls
+    assert any(
+        e.kind == "stopped" and e.model == "a" and "dashboard" in e.reason for e in mgr.events.newest()
+    )
+
+
+def test_a_start_stopped_while_it_waits_its_turn_never_launches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llmdeck.gateway.ui_actions import begin
+    from llmdeck.gateway.ui_state import actions_for
+
+    fake = FakeLifecycle(monkeypatch, start_s=0.5)
+    mgr = _manager(tmp_path, {"a": "", "b": ""}, "{memory_gib: 10}")
+
+    async def go() -> None:
+        a, b = _model(mgr, "a"), _model(mgr, "b")
+        first = asyncio.create_task(mgr.acquire(a))
+        while a.state != "starting":
+            await asyncio.sleep(0.01)
+        second = asyncio.create_task(mgr.acquire(b))
+        await asyncio.sleep(0.05)
+        assert b.state == "stopped" and b.bringing_up and actions_for(b) == ["stop"]
+        begin(mgr, b, "stop", set())
+        assert await first is None
+        refusal = await second
+        assert (
+            refusal is not None
+            and refusal.code == "model_start_stopped"
+            and "before its launch" in refusal.message
+        )
+        assert b.state == "stopped"
+
+    run(go)
+    assert ("start", "b") not in fake.calls

@@ -135,3 +135,58 @@ def test_up_plans_once_and_hands_the_plan_to_lint_and_unified_sizing(
     assert any(e.kind == "preflight" and "lint:" in str(e.data.get("id")) for e in events)
     if sizing is not None:
         assert sizing["overhead"] == int(plans[0].memory.overhead.total_gib * (1 << 30))
+
+
+def _loading_engine(tmp: Path) -> Path:
+    """fake_loading_engine: stands in for the venv's python; never becomes ready (nothing listens)."""
+    path = tmp / "fake_loading_engine.sh"
+    path.write_text("#!/bin/sh\necho 'fake engine: loading weights'\nexec sleep 300\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_a_start_asked_to_stop_stops_its_engine_and_forgets_it(tmp_path: Path) -> None:
+    """``UpOptions.stop_when`` (the gateway's stop of a starting model): asked at each readiness poll;
+    True ends the start with StartStopped, the engine's process group stopped and its record removed."""
+    import psutil
+
+    from llmdeck.errors import StartStopped
+    from llmdeck.runtime import service
+    from llmdeck.runtime.state import StateStore
+
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+    spec = LaunchSpec(
+        name="slow",
+        engine="venv",
+        python=str(_loading_engine(tmp_path)),
+        model=str(fake_model_dir(tmp_path)),
+        port=free_port(),
+    )
+    polls: list[int] = []
+
+    def stop_on_third() -> bool:
+        polls.append(1)
+        return len(polls) >= 3
+
+    with pytest.raises(StartStopped, match="stopped on request"):
+        service.up(spec, settings, service.UpOptions.bare(timeout_s=60, stop_when=stop_on_third))
+    assert len(polls) == 3
+    assert not StateStore(settings.servers_dir).path("slow").exists()
+    assert not [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if "fake_loading_engine" in " ".join(p.info["cmdline"] or [])
+    ]
+
+
+def test_a_start_asked_to_stop_before_its_launch_launches_nothing(tmp_path: Path) -> None:
+    from llmdeck.errors import StartStopped
+    from llmdeck.runtime import service
+
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+    engine = _loading_engine(tmp_path)
+    model = str(fake_model_dir(tmp_path))
+    spec = LaunchSpec(name="never", engine="venv", python=str(engine), model=model, port=free_port())
+    with pytest.raises(StartStopped):
+        service.start(spec, settings, service.UpOptions.bare(stop_when=lambda: True))
+    assert not settings.servers_dir.exists() or not list(settings.servers_dir.glob("*.json"))

@@ -39,10 +39,14 @@ PROBE_MAX_BYTES = 1 << 20
 
 
 def start(
-    backend: ManagedBackend, settings: Any, on_progress: Callable[[str], None] | None = None
+    backend: ManagedBackend,
+    settings: Any,
+    on_progress: Callable[[str], None] | None = None,
+    stop_when: Callable[[], bool] | None = None,
 ) -> ServerRecord:
     """``runtime.service.up`` with preflight; every service event goes to the gateway log (and the
-    start-up phase reached to ``on_progress``, for ``gateway status``)."""
+    start-up phase reached to ``on_progress``, for ``gateway status``). ``stop_when`` True: the start
+    ends (before the launch, or the engine stopped while it loads) with ``StartStopped``."""
     from llmdeck.runtime.service import ServiceEvent, UpOptions, up
     from llmdeck.runtime.watchdog import WatchdogConfig
 
@@ -57,7 +61,7 @@ def start(
 
     # the same floor as `llmdeck up`: on unified memory it also guards the model while it runs
     watchdog = WatchdogConfig(floor_gib=getattr(settings, "watchdog_floor_gib", 1.5))
-    options = UpOptions(timeout_s=backend.start_timeout_s, watchdog=watchdog)
+    options = UpOptions(timeout_s=backend.start_timeout_s, watchdog=watchdog, stop_when=stop_when)
     return up(backend.spec, settings, options, on_event)
 
 

@@ -42,6 +42,7 @@ class ManagedModel:
     sleep_freed: dict[int, int] = field(default_factory=dict)  # level -> bytes a sleep gave back (measured)
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     asked: bool = False  # a start or wake asked from the dashboard: it waits out residencies, as a request
+    stop_asked: bool = False  # the dashboard stopped its start (before the launch, or the engine stopped)
 
     @property
     def name(self) -> str:
@@ -55,6 +56,11 @@ class ManagedModel:
     def unwaited(self) -> bool:
         """Nobody waits for it: no request queued, no start asked from the dashboard."""
         return self.waiting == 0 and not self.asked
+
+    @property
+    def bringing_up(self) -> bool:
+        """A start (or wake) of it is under way: starting, waiting its turn or a residency."""
+        return self.task is not None and not self.task.done()
 
     def set_progress(self, text: str) -> None:
         self.progress = text

@@ -1,5 +1,8 @@
 """The dashboard's actions on a model on demand: start, stop (drain first), sleep, wake.
 
+A stop of a model that is starting ends that start, without the lock the start holds: before the
+launch nothing is started, after it the engine is stopped at its next readiness poll (0.5 s).
+
 Each reuses the manager's own steps, behind its one lock (one start or eviction at a time): a start or
 a wake is the same bring-up as a request's (``_bring_up``: the budget decides what must go first), a
 stop is the eviction path (no new requests, the ones in flight finish, then ``runtime.service.down``),
@@ -39,6 +42,9 @@ def begin(manager: ModelManager, model: ManagedModel, action: Action, tasks: set
         can = ", ".join(allowed) or "nothing until it settles"
         raise ActionRefused(f"Model {model.name!r} is {model.state}: {action} does not apply (now: {can}).")
     log.info("dashboard: %s %s", action, model.name)
+    if action == "stop" and model.state in {"starting", "stopped", "failed"}:
+        model.stop_asked = True  # the start's own task ends it (manager._stopped_start): no lock to wait for
+        return
     if action in {"start", "wake"}:
         task = model.task
         if task is None or task.done():  # the manager's own start: a request that joins it gets its

@@ -191,6 +191,8 @@ def gpu_pool(
 
 
 def actions_for(m: ManagedModel) -> list[Action]:
+    if m.state == "starting" or (m.state in {"stopped", "failed"} and m.bringing_up):
+        return [] if m.stop_asked else ["stop"]  # stop: the start ends, the engine stopped if launched
     if m.state in {"stopped", "failed"}:
         return ["start"]
     if m.state == "sleeping":

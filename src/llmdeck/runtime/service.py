@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from llmdeck.engines.spec import LaunchSpec
-from llmdeck.errors import PortInUseError, UsageError
+from llmdeck.errors import PortInUseError, StartStopped, UsageError
 from llmdeck.runtime import launcher
 from llmdeck.runtime.launch_plan import LaunchPlan
 from llmdeck.runtime.launcher import ValidatedSpec
@@ -74,6 +74,9 @@ class UpOptions(BaseModel):
         True, description="On unified memory: --kv-cache-memory-bytes from live memory, page cache dropped."
     )
     reserve_gib: float | None = Field(None, ge=0, description="Unified memory: kept for the OS (settings).")
+    stop_when: Callable[[], bool] | None = Field(
+        None, exclude=True, description="Asked before the launch and at each readiness poll: True stops it."
+    )
 
     @classmethod
     def bare(cls, **kw: Any) -> UpOptions:
@@ -194,6 +197,7 @@ def start(
     if sized is not checked:
         _drop_page_cache(sized.spec, clock)
     spec = sized.spec
+    _stop_asked(spec.name, options)
     clock.emit("starting", f"starting {spec.name} ({spec.engine}): {spec.model} on port {spec.port}")
     record = launcher.start_background(sized, settings)
     clock.emit("log", f"log: {record.log_path}", path=str(record.log_path))
@@ -220,7 +224,7 @@ def await_ready(
             settings,
             timeout_s=options.timeout_s,
             on_line=_phase_lines(clock, watchdog),
-            on_poll=watchdog.check if watchdog is not None else None,
+            on_poll=_poller(record.name, options, watchdog),
         )
     except BaseException as exc:
         why = str(exc) or (
@@ -234,6 +238,24 @@ def await_ready(
     clock.emit("ready", f"ready: {record.served_model_name} at {record.base_url}/v1", url=record.base_url)
     _guard(record, settings, options, clock)
     return record
+
+
+def _stop_asked(name: str, options: UpOptions) -> None:
+    if options.stop_when is not None and options.stop_when():
+        raise StartStopped(f"The start of {name!r} was stopped on request before the server was ready.")
+
+
+def _poller(name: str, options: UpOptions, watchdog: StartupWatchdog | None) -> Callable[[], None] | None:
+    """What each readiness poll runs: the start-up watchdog, then the caller's stop request."""
+    if watchdog is None and options.stop_when is None:
+        return None
+
+    def poll() -> None:
+        if watchdog is not None:
+            watchdog.check()
+        _stop_asked(name, options)
+
+    return poll
 
 
 def _guard(record: ServerRecord, settings: Settings, options: UpOptions, clock: EventClock) -> None:
