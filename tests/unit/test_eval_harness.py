@@ -342,3 +342,27 @@ def test_an_agent_that_cannot_start_aborts_with_the_result_kept(
         _run(fake_vllm_server, broken, tmp_path)
     saved = load_eval_result(tmp_path / "eval.json")
     assert saved.status == "aborted" and saved.runs[0].status == "error" and "Cannot start" in saved.error
+
+
+def test_outputs_are_checked_before_any_agent_runs(capsys: Any, fake_agent: Path, tmp_path: Path) -> None:
+    """--keep into a run folder of the user's, --keep on a file, --html on the --out file or the user's
+    notes: each had been found only after the agents ran (or, for --html, the result file was replaced
+    by the page, exit 0). The server is unreachable here: reaching it would be exit 1, not 2."""
+    from llmdeck.util.net import free_port
+
+    url = f"http://127.0.0.1:{free_port()}"
+    base = ["eval", "-c", "aider", "-t", "fix-intervals", "-s", url, "--agent-bin", str(fake_agent)]
+    mine = tmp_path / "keep" / "fix-intervals-1"
+    mine.mkdir(parents=True)
+    (mine / "precious.txt").write_text("mine\n")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    for extra, said in (
+        (["--keep", str(tmp_path / "keep")], "llmdeck did not make"),
+        (["--keep", str(notes)], "is a file, not a folder"),
+        (["--out", str(tmp_path / "r.json"), "--html", str(tmp_path / "r.json")], "are the same file"),
+        (["--html", str(notes)], "not a report page llmdeck wrote"),
+    ):
+        code, _, err = run_cli([*base, *extra], capsys)
+        assert code == 2 and said in err and "--force" not in err, (extra, err)
+    assert (mine / "precious.txt").read_text() == "mine\n" and notes.read_text() == "my notes\n"

@@ -246,3 +246,30 @@ def test_what_llmdeck_wrote_may_be_replaced(tmp_path: Path, capsys: pytest.Captu
     refuse_foreign_file(plot, "plot", is_plot)
     (tmp_path / "empty.json").write_text("")
     refuse_foreign_file(tmp_path / "empty.json", "bench result", json_kind_is("llmdeck.bench.result"))
+
+
+def test_report_html_never_replaces_an_input_or_a_users_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`report X.json --html X.json` had turned the bench result into a page (exit 0); a tune folder's
+    trials.jsonl or the user's notes went the same way. --html replaces only a page llmdeck wrote."""
+    import shutil
+
+    from repo_paths import ROOT
+
+    result = tmp_path / "cmp.json"
+    shutil.copy(ROOT / "evidence" / "report" / "results" / "cmp-seqs2.json", result)
+    tune = tmp_path / "tune"
+    shutil.copytree(ROOT / "evidence" / "tune" / "cpu", tune)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    kept = {p: p.read_bytes() for p in (result, tune / "trials.jsonl", notes)}
+    for source, page in ((result, result), (result, notes), (tune, tune / "trials.jsonl"), (tune, notes)):
+        code, _, err = run_cli(["report", str(source), "--html", str(page)], capsys)
+        assert code == 2 and "not a report page llmdeck wrote" in err, (source, page, err)
+    assert {p: p.read_bytes() for p in kept} == kept
+    old_page = tmp_path / "old.html"  # a page llmdeck wrote before pages carried a generator tag
+    shutil.copy(ROOT / "evidence" / "report" / "compare.html", old_page)
+    assert run_cli(["report", str(result), "--html", str(old_page)], capsys)[0] == 0
+    assert '<meta name="generator" content="llmdeck">' in old_page.read_text()
+    assert run_cli(["report", str(tune), "--html", str(old_page)], capsys)[0] == 0  # a tune page replaces it

@@ -139,6 +139,29 @@ def _options(opts: dict[str, Any], settings: Any) -> Any:
     )
 
 
+def _check_outputs(opts: dict[str, Any], tasks: list[str]) -> None:
+    """Before any agent runs: --html is no input nor the user's file, --keep's run folders are llmdeck's."""
+    import os
+
+    from llmdeck.bench.html.page import refuse_foreign_page
+    from llmdeck.errors import UsageError
+    from llmdeck.util.owned import refuse_unless_made
+
+    out, html, keep = opts["out"], opts["html"], opts["keep"]
+    if out is not None and html is not None and os.path.realpath(out) == os.path.realpath(html):
+        raise UsageError(f"--out and --html are the same file ({out}).", hint="Give the page its own name.")
+    if html is not None:
+        refuse_foreign_page(Path(html))
+    if keep is None:
+        return
+    keep = Path(keep)
+    if keep.exists() and not keep.is_dir():
+        raise UsageError(f"--keep {keep} is a file, not a folder.", hint="Give a folder (new or empty).")
+    for name in tasks:
+        for n in range(1, opts["repeat"] + 1):
+            refuse_unless_made(keep / f"{name}-{n}", "kept eval workspace")
+
+
 def _eval(ctx: typer.Context, opts: dict[str, Any], json_out: bool) -> None:
     import asyncio
 
@@ -155,6 +178,7 @@ def _eval(ctx: typer.Context, opts: dict[str, Any], json_out: bool) -> None:
     for path in (opts["out"], opts["html"]):
         if path is not None:
             check_writable(Path(path))
+    _check_outputs(opts, [t.name for t in tasks])
     target = resolve_target(opts["server"] or "", settings, model=opts["model"])
     try:
         result = asyncio.run(run_eval(tasks, target, options, settings, _Progress()))

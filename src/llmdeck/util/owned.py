@@ -86,7 +86,7 @@ def refuse_unless_made(dir: Path, what: str, legacy_markers: Iterable[tuple[str,
     shown = ", ".join(sorted(p.name for p in dir.iterdir())[:3])
     raise AlreadyExistsError(
         f"{dir} holds files llmdeck did not make ({shown} …): it has no {MADE_MARKER} marker, so "
-        f"--force will not delete anything there to make the {what}.",
+        f"llmdeck will not delete anything there to make the {what}.",
         hint=f"Pick an empty or new directory for the {what}, or empty this one yourself.",
     )
 
@@ -162,3 +162,15 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 def is_plot(head: bytes) -> bool:
     """A picture matplotlib writes for `report --plot` (PNG, PDF or SVG)."""
     return head.startswith((PNG_MAGIC, b"%PDF")) or (head.lstrip().startswith(b"<?xml") and b"<svg" in head)
+
+
+HTML_GENERATOR = '<meta name="generator" content="llmdeck">'
+_PAGE_CSP = b'<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src'
+
+
+def is_report_page(head: bytes) -> bool:
+    """A page llmdeck's reports write (bench, tune, eval): its generator tag, or (pages written before
+    the tag) the doctype, llmdeck's strict CSP line and an llmdeck title."""
+    if HTML_GENERATOR.encode() in head:
+        return True
+    return head.lstrip().startswith(b"<!DOCTYPE html>") and _PAGE_CSP in head and b"<title>llmdeck" in head

@@ -162,6 +162,7 @@ def write_html(path: Path, html: str) -> None:
     p = Path(path)
     if p.is_dir():
         raise UsageError(f"--html {p} is a folder.", hint="Give a file name, e.g. --html report.html.")
+    refuse_foreign_page(p)
     try:
         atomic_write_text(p, html)
         p.chmod(0o644)  # a page to share, unlike the temp file's 0600
@@ -170,6 +171,13 @@ def write_html(path: Path, html: str) -> None:
             f"Cannot write the HTML report to {p}: {exc.strerror or exc}.",
             hint="Pick a path in a folder you can write to.",
         ) from exc
+
+
+def refuse_foreign_page(path: Path) -> None:
+    """--html replaces only a page llmdeck wrote: never a result file given as input, nor the user's."""
+    from llmdeck.util.owned import is_report_page, refuse_foreign_file
+
+    refuse_foreign_file(path, "report page", is_report_page)
 
 
 def check_html_path(path: Path) -> None:
@@ -182,6 +190,7 @@ def check_html_path(path: Path) -> None:
     p = Path(path)
     if p.is_dir():
         raise UsageError(f"--html {p} is a folder.", hint="Give a file name, e.g. --html report.html.")
+    refuse_foreign_page(p)
     parent = p.parent if str(p.parent) else Path(".")
     probe = parent
     while not probe.exists() and probe != probe.parent:
