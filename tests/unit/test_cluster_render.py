@@ -225,3 +225,22 @@ def test_cli_up_stops_before_starting_when_this_nodes_link_is_wrong(
     code, _, err = run_cli(args, capsys)
     assert code == 1 and "no-such-if0" in err and "Nothing was started" in err
     assert not (tmp_path / "state" / "cluster").exists()
+
+
+def test_a_login_in_the_destination_stays_out_of_the_addresses_and_a_password_is_refused(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--worker ubuntu@gpu2` had become VLLM_HOST_IP=ubuntu@gpu2 and `--head root@10.0.0.1` the Ray
+    address root@10.0.0.1:6379; `--worker user:pw@host` was printed with its password."""
+    code, out, err = run_cli(
+        ["cluster", "up", "--head", "root@10.0.0.1", "--worker", "ubuntu@gpu2", "--venv", "--dry-run"], capsys
+    )
+    assert code == 0, err
+    assert (
+        "VLLM_HOST_IP=gpu2 " in out and "--node-ip-address gpu2 " in out and "--address 10.0.0.1:6379" in out
+    )
+    assert "ubuntu@gpu2 " in out and "=ubuntu@" not in out and "root@10.0.0.1:" not in out
+    code, out, err = run_cli(
+        ["cluster", "up", "--head", "a", "--worker", "user:pw-77@gpu2", "--dry-run"], capsys
+    )
+    assert code == 2 and "names a password" in err and "pw-77" not in out + err

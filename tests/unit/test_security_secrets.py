@@ -371,3 +371,33 @@ def test_a_bench_comparison_never_writes_a_url_password() -> None:
     data["a"]["url"] = "http://user:hunter2pw@127.0.0.1:8931"
     written = VersusResult.model_validate(data).model_dump_json()
     assert "hunter2pw" not in written and "user:<redacted>@127.0.0.1:8931" in written
+
+
+def test_doctor_and_tune_reports_hide_what_redaction_hides_elsewhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """doctor's table printed HF_ENDPOINT's password (its --json did not); `report TUNE` printed a
+    trial's --api-key in the chosen line and the page its VLLM_API_KEY (a trials file edited by hand or
+    from elsewhere: llmdeck writes none there)."""
+    import shutil
+
+    from repo_paths import ROOT
+
+    monkeypatch.setenv("HF_ENDPOINT", "https://u:endpoint-pw-55@mirror.example")
+    code, out, err = run_cli(["doctor"], capsys)
+    assert "endpoint-pw-55" not in out + err and "mirror.example" in out + err
+    tune = tmp_path / "tune"
+    shutil.copytree(ROOT / "evidence" / "tune" / "cpu", tune)
+    lines = (tune / "trials.jsonl").read_text().splitlines()
+    for i, line in enumerate(lines[1:], 1):
+        trial = json.loads(line)
+        trial["args"] += ["--api-key", "sk-tune-secret-999"]
+        trial["env"]["VLLM_API_KEY"] = "vkey-secret-123"
+        lines[i] = json.dumps(trial)
+    (tune / "trials.jsonl").write_text("\n".join(lines) + "\n")
+    code, out, err = run_cli(["report", str(tune)], capsys)
+    assert code == 0 and "chosen:" in out, err
+    page = tmp_path / "t.html"
+    assert run_cli(["report", str(tune), "--html", str(page)], capsys)[0] == 0
+    shown = out + err + page.read_text()
+    assert "sk-tune-secret-999" not in shown and "vkey-secret-123" not in shown and "<redacted>" in shown

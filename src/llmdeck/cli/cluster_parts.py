@@ -26,6 +26,26 @@ def _hf_cache(given: str | None) -> str | None:
     return path
 
 
+def _check_user(destination: str, flag: str) -> None:
+    """The user of ``user@host``: a login name; ``user:password@`` is refused without showing it."""
+    import re
+
+    from llmdeck.errors import UsageError
+
+    if destination.count("@") != 1:
+        return
+    user, host = destination.split("@", 1)
+    if ":" in user:
+        raise UsageError(
+            f"{flag} {user.split(':', 1)[0]}:<redacted>@{host} names a password, which ssh does not take in a destination.",
+            hint="Give user@host and let ssh log in with a key (ssh-copy-id user@host).",
+        )
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}", user):
+        raise UsageError(
+            f"{flag} {destination!r}: {user!r} is not a login name.", hint="Give host or user@host."
+        )
+
+
 def request(values: dict[str, Any]) -> Any:
     from pydantic import ValidationError
 
@@ -37,9 +57,10 @@ def request(values: dict[str, Any]) -> Any:
     from llmdeck.util.hfpaths import default_hf_home
     from llmdeck.util.net import validate_host
 
-    # hosts go to ssh as its destination: a name or an address only (no "-o…" options, no spaces)
+    # hosts go to ssh as its destination: [user@]name-or-address only (no "-o…" options, no spaces)
     for flag, hosts in (("--head", [values["head"]]), ("--worker", values["worker"] or [])):
         for h in hosts:
+            _check_user(h, flag)
             validate_host(h.split("@", 1)[-1] if h.count("@") == 1 and not h.startswith("@") else h, flag)
     for flag, ips in (
         ("--head-ip", [values["head_ip"]] if values["head_ip"] else []),

@@ -232,7 +232,10 @@ def _report_tune(files: list[Path], bench_options: bool, html: Path | None, json
         raise UsageError(
             "--plot, --against and --scenario are for bench results.", hint="Use --html or --json."
         )
+    from llmdeck.tune.html import shown
+
     header, records = read_trials(path)
+    records = [shown(r) for r in records]  # what is printed or drawn: secrets redacted
     fill_from_logs(records, path.parent)
     best, noise = chosen(records, header.request.max_repeats, budget_stopped=None)
     if html is not None:

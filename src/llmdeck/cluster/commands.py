@@ -87,6 +87,11 @@ def ray_start_argv(
     return argv
 
 
+def ssh_host(destination: str) -> str:
+    """The machine an ssh destination names: ``user@host`` -> ``host``."""
+    return destination.rsplit("@", 1)[-1]
+
+
 def is_local(host: str) -> bool:
     return host in LOCAL_HOSTS
 
@@ -182,9 +187,10 @@ def cluster_commands(
     head_ip: str | None = None,
     worker_ips: list[str] | None = None,
 ) -> list[NodeCommands]:
-    """Head first, then each worker joining it at ``head_ip:port``."""
-    hip = head_ip or head
-    ips = worker_ips or workers
+    """Head first, then each worker joining it at ``head_ip:port``; a node's address is its --*-ip, else
+    the host of its ssh destination (``user@gpu2`` -> ``gpu2``)."""
+    hip = head_ip or ssh_host(head)
+    ips = worker_ips or [ssh_host(w) for w in workers]
     address = f"{hip}:{opts.port}"
     out = [node_commands(head, role="head", node_ip=hip, head_address=None, net=net, opts=opts, setup=setup)]
     for host, ip in zip(workers, ips, strict=True):

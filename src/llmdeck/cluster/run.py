@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from llmdeck.cluster import local
-from llmdeck.cluster.commands import NodeCommands, RayOptions, Setup, cluster_commands, is_local
+from llmdeck.cluster.commands import NodeCommands, RayOptions, Setup, cluster_commands, is_local, ssh_host
 from llmdeck.cluster.netenv import NetFinding, NetSpec, check_link
 from llmdeck.cluster.raystatus import RayStatus, parse_ray_status
 from llmdeck.errors import CheckFailedError, NotRunningError, OperationError, UsageError
@@ -96,7 +96,7 @@ def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
 
 def _host(destination: str) -> str:
     """The machine an ssh destination names (``user@host`` -> ``host``), lower-cased."""
-    return destination.rsplit("@", 1)[-1].lower()
+    return ssh_host(destination).lower()
 
 
 def check_nodes(req: ClusterRequest) -> None:
@@ -136,7 +136,7 @@ def up(req: ClusterRequest, state_dir: Path, *, dry_run: bool = False) -> Cluste
     if req.all_local and not dry_run:
         return _up_local(req, state_dir, net)
     commands = render(req)
-    address = f"{req.head_ip or req.head}:{req.ray.port}"
+    address = f"{req.head_ip or ssh_host(req.head)}:{req.ray.port}"
     if dry_run:
         return ClusterUp(
             kind="remote",

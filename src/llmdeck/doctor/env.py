@@ -21,7 +21,7 @@ def hide_password(url: str) -> str:
 
 
 def probe_hf(env: Mapping[str, str], *, has_hf_transfer: bool | None = None) -> list[DoctorFinding]:
-    endpoint = env.get("HF_ENDPOINT", "")
+    endpoint = hide_password(env.get("HF_ENDPOINT", ""))
     token = next((v for v in TOKEN_VARS if env.get(v)), None)
     offline = [v for v in OFFLINE_VARS if env.get(v, "").lower() in TRUE]
     data = {

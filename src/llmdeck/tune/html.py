@@ -188,6 +188,14 @@ def _env() -> Any:
     )
 
 
+def shown(record: TrialRecord) -> TrialRecord:
+    """A trial as shown (tables, pages): secret flag values and variables redacted. llmdeck keeps
+    secrets out of trials.jsonl, but a file edited or from elsewhere may hold them."""
+    from llmdeck.util.redact import redact_argv, redact_env
+
+    return record.model_copy(update={"args": redact_argv(record.args), "env": redact_env(record.env)})
+
+
 def render_tune_html(
     header: TrialsHeader,
     records: list[TrialRecord],
@@ -195,6 +203,7 @@ def render_tune_html(
     noise: NoiseDecision | None = None,
 ) -> str:
     charts.require_matplotlib()
+    records, best = [shown(r) for r in records], shown(best) if best is not None else None
     rs = rows(header, records, best)
     measured = [r for r in rs if r.status == "ok"]
     figs: list[Chart] = []
