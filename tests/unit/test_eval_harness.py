@@ -366,3 +366,63 @@ def test_outputs_are_checked_before_any_agent_runs(capsys: Any, fake_agent: Path
         code, _, err = run_cli([*base, *extra], capsys)
         assert code == 2 and said in err and "--force" not in err, (extra, err)
     assert (mine / "precious.txt").read_text() == "mine\n" and notes.read_text() == "my notes\n"
+
+
+def _hanging_task(tmp_path: Path, timeout_sec: float) -> tuple[Path, Path]:
+    """fix-intervals whose hidden tests hang (one writes its pid first), with the verifier's limit set."""
+    import shutil
+
+    from llmdeck.evals.spec import TASKS_DIR
+
+    task = tmp_path / "hangtest"
+    shutil.copytree(TASKS_DIR / "fix-intervals", task, ignore=shutil.ignore_patterns("__pycache__"))
+    pid_file = tmp_path / "pytest.pid"
+    for test in (task / "tests").glob("test_*.py"):
+        test.unlink()
+    (task / "tests" / "test_hang.py").write_text(
+        "import os, time\n\ndef test_hang():\n"
+        f"    open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n    time.sleep(1000)\n"
+    )
+    toml = (
+        (task / "task.toml")
+        .read_text()
+        .replace("[verifier]\ntimeout_sec = 60.0", f"[verifier]\ntimeout_sec = {timeout_sec}")
+    )
+    (task / "task.toml").write_text(toml.split("[wrong]")[0])
+    return task, pid_file
+
+
+def test_hidden_tests_that_hang_are_named_as_such(capsys: Any, tmp_path: Path) -> None:
+    """The verdict had been "reference: no hidden test ran: ;" for tests stopped at their limit."""
+    task, _ = _hanging_task(tmp_path, 2.0)
+    code, out, _ = run_cli(["eval", "verify", "--task", str(task), "--json"], capsys)
+    problems = json.loads(out)[0]["problems"]
+    assert code == 1 and problems == [
+        "reference: the hidden tests did not end within 2 s (verifier.timeout_sec)"
+    ]
+
+
+def test_ctrl_c_during_verify_stops_the_hidden_tests(tmp_path: Path) -> None:
+    """pytest runs in its own session (the time limit kills its group): a Ctrl-C of `eval verify` had left
+    it running, orphaned, its folder already deleted."""
+    import signal
+    import subprocess
+
+    import psutil
+
+    task, pid_file = _hanging_task(tmp_path, 300.0)
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), LLMDECK_STATE_DIR=str(tmp_path / "state"))
+    argv = [sys.executable, "-m", "llmdeck", "eval", "verify", "--task", str(task)]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not (pid_file.is_file() and pid_file.read_text()):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    pid = int(pid_file.read_text())
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    deadline = time.monotonic() + 5
+    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the hidden tests outlived the eval"
+        time.sleep(0.1)

@@ -95,10 +95,17 @@ def _pytest(python: str, ws: Path, junit: Path, timeout: float) -> tuple[int | N
         out, _ = proc.communicate(timeout=timeout)
         return proc.returncode, False, out
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        _kill_group(proc)
         out, _ = proc.communicate()
         return None, True, out or ""
+    except BaseException:  # Ctrl-C or SIGTERM: the tests (their own session) must not outlive the eval
+        _kill_group(proc)
+        raise
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def parse_junit(path: Path) -> list[TestOutcome]:
@@ -183,7 +190,10 @@ def verify_task(task: EvalTask, *, python: str) -> TaskVerification:
             ws = prepare_workspace(task, Path(tmp) / "wrong", task.wrong_dir)
             wrong = run_hidden_tests(task, ws, python=python, expected=[t.id for t in ref.tests])
     problems = [f"reference fails {t.id} ({t.outcome})" for t in ref.tests if t.outcome != "passed"]
-    if not ref.tests:
+    if ref.timed_out:
+        limit = task.config.verifier.timeout_sec
+        problems.append(f"reference: the hidden tests did not end within {limit:g} s (verifier.timeout_sec)")
+    elif not ref.tests:
         problems.append("reference: no hidden test ran: " + ref.output_tail[-300:].strip())
     must_fail = spec.must_fail if spec else []
     if wrong is not None:
