@@ -426,3 +426,25 @@ def test_ctrl_c_during_verify_stops_the_hidden_tests(tmp_path: Path) -> None:
     while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
         assert time.monotonic() < deadline, "the hidden tests outlived the eval"
         time.sleep(0.1)
+
+
+@pytest.mark.parametrize("odd", ["fifo", "symlink loop", "symlink out"])
+def test_a_task_folder_with_what_a_sandbox_cannot_copy_is_bad_input(
+    odd: str, capsys: Any, tmp_path: Path
+) -> None:
+    """A FIFO or a symlink loop in workspace/ had been an internal error when the run copied it; a
+    symlink to /etc would have brought the host's file into the sandbox."""
+    import shutil
+
+    from llmdeck.evals.spec import TASKS_DIR
+
+    task = tmp_path / "odd"
+    shutil.copytree(TASKS_DIR / "fix-intervals", task, ignore=shutil.ignore_patterns("__pycache__"))
+    where = task / "workspace" / "thing"
+    if odd == "fifo":
+        os.mkfifo(where)
+    else:
+        where.symlink_to("." if odd == "symlink loop" else "/etc/hostname")
+    code, _, err = run_cli(["eval", "verify", "--task", str(task)], capsys)
+    said = "a named pipe" if odd == "fifo" else "a symbolic link"
+    assert code == 2 and said in err and "internal error" not in err, err

@@ -665,3 +665,15 @@ def test_a_vllm_version_that_is_not_one_is_bad_usage(tmp_path: Path, version: st
             options={"machine": "h200", "vllm_version": version},
         )  # fmt: skip
     assert info.value.exit_code == 2
+
+
+def test_an_out_folder_that_cannot_be_made_is_bad_input(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """--out under a file (notes.txt/sub) or in /proc had been an internal error (NotADirectoryError)."""
+    from llmdeck.errors import UsageError
+    from llmdeck.tune.trials import open_out_dir
+
+    (tmp_path / "notes.txt").write_text("mine\n")
+    header = _header(_req(str(tiny_model_dir), engine="cpu"))
+    for out in (tmp_path / "notes.txt" / "sub", Path("/proc/llmdeck-tune")):
+        with pytest.raises(UsageError, match="cannot create the tune's folder there"):
+            open_out_dir(out, header, resume=False)

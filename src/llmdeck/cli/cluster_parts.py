@@ -37,7 +37,8 @@ def _check_user(destination: str, flag: str) -> None:
     user, host = destination.split("@", 1)
     if ":" in user:
         raise UsageError(
-            f"{flag} {user.split(':', 1)[0]}:<redacted>@{host} names a password, which ssh does not take in a destination.",
+            f"{flag} {user.split(':', 1)[0]}:<redacted>@{host} names a password, which ssh does not "
+            "take in a destination.",
             hint="Give user@host and let ssh log in with a key (ssh-copy-id user@host).",
         )
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}", user):

@@ -7,6 +7,8 @@ file (exit 2). What the task means (running it, verifying it) is ``evals``'.
 
 from __future__ import annotations
 
+import os
+import stat
 import tomllib
 from pathlib import Path
 from typing import TypeVar
@@ -17,6 +19,7 @@ from llmdeck.errors import ConfigError
 from llmdeck.util.localfile import read_regular_text
 
 MAX_TASK_FILE_BYTES = 1 << 20  # task.toml and each prompt: a few KB
+MAX_TASK_ENTRIES = 20_000  # files and folders in one of workspace/, tests/, solution/, wrong/
 LAYOUT_HINT = (
     "A task folder holds task.toml, instruction.md, workspace/, tests/ (hidden pytest files) and "
     "optionally followups/NN.md, solution/ and wrong/; see `llmdeck eval tasks`."
@@ -41,6 +44,8 @@ def read_task_folder(root: Path, model: type[M]) -> tuple[M, str, list[str]]:
     for part in ("workspace", "tests"):  # copied as folders by every run: a file here broke the run
         if not (root / part).is_dir():
             raise ConfigError(f"The eval task's {part} {root / part} is not a folder.", hint=LAYOUT_HINT)
+    for part in ("workspace", "tests", "solution", "wrong"):
+        _check_copyable(root / part)
     followups = sorted((root / "followups").glob("*.md")) if (root / "followups").is_dir() else []
     prompts = read_prompt(root / "instruction.md"), [read_prompt(p) for p in followups]
     if not _has_tests(root / "tests"):
@@ -50,6 +55,39 @@ def read_task_folder(root: Path, model: type[M]) -> tuple[M, str, list[str]]:
             hint=LAYOUT_HINT,
         )
     return config, *prompts
+
+
+def _check_copyable(folder: Path) -> None:
+    """Every run copies these folders into its sandbox: folders and regular files only (a FIFO had
+    ended the run as an internal error; a symlink would bring in what it points to, or loop)."""
+    if not folder.is_dir():
+        return
+    seen = 0
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name in [*dirnames, *filenames]:
+            path = Path(dirpath) / name
+            seen += 1
+            kind = _odd_kind(path)
+            if kind is not None:
+                raise ConfigError(
+                    f"The eval task's {path} is {kind}: each run copies {folder.name}/ into its sandbox, "
+                    "which takes folders and regular files only.",
+                    hint="Replace it with a regular file (or remove it).",
+                )
+        if seen > MAX_TASK_ENTRIES:
+            raise ConfigError(
+                f"The eval task's {folder} holds more than {MAX_TASK_ENTRIES:,} files and folders.",
+                hint="A task is a small repository: remove what the agent does not need.",
+            )
+
+
+def _odd_kind(path: Path) -> str | None:
+    mode = path.lstat().st_mode
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
+        return None
+    return "a named pipe" if stat.S_ISFIFO(mode) else "no regular file (a socket or device)"
 
 
 def _problem(exc: ValidationError) -> str:

@@ -96,8 +96,14 @@ def open_out_dir(out: Path, header: TrialsHeader, *, resume: bool) -> tuple[Tria
         raise UsageError(
             f"--out {out} is a folder of other files, not a tune's.", hint="Pick a new or empty folder."
         )
-    mark_made(out, MADE_WHAT)
-    write_header(path, header)
+    try:
+        mark_made(out, MADE_WHAT)
+        write_header(path, header)
+    except OSError as exc:  # a file on the way (--out notes.txt/sub), /proc, a read-only disk
+        raise UsageError(
+            f"--out {out}: cannot create the tune's folder there ({exc.strerror or exc}).",
+            hint="Give a new folder in a place you can write to.",
+        ) from exc
     return header, []
 
 
