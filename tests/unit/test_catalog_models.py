@@ -93,6 +93,21 @@ def test_models_cli_reads_user_catalog(
     assert exc.value.code == 2
 
 
+def test_models_table_shows_a_catalogs_markup_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A name `[bold red]Evil[/]` had been taken as styling (shown as `Evil`)."""
+    (tmp_path / "c.yaml").write_text(
+        'models:\n  - {name: "[bold red]Evil[/]", repo_id: "z/[link=file:///etc/passwd]x", provenance: []}\n'
+    )
+    monkeypatch.setenv("LLMDECK_CATALOG_PATHS", json.dumps([str(tmp_path)]))
+    monkeypatch.setenv("COLUMNS", "400")
+    with pytest.raises(SystemExit) as exc:
+        main(["models"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0 and "[bold red]Evil[/]" in out and "[link=file:///etc/passwd]x" in out
+
+
 def test_family_entries_parsers_and_sizes_from_their_configs() -> None:
     from llmdeck.plan.modelinfo import facts_from_config
     from llmdeck.plan.params import weight_bytes

@@ -84,3 +84,32 @@ def test_a_tune_will_not_append_to_a_gzipped_trials_file(tmp_path: Path) -> None
     header, _ = read_trials(out / TRIALS_NAME)
     with pytest.raises(UsageError, match="gzipped"):
         open_out_dir(out, header, resume=True)
+
+
+def test_nan_or_infinity_in_an_eval_result_or_a_trial_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bench results refused NaN; eval results rendered it (`nan` s, exit 0) and a trial with goodput NaN
+    was chosen as the tune's best over one of 26 req/s."""
+    import json
+    import shutil
+
+    from cli_helpers import run_cli
+    from repo_paths import ROOT
+
+    src = next((ROOT / "evidence" / "eval" / "cpu").glob("*.json"))
+    doc = json.loads(src.read_text())
+    doc["runs"][0]["agent"]["wall_s"] = float("nan")
+    bad = tmp_path / "eval.json"
+    bad.write_text(json.dumps(doc))  # Python writes NaN, as an editor might
+    code, _, err = run_cli(["report", str(bad)], capsys)
+    assert code == 2 and "runs.0.agent.wall_s: nan is not a measurement" in err, err
+    tune = tmp_path / "tune"
+    shutil.copytree(ROOT / "evidence" / "tune" / "cpu", tune)
+    lines = (tune / "trials.jsonl").read_text().splitlines()
+    trial = json.loads(lines[1])
+    trial["metrics"]["goodput"] = float("inf")
+    lines[1] = json.dumps(trial)
+    (tune / "trials.jsonl").write_text("\n".join(lines) + "\n")
+    code, _, err = run_cli(["report", str(tune)], capsys)
+    assert code == 2 and "trials.jsonl:2 " in err and "metrics.goodput: inf is not a measurement" in err, err

@@ -17,6 +17,7 @@ def models_cmd(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
       llmdeck models --json
     """
     from rich.table import Table
+    from rich.text import Text
 
     from llmdeck.catalog.entries import load_catalog
 
@@ -39,7 +40,7 @@ def models_cmd(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
         t.add_column(col)
     for e in catalog.models:
         arch = catalog.min_vllm_for(e.architecture)
-        t.add_row(
+        cells = (
             e.name,
             e.repo_id,
             f"{e.size_on_disk_gb:g}" if e.size_on_disk_gb else "?",
@@ -50,6 +51,7 @@ def models_cmd(ctx: typer.Context, as_json: bool = JSON_OPTION) -> None:
             e.reasoning_parser or "-",
             arch.min_vllm if arch else "?",
         )
+        t.add_row(*(Text(c) for c in cells))  # a user catalog's strings are data, never markup
     out_console().print(t)
 
 

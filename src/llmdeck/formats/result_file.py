@@ -7,6 +7,7 @@ package (``bench.report.load_result``)."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -50,6 +51,19 @@ def read_json_file(p: Path, hint: str) -> Any:
         raise ResultFileError(f"{p} is not a JSON file ({exc}).", hint=hint) from exc
 
 
+def non_finite(data: Any, where: str = "") -> str | None:
+    """``where: value`` of the first NaN or infinity in a decoded JSON document (Python's decoder takes
+    them; JSON has none, and no measurement llmdeck writes is one), else None."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return f"{where.rstrip('.') or 'the document'}: {data}"
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        found = non_finite(value, f"{where}{key}.")
+        if found:
+            return found
+    return None
+
+
 def first_problem(exc: ValidationError) -> str:
     """``where: what`` of a validation error's first problem, for a one-line message."""
     first = exc.errors()[0]
@@ -83,6 +97,11 @@ def load_versioned(path: Path, model: type[M], kind: str, version: int, noun: st
             f"{p} has {noun} schema version {data.get('schema_version')!r}; this llmdeck reads version "
             f"{version}.",
             hint=f"Re-render it with the llmdeck version that wrote it, or run the {noun} again.",
+        )
+    if bad := non_finite(data):
+        raise ResultFileError(
+            f"{p} is not a valid {noun} result: {bad} is not a measurement.",
+            hint=f"The file may be edited by hand or written by something else; run the {noun} again.",
         )
     try:
         return model.model_validate(data)

@@ -14,7 +14,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from llmdeck.errors import ResultFileError
-from llmdeck.formats.result_file import first_problem
+from llmdeck.formats.result_file import first_problem, non_finite
 from llmdeck.util.gz import InflateError, read_bytes
 from llmdeck.util.jsonsafe import loads as json_loads
 
@@ -76,6 +76,8 @@ def read_trials_file(
             data = json_loads(line)
             if not isinstance(data, dict) or data.get("kind") != record_kind:
                 raise _bad(path, lineno, "not a trial line", header_kind)
+            if bad := non_finite(data):
+                raise _bad(path, lineno, f"{bad} is not a measurement", header_kind)
             records.append(record.model_validate(data))
         except json.JSONDecodeError as exc:
             raise _bad(path, lineno, f"not JSON: {exc.msg}", header_kind) from exc
