@@ -273,3 +273,18 @@ def test_report_html_never_replaces_an_input_or_a_users_file(
     assert run_cli(["report", str(result), "--html", str(old_page)], capsys)[0] == 0
     assert '<meta name="generator" content="llmdeck">' in old_page.read_text()
     assert run_cli(["report", str(tune), "--html", str(old_page)], capsys)[0] == 0  # a tune page replaces it
+
+
+def test_a_dangling_symlink_makes_no_folders_where_it_points(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`keys create --keys-file LINK` (LINK -> /nonexistent/zz) had created /nonexistent and written the
+    keys there; a link into a folder that exists is still written through (its target file is new)."""
+    link = tmp_path / "keys.json"
+    link.symlink_to(tmp_path / "gone" / "deeper" / "zz.json")
+    code, _, err = run_cli(["keys", "create", "bob", "--keys-file", str(link)], capsys)
+    assert code == 2 and "whose folder does not exist" in err and not (tmp_path / "gone").exists(), err
+    link.unlink()
+    link.symlink_to(tmp_path / "zz.json")
+    assert run_cli(["keys", "create", "bob", "--keys-file", str(link)], capsys)[0] == 0
+    assert (tmp_path / "zz.json").is_file()

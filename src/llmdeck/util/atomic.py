@@ -94,6 +94,11 @@ def atomic_write_bytes(path: Path, data: bytes, *, secret: bool = False) -> None
     ``secret``: the data holds a key or token; a new file is made 0600 (an existing file keeps its
     own mode: the user chose it)."""
     target = resolve_target(Path(path))
+    if Path(path).expanduser().is_symlink() and not target.parent.is_dir():
+        raise UsageError(  # a dangling link: its target's folders are not llmdeck's to make
+            f"Cannot write {path}: it is a symbolic link to {target}, whose folder does not exist.",
+            hint="Point the link at a file in an existing folder, or give another path.",
+        )
     existing = check_writable(target)
     if existing is not None:
         mode = stat.S_IMODE(existing.st_mode)
