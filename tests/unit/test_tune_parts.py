@@ -677,3 +677,20 @@ def test_an_out_folder_that_cannot_be_made_is_bad_input(tmp_path: Path, tiny_mod
     for out in (tmp_path / "notes.txt" / "sub", Path("/proc/llmdeck-tune")):
         with pytest.raises(UsageError, match="cannot create the tune's folder there"):
             open_out_dir(out, header, resume=False)
+
+
+def test_a_config_json_alone_is_refused_before_the_out_folder_is_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`tune config.json` had planned, made --out and its trials header, then failed starting trial 1."""
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "state"))
+    config = tmp_path / "config.json"
+    config.write_text(
+        (ROOT / "src/llmdeck/catalog/data/configs/Qwen3-Coder-30B-A3B-Instruct.config.json").read_text()
+    )
+    out = tmp_path / "tune"
+    args = ["tune", str(config), "--engine", "cpu", "-w", "agent", "--slo", "ttft_p99=30s", "--out", str(out)]
+    code, _, err = run_cli(args, capsys)
+    assert (
+        code == 2 and "a config.json alone plans a model but cannot serve it" in err and not out.exists()
+    ), err

@@ -84,7 +84,7 @@ def register(app: typer.Typer) -> None:
 
 def tune_cmd(
     ctx: typer.Context,
-    model: str = typer.Argument(None, help="Model folder, config.json or catalog name (or --spec)."),
+    model: str = typer.Argument(None, help="Model folder or catalog name (or --spec)."),
     spec_file: Path = typer.Option(
         None, "--spec", help="A launch spec (from `plan --spec-out`) to start from."
     ),

@@ -137,6 +137,13 @@ def _base_spec(
     from llmdeck.engines.secrets import split_secrets
     from llmdeck.engines.spec import build_spec, read_spec_file
 
+    if model is not None and Path(model).expanduser().is_file():
+        raise UsageError(
+            f"tune starts the model for every trial: {model} is a file (a config.json alone plans a model "
+            "but cannot serve it).",
+            hint=f"Give the model's folder or a catalog name; `llmdeck plan {shlex.quote(model)}` plans "
+            "from the config alone.",
+        )
     engine = overrides.get("engine")
     if engine is not None and engine not in engine_names():
         raise UsageError(f"Unknown engine {engine!r}.", hint="Use --engine cpu, venv or docker.")
