@@ -694,3 +694,18 @@ def test_a_config_json_alone_is_refused_before_the_out_folder_is_made(
     assert (
         code == 2 and "a config.json alone plans a model but cannot serve it" in err and not out.exists()
     ), err
+
+
+def test_report_of_a_tune_folder_with_a_broken_trials_file_says_what_is_wrong(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An empty or foreign trials.jsonl had been "not a tune folder or trials file, or several were given"."""
+    (tmp_path / "trials.jsonl").write_text('{"kind": "llmdeck.bench.result"}\n')
+    code, _, err = run_cli(["report", str(tmp_path)], capsys)
+    assert (
+        code == 2
+        and "trials.jsonl:1 is not a llmdeck.tune.trials header (kind 'llmdeck.bench.result')" in err
+    )
+    (tmp_path / "trials.jsonl").write_text("")
+    code, _, err = run_cli(["report", str(tmp_path)], capsys)
+    assert code == 2 and "(empty)" in err, err

@@ -119,4 +119,8 @@ def trials_path_of(path: Path) -> Path | None:
     from llmdeck.util.kindsniff import has_kind
 
     candidate = path / TRIALS_NAME if path.is_dir() else path
-    return candidate if has_kind(candidate, TRIALS_KIND) else None
+    if has_kind(candidate, TRIALS_KIND):
+        return candidate
+    if path.is_dir() and candidate.exists():  # a tune folder whose trials file is broken: say how
+        read_trials(candidate)
+    return None
