@@ -212,3 +212,9 @@ def test_an_image_tag_without_a_version_is_unknown_not_absent() -> None:
 def test_cli_python_that_does_not_exist_is_usage_error(tmp_path: Path) -> None:
     proc = _doctor({}, "--python", str(tmp_path / "no-python"))
     assert proc.returncode == 2 and "--python" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_cli_python_that_is_a_folder_is_usage_error(tmp_path: Path) -> None:
+    """A folder passes os.access(X_OK): it had given a warning and exit 0."""
+    proc = _doctor({}, "--python", str(tmp_path))
+    assert proc.returncode == 2 and "is not an executable file" in proc.stderr, proc.stderr

@@ -76,7 +76,7 @@ def _steps(settings: Settings, options: DoctorOptions) -> list[tuple[str, Callab
 
 def run_doctor(settings: Settings, options: DoctorOptions, progress: Progress | None = None) -> DoctorReport:
     """Every probe in turn; one that breaks becomes a warn finding, never a crash of the report."""
-    if options.python and not os.access(options.python, os.X_OK):
+    if options.python and not (os.path.isfile(options.python) and os.access(options.python, os.X_OK)):
         raise UsageError(
             f"--python {options.python} is not an executable file.",
             hint="Give the Python of the venv you will serve with, e.g. --python ~/vllm/.venv/bin/python.",
