@@ -179,6 +179,8 @@ def test_local_nodes_get_their_own_gpus() -> None:
         (["--head", "a", "--worker", "b c"], "--worker"),
         (["--head", "a", "--head-ip", "x;y"], "--head-ip"),
         (["--head", "a", "--worker", "b", "--netcheck", "mpi"], "--netcheck"),
+        (["--head", "a", "--worker", "b", "--num-gpus", "99999999999999999999"], "--num-gpus"),  # rendered
+        (["--head", "a", "--worker", "b", "--gid-index", "99999999999"], "--gid-index"),  # as given
     ],
 )
 def test_cli_bad_hosts_and_choices_exit_2(

@@ -61,7 +61,7 @@ def register(app: typer.Typer) -> None:
         ),
         hca: list[str] = typer.Option(None, "--hca", help="An RDMA device for NCCL_IB_HCA (repeat)."),
         gid_index: int = typer.Option(
-            None, "--gid-index", min=0, help="NCCL_IB_GID_INDEX (RoCE v2: often 3)."
+            None, "--gid-index", min=0, max=255, help="NCCL_IB_GID_INDEX (RoCE v2: often 3)."
         ),
         docker: bool = typer.Option(
             False, "--docker/--venv", help="Ray inside the vLLM image, or the node's venv."
@@ -69,8 +69,10 @@ def register(app: typer.Typer) -> None:
         image: str = typer.Option(None, "--image", help="--docker: the vLLM image on every node."),
         python: str = typer.Option("python3", "--python", help="--venv: the Python with vLLM and Ray."),
         port: int = typer.Option(6379, "--port", min=1, max=65535, help="Ray's head port."),
-        num_cpus: int = typer.Option(None, "--num-cpus", min=1, help="CPUs each node offers Ray."),
-        num_gpus: int = typer.Option(None, "--num-gpus", min=0, help="GPUs each node offers (here: 0)."),
+        num_cpus: int = typer.Option(None, "--num-cpus", min=1, max=65536, help="CPUs each node offers Ray."),
+        num_gpus: int = typer.Option(
+            None, "--num-gpus", min=0, max=1024, help="GPUs each node offers (here: 0)."
+        ),
         object_store_mb: float = typer.Option(
             None,
             "--object-store-mb",
