@@ -76,6 +76,8 @@ def test_server_start_time_from_real_metrics_and_the_age_in_the_table() -> None:
     page = (FIX / "metrics-qwen3-0.6b-before.txt").read_text()
     assert process_start_time(page) == pytest.approx(1.79598448995e9)
     assert process_start_time("vllm:num_requests_running 1\n") is None  # not reported: unknown
+    for odd in ("1e300", "-5", "0", "inf"):  # 1e300 had crashed bench, compare and eval (OverflowError)
+        assert process_start_time(f"process_start_time_seconds {odd}\n") is None
     started = datetime.fromtimestamp(1.79598448995e9, UTC)
     res = BenchResult(
         target=TargetInfo(base_url="http://x", model="m", server_version="0.22.0", server_started_at=started),

@@ -622,3 +622,12 @@ def test_fetch_rejects_a_bad_endpoint_with_exit_2(
 def test_endpoint_errors_are_one_paragraph() -> None:
     err = uhttp.BodyTooLarge("http://h:1/v1/models", 8 << 20)
     assert isinstance(err, EndpointError) and "\n" not in err.render()
+
+
+def test_status_url_says_a_models_reply_of_the_wrong_shape_is_not_openai() -> None:
+    """`{"data": 5}` had been an internal error (TypeError: 'int' object is not iterable)."""
+    from llmdeck.runtime.urlstatus import _parse_models
+
+    for body in (b'{"data": 5}', b'{"data": "x"}', b'{"data": {"id": "m"}}'):
+        st = _parse_models("http://h:1", (200, body))
+        assert st.state == "not_openai" and "not a model list" in st.detail, body

@@ -106,6 +106,8 @@ def process_start_time(text: str) -> float | None:
     if m is None:
         return None
     try:
-        return float(m.group(1))
+        t = float(m.group(1))
     except ValueError:
         return None
+    # a Unix time a process can have started at (2001..2096): 1e300 had crashed bench
+    return t if 1e9 < t < 4e9 else None

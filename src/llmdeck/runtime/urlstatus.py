@@ -86,7 +86,8 @@ def _parse_models(base_url: str, reply: tuple[int, bytes]) -> UrlStatus:
     except ValueError:
         data = None
     items = data.get("data") if isinstance(data, dict) else None
-    ids = [m["id"] for m in items or [] if isinstance(m, dict) and isinstance(m.get("id"), str)]
+    listed = items if isinstance(items, list) else []  # {"data": 5} had been an internal error
+    ids = [m["id"] for m in listed if isinstance(m, dict) and isinstance(m.get("id"), str)]
     if status != 200 or not isinstance(items, list) or not ids:
         what = f"HTTP {status}" if status != 200 else f"{body[:120].decode('utf-8', 'replace')!r}"
         return UrlStatus(
