@@ -215,3 +215,39 @@ def test_wrong_shaped_chunks_and_usage_are_probe_results(
     streaming = report.probe("streaming_usage")
     assert streaming.status == "pass", streaming.summary  # the good chunk, usage and [DONE] follow
     assert streaming.data["usage"] == {"prompt_tokens": 3, "completion_tokens": 1}
+
+
+class _SilentGenerationHandler(_Handler):
+    """FakeSilentGenerationServer: /health and /v1/models answer; every POST is read and never answered
+    (an engine stuck or saturated)."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        threading.Event().wait(30)
+
+
+@pytest.fixture()
+def fake_silent_generation_server() -> Iterator[str]:
+    yield from _serve(type("FakeSilentGenerationServer", (_SilentGenerationHandler,), {}))
+
+
+@pytest.mark.parametrize("client", ["claude-code", "codex", None])
+def test_a_generation_that_gets_no_reply_ends_the_check_at_once(
+    client: str | None, fake_silent_generation_server: str, tmp_path: Path
+) -> None:
+    """For a client whose needs do not include chat, each of 14 probes had waited its whole --timeout
+    (15 minutes with the defaults) and the check could end READY; the first short generation without a
+    reply now ends it, not ready."""
+    import time
+
+    t0 = time.monotonic()
+    report = run_checks(
+        fake_silent_generation_server, client=client, model=None, api_key=None, settings=_settings(tmp_path),
+        timeout=1.5,
+    )  # fmt: skip
+    assert time.monotonic() - t0 < 10
+    assert not report.ready
+    chat = report.probe("chat")
+    assert chat.status in {"fail", "inconclusive"} and chat.data.get("timed_out")
+    later = [p for p in report.probes if p.id not in {"health", "api_key", "models", "chat"}]
+    assert later and all(p.status == "skipped" for p in later), [(p.id, p.status) for p in later]

@@ -76,15 +76,24 @@ STUCK_HINT = (
 )
 
 
-def timed_out(ctx: ProbeContext, exc: Exception, required: bool) -> Outcome:
+# Short plain generations: one that gets no reply means the engine is stuck or saturated, and every
+# later probe would wait its whole --timeout the same way (a check --client claude-code had waited 14
+# times, 15 minutes by default).
+STUCK_PROBES = frozenset({"chat", "completions", "streaming_usage"})
+
+
+def timed_out(ctx: ProbeContext, exc: Exception, required: bool, probe_id: str = "") -> Outcome:
     """A probe's request got no reply in time while the server still answers /health. For a probe the
     client needs it is a failure (the client would wait the same way) and the probes after it are not
     run, each to wait again; for another, inconclusive (and the last probe run where the caller chose
-    its probes: ``stop_on_timeout``)."""
+    its probes: ``stop_on_timeout``, or where a short generation got no reply: the check is then
+    incomplete, not ready)."""
     why = f"The request timed out ({exc or 'no reply in time'})"
     limit = ctx.http.timeout
-    if required or ctx.stop_on_timeout:  # the next request would wait the same way
+    if required or ctx.stop_on_timeout or probe_id in STUCK_PROBES:  # the next would wait the same way
         ctx.blocked = f"the server did not answer a request within {limit:g} s"
+        if probe_id in STUCK_PROBES and not required:
+            ctx.incomplete = ctx.incomplete or f"a short generation ({probe_id}) got no reply"
     if not required:
         return Outcome("inconclusive", why + ".", data={"timed_out": True})
     return Outcome(

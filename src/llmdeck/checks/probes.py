@@ -114,7 +114,7 @@ def run_probe(ctx: ProbeContext, probe_id: str) -> ProbeResult:
             outcome = PROBES[probe_id](ctx)
         except httpx.TimeoutException as exc:
             _ensure_answering(ctx, probe_id)
-            outcome = timed_out(ctx, exc, required)
+            outcome = timed_out(ctx, exc, required, probe_id)
         except DeadlinePassed as exc:
             ctx.blocked = ctx.incomplete = exc.message.rstrip(".")
             outcome = Outcome("inconclusive", exc.message)
