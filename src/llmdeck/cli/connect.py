@@ -73,7 +73,7 @@ def connect(
     model: str | None = typer.Option(None, "--model", "-m", help="Served model name (default: the first)."),
     api_key: str | None = api_key_option(),
     provider_id: str = typer.Option("vllm", "--provider-id", help="Provider key in the client config."),
-    timeout: float = request_timeout(60.0, detail=" (a silent one is reported after 10 s at most)"),
+    timeout: float = request_timeout(60.0, detail=" (one that does not answer /health: 10 s)"),
     thinking: str = typer.Option(
         "server",
         "--thinking",
