@@ -314,8 +314,8 @@ def run_client_probes(ctx: ProbeContext) -> list[ProbeResult]:
             probe_id not in ("client_thinking", "messages_thinking")
             or bool(rec.reads.reasoning or rec.reads.thinking)
         )
-        if ctx.blocked:
-            outcome = Outcome("skipped", f"Not run: {ctx.blocked}.")
+        if ctx.blocked or (ctx.stuck and not required):
+            outcome = Outcome("skipped", f"Not run: {ctx.blocked or ctx.stuck}.")
         elif too_big and probe_id not in ("client_context", "client_request"):
             outcome = Outcome("skipped", f"Not run: {rec.label}'s base prompt does not fit.")
         else:

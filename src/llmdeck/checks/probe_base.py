@@ -86,14 +86,14 @@ def timed_out(ctx: ProbeContext, exc: Exception, required: bool, probe_id: str =
     """A probe's request got no reply in time while the server still answers /health. For a probe the
     client needs it is a failure (the client would wait the same way) and the probes after it are not
     run, each to wait again; for another, inconclusive (and the last probe run where the caller chose
-    its probes: ``stop_on_timeout``, or where a short generation got no reply: the check is then
-    incomplete, not ready)."""
+    its probes: ``stop_on_timeout``; after a short generation, ``stuck``: only the probes the client
+    needs are still run, the first of them to fail the same way or to show the server recovered)."""
     why = f"The request timed out ({exc or 'no reply in time'})"
     limit = ctx.http.timeout
-    if required or ctx.stop_on_timeout or probe_id in STUCK_PROBES:  # the next would wait the same way
+    if required or ctx.stop_on_timeout:  # the next request would wait the same way
         ctx.blocked = f"the server did not answer a request within {limit:g} s"
-        if probe_id in STUCK_PROBES and not required:
-            ctx.incomplete = ctx.incomplete or f"a short generation ({probe_id}) got no reply"
+    elif probe_id in STUCK_PROBES:  # only the client's own next probe is asked (it fails or passes)
+        ctx.stuck = f"a {probe_id} request got no reply within {limit:g} s"
     if not required:
         return Outcome("inconclusive", why + ".", data={"timed_out": True})
     return Outcome(
@@ -117,6 +117,7 @@ class ProbeContext:
     blocked: str | None = None  # set when nothing more can be asked (e.g. 401 without a key)
     incomplete: str | None = None  # set when the check's deadline passed
     stop_on_timeout: bool = False  # a timed-out request ends the run (connect's few chosen probes)
+    stuck: str | None = None  # a short generation got no reply: only probes the client needs still run
     template_evidence: list[Exchange] = field(default_factory=list)  # the /tokenize renders
 
     # -- request helpers that record evidence ------------------------------------------------

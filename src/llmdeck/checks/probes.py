@@ -109,6 +109,8 @@ def run_probe(ctx: ProbeContext, probe_id: str) -> ProbeResult:
     ctx.evidence = []
     if ctx.blocked and probe_id not in {"health", "api_key"}:
         outcome = Outcome("skipped", f"Not run: {ctx.blocked}.")
+    elif ctx.stuck and not required:
+        outcome = Outcome("skipped", f"Not run: {ctx.stuck}.")
     else:
         try:
             outcome = PROBES[probe_id](ctx)

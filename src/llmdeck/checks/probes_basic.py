@@ -36,6 +36,15 @@ def probe_health(ctx: ProbeContext) -> Outcome:
     if reply.ok:
         where = f" (vLLM {ctx.facts.server_version})" if ctx.facts.server_version else ""
         return Outcome("pass", f"GET /health answered {reply.status_code}{where}.")
+    if reply.status_code in (401, 403, 429):  # a proxy in front of the server, not the engine's state
+        why = "it wants an API key even there" if reply.status_code != 429 else "it is rate-limiting"
+        return Outcome(
+            "fail",
+            f"GET /health answered HTTP {reply.status_code}: {why} (a proxy or gateway in front of the "
+            "server; vLLM answers /health without a key).",
+            fix="Give the key the proxy expects (--api-key)" if reply.status_code != 429 else
+            "Wait and run again, or check the proxy's limits.",
+        )  # fmt: skip
     return Outcome(
         "fail",
         f"GET /health answered HTTP {reply.status_code}: the server is up but not healthy (still loading, "

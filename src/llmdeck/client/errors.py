@@ -140,6 +140,16 @@ def http_status_error(
             url=url,
             hint=REJECTED_KEY_HINT if key_sent else API_KEY_HINT,
         )
+    if status in BUSY:
+        return HTTPStatusError(
+            f"{url} answered HTTP {status} {BUSY[status]}: the server, or a proxy in front of it, is "
+            "overloaded or rate-limiting.",
+            status=status,
+            body=body[:4000],
+            url=url,
+            hint="Wait and run again; if it lasts, see what else uses the server (`llmdeck status`) or the "
+            "proxy's limits.",
+        )
     return HTTPStatusError(
         f"{url} answered HTTP {status}: {snippet or '(empty body)'}",
         status=status,
@@ -147,6 +157,9 @@ def http_status_error(
         url=url,
         hint=hint or "Check the URL (an OpenAI-compatible server answers /v1/...) and the server's log.",
     )
+
+
+BUSY = {429: "Too Many Requests", 503: "Service Unavailable"}  # an answer to come back later, not a wrong URL
 
 
 def not_answering(url: str, seconds: float) -> StreamTimeoutError:

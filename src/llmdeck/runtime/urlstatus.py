@@ -89,7 +89,8 @@ def _parse_models(base_url: str, reply: tuple[int, bytes]) -> UrlStatus:
     listed = items if isinstance(items, list) else []  # {"data": 5} had been an internal error
     ids = [m["id"] for m in listed if isinstance(m, dict) and isinstance(m.get("id"), str)]
     if status != 200 or not isinstance(items, list) or not ids:
-        what = f"HTTP {status}" if status != 200 else f"{body[:120].decode('utf-8', 'replace')!r}"
+        busy = " (overloaded or rate-limiting: try again later)" if status in (429, 503) else ""
+        what = f"HTTP {status}{busy}" if status != 200 else f"{body[:120].decode('utf-8', 'replace')!r}"
         return UrlStatus(
             base_url=base_url, state="not_openai", detail=f"/v1/models answered {what}, not a model list"
         )
