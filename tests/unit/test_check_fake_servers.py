@@ -287,3 +287,53 @@ def test_a_rate_limiting_proxy_is_named_as_such(tmp_path: Path) -> None:
         assert "rate-limiting" in url_status(url, limit=5).detail
     err = http_status_error("http://h:1/v1/models", 429, "<html>429 Too Many Requests</html>")
     assert "overloaded or rate-limiting" in err.message and "<html>" not in err.message
+
+
+class _MessagesBrokenHandler(_Handler):
+    """FakeBadGatewayMessages: chat works; /v1/messages answers 500 with a proxy's "502 Bad Gateway" page."""
+
+    def do_POST(self) -> None:
+        if self.path.startswith("/v1/messages"):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self._json(500, {"error": {"message": "<html><h1>502 Bad Gateway</h1></html>"}})
+            return
+        super().do_POST()
+
+
+def test_a_server_error_on_the_clients_request_is_not_blamed_on_its_tools(tmp_path: Path) -> None:
+    """A 5xx had been "the tool schemas or a parameter it sends are not accepted"."""
+    for url in _serve(type("FakeBadGatewayMessages", (_MessagesBrokenHandler,), {})):
+        report = run_checks(
+            url, client="claude-code", model=None, api_key=None, settings=_settings(tmp_path), timeout=5
+        )
+    probe = report.probe("client_request")
+    assert probe.status == "fail" and "failed on" in probe.summary and "tool schemas" not in probe.summary
+
+
+@pytest.mark.parametrize("count", [-100, 10**40, "lots", 2.5, True])
+def test_a_usage_count_that_is_no_token_count_fails_chat(count: Any) -> None:
+    """check had passed chat with "-100 tokens" and a stream with "usage inf completion tokens"."""
+    from llmdeck.checks.probes_basic import bad_count
+
+    assert bad_count({"completion_tokens": count}) is not None
+    assert bad_count({"completion_tokens": 7}) is None and bad_count({}) is None and bad_count("x") is None
+
+
+class _WeirdUsageHandler(_Handler):
+    """FakeWeirdUsageServer: a chat reply whose usage says -100 completion tokens."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        msg = {"role": "assistant", "content": "hi"}
+        usage = {"prompt_tokens": 3, "completion_tokens": -100}
+        self._json(200, {"choices": [{"index": 0, "message": msg, "finish_reason": "stop"}], "usage": usage})
+
+
+def test_a_negative_usage_count_is_a_failed_chat(tmp_path: Path) -> None:
+    for url in _serve(type("FakeWeirdUsageServer", (_WeirdUsageHandler,), {})):
+        report = run_checks(
+            url, client=None, model=None, api_key=None, settings=_settings(tmp_path), timeout=5
+        )
+    chat = report.probe("chat")
+    assert chat.status == "fail" and "usage.completion_tokens is '-100', not a token count" in chat.summary
+    assert not report.ready

@@ -138,6 +138,13 @@ def probe_client_request(ctx: ProbeContext, rec: Recording) -> Outcome:
             fix="Upgrade vLLM, or serve the client through `llmdeck gateway` with `messages: {fold_system: "
             "true}` on its route (the system text moves into the top-level `system`).",
         )
+    if reply.status_code >= 500 or reply.status_code == 429:  # the server's trouble, not the request's
+        return Outcome(
+            "fail",
+            f"The server failed on {rec.label}'s own request (HTTP {reply.status_code}: {message}): an "
+            "error on its side (or a proxy's), not a refusal of what the client sends.",
+            fix="Read the server's log (`llmdeck logs NAME`) and check again once it serves.",
+        )
     return Outcome(
         "fail",
         f"The server refuses {rec.label}'s own request (HTTP {reply.status_code}: {message}); the tool "

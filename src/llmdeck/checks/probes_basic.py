@@ -149,6 +149,28 @@ def probe_models(ctx: ProbeContext) -> Outcome:
     )
 
 
+MAX_TOKENS_COUNT = 10**9  # more than any context a server holds
+
+
+def bad_count(usage: Any, key: str = "completion_tokens") -> str | None:
+    """Why ``usage[key]`` is no token count (present but negative, huge, not an integer), else None."""
+    if not isinstance(usage, dict) or usage.get(key) is None:
+        return None
+    value = usage[key]
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_TOKENS_COUNT:
+        return None
+    return f"usage.{key} is {str(value)[:40]!r}, not a token count"
+
+
+def _bad_usage(why: str, data: dict[str, Any] | None = None) -> Outcome:
+    return Outcome(
+        "fail",
+        f"The reply's {why}: clients that count tokens (context left, cost) would count wrong.",
+        fix="Check a proxy between client and server, or the server's version.",
+        data=data or {},
+    )
+
+
 def probe_chat(ctx: ProbeContext) -> Outcome:
     reply = ctx.post("/v1/chat/completions", ctx.chat_body([{"role": "user", "content": "Say hello."}]))
     if not reply.ok:
@@ -159,6 +181,8 @@ def probe_chat(ctx: ProbeContext) -> Outcome:
     content = _content(msg)
     _, reasoning = _reasoning(msg)
     usage = reply.data.get("usage")
+    if why := bad_count(usage):
+        return _bad_usage(why)
     tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
     return Outcome(
         "pass",
@@ -210,6 +234,8 @@ def probe_streaming_usage(ctx: ProbeContext) -> Outcome:
             fix="Check a proxy between client and server.",
             data=data,
         )
+    if why := bad_count(usage):
+        return _bad_usage(why, data)
     if not usage or usage.get("completion_tokens") is None:
         return Outcome(
             "fail",
