@@ -78,6 +78,11 @@ def test_server_start_time_from_real_metrics_and_the_age_in_the_table() -> None:
     assert process_start_time("vllm:num_requests_running 1\n") is None  # not reported: unknown
     for odd in ("1e300", "-5", "0", "inf"):  # 1e300 had crashed bench, compare and eval (OverflowError)
         assert process_start_time(f"process_start_time_seconds {odd}\n") is None
+    from llmdeck.client.prom import parse_metrics
+
+    page = "vllm:kv_cache_usage_perc 1e300\nvllm:num_requests_running NaN\nvllm:num_requests_waiting -3\n"
+    assert parse_metrics(page).values == {}  # had been shown as a KV cache 1e302 % full
+    assert parse_metrics("vllm:kv_cache_usage_perc 0.5\n").values == {"kv_usage": 0.5}
     started = datetime.fromtimestamp(1.79598448995e9, UTC)
     res = BenchResult(
         target=TargetInfo(base_url="http://x", model="m", server_version="0.22.0", server_started_at=started),

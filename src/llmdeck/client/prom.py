@@ -8,6 +8,7 @@ A name that is absent means "not reported", never zero.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -74,7 +75,7 @@ def parse_metrics(text: str, t: float = 0.0) -> MetricsSnapshot:
                 sums[sample.name] = sums.get(sample.name, 0.0) + float(sample.value)
     for key, names in SAMPLE_NAMES.items():
         for name in names:
-            if name in sums:
+            if name in sums and plausible(key, sums[name]):
                 snap.values[key] = sums[name]
                 if snap.engine is None:
                     snap.engine = name.split(":", 1)[0]
@@ -85,6 +86,16 @@ def parse_metrics(text: str, t: float = 0.0) -> MetricsSnapshot:
 
 
 _CACHED_APART = "llamacpp:prompt_tokens_cached_total"
+MAX_COUNT = 1e15  # no server counts this many tokens or requests
+MAX_KV_USAGE = 64.0  # a fraction per engine, summed over the engines (data parallel) of one page
+
+
+def plausible(key: str, value: float) -> bool:
+    """A value a server can report: finite, not negative, and for the KV usage a sum of fractions.
+    An impossible one (1e300 %, NaN) counts as not reported rather than being shown as measured."""
+    if not math.isfinite(value) or value < 0:
+        return False
+    return value <= (MAX_KV_USAGE if key == "kv_usage" else MAX_COUNT)
 
 
 def _cached_apart(snap: MetricsSnapshot) -> None:
