@@ -594,3 +594,25 @@ def test_report_against_bad_files_is_exit_2(tmp_path: Path) -> None:
         )
     ok = report("--against", str(FIX / "vllm-bench-serve-random-512in-256out-20req-1rps.json"))
     assert ok.returncode == 0 and "Same workload shape" in ok.stdout
+
+
+def test_a_stopped_run_counts_the_requests_it_never_sent_as_not_run_not_failed() -> None:
+    """With --max-concurrency 1 and Ctrl-C during request 2 of 10, the verdict had said "8 of 10
+    requests failed": the 8 waiting for a slot were recorded "in flight"."""
+    import time
+
+    from llmdeck.bench.load import ScenarioRun
+    from llmdeck.bench.metrics import compute_metrics
+    from llmdeck.bench.result_schema import ScenarioSpec
+    from llmdeck.bench.workloads import WorkItem
+
+    spec = ScenarioSpec(name="s", input_len=8, output_len=4, num_prompts=3, max_concurrency=1)
+    items = [WorkItem(index=i, output_len=4, prompt="x") for i in range(3)]
+    run = ScenarioRun(None, spec, "m", items)  # type: ignore[arg-type]  # no request is sent here
+    now = time.perf_counter()
+    run.t0 = now
+    run.inflight = {0: (items[0], now, now), 1: (items[1], now, None), 2: (items[2], now, None)}
+    records = run.unfinished("interrupted", "interrupted")
+    assert [r.error_kind for r in records] == ["interrupted", "not_run", "not_run"]
+    assert records[1].error == "not sent: interrupted"
+    assert compute_metrics(records, 1.0).failed == 1

@@ -348,12 +348,13 @@ class ScenarioRun:
         now = time.perf_counter()
         out: list[RequestRecord] = []
         for idx, (item, arrival, start) in sorted(self.inflight.items()):
+            sent = start is not None  # one still waiting for a slot (--max-concurrency) was never sent
             out.append(
                 RequestRecord(
                     index=idx,
                     ok=False,
-                    error=f"in flight when the run stopped: {reason}",
-                    error_kind=kind,
+                    error=f"in flight when the run stopped: {reason}" if sent else f"not sent: {reason}",
+                    error_kind=kind if sent else "not_run",
                     session=item.session,
                     turn=item.turn,
                     arrival=arrival - self.t0,

@@ -143,7 +143,8 @@ class _Tally:
 
     def add(self, r: RequestRecord) -> None:
         if not r.ok:
-            self.failed += 1
+            if r.error_kind != "not_run":  # never sent (a stopped run, an earlier turn failed): no failure
+                self.failed += 1
             return
         out, from_usage = output_tokens_of(r)
         if not from_usage:
