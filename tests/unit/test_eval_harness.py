@@ -48,6 +48,8 @@ elif mode == "slow":
 elif mode == "replay":  # a real client's output (FAKE_REPLAY), then it lingers FAKE_SLEEP seconds
     print(open(os.environ["FAKE_REPLAY"]).read(), flush=True)
     time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
+elif mode == "idle":  # a client that starts, talks to no model and exits 0
+    pass
 elif mode == "hang":
     child = subprocess.Popen(["sleep", "300"])
     open(os.environ["FAKE_PIDFILE"], "w").write(str(child.pid))
@@ -448,3 +450,26 @@ def test_a_task_folder_with_what_a_sandbox_cannot_copy_is_bad_input(
     code, _, err = run_cli(["eval", "verify", "--task", str(task)], capsys)
     said = "a named pipe" if odd == "fifo" else "a symbolic link"
     assert code == 2 and said in err and "internal error" not in err, err
+
+
+def test_a_client_that_never_asks_the_model_is_not_scored(
+    capsys: Any, fake_vllm_server: str, fake_agent: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent that exited 0 without one model turn had been scored (exit 0, "complete")."""
+    monkeypatch.setenv("FAKE_AGENT", "idle")
+    out = tmp_path / "r.json"
+    argv = [
+        "eval",
+        "-c",
+        "aider",
+        "-t",
+        "fix-intervals",
+        "-s",
+        fake_vllm_server,
+        "--agent-bin",
+        str(fake_agent),
+    ]
+    code, _, err = run_cli([*argv, "--out", str(out)], capsys)
+    assert code == 1 and "never reached the model" in err and "without a model turn" in err, err
+    run = load_eval_result(out).runs[0]
+    assert run.status == "unreachable" and run.score is None

@@ -62,11 +62,12 @@ class TranscriptEntry(BaseModel):
 
 
 LimitHit = Literal["turns", "tokens", "time"]
-UnreachedKind = Literal["auth", "connection", "not_found"]
+UnreachedKind = Literal["auth", "connection", "not_found", "no_request"]
 UNREACHED_WHAT: dict[str, str] = {
     "auth": "the server refused the client's API key",
     "connection": "the client could not connect to the server",
     "not_found": "the server does not serve the model (or the API) the client asked for",
+    "no_request": "the client ended without a model turn (no request, no token)",
 }
 
 

@@ -32,6 +32,7 @@ from llmdeck.evals.agents import AgentSetup, client_version, opencode_config_pat
 from llmdeck.evals.results import (
     EVAL_RESULT_KIND,
     EvalResult,
+    ModelUnreached,
     TaskInfo,
     TaskRun,
     TurnRecord,
@@ -342,6 +343,9 @@ async def _run_one(
         except (TimeoutError, asyncio.CancelledError):
             run.server_metrics, run.host = monitor.summaries()
     run.agent.diff_stat = await asyncio.to_thread(diff_stat, ws)
+    agent = run.agent
+    if agent.unreached is None and agent.limit_hit is None and not agent.turns and agent.tokens.total == 0:
+        run.agent.unreached = ModelUnreached(kind="no_request", message=run.agent.stderr_tail[-300:].strip())
     if run.agent.unreached is not None:  # nothing the model did is in the workspace: not scored
         run.status, run.error = "unreachable", run.agent.unreached.sentence()
         keep_run(ws, setup.logs, options.keep_dir, run)
