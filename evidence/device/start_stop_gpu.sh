@@ -1,7 +1,7 @@
 #!/bin/bash
 # The dashboard's stop of a start under way, on a GPU's vLLM 0.22 (one call after gpu-lab's stash):
 # `llmdeck gateway` with two models on demand, Qwen3-Coder-30B-A3B (random weights, compiled: a load of
-# ~2 minutes) and Qwen3-0.6B. The dashboard starts the coder; 40 s into its load a request for the small
+# ~2 minutes) and Qwen3-0.6B. The dashboard starts the coder; 25 s into its load a request for the small
 # model arrives (it waits: one start at a time); then the dashboard stops the coder's start. Measured:
 # how soon the coder's state is `stopped`, how soon the GPU's memory is back (nvidia-smi every 0.5 s),
 # that no engine process of it is left (`--query-compute-apps`), and when the small model's request is
@@ -53,7 +53,7 @@ curl -s -o /dev/null -w 'start coder: HTTP %{http_code}\n' "${UI[@]}" $GW/ui/api
 for _ in $(seq 600); do [ -e $LLMDECK_STATE_DIR/servers/coder.json ] && break; sleep 0.2; done
 [ -e $LLMDECK_STATE_DIR/servers/coder.json ] || { stamp "coder never launched"; curl -s $GW/gateway/status; exit 1; }
 stamp "coder's engine launched (record saved): $(state coder)" | tee -a "$D/actions.txt"
-sleep 40
+sleep 25
 stamp "a request for small (waits behind coder's start)" | tee -a "$D/actions.txt"
 ( t=$(date +%s.%N); code=$(curl -s -o "$D/small-reply.json" -w '%{http_code}' $GW/v1/chat/completions \
     -H 'Content-Type: application/json' -d '{"model": "small", "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 8}')
