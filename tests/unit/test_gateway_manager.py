@@ -736,6 +736,18 @@ def test_a_dashboard_start_waits_out_a_residency_and_its_failure_reaches_a_joini
     assert ("start", "b") in fake.calls
 
 
+async def _a_starting_b_behind(
+    mgr: ModelManager, a: Any, b: Any
+) -> tuple[asyncio.Task[Any], asyncio.Task[Any]]:
+    """A request for ``a`` that starts it, and one for ``b`` queued behind that start."""
+    first = asyncio.create_task(mgr.acquire(a))
+    while a.state != "starting":
+        await asyncio.sleep(0.01)
+    second = asyncio.create_task(mgr.acquire(b))
+    await asyncio.sleep(0.05)
+    return first, second
+
+
 def test_a_start_stopped_from_the_dashboard_ends_at_once_and_lets_the_others_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -751,12 +763,8 @@ def test_a_start_stopped_from_the_dashboard_ends_at_once_and_lets_the_others_sta
 
     async def go() -> None:
         a, b = _model(mgr, "a"), _model(mgr, "b")
-        waiter = asyncio.create_task(mgr.acquire(a))
-        while a.state != "starting":
-            await asyncio.sleep(0.01)
+        waiter, behind = await _a_starting_b_behind(mgr, a, b)  # b waits for the lock a's start holds
         assert actions_for(a) == ["stop"]
-        behind = asyncio.create_task(mgr.acquire(b))  # waits for the lock a's start holds
-        await asyncio.sleep(0.05)
         t0 = time.monotonic()
         begin(mgr, a, "stop", set())
         assert actions_for(a) == []  # asked: nothing more until it settles
@@ -788,11 +796,7 @@ def test_a_start_stopped_while_it_waits_its_turn_never_launches(
 
     async def go() -> None:
         a, b = _model(mgr, "a"), _model(mgr, "b")
-        first = asyncio.create_task(mgr.acquire(a))
-        while a.state != "starting":
-            await asyncio.sleep(0.01)
-        second = asyncio.create_task(mgr.acquire(b))
-        await asyncio.sleep(0.05)
+        first, second = await _a_starting_b_behind(mgr, a, b)
         assert b.state == "stopped" and b.bringing_up and actions_for(b) == ["stop"]
         begin(mgr, b, "stop", set())
         assert await first is None

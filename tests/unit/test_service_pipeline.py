@@ -18,6 +18,13 @@ from repo_paths import ROOT
 from security_helpers import fake_engine, fake_model_dir
 
 
+def _venv_spec(tmp_path: Path, name: str, python: Path) -> tuple[Settings, LaunchSpec]:
+    """Settings under tmp_path and a venv spec of a fake model folder whose python is ``python``."""
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+    model = str(fake_model_dir(tmp_path))
+    return settings, LaunchSpec(name=name, engine="venv", python=str(python), model=model, port=free_port())
+
+
 def test_the_launcher_has_no_up_of_its_own() -> None:
     assert not hasattr(launcher, "up") and "up" not in launcher.__all__
 
@@ -61,14 +68,7 @@ def test_up_validates_the_spec_once_and_checks_the_port_once(
     folder_checks = _counting(monkeypatch, [inspect], "validate_model_dir")
     port_checks = _counting(monkeypatch, [host_checks, preflight], "check_port")
     spec_checks = _counting(monkeypatch, [launcher], "validate_spec")
-    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
-    spec = LaunchSpec(
-        name="once",
-        engine="venv",
-        python=str(fake_engine(tmp_path)),
-        model=str(fake_model_dir(tmp_path)),
-        port=free_port(),
-    )
+    settings, spec = _venv_spec(tmp_path, "once", fake_engine(tmp_path))
     events: list[Any] = []
     options = service.UpOptions(force=True, size_by_bytes=False, watchdog=None)
     record = service.start(spec, settings, options, service.EventClock(events.append))
@@ -154,14 +154,7 @@ def test_a_start_asked_to_stop_stops_its_engine_and_forgets_it(tmp_path: Path) -
     from llmdeck.runtime import service
     from llmdeck.runtime.state import StateStore
 
-    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
-    spec = LaunchSpec(
-        name="slow",
-        engine="venv",
-        python=str(_loading_engine(tmp_path)),
-        model=str(fake_model_dir(tmp_path)),
-        port=free_port(),
-    )
+    settings, spec = _venv_spec(tmp_path, "slow", _loading_engine(tmp_path))
     polls: list[int] = []
 
     def stop_on_third() -> bool:
@@ -183,10 +176,7 @@ def test_a_start_asked_to_stop_before_its_launch_launches_nothing(tmp_path: Path
     from llmdeck.errors import StartStopped
     from llmdeck.runtime import service
 
-    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
-    engine = _loading_engine(tmp_path)
-    model = str(fake_model_dir(tmp_path))
-    spec = LaunchSpec(name="never", engine="venv", python=str(engine), model=model, port=free_port())
+    settings, spec = _venv_spec(tmp_path, "never", _loading_engine(tmp_path))
     with pytest.raises(StartStopped):
         service.start(spec, settings, service.UpOptions.bare(stop_when=lambda: True))
     assert not settings.servers_dir.exists() or not list(settings.servers_dir.glob("*.json"))
