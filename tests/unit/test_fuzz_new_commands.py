@@ -91,13 +91,13 @@ def test_check_and_connect_against_streams_that_break(
 @pytest.mark.timeout(120)
 def test_eval_hostile_strings_are_data(fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
     """eval:hostile-model-id — a served model id with $(...), backticks and terminal escapes: the run
-    goes on (the agent here is /bin/true), nothing is executed, no raw ESC reaches the terminal, and
-    the id is kept verbatim in the result as data."""
+    goes on (the agent here is /bin/true: it asks the model nothing, so the run is unreachable, exit 1),
+    nothing is executed, no raw ESC reaches the terminal, and the id is kept verbatim in the result."""
     marker = Path("/tmp/llmdeck-pwned")
     out = Path(fuzz_env["tmp"]) / "e.json"
     with running("fake_hostile_strings_server") as url:
         code, stdout, err, elapsed = run_main([*EVAL.split(), "--server", url, "--out", str(out)], capsys)
-    assert code == 0 and "Traceback" not in err and elapsed < 60, err
+    assert code == 1 and "without a model turn" in err and "Traceback" not in err and elapsed < 60, err
     assert not marker.exists()
     assert "\x1b" not in stdout and "\x1b" not in err
     assert json.loads(out.read_text())["target"]["model"] == HOSTILE_ID
