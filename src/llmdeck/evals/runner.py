@@ -345,9 +345,9 @@ async def _run_one(
     run.agent.diff_stat = await asyncio.to_thread(diff_stat, ws)
     agent = run.agent
     if agent.unreached is None and agent.limit_hit is None and not agent.turns and agent.tokens.total == 0:
-        run.agent.unreached = ModelUnreached(kind="no_request", message=run.agent.stderr_tail[-300:].strip())
-    if run.agent.unreached is not None:  # nothing the model did is in the workspace: not scored
-        run.status, run.error = "unreachable", run.agent.unreached.sentence()
+        agent.unreached = ModelUnreached(kind="no_request", message=agent.stderr_tail[-300:].strip())
+    if agent.unreached is not None:  # nothing the model did is in the workspace: not scored
+        run.status, run.error = "unreachable", agent.unreached.sentence()
         keep_run(ws, setup.logs, options.keep_dir, run)
         return
     run.tests = await asyncio.to_thread(

@@ -16,7 +16,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from llmdeck.errors import ConfigError
-from llmdeck.util.localfile import read_regular_text
+from llmdeck.util.localfile import kind_of, read_regular_text
 
 MAX_TASK_FILE_BYTES = 1 << 20  # task.toml and each prompt: a few KB
 MAX_TASK_ENTRIES = 20_000  # files and folders in one of workspace/, tests/, solution/, wrong/
@@ -85,9 +85,7 @@ def _odd_kind(path: Path) -> str | None:
     mode = path.lstat().st_mode
     if stat.S_ISLNK(mode):
         return "a symbolic link"
-    if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
-        return None
-    return "a named pipe" if stat.S_ISFIFO(mode) else "no regular file (a socket or device)"
+    return None if stat.S_ISDIR(mode) or stat.S_ISREG(mode) else kind_of(mode)
 
 
 def _problem(exc: ValidationError) -> str:

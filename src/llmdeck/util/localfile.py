@@ -36,7 +36,8 @@ class FileTooLargeError(_FileError):
     """The file is larger than the loader's limit."""
 
 
-def _kind(mode: int) -> str:
+def kind_of(mode: int) -> str:
+    """What a file that is not a regular one is, in words (``a named pipe (FIFO)``, ``a socket``, ...)."""
     if stat.S_ISDIR(mode):
         return "a folder"
     if stat.S_ISFIFO(mode):
@@ -49,7 +50,7 @@ def _kind(mode: int) -> str:
 
 
 def not_regular(path: Path, mode: int) -> NotRegularFileError:
-    what = _kind(mode)
+    what = kind_of(mode)
     return NotRegularFileError(errno.EINVAL, f"it is {what}, not a regular file", str(path))
 
 
