@@ -116,8 +116,8 @@ class FakeOpenAIUpstream:
                     await asyncio.sleep(0.01)
             if self.mode == "flood":  # as fast as it can: the socket buffers fill up
                 t0 = time.monotonic()
-                while time.monotonic() - t0 < 30:
-                    yield _chunk("x" * 400, 2)
+                while time.monotonic() - t0 < 30:  # 16 KB events: fewer turns of a loop that holds the GIL
+                    yield _chunk("x" * 16384, 2)
                     await asyncio.sleep(0)
                 self.outcome = "ran_out"
                 return
