@@ -7,7 +7,10 @@ names the variable, the value and what is accepted, never a pydantic dump.
 
 from __future__ import annotations
 
+import difflib
 import os
+import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -201,11 +204,41 @@ def settings_error(exc: ValidationError) -> ConfigError:
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Settings from the environment (and ``overrides``); ConfigError (exit 2) when a value is bad."""
+    """Settings from the environment (and ``overrides``); ConfigError (exit 2) when a value is bad or a
+    variable's name is a near miss of a setting's (``LLMDECK_PROT`` would otherwise be ignored)."""
+    misspelt(os.environ)
     try:
         return Settings(**overrides)
     except ValidationError as exc:
         raise settings_error(exc) from None
+
+
+# LLMDECK_ names read outside the settings: the eval agents' key and cache home, the test suite's
+# switches; and any LLMDECK_<PROVIDER>_API_KEY (the variable ``connect`` names for a client's key).
+OTHER_NAMES = frozenset(
+    {"EVAL_API_KEY", "EVAL_CACHE_HOME", "SKIP_INTEGRATION", "TEST_MARK", "KEEP_GATEWAY_LOG", "UI_SCREENSHOT"}
+)
+
+
+def misspelt(environ: Mapping[str, str]) -> None:
+    """ConfigError (exit 2) for an ``LLMDECK_*`` variable no part of llmdeck reads whose name is close to
+    a setting's; other unknown names stay the user's own business."""
+    fields = sorted(f.upper() for f in Settings.model_fields)
+    bad = []
+    for name in sorted(environ):
+        rest = name.upper().removeprefix(ENV_PREFIX)
+        if rest == name.upper() or rest in fields or rest in OTHER_NAMES or rest.endswith("_API_KEY"):
+            continue
+        near = difflib.get_close_matches(rest, fields, n=1, cutoff=0.7)
+        if near:
+            bad.append((name, ENV_PREFIX + near[0]))
+    if bad:
+        said = "; ".join(f"{name} is not a setting llmdeck reads (did you mean {to}?)" for name, to in bad)
+        raise ConfigError(
+            f"{said}. A misspelt variable would be ignored and the default used instead.",
+            hint="Rename it, or unset it (`unset " + " ".join(shlex.quote(n) for n, _ in bad) + "`). "
+            "docs/settings.md lists the settings.",
+        )
 
 
 def debug_enabled() -> bool:

@@ -200,7 +200,32 @@ CASES = [
         "LLMDECK_DEBUG",
         env={"LLMDECK_PORT": "x", "LLMDECK_DEBUG": "x"},
     ),
+    # a near miss of a setting's name would be ignored silently (the default port used): exit 2
+    case(
+        "status:LLMDECK_PROT",
+        "status",
+        2,
+        "LLMDECK_PROT",
+        "did you mean LLMDECK_PORT?",
+        env={"LLMDECK_PROT": "9"},
+    ),
+    case(
+        "logs:llmdeck_statedir-lowercase",
+        "logs",
+        2,
+        "llmdeck_statedir",
+        "LLMDECK_STATE_DIR",
+        "unset llmdeck_statedir",
+        env={"llmdeck_statedir": "/tmp"},
+    ),
 ]
+
+
+def test_other_llmdeck_names_are_left_alone(fuzz_env: dict[str, str], fuzz_run: FuzzRun) -> None:
+    """A client key ``connect`` names (LLMDECK_<PROVIDER>_API_KEY), the eval agents' and the tests' own
+    variables, and a name near no setting are not settings llmdeck refuses."""
+    env = {"LLMDECK_OPENCODE_API_KEY": "k", "LLMDECK_EVAL_CACHE_HOME": "/tmp", "LLMDECK_WHATEVER": "1"}
+    fuzz_run(case("status:other-names", "status", 0, env=env).values[0], fuzz_env)
 
 
 @pytest.mark.timeout(60)
