@@ -144,7 +144,12 @@ def _lifecycle_commands(group: typer.Typer) -> None:
     @group.command("down")
     def down_cmd(
         ctx: typer.Context,
-        grace: float = typer.Option(15.0, "--grace", min=0, help="Seconds Ray gets before SIGKILL."),
+        grace: float = typer.Option(
+            15.0,
+            "--grace",
+            callback=number(at_least=0, at_most=3600),
+            help="Seconds Ray gets before SIGKILL.",
+        ),
     ) -> None:
         """Stop the recorded cluster: workers first, then the head (only what llmdeck started). Exit 0
         when none is recorded (nothing to stop), as `llmdeck down --all`."""
@@ -174,8 +179,12 @@ def _netcheck_command(group: typer.Typer) -> None:
         ),
         backend: str = typer.Option("gloo", "--backend", help="gloo (CPU) | nccl (GPU)."),
         link: str = typer.Option(None, "--link", help="cx7-200g | ethernet-100g | ethernet-10g"),
-        expect_gbps: float = typer.Option(None, "--expect-gbps", min=0.001, help="The link's rated GB/s."),
-        max_latency_us: float = typer.Option(None, "--max-latency-us", min=0.1, help="Latency limit (µs)."),
+        expect_gbps: float = typer.Option(
+            None, "--expect-gbps", callback=number(at_least=0.001, at_most=1e5), help="The link's rated GB/s."
+        ),
+        max_latency_us: float = typer.Option(
+            None, "--max-latency-us", callback=number(at_least=0.1, at_most=1e7), help="Latency limit (µs)."
+        ),
         interface: str = typer.Option(None, "--interface", help="Read the rated speed from this interface."),
         result: Path = typer.Option(None, "--result", help="Judge a saved run (its JSON lines)."),
         out: Path = typer.Option(None, "--out", help="Save the run's JSON lines here."),

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from llmdeck.cli.output import JSON_OPTION, err_console, out_console, print_json
+from llmdeck.cli.validate import number
 
 
 def register(app: typer.Typer) -> None:
@@ -29,8 +30,7 @@ def register(app: typer.Typer) -> None:
         eos_bias: float | None = typer.Option(
             None,
             "--eos-bias",
-            min=0.0,
-            max=4.0,
+            callback=number(at_least=0, at_most=4),
             help="Make replies end on their own (0.8: ~1 token at temperature 0.6, ~130 at 1.0), for real "
             "agents that fail a reply cut at max_tokens.",
         ),

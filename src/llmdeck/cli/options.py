@@ -23,7 +23,7 @@ from typing import Any
 
 import typer
 
-from llmdeck.cli.validate import positive_seconds
+from llmdeck.cli.validate import MAX_SECONDS, number, positive_seconds
 
 READY = "Limit (s) for a start to become ready"
 REQUEST = "Limit (s) for each request to"
@@ -53,6 +53,9 @@ def _help(meaning: str, detail: str) -> str:
     """The meaning's wording, then the command's detail as given (" (...)", ": ..."), then a full stop."""
     text = meaning + detail
     return text if text.endswith(".") else text + "."
+
+
+_AT_LEAST_1_S = number(at_least=1, at_most=MAX_SECONDS)
 
 
 def _seconds(default: float | None, names: tuple[str, ...], help_: str, **extra: Any) -> Any:
@@ -97,9 +100,13 @@ def task_timeout(default: float | None, detail: str = "") -> Any:
 
 def step_timeout(default: float, detail: str = "") -> Any:
     """``--step-timeout`` (and ``--timeout``, its older name): each step of a cluster command."""
-    return _seconds(default, ("--step-timeout", "--timeout"), _help(STEP, detail), min=1)
+    return typer.Option(
+        default, "--step-timeout", "--timeout", callback=_AT_LEAST_1_S, help=_help(STEP, detail)
+    )
 
 
 def netcheck_timeout(default: float, detail: str = "") -> Any:
     """``--test-timeout`` (and ``--timeout``, its older name): the whole all-reduce test."""
-    return _seconds(default, ("--test-timeout", "--timeout"), _help(TEST, detail), min=1)
+    return typer.Option(
+        default, "--test-timeout", "--timeout", callback=_AT_LEAST_1_S, help=_help(TEST, detail)
+    )
