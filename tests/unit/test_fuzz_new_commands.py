@@ -172,6 +172,8 @@ def _eval_tasks(tmp: Path) -> dict[str, str]:
         "instruction-folder": {"task.toml": b"", "instruction.md/": None},
         "instruction-binary": {"task.toml": b"", "instruction.md": b"\xff\xfe\x00"},
         "followup-binary": {"task.toml": b"", "instruction.md": b"Do it.", "followups/01.md": b"\xc3\x28"},
+        "instruction-blank": {"task.toml": b"", "instruction.md": b" \n\t\n"},
+        "followup-empty": {"task.toml": b"", "instruction.md": b"Do it.", "followups/01.md": b""},
         "no-tests": {"task.toml": b"", "instruction.md": b"Do it.", "tests/": False},
         "tests-a-file": {"task.toml": b"", "instruction.md": b"Do it.", "tests/": False, "tests": b"x"},
         "tests-empty": {"task.toml": b"", "instruction.md": b"Do it.", "tests/README.md": b"later"},
@@ -222,6 +224,15 @@ EVAL_TASK_CASES = [
         "UTF-8",
     ),
     case("eval:task-followup-binary", "eval -c opencode --task {task_followup_binary}", 2, "01.md"),
+    # an empty prompt had been sent: the agent asked nothing, then scored
+    case(
+        "eval:task-instruction-blank",
+        "eval -c opencode --task {task_instruction_blank}",
+        2,
+        "instruction.md",
+        "empty",
+    ),
+    case("eval:task-followup-empty", "eval -c opencode --task {task_followup_empty}", 2, "01.md", "empty"),
     case("eval:task-no-tests", "eval -c opencode --task {task_no_tests}", 2, "has no tests"),
     # a file for tests/ or workspace/ broke each run (NotADirectoryError); no test file scored nothing
     case("eval:task-tests-a-file", "eval -c opencode --task {task_tests_a_file}", 2, "tests", "not a folder"),

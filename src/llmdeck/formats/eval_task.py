@@ -103,9 +103,15 @@ def _has_tests(folder: Path) -> bool:
 
 
 def read_prompt(path: Path) -> str:
-    """A prompt file's text; ConfigError when it is a folder, unreadable or not UTF-8 text."""
+    """A prompt file's text; ConfigError when it is a folder, unreadable, not UTF-8 text or empty."""
     try:
-        return read_regular_text(path, MAX_TASK_FILE_BYTES).strip()
+        text = read_regular_text(path, MAX_TASK_FILE_BYTES).strip()
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
         raise ConfigError(f"The eval task prompt {path} cannot be read ({why}).", hint=LAYOUT_HINT) from exc
+    if not text:
+        raise ConfigError(
+            f"The eval task prompt {path} is empty: the agent would be asked nothing and scored on it.",
+            hint="Write the task's prompt in it (what the agent is to do), or remove the task.",
+        )
+    return text
