@@ -10,6 +10,7 @@
   the connection.
 * ``fake_models_reply``: its /v1/models answers a given body (a wrong shape: no models list).
 * ``fake_trickle_server``: a plain JSON body, one byte every 0.2 s (never whole in time).
+* ``fake_raw_reply``: answers every request with given bytes (an odd response head), then holds on.
 """
 
 from __future__ import annotations
@@ -265,5 +266,20 @@ def fake_trickle_server() -> contextlib.AbstractContextManager[str]:
             for _ in range(999):
                 time.sleep(0.2)
                 conn.sendall(b" ")
+
+    return _raw_server(handler)
+
+
+def fake_raw_reply(reply: bytes) -> contextlib.AbstractContextManager[str]:
+    """Its health probe answers; every other request gets the bytes ``reply`` as they are (an odd head:
+    a 204, a status of 999, a NUL in a header, a bad Content-Length, thousands of 100 Continue), and the
+    connection is kept open for 30 s (a body that was never promised never comes)."""
+
+    def handler(conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            if _answer_probe(conn, conn.recv(65536)):
+                return
+            conn.sendall(reply)
+            time.sleep(30)
 
     return _raw_server(handler)

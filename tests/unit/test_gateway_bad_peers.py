@@ -20,6 +20,7 @@ from gateway_fakes import (
     UvicornThread,
     fake_dying_stream_server,
     fake_models_reply,
+    fake_raw_reply,
     fake_trickle_server,
 )
 from llmdeck.gateway.app import build_app
@@ -203,3 +204,64 @@ def test_an_unknown_model_name_is_not_echoed_whole(tmp_path: Path) -> None:
     with fake() as up, gateway(up, tmp_path) as gw:
         r = httpx.post(f"{gw}/v1/chat/completions", json={**CHAT, "model": "x" * 200_000}, timeout=10)
     assert r.status_code == 404 and len(r.content) < 2_000 and "…" in r.json()["error"]["message"]
+
+
+def _healthy(gw: str) -> bool:
+    return bool(httpx.get(f"{gw}/gateway/status").json()["routes"][0]["backends"][0]["healthy"])
+
+
+@pytest.mark.parametrize(
+    ("method", "reply"),
+    [
+        ("POST", b"HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n"),
+        ("POST", b"HTTP/1.1 304 Not Modified\r\ncontent-length: 50\r\nconnection: close\r\n\r\n"),
+        (
+            "HEAD",
+            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 50\r\nconnection: close\r\n\r\n",
+        ),
+    ],
+    ids=["204", "304", "HEAD"],
+)
+def test_a_reply_without_a_body_is_not_waited_on(tmp_path: Path, method: str, reply: bytes) -> None:
+    """A 204/304 or the answer to a HEAD has no body: read as one, the reply had hung for the idle timeout,
+    then the backend was marked down ("it sent nothing") and the client's connection broken."""
+    with fake_raw_reply(reply) as odd, gateway(odd, tmp_path) as gw, httpx.Client(timeout=10) as client:
+        for _ in range(2):  # the second on the same keep-alive connection: it had been reset
+            r = client.request(method, f"{gw}/v1/chat/completions", content=json.dumps(CHAT))
+            assert r.status_code == int(reply.split()[1]) and r.content == b""
+        assert _healthy(gw)
+        assert "upstream_broke" not in httpx.get(f"{gw}/metrics").text
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b"HTTP/1.1 999 Odd\r\ncontent-length: 0\r\n\r\n",
+        b"HTTP/1.1 0 Zero\r\ncontent-length: 0\r\n\r\n",
+        b"HTTP/1.1 100000000000000000000 Big\r\ncontent-length: 0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nx-odd: a\x00b\r\ncontent-length: 2\r\n\r\n{}",
+        b"HTTP/1.1 200 OK\r\ncontent-length: abc\r\n\r\n{}",
+        b"HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n{}",
+        b"HTTP/1.1 100 Continue\r\n\r\n" * 3000 + b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}",
+    ],
+    ids=[
+        "status-999",
+        "status-0",
+        "status-huge",
+        "nul-in-header",
+        "length-abc",
+        "length-negative",
+        "3000-continues",
+    ],
+)
+def test_a_reply_head_no_http_server_sends_is_a_502_in_words(
+    tmp_path: Path, reply: bytes, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Relayed, these had crashed the reply (status 999 or a NUL header: the client's connection dropped;
+    3000 interim heads: RecursionError, a 500; Content-Length abc: ValueError, a 500)."""
+    with fake_raw_reply(reply) as odd, gateway(odd, tmp_path) as gw:
+        r = httpx.post(f"{gw}/v1/chat/completions", json=CHAT, timeout=10)
+        assert r.status_code == 502 and "No backend of model 'a' answered" in r.json()["error"]["message"]
+        assert httpx.get(f"{gw}/health").status_code == 200
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "Exception in ASGI application" not in err

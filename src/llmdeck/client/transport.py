@@ -19,6 +19,7 @@ import httpx
 
 _HEAD_CAP = 64 << 10  # status line and headers
 _LINE_CAP = 64 << 10  # a chunk-size line, the trailer
+_INTERIM_CAP = 32  # 1xx heads before the answer's (100 Continue, 103 Early Hints)
 
 
 class _Conn(asyncio.Protocol):
@@ -101,17 +102,17 @@ class _Body(httpx.AsyncByteStream):
     """The response body, de-framed (chunked, content-length or until close)."""
 
     def __init__(
-        self, pool: LeanTransport, key: tuple[str, str, int], conn: _Conn, headers: dict[str, str]
+        self,
+        pool: LeanTransport,
+        key: tuple[str, str, int],
+        conn: _Conn,
+        framing: tuple[bool, int | None, bool],
     ) -> None:
         self.pool = pool
         self.key = key
         self.conn = conn
-        self.chunked = "chunked" in headers.get("transfer-encoding", "").lower()
-        cl = headers.get("content-length")
-        self.remaining: int | None = int(cl) if cl is not None and not self.chunked else None
-        self.keep_alive = headers.get("connection", "").lower() != "close" and (
-            self.chunked or self.remaining is not None
-        )
+        self.chunked, self.remaining, close = framing
+        self.keep_alive = not close and (self.chunked or self.remaining is not None)
         self.done = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
@@ -191,6 +192,45 @@ class _Body(httpx.AsyncByteStream):
             self.conn.close()
 
 
+def _parse_head(raw: bytes) -> tuple[int, list[tuple[bytes, bytes]]]:
+    """A response head's status (100-599) and headers; RemoteProtocolError for what h11 refuses too."""
+    lines = raw.split(b"\r\n")
+    parts = lines[0].split(b" ", 2)
+    try:
+        status = int(parts[1]) if parts[1].isdigit() else -1
+    except IndexError:
+        status = -1
+    if not 100 <= status <= 599:
+        raise httpx.RemoteProtocolError(f"bad HTTP status line {lines[0][:80]!r}")
+    headers: list[tuple[bytes, bytes]] = []
+    for line in lines[1:]:
+        k, sep, v = line.partition(b":")
+        if not sep:
+            continue
+        value = v.strip()
+        if any(c < 0x20 and c != 0x09 or c == 0x7F for c in value):
+            raise httpx.RemoteProtocolError(f"a control character in the {k.strip()[:40]!r} header")
+        headers.append((k.strip(), value))
+    return status, headers
+
+
+def _framing(method: str, status: int, headers: list[tuple[bytes, bytes]]) -> tuple[bool, int | None, bool]:
+    """How the body ends: (chunked, its Content-Length, close after it). A HEAD's answer, a 1xx, 204 or
+    304 has none (read as one, the reply hung until the read timeout); a bad Content-Length is refused."""
+    h = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers}
+    close = h.get("connection", "").lower() == "close"
+    if method == "HEAD" or status < 200 or status in (204, 304):
+        return False, 0, close
+    if "chunked" in h.get("transfer-encoding", "").lower():
+        return True, None, close
+    declared = h.get("content-length")
+    if declared is None:
+        return False, None, close
+    if not declared.strip().isdigit() or len(declared.strip()) > 18:
+        raise httpx.RemoteProtocolError(f"bad Content-Length {declared[:40]!r}")
+    return False, int(declared), close
+
+
 class LeanTransport(httpx.AsyncBaseTransport):
     """HTTP/1.1 (http and https) with keep-alive pooling; no compression, no HTTP/2, no proxies."""
 
@@ -250,6 +290,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
             conn.transport.write(payload)
             try:
                 status, headers = await self._read_head(conn)
+                framing = _framing(request.method, status, headers)
             except httpx.RemoteProtocolError:
                 conn.close()
                 if reused and attempt == 0:
@@ -258,16 +299,23 @@ class LeanTransport(httpx.AsyncBaseTransport):
             except BaseException:
                 conn.close()
                 raise
-            hdict = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in headers}
             return httpx.Response(
                 status_code=status,
                 headers=headers,
-                stream=_Body(self, key, conn, hdict),
+                stream=_Body(self, key, conn, framing),
                 extensions={"http_version": b"HTTP/1.1"},
             )
         raise httpx.RemoteProtocolError("server disconnected without sending a response")  # pragma: no cover
 
     async def _read_head(self, conn: _Conn) -> tuple[int, list[tuple[bytes, bytes]]]:
+        """The final status and headers: interim 1xx heads skipped (at most ``_INTERIM_CAP`` of them)."""
+        for _ in range(_INTERIM_CAP):
+            status, headers = _parse_head(await self._head_bytes(conn))
+            if not 100 <= status < 200 or status == 101:
+                return status, headers
+        raise httpx.RemoteProtocolError(f"over {_INTERIM_CAP} interim (1xx) responses: not an HTTP server?")
+
+    async def _head_bytes(self, conn: _Conn) -> bytes:
         while True:
             i = conn.buf.find(b"\r\n\r\n")
             if i >= 0:
@@ -281,20 +329,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
             await conn.wait()
         raw = bytes(conn.buf[:i])
         del conn.buf[: i + 4]
-        lines = raw.split(b"\r\n")
-        parts = lines[0].split(b" ", 2)
-        try:
-            status = int(parts[1])
-        except (IndexError, ValueError) as exc:
-            raise httpx.RemoteProtocolError(f"bad HTTP status line {lines[0][:80]!r}") from exc
-        if status == 100:
-            return await self._read_head(conn)
-        headers: list[tuple[bytes, bytes]] = []
-        for line in lines[1:]:
-            k, sep, v = line.partition(b":")
-            if sep:
-                headers.append((k.strip(), v.strip()))
-        return status, headers
+        return raw
 
     async def aclose(self) -> None:
         for conns in self._idle.values():

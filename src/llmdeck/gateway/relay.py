@@ -94,7 +94,10 @@ class Relay:
         self._closed = False
 
     def headers(self) -> dict[str, str]:
-        return {k: v for k, v in self.resp.headers.items() if k.lower() not in DROP_RESPONSE}
+        """The backend's headers to pass on; a 204/304's Content-Length (of a body it never has) is not,
+        or the server would wait for those bytes and break the client's connection."""
+        drop = DROP_RESPONSE | ({"content-length"} if self.resp.status_code in (204, 304) else set())
+        return {k: v for k, v in self.resp.headers.items() if k.lower() not in drop}
 
     async def _next(self, chunks: AsyncIterator[bytes]) -> bytes:
         left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
