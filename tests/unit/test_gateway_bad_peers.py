@@ -217,7 +217,7 @@ def _healthy(gw: str) -> bool:
         ("POST", b"HTTP/1.1 304 Not Modified\r\ncontent-length: 50\r\nconnection: close\r\n\r\n"),
         (
             "HEAD",
-            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 50\r\nconnection: close\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\ncontent-length: 50\r\nconnection: close\r\n\r\n",
         ),
     ],
     ids=["204", "304", "HEAD"],

@@ -208,7 +208,7 @@ def _parse_head(raw: bytes) -> tuple[int, list[tuple[bytes, bytes]]]:
         if not sep:
             continue
         value = v.strip()
-        if any(c < 0x20 and c != 0x09 or c == 0x7F for c in value):
+        if any((c < 0x20 and c != 0x09) or c == 0x7F for c in value):
             raise httpx.RemoteProtocolError(f"a control character in the {k.strip()[:40]!r} header")
         headers.append((k.strip(), value))
     return status, headers
