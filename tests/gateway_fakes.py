@@ -80,6 +80,7 @@ class FakeOpenAIUpstream:
         self.release = threading.Event()
         self.finished = threading.Event()
         self.outcome = ""
+        self.delay_s = 0.0  # a whole (non-streamed) answer comes after this long, nothing before it
         self.app = Starlette(
             routes=[
                 Route("/v1/models", self._models),
@@ -96,7 +97,8 @@ class FakeOpenAIUpstream:
         body = await request.json()
         self.bodies.append(body)
         self.headers.append(dict(request.headers))
-        if not body.get("stream") and self.mode != "forever":  # "forever" streams to any request
+        if body.get("stream") is not True and self.mode != "forever":  # "forever" streams to any request
+            await asyncio.sleep(self.delay_s)
             usage = {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
             return JSONResponse(
                 {

@@ -34,7 +34,14 @@ from llmdeck.gateway.metrics import GatewayMetrics
 from llmdeck.gateway.proxy import DROP_REQUEST, RequestCtx, Upstream, all_down, forward, openai_error
 from llmdeck.gateway.request_body import GONE, hung_up, no_such_endpoint, parse_body, path_problem, read_body
 from llmdeck.gateway.routing import Router, RouteState
-from llmdeck.gateway.surfaces import ResponseIds, api_of, reshape_error, response_id_of, rewrite_for
+from llmdeck.gateway.surfaces import (
+    ResponseIds,
+    api_of,
+    asks_stream,
+    reshape_error,
+    response_id_of,
+    rewrite_for,
+)
 from llmdeck.gateway.ui_app import ui_routes
 
 
@@ -254,7 +261,8 @@ async def _models(request: Request) -> Response:
 async def _proxy(request: Request) -> Response:
     """Every /v1/* request but /v1/models; the gateway's own errors in the API's shape."""
     api = api_of(request.url.path)
-    resp = path_problem(request) or await _proxy_api(request, api)
+    bad = path_problem(request)
+    resp = _logged(request, bad) if bad is not None else await _proxy_api(request, api)
     return reshape_error(resp, api) if isinstance(resp, JSONResponse) else resp
 
 
@@ -323,7 +331,7 @@ async def _send(
         ctx.ids = st.ids
     headers = [(k, v) for k, v in request.headers.raw if k.decode("latin-1").lower() not in DROP_REQUEST]
     timeouts = st.loaded.config.timeouts
-    streaming = bool(body.get("stream") if body else request.query_params.get("stream") == "true")
+    streaming = asks_stream(body.get("stream")) if body else request.query_params.get("stream") == "true"
     path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     first_byte_s = timeouts.first_byte_s if streaming else timeouts.response_s
     up = Upstream(

@@ -29,6 +29,7 @@ from llmdeck.gateway.metrics import GatewayMetrics, token_counts
 from llmdeck.gateway.relay import DROP_RESPONSE, Relay, RelayResponse
 from llmdeck.gateway.routing import BackendState, Router, RouteState
 from llmdeck.gateway.surfaces import ResponseIds, lacks_surface, missing_surface_message
+from llmdeck.util.safetext import safe_line
 
 access_log = logging.getLogger("llmdeck.gateway.access")
 
@@ -52,6 +53,9 @@ DROP_REQUEST = frozenset(
     }
 )
 
+INTERNAL = (
+    "The gateway failed on this request: a bug (the gateway's log has its traceback); please report it."
+)
 TOO_DEEP = "The request body nests too deeply to pass on (JSON arrays or objects inside each other)."
 
 
@@ -101,7 +105,9 @@ class RequestCtx:
         access_log.info(
             "%s %s route=%s key=%s backend=%s status=%s%s ms=%.1f",
             self.method,
-            self.path,
+            safe_line(
+                self.path
+            ),  # a client's %1b[2K or %0a is data: it neither drives a terminal nor splits lines
             self.route,
             self.key,
             self.backend,
@@ -162,20 +168,37 @@ async def open_upstream(client: httpx.AsyncClient, state: BackendState, up: Upst
     if state.backend.api_key:
         headers.append((b"authorization", f"Bearer {state.backend.api_key}".encode()))
     request = client.build_request(
-        up.method, state.url + up.path, headers=headers, content=up.content_for(state)
+        up.method,
+        state.url + up.path,
+        headers=headers,
+        content=up.content_for(state),
+        timeout=_timeout(client, up),
     )
+    late = UpstreamFailure(504, "first_byte_timeout", f"no answer within {up.first_byte_s:g} s")
     try:
         async with asyncio.timeout(up.first_byte_s):
             resp = await client.send(request, stream=True)
     except TimeoutError as exc:
-        raise UpstreamFailure(504, "first_byte_timeout", f"no answer within {up.first_byte_s:g} s") from exc
-    except httpx.TimeoutException as exc:
+        raise late from exc
+    except httpx.ConnectTimeout as exc:
         raise UpstreamFailure(504, "connect_timeout", "the connection timed out") from exc
+    except httpx.TimeoutException as exc:
+        raise late from exc
     except httpx.HTTPError as exc:  # in words (the 502, the status's last_error): no exception class names
         what = "cannot connect" if isinstance(exc, httpx.ConnectError) else "the connection broke"
         raise UpstreamFailure(502, "connect_error", (f"{what} ({exc})" if str(exc) else what)[:200]) from exc
     await _refuse_web_page(resp)
     return resp
+
+
+def _timeout(client: httpx.AsyncClient, up: Upstream) -> httpx.Timeout:
+    """The client's timeouts; a reply that is no stream is silent until it is whole, so its read timeout
+    is the whole answer's (``response_s``), not the idle one between chunks (it had cut such a reply
+    at ``idle_s`` and marked the backend down)."""
+    t = client.timeout
+    if up.stream or up.whole_s is None:
+        return t
+    return httpx.Timeout(connect=t.connect, read=max(t.read or 0.0, up.whole_s), write=t.write, pool=t.pool)
 
 
 async def _refuse_web_page(resp: httpx.Response) -> None:
@@ -217,8 +240,14 @@ async def forward(client: httpx.AsyncClient, route: RouteState, up: Upstream, ct
             state.outstanding -= 1
             ctx.finish(400, "bad_request")
             return openai_error(400, bad.message, "invalid_request_error")
-        except BaseException:
-            state.outstanding -= 1  # whatever else went wrong (a cancel), this backend is not busy with it
+        except Exception:  # a bug: answered in the API's shape, the lease and the gauge given back
+            state.outstanding -= 1
+            logging.getLogger("llmdeck.gateway").exception("a request to %s failed", state.backend.label)
+            ctx.finish(500, "internal_error")
+            return openai_error(500, INTERNAL, "api_error", "internal_error")
+        except BaseException:  # a cancel (the client hung up): this backend is not busy with it
+            state.outstanding -= 1
+            ctx.finish(499, "client_disconnected")
             raise
         if resp.status_code == 503 and i + 1 < len(candidates):  # overloaded or starting: try the next
             await resp.aclose()
@@ -273,9 +302,11 @@ async def all_down(
 async def _missing_surface(resp: httpx.Response, state: BackendState, ctx: RequestCtx) -> Response | None:
     """The backend has no such endpoint (404/405 from its router): say which surface and what to do.
 
-    A 404/405 that is an API error about the request (vLLM's model-not-found) is relayed as it came."""
+    A 404/405 that is an API error about the request (vLLM's model-not-found) is relayed as it came; a
+    405 from its router to a method other than POST is that method's fault, on any API."""
     message = missing_surface_message(ctx.api, state.backend.label)
-    if message is None or resp.status_code not in (404, 405):
+    wrong_method = resp.status_code == 405 and ctx.method != "POST"
+    if (message is None and not wrong_method) or resp.status_code not in (404, 405):
         return None
     body = b""
     try:
@@ -293,5 +324,13 @@ async def _missing_surface(resp: httpx.Response, state: BackendState, ctx: Reque
         drop = DROP_RESPONSE | {"content-length", "content-encoding"}
         headers = {k: v for k, v in resp.headers.items() if k.lower() not in drop}
         return Response(body, status_code=resp.status_code, headers=headers)
+    if wrong_method or message is None:  # the surface is there; not for this method
+        ctx.finish(405, "method_not_allowed")
+        return openai_error(
+            405,
+            f"{ctx.method} is not allowed on {ctx.path[:200]!r} by {state.backend.label}: send a POST there.",
+            "invalid_request_error",
+            "method_not_allowed",
+        )
     ctx.finish(501, "surface_missing")
     return openai_error(501, message, "upstream_error", "surface_missing")

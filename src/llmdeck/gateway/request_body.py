@@ -12,10 +12,11 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
-from llmdeck.gateway.proxy import TOO_DEEP, openai_error
+from llmdeck.gateway.proxy import TOO_DEEP, RequestCtx, openai_error
 from llmdeck.gateway.surfaces import api_of, reshape_error
 from llmdeck.util.jsonsafe import TooDeepError
 from llmdeck.util.jsonsafe import loads as json_loads
+from llmdeck.util.safetext import is_unsafe
 
 MAX_BODY_BYTES = 32 << 20
 NOT_JSON_TYPES = frozenset({"application/x-www-form-urlencoded", "application/octet-stream"})
@@ -81,8 +82,17 @@ def parse_body(raw: bytes, request: Request) -> dict[str, Any] | JSONResponse | 
 
 def path_problem(request: Request) -> JSONResponse | None:
     """A path with a ``.``/``..`` segment or an encoded slash: passed on, it would reach another of the
-    backend's endpoints than the one it names (vLLM's /sleep, /collective_rpc) with the gateway's key."""
+    backend's endpoints than the one it names (vLLM's /sleep, /collective_rpc) with the gateway's key.
+    A control character (%01, %1b, %7f): no URL can carry it on (it had been a 500 with a traceback)."""
     path = request.url.path  # percent-decoded: %2e%2e is ".." here
+    if any(is_unsafe(ch) or ch in "\n\t" for ch in path):
+        return openai_error(
+            400,
+            f"The path {path[:200]!r} holds a control character, which no URL can carry on; "
+            "send the API's path as it is named, e.g. /v1/chat/completions.",
+            "invalid_request_error",
+            "bad_path",
+        )
     raw = bytes(request.scope.get("raw_path") or b"").lower()
     if not any(seg in (".", "..") for seg in path.split("/")) and b"%2f" not in raw and "\\" not in path:
         return None
@@ -108,6 +118,9 @@ async def no_such_endpoint(request: Request, exc: Exception) -> Response:
             "not_found",
         )
     headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else {}
+    gateway = getattr(request.app.state, "gateway", None)
+    if gateway is not None:  # an access-log line for every request, these too
+        RequestCtx(gateway.metrics, request.method, request.url.path).finish(status, code)
     return reshape_error(
         openai_error(status, message, "invalid_request_error", code, **headers), api_of(path)
     )

@@ -136,6 +136,17 @@ def missing_surface_message(api: str, backend: str) -> str | None:
     )
 
 
+STREAM_WORDS = frozenset({"1", "on", "t", "true", "y", "yes"})
+
+
+def asks_stream(value: Any) -> bool:
+    """Whether a body's ``stream`` asks for one, as vLLM's request models read it (pydantic's lax bool:
+    "false" or "no" is no stream; the gateway had waited a stream's first-byte time for a whole answer)."""
+    if isinstance(value, str):
+        return value.strip().lower() in STREAM_WORDS
+    return value is True or (isinstance(value, int | float) and not isinstance(value, bool) and value == 1)
+
+
 def lacks_surface(status: int, body: bytes) -> bool:
     """A 404/405 that is the server's router (no such path), not an API error about the request."""
     if status not in (404, 405):

@@ -36,6 +36,12 @@ def safe_text(text: str) -> str:
     return "".join(escape_char(ch) if is_unsafe(ch) else ch for ch in text)
 
 
+def safe_line(text: str) -> str:
+    """``safe_text`` for one line of a log: a newline or tab is escaped too (a client's path cannot
+    forge a second log line)."""
+    return safe_text(text).replace("\n", "\\x0a").replace("\t", "\\x09")
+
+
 def markup_data(value: object) -> str:
     """``value`` as text to put into a rich markup string: control characters shown (``safe_text``) and
     every ``[`` that could open a tag escaped, so ``[/]`` or ``[link=...]`` in a model id prints as

@@ -1,0 +1,94 @@
+"""The gateway against a client's odd requests (a TINY FAKE upstream, tests/gateway_fakes.py): a control
+character in the path, a wrong method on an API the backend serves, ``"stream": "false"``, a whole answer
+slower than the idle timeout. Each: an answer in the API's shape, an access-log line with the path as
+data, nothing left counted in flight."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gateway_fakes import FakeOpenAIUpstream, UvicornThread
+from llmdeck.gateway.app import build_app
+from llmdeck.gateway.config import parse_config
+from llmdeck.settings import Settings
+
+CHAT = {"model": "a", "messages": [{"role": "user", "content": "hi"}]}
+HEALTH = "health: {interval_s: 60, timeout_s: 0.5}\n"
+
+
+@contextlib.contextmanager
+def stack(tmp_path: Path, timeouts: str) -> Iterator[tuple[str, FakeOpenAIUpstream]]:
+    up = FakeOpenAIUpstream()
+    with UvicornThread(up.app) as backend:
+        text = f"routes:\n  - model: a\n    backends: ['{backend.url}']\ntimeouts: {timeouts}\n" + HEALTH
+        path = tmp_path / "gateway.yaml"
+        path.write_text(text, encoding="utf-8")
+        loaded = parse_config(text, source=path, settings=Settings(state_dir=tmp_path / "state"))
+        with UvicornThread(build_app(loaded)) as gw:
+            yield gw.url, up
+
+
+FAST = "{connect_s: 1, first_byte_s: 1, response_s: 10, idle_s: 2}"
+
+
+def _access(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "llmdeck.gateway.access"]
+
+
+@pytest.mark.parametrize("char", ["%01", "%00", "%1b[2K", "%7f", "%0aINFO%20forged", "%E2%80%AE"])
+def test_a_control_character_in_the_path_is_a_400_logged_as_data(
+    tmp_path: Path, char: str, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """It had been a 500 with a traceback (httpx.InvalidURL), no access-log line, and the in-flight gauge
+    (on demand: the model's lease) never given back."""
+    with stack(tmp_path, FAST) as (gw, up), caplog.at_level(logging.INFO, "llmdeck.gateway.access"):
+        r = httpx.post(f"{gw}/v1/messages{char}", json=CHAT, timeout=10)
+        # a newline ends the route's match: no such endpoint, a 404 that says so
+        assert r.status_code == (404 if "%0a" in char else 400)
+        assert "control character" in r.json()["error"]["message"] or r.status_code == 404
+        metrics = httpx.get(f"{gw}/metrics").text
+    in_flight = [line for line in metrics.splitlines() if line.startswith("llmdeck_gateway_in_flight{")]
+    assert not up.bodies and all(line.endswith(" 0.0") for line in in_flight)
+    line = next(m for m in _access(caplog) if m.startswith("POST /v1/messages"))
+    assert (
+        f"status={r.status_code}" in line and "\n" not in line and "\x1b" not in line and "\u202e" not in line
+    )
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_no_such_endpoint_gets_an_access_log_line_too(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with stack(tmp_path, FAST) as (gw, _), caplog.at_level(logging.INFO, "llmdeck.gateway.access"):
+        assert httpx.get(f"{gw}/nothing%1b[31m").status_code == 404
+        assert httpx.post(f"{gw}/health").status_code == 405
+    lines = _access(caplog)
+    assert any(m.startswith("GET /nothing\\x1b[31m ") and "status=404" in m for m in lines)
+    assert any(m.startswith("POST /health ") and "status=405" in m for m in lines)
+
+
+def test_a_wrong_method_on_an_api_the_backend_serves_is_a_405_not_upgrade_vllm(tmp_path: Path) -> None:
+    with stack(tmp_path, FAST) as (gw, _):
+        r = httpx.get(f"{gw}/v1/chat/completions")
+    assert r.status_code == 405 and r.json()["error"]["code"] == "method_not_allowed"
+    assert "send a POST" in r.json()["error"]["message"] and "upgrade" not in r.text
+
+
+@pytest.mark.parametrize("stream", [False, "false", "no", 0, "0"])
+def test_a_whole_answer_slower_than_the_idle_and_first_byte_times_is_waited_for(
+    tmp_path: Path, stream: object
+) -> None:
+    """A non-streamed answer may take up to response_s (10 s here). It had been cut at idle_s (2 s: the
+    transport's read timeout, reported as "the connection timed out"), and ``"stream": "false"`` was
+    taken for a stream (cut at first_byte_s); either way the backend was marked down."""
+    with stack(tmp_path, FAST) as (gw, up):
+        up.delay_s = 3.0
+        r = httpx.post(f"{gw}/v1/chat/completions", json={**CHAT, "stream": stream}, timeout=20)
+        assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "hi"
+        assert httpx.get(f"{gw}/gateway/status").json()["routes"][0]["backends"][0]["healthy"]
