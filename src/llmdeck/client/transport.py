@@ -19,6 +19,7 @@ import httpx
 
 _HEAD_CAP = 64 << 10  # status line and headers
 _LINE_CAP = 64 << 10  # a chunk-size line, the trailer
+_HIGH_WATER = 1 << 20  # bytes read ahead of the reader before reading pauses
 _INTERIM_CAP = 32  # 1xx heads before the answer's (100 Continue, 103 Early Hints)
 
 
@@ -32,6 +33,7 @@ class _Conn(asyncio.Protocol):
         self.last = loop.time()
         self.timeout: float | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self.paused = False  # reading paused: the reader is _HIGH_WATER behind
 
     # -- protocol callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -42,6 +44,11 @@ class _Conn(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.buf += data
         self.last = self.loop.time()
+        if len(self.buf) > _HIGH_WATER and not self.paused and self.transport is not None:
+            # back-pressure: a reader that does not keep up (the gateway relaying to a slow client) no
+            # longer makes the whole reply pile up in memory; the peer's sends wait instead
+            self.transport.pause_reading()
+            self.paused = True
         w = self.waiter
         if w is not None and not w.done():
             w.set_result(None)
@@ -76,6 +83,9 @@ class _Conn(asyncio.Protocol):
         """Wait until more bytes arrive (or EOF); raises httpx.ReadTimeout after ``timeout`` of silence."""
         if self.eof:
             return
+        if self.paused and self.transport is not None:  # the reader caught up: more bytes are wanted
+            self.transport.resume_reading()
+            self.paused = False
         self.waiter = self.loop.create_future()
         if self.timeout is not None and self._timer is None:
             self._timer = self.loop.call_at(self.last + self.timeout, self._on_timer)

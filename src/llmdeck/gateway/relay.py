@@ -91,7 +91,14 @@ class Relay:
         # asked for none, a backend pinging forever) is whole within whole_s
         self.deadline = None if (self.sse and streamed) or whole_s is None else start + whole_s
         self.outcome = ""
+        self.client_gone = False
         self._closed = False
+
+    async def hang_up(self) -> None:
+        """The client went away: the backend's connection is closed now, so a relay waiting for its next
+        bytes ends at once (a cancel alone had not reached it while a flood of bytes kept it busy)."""
+        self.client_gone = True
+        await self.resp.aclose()
 
     def headers(self) -> dict[str, str]:
         """The backend's headers to pass on; a 204/304's Content-Length (of a body it never has) is not,
@@ -131,6 +138,8 @@ class Relay:
                 if chunk:
                     yield chunk
         except (httpx.HTTPError, TimeoutError) as exc:  # the backend died, went silent, or ran out of time
+            if self.client_gone:
+                return  # we hung up on the backend (``hang_up``): nothing broke there
             if isinstance(exc, TimeoutError):
                 reason = "response_timeout"
             else:
@@ -192,6 +201,7 @@ class RelayResponse(StreamingResponse):
                         pass
                     if not done:
                         outcome = "client_disconnected"
+                        await self.relay.hang_up()
                     group.cancel_scope.cancel()
 
                 group.start_soon(stream)
