@@ -30,7 +30,7 @@ def isolated_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_help_is_fast_and_imports_nothing_heavy() -> None:
-    """`llmdeck --help` in a fresh interpreter returns in under 0.5 s (best of 3).
+    """`llmdeck --help` in a fresh interpreter uses under 0.5 s of CPU (best of 3).
 
     The machines are shared and 2-core, so the bound is on the CPU time the process uses (what it
     takes on an idle machine); wall time gets a looser bound that still catches heavy imports.
@@ -42,7 +42,7 @@ def test_help_is_fast_and_imports_nothing_heavy() -> None:
     cpu = min(c for _, c in runs)
     wall = min(w for w, _ in runs)
     assert cpu < 0.5, f"llmdeck --help used {cpu:.2f} s of CPU"
-    assert wall < 1.5, f"llmdeck --help took {wall:.2f} s"
+    assert wall < 5, f"llmdeck --help took {wall:.2f} s"  # the CPU bound above is the fast-help proof
     probe = (
         "import sys; from llmdeck.cli.app import build_app; build_app(); "
         "heavy = [m for m in ('httpx', 'numpy', 'torch', 'transformers', 'vllm', 'pydantic_settings') "

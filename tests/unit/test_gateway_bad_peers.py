@@ -102,7 +102,7 @@ def test_a_trickled_plain_body_is_cut_at_the_response_timeout(
         t0 = time.monotonic()
         with pytest.raises(httpx.RemoteProtocolError):
             httpx.post(f"{gw}/v1/chat/completions", json=CHAT, timeout=10)
-        assert time.monotonic() - t0 < 4
+        assert time.monotonic() - t0 < 15  # response_s 1; the trickle runs 200 s; slack for loaded CI
         assert httpx.get(f"{gw}/health").status_code == 200
         assert 'reason="response_timeout"' in httpx.get(f"{gw}/metrics").text
     err = capfd.readouterr().err
@@ -166,7 +166,7 @@ def test_request_bodies_are_bounded_in_size_and_time(
         with _raw_post(gw, "content-length: 100", b'{"mo') as sock:
             head = _reply(sock)
         assert head.startswith(b"HTTP/1.1 408") and b"stopped arriving" in head
-        assert time.monotonic() - t0 < 5
+        assert time.monotonic() - t0 < 9  # idle_s 2, under the socket's 10 s
         # a client that hangs up mid-body: no traceback (it was starlette's ClientDisconnect)
         _raw_post(gw, "content-length: 100", b'{"mo').close()
         time.sleep(0.5)

@@ -114,7 +114,7 @@ def test_silent_backend_gives_504_within_seconds(settings: Settings, tmp_path: P
             for stream in (True, False):
                 t0 = time.monotonic()
                 r = httpx.post(f"{gw}/v1/chat/completions", json=chat(stream=stream), timeout=10)
-                assert r.status_code == 504 and time.monotonic() - t0 < 3
+                assert r.status_code == 504 and time.monotonic() - t0 < 8  # 1 s timeout; loaded CI: slack
                 assert r.json()["error"]["type"] == "upstream_error"
 
 
@@ -167,7 +167,7 @@ def test_every_backend_down_gets_503_at_once(settings: Settings, tmp_path: Path)
             for stream in (False, True, False):
                 t0 = time.monotonic()
                 r = httpx.post(f"{gw}/v1/chat/completions", json=chat(stream=stream), timeout=30)
-                assert r.status_code == 503 and time.monotonic() - t0 < 3, r.text
+                assert r.status_code == 503 and time.monotonic() - t0 < 10, r.text  # not first_byte_s' 60
                 error = r.json()["error"]
                 assert error["code"] == "backend_down" and silent in error["message"]
                 assert (
@@ -247,7 +247,7 @@ def test_client_disconnect_cancels_upstream(settings: Settings, tmp_path: Path, 
             # 20 s, under the flood's 30: three threads of one process share a GIL and a loaded CI
             # machine's 2 cores (5 s was once too short there; 0.0 to 5.1 s measured under load)
             assert up.finished.wait(20) and up.outcome == "client_gone"
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + 15  # loaded CI: the gateway's thread shares the GIL
             while time.monotonic() < deadline:
                 backend = httpx.get(f"{gw}/gateway/status").json()["routes"][0]["backends"][0]
                 if backend["outstanding"] == 0:
@@ -457,7 +457,9 @@ def test_a_path_that_steps_out_of_v1_is_refused(settings: Settings, tmp_path: Pa
                 body = json.dumps(chat()).encode()
                 head = f"POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
                 sock.sendall(head.encode() + f"content-length: {len(body)}\r\n\r\n".encode() + body)
-                reply = sock.recv(65536).decode()
+                reply = ""  # headers and body can come in two reads (as in test_gateway_bad_peers)
+                while "steps out of its endpoint" not in reply and (chunk := sock.recv(65536)):
+                    reply += chunk.decode()
     assert reply.startswith("HTTP/1.1 400") and "steps out of its endpoint" in reply and not up.bodies
 
 
@@ -488,7 +490,7 @@ def test_a_stream_no_one_asked_for_is_bounded_by_the_response_timeout(
         with gateway(cfg, settings, tmp_path) as gw:
             t0 = time.monotonic()
             r = httpx.post(f"{gw}/v1/chat/completions", json=chat(), timeout=10)
-            assert time.monotonic() - t0 < 5 and b"stopped mid-stream" in r.content
+            assert time.monotonic() - t0 < 15 and b"stopped mid-stream" in r.content  # the fake: 30 s
 
 
 def test_a_body_the_encoder_cannot_follow_is_the_clients_mistake() -> None:
