@@ -92,3 +92,54 @@ def test_a_whole_answer_slower_than_the_idle_and_first_byte_times_is_waited_for(
         r = httpx.post(f"{gw}/v1/chat/completions", json={**CHAT, "stream": stream}, timeout=20)
         assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "hi"
         assert httpx.get(f"{gw}/gateway/status").json()["routes"][0]["backends"][0]["healthy"]
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        (b'{"model": "a", "messages": [], "temperature": NaN}', "NaN, which is no JSON number"),
+        (b'{"model": "a", "messages": [], "max_tokens": Infinity}', "Infinity, which is no JSON number"),
+        (b'{"model": "a", "max_tokens": ' + b"9" * 5000 + b"}", "over 4,300 digits"),
+        # over 1 MiB: parsed in a thread, the same answers
+        (b'{"model": "a", "pad": "' + b"x" * (2 << 20) + b'", "top_p": -Infinity}', "-Infinity"),
+        (b'{"model": "a", "deep": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nests too deeply"),
+    ],
+    ids=["nan", "infinity", "5000-digits", "big-with-infinity", "big-and-deep"],
+)
+def test_a_body_python_reads_but_json_has_not_is_a_400_in_words(
+    tmp_path: Path, body: bytes, words: str
+) -> None:
+    """NaN/Infinity had been passed on to the backend; a 5000-digit number was 'not valid JSON'."""
+    with stack(tmp_path, FAST) as (gw, up):
+        r = httpx.post(f"{gw}/v1/chat/completions", content=body, timeout=20)
+    assert r.status_code == 400 and words in r.json()["error"]["message"] and not up.bodies
+
+
+def test_a_big_body_is_parsed_and_sent_whole(tmp_path: Path) -> None:
+    """A body over 1 MiB is parsed and encoded again in a thread (a 30 MB one had stopped the gateway's
+    event loop for seconds): it reaches the backend whole, with the served model name."""
+    pad = "y" * (3 << 20)
+    with stack(tmp_path, FAST) as (gw, up):
+        r = httpx.post(f"{gw}/v1/chat/completions", json={**CHAT, "pad": pad}, timeout=20)
+    assert r.status_code == 200 and up.bodies[-1]["pad"] == pad and up.bodies[-1]["model"] == "fake-served"
+
+
+def test_a_body_sent_a_byte_at_a_time_is_cut_at_the_whole_answer_time(tmp_path: Path) -> None:
+    """Each byte within idle_s (2 s) but the body never whole: it had held the connection for ever."""
+    import socket
+    import time
+
+    with stack(tmp_path, "{connect_s: 1, first_byte_s: 1, response_s: 3, idle_s: 2}") as (gw, _):
+        port = int(gw.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=20) as sock:
+            head = "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 100\r\n\r\n"
+            sock.sendall(head.encode())
+            sock.settimeout(1.0)
+            t0, reply = time.monotonic(), b""
+            while time.monotonic() - t0 < 15 and b"stopped arriving" not in reply:
+                with contextlib.suppress(OSError):
+                    sock.sendall(b" ")
+                with contextlib.suppress(TimeoutError):
+                    reply += sock.recv(65536)
+    assert reply.startswith(b"HTTP/1.1 408") and b"not whole within 3 s" in reply
+    assert time.monotonic() - t0 < 12

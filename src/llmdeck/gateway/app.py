@@ -275,8 +275,9 @@ async def _proxy_api(request: Request, api: str) -> Response:
         ctx.finish(caller.status_code, "unauthorized")
         return caller
     ctx.key = caller.name
-    raw = await read_body(request, idle_s=st.loaded.config.timeouts.idle_s)
-    parsed = parse_body(raw, request) if isinstance(raw, bytes) else raw
+    t = st.loaded.config.timeouts
+    raw = await read_body(request, idle_s=t.idle_s, whole_s=t.response_s)
+    parsed = await parse_body(raw, request) if isinstance(raw, bytes) else raw
     if isinstance(parsed, JSONResponse):
         ctx.finish(parsed.status_code, "client_disconnected" if parsed.status_code == GONE else "bad_request")
         return parsed
@@ -285,7 +286,7 @@ async def _proxy_api(request: Request, api: str) -> Response:
     if api == "response_id" and isinstance(route, JSONResponse) and route.status_code == 400:
         route = openai_error(
             404,
-            f"This gateway did not hand out the response id {response_id_of(path)!r} (or forgot it: it "
+            f"This gateway did not hand out the response id {response_id_of(path)[:200]!r} (or forgot it: it "
             "remembers the newest 10000); with several models it cannot tell which backend stored it.",
             "invalid_request_error",
             "response_not_found",

@@ -6,15 +6,17 @@ mid-body is answered, not waited on forever), a client that hangs up mid-body en
 from __future__ import annotations
 
 import asyncio
+import json
+import time
 from typing import Any
 
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
-from llmdeck.gateway.proxy import TOO_DEEP, RequestCtx, openai_error
+from llmdeck.gateway.proxy import OFF_LOOP_BYTES, TOO_DEEP, RequestCtx, openai_error
 from llmdeck.gateway.surfaces import api_of, reshape_error
-from llmdeck.util.jsonsafe import TooDeepError
+from llmdeck.util.jsonsafe import TooDeepError, TooLongNumberError
 from llmdeck.util.jsonsafe import loads as json_loads
 from llmdeck.util.safetext import is_unsafe
 
@@ -28,9 +30,12 @@ def too_large(limit: int) -> JSONResponse:
     return openai_error(413, f"The request body is over {size}.", "invalid_request_error", "body_too_large")
 
 
-async def read_body(request: Request, *, idle_s: float, limit: int = MAX_BODY_BYTES) -> bytes | JSONResponse:
+async def read_body(
+    request: Request, *, idle_s: float, whole_s: float | None = None, limit: int = MAX_BODY_BYTES
+) -> bytes | JSONResponse:
     """The whole body, or the error to answer: 413 (over ``limit``; a declared Content-Length over it
-    is refused before a byte is read), 408 (nothing arrived for ``idle_s``), ``GONE`` (the client
+    is refused before a byte is read), 408 (nothing arrived for ``idle_s``, or the body was not whole
+    within ``whole_s``: a byte now and then had held a connection for ever), ``GONE`` (the client
     hung up; nobody reads that answer)."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
@@ -38,10 +43,14 @@ async def read_body(request: Request, *, idle_s: float, limit: int = MAX_BODY_BY
     parts: list[bytes] = []
     size = 0
     chunks = request.stream()
+    end = None if whole_s is None else time.monotonic() + whole_s
+    late = False
     try:
         while True:
+            wait = idle_s if end is None else min(idle_s, end - time.monotonic())
+            late = wait < idle_s  # the whole body's limit comes first
             try:
-                async with asyncio.timeout(idle_s):
+                async with asyncio.timeout(max(wait, 0.0)):
                     chunk = await anext(chunks)
             except StopAsyncIteration:
                 break
@@ -50,34 +59,60 @@ async def read_body(request: Request, *, idle_s: float, limit: int = MAX_BODY_BY
                 return too_large(limit)
             parts.append(chunk)
     except TimeoutError:
+        why = f"it was not whole within {whole_s:g} s" if late else f"nothing came for {idle_s:g} s"
         return openai_error(
-            408,
-            f"The request body stopped arriving: nothing came for {idle_s:g} s.",
-            "invalid_request_error",
-            "body_timeout",
+            408, f"The request body stopped arriving: {why}.", "invalid_request_error", "body_timeout"
         )
     except ClientDisconnect:
         return openai_error(GONE, "The client hung up while sending the request.", "invalid_request_error")
     return b"".join(parts)
 
 
-def parse_body(raw: bytes, request: Request) -> dict[str, Any] | JSONResponse | None:
+async def parse_body(raw: bytes, request: Request) -> dict[str, Any] | JSONResponse | None:
     """The body as a JSON object; None when there is none or it is a form or a file (an audio upload).
 
     Any other body is read as JSON whatever its content type says (a browser's fetch sends JSON as
-    text/plain): one passed on unread would skip the alias, the route's defaults and its override."""
+    text/plain): one passed on unread would skip the alias, the route's defaults and its override.
+    A body over ``OFF_LOOP_BYTES`` is parsed in a thread: 30 MB took seconds, every client waiting."""
     kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if not raw or kind.startswith("multipart/") or kind in NOT_JSON_TYPES:
         return None
     try:
-        body = json_loads(raw)
+        body = (
+            await asyncio.to_thread(_strict_loads, raw) if len(raw) > OFF_LOOP_BYTES else _strict_loads(raw)
+        )
     except TooDeepError:
         return openai_error(400, TOO_DEEP, "invalid_request_error")
+    except TooLongNumberError:
+        return openai_error(
+            400, "The request body holds a number of over 4,300 digits.", "invalid_request_error"
+        )
+    except NotJsonNumber as bad:
+        return openai_error(
+            400, f"The request body holds {bad}, which is no JSON number.", "invalid_request_error"
+        )
     except ValueError:
         return openai_error(400, "The request body is not valid JSON.", "invalid_request_error")
     if not isinstance(body, dict):
         return openai_error(400, "The request body must be a JSON object.", "invalid_request_error")
     return body
+
+
+class NotJsonNumber(ValueError):
+    """NaN, Infinity or -Infinity: Python's decoder reads them, JSON has no such number."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise NotJsonNumber(name)
+
+
+def _strict_loads(raw: bytes) -> Any:
+    try:
+        return json.loads(raw, parse_constant=_refuse_constant)
+    except NotJsonNumber:
+        raise
+    except (RecursionError, ValueError):
+        return json_loads(raw)  # the shared reader's words for too deep and too long (it raises again)
 
 
 def path_problem(request: Request) -> JSONResponse | None:
