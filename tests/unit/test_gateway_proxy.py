@@ -275,6 +275,11 @@ def test_keys_models_and_rpm(settings: Settings, tmp_path: Path) -> None:
                 httpx.post(url, json=chat(), headers={"Authorization": "Bearer sk-llmdeck-wrong"}).status_code
                 == 401
             )
+            # a stale Bearer beside a good x-api-key (Claude Code, both variables set): the good one counts
+            both = {"Authorization": "Bearer sk-llmdeck-stale", "x-api-key": carol}
+            assert httpx.post(url, json=chat(), headers=both).status_code == 200
+            wrong = httpx.post(url, json=chat(), headers={**both, "x-api-key": "sk-llmdeck-bad"})
+            assert "read from Authorization and x-api-key" in wrong.json()["error"]["message"]
             h_alice = {"Authorization": f"Bearer {alice}"}
             assert httpx.post(url, json=chat("b"), headers=h_alice).status_code == 403
             ids = [m["id"] for m in httpx.get(f"{gw}/v1/models", headers=h_alice).json()["data"]]

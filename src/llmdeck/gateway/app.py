@@ -155,29 +155,32 @@ def _state(request: Request) -> GatewayState:
     return request.app.state.gateway  # type: ignore[no-any-return]
 
 
-def _bearer(request: Request) -> str | None:
+def _tokens(request: Request) -> dict[str, str]:
+    """The keys a client sent, by header (Claude Code may send both, one of them stale)."""
     auth = request.headers.get("authorization", "")
-    if auth[:7].lower() == "bearer ":
-        return auth[7:].strip() or None
-    return request.headers.get("x-api-key") or None
+    bearer = auth[7:].strip() if auth[:7].lower() == "bearer " else ""
+    found = {"Authorization": bearer, "x-api-key": request.headers.get("x-api-key", "").strip()}
+    return {header: token for header, token in found.items() if token}
 
 
 def _authenticate(request: Request, st: GatewayState) -> Caller | JSONResponse:
     if not st.keys.enabled:
         return Caller()
-    token = _bearer(request)
-    if token is None:
+    tokens = _tokens(request)
+    if not tokens:
         return openai_error(
             401,
             "This gateway needs an API key (Authorization: Bearer sk-llmdeck-… or x-api-key: sk-llmdeck-…).",
             "invalid_request_error",
             "invalid_api_key",
         )
-    record = st.keys.lookup(token)
+    record = next((r for r in map(st.keys.lookup, tokens.values()) if r is not None), None)
     if record is None:
+        sent = " and ".join(tokens)
         return openai_error(
-            401, "The API key is not valid (unknown or revoked).", "invalid_request_error", "invalid_api_key"
-        )
+            401, f"The API key is not valid (unknown or revoked; read from {sent}).", "invalid_request_error",
+            "invalid_api_key",
+        )  # fmt: skip
     limits = st.loaded.config.limits.get(record.name)
     models = limits.models if limits is not None and limits.models is not None else record.models
     rpm = limits.rpm if limits is not None and limits.rpm is not None else record.rpm

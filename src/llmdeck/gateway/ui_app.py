@@ -66,7 +66,7 @@ def _headers(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def _token(request: Request) -> str | None:
-    from llmdeck.gateway.app import _bearer
+    from llmdeck.gateway.app import _tokens
 
     auth = request.headers.get("authorization", "")
     if auth[:6].lower() == "basic ":
@@ -75,7 +75,7 @@ def _token(request: Request) -> str | None:
         except (binascii.Error, UnicodeDecodeError):
             return None
         return decoded.partition(":")[2] or None
-    return _bearer(request)
+    return next(iter(_tokens(request).values()), None)
 
 
 def _loopback_host(request: Request) -> bool:
