@@ -75,6 +75,17 @@ CASES += [
     )
     for name, value in (("empty", ""), ("blank", "  "), ("commas", " , "), ("comma", ","))
 ]
+# an alias no route could have (an escape sequence, over 200 characters): the config's rule, refused
+CASES += [
+    case(
+        f"keys:create-models-{name}",
+        ["keys", "create", "alice", "--models", value, "--keys-file", "{tmp}/keys.json"],
+        2,
+        "is no name",
+        "printable",
+    )
+    for name, value in (("escape", "qwen,\x1b[2Jx"), ("bell", "a\x07"), ("long", "q" * 201))
+]
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from llmdeck.errors import ConfigError, LlmdeckError
 from llmdeck.formats.gateway_yaml import MarkedDocument, format_loc, parse_gateway_yaml, read_gateway_text
-from llmdeck.gateway.keys import MAX_RPM
+from llmdeck.gateway.keys import MAX_RPM, alias_problem
 from llmdeck.gateway.managed import Budget, ManagedBackend, check_managed, resolve_kind, resolve_managed
 from llmdeck.util.redact import api_key_problem, redact_text, redact_url
 
@@ -89,13 +89,9 @@ class Route(_Strict):
     @field_validator("model")
     @classmethod
     def _printable(cls, alias: str) -> str:
-        """An alias is a name clients send and `gateway status` shows: no control characters (an escape
-        sequence would rewrite the terminal it is shown on), no spaces around it, 200 characters at most."""
-        if alias != alias.strip() or len(alias) > 200 or any(ord(c) < 32 or ord(c) == 127 for c in alias):
-            raise ValueError(
-                f"the alias {alias[:60]!r} is no name: use up to 200 printable characters with no control "
-                "characters and no spaces around it (e.g. qwen-fast)"
-            )
+        """keys.alias_problem's rule: printable, no spaces around it, 200 characters at most."""
+        if (why := alias_problem(alias)) is not None:
+            raise ValueError(why)
         return alias
 
 

@@ -190,6 +190,18 @@ class KeyStore:
         self.save(data)
 
 
+def alias_problem(alias: str) -> str | None:
+    """Why ``alias`` is no model alias, or None. An alias is a name clients send and `gateway status`
+    shows: no control characters (an escape sequence would rewrite the terminal it is shown on), no
+    spaces around it, 200 characters at most. One rule for routes' ``model:`` and keys' ``--models``."""
+    if alias != alias.strip() or len(alias) > 200 or any(ord(c) < 32 or ord(c) == 127 for c in alias):
+        return (
+            f"the alias {alias[:60]!r} is no name: use up to 200 printable characters with no control "
+            "characters and no spaces around it (e.g. qwen-fast)"
+        )
+    return None
+
+
 def parse_models(text: str | None) -> list[str] | None:
     """``--models a,b``: the aliases a key may use; None (the option left out) allows all.
 
@@ -204,6 +216,9 @@ def parse_models(text: str | None) -> list[str] | None:
             hint="Name at least one alias (--models qwen-fast,qwen-think), or leave --models out to allow "
             "every model.",
         )
+    for alias in models:
+        if (why := alias_problem(alias)) is not None:
+            raise UsageError(f"--models: {why}.", hint="Name the aliases of the gateway config's routes.")
     return models
 
 
