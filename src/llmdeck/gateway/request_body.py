@@ -6,7 +6,6 @@ mid-body is answered, not waited on forever), a client that hangs up mid-body en
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from typing import Any
 
@@ -16,7 +15,7 @@ from starlette.responses import JSONResponse, Response
 
 from llmdeck.gateway.proxy import OFF_LOOP_BYTES, TOO_DEEP, RequestCtx, openai_error
 from llmdeck.gateway.surfaces import api_of, reshape_error
-from llmdeck.util.jsonsafe import TooDeepError, TooLongNumberError
+from llmdeck.util.jsonsafe import NotJsonNumberError, TooDeepError, TooLongNumberError
 from llmdeck.util.jsonsafe import loads as json_loads
 from llmdeck.util.safetext import is_unsafe
 
@@ -78,41 +77,23 @@ async def parse_body(raw: bytes, request: Request) -> dict[str, Any] | JSONRespo
     if not raw or kind.startswith("multipart/") or kind in NOT_JSON_TYPES:
         return None
     try:
-        body = (
-            await asyncio.to_thread(_strict_loads, raw) if len(raw) > OFF_LOOP_BYTES else _strict_loads(raw)
-        )
+        if len(raw) > OFF_LOOP_BYTES:
+            body = await asyncio.to_thread(json_loads, raw, strict_numbers=True)
+        else:
+            body = json_loads(raw, strict_numbers=True)
     except TooDeepError:
         return openai_error(400, TOO_DEEP, "invalid_request_error")
     except TooLongNumberError:
         return openai_error(
             400, "The request body holds a number of over 4,300 digits.", "invalid_request_error"
         )
-    except NotJsonNumber as bad:
-        return openai_error(
-            400, f"The request body holds {bad}, which is no JSON number.", "invalid_request_error"
-        )
+    except NotJsonNumberError as bad:
+        return openai_error(400, f"The request body holds {bad.msg}.", "invalid_request_error")
     except ValueError:
         return openai_error(400, "The request body is not valid JSON.", "invalid_request_error")
     if not isinstance(body, dict):
         return openai_error(400, "The request body must be a JSON object.", "invalid_request_error")
     return body
-
-
-class NotJsonNumber(ValueError):
-    """NaN, Infinity or -Infinity: Python's decoder reads them, JSON has no such number."""
-
-
-def _refuse_constant(name: str) -> Any:
-    raise NotJsonNumber(name)
-
-
-def _strict_loads(raw: bytes) -> Any:
-    try:
-        return json.loads(raw, parse_constant=_refuse_constant)
-    except NotJsonNumber:
-        raise
-    except (RecursionError, ValueError):
-        return json_loads(raw)  # the shared reader's words for too deep and too long (it raises again)
 
 
 def path_problem(request: Request) -> JSONResponse | None:

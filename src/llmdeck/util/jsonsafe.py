@@ -29,9 +29,23 @@ class TooLongNumberError(InternalError, json.JSONDecodeError):
         self.message, self.hint = str(self), None
 
 
-def loads(text: str | bytes) -> Any:
+class NotJsonNumberError(InternalError, json.JSONDecodeError):
+    """NaN, Infinity or -Infinity: Python's decoder reads them, JSON has no such number."""
+
+    def __init__(self, msg: str, doc: str, pos: int) -> None:
+        json.JSONDecodeError.__init__(self, msg, doc, pos)
+        self.message, self.hint = str(self), None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise NotJsonNumberError(f"{name}, which is no JSON number", "", 0)
+
+
+def loads(text: str | bytes, *, strict_numbers: bool = False) -> Any:
+    """``json.loads``; ``strict_numbers``: NaN/Infinity raise ``NotJsonNumberError`` (a client's
+    request passed on to a server that may take them for numbers)."""
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_refuse_constant) if strict_numbers else json.loads(text)
     except RecursionError:
         doc = text if isinstance(text, str) else ""
         raise TooDeepError("the JSON is nested too deep to read", doc, 0) from None
