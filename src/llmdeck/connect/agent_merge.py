@@ -46,7 +46,10 @@ def agent_merged(
     if client == "codex":
         from llmdeck.connect.tomlfile import merged_toml
 
-        return block, merged_toml(path, block), []
+        stale = (
+            () if info.api_key else ("model_providers", block["model_provider"], "experimental_bearer_token")
+        )
+        return block, merged_toml(path, block, stale), []
     if client == "qwen-code":
         merged = agents.merge_qwen(read_json(path), block, info.model)
         return block, agents.render_json(merged), []

@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field
 
@@ -35,6 +36,7 @@ from llmdeck.connect.configs import (
 )
 from llmdeck.connect.write import (
     deep_merge,
+    drop_key,
     env_line,
     merged_env_text,
     read_env,
@@ -43,7 +45,7 @@ from llmdeck.connect.write import (
     write_if_changed,
 )
 from llmdeck.errors import OperationError, UsageError
-from llmdeck.util.atomic import check_writable, resolve_target
+from llmdeck.util.atomic import check_writable, resolve_target, shared_with_others
 
 if TYPE_CHECKING:
     from llmdeck.settings import Settings
@@ -264,6 +266,8 @@ def _merged_text(
                 keep = [m for m in old if not (isinstance(m, dict) and m.get("id") == info.model)]
                 block["models"]["providers"][provider_id]["models"] = [*keep, *mine]
         merged = deep_merge(existing, block)
+        if client == "opencode" and not info.api_key:  # an earlier server's key: not for this one
+            drop_key(merged, "provider", provider_id, "options", "apiKey")
         text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
     return block, text, []
 
@@ -358,7 +362,12 @@ def connect_client(
         )
     check_target(client, path, print_only)
     block, text, extras = _merged_text(client, path, block, info, provider_id)
-    action, saved = write_if_changed(path, text, secret=bool(info.api_key))
+    secret = bool(info.api_key) or bool(urlsplit(info.base_url).password)  # a key, or a URL's password
+    if secret and shared_with_others(path):
+        notes.append(
+            f"{path} was readable by other users; it holds a secret now, so it is owner-only (0600)."
+        )
+    action, saved = write_if_changed(path, text, secret=secret)
     files = []
     for extra_path, extra_text in extras:
         extra_action, extra_saved = write_if_changed(extra_path, extra_text)

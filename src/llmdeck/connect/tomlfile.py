@@ -6,7 +6,7 @@ from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
-from llmdeck.connect.write import read_text_file
+from llmdeck.connect.write import drop_key, read_text_file
 from llmdeck.errors import ConfigError
 
 _HINT = "Fix the file, or use --print and paste the keys yourself, or --file to write a separate file."
@@ -48,12 +48,15 @@ def _merge(target: MutableMapping[str, Any], update: dict[str, Any]) -> None:
             target[key] = value
 
 
-def merged_toml(path: Path, block: dict[str, Any]) -> str:
-    """The text of ``path`` with ``block``'s keys laid over it (tables merged, values replaced)."""
+def merged_toml(path: Path, block: dict[str, Any], drop: tuple[str, ...] = ()) -> str:
+    """The text of ``path`` with ``block``'s keys laid over it (tables merged, values replaced), and the
+    key at the path ``drop`` removed (an earlier server's token)."""
     import tomlkit
 
     doc = read_toml(path)
     _merge(doc, block)
+    if drop:
+        drop_key(doc, *drop)
     return tomlkit.dumps(doc)
 
 

@@ -6,6 +6,7 @@ import copy
 import json
 import shlex
 import shutil
+from collections.abc import MutableMapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -24,6 +25,15 @@ def deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+def drop_key(data: Any, *keys: str) -> None:
+    """Remove ``data[k1]...[kn]`` where it is there: a key llmdeck wrote for an earlier server, when this
+    one needs none (merged, it would stay and be sent to the new server)."""
+    for key in keys[:-1]:
+        data = data.get(key) if isinstance(data, MutableMapping) else None
+    if isinstance(data, MutableMapping):
+        data.pop(keys[-1], None)
 
 
 def backup(path: Path) -> Path:
@@ -73,11 +83,20 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return data
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"it holds {name}, which is no JSON number")
+
+
 def _parse_json(text: str) -> Any:
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys)
+        data = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
     except RecursionError:
         return json_loads(text)  # raises the bounded reader's "nested too deep" (a ValueError)
+    try:  # what is read must write back: a lone surrogate had failed only after the backup was made
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("it holds a lone UTF-16 surrogate (such as \\ud800), which is no text") from None
+    return data
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -100,6 +119,29 @@ def read_json(path: Path) -> dict[str, Any]:
     return data
 
 
+def _unique_key_loader() -> Any:
+    """PyYAML's SafeLoader refusing a key given twice in one mapping (it kept the last silently, and the
+    round-trip writer refused the file later: an internal error). Merge keys (``<<``) may be overridden."""
+    import yaml
+
+    class UniqueKeys(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=deep)
+                if not isinstance(key, str | int | float | bool):
+                    continue  # a complex key: nothing to compare by
+                if key in seen:
+                    why = f"the key {key!r} is given twice in one mapping; keep one"
+                    raise yaml.constructor.ConstructorError(None, None, why, key_node.start_mark)
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeys
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
     return parse_yaml(read_text_file(path), path)
 
@@ -111,7 +153,7 @@ def parse_yaml(text: str | None, path: Path) -> dict[str, Any]:
     if text is None:
         return {}
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_unique_key_loader())  # a SafeLoader
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path} is not valid YAML ({exc}).", hint="Fix the file or use --print.") from exc
     except (RecursionError, ValueError) as exc:  # nested past the stack; an integer of 4300+ digits

@@ -91,8 +91,8 @@ def check_writable(path: Path) -> os.stat_result | None:
 def atomic_write_bytes(path: Path, data: bytes, *, secret: bool = False) -> None:
     """Write ``data`` to ``path`` via a temp file in the same folder and an atomic rename.
 
-    ``secret``: the data holds a key or token; a new file is made 0600 (an existing file keeps its
-    own mode: the user chose it)."""
+    ``secret``: the data holds a key or token; a new file is made 0600, an existing one keeps its own
+    mode less what lets others read it (a key is never left where other users read it)."""
     target = resolve_target(Path(path))
     if Path(path).expanduser().is_symlink() and not target.parent.is_dir():
         raise UsageError(  # a dangling link: its target's folders are not llmdeck's to make
@@ -101,7 +101,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, secret: bool = False) -> None
         )
     existing = check_writable(target)
     if existing is not None:
-        mode = stat.S_IMODE(existing.st_mode)
+        mode = stat.S_IMODE(existing.st_mode) & (~0o077 if secret else 0o7777)
     else:
         mode = SECRET_MODE if secret else _umask_mode()
     try:
@@ -125,6 +125,14 @@ def atomic_write_bytes(path: Path, data: bytes, *, secret: bool = False) -> None
         if isinstance(exc, OSError):
             raise write_error(target, exc) from exc
         raise
+
+
+def shared_with_others(path: Path) -> bool:
+    """``path`` (through a link) exists and its group or everyone may read or write it."""
+    try:
+        return bool(resolve_target(Path(path)).stat().st_mode & 0o077)
+    except OSError:
+        return False
 
 
 def atomic_write_text(path: Path, text: str, *, secret: bool = False) -> None:
