@@ -14,6 +14,7 @@ import contextlib
 import copy
 import json
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
@@ -56,6 +57,7 @@ class FakeOllama:
     raw: dict[str, bytes] = field(default_factory=dict)
     unloaded: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
+    show_delay_s: float = 0.0  # /api/show answers this late (an Ollama stuck loading)
 
     def show(self, name: str) -> tuple[int, Any]:
         if name in self.shows:
@@ -100,6 +102,7 @@ def _handler(state: FakeOllama) -> type[JsonHandler]:
                 return
             name = str(body.get("model") or body.get("name") or "")
             if self.path == "/api/show":
+                time.sleep(state.show_delay_s)
                 self._json(*state.show(name))
             elif self.path == "/api/generate" and body.get("keep_alive") in (0, "0", "0s"):
                 state.unloaded.append(name)

@@ -231,3 +231,41 @@ def test_show_facts_from_documented_answers() -> None:
     apply_show(llava, fixture("api_show.llava.docs.json"))
     assert (llava.architecture, llava.native_context, llava.num_ctx) == ("llama", 8192, 4096)  # Modelfile
     assert llava.has_template and llava.parameters["num_keep"] == "24"
+
+
+def test_a_file_the_user_put_in_the_migration_folder_is_not_replaced_by_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A first migration with no model wrote no gateway.yaml; the user wrote one there; --force had
+    replaced it (and cleared llmdeck's migration.json before refusing a spec name the user had taken)."""
+    from fake_ollama import FakeOllama, documented_box
+
+    tags, ps, shows = documented_box()
+    state = FakeOllama({"models": []}, {"models": []}, {})
+    out = tmp_path / "m"
+    with running(state) as (url, fake):
+        assert _migrate(url, out, capsys)[0] == 0
+        mine = "# MY OWN hand-written gateway config\n"
+        (out / "gateway.yaml").write_text(mine)
+        fake.tags, fake.ps, fake.shows = tags, ps, shows
+        code, _, err = _migrate(url, out, capsys, "--force", "--unload")
+    assert code == 2 and "gateway.yaml" in err and "did not write" in err
+    assert (out / "gateway.yaml").read_text() == mine and (out / "migration.json").is_file()
+    assert fake.unloaded == []  # refused before anything was unloaded
+
+
+def test_an_ollama_that_never_answers_show_is_asked_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each model's /api/show had waited --timeout in turn (100 models: 17 minutes at the default), and
+    the models it could not map named no cause."""
+    from fake_ollama import FakeOllama, documented_box
+
+    state = FakeOllama(*documented_box(), show_delay_s=5)
+    with running(state) as (url, fake):
+        code, stdout, err = _migrate(url, tmp_path / "m", capsys, "--timeout", "1", "--json")
+    shows = [r for r in fake.requests if r == "POST /api/show"]
+    assert code == 0, err
+    assert len(shows) == 1
+    unmapped = json.loads(stdout)["unmapped"]
+    assert unmapped and all("/api/show" in u["why"] for u in unmapped if "catalog" in u["why"])

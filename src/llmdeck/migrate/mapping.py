@@ -60,7 +60,8 @@ def map_model(info: OllamaModelInfo, catalog: Catalog, compute_capability: int |
             ollama=info,
             why=f"no catalog entry lists the Ollama model {key!r} (family {info.family or '?'}, "
             f"{info.parameter_size or '?'} parameters); add one to a catalog of your own "
-            "(LLMDECK_CATALOG_PATHS) with `ollama: [{key}]`".replace("{key}", key),
+            "(LLMDECK_CATALOG_PATHS) with `ollama: [{key}]`".replace("{key}", key)
+            + (f"; Ollama's /api/show gave nothing for it: {info.show_error}" if info.show_error else ""),
         )
     if "vision" in info.capabilities and not any(e.multimodal for e in candidates):
         return Mapping(

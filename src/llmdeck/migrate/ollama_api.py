@@ -231,11 +231,15 @@ def read_inventory(base_url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Ol
         except _BadField as exc:
             raise _not_expected(f"{url}/api/tags", str(t.get("name") or t.get("model") or "?"), exc) from None
     ps = _models_of(_get_object(f"{url}/api/ps", timeout_s), f"{url}/api/ps")
+    silent: str | None = None
     for m in models:
+        if silent is not None:  # one unanswered show is Ollama stuck: the rest would each wait as long
+            m.show_error = f"not asked: /api/show failed for an earlier model ({silent})"
+            continue
         try:
             status, show = _request("POST", f"{url}/api/show", {"model": m.name}, timeout_s)
         except EndpointError as exc:
-            m.show_error = exc.message
+            m.show_error = silent = exc.message
             continue
         if status == 200 and isinstance(show, dict):
             try:

@@ -25,6 +25,7 @@ from llmdeck.migrate.results import (
     MigrationReport,
     Unmapped,
 )
+from llmdeck.util.owned import refuse_user_files
 from llmdeck.util.redact import redact_url
 
 GATEWAY_FILE = "gateway.yaml"
@@ -270,6 +271,10 @@ def migrate_ollama(req: MigrateRequest, settings: Any, catalog: Catalog | None =
                 why=why,
             )
         )
+    outputs = (
+        [mm.spec_file for mm in report.migrated] + [GATEWAY_FILE] * bool(report.migrated) + [REPORT_FILE]
+    )
+    refuse_user_files(req.out_dir, outputs)  # before anything is unloaded, cleared or written
     if req.unload:
         from llmdeck.runtime.tenants import ollama_unload
 

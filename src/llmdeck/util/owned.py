@@ -117,6 +117,22 @@ def clear_made_dir(dir: Path, what: str, legacy_markers: Iterable[tuple[str, str
     return sorted(p.name for p in dir.iterdir() if p.name != MADE_MARKER)
 
 
+def refuse_user_files(dir: Path, names: Iterable[str]) -> None:
+    """AlreadyExistsError (exit 2) when one of ``names`` is in ``dir``, a folder llmdeck made, but not
+    among the files its marker says llmdeck wrote: the user put it there, and ``--force`` must not
+    replace it. Checked before anything is cleared, unloaded or written."""
+    made = _made_files(dir) if (dir / MADE_MARKER).is_file() else None
+    if made is None:
+        return  # a new folder, or an older llmdeck's marker (no list to tell the files apart)
+    theirs = [n for n in names if (dir / n).exists() and dir / n not in made]
+    if theirs:
+        raise AlreadyExistsError(
+            f"{dir} holds {', '.join(theirs)}, which llmdeck did not write there; --force replaces only "
+            "llmdeck's own files.",
+            hint="Move those files away yourself, or give another --out folder.",
+        )
+
+
 def refuse_foreign_file(path: Path, what: str, is_ours: Callable[[bytes], bool]) -> None:
     """AlreadyExistsError (exit 2) when ``path`` exists, is not empty, and ``is_ours(first bytes)``
     says llmdeck did not write it: an output path must never replace the user's own file."""
