@@ -11,6 +11,7 @@ opencode's ``OPENCODE_CONFIG_CONTENT`` won over a project opencode.json's ``mode
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 
@@ -41,7 +42,7 @@ def plan(client: str, tmp_path: Path, **kw: object) -> LaunchPlan:
 
 def test_claude_code_gets_a_settings_file_of_llmdecks_and_its_env(tmp_path: Path) -> None:
     p = plan("claude-code", tmp_path, api_key=SECRET)
-    settings = str(tmp_path / "state" / "launch" / "claude-code" / "settings.json")
+    settings = str(tmp_path / "state" / "launch" / "claude-code" / str(os.getpid()) / "settings.json")
     assert p.argv == ["/bin/claude-code", "--settings", settings, "--extra", "arg"]
     assert p.files[settings]["env"]["ANTHROPIC_AUTH_TOKEN"] == SECRET
     assert p.env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:8101" and p.unset == ["ANTHROPIC_API_KEY"]
@@ -87,6 +88,31 @@ def test_shown_plan_redacts_the_key_everywhere(tmp_path: Path) -> None:
     for client in ("claude-code", "codex", "qwen-code", "opencode", "aider"):
         shown = json.dumps(plan(client, tmp_path, api_key=SECRET).shown())
         assert SECRET not in shown, client
+    for short in ("true", "1", "n", '"'):  # a key that is a JSON word had been replaced in the JSON text
+        shown = json.dumps(plan("opencode", tmp_path, api_key=short).shown())
+        assert json.loads(shown)["argv"][0] == "/bin/opencode" and "<redacted>" in shown, short
+
+
+def test_a_second_launch_does_not_rewrite_the_files_a_running_one_reads(tmp_path: Path) -> None:
+    """Both had used <state>/launch/claude-code/settings.json: the first client read the second's
+    server and key. Each launch has its pid's folder (the client runs as that pid); ended ones go."""
+    gone = tmp_path / "state" / "launch" / "claude-code" / "999999999"
+    gone.mkdir(parents=True)
+    (gone / "settings.json").write_text("{}")
+    p = plan("claude-code", tmp_path)
+    write_files(p)
+    assert str(os.getpid()) in p.argv[2] and not gone.exists()
+
+
+def test_a_client_that_cannot_be_executed_is_exit_2_in_words(tmp_path: Path) -> None:
+    from llmdeck.connect.launch import exec_client
+
+    script = tmp_path / "noshebang"
+    script.write_text("echo hi\n")
+    script.chmod(0o755)
+    p = plan_launch("codex", str(script), info(), tmp_path / "state", [])
+    with pytest.raises(UsageError, match=r"Cannot start .*noshebang: Exec format error"):
+        exec_client(p)
 
 
 def test_missing_binary_is_exit_2_with_the_pinned_install(

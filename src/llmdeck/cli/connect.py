@@ -132,30 +132,10 @@ def _connect(
 def _without_key(result: Any, key: str | None) -> Any:
     """The result as JSON data with the key itself replaced wherever it appears (a TOML bearer token,
     the `cline auth` argv), not only under the names the general redactor knows."""
+    from llmdeck.util.redact import hide_key
+
     data = result.model_dump(mode="json")
-    return _hide_key(data, key) if key else data
-
-
-def _hide_key(value: Any, key: str) -> Any:
-    """``value`` (JSON data) with ``key`` redacted in its strings, never in its structure (a key such as
-    `null` or `0` had been replaced in the JSON text, which then did not parse): a string that is the
-    key, a bearer token or an assignment of it, and, for a key of 8 characters or more, any string
-    holding it."""
-    if isinstance(value, dict):
-        # a name in the structure (a provider called `vllm`) is hidden only when the key is a long one
-        return {(_hide_key(k, key) if len(key) >= 8 else k): _hide_key(v, key) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_hide_key(v, key) for v in value]
-    if not isinstance(value, str):
-        return value
-    if value == key:
-        return "<redacted>"
-    if len(key) >= 8:
-        return value.replace(key, "<redacted>")
-    import re
-
-    # a short key after '=', ':' or a space (KEY=value, Bearer value), as a whole word only
-    return re.sub(rf"(?<=[=: ]){re.escape(key)}(?=$|[\s\"',;])", "<redacted>", value)
+    return hide_key(data, key) if key else data
 
 
 def _render(name: str, info: Any, result: Any, json_out: bool) -> None:

@@ -105,7 +105,9 @@ def launch_cmd(
         return
     from llmdeck.connect.launch import exec_client
 
-    err_console().print(f"starting {name}: {info.model} at {redact_url(info.base_url)}", highlight=False)
+    err_console().print(
+        f"starting {name}: {info.model} at {redact_url(info.base_url)}", highlight=False, markup=False
+    )
     exec_client(plan)
 
 

@@ -64,12 +64,12 @@ class LaunchPlan(BaseModel):
 
     def shown(self) -> dict[str, Any]:
         """The plan with every secret redacted (for --dry-run / --json)."""
-        from llmdeck.util.redact import redact_argv, redact_data
+        from llmdeck.util.redact import hide_key, redact_argv, redact_data
 
         data = self.model_dump(mode="json")
         key = self.server.api_key
         if key:
-            data = json.loads(json.dumps(data).replace(json.dumps(key)[1:-1], "<redacted>"))
+            data = hide_key(data, key)  # in the strings, never the JSON text (a key `true` had broken it)
         data["argv"] = redact_argv(data["argv"])
         return dict(redact_data(data))
 
@@ -132,8 +132,10 @@ def plan_launch(
     args: list[str],
     small_model: str | None = None,
 ) -> LaunchPlan:
-    """The argv, environment and llmdeck-owned files that run ``client`` against ``info``."""
-    folder = state_dir / "launch" / client
+    """The argv, environment and llmdeck-owned files that run ``client`` against ``info``; the files in
+    a folder of this process's own (the client runs as this pid): a second launch of the same client
+    had rewritten the settings a running one still reads."""
+    folder = state_dir / "launch" / client / str(os.getpid())
     key_env = {KEY_VAR: info.api_key} if info.api_key else {}
     plan = LaunchPlan(client=client, argv=[binary], server=info)
     if client == "claude-code":
@@ -179,8 +181,21 @@ def plan_launch(
     return plan
 
 
+def _prune(launches: Path) -> None:
+    """Remove the folders of launches whose process has ended (llmdeck's own, named by their pid)."""
+    import shutil
+
+    import psutil
+
+    for folder in launches.glob("*/[0-9]*"):
+        if folder.is_dir() and not folder.is_symlink() and not psutil.pid_exists(int(folder.name)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def write_files(plan: LaunchPlan) -> None:
     """llmdeck's own files for this launch, atomically and 0600 (they may hold the key)."""
+    if plan.files:
+        _prune(Path(next(iter(plan.files))).parents[2])  # <state>/launch: the ended launches' folders
     from llmdeck.util.atomic import atomic_write_text
 
     for path, content in plan.files.items():
@@ -192,4 +207,11 @@ def write_files(plan: LaunchPlan) -> None:
 def exec_client(plan: LaunchPlan) -> None:
     """Replace this process with the client (its exit status is then the command's)."""
     write_files(plan)
-    os.execve(plan.argv[0], plan.argv, plan.child_env())
+    try:
+        os.execve(plan.argv[0], plan.argv, plan.child_env())
+    except OSError as exc:  # no #! line, an interpreter that is not there, no permission
+        raise UsageError(
+            f"Cannot start {plan.argv[0]}: {exc.strerror or exc}.",
+            hint="Give --bin an executable program (a script needs a first line `#!` naming an "
+            "interpreter that exists), or install the client.",
+        ) from None

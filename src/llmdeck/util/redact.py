@@ -262,3 +262,25 @@ def api_key_problem(key: str) -> str | None:
     if any(ord(c) <= 32 or ord(c) == 127 for c in key):
         return "it has a space, a line break or another control character (often a copy-paste edge)"
     return None
+
+
+def hide_key(value: Any, key: str) -> Any:
+    """``value`` (JSON data) with ``key`` redacted in its strings, never in its structure (a key such as
+    `null` or `0` had been replaced in the JSON text, which then did not parse): a string that is the
+    key, a bearer token or an assignment of it, and, for a key of 8 characters or more, any string
+    holding it."""
+    if isinstance(value, dict):
+        # a name in the structure (a provider called `vllm`) is hidden only when the key is a long one
+        return {(hide_key(k, key) if len(key) >= 8 else k): hide_key(v, key) for k, v in value.items()}
+    if isinstance(value, list):
+        return [hide_key(v, key) for v in value]
+    if not isinstance(value, str):
+        return value
+    if value == key:
+        return "<redacted>"
+    if len(key) >= 8:
+        return value.replace(key, "<redacted>")
+    import re
+
+    # a short key after '=', ':' or a space (KEY=value, Bearer value), as a whole word only
+    return re.sub(rf"(?<=[=: ]){re.escape(key)}(?=$|[\s\"',;])", "<redacted>", value)
