@@ -128,6 +128,17 @@ CASES = [
     case("connect:no-client", "connect", 2, "Usage"),
     case("connect:file-folder", f"connect openai --server {DEAD} --file {{folder}}", 2, "{folder}", "folder"),
     case("connect:file-blocked", f"connect openai --server {DEAD} --file {{blocked}}", 2, "{blocked}"),
+    # empty values had fallen back to the defaults without a word (the first model, the default file)
+    case(
+        "connect:model-empty", ["connect", "opencode", "--server", DEAD, "--model", ""], 2, "--model is empty"
+    ),
+    case("connect:server-empty", ["connect", "opencode", "--server", " "], 2, "--server is empty"),
+    case(
+        "connect:file-empty",
+        ["connect", "opencode", "--server", DEAD, "--file", ""],
+        2,
+        "--file names no file",
+    ),
     # ---- bench --------------------------------------------------------------------------------------
     case("bench:num-prompts-zero", f"{BENCH} --num-prompts 0", 2, "--num-prompts"),
     case("bench:num-prompts-negative", f"{BENCH} --num-prompts -3", 2, "--num-prompts"),

@@ -108,10 +108,19 @@ def _connect(
 
     # the user's own inputs first (#38): the client, the flags, the file; then the server
     name = validate_request(client, opts["thinking"], opts["provider_id"])
-    if opts["small_model"] is not None and not opts["small_model"].strip():
-        from llmdeck.errors import UsageError
+    from llmdeck.errors import UsageError
 
-        raise UsageError("--small-model is empty.", hint="Give a served model name (or leave it out).")
+    for flag, value in (("--model", model), ("--small-model", opts["small_model"])):
+        if value is not None and not value.strip():  # had fallen back to the first model silently
+            raise UsageError(f"{flag} is empty.", hint="Give a served model name (or leave it out).")
+    if server is not None and not server.strip():
+        raise UsageError(
+            "--server is empty.", hint="Give a server URL or an llmdeck server name, or leave it out."
+        )
+    if file is not None and str(file).strip() in ("", "."):
+        raise UsageError(
+            "--file names no file (empty, or '.').", hint="Give a config file's path, or leave it out."
+        )
     check_target(name, file, print_only)
     settings = get_settings(ctx)
     tgt = _gateway_or_target(server, settings) if server == "gateway" else resolve_target(server, settings)
