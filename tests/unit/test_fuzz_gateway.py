@@ -64,27 +64,25 @@ CASES = [
     )
     for name, (_text, line, word) in CONFIGS.items()
 ]
-# `keys create --models` with no alias in it: refused, never stored as "every model"
+# `keys create --models` with no alias in it: refused, never stored as "every model"; an alias no route
+# could have (an escape sequence, over 200 characters): the config's rule, refused
+KEY_MODELS = {
+    "empty": ("", "names no model", "--models out"),
+    "blank": ("  ", "names no model", "--models out"),
+    "commas": (" , ", "names no model", "--models out"),
+    "comma": (",", "names no model", "--models out"),
+    "escape": ("qwen,\x1b[2Jx", "is no name", "printable"),
+    "bell": ("a\x07", "is no name", "printable"),
+    "long": ("q" * 201, "is no name", "printable"),
+}
 CASES += [
     case(
         f"keys:create-models-{name}",
         ["keys", "create", "alice", "--models", value, "--keys-file", "{tmp}/keys.json"],
         2,
-        "names no model",
-        "--models out",
+        *words,
     )
-    for name, value in (("empty", ""), ("blank", "  "), ("commas", " , "), ("comma", ","))
-]
-# an alias no route could have (an escape sequence, over 200 characters): the config's rule, refused
-CASES += [
-    case(
-        f"keys:create-models-{name}",
-        ["keys", "create", "alice", "--models", value, "--keys-file", "{tmp}/keys.json"],
-        2,
-        "is no name",
-        "printable",
-    )
-    for name, value in (("escape", "qwen,\x1b[2Jx"), ("bell", "a\x07"), ("long", "q" * 201))
+    for name, (value, *words) in KEY_MODELS.items()
 ]
 
 
