@@ -111,12 +111,16 @@ def stop_process_group(
     owner = pid_owner(pid, identity, argv)
     if owner == "gone":
         _reap(pid)
+        # the leader died (a crash, kill -9) but vLLM's engine core may live on in its group, holding
+        # the GPU's memory; a group id outlives no member and is never reused while one lives
+        _kill_leftovers(pid)
         return "gone"
     if owner == "other":
         return "stale"
     try:
         pgid = os.getpgid(pid)
     except ProcessLookupError:
+        _kill_leftovers(pid)
         return "gone"
     _signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
