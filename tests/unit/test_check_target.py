@@ -79,3 +79,18 @@ def test_connection_refused_is_a_clear_error(tmp_path: Path) -> None:
         )
     assert exc.value.exit_code == 1
     assert "not reachable" in exc.value.message and "llmdeck up" in (exc.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    ("host", "url"),
+    [
+        ("::1", "http://[::1]:8026"),
+        ("0.0.0.0", "http://127.0.0.1:8026"),
+        ("127.0.0.1", "http://127.0.0.1:8026"),
+    ],
+)
+def test_a_servers_url_brackets_an_ipv6_host(tmp_path: Path, host: str, url: str) -> None:
+    """`up --host ::1` (the help's own example) had crashed after the start: http://::1:8026."""
+    spec = LaunchSpec(name="v6", model="/models/Qwen3-0.6B", port=8026, host=host)
+    rec = ServerRecord(name="v6", spec=spec, argv=["vllm", "serve"], log_path=tmp_path / "v6.log")
+    assert rec.base_url == url

@@ -34,6 +34,7 @@ from llmdeck.errors import ConfigError, LlmdeckError
 from llmdeck.formats.gateway_yaml import MarkedDocument, format_loc, parse_gateway_yaml, read_gateway_text
 from llmdeck.gateway.keys import MAX_RPM, alias_problem
 from llmdeck.gateway.managed import Budget, ManagedBackend, check_managed, resolve_kind, resolve_managed
+from llmdeck.util.net import local_url
 from llmdeck.util.redact import api_key_problem, redact_text, redact_url
 
 GATEWAY_CONFIG_SCHEMA_VERSION = 1
@@ -283,10 +284,8 @@ def _resolve_managed(
     if api_key is not None:  # the server it starts requires the key; the gateway sends it
         launch = managed.spec.model_copy(update={"env": {**managed.spec.env, "VLLM_API_KEY": api_key}})
         managed = dataclasses.replace(managed, spec=launch)
-    host = managed.spec.host if managed.spec.host not in {"0.0.0.0", "::"} else "127.0.0.1"
-    host = f"[{host}]" if ":" in host else host
     return ResolvedBackend(
-        url=f"http://{host}:{managed.spec.port}",
+        url=local_url(managed.spec.host, managed.spec.port),
         label=managed.name,
         served_model=spec.model or managed.spec.effective_served_name,
         api_key=api_key,

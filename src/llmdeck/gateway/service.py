@@ -56,10 +56,9 @@ class GatewayRecord(BaseModel):
 
     @property
     def base_url(self) -> str:
-        host = "127.0.0.1" if self.host in {"0.0.0.0", "::", ""} else self.host
-        if ":" in host:
-            host = f"[{host}]"
-        return f"http://{host}:{self.port}"
+        from llmdeck.util.net import local_url
+
+        return local_url(self.host, self.port)
 
 
 def _ours(record: GatewayRecord) -> bool:

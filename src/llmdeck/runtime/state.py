@@ -64,7 +64,9 @@ class ServerRecord(BaseModel):
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        from llmdeck.util.net import local_url
+
+        return local_url(self.host, self.port)
 
     @property
     def served_model_name(self) -> str:

@@ -54,8 +54,9 @@ def resolve_target(target: str | None, settings: Settings) -> Target:
             return Target(
                 base_url=rec.base_url, model=rec.served_model_name, record=rec, source="only-server"
             )
-        host = settings.host if settings.host not in {"0.0.0.0", "::"} else "127.0.0.1"
-        return Target(base_url=normalize_base_url(f"http://{host}:{settings.port}"), source="default")
+        from llmdeck.util.net import local_url
+
+        return Target(base_url=normalize_base_url(local_url(settings.host, settings.port)), source="default")
     text = target.strip()
     if looks_like_url(text):
         return Target(base_url=normalize_base_url(text), source="url")

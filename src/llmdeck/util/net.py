@@ -165,3 +165,10 @@ def tls_problem(exc: BaseException) -> str | None:
 def connect_failure(exc: BaseException) -> str:
     """Why a connection failed, in words: :func:`tls_problem`, else the exception's own text."""
     return tls_problem(exc) or str(exc)
+
+
+def local_url(host: str, port: int) -> str:
+    """The URL a client on this machine reaches a server bound to ``host``:``port`` at: a wildcard
+    (0.0.0.0, ::) as 127.0.0.1, an IPv6 address in brackets (``::1`` had made ``http://::1:8026``)."""
+    host = "127.0.0.1" if host in {"0.0.0.0", "::", ""} else host
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
