@@ -22,7 +22,7 @@ import httpx
 
 from llmdeck.engines import get as get_engine
 from llmdeck.engines.logfiles import feed_new_lines, open_log, read_tail, rotate_log
-from llmdeck.engines.process import identify
+from llmdeck.engines.process import identify, stop_process_group
 from llmdeck.engines.secrets import split_secrets
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import (
@@ -157,28 +157,41 @@ def start_background(checked: ValidatedSpec, settings: Settings) -> ServerRecord
     spec, secrets = split_secrets(spec)
 
     log_path = settings.logs_dir / f"{spec.name}.log"
-    settings.logs_dir.mkdir(parents=True, exist_ok=True)
-    rotate_log(log_path)
     argv = engine.argv(spec)
     env_set = engine.env(spec, settings.cache_dir)
-    for key in ("TMPDIR", "VLLM_CACHE_ROOT", "XDG_CACHE_HOME"):
-        if key in env_set:
-            Path(env_set[key]).mkdir(parents=True, exist_ok=True)
+    folders = [settings.logs_dir] + [
+        Path(env_set[k]) for k in ("TMPDIR", "VLLM_CACHE_ROOT", "XDG_CACHE_HOME") if k in env_set
+    ]
+    _prepare(store, folders, log_path)
     with open_log(log_path, argv) as log:
         pid, _ = engine.start(spec, log=log, env={**os.environ, **env_set}, secrets=secrets)
     assert pid is not None
     record = ServerRecord(
-        name=spec.name,
-        spec=spec,
-        argv=argv,
-        env=env_set,
-        pid=pid,
-        process=identify(pid),
-        log_path=log_path,
+        name=spec.name, spec=spec, argv=argv, env=env_set, pid=pid, process=identify(pid), log_path=log_path
     )
-    store.save_secrets(spec.name, secrets)
-    store.save(record)
+    try:
+        store.save_secrets(spec.name, secrets)
+        store.save(record)
+    except BaseException:  # no record, no way to stop it later: the engine goes now (a Ctrl-C here too)
+        stop_process_group(pid, grace_s=5, identity=record.process)
+        raise
     return record
+
+
+def _prepare(store: StateStore, folders: list[Path], log_path: Path) -> None:
+    """What a start writes, made and checked before the engine is spawned (an engine started, then a
+    record that could not be written, had run on untracked): the record's folder writable, the log's
+    and the cache's folders made, the earlier logs rotated. Exit 2 naming the path otherwise."""
+    from llmdeck.util.atomic import write_error
+    from llmdeck.util.localfile import ensure_dir
+
+    store.ensure_writable()
+    for folder in folders:
+        ensure_dir(folder)
+    try:
+        rotate_log(log_path)
+    except OSError as exc:
+        raise write_error(Path(exc.filename or log_path), exc) from None
 
 
 def make_compile_cache(spec: LaunchSpec) -> None:

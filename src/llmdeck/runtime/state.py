@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field, ValidationError, field_serializer
 
 from llmdeck.engines.process import ProcessIdentity
 from llmdeck.engines.spec import LaunchSpec
-from llmdeck.errors import InternalError, NotRunningError
+from llmdeck.errors import InternalError, NotRunningError, UsageError
 from llmdeck.util.atomic import atomic_write_json
 from llmdeck.util.jsonsafe import loads as _json_loads
 from llmdeck.util.localfile import ensure_dir
@@ -139,8 +139,18 @@ class StateStore:
 
     def _ensure_dir(self) -> None:
         ensure_dir(self.servers_dir)  # a file in the way is a UsageError naming it
-        with contextlib.suppress(OSError):
-            os.chmod(self.servers_dir, 0o700)
+        if not self.servers_dir.is_symlink():  # a linked folder's mode is its owner's (a shared 1777 one)
+            with contextlib.suppress(OSError):
+                os.chmod(self.servers_dir, 0o700)
+
+    def ensure_writable(self) -> None:
+        """The records' folder made, and one a record can be written into (UsageError otherwise)."""
+        self._ensure_dir()
+        if not os.access(self.servers_dir, os.W_OK | os.X_OK):
+            raise UsageError(
+                f"Cannot write server records into {self.servers_dir}: permission denied.",
+                hint="Make it writable, or point LLMDECK_STATE_DIR at a folder you own.",
+            )
 
     def save(self, record: ServerRecord) -> None:
         self._ensure_dir()
@@ -190,5 +200,14 @@ class StateStore:
         return _scan_records(self.servers_dir)[1]
 
     def remove(self, name: str) -> None:
-        self.path(name).unlink(missing_ok=True)
-        self.secrets_path(name).unlink(missing_ok=True)
+        """Forget server ``name`` (its engine is stopped already); UsageError when the folder forbids it."""
+        for path in (self.path(name), self.secrets_path(name)):
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as exc:
+                raise UsageError(
+                    f"The server {name!r} is stopped, but its record {path} cannot be removed: "
+                    f"{exc.strerror or exc}.",
+                    hint=f"Make {self.servers_dir} writable and run `llmdeck down {name}` again (it then "
+                    "finds the process gone and removes the record).",
+                ) from exc

@@ -1,0 +1,95 @@
+"""What a start writes, checked before the engine is spawned, and an engine never left without a record
+(the runtime service with a fake_loading_engine: a shell script that sleeps, standing in for the venv's
+python)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import psutil
+import pytest
+
+from llmdeck.engines.spec import LaunchSpec
+from llmdeck.errors import LlmdeckError
+from llmdeck.runtime import service
+from llmdeck.settings import Settings
+from llmdeck.util.net import free_port
+from security_helpers import fake_model_dir
+
+
+def _engine(tmp: Path) -> Path:
+    path = tmp / "fake_loading_engine_files.sh"
+    path.write_text("#!/bin/sh\nexec sleep 300\n")
+    path.chmod(0o755)
+    return path
+
+
+def _alive(tmp: Path) -> list[int]:
+    marker = str(tmp / "fake_loading_engine_files.sh")
+    return [p.pid for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]
+
+
+def _spec(tmp: Path) -> LaunchSpec:
+    model = str(fake_model_dir(tmp))
+    return LaunchSpec(name="x", engine="venv", python=str(_engine(tmp)), model=model, port=free_port())
+
+
+def _up(tmp: Path, settings: Settings) -> LlmdeckError:
+    with pytest.raises(LlmdeckError) as exc:
+        service.up(_spec(tmp), settings, service.UpOptions.bare(timeout_s=1))
+    return exc.value
+
+
+@pytest.mark.parametrize(
+    ("setup", "words"),
+    [
+        (lambda s: (s / "servers").write_text("x"), "is a file"),  # NotADirectoryError after the spawn
+        (lambda s: (s / "logs").write_text("x"), "is a file"),  # FileExistsError
+        (
+            lambda s: [(s / "logs").mkdir(), (s / "logs/x.log").write_text(""), (s / "logs/x.log.3").mkdir()],
+            "x.log.3",
+        ),
+    ],
+    ids=["servers-a-file", "logs-a-file", "old-log-a-folder"],
+)
+def test_a_state_folder_that_cannot_take_the_files_is_exit_2_before_any_engine(
+    tmp_path: Path, setup: object, words: str
+) -> None:
+    """These had been internal errors, one after the engine was spawned: it ran on with no record."""
+    state = tmp_path / "state"
+    state.mkdir()
+    setup(state)  # type: ignore[operator]
+    error = _up(tmp_path, Settings(state_dir=state, cache_dir=tmp_path / "cache"))
+    assert error.exit_code == 2 and words in error.message
+    assert _alive(tmp_path) == []
+
+
+def test_a_record_that_cannot_be_saved_stops_the_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llmdeck.runtime.state import StateStore
+
+    def no_room(self: StateStore, record: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(StateStore, "save", no_room)
+    with pytest.raises(OSError, match="No space"):
+        service.up(
+            _spec(tmp_path), Settings(state_dir=tmp_path / "state"), service.UpOptions.bare(timeout_s=1)
+        )
+    assert _alive(tmp_path) == []
+
+
+def test_a_linked_logs_folder_keeps_its_owners_mode(tmp_path: Path) -> None:
+    """`up` had chmod-ed the link's target to 0700: a shared 1777 folder lost its sticky bit."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    state = tmp_path / "state"
+    state.mkdir()
+    os.symlink(shared, state / "logs")
+    _up(tmp_path, Settings(state_dir=state, cache_dir=tmp_path / "cache"))  # not ready in 1 s: stopped
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o1777
+    assert _alive(tmp_path) == []
