@@ -98,3 +98,18 @@ def test_a_pipe_where_the_secrets_live_is_not_waited_on(tmp_path: Path) -> None:
     store.secrets_path("demo").unlink()
     store.save_secrets("demo", {"VLLM_API_KEY": "k"})
     assert store.load_secrets("demo") == {"VLLM_API_KEY": "k"}
+
+
+@pytest.mark.timeout(60)
+def test_a_dead_servers_unreadable_log_does_not_hide_the_others(
+    fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dead server whose log is a folder had made `status` exit 2 for every server."""
+    state = Path(fuzz_env["tmp"]) / "state"
+    _record(state, "zz", pid=2**22 + 12345)  # no such process: dead
+    (state / "zz.log").mkdir()
+    _record(state, "other", pid=2**22 + 12346)
+    for argv in (["status"], ["status", "--json"]):
+        code, out, err, _ = run_main(argv, capsys)
+        assert code == 0 and "other" in out and "zz" in out, err
+        assert "log cannot be read" in out + err

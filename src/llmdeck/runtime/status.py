@@ -87,9 +87,13 @@ def server_status(record: ServerRecord, *, with_metrics: bool = True) -> ServerS
     tail = None
     note = None
     if state == "dead":
+        from llmdeck.errors import LlmdeckError
         from llmdeck.runtime.diagnosis import log_tail
 
-        tail = redact_text(log_tail(engine_log(record), 20))
+        try:
+            tail = redact_text(log_tail(engine_log(record), 20))
+        except LlmdeckError as exc:  # one unreadable log (a folder, another user's) no longer hides the rest
+            note = f"Its log cannot be read: {exc.message}"
     if state == "stale":
         note = (
             f"The record is stale: pid {record.pid} now belongs to another program, not the server "
