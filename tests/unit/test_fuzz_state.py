@@ -113,3 +113,18 @@ def test_a_dead_servers_unreadable_log_does_not_hide_the_others(
         code, out, err, _ = run_main(argv, capsys)
         assert code == 0 and "other" in out and "zz" in out, err
         assert "log cannot be read" in out + err
+
+
+@pytest.mark.timeout(60)
+def test_logs_of_a_broken_record_show_its_log(
+    fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A truncated record had made `logs NAME` exit 2 ("delete it and start again", which rotates the log
+    away) although logs/NAME.log was there."""
+    state = Path(fuzz_env["tmp"]) / "state"
+    (state / "servers").mkdir(parents=True)
+    (state / "servers" / "cr.json").write_text('{"name":"cr","trunc')
+    (state / "logs").mkdir()
+    (state / "logs" / "cr.log").write_text("EngineCore failed: out of memory\n")
+    code, out, err, _ = run_main(["logs", "cr"], capsys)
+    assert code == 0 and "out of memory" in out and "not a record" in err

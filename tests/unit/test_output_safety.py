@@ -209,6 +209,7 @@ def test_logs_follow_redacts_a_secret_split_across_reads(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import llmdeck.cli.server as server_cli
+    import llmdeck.engines.logfiles as logfiles
     import llmdeck.runtime.launcher as launcher
 
     log = tmp_path / "f.log"
@@ -222,7 +223,7 @@ def test_logs_follow_redacts_a_secret_split_across_reads(
                 fh.write(parts[len(sleeps)])
         sleeps.append(s)
 
-    monkeypatch.setattr(server_cli, "time", SimpleNamespace(sleep=fake_sleep))
+    monkeypatch.setattr(logfiles, "time", SimpleNamespace(sleep=fake_sleep))
     monkeypatch.setattr(launcher, "is_alive", lambda record: len(sleeps) <= len(parts))
     server_cli._follow(log, object())
     out = capsys.readouterr().out
@@ -237,6 +238,7 @@ def test_logs_follow_waits_for_a_log_moved_away_and_reads_a_rotated_one_from_its
     """`logs -f` had been an internal error (FileNotFoundError) when the log was missing or moved while
     followed; a log rotated under it (smaller than what was read) is read from its start."""
     import llmdeck.cli.server as server_cli
+    import llmdeck.engines.logfiles as logfiles
     import llmdeck.runtime.launcher as launcher
 
     log = tmp_path / "f.log"
@@ -248,7 +250,7 @@ def test_logs_follow_waits_for_a_log_moved_away_and_reads_a_rotated_one_from_its
             steps[len(sleeps)]()
         sleeps.append(s)
 
-    monkeypatch.setattr(server_cli, "time", SimpleNamespace(sleep=fake_sleep))
+    monkeypatch.setattr(logfiles, "time", SimpleNamespace(sleep=fake_sleep))
     monkeypatch.setattr(launcher, "is_alive", lambda record: len(sleeps) <= len(steps))
     steps[:] = [lambda: log.write_text("new log line\n"), lambda: None]
     server_cli._follow(log, object())  # missing at the start: it waits, then reads it whole
@@ -262,6 +264,27 @@ def test_logs_follow_waits_for_a_log_moved_away_and_reads_a_rotated_one_from_its
     ]
     server_cli._follow(log, object())
     assert capsys.readouterr().out.count("new log line") == 2
+
+
+def test_logs_follow_reads_a_rotated_longer_log_from_its_start_and_a_huge_jump_in_bounded_pieces(
+    tmp_path: Path,
+) -> None:
+    """Rotation was told by size alone: a new log already longer than the old read position was read
+    from the middle of a line; a log that grew by 1 GB was read whole into memory (4.2 GB RSS)."""
+    from llmdeck.engines.logfiles import FOLLOW_READ, follow
+
+    log = tmp_path / "f.log"
+    log.write_text("")
+    gen = follow(log, lambda: False, pause_s=0)
+    log.write_text("short\n")
+    assert next(gen) == "short\n"
+    (tmp_path / "new.log").write_text("C-new-after-rotate-longer-line\n")
+    (tmp_path / "new.log").rename(log)  # another inode, longer than 6 bytes
+    assert next(gen) == "C-new-after-rotate-longer-line\n"
+    with open(log, "ab") as fh:
+        fh.truncate(log.stat().st_size + 5 * FOLLOW_READ)  # 5 MiB of NULs, no line end
+    pieces = [next(gen) for _ in range(2)]
+    assert all(len(p) <= 2 * FOLLOW_READ for p in pieces)  # bounded, whatever the jump
 
 
 # --- 3. secrets ---------------------------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -228,7 +227,7 @@ def logs_cmd(
 
       llmdeck logs -f            # follow the only running server until it exits
     """
-    from llmdeck.errors import NotRunningError
+    from llmdeck.errors import LlmdeckError, NotRunningError
     from llmdeck.runtime.launcher import read_tail
     from llmdeck.runtime.state import StateStore
     from llmdeck.util.names import validate_server_name
@@ -236,13 +235,18 @@ def logs_cmd(
     settings = get_settings(ctx)
     store = StateStore(settings.servers_dir)
     record = None
+    log_path = settings.logs_dir / f"{name}.log"
     if name and not store.path(validate_server_name(name)).exists():
-        log_path = settings.logs_dir / f"{name}.log"
         if not log_path.exists():
             raise NotRunningError(f"No server or log named {name!r}.", hint="See `llmdeck status`.")
     else:
-        record = store.load(_pick_name(settings, name))
-        log_path = record.log_path
+        try:
+            record = store.load(_pick_name(settings, name))
+            log_path = record.log_path
+        except LlmdeckError as exc:  # a broken record: its log still tells what happened
+            if not (name and log_path.is_file()):
+                raise
+            err_console().print(f"{exc.message} Showing {log_path}.", markup=False, highlight=False)
     text = read_tail(log_path)
     sys.stdout.write(log_text("\n".join(text.splitlines()[-lines:]) + "\n"))
     sys.stdout.flush()
@@ -250,44 +254,18 @@ def logs_cmd(
         _follow(log_path, record)
 
 
-def _log_size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return 0
-
-
 def _follow(log_path: Path, record: Any) -> None:
-    """`logs -f`: print what the log gains, a whole line at a time (a secret or an escape sequence split
-    across two reads is redacted / shown like any other), until the server exits or Ctrl-C."""
+    """`logs -f`: print what the log gains (engines/logfiles.follow) until the server exits or Ctrl-C."""
+    from llmdeck.engines.logfiles import follow
     from llmdeck.runtime.launcher import is_alive
 
-    offset = _log_size(log_path)
-    pending = b""
+    ended = None if record is None else (lambda: not is_alive(record))  # a reused pid is not the server
     try:
-        while True:
-            if _log_size(log_path) < offset:  # rotated (`up` keeps .1-.3) or truncated: the new one's start
-                offset = 0
-            try:
-                with open(log_path, "rb") as fh:
-                    fh.seek(offset)
-                    chunk = fh.read()
-            except FileNotFoundError:  # moved away, not made again yet: wait for it as `tail -F` does
-                chunk = b""
-            if chunk:
-                offset += len(chunk)
-                whole, nl, pending = (pending + chunk).rpartition(b"\n")
-                if nl:
-                    sys.stdout.write(log_text(whole.decode("utf-8", errors="replace") + "\n"))
-                    sys.stdout.flush()
-            elif record is not None and not is_alive(record):  # a reused pid is not the server
-                break
-            time.sleep(0.5)
+        for text in follow(log_path, ended):
+            sys.stdout.write(log_text(text))
+            sys.stdout.flush()
     except KeyboardInterrupt:
         pass
-    if pending:
-        sys.stdout.write(log_text(pending.decode("utf-8", errors="replace")) + "\n")
-        sys.stdout.flush()
 
 
 def restart_cmd(

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import shlex
 import stat
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import BinaryIO
@@ -91,3 +92,58 @@ def feed_new_lines(path: Path, offset: int, pending: str, on_line: Callable[[str
     for line in lines:
         on_line(line)
     return offset + len(chunk), rest
+
+
+FOLLOW_READ = 1 << 20  # what `logs -f` reads at a time: a log that jumps by 1 GB is not read into memory
+
+
+def _log_id(path: Path) -> tuple[int, int]:
+    """The log's (inode, size); (0, 0) while there is none."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return 0, 0
+    return st.st_ino, st.st_size
+
+
+def _read_at(path: Path, offset: int) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read(FOLLOW_READ)
+    except FileNotFoundError:  # moved away, not made again yet: wait for it as `tail -F` does
+        return b""
+
+
+def follow(path: Path, ended: Callable[[], bool] | None, pause_s: float = 0.5) -> Iterator[str]:
+    """What the log at ``path`` gains, whole lines at a time (a secret or an escape sequence split
+    across two reads is redacted / shown like any other by the caller), until ``ended()`` says the
+    server is gone (None: until the caller stops). A new file (rotated by `up`: another inode) or a
+    shorter one is read from its start; at most 1 MiB is read at a time, and a line that never ends
+    is given as it is past 1 MiB. The log's end is taken now, at the call."""
+    return _gained(path, ended, pause_s, *_log_id(path))
+
+
+def _gained(
+    path: Path, ended: Callable[[], bool] | None, pause_s: float, inode: int, offset: int
+) -> Iterator[str]:
+    pending = b""
+    while True:
+        now_inode, size = _log_id(path)
+        if now_inode != inode or size < offset:
+            inode, offset = now_inode, 0
+        chunk = _read_at(path, offset)
+        if chunk:
+            offset += len(chunk)
+            whole, nl, pending = (pending + chunk).rpartition(b"\n")
+            if not nl and len(pending) >= FOLLOW_READ:
+                whole, nl, pending = pending, b"\n", b""
+            if nl:
+                yield whole.decode("utf-8", errors="replace") + "\n"
+            if len(chunk) == FOLLOW_READ:
+                continue  # more is there: no pause
+        elif ended is not None and ended():
+            break
+        time.sleep(pause_s)
+    if pending:
+        yield pending.decode("utf-8", errors="replace") + "\n"
