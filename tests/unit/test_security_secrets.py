@@ -246,6 +246,19 @@ def test_redact_text(text: str, hidden: str) -> None:
     assert hidden not in out and "<redacted>" in out
 
 
+def test_cloud_credentials_in_a_specs_env_are_secrets() -> None:
+    """AWS_SECRET_ACCESS_KEY had been printed by `up --json` and stored in the record in clear."""
+    from llmdeck.util.redact import is_secret_name, redact_data
+
+    for name in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "GITHUB_TOKEN", "SSH_PRIVATE_KEY"):
+        assert is_secret_name(name), name
+    for name in ("AWS_ACCESS_KEY_ID", "eos_token", "pad_token", "max_tokens"):
+        assert not is_secret_name(name), name
+    assert redact_data({"env": {"AWS_SECRET_ACCESS_KEY": "awsSECRETxyz123"}}) == {
+        "env": {"AWS_SECRET_ACCESS_KEY": "<redacted>"}
+    }
+
+
 def test_redaction_keeps_what_is_not_secret() -> None:
     from llmdeck.util.redact import redact_argv, redact_data, redact_text
 

@@ -27,7 +27,8 @@ _SECRET_FLAG_RE = re.compile(r"^--[a-z0-9-]*(api-key|token|password|secret)$")
 # Names of variables and config keys that hold secrets: *_API_KEY, apiKey, HF_TOKEN, *_PASSWORD …
 # (after removing '_' and '-', lowercase). "max_tokens"/"tokenizer" are not secrets.
 _SECRET_NAME_RE = re.compile(
-    r"(apikey|accesstoken|authtoken|hftoken|hubtoken|bearertoken|password|passwd|secret|authorization|^token)$"
+    r"(apikey|accesstoken|authtoken|hftoken|hubtoken|bearertoken|password|passwd|secret|authorization|^token"
+    r"|accesskey|secretkey|privatekey|sessiontoken|githubtoken|gitlabtoken|credentials)$"
 )
 # Placeholder values clients need when a server has no key: not secrets, kept as they are.
 PLACEHOLDERS = frozenset({"", "EMPTY", "none", "None", "null", REDACTED})
