@@ -179,7 +179,7 @@ def test_connect_json_holds_no_secret(
 def test_connect_json_with_a_short_key_is_json_and_hides_the_key_only(key: str) -> None:
     """The key had been replaced in the JSON text: `null` or `0` then failed to parse (an internal error
     after the config was written) and `vllm` turned the provider and model names into <redacted>."""
-    from llmdeck.cli.connect import _hide_key
+    from llmdeck.util.redact import hide_key
 
     data = {
         "provider": {"vllm": {"options": {"apiKey": key, "headers": {"Authorization": f"Bearer {key}"}}}},
@@ -189,7 +189,7 @@ def test_connect_json_with_a_short_key_is_json_and_hides_the_key_only(key: str) 
         "count": 0,
         "none": None,
     }
-    shown = _hide_key(data, key)
+    shown = hide_key(data, key)
     options = shown["provider"]["vllm"]["options"]
     assert options == {"apiKey": "<redacted>", "headers": {"Authorization": "Bearer <redacted>"}}
     assert shown["model"] == "vllm/tiny" and shown["env"] == "OPENAI_API_KEY=<redacted>"
