@@ -128,3 +128,16 @@ def test_logs_of_a_broken_record_show_its_log(
     (state / "logs" / "cr.log").write_text("EngineCore failed: out of memory\n")
     code, out, err, _ = run_main(["logs", "cr"], capsys)
     assert code == 0 and "out of memory" in out and "not a record" in err
+
+
+@pytest.mark.timeout(60)
+def test_restart_of_a_server_whose_model_moved_stops_nothing(
+    fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """restart had stopped the server, then found the model gone (exit 2): down, its record and launch
+    flags lost. The spec is checked first now."""
+    state = Path(fuzz_env["tmp"]) / "state"
+    path = _record(state, "rs1", pid=os.getpid())  # a live pid: restart would stop (or forget) it
+    code, _out, err, _ = run_main(["restart", "rs1"], capsys)
+    assert code == 2 and "nomodel" in err and "stopping" not in err
+    assert path.exists()

@@ -354,6 +354,8 @@ def restart(
     store = StateStore(settings.servers_dir)
     record = store.load(name)
     secrets = store.load_secrets(record.name)  # the key it was started with, for the new start
+    spec = record.spec.model_copy(update={"env": {**record.spec.env, **secrets}})
+    launcher.validate_spec(spec)  # before the stop: a model moved away had left it stopped, unstartable
     clock.emit("stopping", f"stopping {record.name} …")
     outcome = launcher.down(record.name, settings)  # "stale": another program's pid, left alone
     freed = wait_memory_settles()
@@ -363,7 +365,6 @@ def restart(
         if unloaded:
             clock.emit("tenants", f"unloaded Ollama models: {', '.join(unloaded)}", models=unloaded)
     exclude = (record.pid,) if record.pid and outcome != "stale" else ()
-    spec = record.spec.model_copy(update={"env": {**record.spec.env, **secrets}})
     up_options = UpOptions(
         **options.model_dump(exclude={"unload_ollama", "exclude_pids"}), exclude_pids=exclude
     )
