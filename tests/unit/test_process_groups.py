@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 
@@ -42,3 +43,36 @@ def test_a_crashed_leaders_engine_core_is_stopped_with_its_group() -> None:
     finally:
         if psutil.pid_exists(child):
             os.kill(child, signal.SIGKILL)
+
+
+def test_the_gateway_stops_only_the_servers_it_started(tmp_path: Path) -> None:
+    """`gateway down` stopped every server named like one of its models: a user's own `llmdeck up --name
+    coder` was killed and its record removed."""
+    from llmdeck.engines.spec import LaunchSpec
+    from llmdeck.gateway.lifecycle import stop
+    from llmdeck.runtime.state import ServerRecord, StateStore
+    from llmdeck.settings import Settings
+
+    settings = Settings(state_dir=tmp_path / "state")
+    store = StateStore(settings.servers_dir)
+    procs = {}
+    for name, by in (("mine", "up"), ("its", "gateway")):
+        proc = spawn_detached(
+            [sys.executable, "-c", "import time; time.sleep(300)"], subprocess.DEVNULL, os.environ
+        )
+        procs[name] = proc
+        spec = LaunchSpec(name=name, model="/models/m", port=18000 + len(procs))
+        store.save(
+            ServerRecord(
+                name=name, spec=spec, argv=proc.args, pid=proc.pid, process=identify(proc.pid),  # type: ignore[arg-type]
+                log_path=Path(tmp_path / f"{name}.log"), started_by=by,  # type: ignore[arg-type]
+            )
+        )  # fmt: skip
+    try:
+        assert "left running" in stop("mine", settings) and procs["mine"].poll() is None
+        assert store.path("mine").exists()
+        stop("its", settings)
+        assert procs["its"].wait(10) is not None and not store.path("its").exists()
+    finally:
+        for proc in procs.values():
+            proc.kill()

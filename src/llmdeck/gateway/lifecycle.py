@@ -61,7 +61,9 @@ def start(
 
     # the same floor as `llmdeck up`: on unified memory it also guards the model while it runs
     watchdog = WatchdogConfig(floor_gib=getattr(settings, "watchdog_floor_gib", 1.5))
-    options = UpOptions(timeout_s=backend.start_timeout_s, watchdog=watchdog, stop_when=stop_when)
+    options = UpOptions(
+        timeout_s=backend.start_timeout_s, watchdog=watchdog, stop_when=stop_when, started_by="gateway"
+    )
     return up(backend.spec, settings, options, on_event)
 
 
@@ -79,9 +81,14 @@ def diagnosis(exc: BaseException) -> str:
 
 
 def stop(name: str, settings: Any) -> str:
+    """Stop the server ``name`` the gateway started; one of the same name started by `llmdeck up` (the
+    user's own, not the gateway's) is left running."""
     from llmdeck.runtime.service import down
+    from llmdeck.runtime.state import StateStore
 
     try:
+        if StateStore(settings.servers_dir).load(name).started_by != "gateway":
+            return "not the gateway's (started by `llmdeck up`): left running"
         return down(name, settings)
     except LlmdeckError as exc:  # no record any more: it is gone already
         return f"gone ({exc.message})"

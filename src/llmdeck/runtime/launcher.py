@@ -33,7 +33,7 @@ from llmdeck.errors import (
     UsageError,
 )
 from llmdeck.runtime.engine_state import engine_log, engine_of, is_alive, owner
-from llmdeck.runtime.state import ServerRecord, StateStore
+from llmdeck.runtime.state import ServerRecord, StartedBy, StateStore
 from llmdeck.settings import Settings
 from llmdeck.util.redact import redact_text
 
@@ -142,7 +142,9 @@ def _forget_dead(store: StateStore, name: str, running: str) -> None:
     store.remove(name)
 
 
-def start_background(checked: ValidatedSpec, settings: Settings) -> ServerRecord:
+def start_background(
+    checked: ValidatedSpec, settings: Settings, started_by: StartedBy = "up"
+) -> ServerRecord:
     """Spawn the engine detached, its output in the log; return the saved record (not yet ready).
 
     ``checked`` was validated and its port checked (:func:`validate`): neither is done again here.
@@ -151,7 +153,7 @@ def start_background(checked: ValidatedSpec, settings: Settings) -> ServerRecord
     spec = checked.spec
     engine = get_engine(spec.engine)
     if engine.containerized:
-        return start_docker(spec, settings)
+        return start_docker(spec, settings, started_by=started_by)
     store = StateStore(settings.servers_dir)
     _forget_dead(store, spec.name, "pid {old.pid}")
     spec, secrets = split_secrets(spec)
@@ -167,7 +169,14 @@ def start_background(checked: ValidatedSpec, settings: Settings) -> ServerRecord
         pid, _ = engine.start(spec, log=log, env={**os.environ, **env_set}, secrets=secrets)
     assert pid is not None
     record = ServerRecord(
-        name=spec.name, spec=spec, argv=argv, env=env_set, pid=pid, process=identify(pid), log_path=log_path
+        name=spec.name,
+        spec=spec,
+        argv=argv,
+        env=env_set,
+        pid=pid,
+        process=identify(pid),
+        log_path=log_path,
+        started_by=started_by,
     )
     try:
         store.save_secrets(spec.name, secrets)
@@ -201,7 +210,9 @@ def make_compile_cache(spec: LaunchSpec) -> None:
         Path(spec.compile_cache).mkdir(parents=True, exist_ok=True)
 
 
-def start_docker(spec: LaunchSpec, settings: Settings, docker: DockerCLI | None = None) -> ServerRecord:
+def start_docker(
+    spec: LaunchSpec, settings: Settings, docker: DockerCLI | None = None, started_by: StartedBy = "up"
+) -> ServerRecord:
     """`docker run -d` the spec (vllm/vllm-openai or nvcr.io/nvidia/vllm) and record the container.
 
     The spec was validated and its port checked (:func:`start_background` takes a ValidatedSpec).
@@ -219,7 +230,13 @@ def start_docker(spec: LaunchSpec, settings: Settings, docker: DockerCLI | None 
     with open_log(log_path, argv) as log:
         _, container_id = engine.start(spec, log=log, env={}, secrets=secrets)
     record = ServerRecord(
-        name=spec.name, spec=spec, argv=argv, pid=None, container_id=container_id, log_path=log_path
+        name=spec.name,
+        spec=spec,
+        argv=argv,
+        pid=None,
+        container_id=container_id,
+        log_path=log_path,
+        started_by=started_by,
     )
     store.save_secrets(spec.name, secrets)
     store.save(record)

@@ -24,7 +24,7 @@ from llmdeck.runtime import launcher
 from llmdeck.runtime.launch_plan import LaunchPlan
 from llmdeck.runtime.launcher import ValidatedSpec
 from llmdeck.runtime.phases import PhaseTracker
-from llmdeck.runtime.state import ServerRecord, StateStore
+from llmdeck.runtime.state import ServerRecord, StartedBy, StateStore
 from llmdeck.runtime.status import ServerStatus, server_status
 from llmdeck.runtime.watchdog import StartupWatchdog, WatchdogConfig
 from llmdeck.settings import Settings
@@ -77,6 +77,7 @@ class UpOptions(BaseModel):
     stop_when: Callable[[], bool] | None = Field(
         None, exclude=True, description="Asked before the launch and at each readiness poll: True stops it."
     )
+    started_by: StartedBy = Field("up", description="Recorded: the gateway stops only its own.")
 
     @classmethod
     def bare(cls, **kw: Any) -> UpOptions:
@@ -199,7 +200,7 @@ def start(
     spec = sized.spec
     _stop_asked(spec.name, options)
     clock.emit("starting", f"starting {spec.name} ({spec.engine}): {spec.model} on port {spec.port}")
-    record = launcher.start_background(sized, settings)
+    record = launcher.start_background(sized, settings, started_by=options.started_by)
     clock.emit("log", f"log: {record.log_path}", path=str(record.log_path))
     return record
 

@@ -11,6 +11,7 @@ import contextlib
 import os
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_serializer
 
@@ -25,6 +26,9 @@ from llmdeck.util.redact import redact_argv, redact_env
 
 SERVER_RECORD_SCHEMA_VERSION = 1
 PID_MAX = 2**31 - 1  # any pid os.kill takes; 0, a negative or a larger one is not a record
+
+
+StartedBy = Literal["up", "gateway"]
 
 
 class ServerRecord(BaseModel):
@@ -45,6 +49,9 @@ class ServerRecord(BaseModel):
     log_path: Path
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     ready_at: datetime | None = None
+    started_by: StartedBy = Field(
+        "up", description="Who started it: the gateway stops only the servers it started itself."
+    )
 
     @field_serializer("argv")
     def _argv_out(self, argv: list[str]) -> list[str]:
