@@ -326,6 +326,12 @@ def check_target(client: str, file: Path | None, print_only: bool) -> None:
         read_json(path)
 
 
+def _write_extra(path: Path, text: str) -> WrittenFile:
+    """A file written beside the client's own (aider's model metadata)."""
+    action, saved = write_if_changed(path, text)
+    return WrittenFile(path=str(path.resolve()), action=action, backup=str(saved) if saved else None)
+
+
 def connect_client(
     client: str,
     info: ServeInfo,
@@ -368,16 +374,7 @@ def connect_client(
             f"{path} was readable by other users; it holds a secret now, so it is owner-only (0600)."
         )
     action, saved = write_if_changed(path, text, secret=secret)
-    files = []
-    for extra_path, extra_text in extras:
-        extra_action, extra_saved = write_if_changed(extra_path, extra_text)
-        files.append(
-            WrittenFile(
-                path=str(extra_path.resolve()),
-                action=extra_action,
-                backup=str(extra_saved) if extra_saved else None,
-            )
-        )
+    files = [_write_extra(extra_path, extra_text) for extra_path, extra_text in extras]
     return ConnectResult(
         client=client,
         server=info,
