@@ -93,3 +93,32 @@ def test_a_linked_logs_folder_keeps_its_owners_mode(tmp_path: Path) -> None:
     _up(tmp_path, Settings(state_dir=state, cache_dir=tmp_path / "cache"))  # not ready in 1 s: stopped
     assert stat.S_IMODE(shared.stat().st_mode) == 0o1777
     assert _alive(tmp_path) == []
+
+
+@pytest.mark.parametrize("same", ["name", "port"])
+def test_two_starts_at_once_one_is_refused(tmp_path: Path, same: str) -> None:
+    """Two `up` of one name at once had both spawned (one engine left unrecorded); of one port, the second
+    had reported ready on the first's /health. From check to record a start holds a lock now."""
+    import threading
+
+    from llmdeck.errors import AlreadyExistsError, PortInUseError
+
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+    first = _spec(tmp_path)
+    second = first.model_copy(update={"name": "x" if same == "name" else "y"})
+    errors: list[Exception] = []
+
+    def start(spec: LaunchSpec) -> None:
+        try:
+            service.up(spec, settings, service.UpOptions.bare(timeout_s=2))
+        except Exception as exc:  # collected, then checked
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start, args=(s,)) for s in (first, second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    refused = AlreadyExistsError if same == "name" else PortInUseError
+    assert sum(isinstance(e, refused) for e in errors) == 1, errors
+    assert _alive(tmp_path) == []

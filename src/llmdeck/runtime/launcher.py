@@ -35,6 +35,7 @@ from llmdeck.errors import (
 from llmdeck.runtime.engine_state import engine_log, engine_of, is_alive, owner
 from llmdeck.runtime.state import ServerRecord, StartedBy, StateStore
 from llmdeck.settings import Settings
+from llmdeck.util.filelock import exclusive
 from llmdeck.util.redact import redact_text
 
 __all__ = [
@@ -155,48 +156,71 @@ def start_background(
     if engine.containerized:
         return start_docker(spec, settings, started_by=started_by)
     store = StateStore(settings.servers_dir)
-    _forget_dead(store, spec.name, "pid {old.pid}")
     spec, secrets = split_secrets(spec)
-
     log_path = settings.logs_dir / f"{spec.name}.log"
     argv = engine.argv(spec)
     env_set = engine.env(spec, settings.cache_dir)
     folders = [settings.logs_dir] + [
         Path(env_set[k]) for k in ("TMPDIR", "VLLM_CACHE_ROOT", "XDG_CACHE_HOME") if k in env_set
     ]
-    _prepare(store, folders, log_path)
-    with open_log(log_path, argv) as log:
-        pid, _ = engine.start(spec, log=log, env={**os.environ, **env_set}, secrets=secrets)
-    assert pid is not None
-    record = ServerRecord(
-        name=spec.name,
-        spec=spec,
-        argv=argv,
-        env=env_set,
-        pid=pid,
-        process=identify(pid),
-        log_path=log_path,
-        started_by=started_by,
-    )
-    try:
-        store.save_secrets(spec.name, secrets)
-        store.save(record)
-    except BaseException:  # no record, no way to stop it later: the engine goes now (a Ctrl-C here too)
-        stop_process_group(pid, grace_s=5, identity=record.process)
-        raise
+    _prepare(store, folders)
+    # one start at a time from check to record: two `up` of one name (or one port) at once had both
+    # spawned, one engine left unrecorded, or reported ready on the other's /health
+    with exclusive(settings.servers_dir / ".start.lock", timeout_s=START_LOCK_S, what="server start"):
+        _forget_dead(store, spec.name, "pid {old.pid}")
+        _refuse_a_port_taken_by_a_start(store, spec)
+        _rotate(log_path)
+        with open_log(log_path, argv) as log:
+            pid, _ = engine.start(spec, log=log, env={**os.environ, **env_set}, secrets=secrets)
+        assert pid is not None
+        record = ServerRecord(
+            name=spec.name,
+            spec=spec,
+            argv=argv,
+            env=env_set,
+            pid=pid,
+            process=identify(pid),
+            log_path=log_path,
+            started_by=started_by,
+        )
+        try:
+            store.save_secrets(spec.name, secrets)
+            store.save(record)
+        except BaseException:  # no record, no way to stop it later: the engine goes now (a Ctrl-C too)
+            stop_process_group(pid, grace_s=5, identity=record.process)
+            raise
     return record
 
 
-def _prepare(store: StateStore, folders: list[Path], log_path: Path) -> None:
+START_LOCK_S = 60.0  # a start holds the lock from its check to its record: a second or two
+
+
+def _refuse_a_port_taken_by_a_start(store: StateStore, spec: LaunchSpec) -> None:
+    """PortInUseError when a live llmdeck server has the port: one still loading binds it only later,
+    so the port check could not see it."""
+    for other in store.list():
+        if other.name != spec.name and other.port == spec.port and is_alive(other):
+            raise PortInUseError(
+                f"Port {spec.port} is the llmdeck server {other.name!r}'s (it may still be starting).",
+                hint=f"Choose another --port, or stop it first (`llmdeck down {other.name}`).",
+            )
+
+
+def _prepare(store: StateStore, folders: list[Path]) -> None:
     """What a start writes, made and checked before the engine is spawned (an engine started, then a
     record that could not be written, had run on untracked): the record's folder writable, the log's
-    and the cache's folders made, the earlier logs rotated. Exit 2 naming the path otherwise."""
-    from llmdeck.util.atomic import write_error
+    and the cache's folders made. Exit 2 naming the path otherwise."""
     from llmdeck.util.localfile import ensure_dir
 
     store.ensure_writable()
     for folder in folders:
         ensure_dir(folder)
+
+
+def _rotate(log_path: Path) -> None:
+    """The earlier runs' logs moved along (NAME.log.1-.3); exit 2 naming the path that is in the way."""
+    from llmdeck.util.atomic import write_error
+
     try:
         rotate_log(log_path)
     except OSError as exc:
