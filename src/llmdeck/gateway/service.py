@@ -42,8 +42,8 @@ _WHY = {"UnicodeDecodeError": "not UTF-8 text", "ValidationError": "not a gatewa
 class GatewayRecord(BaseModel):
     schema_version: int = GATEWAY_RECORD_SCHEMA_VERSION
     pid: int | None = Field(..., gt=0, le=PID_MAX, description="The gateway process (a positive pid).")
-    host: str
-    port: int
+    host: str = Field(..., min_length=1, max_length=255, pattern=r"^[0-9A-Za-z.:_-]+$")
+    port: int = Field(..., ge=1, le=65535)
     config: Path
     log_path: Path
     insecure: bool = False
