@@ -337,7 +337,9 @@ def test_gateway_up_status_down_in_background(
         finally:
             code, out, _ = run_cli(["gateway", "down"], capsys)
         assert code == 0 and "stopped" in out
-        log = (tmp_path / "state" / "logs" / "gateway.log").read_text()
+        log_file = tmp_path / "state" / "logs" / "gateway.log"
+        assert log_file.stat().st_mode & 0o777 == 0o600  # as the servers' logs (it had been 0644)
+        log = log_file.read_text()
         assert "POST /v1/chat/completions route=a key=- backend=" in log and "status=200" in log
         assert "PROMPT-TEXT-42" not in log  # no prompts in the access log
 

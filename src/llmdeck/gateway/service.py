@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, Field, ValidationError
 
+from llmdeck.engines.logfiles import open_log
 from llmdeck.engines.process import (
     ProcessIdentity,
     identify,
@@ -152,8 +153,7 @@ def _start_locked(
         str(port),
     ] + (["--insecure"] if insecure else [])
     env = {**os.environ, "LLMDECK_STATE_DIR": str(Path(settings.state_dir).resolve())}
-    with open(log, "ab", buffering=0) as fh:
-        fh.write(f"# llmdeck: {datetime.now(UTC).isoformat()} starting the gateway\n".encode())
+    with open_log(log, argv) as fh:  # 0600, as the servers' logs (it names keys and clients)
         proc = spawn_detached(argv, fh, env)
     record = GatewayRecord(
         pid=proc.pid,
