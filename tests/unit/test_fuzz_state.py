@@ -141,3 +141,17 @@ def test_restart_of_a_server_whose_model_moved_stops_nothing(
     code, _out, err, _ = run_main(["restart", "rs1"], capsys)
     assert code == 2 and "nomodel" in err and "stopping" not in err
     assert path.exists()
+
+
+@pytest.mark.timeout(60)
+def test_logs_says_when_it_shows_fewer_lines_than_asked(
+    fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`logs -n 100000` of a big log had shown the last 200 KB without a word."""
+    logs = Path(fuzz_env["tmp"]) / "state" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "big.log").write_text("".join(f"line {i}\n" for i in range(60_000)))
+    code, out, err, _ = run_main(["logs", "big", "-n", "100000"], capsys)
+    assert code == 0 and "line 59999" in out and "the last 200 KB" in err
+    code, out, err, _ = run_main(["logs", "big", "-n", "10"], capsys)
+    assert code == 0 and "the last 200 KB" not in err

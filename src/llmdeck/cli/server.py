@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 READY_DEFAULT = " (default: LLMDECK_READY_TIMEOUT_S or 900)"
 
 
+TAIL_BYTES = 200_000  # what `logs` reads of the end of a log
+
+
 def _pick_name(settings: Settings, name: str | None) -> str:
     from llmdeck.errors import NotRunningError, UsageError
     from llmdeck.runtime.state import StateStore
@@ -247,9 +250,16 @@ def logs_cmd(
             if not (name and log_path.is_file()):
                 raise
             err_console().print(f"{exc.message} Showing {log_path}.", markup=False, highlight=False)
-    text = read_tail(log_path)
-    sys.stdout.write(log_text("\n".join(text.splitlines()[-lines:]) + "\n"))
+    text = read_tail(log_path, TAIL_BYTES)
+    shown = text.splitlines()[-lines:]
+    sys.stdout.write(log_text("\n".join(shown) + "\n"))
     sys.stdout.flush()
+    if len(shown) < lines and log_path.stat().st_size > TAIL_BYTES:
+        err_console().print(
+            f"(the last {TAIL_BYTES // 1000} KB of {log_path} only: {len(shown)} lines)",
+            markup=False,
+            highlight=False,
+        )
     if follow:
         _follow(log_path, record)
 
