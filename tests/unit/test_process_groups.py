@@ -76,3 +76,33 @@ def test_the_gateway_stops_only_the_servers_it_started(tmp_path: Path) -> None:
     finally:
         for proc in procs.values():
             proc.kill()
+
+
+def test_ready_means_this_engines_own_processes_listen_on_its_port(tmp_path: Path) -> None:
+    """Another server answering /health on the port (started a moment earlier) had made `up` say ready
+    while this engine failed to bind and died: readiness asks whose socket it is."""
+    from llmdeck.engines.spec import LaunchSpec
+    from llmdeck.runtime.launcher import _listens
+    from llmdeck.runtime.state import ServerRecord
+    from llmdeck.util.net import free_port
+
+    port = free_port()
+    serve = (
+        f"import socket, time; s = socket.socket(); s.bind(('127.0.0.1', {port})); s.listen(); time.sleep(60)"
+    )
+    proc = spawn_detached([sys.executable, "-c", serve], subprocess.DEVNULL, os.environ)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(
+            c.laddr.port == port for c in psutil.Process(proc.pid).net_connections(kind="inet")
+        ):
+            time.sleep(0.05)
+
+        def record(port_: int) -> ServerRecord:
+            spec = LaunchSpec(name="l", model="/models/m", port=port_)
+            return ServerRecord(name="l", spec=spec, argv=[], pid=proc.pid, log_path=tmp_path / "l.log")
+
+        assert _listens(record(port)) is True
+        assert _listens(record(free_port())) is False
+    finally:
+        proc.kill()

@@ -287,6 +287,26 @@ def _startup_failure(record: ServerRecord, what: str) -> ServerStartError:
     )
 
 
+def _listens(record: ServerRecord) -> bool | None:
+    """Whether the engine's own processes listen on its port (None: cannot tell, as for a container):
+    a server started a moment earlier on the same port answers /health too, while this engine fails to
+    bind it and dies ("ready" had been reported on the other's answer)."""
+    import psutil
+
+    from llmdeck.engines.process import process_tree
+
+    if record.pid is None:
+        return None
+    try:
+        for pid in process_tree(record.pid):
+            for conn in psutil.Process(pid).net_connections(kind="inet"):
+                if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == record.port:
+                    return True
+    except (psutil.Error, OSError):
+        return None
+    return False
+
+
 def wait_ready(
     record: ServerRecord,
     settings: Settings,
@@ -325,7 +345,7 @@ def wait_ready(
                 health = client.get(f"{record.base_url}/health")
                 if health.status_code == 200:
                     models = client.get(f"{record.base_url}/v1/models")
-                    if models.status_code == 200:
+                    if models.status_code == 200 and _listens(record) is not False:
                         break
             except httpx.HTTPError:
                 pass
