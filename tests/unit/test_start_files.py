@@ -122,3 +122,34 @@ def test_two_starts_at_once_one_is_refused(tmp_path: Path, same: str) -> None:
     refused = AlreadyExistsError if same == "name" else PortInUseError
     assert sum(isinstance(e, refused) for e in errors) == 1, errors
     assert _alive(tmp_path) == []
+
+
+def test_a_name_already_running_is_refused_before_anything_is_done(tmp_path: Path) -> None:
+    """It had said "starting x … on port N" (and dropped the model's page cache) before refusing."""
+    import subprocess
+    import sys
+
+    from llmdeck.engines.process import identify, spawn_detached
+    from llmdeck.errors import AlreadyExistsError
+    from llmdeck.runtime.state import ServerRecord, StateStore
+
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+    spec = _spec(tmp_path)
+    live = spawn_detached(
+        [sys.executable, "-c", "import time; time.sleep(60)"], subprocess.DEVNULL, os.environ
+    )
+    try:
+        StateStore(settings.servers_dir).save(
+            ServerRecord(
+                name="x", spec=spec, argv=list(live.args), pid=live.pid,  # type: ignore[arg-type]
+                process=identify(live.pid), log_path=tmp_path / "x.log",
+            )
+        )  # fmt: skip
+        events: list[str] = []
+        with pytest.raises(AlreadyExistsError, match="already running"):
+            service.up(
+                spec, settings, service.UpOptions.bare(timeout_s=2), events=lambda e: events.append(e.kind)
+            )
+        assert "starting" not in events and live.poll() is None
+    finally:
+        live.kill()

@@ -44,6 +44,7 @@ __all__ = [
     "is_alive",
     "owner",
     "read_tail",
+    "refuse_running",
     "rotate_log",
     "start_background",
     "validate",
@@ -129,18 +130,25 @@ def validate(spec: LaunchSpec) -> ValidatedSpec:
 # ---- start ----------------------------------------------------------------------------------
 
 
-def _forget_dead(store: StateStore, name: str, running: str) -> None:
-    """A record of a server that no longer runs (or a stale one) makes room; a live one refuses."""
+def refuse_running(store: StateStore, name: str) -> bool:
+    """AlreadyExistsError when a server named ``name`` runs; whether a record (of a dead one) is there."""
     if not store.path(name).exists():
-        return
+        return False
     old = store.load(name)
     if is_alive(old):
+        running = f"pid {old.pid}" if old.pid else f"container llmdeck-{old.name}"
         raise AlreadyExistsError(
-            f"A server named {name!r} is already running ({running.format(old=old)}, port {old.port}).",
+            f"A server named {name!r} is already running ({running}, port {old.port}).",
             hint=f"Use `llmdeck restart {name}`, stop it with `llmdeck down {name}`, "
             "or choose another --name.",
         )
-    store.remove(name)
+    return True
+
+
+def _forget_dead(store: StateStore, name: str) -> None:
+    """A record of a server that no longer runs (or a stale one) makes room; a live one refuses."""
+    if refuse_running(store, name):
+        store.remove(name)
 
 
 def start_background(
@@ -167,7 +175,7 @@ def start_background(
     # one start at a time from check to record: two `up` of one name (or one port) at once had both
     # spawned, one engine left unrecorded, or reported ready on the other's /health
     with exclusive(settings.servers_dir / ".start.lock", timeout_s=START_LOCK_S, what="server start"):
-        _forget_dead(store, spec.name, "pid {old.pid}")
+        _forget_dead(store, spec.name)
         _refuse_a_port_taken_by_a_start(store, spec)
         _rotate(log_path)
         with open_log(log_path, argv) as log:
@@ -243,7 +251,7 @@ def start_docker(
     Secrets go into the container as ``-e KEY`` (the value through docker's own environment)."""
     engine = get_engine(spec.engine, docker=docker)
     store = StateStore(settings.servers_dir)
-    _forget_dead(store, spec.name, "container llmdeck-{old.name}")
+    _forget_dead(store, spec.name)
     spec, secrets = split_secrets(spec)
     engine.check_available()  # a clear error when the daemon is not reachable
     make_compile_cache(spec)

@@ -192,6 +192,7 @@ def start(
     The spec is validated and its port checked once, here; the later steps take that ValidatedSpec."""
     options = options or UpOptions()
     clock = clock or EventClock(_ignore)
+    launcher.refuse_running(StateStore(settings.servers_dir), spec.name)  # before the checks and the sizing
     checked = launcher.validate(spec)
     launch = preflight(checked, settings, options, clock) if options.preflight else None
     sized = _unified_start(checked, launch, settings, options, clock)
