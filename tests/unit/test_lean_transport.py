@@ -4,6 +4,7 @@ event stream as fast as it can (tests/gateway_fakes.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import httpx
 
@@ -35,3 +36,42 @@ def test_a_reader_that_falls_behind_a_flood_holds_a_bounded_buffer() -> None:
         held, got = asyncio.run(read_slowly(server.url))
     assert held <= 2 << 20  # the 1 MiB mark and one read past it at most
     assert got > 0
+
+
+def test_a_wrong_answer_on_a_reused_connection_is_not_sent_again() -> None:
+    """Only a keep-alive connection closed before a byte of the answer is retried (the request never
+    reached a live server); one that answered wrongly had had its POST sent a second time."""
+    import socket
+    import threading
+
+    requests: list[bytes] = []
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:  # a TINY FAKE: one keep-alive connection; a good answer, then a bad head
+        conn, _ = listener.accept()
+        with conn:
+            for reply in (b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}", b"HTTP/1.1 999 Odd\r\n\r\n"):
+                requests.append(conn.recv(65536))
+                conn.sendall(reply)
+        with contextlib.suppress(OSError):
+            listener.settimeout(2)
+            extra, _ = listener.accept()  # a retry would come here
+            requests.append(extra.recv(65536))
+            extra.close()
+
+    async def two_posts() -> str:
+        async with httpx.AsyncClient(transport=LeanTransport(), timeout=5) as client:
+            assert (await client.post(f"http://127.0.0.1:{port}/x", content=b"a")).status_code == 200
+            try:
+                await client.post(f"http://127.0.0.1:{port}/x", content=b"b")
+            except httpx.RemoteProtocolError as exc:
+                return str(exc)
+            return "no error"
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    said = asyncio.run(two_posts())
+    thread.join(5)
+    listener.close()
+    assert "bad HTTP status line" in said and len(requests) == 2

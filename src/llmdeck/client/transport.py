@@ -34,6 +34,7 @@ class _Conn(asyncio.Protocol):
         self.timeout: float | None = None
         self._timer: asyncio.TimerHandle | None = None
         self.paused = False  # reading paused: the reader is _HIGH_WATER behind
+        self.answered = False  # a byte came since the request was written
 
     # -- protocol callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -42,6 +43,7 @@ class _Conn(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
+        self.answered = True
         self.buf += data
         self.last = self.loop.time()
         if len(self.buf) > _HIGH_WATER and not self.paused and self.transport is not None:
@@ -297,15 +299,16 @@ class LeanTransport(httpx.AsyncBaseTransport):
             assert conn.transport is not None
             conn.timeout = timeouts.get("read")
             conn.last = conn.loop.time()
+            conn.answered = False
             conn.transport.write(payload)
             try:
                 status, headers = await self._read_head(conn)
                 framing = _framing(request.method, status, headers)
             except httpx.RemoteProtocolError:
                 conn.close()
-                if reused and attempt == 0:
-                    continue  # a stale keep-alive connection: retry once on a fresh one
-                raise
+                if reused and attempt == 0 and not conn.answered:
+                    continue  # a stale keep-alive connection (closed, nothing sent): once more, fresh
+                raise  # it did answer, wrongly: the request is not sent twice
             except BaseException:
                 conn.close()
                 raise
