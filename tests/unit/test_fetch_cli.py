@@ -387,3 +387,61 @@ def test_fetch_leaves_no_page_cache_of_what_it_downloaded_unless_asked(
         assert resident > 0 and data["page_cache_dropped_bytes"] == 0
     else:
         assert resident == 0 and data["page_cache_dropped_bytes"] > 0
+
+
+def test_a_file_of_the_users_in_the_local_dir_is_not_overwritten(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """hf's download had replaced an edited config.json and weights of the user's own, "verified"."""
+    import llmdeck.fetch.hub as hub
+
+    fake = install_fake(monkeypatch, FakeSnapshotDownload())
+    monkeypatch.setattr(hub, "_hub_sizes", lambda *a, **k: {"config.json": 10, "model.safetensors": 99})
+    target = tmp_path / "userdir"
+    target.mkdir()
+    (target / "config.json").write_text('{"my": "precious edited config"}')
+    (target / "notes.txt").write_text("not in the repo: no matter")
+    code, _out, err = run_cli(["fetch", "acme/thing", "--local-dir", str(target)], capsys)
+    assert code == 2 and "config.json" in err and "notes.txt" not in err and not fake.calls
+    assert (target / "config.json").read_text() == '{"my": "precious edited config"}'
+    meta = target / ".cache" / "huggingface" / "download"  # one hf downloaded itself: replaced, as before
+    meta.mkdir(parents=True)
+    (meta / "config.json.metadata").write_text("x")
+    run_cli(["fetch", "acme/thing", "--local-dir", str(target)], capsys)
+    assert fake.calls  # not refused (the fake's files then fail the fake sizes: no matter here)
+
+
+def test_an_include_that_matches_nothing_is_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """0 files had been "verified" and `llmdeck up --model <empty folder>` suggested."""
+
+    def writes_nothing(repo_id: str, **kwargs: Any) -> str:
+        Path(kwargs["local_dir"]).mkdir(parents=True, exist_ok=True)
+        return str(kwargs["local_dir"])
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", writes_nothing)
+    code, out, err = run_cli(["fetch", "acme/thing", "--include", "*.xyz"], capsys)
+    assert code == 2 and "matched no file" in err and "llmdeck up" not in out
+
+
+def test_a_rate_limit_asking_a_long_wait_is_an_error_not_a_sleep() -> None:
+    """Retry-After: 100000 had been slept out by huggingface_hub, SIGTERM unheard."""
+    from types import SimpleNamespace
+
+    from llmdeck.errors import DownloadError
+    from llmdeck.fetch.hubcap import _refuse_long_waits
+
+    def reply(status: int, after: str) -> Any:
+        request = SimpleNamespace(url=SimpleNamespace(host="hub.example"))
+        return SimpleNamespace(status_code=status, headers={"retry-after": after}, request=request)
+
+    with pytest.raises(DownloadError, match="asks to wait 100000 s"):
+        _refuse_long_waits(reply(429, "100000"))
+    _refuse_long_waits(reply(429, "5"))  # a short wait: hf waits it out
+    _refuse_long_waits(reply(200, "100000"))
+
+
+def test_a_control_character_in_the_endpoint_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _out, err = run_cli(["fetch", "acme/thing", "--endpoint", "http://127.0.0.1:7/\x1b[31mx"], capsys)
+    assert code == 2 and "--endpoint" in err

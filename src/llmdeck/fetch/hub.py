@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from llmdeck import __version__
 from llmdeck.errors import DownloadError, LlmdeckError, MissingDependencyError, UsageError
+from llmdeck.fetch.guards import refuse_nothing_matched, refuse_user_files
 from llmdeck.fetch.hubreply import check_hub_reply, not_a_hub, received
 from llmdeck.fetch.verify import MIRROR_HINT, VerifyReport, verify_download
 from llmdeck.util.http import BodyTooLarge, NotAnswering
@@ -109,9 +110,9 @@ def validate_endpoint(endpoint: str) -> str:
     from llmdeck.util.net import parse_http_url
 
     value = endpoint.strip().rstrip("/")
-    if not re.match(r"^https?://", value):
+    if not re.match(r"^https?://", value) or any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise UsageError(
-            f"--endpoint {endpoint!r} is not an http(s) URL.",
+            f"--endpoint {endpoint!r} is not a usable http(s) URL.",
             hint="Give an http(s) URL, for example --endpoint https://hf-mirror.com",
         )
     return parse_http_url(value, what="--endpoint", example="--endpoint https://hf-mirror.com")
@@ -199,16 +200,18 @@ def map_hub_error(exc: BaseException, repo_id: str, endpoint: str, revision: str
     )
 
 
-def _hub_sizes(endpoint: str, repo_id: str, revision: str | None) -> dict[str, int] | None:
-    """File sizes from the hub's metadata, or None if they cannot be had."""
+def _hub_sizes(
+    endpoint: str, repo_id: str, revision: str | None, limit: float = 30.0
+) -> dict[str, int] | None:
+    """File sizes from the hub's metadata (whole within ``limit`` s), or None if they cannot be had."""
     try:
         import huggingface_hub
 
         from llmdeck.fetch.hubcap import capped_hub_client
 
-        with capped_hub_client(huggingface_hub, config_only=False):
+        with capped_hub_client(huggingface_hub, config_only=False, api_limit=limit):
             info = huggingface_hub.HfApi(endpoint=endpoint).model_info(
-                repo_id, revision=revision, files_metadata=True, timeout=30
+                repo_id, revision=revision, files_metadata=True, timeout=limit
             )
     except Exception:
         return None
@@ -364,14 +367,17 @@ def fetch_model(
     patterns = _patterns(config_only, include)
 
     started = time.monotonic()
+    sizes = None
     if not any(_is_true(env.get(v)) for v in OFFLINE_VARS):
         check_answers(effective_endpoint, repo_id, revision, answer_timeout_s, on_wait or _ignore)
+        sizes = _hub_sizes(effective_endpoint, repo_id, revision, answer_timeout_s)
+    refuse_user_files(target, sizes)  # before hf replaces a file of the user's without a word
     _download(huggingface_hub, repo_id, revision, target, patterns, effective_endpoint, answer_timeout_s)
 
-    sizes = _hub_sizes(effective_endpoint, repo_id, revision)
     whole = not (config_only or include)
     report = verify_download(target, repo_id, sizes, require_shards=whole, endpoint=effective_endpoint)
     files = [p for p in target.rglob("*") if p.is_file() and ".cache" not in p.relative_to(target).parts]
+    refuse_nothing_matched(include, files)
     arch, model_type = _architecture(target, report)
     dropped = 0 if keep_page_cache else drop_files(files)
     return FetchResult(

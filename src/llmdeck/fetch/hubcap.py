@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from llmdeck.errors import InternalError
+from llmdeck.errors import DownloadError, InternalError
 from llmdeck.util.http import capped_chunks
 
 HUB_JSON_CAP = 16 << 20  # the hub's answer about a repo (a file list): a few KB, a few MB for huge repos
@@ -67,9 +67,29 @@ def _capped_stream(
     return Capped()
 
 
+RETRY_AFTER_CAP_S = 30.0  # the longest wait a rate limit may ask (hf sleeps it, deaf to Ctrl-C)
+
+
+def _refuse_long_waits(response: Any) -> None:
+    """DownloadError for a 429/503 whose Retry-After asks more than ``RETRY_AFTER_CAP_S``: huggingface_hub
+    sleeps it out in a worker (100000 s had been waited, SIGTERM unheard)."""
+    if response.status_code not in (429, 503):
+        return
+    asked = str(response.headers.get("retry-after", "")).strip()
+    seconds = float(asked) if asked.replace(".", "", 1).isdigit() else None
+    if seconds is not None and seconds > RETRY_AFTER_CAP_S:
+        raise DownloadError(
+            f"{response.request.url.host} answered HTTP {response.status_code} and asks to wait "
+            f"{seconds:g} s before the next request (rate limited or busy).",
+            hint="Run the same command later (finished files are kept), set HF_TOKEN (a logged-in user "
+            "has a higher limit), or use a mirror (--endpoint).",
+        )
+
+
 def _hook(config_only: bool, api_limit: float | None, cancel: threading.Event) -> Any:
     def on_response(response: Any) -> None:
         _stop_if(cancel)
+        _refuse_long_waits(response)
         path = str(response.request.url.path)
         cap = cap_for(path, config_only=config_only)
         until = None
