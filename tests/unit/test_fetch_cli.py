@@ -194,7 +194,7 @@ def test_proxy_warning_on_stderr(
             1,
             "HF_ENDPOINT=https://hf-mirror.com",
         ),
-        (lambda: httpx2.ConnectError("[Errno 111] Connection refused"), 1, "resumes"),
+        (lambda: httpx2.ConnectError("[Errno 111] Connection refused"), 1, "whole files are kept"),
     ],
 )
 def test_hub_errors_are_mapped(
@@ -445,3 +445,14 @@ def test_a_rate_limit_asking_a_long_wait_is_an_error_not_a_sleep() -> None:
 def test_a_control_character_in_the_endpoint_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
     code, _out, err = run_cli(["fetch", "acme/thing", "--endpoint", "http://127.0.0.1:7/\x1b[31mx"], capsys)
     assert code == 2 and "--endpoint" in err
+
+
+def test_the_serve_command_quotes_the_folder(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`serve it: llmdeck up --model /tmp/a b;$(id)` had been printed as is, for a shell to run."""
+    install_fake(monkeypatch, FakeSnapshotDownload())
+    target = tmp_path / "a b;$(id)"
+    code, out, err = run_cli(["fetch", "acme/thing", "--local-dir", str(target)], capsys)
+    assert code == 0, err
+    assert f"llmdeck up --model '{target.resolve()}'" in out

@@ -43,7 +43,7 @@ def fetch(
     ),
     json_out: bool = JSON_OPTION,
 ) -> None:
-    """Download a model and verify it (resumable: run it again to continue an interrupted download).
+    """Download a model and verify it (run it again after an interruption: the files already whole are kept).
 
     Files go to LLMDECK_MODELS_DIR/NAME unless --local-dir says otherwise; a mirror comes from
     --endpoint or HF_ENDPOINT. What arrived is verified without loading it: every shard of the
@@ -67,6 +67,7 @@ def fetch(
 def _fetch(ctx: typer.Context, repo_id: str, opts: dict[str, Any], json_out: bool) -> None:
     """The body of `llmdeck fetch`: download with progress on stderr, then print the result."""
     from llmdeck.fetch.hub import fetch_model
+    from llmdeck.util import shellquote
 
     settings = get_settings(ctx)
     console = err_console()
@@ -75,7 +76,11 @@ def _fetch(ctx: typer.Context, repo_id: str, opts: dict[str, Any], json_out: boo
         console.print(f"[yellow]warning:[/] {escape(message)}", highlight=False, markup=True, soft_wrap=True)
 
     what = "config and tokenizer of " if opts["config_only"] else ""
-    console.print(f"Fetching {what}{repo_id} (resumable; progress below) ...", highlight=False, markup=False)
+    console.print(
+        f"Fetching {what}{repo_id} (whole files are kept if interrupted; progress below) ...",
+        highlight=False,
+        markup=False,
+    )
     result = fetch_model(
         repo_id,
         models_dir=settings.models_dir,
@@ -100,7 +105,7 @@ def _fetch(ctx: typer.Context, repo_id: str, opts: dict[str, Any], json_out: boo
             if result.page_cache_dropped_bytes
             else ""
         )
-        + f"\n  serve it: llmdeck up --model {result.local_dir}",
+        + f"\n  serve it: llmdeck up --model {shellquote.quote(result.local_dir)}",  # a path is data
         highlight=False,
         markup=False,
     )

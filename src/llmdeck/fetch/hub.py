@@ -1,8 +1,8 @@
 """Download a model repo with ``huggingface_hub.snapshot_download`` and verify what arrived.
 
 Downloads honour ``HF_ENDPOINT`` (e.g. ``https://hf-mirror.com``; ``--endpoint`` sets it for one
-call), ``HF_TOKEN`` for gated repos, and resume by themselves: huggingface_hub keeps partial files
-under ``LOCAL_DIR/.cache/huggingface`` and continues them when the same command runs again.
+call) and ``HF_TOKEN`` for gated repos. Run again, a download goes on where it stopped, file by file:
+the files already whole are kept (huggingface_hub 2.4, pinned, starts a file cut off mid-way over).
 """
 
 from __future__ import annotations
@@ -189,14 +189,13 @@ def map_hub_error(exc: BaseException, repo_id: str, endpoint: str, revision: str
             )
         return DownloadError(
             f"The hub at {endpoint} failed while downloading {repo_id}: {str(exc).splitlines()[0]}",
-            hint="Run the same command again: finished files are kept and partial ones resume. "
-            + MIRROR_HINT,
+            hint="Run the same command again: the files already whole are kept. " + MIRROR_HINT,
         )
     if isinstance(exc, json.JSONDecodeError):  # a later question of the hub's client answered by a page
         return not_a_hub(endpoint, repo_id, f"a reply that is not JSON: {received(exc.doc.encode())}")
     return DownloadError(
         f"Downloading {repo_id} from {endpoint} failed: {type(exc).__name__}: {exc}",
-        hint="Check the network, then run the same command again: the download resumes. " + MIRROR_HINT,
+        hint="Check the network, then run the same command again: whole files are kept. " + MIRROR_HINT,
     )
 
 
