@@ -288,3 +288,18 @@ def test_a_dangling_symlink_makes_no_folders_where_it_points(
     link.symlink_to(tmp_path / "zz.json")
     assert run_cli(["keys", "create", "bob", "--keys-file", str(link)], capsys)[0] == 0
     assert (tmp_path / "zz.json").is_file()
+
+
+def test_an_output_path_that_is_a_fifo_or_a_device_is_refused_without_opening_it(tmp_path: Path) -> None:
+    """`bench --html FIFO` / `report r.json --html FIFO` had waited for ever in the open that reads the
+    file's first bytes."""
+    import os
+
+    from llmdeck.errors import AlreadyExistsError
+    from llmdeck.util.owned import is_report_page, refuse_foreign_file
+
+    fifo = tmp_path / "page.html"
+    os.mkfifo(fifo)
+    for path, what in ((fifo, "a named pipe"), (Path("/dev/full"), "a device")):
+        with pytest.raises(AlreadyExistsError, match=what):
+            refuse_foreign_file(path, "report page", is_report_page)

@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import stat
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -137,6 +138,17 @@ def refuse_foreign_file(path: Path, what: str, is_ours: Callable[[bytes], bool])
     """AlreadyExistsError (exit 2) when ``path`` exists, is not empty, and ``is_ours(first bytes)``
     says llmdeck did not write it: an output path must never replace the user's own file."""
     target = Path(os.path.realpath(Path(path).expanduser()))
+    try:
+        mode = target.stat().st_mode
+    except OSError:
+        return  # nothing there (or unreadable: the writer says what is wrong)
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):  # a FIFO's open had waited for ever
+        from llmdeck.util.localfile import kind_of
+
+        raise AlreadyExistsError(
+            f"{path} is {kind_of(mode)}, not a file llmdeck can write its {what} to.",
+            hint="Give the path of a regular file (new, or one llmdeck wrote).",
+        )
     try:
         with open(target, "rb") as fh:
             head = fh.read(65536)
