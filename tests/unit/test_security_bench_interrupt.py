@@ -15,6 +15,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from security_helpers import cli_env, llmdeck_cmd, run_llmdeck
 from test_bench_faults import FakeSlowSSEServer
 
@@ -77,3 +79,30 @@ def test_the_message_claims_a_file_only_when_there_is_one(tmp_path: Path) -> Non
     there = tmp_path / "r.json"
     there.write_text("{}")
     assert f"is in {there}" in interrupted_error(there).message
+    kept = interrupted_error(there, written=False)
+    assert "left as it was" in kept.message and "is in" not in kept.message
+
+
+def test_ctrl_c_before_the_run_began_leaves_an_earlier_result_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C while /v1/models was asked had replaced an earlier good result at --out with an empty
+    interrupted one (and said "the partial result … is in" it)."""
+    import asyncio
+
+    from llmdeck.bench import runner
+    from llmdeck.bench.result_schema import ScenarioSpec, TargetInfo
+
+    out = tmp_path / "good.json"
+    good = '{"kind": "llmdeck.bench.result", "schema_version": 1, "earlier": true}'
+    out.write_text(good)
+
+    async def interrupted(*args: object, **kw: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "probe_target", interrupted)
+    options = runner.BenchOptions(out_path=out)
+    with pytest.raises(KeyboardInterrupt):
+        target = TargetInfo(base_url="http://127.0.0.1:9", model="m")
+        asyncio.run(runner.run_bench_async(target, [ScenarioSpec(name="s", num_prompts=2)], options))
+    assert out.read_text() == good

@@ -48,16 +48,18 @@ class BenchInterrupted(OperationError):
     exit_code = 130
 
 
-def interrupted_error(out_path: Path) -> BenchInterrupted:
-    """What to say after Ctrl-C: where the partial result is (the runner wrote it), and only if it is."""
-    if out_path.is_file():
+def interrupted_error(out_path: Path, written: bool = True) -> BenchInterrupted:
+    """What to say after Ctrl-C: where the partial result is (the runner wrote it), and only if it is;
+    ``written``: False when the file there is an earlier one the run left alone."""
+    if written and out_path.is_file():
         return BenchInterrupted(
             "The bench was interrupted; the partial result (every finished request, the rest marked "
             f"interrupted or not run) is in {out_path}.",
             hint=f"Re-render it with `llmdeck report {out_path}`.",
         )
+    left = "(an earlier result) was left as it was" if out_path.is_file() else "was not written"
     return BenchInterrupted(
-        f"The bench was interrupted before it began; nothing was measured and {out_path} was not written.",
+        f"The bench was interrupted before it began; nothing was measured and {out_path} {left}.",
         hint="Run the bench again.",
     )
 
@@ -206,6 +208,7 @@ async def run_bench_async(
         refuse_foreign_file(options.out_path, "bench result", json_kind_is(BENCH_RESULT_KIND))
     result = new_result(target, scenarios, options, suite)
     writer = ResultWriter(options.out_path, result)
+    began = False  # a result of this run written: an earlier one at --out is not replaced before that
     try:
         async with OpenAIClient(
             target.base_url, api_key=options.api_key, timeouts=options.timeouts
@@ -216,11 +219,13 @@ async def run_bench_async(
                     progress.message(f"loading tokenizer from {target.tokenizer}")
                 tokenizer = await asyncio.to_thread(load_tokenizer, target.tokenizer)
             writer.write()
+            began = True
             await _run_all(client, target, result, options, tokenizer, writer, progress)
     except (asyncio.CancelledError, KeyboardInterrupt):
         _mark_stopped(result, "interrupted", "The run was interrupted.", "not run: interrupted")
         result.finished_at = datetime.now(UTC)
-        writer.write()
+        if began or options.out_path is None or not options.out_path.exists():
+            writer.write()  # (an earlier result at --out had become an empty interrupted one)
         raise
     result.finished_at = datetime.now(UTC)
     result.repeats = summarize_repeats(result)

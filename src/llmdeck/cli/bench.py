@@ -214,14 +214,17 @@ def bench(
     )
     from llmdeck.cli.bench_parts import RichProgress
 
+    before = _stamp(out_path)
     try:
         with RichProgress(console) as progress:
             result = run_bench(tgt, scenarios, options, progress=progress, suite=suite)
     except KeyboardInterrupt:
         from llmdeck.bench.runner import interrupted_error
 
-        _html_after(out_path, html, console, interrupted=True)
-        raise interrupted_error(out_path) from None
+        written = _stamp(out_path) != before
+        if written:
+            _html_after(out_path, html, console, interrupted=True)
+        raise interrupted_error(out_path, written) from None
     if json_out:
         print_json(result)
     else:
@@ -294,3 +297,12 @@ def register(app: typer.Typer) -> None:
     from llmdeck.cli.report import report
 
     app.command("report", no_args_is_help=True)(report)
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    """(inode, mtime in ns) of ``path``, None while there is none: did the run write it?"""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
