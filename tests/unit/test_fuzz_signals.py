@@ -66,6 +66,8 @@ CASES = [
     ("up:sigterm-while-starting", signal.SIGTERM, 143, "terminated (sigterm)", ()),
     ("up:sigint-attached", signal.SIGINT, 130, "interrupted (ctrl-c)", ("--attach",)),
     ("up:sigterm-attached", signal.SIGTERM, 143, "terminated (sigterm)", ("--attach",)),
+    # a closed terminal: SIGHUP had killed llmdeck outright, the engine (its own session) left running
+    ("up:sighup-attached", signal.SIGHUP, 129, "terminated (sighup)", ("--attach",)),
 ]
 
 

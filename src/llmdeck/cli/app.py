@@ -152,8 +152,9 @@ def _debug() -> bool:
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM raised as an interrupt: every clean-up that runs on Ctrl-C (``up`` stops the engine it
-    was starting, ``bench`` keeps its partial result) runs on it too; the exit code is 143."""
+    """SIGTERM or SIGHUP (a closed terminal) raised as an interrupt: every clean-up that runs on Ctrl-C
+    (``up`` stops the engine it was starting, ``bench`` keeps its partial result, ``tune`` stops its
+    trial's server) runs on it too; the exit code is 128 + the signal (143, 129)."""
 
 
 _SIGNALLED: list[int] = []
@@ -161,24 +162,28 @@ _SIGNALLED: list[int] = []
 
 def _on_sigterm(signum: int, frame: object) -> None:
     _SIGNALLED.append(signum)
-    raise Terminated("terminated (SIGTERM)")
+    raise Terminated(f"terminated (signal {signum})")
 
 
-def _install_sigterm() -> Any:
-    """SIGTERM → :class:`Terminated` while the command runs (main thread only); the old handler."""
+def _install_sigterm() -> dict[int, Any]:
+    """SIGTERM and SIGHUP → :class:`Terminated` while the command runs (main thread only; SIGHUP had
+    killed a bench or a tune outright, its engine left running); the old handlers."""
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGTERM, _on_sigterm)
+        return {}
+    return {sig: signal.signal(sig, _on_sigterm) for sig in (signal.SIGTERM, signal.SIGHUP)}
 
 
 def _interrupted(terminated: bool) -> None:
-    """Exit 130 after Ctrl-C, 143 after SIGTERM (128 + the signal), saying which."""
+    """Exit 130 after Ctrl-C, 128 + the signal after SIGTERM (143) or SIGHUP (129), saying which."""
+    import signal
+
     if terminated or _SIGNALLED:
-        sys.stderr.write("Terminated (SIGTERM).\n")
-        sys.exit(143)
+        sig = signal.Signals(_SIGNALLED[-1] if _SIGNALLED else signal.SIGTERM)
+        sys.stderr.write(f"Terminated ({sig.name}).\n")
+        sys.exit(128 + sig.value)
     sys.stderr.write("Interrupted (Ctrl-C).\n")
     sys.exit(130)
 
@@ -195,8 +200,8 @@ def main(argv: list[str] | None = None) -> None:
         _main(argv)
     finally:
         sys.unraisablehook = hook
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for sig, before in previous.items():
+            signal.signal(sig, before)
 
 
 def _quiet_interrupts(hook: Any) -> Any:
@@ -233,7 +238,8 @@ def _main(argv: list[str] | None) -> None:
         else:
             _print_error(exc)
             _json_error(argv, type(exc).__name__, exc.exit_code, exc.render())
-        sys.exit(exc.exit_code)
+        signalled = exc.exit_code == 130 and _SIGNALLED  # bench's partial result after a SIGTERM: 143
+        sys.exit(128 + _SIGNALLED[-1] if signalled else exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort as exc:

@@ -3,7 +3,6 @@ server start per trial (the library: llmdeck.tune)."""
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -176,24 +175,11 @@ def _tune(ctx: typer.Context, v: dict[str, Any]) -> None:
             "rate_sweep": _rate_sweep(v),
         },
     )
-    with _term_as_interrupt():
-        result = run_tune(req, settings, v["out"], render_event, resume=v["resume"], baseline=v["baseline"])
+    # SIGTERM and SIGHUP arrive as an interrupt (cli/app.py): the running trial's server is stopped
+    result = run_tune(req, settings, v["out"], render_event, resume=v["resume"], baseline=v["baseline"])
     _print(result, v["as_json"])
     if result.best is None or not result.best.meets_slo:
         raise typer.Exit(1)
-
-
-class _term_as_interrupt:
-    """SIGTERM (kill) stops the running trial's server like Ctrl-C; the trials file keeps the rest."""
-
-    def __enter__(self) -> None:
-        def handler(signum: int, frame: Any) -> None:
-            raise KeyboardInterrupt
-
-        self.old = signal.signal(signal.SIGTERM, handler)
-
-    def __exit__(self, *exc: object) -> None:
-        signal.signal(signal.SIGTERM, self.old)
 
 
 def render_event(event: Any) -> None:
