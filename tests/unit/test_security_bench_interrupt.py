@@ -106,3 +106,38 @@ def test_ctrl_c_before_the_run_began_leaves_an_earlier_result_alone(
         target = TargetInfo(base_url="http://127.0.0.1:9", model="m")
         asyncio.run(runner.run_bench_async(target, [ScenarioSpec(name="s", num_prompts=2)], options))
     assert out.read_text() == good
+
+
+def test_a_double_ctrl_c_mid_bench_ends_with_the_partial_result(tmp_path: Path) -> None:
+    """Two Ctrl-C 10 ms apart had hung the bench in asyncio's shutdown (4 of 5 runs), the file left
+    "running": the second now waits for the first's clean-up."""
+    srv = FakeSlowSSEServer(tmp_path, chunks=5, delay=0.02)
+    out = tmp_path / "r.json"
+    args = ["bench", srv.url, "--out", str(out), "--num-prompts", "3000", "--max-concurrency", "2"]
+    args += ["--input-len", "8", "--output-len", "1", "--no-metrics"]
+    lines: list[str] = []
+    try:
+        cli = subprocess.Popen(
+            llmdeck_cmd(*args),
+            env=cli_env(tmp_path),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        reader = _stderr_reader(cli, lines)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not out.exists():
+            time.sleep(0.05)
+        time.sleep(1.0)  # requests under way
+        cli.send_signal(signal.SIGINT)
+        time.sleep(0.01)
+        cli.send_signal(signal.SIGINT)
+        cli.wait(timeout=30)
+        reader.join(5)
+    finally:
+        srv.kill()
+        if cli.poll() is None:
+            cli.kill()
+    stderr = "".join(lines)
+    assert cli.returncode == 130 and "Traceback" not in stderr, stderr[-2000:]
+    assert json.loads(out.read_text())["status"] == "interrupted"

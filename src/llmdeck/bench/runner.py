@@ -369,10 +369,13 @@ def run_bench(
     progress: Progress | None = None,
     suite: str | None = None,
 ) -> BenchResult:
-    """Synchronous wrapper of :func:`run_bench_async`."""
-    return asyncio.run(
-        run_bench_async(target, scenarios, options, tokenizer=tokenizer, progress=progress, suite=suite)
-    )
+    """Synchronous wrapper of :func:`run_bench_async` (a second Ctrl-C waits for the first's clean-up)."""
+    from llmdeck.util.patient import PatientRunner
+
+    with PatientRunner() as runner:
+        return runner.run(
+            run_bench_async(target, scenarios, options, tokenizer=tokenizer, progress=progress, suite=suite)
+        )
 
 
 def run_smoke_bench(
