@@ -19,7 +19,7 @@ SRC = ROOT / "src" / "llmdeck"
 # "path" -> lines, "path:qualified.name" -> lines (paths relative to src/llmdeck). Shrink it.
 ALLOWED: dict[str, int] = {
     # 104 of its lines are the typer options of the signature (the body builds a BenchRequest)
-    "cli/bench.py:bench": 160,
+    "cli/bench.py:bench": 156,
 }
 
 

@@ -396,7 +396,7 @@ def test_a_file_of_the_users_in_the_local_dir_is_not_overwritten(
     import llmdeck.fetch.hub as hub
 
     fake = install_fake(monkeypatch, FakeSnapshotDownload())
-    monkeypatch.setattr(hub, "_hub_sizes", lambda *a, **k: {"config.json": 10, "model.safetensors": 99})
+    monkeypatch.setattr(hub, "hub_sizes", lambda *a, **k: {"config.json": 10, "model.safetensors": 99})
     target = tmp_path / "userdir"
     target.mkdir()
     (target / "config.json").write_text('{"my": "precious edited config"}')

@@ -212,19 +212,12 @@ def bench(
         f"asking /v1/models (up to {timeout_probe:g} s) …[/]",
         highlight=False,
     )
-    from llmdeck.cli.bench_parts import RichProgress
-
-    before = _stamp(out_path)
-    try:
-        with RichProgress(console) as progress:
-            result = run_bench(tgt, scenarios, options, progress=progress, suite=suite)
-    except KeyboardInterrupt:
-        from llmdeck.bench.runner import interrupted_error
-
-        written = _stamp(out_path) != before
-        if written:
-            _html_after(out_path, html, console, interrupted=True)
-        raise interrupted_error(out_path, written) from None
+    result = _measure(
+        lambda progress: run_bench(tgt, scenarios, options, progress=progress, suite=suite),
+        out_path,
+        html,
+        console,
+    )
     if json_out:
         print_json(result)
     else:
@@ -306,3 +299,21 @@ def _stamp(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_ino, st.st_mtime_ns
+
+
+def _measure(run: Any, out_path: Path, html: Path | None, console: Any) -> Any:
+    """``run(progress)`` with the live progress; after Ctrl-C, the partial result's page and the word
+    of where it is (or that an earlier result at --out was left as it was)."""
+    from llmdeck.cli.bench_parts import RichProgress
+
+    before = _stamp(out_path)
+    try:
+        with RichProgress(console) as progress:
+            return run(progress)
+    except KeyboardInterrupt:
+        from llmdeck.bench.runner import interrupted_error
+
+        written = _stamp(out_path) != before
+        if written:
+            _html_after(out_path, html, console, interrupted=True)
+        raise interrupted_error(out_path, written) from None

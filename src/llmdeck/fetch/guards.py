@@ -45,3 +45,22 @@ def refuse_nothing_matched(include: list[str] | None, files: list[Path]) -> None
             hint="Check the patterns against the repo's file names (e.g. --include '*.json' "
             "'model-0000[1-2]*.safetensors'), or leave --include out.",
         )
+
+
+def hub_sizes(
+    endpoint: str, repo_id: str, revision: str | None, limit: float = 30.0
+) -> dict[str, int] | None:
+    """File sizes from the hub's metadata (whole within ``limit`` s), or None if they cannot be had."""
+    try:
+        import huggingface_hub
+
+        from llmdeck.fetch.hubcap import capped_hub_client
+
+        with capped_hub_client(huggingface_hub, config_only=False, api_limit=limit):
+            info = huggingface_hub.HfApi(endpoint=endpoint).model_info(
+                repo_id, revision=revision, files_metadata=True, timeout=limit
+            )
+    except Exception:
+        return None
+    sizes = {s.rfilename: int(s.size) for s in (info.siblings or []) if s.size is not None}
+    return sizes or None

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from llmdeck import __version__
 from llmdeck.errors import DownloadError, LlmdeckError, MissingDependencyError, UsageError
-from llmdeck.fetch.guards import refuse_nothing_matched, refuse_user_files
+from llmdeck.fetch.guards import hub_sizes, refuse_nothing_matched, refuse_user_files
 from llmdeck.fetch.hubreply import check_hub_reply, not_a_hub, received
 from llmdeck.fetch.verify import MIRROR_HINT, VerifyReport, verify_download
 from llmdeck.util.http import BodyTooLarge, NotAnswering
@@ -199,23 +199,14 @@ def map_hub_error(exc: BaseException, repo_id: str, endpoint: str, revision: str
     )
 
 
-def _hub_sizes(
-    endpoint: str, repo_id: str, revision: str | None, limit: float = 30.0
+def _ask_first(
+    env: Mapping[str, str], endpoint: str, repo_id: str, revision: str | None, limit: float, on_wait: Any
 ) -> dict[str, int] | None:
-    """File sizes from the hub's metadata (whole within ``limit`` s), or None if they cannot be had."""
-    try:
-        import huggingface_hub
-
-        from llmdeck.fetch.hubcap import capped_hub_client
-
-        with capped_hub_client(huggingface_hub, config_only=False, api_limit=limit):
-            info = huggingface_hub.HfApi(endpoint=endpoint).model_info(
-                repo_id, revision=revision, files_metadata=True, timeout=limit
-            )
-    except Exception:
+    """Online: the hub answers about the repo (bounded), and its file sizes (None offline or unknown)."""
+    if any(_is_true(env.get(v)) for v in OFFLINE_VARS):
         return None
-    sizes = {s.rfilename: int(s.size) for s in (info.siblings or []) if s.size is not None}
-    return sizes or None
+    check_answers(endpoint, repo_id, revision, limit, on_wait)
+    return hub_sizes(endpoint, repo_id, revision, limit)
 
 
 def check_answers(
@@ -366,10 +357,7 @@ def fetch_model(
     patterns = _patterns(config_only, include)
 
     started = time.monotonic()
-    sizes = None
-    if not any(_is_true(env.get(v)) for v in OFFLINE_VARS):
-        check_answers(effective_endpoint, repo_id, revision, answer_timeout_s, on_wait or _ignore)
-        sizes = _hub_sizes(effective_endpoint, repo_id, revision, answer_timeout_s)
+    sizes = _ask_first(env, effective_endpoint, repo_id, revision, answer_timeout_s, on_wait or _ignore)
     refuse_user_files(target, sizes)  # before hf replaces a file of the user's without a word
     _download(huggingface_hub, repo_id, revision, target, patterns, effective_endpoint, answer_timeout_s)
 
