@@ -206,11 +206,13 @@ class ScenarioRun:
             self._checking = False
 
     async def _health(self) -> bool:
+        """Alive unless it does not answer or answers 5xx (vLLM's dead engine): a server with no /health
+        route (404) or behind a key (401) answers, and had been called gone while it served."""
         try:
             resp = await self.client._http.get("/health", timeout=3.0)
         except Exception:
             return False
-        return resp.status_code == 200
+        return resp.status_code < 500
 
     # ---- the run -------------------------------------------------------------------------
 
