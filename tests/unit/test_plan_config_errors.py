@@ -222,3 +222,30 @@ def test_up_leaves_sizes_plan_cannot_read_to_the_engine(tmp_path: Path) -> None:
 
     cfg = {"architectures": ["WhisperForConditionalGeneration"], "model_type": "whisper", "d_model": 1280}
     validate_spec(LaunchSpec(name="t", engine="venv", model=str(write(tmp_path, cfg)), python=sys.executable))
+
+
+CT_CHANNEL = {
+    "quant_method": "compressed-tensors",
+    "config_groups": {
+        "group_0": {
+            "targets": ["Linear"],
+            "weights": {"num_bits": 4, "type": "int", "strategy": "channel", "group_size": -1},
+        }
+    },
+}
+
+
+def test_quantization_bits_no_checkpoint_has_are_exit_2_and_a_channel_scale_is_priced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """gptq bits -64 had priced the weights at -2.98 GiB and group_size -1 (a scale per channel) at
+    -0.32 GiB, exit 0."""
+    bad = write(tmp_path, {**LLAMA, "quantization_config": {"quant_method": "gptq", "bits": -64}})
+    rc, out, err = run(["plan", str(bad), "--machine", "h200"], capsys)
+    assert rc == 2 and out == "" and "-64 bits" in err
+    channel = tmp_path / "channel"
+    channel.mkdir()
+    (channel / "config.json").write_text(json.dumps({**LLAMA, "quantization_config": CT_CHANNEL}))
+    rc, out, err = run(["plan", str(channel), "--machine", "h200", "--json"], capsys)
+    assert rc == 0, err
+    assert json.loads(out)["memory"]["weights_gib"] > 3  # 8 B params at 4 bits: ~4 GiB, not negative

