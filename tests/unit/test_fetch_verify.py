@@ -119,3 +119,14 @@ def test_hub_cache_folder_is_ignored(tmp_path: Path) -> None:
     (partial / "model-00002-of-00002.safetensors.incomplete").write_bytes(b"12")
     (partial / "junk.safetensors").write_bytes(b"12")
     assert verify_model_files(tmp_path).ok
+
+
+def test_an_index_shard_outside_the_folder_fails_verification(tmp_path: Path) -> None:
+    """`weight_map: {"w": "../../../../etc/passwd"}` had been "verified": the file is there."""
+    write_sharded_model(tmp_path / "m")
+    index = tmp_path / "m" / "model.safetensors.index.json"
+    doc = json.loads(index.read_text())
+    doc["weight_map"]["extra.weight"] = "../../../../etc/passwd"
+    index.write_text(json.dumps(doc))
+    report = verify_model_files(tmp_path / "m")
+    assert not report.ok and any("not a file of this folder" in p for p in report.problems)

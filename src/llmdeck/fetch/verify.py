@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -54,7 +55,14 @@ def _index_shards(local_dir: Path, report: VerifyReport) -> set[str]:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             report.problems.append(f"{index.name}: not a valid safetensors index ({exc})")
             continue
-        shards.update(str(v) for v in weight_map.values())
+        for shard in {str(v) for v in weight_map.values()}:
+            norm = os.path.normpath(shard)  # not resolved: a shard may be a link into hf's cache
+            if not os.path.isabs(shard) and norm != ".." and not norm.startswith("../"):
+                shards.add(shard)
+            else:  # `../../etc/passwd` had been "verified" as a shard that is there
+                report.problems.append(
+                    f"{index.name}: the shard {shard[:120]!r} is not a file of this folder"
+                )
     return shards
 
 
