@@ -40,6 +40,7 @@ def write(tmp_path: Path, content: Any) -> Path:
         ({"num_key_value_heads": True}, "num_key_value_heads", "not a whole number"),
         ({"vocab_size": None}, "vocab_size", "lacks"),
         ({"layer_types": "full_attention"}, "layer_types", "not a list"),
+        ({"num_experts": 4, "num_experts_per_tok": 100}, "num_experts_per_tok", "more than the 4 experts"),
     ],
 )
 def test_bad_sizes_name_the_file_and_field(

@@ -154,6 +154,17 @@ def _head_dim_problem(t: dict[str, Any]) -> tuple[str, str] | None:
         )
     if kv is not None and heads % int(kv):
         return "num_key_value_heads", f"is {int(kv)}, which does not divide num_attention_heads {heads}"
+    return _experts_problem(t)
+
+
+def _experts_problem(t: dict[str, Any]) -> tuple[str, str] | None:
+    """A token routed to more experts than the model has (planned as a MoE, exit 0, before)."""
+    experts = next((t[k] for k in ("num_experts", "n_routed_experts", "num_local_experts") if t.get(k)), None)
+    per_token = next(
+        (t[k] for k in ("num_experts_per_tok", "experts_per_token", "moe_topk") if t.get(k)), None
+    )
+    if isinstance(experts, int) and isinstance(per_token, int) and per_token > experts:
+        return "num_experts_per_tok", f"is {per_token}, more than the {experts} experts the model has"
     return None
 
 
