@@ -118,8 +118,8 @@ def _bundled(
         raise ConfigError(
             f"{entry.name} is in the catalog, but llmdeck has no config.json for it offline "
             "(none bundled, none in the Hugging Face cache or the models folder), so it cannot size it.",
-            hint=f"Fetch just the config: `hf download {quote(entry.repo_id)} config.json --local-dir "
-            f"~/.cache/huggingface/models/{quote(entry.name)}`, then run llmdeck plan again.",
+            hint=f"Fetch just its config into the models folder (LLMDECK_MODELS_DIR): `llmdeck fetch "
+            f"{quote(entry.repo_id)} --config-only`, then run llmdeck plan again.",
         )
     facts = facts_from_config(cfg, source=f"catalog:{entry.name} ({entry.config})", overrides=overrides)
     return (
