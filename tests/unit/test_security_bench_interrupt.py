@@ -32,6 +32,16 @@ def _stderr_reader(proc: subprocess.Popen[str], lines: list[str]) -> threading.T
     return thread
 
 
+def _bench(
+    args: list[str], tmp_path: Path, lines: list[str]
+) -> tuple[subprocess.Popen[str], threading.Thread]:
+    """A real `llmdeck bench` process, its stderr read into ``lines``."""
+    cli = subprocess.Popen(
+        llmdeck_cmd(*args), env=cli_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    return cli, _stderr_reader(cli, lines)
+
+
 def test_ctrl_c_while_loading_the_tokenizer_writes_the_promised_file(
     tmp_path: Path, tiny_model_dir: Path
 ) -> None:
@@ -40,14 +50,7 @@ def test_ctrl_c_while_loading_the_tokenizer_writes_the_promised_file(
     args = ["bench", srv.url, "--out", str(out), "--tokenizer", str(tiny_model_dir), "--num-prompts", "4"]
     lines: list[str] = []
     try:
-        cli = subprocess.Popen(
-            llmdeck_cmd(*args),
-            env=cli_env(tmp_path),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        reader = _stderr_reader(cli, lines)
+        cli, reader = _bench(args, tmp_path, lines)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not any("loading tokenizer" in line for line in lines):
             time.sleep(0.05)
@@ -117,14 +120,7 @@ def test_a_double_ctrl_c_mid_bench_ends_with_the_partial_result(tmp_path: Path) 
     args += ["--input-len", "8", "--output-len", "1", "--no-metrics"]
     lines: list[str] = []
     try:
-        cli = subprocess.Popen(
-            llmdeck_cmd(*args),
-            env=cli_env(tmp_path),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        reader = _stderr_reader(cli, lines)
+        cli, reader = _bench(args, tmp_path, lines)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not out.exists():
             time.sleep(0.05)
