@@ -137,3 +137,32 @@ def test_a_double_ctrl_c_mid_bench_ends_with_the_partial_result(tmp_path: Path) 
     stderr = "".join(lines)
     assert cli.returncode == 130 and "Traceback" not in stderr, stderr[-2000:]
     assert json.loads(out.read_text())["status"] == "interrupted"
+
+
+def test_ctrl_c_during_the_warmup_marks_the_scenario_interrupted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scenario had stayed "running" in the file (and in report and the page) though the run ended."""
+    import asyncio
+
+    from llmdeck.bench import load, runner
+    from llmdeck.bench.result_schema import ScenarioSpec, TargetInfo
+
+    async def answered(*args: object, **kw: object) -> None:
+        return None
+
+    async def interrupted(*args: object, **kw: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "probe_target", answered)
+    monkeypatch.setattr(load.ScenarioRun, "warmup", interrupted)
+    out = tmp_path / "r.json"
+    target = TargetInfo(base_url="http://127.0.0.1:9", model="m")
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(
+            runner.run_bench_async(
+                target, [ScenarioSpec(name="s", num_prompts=2, warmup=2)], runner.BenchOptions(out_path=out)
+            )
+        )
+    data = json.loads(out.read_text())
+    assert data["status"] == "interrupted" and data["scenarios"][0]["status"] == "interrupted"

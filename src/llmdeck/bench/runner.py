@@ -3,8 +3,7 @@
 The result file is rewritten atomically at most once a second while requests finish, and once
 more at the end; when the run is interrupted (Ctrl-C) or the server dies, the last write holds
 every finished request and marks the rest failed (``error_kind`` ``interrupted``/``aborted``/
-``not_run``), with ``status`` saying what happened.
-"""
+``not_run``), with ``status`` saying what happened."""
 
 from __future__ import annotations
 
@@ -36,6 +35,7 @@ from llmdeck.errors import OperationError, UsageError
 from llmdeck.util.atomic import atomic_write_json
 from llmdeck.util.net import normalize_base_url
 from llmdeck.util.owned import json_kind_is, refuse_foreign_file
+from llmdeck.util.patient import PatientRunner
 from llmdeck.util.redact import redact_argv, redact_url
 
 if TYPE_CHECKING:
@@ -242,6 +242,8 @@ def _mark_stopped(
         if sr.status == "pending":
             sr.status = "skipped"
             sr.skip_reason = skip_reason
+        elif sr.status == "running":  # stopped in its warmup or workload build: it had stayed "running"
+            sr.status = "failed" if status == "aborted" else "interrupted"
 
 
 async def _run_all(
@@ -370,8 +372,6 @@ def run_bench(
     suite: str | None = None,
 ) -> BenchResult:
     """Synchronous wrapper of :func:`run_bench_async` (a second Ctrl-C waits for the first's clean-up)."""
-    from llmdeck.util.patient import PatientRunner
-
     with PatientRunner() as runner:
         return runner.run(
             run_bench_async(target, scenarios, options, tokenizer=tokenizer, progress=progress, suite=suite)
