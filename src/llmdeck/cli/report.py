@@ -293,7 +293,12 @@ def _print_tune(report: TuneReport, header: TrialsHeader) -> None:
     if report.noise is not None:
         console.print(report.noise.message, markup=False)
     if best is None:
-        console.print("No trial was measured: every candidate was rejected or failed.", markup=False)
+        said = (  # a tune interrupted in its first trial had read as one whose candidates all failed
+            "No trial was measured: every candidate was rejected or failed."
+            if report.trials
+            else "No trial finished (an interrupted tune?): the same `tune` command and --out go on."
+        )
+        console.print(said, markup=False)
         return
     met = "meets the SLOs" if best.meets_slo else "no config met the SLOs; this is the best goodput"
     console.print(f"chosen: trial {best.number} ({best.origin}) — goodput {best.score:.3f} req/s ({met})",
