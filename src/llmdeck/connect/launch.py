@@ -188,7 +188,8 @@ def _prune(launches: Path) -> None:
     import psutil
 
     for folder in launches.glob("*/[0-9]*"):
-        if folder.is_dir() and not folder.is_symlink() and not psutil.pid_exists(int(folder.name)):
+        ours = folder.name.isdigit() and folder.is_dir() and not folder.is_symlink()
+        if ours and not psutil.pid_exists(int(folder.name)):
             shutil.rmtree(folder, ignore_errors=True)
 
 
