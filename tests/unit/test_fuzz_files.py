@@ -179,3 +179,16 @@ def test_report_hypothesis_a_tune_trials_file_with_a_random_line(
     (folder / "trials.jsonl").write_text(text)
     code, _out, err, elapsed = run_main(["report", str(folder)], capsys)
     assert_clean_failure(code, err, elapsed, want=2, needles=("trials.jsonl",), seconds=15)
+
+
+def test_report_of_a_tune_with_no_trial_says_it_may_have_been_interrupted(
+    fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A tune interrupted in its first trial (the header alone) had read "every candidate was rejected or
+    failed"."""
+    header = (ROOT / "evidence/tune/h200/trials.jsonl").read_text().split("\n")[0]
+    folder = Path(fuzz_env["tmp"]) / "tune"
+    folder.mkdir()
+    (folder / "trials.jsonl").write_text(header + "\n")
+    code, out, err, _ = run_main(["report", str(folder)], capsys)
+    assert code == 0 and "No trial finished (an interrupted tune?)" in out, err
