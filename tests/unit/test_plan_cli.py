@@ -164,7 +164,7 @@ def test_broken_config_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 def test_catalog_model_without_offline_config_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(["plan", "Qwen3-Coder-Next-FP8", "--machine", "dgx-spark"], capsys)
-    assert code == 2 and "hf download Qwen/Qwen3-Coder-Next-FP8 config.json" in err
+    assert code == 2 and "llmdeck fetch Qwen/Qwen3-Coder-Next-FP8 --config-only" in err
 
 
 def test_context_beyond_memory_exits_2_and_says_what_fits(capsys: pytest.CaptureFixture[str]) -> None:
