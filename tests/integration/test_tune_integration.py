@@ -78,7 +78,7 @@ def test_three_candidate_search_killed_after_the_first_trial_resumes(
         _wait(lambda: _trial_lines(out / "trials.jsonl"), first)
         first.send_signal(signal.SIGTERM)  # in its second trial
         _, err = first.communicate(timeout=120)
-        assert first.returncode == 130, err.decode()[-3000:]
+        assert first.returncode == 143, err.decode()[-3000:]  # 128 + SIGTERM, as every command exits
         assert _engines_running(state) == [], "the interrupted trial's server was left running"
         assert len(_trial_lines(out / "trials.jsonl")) == 1  # the unfinished trial is not recorded
 
