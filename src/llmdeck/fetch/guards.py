@@ -12,7 +12,7 @@ from llmdeck.errors import UsageError
 HF_METADATA = Path(".cache") / "huggingface" / "download"  # hf keeps <file>.metadata for each it downloads
 
 
-def refuse_user_files(target: Path, repo_files: Iterable[str] | None) -> None:
+def refuse_files_not_from_the_hub(target: Path, repo_files: Iterable[str] | None) -> None:
     """UsageError (exit 2) when ``target`` holds a file the download would write (one of ``repo_files``;
     None: the hub's list could not be had, and then nothing is refused: an unreachable hub writes
     nothing) that did not come from the hub: no hf metadata beside it, so it is the user's own (an

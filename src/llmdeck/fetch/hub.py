@@ -19,12 +19,13 @@ from pydantic import BaseModel, Field
 
 from llmdeck import __version__
 from llmdeck.errors import DownloadError, LlmdeckError, MissingDependencyError, UsageError
-from llmdeck.fetch.guards import hub_sizes, refuse_nothing_matched, refuse_user_files
+from llmdeck.fetch.guards import hub_sizes, refuse_files_not_from_the_hub, refuse_nothing_matched
 from llmdeck.fetch.hubreply import check_hub_reply, not_a_hub, received
 from llmdeck.fetch.verify import MIRROR_HINT, VerifyReport, verify_download
 from llmdeck.util.http import BodyTooLarge, NotAnswering
 from llmdeck.util.pagecache import drop_files
 from llmdeck.util.redact import redact_url
+from llmdeck.util.safetext import is_unsafe
 
 FETCH_RESULT_SCHEMA_VERSION = 1
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -110,7 +111,7 @@ def validate_endpoint(endpoint: str) -> str:
     from llmdeck.util.net import parse_http_url
 
     value = endpoint.strip().rstrip("/")
-    if not re.match(r"^https?://", value) or any(ord(c) < 32 or ord(c) == 127 for c in value):
+    if not re.match(r"^https?://", value) or any(is_unsafe(c) or c in "\n\t" for c in value):
         raise UsageError(
             f"--endpoint {endpoint!r} is not a usable http(s) URL.",
             hint="Give an http(s) URL, for example --endpoint https://hf-mirror.com",
@@ -358,7 +359,7 @@ def fetch_model(
 
     started = time.monotonic()
     sizes = _ask_first(env, effective_endpoint, repo_id, revision, answer_timeout_s, on_wait or _ignore)
-    refuse_user_files(target, sizes)  # before hf replaces a file of the user's without a word
+    refuse_files_not_from_the_hub(target, sizes)  # before hf replaces a file of the user's without a word
     _download(huggingface_hub, repo_id, revision, target, patterns, effective_endpoint, answer_timeout_s)
 
     whole = not (config_only or include)
