@@ -124,6 +124,12 @@ RECORDS = {
     # shown as "dead at http://[::1]:-5" before
     "port-negative": ('{"pid": 5, "host": "::1", "port": -5, "config": "x", "log_path": "y"}', "not a"),
     "host-markup": ('{"pid": 5, "host": "[red]h", "port": 4000, "config": "x", "log_path": "y"}', "not a"),
+    # pydantic's lax mode had read true as pid 1 (init) and "4000" as a port
+    "pid-true": ('{"pid": true, "host": "127.0.0.1", "port": 4000, "config": "x", "log_path": "y"}', "not a"),
+    "port-string": (
+        '{"pid": 5, "host": "127.0.0.1", "port": "4000", "config": "x", "log_path": "y"}',
+        "not a",
+    ),
 }
 RECORD_CASES = [
     case(f"gateway:record-{name}-{cmd}", ["gateway", cmd], 2, "gateway record", word, "Delete")

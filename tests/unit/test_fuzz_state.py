@@ -16,7 +16,8 @@ import pytest
 
 from fuzz_helpers import assert_clean_failure, run_main
 
-BAD_PIDS = [-1, 0, 2**40]
+# true and "77" are no pid either: pydantic had read them as 1 (init) and 77
+BAD_PIDS: list[object] = [-1, 0, 2**40, True, "77"]
 
 
 def _record(state: Path, name: str = "demo", **change: object) -> Path:
@@ -36,7 +37,7 @@ def _record(state: Path, name: str = "demo", **change: object) -> Path:
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("pid", BAD_PIDS, ids=[f"status:record-pid-{p}" for p in BAD_PIDS])
 def test_a_record_with_an_impossible_pid_is_not_a_record(
-    pid: int, fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+    pid: object, fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = _record(Path(fuzz_env["tmp"]) / "state", pid=pid)
     for argv in (["status"], ["status", "--json"], ["down", "--all"]):

@@ -100,7 +100,8 @@ def load_record(settings: Any) -> GatewayRecord | None:
     if not path.exists():
         return None
     try:  # a named pipe there is not opened (reading one waits for a writer that never comes)
-        return GatewayRecord.model_validate_json(read_regular_text(path, MAX_RECORD_BYTES))
+        text = read_regular_text(path, MAX_RECORD_BYTES)
+        return GatewayRecord.model_validate_json(text, strict=True)  # as written: `"pid": true` is none
     except (ValidationError, ValueError, OSError) as exc:  # ValueError: not UTF-8
         why = getattr(exc, "strerror", None) or _WHY.get(type(exc).__name__, "not a gateway record")
         raise NotRunningError(

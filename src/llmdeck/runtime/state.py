@@ -92,7 +92,8 @@ def _read_record(path: Path) -> ServerRecord:
     """One record file (never waits on a pipe put there); ValidationError / ValueError / OSError."""
     from llmdeck.util.localfile import read_regular_text
 
-    record = ServerRecord.model_validate_json(read_regular_text(path, MAX_RECORD_BYTES))
+    # strict: llmdeck wrote it with these types, so `"pid": true` or `"port": "80"` is no record of its own
+    record = ServerRecord.model_validate_json(read_regular_text(path, MAX_RECORD_BYTES), strict=True)
     if record.name != path.stem:  # a copy under another name had been listed twice, and `down COPY`
         # stopped the other's server while removing only the copy
         raise _Misnamed(f"it is the record of server {record.name!r}, not {path.stem!r}: a copy?")
