@@ -123,7 +123,14 @@ class Settings(BaseSettings):
         why = _cannot_make_under(parent, must_make=parent != p)
         if why:
             raise ValueError(f"{str(parent)!r} is {why}")
-        return value
+        return p
+
+    @field_validator("state_dir", "cache_dir", "models_dir")
+    @classmethod
+    def _absolute(cls, value: Path) -> Path:
+        """Made absolute once, here: a server's record, log and cache paths must not change meaning
+        with the folder a later command runs in (results_dir stays relative, like a project's runs/)."""
+        return Path(os.path.abspath(value))
 
     @field_validator("host")
     @classmethod

@@ -332,3 +332,21 @@ def test_setting_end_to_end(
         proc.returncode, proc.stderr, time.monotonic() - t0, want=2, needles=(needle,), seconds=30
     )
     assert proc.stdout == ""
+
+
+def test_folders_from_settings_are_expanded_and_made_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`LLMDECK_STATE_DIR=~/x` (quoted, or from a .env file) had made a folder named `~` in the working
+    directory, and a relative one moved with it: a server started in one folder was not seen from another."""
+    from llmdeck.settings import Settings
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LLMDECK_STATE_DIR", "~/state")
+    monkeypatch.setenv("LLMDECK_CACHE_DIR", "rel/cache")
+    monkeypatch.setenv("LLMDECK_RESULTS_DIR", "~/runs")
+    s = Settings()
+    assert s.state_dir == tmp_path / "home" / "state"
+    assert s.cache_dir == tmp_path / "rel" / "cache"
+    assert s.results_dir == tmp_path / "home" / "runs"
