@@ -486,3 +486,18 @@ def test_an_opposite_spelling_needs_vllm_0_33() -> None:
     assert f.fix == "--no-enable-prefix-caching --no-disable-sliding-window (every release takes it)"
     assert found(plan("Qwen3-0.6B", args, vllm_version="0.33.0"), f.rule) == []
     assert found(plan("Qwen3-0.6B", ["--no-enable-prefix-caching"], vllm_version="0.22.0"), f.rule) == []
+
+
+def test_a_lone_config_file_is_planned_but_not_served_as_a_file(tmp_path: Path) -> None:
+    """`plan /x/base.json` had printed `vllm serve /x/base.json`: vLLM loads folders and hub ids."""
+    config = tmp_path / "base.json"
+    config.write_text((SHARED / "fixtures" / "configs" / "Qwen3-0.6B.config.json").read_text())
+    p = make_plan(PlanRequest(model=str(config), machine="h200"), catalog=CATALOG)
+    assert p.spec.model == "MODEL_DIR" and "MODEL_DIR" in p.commands["vllm_serve"]
+    assert str(config) not in " ".join(p.commands["vllm_serve"] + p.commands["docker"])
+    (lone,) = found(p, "model-is-a-lone-config")
+    assert str(config) in lone.message and lone.severity == "warning"
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text(config.read_text())  # its folder serves as itself
+    p = make_plan(PlanRequest(model=str(tmp_path / "m" / "config.json"), machine="h200"), catalog=CATALOG)
+    assert p.spec.model == str(tmp_path / "m") and not found(p, "model-is-a-lone-config")

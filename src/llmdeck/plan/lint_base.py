@@ -60,6 +60,7 @@ class LintContext(BaseModel):
     image: str | None = None
     image_vllm_below: str | None = None
     target_concurrency: int = 1
+    lone_config: str | None = None  # a config file planned alone (no folder, no hub id): MODEL_DIR serves
 
 
 RULES: dict[str, Rule] = {}

@@ -98,3 +98,23 @@ def _release(names: list[str], target_vllm: str | None, meta: Rule) -> list[Find
             )
         )
     return out
+
+
+@rule(
+    "model-is-a-lone-config",
+    "warning",
+    "a config file planned alone: the commands need the model's folder or hub id",
+    ["vLLM's `vllm serve MODEL` loads a folder (config.json, weights, tokenizer) or a hub id, not a file"],
+)
+def _r_lone_config(ctx: LintContext, meta: Rule) -> list[Finding]:
+    if ctx.lone_config is None:
+        return []
+    return [
+        finding(
+            meta,
+            f"Planned from the file {ctx.lone_config} alone: vLLM cannot serve a file, so the commands "
+            "below say MODEL_DIR.",
+            "put the model's folder (this config as config.json, its weights and tokenizer) or its hub "
+            "id in place of MODEL_DIR",
+        )
+    ]

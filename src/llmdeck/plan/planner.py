@@ -24,7 +24,7 @@ from llmdeck.plan.machine import GB10_CEILING, MachineProfile, get_machine
 from llmdeck.plan.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryPlan, ServeSettings
 from llmdeck.plan.modelinfo import ModelFacts
 from llmdeck.plan.quant import online_quantization
-from llmdeck.plan.resolve import ResolvedModel, find_local_copy, resolve_model
+from llmdeck.plan.resolve import LONE_CONFIG_MODEL, ResolvedModel, find_local_copy, resolve_model
 from llmdeck.plan.runner import default_async_scheduling
 from llmdeck.plan.settings import mamba_prefix_mode
 from llmdeck.plan.versions import at_least, version_tuple
@@ -327,6 +327,7 @@ def make_plan(
         image=image,
         image_vllm_below=img_below,
         target_concurrency=req.concurrency,
+        lone_config=None if resolved.local_path or resolved.repo_id else resolved.config_source,
     )
     findings = lint(ctx, target_source=source)
     if raise_if_impossible and not memory.fits:
@@ -370,7 +371,7 @@ def _cluster_commands(req: PlanRequest, spec: LaunchSpec) -> dict[str, list[str]
 
 
 def build_spec(req: PlanRequest, resolved: ResolvedModel, flags: VllmFlags, image: str | None) -> LaunchSpec:
-    model_ref = resolved.local_path or resolved.repo_id or req.model
+    model_ref = resolved.local_path or resolved.repo_id or LONE_CONFIG_MODEL
     env: dict[str, str] = {}
     if resolved.local_path:
         env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}

@@ -23,6 +23,10 @@ class ResolvedModel(BaseModel):
     config_source: str
 
 
+# what the commands serve for a lone config file (`plan base.json`): no folder vLLM can load, no hub id
+LONE_CONFIG_MODEL = "MODEL_DIR"
+
+
 def find_local_copy(entry_or_repo: str, models_dir: Path | None) -> Path | None:
     """seed 004's layout: ``~/.cache/huggingface/models/<name>`` with config.json."""
     if models_dir is None:
