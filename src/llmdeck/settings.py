@@ -187,6 +187,11 @@ class Settings(BaseSettings):
     def logs_dir(self) -> Path:
         return self.state_dir / "logs"
 
+    @property
+    def locks_dir(self) -> Path:
+        """One writer at a time on a result file or folder (util/filelock.sole_writer)."""
+        return self.state_dir / "locks"
+
 
 class _DebugOnly(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")

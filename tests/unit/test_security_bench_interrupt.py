@@ -75,7 +75,7 @@ def test_ctrl_c_while_loading_the_tokenizer_writes_the_promised_file(
 
 
 def test_the_message_claims_a_file_only_when_there_is_one(tmp_path: Path) -> None:
-    from llmdeck.bench.runner import interrupted_error
+    from llmdeck.bench.outcome import interrupted_error
 
     missing = interrupted_error(tmp_path / "none.json")
     assert "was not written" in missing.message and missing.exit_code == 130

@@ -465,7 +465,8 @@ def test_cli_refuses_an_out_folder_of_another_tune_before_starting_anything(
     args = ["tune", "--spec", str(spec), "-w", "multi-user", "--slo", "ttft_p99=2s", "--out", str(out)]
     code, out_text, err = run_cli(args, capsys)
     assert code == 2 and "holds the trials of another tune" in err and "multi-user" in err
-    assert out_text == "" and not (tmp_path / "state").exists()  # nothing was started
+    state = tmp_path / "state"  # nothing was started (state/locks/ holds the tune's lock on its folder)
+    assert out_text == "" and not (state / "servers").exists() and not (state / "logs").exists()
 
 
 def test_confirm_reruns_the_leaders_and_the_defaults_and_the_median_decides() -> None:

@@ -1,4 +1,5 @@
-"""Whether a finished bench measured anything: the exit status of `llmdeck bench` as an error.
+"""Whether a finished bench measured anything: the exit status of `llmdeck bench` as an error (and
+the words after Ctrl-C: ``interrupted_error``).
 
 A run that aborted, whose scenarios were all skipped, or whose every request failed gives no number to
 read, so it is a failed operation (exit 1) naming why; the result file is written either way."""
@@ -45,4 +46,26 @@ def _all_skipped(result: BenchResult, out_path: Path) -> OperationError | None:
         f"saved in {out_path}.",
         hint="Use a smaller --input-len/--output-len (or --prefix-len) to fit the server's max_model_len, "
         "pick another --suite, or restart the server with a larger --max-model-len.",
+    )
+
+
+class BenchInterrupted(OperationError):
+    """The user interrupted the run (Ctrl-C); exit code 130 like any interrupted command."""
+
+    exit_code = 130
+
+
+def interrupted_error(out_path: Path, written: bool = True) -> BenchInterrupted:
+    """What to say after Ctrl-C: where the partial result is (the runner wrote it), and only if it is;
+    ``written``: False when the file there is an earlier one the run left alone."""
+    if written and out_path.is_file():
+        return BenchInterrupted(
+            "The bench was interrupted; the partial result (every finished request, the rest marked "
+            f"interrupted or not run) is in {out_path}.",
+            hint=f"Re-render it with `llmdeck report {out_path}`.",
+        )
+    left = "(an earlier result) was left as it was" if out_path.is_file() else "was not written"
+    return BenchInterrupted(
+        f"The bench was interrupted before it began; nothing was measured and {out_path} {left}.",
+        hint="Run the bench again.",
     )

@@ -195,7 +195,9 @@ def _check_prompt_tokens(spec: ScenarioSpec) -> None:
         )
 
 
-def build_options(req: BenchRequest, *, out_path: Path, api_key: str | None) -> BenchOptions:
+def build_options(
+    req: BenchRequest, *, out_path: Path, api_key: str | None, lock_dir: Path | None = None
+) -> BenchOptions:
     """The runner's options for a request (verdict rules, goodput SLOs, timeouts, monitoring)."""
     from llmdeck.bench.metrics import parse_goodput
     from llmdeck.bench.runner import BenchOptions
@@ -216,4 +218,5 @@ def build_options(req: BenchRequest, *, out_path: Path, api_key: str | None) -> 
         out_path=out_path,
         api_key=api_key,
         request=req.model_dump(mode="json"),
+        lock_dir=lock_dir,
     )

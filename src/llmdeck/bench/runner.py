@@ -42,28 +42,6 @@ if TYPE_CHECKING:
     from llmdeck.settings import Settings
 
 
-class BenchInterrupted(OperationError):
-    """The user interrupted the run (Ctrl-C); exit code 130 like any interrupted command."""
-
-    exit_code = 130
-
-
-def interrupted_error(out_path: Path, written: bool = True) -> BenchInterrupted:
-    """What to say after Ctrl-C: where the partial result is (the runner wrote it), and only if it is;
-    ``written``: False when the file there is an earlier one the run left alone."""
-    if written and out_path.is_file():
-        return BenchInterrupted(
-            "The bench was interrupted; the partial result (every finished request, the rest marked "
-            f"interrupted or not run) is in {out_path}.",
-            hint=f"Re-render it with `llmdeck report {out_path}`.",
-        )
-    left = "(an earlier result) was left as it was" if out_path.is_file() else "was not written"
-    return BenchInterrupted(
-        f"The bench was interrupted before it began; nothing was measured and {out_path} {left}.",
-        hint="Run the bench again.",
-    )
-
-
 class Progress(Protocol):
     """Receives live progress (the CLI draws it on stderr)."""
 
@@ -85,6 +63,7 @@ class BenchOptions:
     out_path: Path | None = None
     api_key: str | None = None
     request: dict[str, Any] | None = None  # the BenchRequest, embedded in the result file
+    lock_dir: Path | None = None  # one bench at a time on out_path (util/filelock.sole_writer)
 
 
 class ResultWriter:
@@ -372,7 +351,9 @@ def run_bench(
     suite: str | None = None,
 ) -> BenchResult:
     """Synchronous wrapper of :func:`run_bench_async` (a second Ctrl-C waits for the first's clean-up)."""
-    with PatientRunner() as runner:
+    from llmdeck.util.filelock import sole_writer
+
+    with sole_writer(options.lock_dir, options.out_path, "bench"), PatientRunner() as runner:
         return runner.run(
             run_bench_async(target, scenarios, options, tokenizer=tokenizer, progress=progress, suite=suite)
         )

@@ -205,7 +205,7 @@ def bench(
     tgt = resolve_target(target, settings, model=model, tokenizer=tokenizer)
     out_path = out or Path(settings.results_dir) / f"bench-{datetime.now().strftime('%Y%m%d-%H%M%S')}.json"
     check_writable(out_path)
-    options = build_options(req, out_path=out_path, api_key=key)
+    options = build_options(req, out_path=out_path, api_key=key, lock_dir=settings.locks_dir)
     console = err_console()
     console.print(
         f"[dim]benchmarking {escape(redact_url(tgt.base_url))}; result file: {escape(str(out_path))}; "
@@ -311,7 +311,7 @@ def _measure(run: Any, out_path: Path, html: Path | None, console: Any) -> Any:
         with RichProgress(console) as progress:
             return run(progress)
     except KeyboardInterrupt:
-        from llmdeck.bench.runner import interrupted_error
+        from llmdeck.bench.outcome import interrupted_error
 
         written = _stamp(out_path) != before
         if written:

@@ -32,6 +32,7 @@ def run_compare(
     from llmdeck.cli.bench_parts import RichProgress
     from llmdeck.errors import UsageError
     from llmdeck.util.atomic import check_writable
+    from llmdeck.util.filelock import sole_writer
     from llmdeck.util.owned import json_kind_is, refuse_foreign_file
 
     if req.suite or len(req.request_rates) * len(req.max_concurrencies) > 1:
@@ -54,7 +55,7 @@ def run_compare(
         f"{markup_data(str(out_path))}[/]",
         highlight=False,
     )
-    with RichProgress(console) as progress:
+    with sole_writer(settings.locks_dir, out_path, "bench comparison"), RichProgress(console) as progress:
         whole = asyncio.run(run_versus((targets[0], targets[1]), specs, options, progress=progress))
     if json_out:
         print_json(whole)

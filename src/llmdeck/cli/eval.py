@@ -170,6 +170,7 @@ def _eval(ctx: typer.Context, opts: dict[str, Any], json_out: bool) -> None:
     from llmdeck.evals.runner import EvalInterrupted, run_eval
     from llmdeck.evals.spec import select_tasks
     from llmdeck.util.atomic import check_writable
+    from llmdeck.util.filelock import sole_writer
 
     settings = get_settings(ctx)
     eval_client(opts["client"])  # an unknown agent is named before any task is looked up
@@ -181,7 +182,8 @@ def _eval(ctx: typer.Context, opts: dict[str, Any], json_out: bool) -> None:
     _check_outputs(opts, [t.name for t in tasks])
     target = resolve_target(opts["server"] or "", settings, model=opts["model"])
     try:
-        result = asyncio.run(run_eval(tasks, target, options, settings, _Progress()))
+        with sole_writer(settings.locks_dir, options.out_path, "eval"):
+            result = asyncio.run(run_eval(tasks, target, options, settings, _Progress()))
     except KeyboardInterrupt:
         where = f"; the finished runs are in {opts['out']}" if opts["out"] else ""
         raise EvalInterrupted(f"The eval was interrupted{where}.") from None

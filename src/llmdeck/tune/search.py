@@ -171,42 +171,44 @@ def run_tune(
     leaving every finished trial in the trials file."""
     from llmdeck.tune.outputs import write_outputs
     from llmdeck.tune.prune import Pruner
+    from llmdeck.util.filelock import sole_writer
 
     t0 = time.monotonic()
     pruner = Pruner(req)
     fresh, base_args = prepare(req, pruner)
-    header, done = open_out_dir(out_dir, fresh, resume=resume)
-    _begin(header, done, out_dir, events)
-    stop_leftover(req, settings, events)
-    run = Runner(req, base_args, pruner, settings, out_dir, events)
-    search = Search(header.space, req.seed, done, _first_moves(req, pruner, base_args, header, events))
-    queue = _queue(req, done, baseline)
-    records = list(done)
-    stopped: StopReason = "trials"
-    while _started(records) < req.trials and _rejected(records) < 10 * req.trials:
-        if not _budget_left(req, records, t0, events):
+    with sole_writer(settings.locks_dir, out_dir, "tune"):  # a second tune here had mixed its trials in
+        header, done = open_out_dir(out_dir, fresh, resume=resume)
+        _begin(header, done, out_dir, events)
+        stop_leftover(req, settings, events)
+        run = Runner(req, base_args, pruner, settings, out_dir, events)
+        search = Search(header.space, req.seed, done, _first_moves(req, pruner, base_args, header, events))
+        queue = _queue(req, done, baseline)
+        records = list(done)
+        stopped: StopReason = "trials"
+        while _started(records) < req.trials and _rejected(records) < 10 * req.trials:
+            if not _budget_left(req, records, t0, events):
+                stopped = "budget"
+                break
+            origin: Origin = "search"
+            params: dict[str, ParamValue] | None
+            if queue:
+                origin, params = queue.pop(0)
+            else:
+                params = search.propose()
+            if params is None:
+                stopped = "space"
+                events(TuneEvent(kind="done", message="the space holds no candidate that has not run"))
+                break
+            rec = run.one(len(records) + 1, params, origin)
+            if origin == "search":
+                search.tell(params, rec.score)
+            records.append(rec)
+        if stopped != "budget" and not _confirm(run, records, t0):
             stopped = "budget"
-            break
-        origin: Origin = "search"
-        params: dict[str, ParamValue] | None
-        if queue:
-            origin, params = queue.pop(0)
-        else:
-            params = search.propose()
-        if params is None:
-            stopped = "space"
-            events(TuneEvent(kind="done", message="the space holds no candidate that has not run"))
-            break
-        rec = run.one(len(records) + 1, params, origin)
-        if origin == "search":
-            search.tell(params, rec.score)
-        records.append(rec)
-    if stopped != "budget" and not _confirm(run, records, t0):
-        stopped = "budget"
-    if stopped != "budget" and not _recheck(run, records, t0):
-        stopped = "budget"
-    ran = len(records) - len(done)
-    return write_outputs(req, header, records, out_dir, resumed=len(done), ran=ran, stopped_by=stopped)
+        if stopped != "budget" and not _recheck(run, records, t0):
+            stopped = "budget"
+        ran = len(records) - len(done)
+        return write_outputs(req, header, records, out_dir, resumed=len(done), ran=ran, stopped_by=stopped)
 
 
 def confirm_queue(records: list[TrialRecord], k: int) -> list[TrialRecord]:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from llmdeck.errors import OperationError
+from llmdeck.errors import OperationError, UsageError
 from llmdeck.util.localfile import ensure_dir
 
 
@@ -35,6 +35,34 @@ def exclusive(path: Path, *, timeout_s: float, what: str) -> Iterator[None]:
                         hint="Wait for it to finish (or stop it), then run this again.",
                     ) from None
                 time.sleep(0.1)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def sole_writer(lock_dir: Path | None, target: Path | None, what: str) -> Iterator[None]:
+    """Refuse a second run writing ``target`` (a result file or folder) while one does: two benches given
+    one --out had each written it, the last one's result replacing the other's. The lock lives in
+    ``lock_dir`` (the state folder's locks/, nothing beside the user's file), named by the target's
+    absolute path; it goes with the process. UsageError (exit 2) at once when taken."""
+    if lock_dir is None or target is None:
+        yield
+        return
+    import hashlib
+    import os
+
+    key = hashlib.sha256(os.path.abspath(target).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    ensure_dir(lock_dir)
+    with open(lock_dir / f"{key}.lock", "a", encoding="utf-8") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(
+                f"Another {what} is writing {target} now.",
+                hint="Wait for it to finish, or give this run another --out.",
+            ) from None
         try:
             yield
         finally:

@@ -1,0 +1,65 @@
+"""One run at a time writes a result: two benches given one --out had each written it, the last one's
+result replacing the other's (and two tunes in one folder mixed their trials). A second run is refused
+at once, exit 2, before it measures anything; the lock lives in the state folder, not beside the file.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from fuzz_helpers import assert_clean_failure, run_main
+
+
+def _held(fuzz_env: dict[str, str], target: Path) -> object:
+    from llmdeck.util.filelock import sole_writer
+
+    return sole_writer(Path(fuzz_env["tmp"]) / "state" / "locks", target, "test run")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("what", "argv"),
+    [
+        ("bench", ["bench", "http://127.0.0.1:9", "--model", "x", "--num-prompts", "2"]),
+        ("bench comparison", ["bench", "--compare", "http://127.0.0.1:9", "http://127.0.0.1:10",
+                              "--model", "x"]),
+        ("eval", ["eval", "--client", "opencode", "--agent-bin", "/bin/true", "--task", "fix-intervals",
+                  "--server", "http://127.0.0.1:9", "--model", "x"]),
+    ],
+    ids=["bench", "bench-compare", "eval"],
+)  # fmt: skip
+def test_a_second_run_into_one_result_is_refused(
+    what: str, argv: list[str], fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = Path(fuzz_env["tmp"]) / "result.json"
+    with _held(fuzz_env, out):  # type: ignore[attr-defined]
+        code, _out, err, elapsed = run_main([*argv, "--out", str(out)], capsys)
+    assert_clean_failure(
+        code, err, elapsed, want=2, needles=(f"Another {what} is writing", "another --out"), seconds=20
+    )
+    assert not out.exists()  # nothing written by the refused run
+    assert not list(out.parent.glob("*.lock")), "no lock file beside the user's file"
+    # once the first has ended, the lock is free: the run goes on (and fails on the closed port)
+    code, _out, err, _ = run_main([*argv, "--out", str(out)], capsys)
+    assert "Another" not in err
+
+
+def test_a_second_tune_into_one_folder_is_refused(tmp_path: Path, tiny_model_dir: Path) -> None:
+    from llmdeck.engines.spec import LaunchSpec
+    from llmdeck.errors import UsageError
+    from llmdeck.settings import Settings
+    from llmdeck.tune.search import run_tune
+    from llmdeck.util.filelock import sole_writer
+    from test_tune_parts import _req
+
+    base = LaunchSpec(name="tuned", engine="venv", model=str(tiny_model_dir), python="/bin/false")
+    req = _req(str(tiny_model_dir), machine="h200", trials=1).model_copy(update={"base": base})
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+    t0 = time.monotonic()
+    with sole_writer(settings.locks_dir, tmp_path / "out", "tune"), pytest.raises(UsageError) as info:
+        run_tune(req, settings, tmp_path / "out", lambda _e: None)
+    assert "Another tune is writing" in info.value.message and time.monotonic() - t0 < 20
+    assert not (tmp_path / "out" / "trials.jsonl").exists()
