@@ -135,11 +135,11 @@ class Settings(BaseSettings):
     @field_validator("host")
     @classmethod
     def _host(cls, value: str) -> str:
-        from llmdeck.util.net import is_valid_host
+        from llmdeck.util.net import bare_host, is_valid_host
 
         if not is_valid_host(value):
             raise ValueError("not an IP address or host name")
-        return value
+        return bare_host(value)
 
     @field_validator("api_key")
     @classmethod

@@ -85,6 +85,7 @@ def test_connection_refused_is_a_clear_error(tmp_path: Path) -> None:
     ("host", "url"),
     [
         ("::1", "http://[::1]:8026"),
+        ("[::1]", "http://[::1]:8026"),  # as a URL writes it: the server had been told to bind "[::1]"
         ("0.0.0.0", "http://127.0.0.1:8026"),
         ("127.0.0.1", "http://127.0.0.1:8026"),
     ],
@@ -93,4 +94,23 @@ def test_a_servers_url_brackets_an_ipv6_host(tmp_path: Path, host: str, url: str
     """`up --host ::1` (the help's own example) had crashed after the start: http://::1:8026."""
     spec = LaunchSpec(name="v6", model="/models/Qwen3-0.6B", port=8026, host=host)
     rec = ServerRecord(name="v6", spec=spec, argv=["vllm", "serve"], log_path=tmp_path / "v6.log")
-    assert rec.base_url == url
+    assert rec.base_url == url and "[" not in spec.host
+
+
+def test_an_ipv6_host_in_brackets_is_the_address_and_a_lone_bracket_no_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`--host '[::1]'` had passed the check and then said '[::1]' is not an address of this machine;
+    `::1]` had passed too."""
+    import typer
+
+    from llmdeck.cli.validate import host
+    from llmdeck.settings import Settings
+    from llmdeck.util.net import validate_host
+
+    assert host("[::1]") == "::1" and validate_host("[::1]") == "::1"
+    monkeypatch.setenv("LLMDECK_HOST", "[::1]")
+    assert Settings().host == "::1"
+    for bad in ("::1]", "[::1", "[127.0.0.1]", "[]"):
+        with pytest.raises(typer.BadParameter):
+            host(bad)

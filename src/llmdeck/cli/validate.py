@@ -61,11 +61,11 @@ def positive_seconds(value: float | None) -> float | None:
 
 def host(value: str | None) -> str | None:
     """An IP address or host name (not a URL, no spaces)."""
-    from llmdeck.util.net import HOST_ACCEPTED, is_valid_host
+    from llmdeck.util.net import HOST_ACCEPTED, bare_host, is_valid_host
 
     if value is not None and not is_valid_host(value):
         raise typer.BadParameter(f"{value!r} is not a host; use {HOST_ACCEPTED}.")
-    return value
+    return None if value is None else bare_host(value)
 
 
 def api_key(value: str | None) -> str | None:

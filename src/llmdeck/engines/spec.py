@@ -86,11 +86,11 @@ class LaunchSpec(BaseModel):
     @field_validator("host")
     @classmethod
     def _host_ok(cls, value: str) -> str:
-        from llmdeck.util.net import HOST_ACCEPTED, is_valid_host
+        from llmdeck.util.net import HOST_ACCEPTED, bare_host, is_valid_host
 
         if not is_valid_host(value):
             raise ValueError(f"{value!r} is not a host; use {HOST_ACCEPTED}")
-        return value
+        return bare_host(value)
 
     @property
     def effective_served_name(self) -> str:

@@ -71,21 +71,29 @@ def is_valid_host(host: str) -> bool:
     if not host or len(host) > 253:
         return False
     try:
-        ipaddress.ip_address(host.strip("[]"))
+        ipaddress.ip_address(bare_host(host))
     except ValueError:
         # a name's last label is never all digits (RFC 3696 2): 999.1.1.1 is a bad address, not a name
         return bool(_HOSTNAME.match(host)) and not host.rstrip(".").rsplit(".", 1)[-1].isdigit()
     return True
 
 
+def bare_host(host: str) -> str:
+    """``[::1]`` (an IPv6 address as a URL writes it) as the address alone, ``::1``: a server binds that,
+    and ``local_url`` adds the brackets back. Anything else unchanged."""
+    if host.startswith("[") and host.endswith("]") and ":" in host:
+        return host[1:-1]
+    return host
+
+
 def validate_host(host: str, what: str = "--host") -> str:
-    """The host unchanged, or a UsageError naming ``what`` (a flag or a setting)."""
+    """The host (an IPv6 address without its URL brackets), or a UsageError naming ``what``."""
     if not is_valid_host(host):
         raise UsageError(
             f"{what} {host!r} is not a host.",
             hint=f"Use {HOST_ACCEPTED}, without a scheme or port.",
         )
-    return host
+    return bare_host(host)
 
 
 def validate_port(port: int) -> int:
