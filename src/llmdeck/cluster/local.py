@@ -207,7 +207,9 @@ def status(cluster: LocalCluster, *, timeout: float = 30.0) -> RayStatus:
     """``ray status`` of the recorded cluster, parsed; bounded by ``timeout``."""
     argv = [*ray_command(), "status", "--address", cluster.address]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        done = subprocess.run(
+            argv, capture_output=True, text=True, errors="replace", timeout=timeout, check=False
+        )
     except subprocess.TimeoutExpired as exc:
         raise OperationError(f"`ray status` did not answer within {timeout:.0f} s.") from exc
     return parse_ray_status(done.stdout + done.stderr)

@@ -82,6 +82,7 @@ def run_local(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        errors="replace",
         env={**os.environ, **(env or {})},
         start_new_session=True,
     )
@@ -114,7 +115,8 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
 def run_cluster(argvs: list[list[str]], *, timeout: float) -> tuple[list[Row], str]:
     """Start every rank (workers first), then wait for rank 0's rows; everything bounded."""
     procs = [
-        subprocess.Popen(a, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for a in argvs[::-1]
+        subprocess.Popen(a, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+        for a in argvs[::-1]
     ]
     head = procs[-1]
     try:

@@ -87,7 +87,10 @@ def render(req: ClusterRequest) -> list[NodeCommands]:
 
 def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        # a node's output is data: bytes that are not UTF-8 (a log, a broken peer) are shown replaced
+        return subprocess.run(
+            argv, capture_output=True, text=True, errors="replace", timeout=timeout, check=False
+        )
     except FileNotFoundError as exc:
         raise OperationError(f"{argv[0]} is not installed here.") from exc
     except subprocess.TimeoutExpired as exc:

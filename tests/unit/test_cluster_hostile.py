@@ -1,0 +1,38 @@
+"""`llmdeck cluster` against broken or hostile peers and records: what a node prints is data, a bad
+record or option is an error naming it (never an internal error), nothing is run for nothing."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import run_cli
+
+
+def _record(state: Path, status: list[str], commands: int = 1) -> None:
+    """A remote cluster record whose head answers `ray status` with ``status`` (a fake node)."""
+    node = {"host": "h1", "role": "head", "node_ip": "h1", "env": {}, "up": [], "down": [["true"]]}
+    node |= {"status": status, "logs": status}
+    rec = {"kind": "llmdeck.remote-ray/1", "address": "h1:6379", "commands": [node] * commands}
+    (state / "cluster").mkdir(parents=True, exist_ok=True)
+    (state / "cluster" / "remote.json").write_text(json.dumps(rec), "utf-8")
+
+
+def _printing(data: bytes) -> list[str]:
+    return [sys.executable, "-c", f"import sys; sys.stdout.buffer.write({data!r})"]
+
+
+def test_a_node_printing_bytes_that_are_not_utf8_is_data_not_an_internal_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ray status` or a Ray log with a byte that is not UTF-8 had raised UnicodeDecodeError (exit 1,
+    "internal error ... a bug in llmdeck")."""
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path))
+    _record(tmp_path, _printing(b"\xff\xfe garbage\n"))
+    code, _, err = run_cli(["cluster", "status"], capsys)
+    assert code == 1 and "did not print Ray's node summary" in err and "internal error" not in err
+    code, out, err = run_cli(["cluster", "logs"], capsys)
+    assert code == 0 and "garbage" in out and "internal error" not in err
