@@ -36,3 +36,13 @@ def test_a_node_printing_bytes_that_are_not_utf8_is_data_not_an_internal_error(
     assert code == 1 and "did not print Ray's node summary" in err and "internal error" not in err
     code, out, err = run_cli(["cluster", "logs"], capsys)
     assert code == 0 and "garbage" in out and "internal error" not in err
+
+
+def test_a_node_counting_absurdly_many_nodes_is_refused_not_built_in_memory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """` 99999999999999 node_b` under Active: had built a list that long (MemoryError, internal error)."""
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path))
+    _record(tmp_path, _printing(b"Node status\nActive:\n 1 node_a\n 99999999999999 node_b\n"))
+    code, _, err = run_cli(["cluster", "status"], capsys)
+    assert code == 1 and "not Ray's node summary" in err and "internal error" not in err

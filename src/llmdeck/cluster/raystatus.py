@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from llmdeck.errors import OperationError
 
 _NODE = re.compile(r"^\s*(\d+)\s+(\S+)")
+MAX_NODES = 100_000  # Ray's largest clusters are thousands of nodes; more is not Ray's summary
 _USAGE = re.compile(r"^\s*([\d.]+)(\S*)/([\d.]+)(\S*)\s+(\S+)")
 
 
@@ -33,7 +34,13 @@ def _count_nodes(line: str) -> list[str]:
     m = _NODE.match(line)
     if not m:
         return []
-    return [m.group(2)] * int(m.group(1))
+    count = int(m.group(1))
+    if count > MAX_NODES:  # was: a list that long, built in memory (MemoryError: "internal error")
+        raise OperationError(
+            f"`ray status` counts {m.group(1)[:30]} nodes on one line: not Ray's node summary.",
+            hint="Is a Ray head answering at that address? Run `ray status` on the head to see it.",
+        )
+    return [m.group(2)] * count
 
 
 def parse_ray_status(text: str) -> RayStatus:
