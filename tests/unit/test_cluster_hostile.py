@@ -46,3 +46,14 @@ def test_a_node_counting_absurdly_many_nodes_is_refused_not_built_in_memory(
     _record(tmp_path, _printing(b"Node status\nActive:\n 1 node_a\n 99999999999999 node_b\n"))
     code, _, err = run_cli(["cluster", "status"], capsys)
     assert code == 1 and "not Ray's node summary" in err and "internal error" not in err
+
+
+@pytest.mark.parametrize("command", [["cluster", "status"], ["cluster", "netcheck"], ["cluster", "logs"]])
+def test_a_record_of_no_node_is_an_unreadable_record(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A remote.json with an empty node list (edited, or another tool's) had raised IndexError."""
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path))
+    _record(tmp_path, ["true"], commands=0)
+    code, _, err = run_cli(command, capsys)
+    assert code == 2 and "remote.json, is unreadable" in err and "internal error" not in err

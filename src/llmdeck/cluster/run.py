@@ -52,7 +52,7 @@ class ClusterUp(BaseModel):
 class RemoteRecord(BaseModel):
     kind: str = "llmdeck.remote-ray/1"
     address: str
-    commands: list[NodeCommands]
+    commands: list[NodeCommands] = Field(min_length=1, description="the head first, then the workers")
     setup: Setup = Field(default_factory=Setup)
 
 
