@@ -57,3 +57,18 @@ def test_a_record_of_no_node_is_an_unreadable_record(
     _record(tmp_path, ["true"], commands=0)
     code, _, err = run_cli(command, capsys)
     assert code == 2 and "remote.json, is unreadable" in err and "internal error" not in err
+
+
+def test_netcheck_refuses_an_out_it_cannot_write_before_running_the_test(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--out FOLDER` was found unwritable only after the all-reduce had run (up to --test-timeout):
+    the measurement and the verdict were lost, exit 2 at the end."""
+    import llmdeck.cluster.netcheck as netcheck
+
+    def never(*_a: object, **_k: object) -> None:
+        raise AssertionError("the test ran although its --out cannot be written")
+
+    monkeypatch.setattr(netcheck, "run_local", never)
+    code, _, err = run_cli(["cluster", "netcheck", "--local", "2", "--out", str(tmp_path)], capsys)
+    assert code == 2 and "it is a folder, not a file" in " ".join(err.split())

@@ -194,12 +194,14 @@ def _netcheck_command(group: typer.Typer) -> None:
     ) -> None:
         from llmdeck.cli.cluster_parts import netcheck, print_verdict
         from llmdeck.errors import CheckFailedError, UsageError
-        from llmdeck.util.atomic import atomic_write_text
+        from llmdeck.util.atomic import atomic_write_text, check_writable
 
         if backend not in ("gloo", "nccl"):
             raise UsageError(
                 f"--backend {backend!r} is not gloo or nccl.", hint="Use --backend gloo or nccl."
             )
+        if out is not None:  # before the test (minutes across boxes): its rows are not lost at the end
+            check_writable(out)
         values = {k: v for k, v in locals().items() if k not in {"ctx", "as_json"}}
         verdict, raw = netcheck(values, get_settings(ctx))
         if out is not None and raw:
