@@ -72,3 +72,14 @@ def test_netcheck_refuses_an_out_it_cannot_write_before_running_the_test(
     monkeypatch.setattr(netcheck, "run_local", never)
     code, _, err = run_cli(["cluster", "netcheck", "--local", "2", "--out", str(tmp_path)], capsys)
     assert code == 2 and "it is a folder, not a file" in " ".join(err.split())
+
+
+@pytest.mark.parametrize("image", ["-v/:/host", "--privileged", "img name", "img\nx"])
+def test_an_image_docker_would_take_for_an_option_is_refused(
+    image: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--image -v/:/host` was rendered last before `sleep infinity`: docker run took it for a mount of
+    the node's / and ran the image `sleep`."""
+    args = ["cluster", "up", "--head", "h1", "--worker", "h2", "--docker", "--image", image, "--dry-run"]
+    code, out, err = run_cli(args, capsys)
+    assert code == 2 and "is not an image name" in err and "docker run" not in out

@@ -472,8 +472,8 @@ def test_cluster_dry_run_prints_hostile_values_quoted(
     """cluster:dry-run-hostile-values — --python and --image with $(...), `;` and an ESC sequence:
     every printed command pastes back into bash as the argv llmdeck runs, the value one word of the
     remote command, nothing is run, and no raw ESC reaches the terminal (shown as $'\\x1b...')."""
-    python = "/opt/x;$(touch /tmp/llmdeck-pwned)"
-    image = "vllm/x:1 `touch /tmp/llmdeck-pwned`\x1b[2J"
+    python = "/opt/x;$(touch /tmp/llmdeck-pwned)\x1b[2J"
+    image = "vllm/x:1;`touch${IFS}/tmp/llmdeck-pwned`"
     argv = ["cluster", "up", "--head", "10.0.0.1", "--worker", "10.0.0.2", "--dry-run"]
     for extra, value in ((["--venv", "--python", python], python), (["--docker", "--image", image], image)):
         code, out, err, _ = run_main([*argv, *extra, "--hf-cache", "/hf"], capsys)
@@ -482,6 +482,9 @@ def test_cluster_dry_run_prints_hostile_values_quoted(
         commands = _printed_commands(out)
         assert len(commands) >= 2 and all(c[:2] == ["ssh", "-o"] for c in commands)
         assert any(value in shlex.split(c[-1]) for c in commands), commands
+    # an image with a space or an ESC is no image name (docker's one positional): refused, shown escaped
+    code, out, err, _ = run_main([*argv, "--docker", "--image", "vllm/x:1 `id`\x1b[2J"], capsys)
+    assert code == 2 and "is not an image name" in err and "\x1b" not in out + err
     assert not Path("/tmp/llmdeck-pwned").exists()
 
 

@@ -133,6 +133,15 @@ class Setup(BaseModel):
             raise ValueError(f"--python {value!r} is not a program: give the Python with vLLM and Ray")
         return value
 
+    @field_validator("image")
+    @classmethod
+    def _one_image(cls, value: str | None) -> str | None:
+        """An image reference: one word that docker cannot take for an option (``-v/:/host`` had become
+        a mount of the node's / with the image ``sleep``)."""
+        if value is not None and (value.startswith("-") or not value.isprintable() or " " in value):
+            raise ValueError(f"--image {value!r} is not an image name: give e.g. vllm/vllm-openai:v0.22.0")
+        return value
+
     @property
     def containerized(self) -> bool:
         """Ray (and vLLM) run in a container on every node: the engine of that name is one."""
