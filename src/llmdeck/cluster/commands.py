@@ -23,6 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from llmdeck.cluster.netenv import NetSpec, node_env
+from llmdeck.engines.spec import ImageName
 
 DEFAULT_RAY_PORT = 6379
 DEFAULT_OBJECT_STORE_BYTES = 1 << 30
@@ -120,7 +121,7 @@ class Setup(BaseModel):
     """How every node runs Ray: in the vLLM image's container or in the node's own venv."""
 
     mode: Mode = "venv"
-    image: str | None = None
+    image: ImageName | None = None
     python: str = "python3"
     container: str = DEFAULT_CONTAINER
     hf_cache: str | None = None
@@ -131,15 +132,6 @@ class Setup(BaseModel):
         """A program name or path for ssh to run: empty, an option or a line break fails only on the node."""
         if not value.strip() or value.startswith("-") or any(c in value for c in "\r\n\0"):
             raise ValueError(f"--python {value!r} is not a program: give the Python with vLLM and Ray")
-        return value
-
-    @field_validator("image")
-    @classmethod
-    def _one_image(cls, value: str | None) -> str | None:
-        """An image reference: one word that docker cannot take for an option (``-v/:/host`` had become
-        a mount of the node's / with the image ``sleep``)."""
-        if value is not None and (value.startswith("-") or not value.isprintable() or " " in value):
-            raise ValueError(f"--image {value!r} is not an image name: give e.g. vllm/vllm-openai:v0.22.0")
         return value
 
     @property

@@ -8,9 +8,17 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from llmdeck.errors import UsageError
 from llmdeck.formats.launch_spec import EngineKind as EngineKind  # the engines a spec may name
@@ -18,6 +26,18 @@ from llmdeck.formats.launch_spec import read_launch_spec
 from llmdeck.util.names import NAME_RULE, is_valid_server_name
 
 LAUNCH_SPEC_SCHEMA_VERSION = 1
+
+
+def _image_name(value: str) -> str:
+    """An image reference: one printable word that docker cannot take for an option. It is `docker
+    run`'s one positional before the command: ``-v/:/x`` had become a mount of the host's / (and the
+    next word the image)."""
+    if value.startswith("-") or not value.isprintable() or " " in value:
+        raise ValueError(f"{value!r} is not an image name: give e.g. vllm/vllm-openai:v0.22.0")
+    return value
+
+
+ImageName = Annotated[str, AfterValidator(_image_name)]
 
 
 class LaunchSpec(BaseModel):
@@ -35,7 +55,7 @@ class LaunchSpec(BaseModel):
     vllm_args: list[str] = Field(default_factory=list, description="Extra `vllm serve` flags.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables.")
     python: str | None = Field(None, description="venv/cpu engines: the Python that has vLLM.")
-    image: str | None = Field(None, description="docker engine: the image.")
+    image: ImageName | None = Field(None, description="docker engine: the image.")
     hf_cache: str | None = Field(None, description="docker engine: host HF cache mounted in the container.")
     restart_policy: str | None = Field("unless-stopped", description="docker engine: --restart policy.")
     compile_cache: str | None = Field(

@@ -14,7 +14,7 @@ from llmdeck.catalog.entries import Catalog, CatalogEntry, load_catalog
 from llmdeck.engines import get as get_engine
 from llmdeck.engines.base import PlanEngine
 from llmdeck.engines.docker import DEFAULT_IMAGE, split_image
-from llmdeck.engines.spec import LaunchSpec
+from llmdeck.engines.spec import ImageName, LaunchSpec
 from llmdeck.errors import PlanError, UsageError
 from llmdeck.plan.autofit import plan_memory_fitted
 from llmdeck.plan.cudagraphs import cudagraph_settings
@@ -52,7 +52,7 @@ class PlanRequest(BaseModel):
     kv_cache_dtype: str | None = None
     kv_cache_memory_gib: float | None = Field(None, gt=0, le=1e6)  # 1 PiB: far above any device
     engine: PlanEngine = "docker"
-    image: str | None = None
+    image: ImageName | None = None
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
     name: str = "default"

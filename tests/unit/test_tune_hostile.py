@@ -1,0 +1,38 @@
+"""`llmdeck tune`'s inputs that a user gets wrong or that would turn data into commands or leak a
+secret: each refused with exit 2 before any server starts, never written as given."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cli_helpers import run_cli
+from llmdeck.errors import UsageError
+
+
+def _request(tmp_path: Path, *, overrides: dict[str, Any] | None = None, **options: Any) -> Any:
+    from llmdeck.settings import Settings
+    from llmdeck.tune.request import make_request
+
+    settings = Settings(state_dir=tmp_path / "s", cache_dir=tmp_path / "c")
+    return make_request(
+        settings, model="Qwen3-0.6B", spec_file=None, workload="agent", prompts=None, slo="ttft_p99=2s",
+        budget="10m", trials=2, extra_args=[], spec_overrides=overrides or {"engine": "venv"}, load={},
+        options={"machine": "h200", **options},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("image", ["-v/:/x", "--privileged", "vllm latest"])
+def test_a_docker_image_that_docker_would_read_as_an_option_is_refused(tmp_path: Path, image: str) -> None:
+    """`tune --engine docker --image -v/:/x` (as `plan`/`up`) rendered `docker run ... -v/:/x vllm
+    serve ...`: a mount of the host's / and the image `vllm`, in every trial."""
+    with pytest.raises(UsageError, match="is not an image name"):
+        _request(tmp_path, overrides={"engine": "docker", "image": image})
+
+
+def test_plan_refuses_the_same_image(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "Qwen3-0.6B", "--machine", "h200", "--engine", "docker", "--image", "-v/:/x"]
+    code, out, err = run_cli(args, capsys)
+    assert code == 2 and "is not an image name" in err and "-v/:/x vllm" not in out
