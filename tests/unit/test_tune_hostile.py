@@ -36,3 +36,14 @@ def test_plan_refuses_the_same_image(capsys: pytest.CaptureFixture[str]) -> None
     args = ["plan", "Qwen3-0.6B", "--machine", "h200", "--engine", "docker", "--image", "-v/:/x"]
     code, out, err = run_cli(args, capsys)
     assert code == 2 and "is not an image name" in err and "-v/:/x vllm" not in out
+
+
+@pytest.mark.parametrize("given", ["--max-num-seqs 8 --api-key sk-cand-77", "--hf-token=hf_cand77"])
+def test_a_secret_in_a_candidate_is_refused_not_written(tmp_path: Path, given: str) -> None:
+    """`--candidate '--api-key K'` kept K in the request: the trials file's header, the trial's args
+    and params, and spec.json had it in the clear (the base's `-- --api-key` is split out; this was
+    not)."""
+    with pytest.raises(UsageError) as info:
+        _request(tmp_path, candidates=[given])
+    said = f"{info.value} {info.value.hint}"
+    assert "a secret" in said and "after `--`" in said and "77" not in said

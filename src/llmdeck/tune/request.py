@@ -47,8 +47,25 @@ def _candidates(given: list[str]) -> list[list[str]]:
             raise UsageError(f"--candidate {text!r} is not a flag list ({exc}).", hint=_CAND_HINT) from exc
         if not args or not args[0].startswith("-"):
             raise UsageError(f"--candidate {text!r} holds no vLLM flags.", hint=_CAND_HINT)
+        _no_secret(args)
         out.append(args)
     return out
+
+
+def _no_secret(args: list[str]) -> None:
+    """A candidate is written as given (trials file header, every trial's args, spec.json): a key in it
+    would be stored in the clear, so it goes where every trial gets it from the environment."""
+    from llmdeck.util.redact import is_secret_flag
+
+    secret = [f for f in (a.partition("=")[0] for a in args if a.startswith("--")) if is_secret_flag(f)]
+    if secret:
+        flag = secret[0]
+        raise UsageError(
+            f"--candidate gives {flag}, a secret: a candidate's flags are written to the trials file and "
+            "spec.json as they are.",
+            hint=f"Leave it out of --candidate and give it once after `--` (`llmdeck tune ... -- {flag} "
+            "...`): every trial gets it through its environment, and it is never written.",
+        )
 
 
 _CAND_HINT = (
