@@ -83,3 +83,23 @@ def test_an_image_docker_would_take_for_an_option_is_refused(
     args = ["cluster", "up", "--head", "h1", "--worker", "h2", "--docker", "--image", image, "--dry-run"]
     code, out, err = run_cli(args, capsys)
     assert code == 2 and "is not an image name" in err and "docker run" not in out
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--head", "[fd00::1]", "--worker", "fd00::2"], "--head"),
+        (["--head", "fd00::1", "--worker", "u@[fd00::2]"], "--worker"),
+        (["--head", "h1", "--head-ip", "fd00::1]", "--worker", "h2"], "--head-ip"),
+        (["--head", "h1", "--worker", "h2", "--worker-ip", "[fd00::2]"], "--worker-ip"),
+    ],
+)
+def test_an_ipv6_address_in_brackets_is_refused_with_its_bare_spelling(
+    args: list[str], flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--head [fd00::1]` was rendered as ssh's destination '[fd00::1]', VLLM_HOST_IP=[fd00::1] and
+    --node-ip-address [fd00::1]: the nodes failed there, after the dry run had shown it as fine."""
+    code, out, err = run_cli(["cluster", "up", *args, "--dry-run"], capsys)
+    flat = " ".join(err.split())
+    assert code == 2 and f"{flag} " in flat and "without brackets" in flat and "ssh" not in out
+    assert "[fd00" not in flat.split("without brackets")[1]

@@ -47,6 +47,19 @@ def _check_user(destination: str, flag: str) -> None:
         )
 
 
+def _no_brackets(host: str, flag: str) -> None:
+    """An IPv6 address as ssh, Ray and NCCL take it: bare (``[fd00::1]`` is a URL's spelling; it had
+    gone as is into the ssh destination, VLLM_HOST_IP and --node-ip-address)."""
+    from llmdeck.errors import UsageError
+
+    if "[" in host or "]" in host:
+        bare = host.replace("[", "").replace("]", "")
+        raise UsageError(
+            f"{flag} {host!r}: an address in brackets is not a host here.",
+            hint=f"Give the IPv6 address without brackets: {flag} {bare}.",
+        )
+
+
 def request(values: dict[str, Any]) -> Any:
     from pydantic import ValidationError
 
@@ -62,12 +75,14 @@ def request(values: dict[str, Any]) -> Any:
     for flag, hosts in (("--head", [values["head"]]), ("--worker", values["worker"] or [])):
         for h in hosts:
             _check_user(h, flag)
+            _no_brackets(h, flag)
             validate_host(h.split("@", 1)[-1] if h.count("@") == 1 and not h.startswith("@") else h, flag)
     for flag, ips in (
         ("--head-ip", [values["head_ip"]] if values["head_ip"] else []),
         ("--worker-ip", values["worker_ip"] or []),
     ):
         for ip in ips:
+            _no_brackets(ip, flag)
             validate_host(ip, flag)
     validate_link_names(values["interface"], values["hca"] or [])
     hf_cache = _hf_cache(values["hf_cache"]) or (str(default_hf_home()) if values["docker"] else None)
