@@ -103,3 +103,11 @@ def test_an_ipv6_address_in_brackets_is_refused_with_its_bare_spelling(
     flat = " ".join(err.split())
     assert code == 2 and f"{flag} " in flat and "without brackets" in flat and "ssh" not in out
     assert "[fd00" not in flat.split("without brackets")[1]
+
+
+def test_an_hf_cache_docker_would_split_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--hf-cache /a:/etc` was rendered as `-v /a:/etc:/root/.cache/huggingface`: docker read /etc as
+    the container path and the rest as a mode, and refused it on every node."""
+    args = ["cluster", "up", "--head", "h1", "--worker", "h2", "--docker", "--image", "vllm/vllm-openai"]
+    code, out, err = run_cli([*args, "--hf-cache", "/a:/etc", "--dry-run"], capsys)
+    assert code == 2 and "--hf-cache" in err and "docker run" not in out

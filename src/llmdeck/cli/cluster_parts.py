@@ -23,6 +23,11 @@ def _hf_cache(given: str | None) -> str | None:
             f"--hf-cache {given!r} is not an absolute path.",
             hint="Give the nodes' Hugging Face cache as an absolute path, e.g. --hf-cache /data/hf.",
         )
+    if ":" in path:  # docker -v SRC:DST[:MODE]: /a:/etc had mounted /a at /etc with a mode docker refuses
+        raise UsageError(
+            f"--hf-cache {given!r} holds ':', which docker's -v reads as the end of the path.",
+            hint="Give a cache folder whose path has no ':' (a symlink to it will do).",
+        )
     return path
 
 
