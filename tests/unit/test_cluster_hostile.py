@@ -111,3 +111,17 @@ def test_an_hf_cache_docker_would_split_is_refused(capsys: pytest.CaptureFixture
     args = ["cluster", "up", "--head", "h1", "--worker", "h2", "--docker", "--image", "vllm/vllm-openai"]
     code, out, err = run_cli([*args, "--hf-cache", "/a:/etc", "--dry-run"], capsys)
     assert code == 2 and "--hf-cache" in err and "docker run" not in out
+
+
+def test_a_saved_row_of_another_backend_is_not_judged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A row whose backend was neither gloo nor nccl ('mpi', '[bold red]X') was judged as NCCL's (its
+    fix, exit 1) and its name went into the table's title as markup."""
+    from repo_paths import TEST_FIXTURES
+
+    text = (TEST_FIXTURES / "cluster" / "gloo-allreduce-lo-2ranks.jsonl").read_text("utf-8")
+    saved = tmp_path / "run.jsonl"
+    saved.write_text(text.replace('"backend": "gloo"', '"backend": "[bold red]X"'), "utf-8")
+    code, out, err = run_cli(["cluster", "netcheck", "--result", str(saved)], capsys)
+    assert code == 2 and "is not an all-reduce row" in err and "backend" in err and out == ""

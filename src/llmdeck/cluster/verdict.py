@@ -30,7 +30,7 @@ LARGE_MESSAGE = 1 << 24  # 16 MiB and above: bandwidth-bound in nccl-tests' sens
 
 class Row(BaseModel):
     schema_: str = Field(alias="schema")
-    backend: str
+    backend: Literal["gloo", "nccl"]  # what allreduce.py runs; anything else is not its row
     world_size: int = Field(ge=2)
     size_bytes: int = Field(gt=0)
     iters: int = Field(gt=0)
