@@ -195,6 +195,9 @@ def test_cli_bad_hosts_and_choices_exit_2(
     [
         (["--head", "10.0.0.1", "--worker", "b@10.0.0.1"], "--worker 10.0.0.1 is the head's machine"),
         (["--head", "a", "--worker", "b", "--worker", "B"], "--worker b is given twice"),
+        # one machine in two spellings: a name's final dot, an address's long form
+        (["--head", "h1", "--worker", "H1."], "--worker h1 is the head's machine"),
+        (["--head", "fd00::1", "--worker", "fd00:0::1"], "--worker fd00::1 is the head's machine"),
         (["--head", "a", "--head-ip", "10.0.0.1", "--worker", "b", "--worker-ip", "10.0.0.1"], "head's"),
         (["--head", "127.0.0.1", "--worker", "10.0.0.2"], "--head 127.0.0.1 names each machine to itself"),
         (["--head", "10.0.0.1", "--worker", "localhost"], "--worker localhost names each machine"),

@@ -98,8 +98,15 @@ def _run(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
 
 
 def _host(destination: str) -> str:
-    """The machine an ssh destination names (``user@host`` -> ``host``), lower-cased."""
-    return ssh_host(destination).lower()
+    """The machine an ssh destination names (``user@host`` -> ``host``) in one spelling: lower-cased,
+    without a name's final dot, an address in its short form (`H1.` is h1, `fd00:0::1` is fd00::1)."""
+    import ipaddress
+
+    host = ssh_host(destination).lower().rstrip(".")
+    try:
+        return ipaddress.ip_address(host).compressed
+    except ValueError:
+        return host
 
 
 def check_nodes(req: ClusterRequest) -> None:
