@@ -394,9 +394,11 @@ def test_a_file_of_the_users_in_the_local_dir_is_not_overwritten(
 ) -> None:
     """hf's download had replaced an edited config.json and weights of the user's own, "verified"."""
     import llmdeck.fetch.hub as hub
+    from llmdeck.fetch.guards import HubFiles
 
     fake = install_fake(monkeypatch, FakeSnapshotDownload())
-    monkeypatch.setattr(hub, "hub_sizes", lambda *a, **k: {"config.json": 10, "model.safetensors": 99})
+    files = HubFiles(sizes={"config.json": 10, "model.safetensors": 99})
+    monkeypatch.setattr(hub, "hub_files", lambda *a, **k: files)
     target = tmp_path / "userdir"
     target.mkdir()
     (target / "config.json").write_text('{"my": "precious edited config"}')
@@ -456,3 +458,68 @@ def test_the_serve_command_quotes_the_folder(
     code, out, err = run_cli(["fetch", "acme/thing", "--local-dir", str(target)], capsys)
     assert code == 0, err
     assert f"llmdeck up --model '{target.resolve()}'" in out
+
+
+def _hub_of_the_fake(tmp_path: Path, *, corrupt: str | None = None) -> Any:
+    """The hub's metadata of the fake's files: their sizes and sha256 (one hash wrong with ``corrupt``)."""
+    from llmdeck.fetch.guards import HubFiles
+    from llmdeck.fetch.verify import file_sha256
+
+    ref = tmp_path / "reference"
+    write_sharded_model(ref)
+    shards = sorted(p.name for p in ref.glob("*.safetensors"))
+    sha = {n: ("0" * 64 if n == corrupt else file_sha256(ref / n)) for n in shards}
+    return HubFiles(sizes={p.name: p.stat().st_size for p in ref.iterdir()}, sha256=sha)
+
+
+@pytest.mark.parametrize("corrupt", [None, "model-00002-of-00002.safetensors"])
+def test_checksum_compares_each_hashed_file_with_the_hub(
+    corrupt: str | None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`--checksum`: a copy whose bytes differ from the hub's (same size, headers whole) had verified."""
+    import llmdeck.fetch.hub as hub
+
+    install_fake(monkeypatch, FakeSnapshotDownload())
+    files = _hub_of_the_fake(tmp_path, corrupt=corrupt)
+    monkeypatch.setattr(hub, "hub_files", lambda *a, **k: files)
+    monkeypatch.setattr(hub, "check_answers", lambda *a, **k: None)
+    plain = ["fetch", "acme/thing", "--local-dir", str(tmp_path / "plain"), "--json"]
+    code, out, err = run_cli(plain, capsys)  # not asked: not read
+    assert code == 0, err
+    assert json.loads(out)["verify"]["sha256_checked"] == 0
+    code, out, err = run_cli(["fetch", "acme/thing", "--checksum"], capsys)
+    if corrupt is None:
+        assert code == 0 and "sha256 of 2 files match" in out, err
+    else:
+        flat = " ".join(err.split())
+        assert code == 1 and f"{corrupt}: sha256" in flat and "a corrupt copy" in flat, flat
+        assert "Delete the broken" in flat
+
+
+def test_checksum_without_the_hubs_metadata_says_nothing_was_compared(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    install_fake(monkeypatch, FakeSnapshotDownload())
+    code, out, err = run_cli(["fetch", "acme/thing", "--checksum", "--json"], capsys)
+    assert code == 0, err
+    assert "--checksum: no sha256 compared (the hub's metadata was not available)" in " ".join(err.split())
+    assert json.loads(out)["verify"]["sha256_checked"] == 0
+
+
+def test_hub_files_reads_sizes_and_the_lfs_hashes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hub's model_info (files_metadata) as huggingface_hub parses the API's reply."""
+    from huggingface_hub.hf_api import ModelInfo
+
+    from llmdeck.fetch.guards import hub_files
+
+    lfs = {"size": 10, "sha256": "AB" * 32, "pointerSize": 130}
+    siblings = [
+        {"rfilename": "model.safetensors", "size": 10, "lfs": lfs},
+        {"rfilename": "config.json", "size": 5},
+    ]
+    info = ModelInfo(id="acme/thing", siblings=siblings)
+    monkeypatch.setattr(huggingface_hub.HfApi, "model_info", lambda *a, **k: info)
+    files = hub_files(CLOSED, "acme/thing", None)
+    assert files is not None
+    assert files.sizes == {"model.safetensors": 10, "config.json": 5}
+    assert files.sha256 == {"model.safetensors": "ab" * 32}  # lower-cased, as hashlib writes it

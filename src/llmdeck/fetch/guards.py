@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from pydantic import BaseModel, Field
+
 from llmdeck.errors import UsageError
 
 HF_METADATA = Path(".cache") / "huggingface" / "download"  # hf keeps <file>.metadata for each it downloads
@@ -47,10 +49,15 @@ def refuse_nothing_matched(include: list[str] | None, files: list[Path]) -> None
         )
 
 
-def hub_sizes(
-    endpoint: str, repo_id: str, revision: str | None, limit: float = 30.0
-) -> dict[str, int] | None:
-    """File sizes from the hub's metadata (whole within ``limit`` s), or None if they cannot be had."""
+class HubFiles(BaseModel):
+    """What the hub's metadata says of a repo's files: sizes, and the sha256 of each LFS file (weights)."""
+
+    sizes: dict[str, int]
+    sha256: dict[str, str] = Field(default_factory=dict)
+
+
+def hub_files(endpoint: str, repo_id: str, revision: str | None, limit: float = 30.0) -> HubFiles | None:
+    """The repo's files from the hub's metadata (whole within ``limit`` s), or None if they cannot be had."""
     try:
         import huggingface_hub
 
@@ -62,5 +69,7 @@ def hub_sizes(
             )
     except Exception:
         return None
-    sizes = {s.rfilename: int(s.size) for s in (info.siblings or []) if s.size is not None}
-    return sizes or None
+    siblings = info.siblings or []
+    sizes = {s.rfilename: int(s.size) for s in siblings if s.size is not None}
+    sha = {s.rfilename: str(s.lfs.sha256).lower() for s in siblings if s.lfs is not None and s.lfs.sha256}
+    return HubFiles(sizes=sizes, sha256=sha) if sizes else None

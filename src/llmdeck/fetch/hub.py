@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from llmdeck import __version__
 from llmdeck.errors import DownloadError, LlmdeckError, MissingDependencyError, UsageError
-from llmdeck.fetch.guards import hub_sizes, refuse_files_not_from_the_hub, refuse_nothing_matched
+from llmdeck.fetch.guards import HubFiles, hub_files, refuse_files_not_from_the_hub, refuse_nothing_matched
 from llmdeck.fetch.hubreply import check_hub_reply, not_a_hub, received
 from llmdeck.fetch.verify import MIRROR_HINT, VerifyReport, verify_download
 from llmdeck.util.http import BodyTooLarge, NotAnswering
@@ -202,12 +202,13 @@ def map_hub_error(exc: BaseException, repo_id: str, endpoint: str, revision: str
 
 def _ask_first(
     env: Mapping[str, str], endpoint: str, repo_id: str, revision: str | None, limit: float, on_wait: Any
-) -> dict[str, int] | None:
-    """Online: the hub answers about the repo (bounded), and its file sizes (None offline or unknown)."""
+) -> HubFiles | None:
+    """Online: the hub answers about the repo (bounded), and its files' sizes and hashes (None offline
+    or unknown)."""
     if any(_is_true(env.get(v)) for v in OFFLINE_VARS):
         return None
     check_answers(endpoint, repo_id, revision, limit, on_wait)
-    return hub_sizes(endpoint, repo_id, revision, limit)
+    return hub_files(endpoint, repo_id, revision, limit)
 
 
 def check_answers(
@@ -340,15 +341,13 @@ def fetch_model(
     answer_timeout_s: float = 30.0,
     on_wait: Callable[[str], None] | None = None,
     keep_page_cache: bool = False,
+    checksum: bool = False,
 ) -> FetchResult:
-    """Download ``repo_id`` into ``local_dir`` (default ``models_dir / NAME``) and verify it.
-
-    Raises :class:`UsageError` for a bad repo id or endpoint, a missing/gated repo or revision, or
-    offline mode; :class:`MissingDependencyError` without huggingface_hub; :class:`DownloadError`
-    (exit 1) for network failures and files that do not verify. What it downloaded leaves page cache
-    (``posix_fadvise(DONTNEED)``) unless ``keep_page_cache``: on unified memory that cache counts
-    against the next start (vllm issue #48140).
-    """
+    """Download ``repo_id`` into ``local_dir`` (default ``models_dir / NAME``) and verify it (with
+    ``checksum``, every LFS file's sha256 against the hub's). UsageError: a bad repo id or endpoint, a
+    missing/gated repo or revision, offline; MissingDependencyError: no huggingface_hub; DownloadError
+    (exit 1): network failures, files that do not verify. What it downloaded leaves page cache unless
+    ``keep_page_cache`` (unified memory counts that cache against the next start: vllm #48140)."""
     repo_id = validate_repo_id(repo_id)
     env = os.environ if env is None else env
     effective_endpoint = validate_endpoint(endpoint or env.get("HF_ENDPOINT") or DEFAULT_ENDPOINT)
@@ -358,16 +357,19 @@ def fetch_model(
     patterns = _patterns(config_only, include)
 
     started = time.monotonic()
-    sizes = _ask_first(env, effective_endpoint, repo_id, revision, answer_timeout_s, on_wait or _ignore)
-    refuse_files_not_from_the_hub(target, sizes)  # before hf replaces a file of the user's without a word
+    hub = _ask_first(env, effective_endpoint, repo_id, revision, answer_timeout_s, on_wait or _ignore)
+    refuse_files_not_from_the_hub(target, hub.sizes if hub else None)  # hf replaces a user's file unasked
     _download(huggingface_hub, repo_id, revision, target, patterns, effective_endpoint, answer_timeout_s)
 
+    if checksum and hub and hub.sha256 and on_wait:
+        on_wait(f"comparing the sha256 of the {len(hub.sha256)} files the hub hashes with the hub's")
     whole = not (config_only or include)
-    report = verify_download(target, repo_id, sizes, require_shards=whole, endpoint=effective_endpoint)
+    report = verify_download(
+        target, repo_id, hub, require_shards=whole, endpoint=effective_endpoint, checksum=checksum
+    )
     files = [p for p in target.rglob("*") if p.is_file() and ".cache" not in p.relative_to(target).parts]
     refuse_nothing_matched(include, files)
     arch, model_type = _architecture(target, report)
-    dropped = 0 if keep_page_cache else drop_files(files)
     return FetchResult(
         repo_id=repo_id,
         revision=revision,
@@ -383,5 +385,5 @@ def fetch_model(
         seconds=round(time.monotonic() - started, 2),
         warnings=warnings,
         huggingface_hub_version=str(huggingface_hub.__version__),
-        page_cache_dropped_bytes=dropped,
+        page_cache_dropped_bytes=0 if keep_page_cache else drop_files(files),
     )

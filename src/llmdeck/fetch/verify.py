@@ -4,7 +4,8 @@
   weight file (unless only the config or ``--include`` patterns were fetched);
 * every ``*.safetensors`` file's header parses, and its tensors exactly cover the data section
   (a truncated or overwritten file fails here without reading the tensor data);
-* file sizes match the hub's metadata, when it is known.
+* file sizes match the hub's metadata, when it is known;
+* with ``--checksum``, every file the hub keeps in LFS (the weights) hashes to the sha256 the hub lists.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from llmdeck.errors import DownloadError
+from llmdeck.fetch.guards import HubFiles
 from llmdeck.formats.model_folder import read_index_weight_map
 from llmdeck.formats.safetensors import SafetensorsHeaderError, read_safetensors_header
 
@@ -24,6 +26,7 @@ class FileCheck(BaseModel):
     size: int | None = None
     expected_size: int | None = None
     tensors: int | None = None
+    sha256_ok: bool | None = Field(None, description="matches the hub's sha256 (--checksum); None: not read")
     ok: bool = True
     problem: str | None = None
 
@@ -36,6 +39,7 @@ class VerifyReport(BaseModel):
     missing_files: list[str] = Field(default_factory=list)
     problems: list[str] = Field(default_factory=list)
     sizes_checked: bool = False
+    sha256_checked: int = Field(0, description="files whose sha256 was compared with the hub's (--checksum)")
     no_weights: bool = Field(False, description="a full fetch whose folder holds no weight file at all")
     notes: list[str] = Field(default_factory=list)
 
@@ -71,11 +75,13 @@ def verify_model_files(
     *,
     expected_sizes: dict[str, int] | None = None,
     require_shards: bool = True,
+    expected_sha256: dict[str, str] | None = None,
 ) -> VerifyReport:
     """Verify the files in ``local_dir`` (see the module docstring); never raises for bad files.
 
     ``expected_sizes`` maps repo file names to sizes from the hub; only files present locally are
-    compared. With ``require_shards`` false (a config-only fetch) shards may be absent.
+    compared. With ``require_shards`` false (a config-only fetch) shards may be absent. Files named in
+    ``expected_sha256`` (``fetch --checksum``: the hub's LFS hashes) are read whole and hashed.
     """
     local_dir = Path(local_dir)
     report = VerifyReport()
@@ -93,38 +99,72 @@ def verify_model_files(
     if require_shards and not any(p.name.endswith(WEIGHT_SUFFIXES) for p in files):
         report.no_weights = True
         report.problems.append("the folder holds no weight file (*.safetensors, *.bin, *.pt, *.pth, *.gguf)")
-    sizes = expected_sizes or {}
     report.sizes_checked = expected_sizes is not None
     if expected_sizes is None:
         report.notes.append("the hub's file sizes were not available; sizes not compared")
     for path in files:
         rel = path.relative_to(local_dir).as_posix()
-        is_weights = rel.endswith(".safetensors")
-        expected = sizes.get(rel)
-        if not is_weights and expected is None:
+        check = _check_file(path, rel, (expected_sizes or {}).get(rel), (expected_sha256 or {}).get(rel))
+        if check is None:
             continue
-        check = FileCheck(name=rel, size=path.stat().st_size, expected_size=expected)
-        if expected is not None and check.size != expected:
-            check.ok = False
-            check.problem = f"size {check.size} bytes, the hub says {expected}"
-        elif is_weights:
-            try:
-                check.tensors = len(read_safetensors_header(path))
-            except (SafetensorsHeaderError, OSError) as exc:
-                check.ok = False
-                check.problem = f"not a valid safetensors file: {exc}"
         if not check.ok:
             report.problems.append(f"{rel}: {check.problem}")
         report.checked_files.append(check)
+        report.sha256_checked += check.sha256_ok is not None
     report.ok = not report.problems
     return report
 
 
+def _check_file(path: Path, rel: str, expected: int | None, sha256: str | None) -> FileCheck | None:
+    """One file against the hub's size (and sha256), a safetensors file's header; None: not checked."""
+    is_weights = rel.endswith(".safetensors")
+    if not is_weights and expected is None and sha256 is None:
+        return None
+    check = FileCheck(name=rel, size=path.stat().st_size, expected_size=expected)
+    if expected is not None and check.size != expected:
+        check.ok = False
+        check.problem = f"size {check.size} bytes, the hub says {expected}"
+        return check
+    if is_weights:
+        try:
+            check.tensors = len(read_safetensors_header(path))
+        except (SafetensorsHeaderError, OSError) as exc:
+            check.ok = False
+            check.problem = f"not a valid safetensors file: {exc}"
+            return check
+    if sha256 is not None:
+        got = file_sha256(path)
+        check.sha256_ok = got == sha256
+        if not check.sha256_ok:
+            check.ok = False
+            check.problem = f"sha256 {got[:16]}…, the hub says {sha256[:16]}… (a corrupt copy)"
+    return check
+
+
+def file_sha256(path: Path, chunk: int = 8 << 20) -> str:
+    """The sha256 of a file's bytes, read in 8 MiB pieces (a 60 GB model: about a minute)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def verify_download(
-    target: Path, repo_id: str, sizes: dict[str, int] | None, *, require_shards: bool, endpoint: str
+    target: Path, repo_id: str, hub: HubFiles | None, *, require_shards: bool, endpoint: str, checksum: bool
 ) -> VerifyReport:
-    """Verify what a fetch left in ``target``; DownloadError (exit 1) naming what is wrong."""
-    report = verify_model_files(target, expected_sizes=sizes, require_shards=require_shards)
+    """Verify what a fetch left in ``target`` (with ``checksum``, the sha256 of the hub's LFS files too);
+    DownloadError (exit 1) naming what is wrong."""
+    sizes = hub.sizes if hub else None
+    sha = hub.sha256 if hub and checksum else None
+    report = verify_model_files(
+        target, expected_sizes=sizes, require_shards=require_shards, expected_sha256=sha
+    )
+    if checksum and not report.sha256_checked:
+        why = "the hub's metadata was not available" if hub is None else "no file here is one the hub hashes"
+        report.notes.append(f"--checksum: no sha256 compared ({why})")
     if report.no_weights and sizes is None:
         # huggingface_hub, when the hub cannot be reached, hands back any non-empty --local-dir as
         # it is ("Returning existing local_dir"): that is no copy of the model
