@@ -146,3 +146,19 @@ def test_a_task_folder_by_path(tmp_path: Path) -> None:
     root = _task(tmp_path, "def test_x():\n    pass\n")
     (task,) = select_tasks([str(root)], None)
     assert task.name == "mytask" and task.prompts == ["Do it."]
+
+
+@pytest.mark.parametrize("kind", ["link to a folder", "dangling link", "file"])
+def test_what_the_agent_left_at_the_hidden_tests_path_is_replaced(tmp_path: Path, kind: str) -> None:
+    task = load_task(_task(tmp_path, "import mod\n\ndef test_value():\n    assert mod.VALUE == 1\n"))
+    ws = prepare_workspace(task, tmp_path / "ws")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("the user's\n")
+    if kind == "file":
+        (ws / "_hidden_tests").write_text("not tests\n")
+    else:
+        (ws / "_hidden_tests").symlink_to(outside if kind == "link to a folder" else tmp_path / "gone")
+    run = run_hidden_tests(task, ws, python=sys.executable)
+    assert run.all_passed and run.total == 1, run.output_tail
+    assert (outside / "keep.txt").read_text() == "the user's\n"

@@ -108,6 +108,15 @@ def _kill_group(proc: subprocess.Popen[str]) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
 
 
+def _remove(path: Path) -> None:
+    """What the agent left at ``path`` in the copy: a folder, a file or a symlink (never followed; a link
+    to a folder had made rmtree raise and the eval stop as an internal error)."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.exists():
+        shutil.rmtree(path)
+
+
 def parse_junit(path: Path) -> list[TestOutcome]:
     """Per-test outcomes of pytest's JUnit XML (missing or broken file: none)."""
     try:
@@ -142,8 +151,7 @@ def run_hidden_tests(
         ws = Path(tmp) / "ws"
         shutil.copytree(workspace, ws, ignore=COPY_IGNORE, symlinks=True)
         hidden = ws / HIDDEN_DIR
-        if hidden.exists():
-            shutil.rmtree(hidden)
+        _remove(hidden)
         shutil.copytree(task.tests_dir, hidden, ignore=COPY_IGNORE)
         (hidden / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
         junit = Path(tmp) / "junit.xml"
