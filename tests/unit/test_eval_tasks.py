@@ -5,6 +5,7 @@ run isolated (a fresh copy, their own pytest config, a timeout)."""
 from __future__ import annotations
 
 import sys
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -162,3 +163,17 @@ def test_what_the_agent_left_at_the_hidden_tests_path_is_replaced(tmp_path: Path
     run = run_hidden_tests(task, ws, python=sys.executable)
     assert run.all_passed and run.total == 1, run.output_tail
     assert (outside / "keep.txt").read_text() == "the user's\n"
+
+
+def test_hidden_tests_that_print_megabytes_are_not_held_in_memory(tmp_path: Path) -> None:
+    body = "def test_spam():\n    print(('y' * 1023 + '\\n') * 40 * 1024)\n    assert False\n"
+    task = load_task(_task(tmp_path, body))
+    ws = prepare_workspace(task, tmp_path / "ws")
+    tracemalloc.start()
+    try:
+        run = run_hidden_tests(task, ws, python=sys.executable)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert run.total == 1 and run.passed == 0 and "test_spam" in run.output_tail
+    assert peak < 8 * 1024 * 1024  # pytest printed 40 MB (the captured output of the failing test)

@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -26,6 +27,8 @@ from llmdeck.evals.spec import EvalTask
 HIDDEN_DIR = "_hidden_tests"
 COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache", "*.pyc", ".llmdeck-*")
 Outcome = Literal["passed", "failed", "error", "skipped"]
+OUTPUT_TAIL_BYTES = 64 * 1024  # of the tests' output, kept (the result keeps its last 3000 characters)
+READ_GRACE_S = 5.0
 
 
 class TestOutcome(BaseModel):
@@ -88,22 +91,47 @@ def _pytest(python: str, ws: Path, junit: Path, timeout: float) -> tuple[int | N
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        text=True,
         start_new_session=True,
     )
+    tail = _Tail(proc)
     try:
-        out, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, False, out
+        proc.wait(timeout=timeout)
+        return proc.returncode, False, tail.text()
     except subprocess.TimeoutExpired:
         _kill_group(proc)
-        out, _ = proc.communicate()
-        return None, True, out or ""
+        proc.wait()
+        return None, True, tail.text()
     except BaseException:  # Ctrl-C or SIGTERM: the tests (their own session) must not outlive the eval
         _kill_group(proc)
         raise
 
 
-def _kill_group(proc: subprocess.Popen[str]) -> None:
+class _Tail:
+    """The last OUTPUT_TAIL_BYTES of the tests' output, read as it comes: a test printing gigabytes had
+    all of them held in memory (several times over) until pytest ended."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc, self.data = proc, bytearray()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        with self.proc.stdout as out, contextlib.suppress(OSError, ValueError):
+            while chunk := os.read(out.fileno(), 1 << 16):
+                self.data += chunk
+                del self.data[:-OUTPUT_TAIL_BYTES]
+
+    def text(self) -> str:
+        """The tail once the output ends (bounded: a child that keeps the pipe open is killed)."""
+        self.thread.join(READ_GRACE_S)
+        if self.thread.is_alive():
+            _kill_group(self.proc)
+            self.thread.join(READ_GRACE_S)
+        return bytes(self.data).decode("utf-8", errors="replace")
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
 
