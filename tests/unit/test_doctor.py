@@ -218,3 +218,21 @@ def test_cli_python_that_is_a_folder_is_usage_error(tmp_path: Path) -> None:
     """A folder passes os.access(X_OK): it had given a warning and exit 0."""
     proc = _doctor({}, "--python", str(tmp_path))
     assert proc.returncode == 2 and "is not an executable file" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "secret"),
+    [
+        ("HTTPS_PROXY", "me:pa55word@proxy.corp:3128", "pa55word"),  # no scheme: curl takes it so
+        ("HTTPS_PROXY", "http://proxy.corp:3128/?api_key=sk-abcdefabcdefabcdef12", "sk-abcdef"),
+        ("HF_ENDPOINT", "https://mirror.example/?token=abc123secret", "abc123secret"),
+        ("HF_ENDPOINT", "mirror.example/?token=abc123secret", "abc123secret"),
+    ],
+)
+def test_secrets_in_proxy_and_endpoint_variables_are_hidden_in_text_and_json(
+    tmp_path: Path, name: str, value: str, secret: str
+) -> None:
+    env = {"LLMDECK_STATE_DIR": str(tmp_path / "state"), "COLUMNS": "300", name: value}
+    for args in ((), ("--json",)):
+        proc = _doctor(env, *args)
+        assert name in proc.stdout and secret not in proc.stdout + proc.stderr, proc.stdout

@@ -6,7 +6,7 @@ import importlib.util
 from collections.abc import Mapping
 
 from llmdeck.doctor.model import DoctorFinding
-from llmdeck.util.redact import redact_url
+from llmdeck.util.redact import redact_text, redact_url
 
 TOKEN_VARS = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
@@ -16,8 +16,9 @@ TRUE = {"1", "true", "yes", "on"}
 
 
 def hide_password(url: str) -> str:
-    """``http://user:secret@proxy:3128`` -> ``http://user:<redacted>@proxy:3128`` (the one redaction rule)."""
-    return redact_url(url)
+    """``http://user:secret@proxy:3128`` -> ``http://user:<redacted>@proxy:3128``, and a key in the query
+    (``?token=X``) hidden too: the doctor prints these variables (the one redaction rule)."""
+    return redact_text(redact_url(url))
 
 
 def probe_hf(env: Mapping[str, str], *, has_hf_transfer: bool | None = None) -> list[DoctorFinding]:

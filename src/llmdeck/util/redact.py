@@ -183,7 +183,10 @@ def is_secret_flag(flag: str) -> bool:
 
 
 def redact_url(url: str) -> str:
-    """``http://user:pass@host:8000`` -> ``http://user:<redacted>@host:8000``; other URLs unchanged."""
+    """``http://user:pass@host:8000`` -> ``http://user:<redacted>@host:8000``, also without the scheme
+    (``user:pass@proxy:3128``, as proxy variables are often set); other URLs unchanged."""
+    if "@" in url and "://" not in url and not url.startswith("//"):
+        return redact_url("//" + url)[2:]
     try:
         parts = urlsplit(url)
     except ValueError:
