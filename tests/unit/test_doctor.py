@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import run_cli
 from llmdeck.doctor import env as env_probes
 from llmdeck.doctor import host, stack
 from llmdeck.runtime import host as host_facts
@@ -236,3 +237,18 @@ def test_secrets_in_proxy_and_endpoint_variables_are_hidden_in_text_and_json(
     for args in ((), ("--json",)):
         proc = _doctor(env, *args)
         assert name in proc.stdout and secret not in proc.stdout + proc.stderr, proc.stdout
+
+
+def test_a_fix_is_printed_as_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fix line is printed without markup: escaping it too had shown `llmdeck\\[gpu]`."""
+    from llmdeck.doctor.model import DoctorFinding, DoctorReport
+
+    fix = "pip install 'llmdeck[gpu]'"
+    finding = DoctorFinding(id="x", area="gpu", status="warn", message="m [b]", fix=fix)
+    monkeypatch.setattr("llmdeck.doctor.run.run_doctor", lambda *a, **k: DoctorReport(findings=[finding]))
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = run_cli(["doctor"], capsys)
+    assert code == 0 and f"fix: {fix}" in out and "m [b]" in out, out

@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
                 line = f"{MARKS[f.status]} [bold]{escape(f.area)}[/]: {escape(f.message)}"
                 out.print(line, highlight=False)
                 if f.fix and f.status != "ok":
-                    out.print(f"{'':>6}fix: {escape(f.fix)}", highlight=False, markup=False)
+                    out.print(f"{'':>6}fix: {f.fix}", highlight=False, markup=False)
             out.print(
                 f"\n{len(report.failed)} fail, {len(report.warned)} warn, "
                 f"{len(report.findings) - len(report.failed) - len(report.warned)} ok.",
