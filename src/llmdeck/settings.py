@@ -113,11 +113,14 @@ class Settings(BaseSettings):
     def _folder(cls, value: Path) -> Path:
         """The folder exists, or can be made: its first existing ancestor is a folder, not a file."""
         p = value.expanduser()
-        if p.exists() and not p.is_dir():
-            raise ValueError(f"{str(value)!r} is a file, not a folder")
-        parent = p
-        while not parent.exists() and parent != parent.parent:
-            parent = parent.parent
+        try:  # a folder above it that this user may not enter: exists() raises (it had been a crash)
+            if p.exists() and not p.is_dir():
+                raise ValueError(f"{str(value)!r} is a file, not a folder")
+            parent = p
+            while not parent.exists() and parent != parent.parent:
+                parent = parent.parent
+        except OSError as exc:
+            raise ValueError(f"{str(value)!r} cannot be looked at ({exc.strerror or exc})") from exc
         if not parent.is_dir():
             raise ValueError(f"{str(parent)!r} is a file, so no folder can be made under it")
         why = _cannot_make_under(parent, must_make=parent != p)

@@ -326,3 +326,24 @@ def test_a_client_config_nested_too_deep_is_a_config_error(tmp_path: Path) -> No
     path.write_text("[" * 100_000)
     with pytest.raises(ConfigError, match="nested too deep"):
         read_json(path)
+
+
+def test_a_folder_setting_this_user_may_not_look_into_is_bad_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """LLMDECK_MODELS_DIR=/root/models for a user who may not enter /root: Path.exists() raises
+    PermissionError, which had been an internal error of every command."""
+    locked = tmp_path / "locked"
+    real_stat = Path.stat
+
+    def denied(self: Path, **kw: Any) -> Any:
+        if str(self).startswith(str(locked)):
+            raise PermissionError(13, "Permission denied", str(self))
+        return real_stat(self, **kw)
+
+    monkeypatch.setattr(Path, "stat", denied)
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("LLMDECK_MODELS_DIR", str(locked / "models"))
+    code, _, err = run_cli(["eval", "tasks"], capsys)
+    assert code == 2 and "LLMDECK_MODELS_DIR" in err and "Permission denied" in err, err
+    assert "internal error" not in err
