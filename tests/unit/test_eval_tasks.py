@@ -177,3 +177,26 @@ def test_hidden_tests_that_print_megabytes_are_not_held_in_memory(tmp_path: Path
         tracemalloc.stop()
     assert run.total == 1 and run.passed == 0 and "test_spam" in run.output_tail
     assert peak < 8 * 1024 * 1024  # pytest printed 40 MB (the captured output of the failing test)
+
+
+def test_a_rerun_into_the_same_keep_folder_leaves_the_users_files(tmp_path: Path) -> None:
+    """--keep DIR twice: the second run replaces what llmdeck kept, never a file the user added."""
+    from llmdeck.evals.results import TaskRun
+    from llmdeck.evals.session import keep_run
+
+    ws, logs, keep = tmp_path / "ws", tmp_path / "logs", tmp_path / "keep"
+    ws.mkdir()
+    logs.mkdir()
+    (ws / "a.py").write_text("first\n")
+    (logs / "agent-stdout-1.txt").write_text("one\n")
+    run = TaskRun(task="t", repeat=1)
+    keep_run(ws, logs, keep, run)
+    (keep / "t-1" / "NOTES.md").write_text("my analysis\n")
+    (keep / "t-1" / "workspace" / "tried.py").write_text("by hand\n")
+    (ws / "a.py").unlink()
+    (ws / "b.py").write_text("second\n")
+    keep_run(ws, logs, keep, run)
+    kept = keep / "t-1"
+    assert (kept / "NOTES.md").read_text() == "my analysis\n"
+    assert (kept / "workspace" / "tried.py").read_text() == "by hand\n"
+    assert (kept / "workspace" / "b.py").is_file() and not (kept / "workspace" / "a.py").exists()

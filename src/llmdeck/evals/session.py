@@ -239,15 +239,15 @@ def diff_stat(workspace: Path) -> str:
 def keep_run(ws: Path, logs: Path, keep_dir: Path | None, run: TaskRun) -> None:
     """--keep DIR: the final workspace (DIR/TASK-N/workspace) and the agent's raw output (DIR/TASK-N/logs).
 
-    Only folders llmdeck made are replaced (a rerun into the same DIR)."""
+    Only folders llmdeck made are reused (a rerun into the same DIR), and only the files it wrote there
+    are replaced: what the user added to a kept run (notes, a fix tried by hand) stays."""
     if keep_dir is None:
         return
-    from llmdeck.util.owned import mark_made, refuse_unless_made
+    from llmdeck.util.owned import clear_made_dir, mark_made, seal_made
 
     dest = keep_dir / f"{run.task}-{run.repeat}"
-    refuse_unless_made(dest, "kept eval workspace")
-    if dest.exists():
-        shutil.rmtree(dest)
+    clear_made_dir(dest, "kept eval workspace")  # refuses a folder llmdeck did not make
     mark_made(dest, "kept eval workspace")
-    shutil.copytree(ws, dest / "workspace", symlinks=True)
-    shutil.copytree(logs, dest / "logs")
+    shutil.copytree(ws, dest / "workspace", symlinks=True, dirs_exist_ok=True)
+    shutil.copytree(logs, dest / "logs", dirs_exist_ok=True)
+    seal_made(dest)
