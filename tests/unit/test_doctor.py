@@ -252,3 +252,36 @@ def test_a_fix_is_printed_as_written(
     monkeypatch.setenv("COLUMNS", "200")
     code, out, _ = run_cli(["doctor"], capsys)
     assert code == 0 and f"fix: {fix}" in out and "m [b]" in out, out
+
+
+def test_a_hung_command_is_stopped_with_what_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hung `docker info` was bounded, but a process it had started outlived the doctor."""
+    import time
+
+    import psutil
+
+    from llmdeck.doctor import stack
+
+    marker = f"sleep 300.{os.getpid()}{time.monotonic_ns() % 1000}"  # this test's own orphan
+    fake = tmp_path / "docker"
+    fake.write_text(f"#!/bin/sh\n{marker} &\nsleep 300\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(stack, "COMMAND_TIMEOUT_S", 1.0)
+    t0 = time.monotonic()
+    done = stack.run_command([str(fake), "info"])
+    assert done.returncode == 124 and time.monotonic() - t0 < 10
+    time.sleep(0.3)
+    left = [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]
+    assert not left, left
+
+
+def test_a_commands_output_that_is_not_utf8_is_read_replaced(tmp_path: Path) -> None:
+    from llmdeck.doctor import stack
+
+    fake = tmp_path / "docker"
+    fake.write_text("#!/bin/sh\nprintf 'ok \\377\\n'\n")
+    fake.chmod(0o755)
+    done = stack.run_command([str(fake)])
+    assert done.returncode == 0 and done.stdout.startswith("ok ")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -20,13 +23,24 @@ GB10_UTIL_CEILING = 0.85  # ../shared/knowledge/vllm-facts.md: real boots see ~1
 
 
 def run_command(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    """An external command with a bound: a hung `docker info` must not hang the doctor."""
+    """An external command with a bound: a hung `docker info` must not hang the doctor, and what it
+    started goes with it (its own process group, killed whole: a child had outlived the doctor)."""
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired:
-        return subprocess.CompletedProcess(argv, 124, "", f"no answer within {COMMAND_TIMEOUT_S:.0f} s")
+        proc = subprocess.Popen(
+            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+            start_new_session=True,
+        )  # fmt: skip
     except OSError as exc:
         return subprocess.CompletedProcess(argv, 127, "", str(exc))
+    try:
+        out, err = proc.communicate(timeout=COMMAND_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):  # one that left the group keeps a pipe open
+            proc.communicate(timeout=2)
+        return subprocess.CompletedProcess(argv, 124, "", f"no answer within {COMMAND_TIMEOUT_S:.0f} s")
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def probe_gpu(nvml: NvmlReport, versions: Mapping[str, str], *, has_nvidia_smi: bool) -> list[DoctorFinding]:
