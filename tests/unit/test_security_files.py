@@ -303,3 +303,15 @@ def test_an_output_path_that_is_a_fifo_or_a_device_is_refused_without_opening_it
     for path, what in ((fifo, "a named pipe"), (Path("/dev/full"), "a device")):
         with pytest.raises(AlreadyExistsError, match=what):
             refuse_foreign_file(path, "report page", is_report_page)
+
+
+@pytest.mark.parametrize(("what", "article"), [("eval result", "an"), ("bench result", "a")])
+def test_a_foreign_file_is_named_with_its_article(tmp_path: Path, what: str, article: str) -> None:
+    """It had said 'is not a eval result llmdeck wrote'."""
+    from llmdeck.errors import AlreadyExistsError
+    from llmdeck.util.owned import json_kind_is, refuse_foreign_file
+
+    theirs = tmp_path / "o.json"
+    theirs.write_text("{}")
+    with pytest.raises(AlreadyExistsError, match=f"is not {article} {what} llmdeck wrote"):
+        refuse_foreign_file(theirs, what, json_kind_is("llmdeck.x"))

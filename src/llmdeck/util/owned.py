@@ -157,7 +157,8 @@ def refuse_foreign_file(path: Path, what: str, is_ours: Callable[[bytes], bool])
     if not head.strip() or is_ours(head):
         return
     raise AlreadyExistsError(
-        f"{path} exists and is not a {what} llmdeck wrote; llmdeck will not replace it.",
+        f"{path} exists and is not {'an' if what[:1] in 'aeiou' else 'a'} {what} llmdeck wrote; llmdeck will "
+        "not replace it.",
         hint="Give another output path, or move that file away yourself.",
     )
 
