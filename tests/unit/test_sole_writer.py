@@ -63,3 +63,29 @@ def test_a_second_tune_into_one_folder_is_refused(tmp_path: Path, tiny_model_dir
         run_tune(req, settings, tmp_path / "out", lambda _e: None)
     assert "Another tune is writing" in info.value.message and time.monotonic() - t0 < 20
     assert not (tmp_path / "out" / "trials.jsonl").exists()
+
+
+@pytest.mark.parametrize("earlier", [False, True], ids=["no-file", "an-earlier-file"])
+def test_an_eval_interrupted_before_it_wrote_does_not_name_a_result(
+    earlier: bool,
+    fuzz_env: dict[str, str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C before the first write had said 'the finished runs are in out.json', a file not there (or
+    an earlier run's)."""
+    import llmdeck.evals.runner as runner
+
+    async def interrupted(*_a: object, **_k: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "run_eval", interrupted)
+    out = Path(fuzz_env["tmp"]) / "eval.json"
+    if earlier:
+        out.write_text("")  # empty: an output llmdeck may replace
+    argv = ["eval", "--client", "opencode", "--agent-bin", "/bin/true", "--task", "fix-intervals"]
+    code, _out, err, _ = run_main(
+        [*argv, "--server", "http://127.0.0.1:9", "--model", "x", "--out", str(out)], capsys
+    )
+    flat = " ".join(err.split())
+    assert code == 130 and "interrupted before anything was written" in flat and str(out) not in flat, flat

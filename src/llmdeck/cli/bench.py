@@ -292,28 +292,20 @@ def register(app: typer.Typer) -> None:
     app.command("report", no_args_is_help=True)(report)
 
 
-def _stamp(path: Path) -> tuple[int, int] | None:
-    """(inode, mtime in ns) of ``path``, None while there is none: did the run write it?"""
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_ino, st.st_mtime_ns
-
-
 def _measure(run: Any, out_path: Path, html: Path | None, console: Any) -> Any:
     """``run(progress)`` with the live progress; after Ctrl-C, the partial result's page and the word
     of where it is (or that an earlier result at --out was left as it was)."""
     from llmdeck.cli.bench_parts import RichProgress
+    from llmdeck.util.localfile import file_stamp
 
-    before = _stamp(out_path)
+    before = file_stamp(out_path)
     try:
         with RichProgress(console) as progress:
             return run(progress)
     except KeyboardInterrupt:
         from llmdeck.bench.outcome import interrupted_error
 
-        written = _stamp(out_path) != before
+        written = file_stamp(out_path) != before
         if written:
             _html_after(out_path, html, console, interrupted=True)
         raise interrupted_error(out_path, written) from None

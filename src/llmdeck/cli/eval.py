@@ -171,6 +171,7 @@ def _eval(ctx: typer.Context, opts: dict[str, Any], json_out: bool) -> None:
     from llmdeck.evals.spec import select_tasks
     from llmdeck.util.atomic import check_writable
     from llmdeck.util.filelock import sole_writer
+    from llmdeck.util.localfile import file_stamp
 
     settings = get_settings(ctx)
     eval_client(opts["client"])  # an unknown agent is named before any task is looked up
@@ -181,11 +182,13 @@ def _eval(ctx: typer.Context, opts: dict[str, Any], json_out: bool) -> None:
             check_writable(Path(path))
     _check_outputs(opts, [t.name for t in tasks])
     target = resolve_target(opts["server"] or "", settings, model=opts["model"])
+    before = file_stamp(Path(opts["out"])) if opts["out"] else None
     try:
         with sole_writer(settings.locks_dir, options.out_path, "eval"):
             result = asyncio.run(run_eval(tasks, target, options, settings, _Progress()))
-    except KeyboardInterrupt:
-        where = f"; the finished runs are in {opts['out']}" if opts["out"] else ""
+    except KeyboardInterrupt:  # named only once this run wrote it (not an earlier file, not none at all)
+        written = opts["out"] and file_stamp(Path(opts["out"])) not in (before, None)
+        where = f"; the finished runs are in {opts['out']}" if written else " before anything was written"
         raise EvalInterrupted(f"The eval was interrupted{where}.") from None
     if opts["html"] is not None:
         from llmdeck.evals.html import write_eval_report

@@ -127,3 +127,13 @@ def ensure_dir(path: Path, mode: int = 0o777) -> Path:
             f"Cannot create the folder {p}: permission denied.", hint="Choose a folder you can write to."
         ) from exc
     return p
+
+
+def file_stamp(path: Path) -> tuple[int, int] | None:
+    """(inode, mtime in ns) of ``path``, None while there is none: compared before and after a run, did
+    the run write it? (An atomic replace changes the inode, an edit the mtime.)"""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
