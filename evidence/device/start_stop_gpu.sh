@@ -7,6 +7,7 @@
 # that no engine process of it is left (`--query-compute-apps`), and when the small model's request is
 # answered (its own start included). Before this the start held the manager's lock until it ended.
 #   run  command: OUT=$OUT bash evidence/device/start_stop_gpu.sh     (~4 min; writes $OUT/start-stop.tgz)
+#   on an H100 (80 GB): CODER_UTIL=0.88 (the coder's 57 GiB of weights need it; 0.88 + 0.06 < 0.95)
 set -uo pipefail
 ls /tmp/site/.done >/dev/null 2>&1 || { echo COLD; exit 3; }
 T0=$(date +%s.%N)
@@ -20,11 +21,12 @@ export PYTHONPATH=$PWD/src:/tmp/site PATH=/tmp/site/bin:$PATH HF_HUB_OFFLINE=1 T
        LLMDECK_STATE_DIR=/root/llmdeck-state-stop
 PY=$(command -v python3)
 "$PY" - "$PY" "$W" <<'PYEOF'
-import sys
+import os, sys
 from llmdeck.engines.spec import LaunchSpec
 py, w = sys.argv[1:3]
 env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_USE_FLASHINFER_SAMPLER": "0"}
-for name, shape, util, port, eager in (("coder", "qwen3-coder-30b-a3b", "0.80", 8201, False),
+coder_util = os.environ.get("CODER_UTIL", "0.80")  # an H100 (80 GB) needs 0.88: 57 GiB of weights
+for name, shape, util, port, eager in (("coder", "qwen3-coder-30b-a3b", coder_util, 8201, False),
                                       ("small", "qwen3-0.6b", "0.06", 8202, True)):
     args = ["--load-format", "dummy", "--tokenizer", "/root/models/qwen3-0.6b", "--max-model-len", "8192",
             "--gpu-memory-utilization", util] + (["--enforce-eager"] if eager else [])
