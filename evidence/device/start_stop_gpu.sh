@@ -8,6 +8,9 @@
 # answered (its own start included). Before this the start held the manager's lock until it ended.
 #   run  command: OUT=$OUT bash evidence/device/start_stop_gpu.sh     (~4 min; writes $OUT/start-stop.tgz)
 #   on an H100 (80 GB): CODER_UTIL=0.88 (the coder's 57 GiB of weights need it; 0.88 + 0.06 < 0.95)
+#   STOP_AT_MIB=N: the small model's request and the stop come once the coder's load holds N MiB of the
+#   GPU (its weights in place, compiling), not 25 s after the launch (on a cold machine that was still
+#   vLLM's imports: nothing on the GPU yet to give back)
 set -uo pipefail
 ls /tmp/site/.done >/dev/null 2>&1 || { echo COLD; exit 3; }
 T0=$(date +%s.%N)
@@ -55,7 +58,14 @@ curl -s -o /dev/null -w 'start coder: HTTP %{http_code}\n' "${UI[@]}" $GW/ui/api
 for _ in $(seq 600); do [ -e $LLMDECK_STATE_DIR/servers/coder.json ] && break; sleep 0.2; done
 [ -e $LLMDECK_STATE_DIR/servers/coder.json ] || { stamp "coder never launched"; curl -s $GW/gateway/status; exit 1; }
 stamp "coder's engine launched (record saved): $(state coder)" | tee -a "$D/actions.txt"
-sleep 25
+if [ "${STOP_AT_MIB:-0}" -gt 0 ]; then  # wait until the coder's load holds this much of the GPU (max 300 s)
+  for _ in $(seq 600); do
+    [ "$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits)" -ge "$STOP_AT_MIB" ] && break; sleep 0.5
+  done
+  stamp "coder's load holds $(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits) MiB" | tee -a "$D/actions.txt"
+else
+  sleep 25
+fi
 stamp "a request for small (waits behind coder's start)" | tee -a "$D/actions.txt"
 ( t=$(date +%s.%N); code=$(curl -s -o "$D/small-reply.json" -w '%{http_code}' $GW/v1/chat/completions \
     -H 'Content-Type: application/json' -d '{"model": "small", "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 8}')
