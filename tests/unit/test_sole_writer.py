@@ -89,3 +89,21 @@ def test_an_eval_interrupted_before_it_wrote_does_not_name_a_result(
     )
     flat = " ".join(err.split())
     assert code == 130 and "interrupted before anything was written" in flat and str(out) not in flat, flat
+
+
+def test_the_lock_goes_when_the_run_ends_and_a_new_run_takes_a_fresh_one(tmp_path: Path) -> None:
+    """One lock file per result (a bench's default --out is new each time) had piled up in locks/."""
+    from llmdeck.errors import UsageError
+    from llmdeck.util.filelock import sole_writer
+
+    locks = tmp_path / "locks"
+    with sole_writer(locks, tmp_path / "a.json", "bench"):
+        (held,) = locks.iterdir()
+        with pytest.raises(UsageError), sole_writer(locks, tmp_path / "a.json", "bench"):
+            pass
+        assert held.exists()  # the refused run removes nothing
+        with sole_writer(locks, tmp_path / "b.json", "bench"):  # another result: its own lock
+            assert len(list(locks.iterdir())) == 2
+    assert not list(locks.iterdir())
+    with sole_writer(locks, tmp_path / "a.json", "bench"):  # free again
+        pass

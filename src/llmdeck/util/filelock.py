@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 from llmdeck.errors import OperationError, UsageError
 from llmdeck.util.localfile import ensure_dir
@@ -46,24 +48,43 @@ def sole_writer(lock_dir: Path | None, target: Path | None, what: str) -> Iterat
     """Refuse a second run writing ``target`` (a result file or folder) while one does: two benches given
     one --out had each written it, the last one's result replacing the other's. The lock lives in
     ``lock_dir`` (the state folder's locks/, nothing beside the user's file), named by the target's
-    absolute path; it goes with the process. UsageError (exit 2) at once when taken."""
+    absolute path, and is removed when the run ends (one per result would pile up); it goes with the
+    process. UsageError (exit 2) at once when taken."""
     if lock_dir is None or target is None:
         yield
         return
     import hashlib
-    import os
 
     key = hashlib.sha256(os.path.abspath(target).encode("utf-8", "surrogateescape")).hexdigest()[:32]
-    ensure_dir(lock_dir)
-    with open(lock_dir / f"{key}.lock", "a", encoding="utf-8") as fh:
+    path = ensure_dir(lock_dir) / f"{key}.lock"
+    fh = _locked(path)
+    if fh is None:
+        raise UsageError(
+            f"Another {what} is writing {target} now.",
+            hint="Wait for it to finish, or give this run another --out.",
+        )
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink()  # while still held: a run that opens it now finds it gone and makes its own
+        fh.close()
+
+
+def _locked(path: Path) -> IO[str] | None:
+    """``path`` opened and locked (the file that is there now: one unlinked by its last holder between
+    our open and our lock is not it, so try again), or None while another holds it."""
+    while True:
+        fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - held past this function
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise UsageError(
-                f"Another {what} is writing {target} now.",
-                hint="Wait for it to finish, or give this run another --out.",
-            ) from None
+            fh.close()
+            return None
         try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            same = os.stat(path).st_ino == os.fstat(fh.fileno()).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fh
+        fh.close()
