@@ -35,8 +35,14 @@ def test_a_misspelt_flag_is_the_error_vllm_stops_with() -> None:
     (f,) = found(plan("Qwen3-0.6B", ["--max-model-length", "4096"], vllm_version="0.32.0"), "flag-unknown")
     assert f.severity == "error" and f.message.startswith("vLLM 0.32.0 has no --max-model-length flag")
     assert f.fix == "--max-model-len (the nearest spelling)"
-    (w,) = found(plan("Qwen3-0.6B", ["--max-model-length", "4096"]), "flag-unknown")  # target unknown
-    assert w.severity == "warning" and w.message.startswith("No vLLM 0.22.0-0.34.0 has a --max-model-length")
+    # the target unknown: a misspelling of a flag vLLM has is still an error (with a value or without:
+    # `--max-model-length 4096` had been a warning, `--enable-prefix-cachng` an error), a name unlike any
+    # a warning (a newer vLLM may have it), with a value or without (without, it had been an error)
+    (w,) = found(plan("Qwen3-0.6B", ["--max-model-length", "4096"]), "flag-unknown")
+    assert w.severity == "error" and w.message.startswith("No vLLM 0.22.0-0.34.0 has a --max-model-length")
+    for args in (["--frobnicate-widgets", "3"], ["--frobnicate-widgets"]):
+        (n,) = found(plan("Qwen3-0.6B", args), "flag-unknown")
+        assert n.severity == "warning" and n.fix == "check the spelling against `vllm serve --help`"
     (a,) = found(plan("Qwen3-0.6B", ["--enable", "x"], vllm_version="0.22.0"), "flag-unknown")
     assert "`ambiguous option`" in a.message and a.fix == "write the whole flag"
 

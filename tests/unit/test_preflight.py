@@ -437,8 +437,11 @@ def test_the_cpu_engines_flags_are_checked_against_its_own_vllm(qwen36_dir: Path
     [release] = _lint(newer, "0.32.0")  # the abbreviation --max-num-seq is vLLM's own --max-num-seqs
     assert release.id == "lint:flag-not-in-target-vllm" and "came with vLLM 0.3" in release.message
     assert _lint(newer, "0.34.0") == []
-    # the version unread (no probe): a flag no release has is a warning, one of some release nothing
-    assert [(f.id, f.severity) for f in _lint(cpu, None)] == [("lint:flag-unknown", "warning")]
+    # the version unread (no probe): a misspelling is still an error, a name unlike any a warning (a newer
+    # vLLM may have it), one of some release nothing
+    assert [(f.id, f.severity) for f in _lint(cpu, None)] == [("lint:flag-unknown", "error")]
+    odd = cpu.model_copy(update={"vllm_args": ["--frobnicate-widgets"]})
+    assert [(f.id, f.severity) for f in _lint(odd, None)] == [("lint:flag-unknown", "warning")]
     assert _lint(newer, None) == []
 
 

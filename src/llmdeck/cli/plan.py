@@ -20,8 +20,9 @@ config.json. vLLM flags go after `--`. Exit 1 when the lint finds errors (the pl
 printed), exit 2 for an unknown model, a broken config.json or a context beyond memory (with
 --json, a JSON error object on stdout). Rules bound to vLLM versions apply to --vllm-version (or
 the image's version); for an unknown version (`latest`) their errors become warnings. Each vLLM
-flag is checked against the releases that take it (0.22-0.34): a misspelt one names the nearest
-spelling, an abbreviation is read as the whole flag, as vLLM's parser reads it.
+flag is checked against the releases that take it (0.22-0.34): a misspelt one is an error naming the
+nearest spelling (whatever the version), a name unlike any a warning for an unknown version (a newer
+vLLM may have it), an abbreviation is read as the whole flag, as vLLM's parser reads it.
 
 Examples:
 

@@ -271,9 +271,23 @@ def _take(flags: VllmFlags, tokens: list[str], i: int) -> int:
         flags.set(name, True)
         return 1
     if nxt is None or (nxt.startswith("--") and len(nxt) > 2):
+        if _maybe_newer(name):  # as with a value: a warning for an unknown release, an error for a known
+            flags.set(name, True)
+            return 1
         raise _no_value(tok, name)
     flags.set(name, nxt)
     return 2 + _take_more(flags, name, tokens, i + 2)
+
+
+def _maybe_newer(name: str) -> bool:
+    """A flag no vLLM llmdeck knows has, that is no misspelling or start of one it knows: maybe a newer
+    vLLM's boolean. Left to the lint rule ``flag-unknown``, which weighs it against the target release."""
+    table = flag_table()
+    return (
+        name not in table.flags
+        and not any(f.startswith(name) for f in table.flags)
+        and table.nearest(name) is None
+    )
 
 
 def _no_value(tok: str, name: str) -> UsageError:

@@ -66,7 +66,8 @@ def _unknown(names: list[str], target_vllm: str | None, meta: Rule) -> list[Find
                 f"--{near} (the nearest spelling)"
                 if near
                 else "check the spelling against `vllm serve --help`",
-                severity=None if release else "warning",
+                # an unknown release: a misspelling is still an error, a new name maybe a newer vLLM's
+                severity=None if release or near else "warning",
             )
         )
     return out
