@@ -8,6 +8,7 @@ only their names appear in logs, metrics and ``keys list``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -36,6 +37,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,62}$")
 
 # a minute's requests one key may make: a million is 16,667 a second, past any one box
 MAX_RPM = 1_000_000
+LOCK_S = 30.0  # a create or revoke holds the keys file's folder for milliseconds
 
 
 class KeyRecord(BaseModel):
@@ -139,6 +141,18 @@ class KeyStore:
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise _not_keys(self.path, "it is not JSON") from exc
 
+    def _changing(self, *, make: bool) -> contextlib.AbstractContextManager[None]:
+        """One `keys create`/`revoke` at a time on this file, from its read to its write: two at once had
+        each written back what it read plus its own change, one created key lost (though printed) or a
+        revoked one back. The lock is the keys file's folder (``make``: made 0700 first), so nothing lies
+        beside the file."""
+        from llmdeck.util.atomic import resolve_target
+        from llmdeck.util.filelock import folder_lock
+
+        if make:
+            ensure_dir(self.path.parent, 0o700)  # a file in the way is a UsageError naming it
+        return folder_lock(resolve_target(self.path).parent, timeout_s=LOCK_S, what="`llmdeck keys` command")
+
     def save(self, data: KeysFile) -> None:
         ensure_dir(self.path.parent, 0o700)  # a file in the way is a UsageError naming it
         atomic_write_text(self.path, data.model_dump_json(indent=2) + "\n")  # mkstemp: mode 0600
@@ -160,6 +174,10 @@ class KeyStore:
             )
         if models is not None:
             models = parse_models(",".join(models))
+        with self._changing(make=True):
+            return self._add(name, models, rpm)
+
+    def _add(self, name: str, models: list[str] | None, rpm: int | None) -> str:
         data = self.load()
         if any(k.name == name for k in data.keys):
             raise AlreadyExistsError(
@@ -181,6 +199,10 @@ class KeyStore:
         return secret
 
     def revoke(self, name: str) -> None:
+        with self._changing(make=False):
+            self._remove(name)
+
+    def _remove(self, name: str) -> None:
         data = self.load()
         kept = [k for k in data.keys if k.name != name]
         if len(kept) == len(data.keys):

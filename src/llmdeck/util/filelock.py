@@ -25,22 +25,47 @@ def exclusive(path: Path, *, timeout_s: float, what: str) -> Iterator[None]:
     """Hold ``path`` (made if missing) locked for the block; OperationError after ``timeout_s``."""
     ensure_dir(path.parent)
     with open(path, "a", encoding="utf-8") as fh:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise OperationError(
-                        f"Another {what} has held {path} for {timeout_s:g} s.",
-                        hint="Wait for it to finish (or stop it), then run this again.",
-                    ) from None
-                time.sleep(0.1)
+        _wait_for(fh.fileno(), path, timeout_s, what)
         try:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _wait_for(fd: int, path: Path, timeout_s: float, what: str) -> None:
+    """``fd`` flock-ed exclusively, retried until ``timeout_s``; OperationError then."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise OperationError(
+                    f"Another {what} has held {path} for {timeout_s:g} s.",
+                    hint="Wait for it to finish (or stop it), then run this again.",
+                ) from None
+            time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path, *, timeout_s: float, what: str) -> Iterator[None]:
+    """Hold ``folder`` itself flock-ed for a read-change-write of a file in it: two `keys create` (or
+    two `connect`) at once had each read the file, added their part and written it, the last one's
+    write dropping the other's part although both said done. No lock file is left beside the user's
+    file. A folder that cannot be opened or flock-ed (no read bit, a file system without flock) is
+    written unlocked, as before. OperationError after ``timeout_s``."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        yield
+        return
+    try:
+        with contextlib.suppress(OSError):  # EBADF, ENOLCK, EINVAL: no flock here (OperationError is none)
+            _wait_for(fd, folder, timeout_s, what)
+        yield
+    finally:
+        os.close(fd)  # the lock goes with the last descriptor
 
 
 @contextlib.contextmanager

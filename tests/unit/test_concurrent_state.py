@@ -1,0 +1,80 @@
+"""Two llmdeck commands on one piece of state at once: each one's change is kept.
+
+Each test pauses the first writer between its read and its write (a monkeypatched hook, no race on
+timings), lets the second run meanwhile, then lets the first write: without a lock the second's change
+was written over by the first's stale copy.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SECOND_GETS_THROUGH_S = 1.0  # how long the paused first writer gives the second to finish
+
+
+def _interleave(pause_in: Any, attr: str, first: Callable[[], object], second: Callable[[], object]) -> None:
+    """Run ``first`` until it calls ``pause_in.attr`` (its write), run ``second`` in another thread and
+    give it a second to finish (it can't while ``first`` holds a lock), then let ``first`` write."""
+    real = getattr(pause_in, attr)
+    paused = threading.local()
+    errors: list[BaseException] = []
+
+    def run_second() -> None:
+        try:
+            second()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    other = threading.Thread(target=run_second, daemon=True)
+
+    def hook(*args: Any, **kwargs: Any) -> Any:
+        if not getattr(paused, "done", False) and threading.current_thread() is threading.main_thread():
+            paused.done = True
+            other.start()
+            other.join(SECOND_GETS_THROUGH_S)  # unlocked it writes now; locked it waits for us
+        return real(*args, **kwargs)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(pause_in, attr, hook)
+    try:
+        first()
+        other.join(30)
+    finally:
+        mp.undo()
+    assert not other.is_alive(), "the second writer never finished"
+    assert errors == []
+
+
+def test_two_key_creates_at_once_keep_both_keys(tmp_path: Path) -> None:
+    """Two `keys create` at once: both printed a key, one of them was not in the file (lost)."""
+    from llmdeck.gateway.keys import KeyStore
+
+    path = tmp_path / "gateway" / "keys.json"
+    KeyStore(path).create("seed")
+    _interleave(
+        KeyStore,
+        "save",
+        lambda: KeyStore(path).create("alice"),
+        lambda: KeyStore(path).create("bob"),
+    )
+    assert sorted(k.name for k in KeyStore(path).load().keys) == ["alice", "bob", "seed"]
+
+
+def test_a_revoke_during_a_create_stays_revoked(tmp_path: Path) -> None:
+    """`keys revoke` while a `keys create` ran: the create wrote the revoked key back (still valid)."""
+    from llmdeck.gateway.keys import KeyStore
+
+    path = tmp_path / "gateway" / "keys.json"
+    KeyStore(path).create("mallory")
+    _interleave(
+        KeyStore,
+        "save",
+        lambda: KeyStore(path).create("alice"),
+        lambda: KeyStore(path).revoke("mallory"),
+    )
+    assert [k.name for k in KeyStore(path).load().keys] == ["alice"]
