@@ -78,3 +78,24 @@ def test_a_revoke_during_a_create_stays_revoked(tmp_path: Path) -> None:
         lambda: KeyStore(path).revoke("mallory"),
     )
     assert [k.name for k in KeyStore(path).load().keys] == ["alice"]
+
+
+def test_two_connects_at_once_keep_both_providers(tmp_path: Path) -> None:
+    """Two `connect opencode` at once into one file (another --provider-id each): both said "updated",
+    the file held one provider block (the first one's write had read the file before the second's)."""
+    import json
+
+    from llmdeck.connect import run
+    from llmdeck.connect.configs import ServeInfo
+
+    path = tmp_path / "opencode.json"
+    path.write_text('{"theme": "dark"}\n', encoding="utf-8")
+    info = ServeInfo(base_url="http://127.0.0.1:9", model="m", max_model_len=65536)
+    _interleave(
+        run,
+        "write_if_changed",
+        lambda: run.connect_client("opencode", info, file=path, provider_id="first"),
+        lambda: run.connect_client("opencode", info, file=path, provider_id="second"),
+    )
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert sorted(data["provider"]) == ["first", "second"] and data["theme"] == "dark"

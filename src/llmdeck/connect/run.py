@@ -39,6 +39,7 @@ from llmdeck.connect.write import (
     drop_key,
     env_line,
     merged_env_text,
+    merging,
     read_env,
     read_json,
     read_yaml,
@@ -367,14 +368,15 @@ def connect_client(
             commands=commands,
         )
     check_target(client, path, print_only)
-    block, text, extras = _merged_text(client, path, block, info, provider_id)
-    secret = bool(info.api_key) or bool(urlsplit(info.base_url).password)  # a key, or a URL's password
-    if secret and shared_with_others(path):
-        notes.append(
-            f"{path} was readable by other users; it holds a secret now, so it is owner-only (0600)."
-        )
-    action, saved = write_if_changed(path, text, secret=secret)
-    files = [_write_extra(extra_path, extra_text) for extra_path, extra_text in extras]
+    with merging(path):  # one connect at a time from the read to the write
+        block, text, extras = _merged_text(client, path, block, info, provider_id)
+        secret = bool(info.api_key) or bool(urlsplit(info.base_url).password)  # a key, a URL's password
+        if secret and shared_with_others(path):
+            notes.append(
+                f"{path} was readable by other users; it holds a secret now, so it is owner-only (0600)."
+            )
+        action, saved = write_if_changed(path, text, secret=secret)
+        files = [_write_extra(extra_path, extra_text) for extra_path, extra_text in extras]
     return ConnectResult(
         client=client,
         server=info,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import shlex
@@ -207,6 +208,21 @@ def merge_env(lines: list[str], values: dict[str, str]) -> list[str]:
         out.append(line)
     out.extend(env_line(k, v) for k, v in values.items() if k not in done)
     return out
+
+
+MERGE_LOCK_S = 30.0  # a merge holds the folder for milliseconds
+
+
+def merging(path: Path) -> contextlib.AbstractContextManager[None]:
+    """Hold the folder of ``path`` (its nearest one that exists) from reading the user's file to writing
+    it back: two `connect` at once (another provider each) had both read the file, and the last write
+    dropped the other's block although both said "updated"."""
+    from llmdeck.util.filelock import folder_lock
+
+    folder = resolve_target(path).parent
+    while not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+    return folder_lock(folder, timeout_s=MERGE_LOCK_S, what="`llmdeck connect`")
 
 
 def write_if_changed(
