@@ -102,3 +102,28 @@ def test_yaml_merge_keys_may_still_override(tmp_path: Path) -> None:
     path.write_text("base: &b {name: x, v: 1}\nother:\n  <<: *b\n  name: y\n")
     connect_client("continue", info(), file=path)
     assert "name: y" in path.read_text()
+
+
+def test_a_full_disk_during_the_backup_leaves_no_empty_backup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The backup's copy ran out of space: an "internal error" (exit 1 as a bug), and an empty
+    ``.bak-`` file stayed beside the user's file. Now: no space is an OperationError, the user's file
+    as it was, no backup left."""
+    import errno
+    import shutil
+
+    from llmdeck.errors import OperationError
+
+    path = tmp_path / "opencode.json"
+    path.write_text('{"theme": "dark"}')
+
+    def full_disk(src: Path, dst: Path) -> None:
+        Path(dst).write_bytes(b"")  # the copy was made, its data did not fit
+        raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+
+    monkeypatch.setattr(shutil, "copy2", full_disk)
+    with pytest.raises(OperationError, match="No space left"):
+        connect_client("opencode", info(), file=path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["opencode.json"]
+    assert path.read_text() == '{"theme": "dark"}'

@@ -38,14 +38,24 @@ def drop_key(data: Any, *keys: str) -> None:
 
 
 def backup(path: Path) -> Path:
-    """Copy ``path`` to ``<path>.bak-<YYYYmmdd-HHMMSS>`` (a suffix if that exists) and return it."""
+    """Copy ``path`` to ``<path>.bak-<YYYYmmdd-HHMMSS>`` (a suffix if that exists) and return it.
+
+    A copy that fails (a full disk had left an empty backup and an "internal error") is removed, and is
+    an OperationError (no space, exit 1) or UsageError (exit 2) naming the backup."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     target = path.with_name(f"{path.name}.bak-{stamp}")
     n = 1
     while target.exists():
         target = path.with_name(f"{path.name}.bak-{stamp}-{n}")
         n += 1
-    shutil.copy2(path, target)
+    try:
+        shutil.copy2(path, target)
+    except OSError as exc:  # a full disk: no empty or half copy is left beside the user's file
+        with contextlib.suppress(OSError):
+            target.unlink()
+        from llmdeck.util.atomic import write_error
+
+        raise write_error(target, exc) from exc
     return target
 
 
