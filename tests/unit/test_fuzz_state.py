@@ -156,3 +156,24 @@ def test_logs_says_when_it_shows_fewer_lines_than_asked(
     assert code == 0 and "line 59999" in out and "the last 200 KB" in err
     code, out, err, _ = run_main(["logs", "big", "-n", "10"], capsys)
     assert code == 0 and "the last 200 KB" not in err
+
+
+@pytest.mark.parametrize(
+    ("err", "want", "needle"),
+    [(30, 2, "Read-only file system"), (28, 1, "No space left")],  # EROFS, ENOSPC
+    ids=["read-only", "full"],
+)
+def test_a_state_folder_on_a_read_only_or_full_disk_is_a_clean_error(
+    err: int, want: int, needle: str, fuzz_env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """`keys create` with the state folder on a read-only (or full) file system: "internal error:
+    OSError: [Errno 30] Read-only file system" from making its folder (only 'permission denied' and a
+    file in the way were errors in words)."""
+
+    def cannot(self: Path, *args: object, **kwargs: object) -> None:
+        raise OSError(err, os.strerror(err), str(self))
+
+    monkeypatch.setattr(Path, "mkdir", cannot)
+    code, _out, stderr, elapsed = run_main(["keys", "create", "alice"], capsys)
+    assert_clean_failure(code, stderr, elapsed, want=want, needles=(needle, "gateway"), seconds=20)

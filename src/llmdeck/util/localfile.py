@@ -15,7 +15,7 @@ import os
 import stat
 from pathlib import Path
 
-from llmdeck.errors import InternalError
+from llmdeck.errors import InternalError, LlmdeckError, OperationError, UsageError
 
 MAX_FILE_BYTES = 2 << 30  # 2 GiB: far above any result, spec or config llmdeck writes or reads
 
@@ -112,8 +112,6 @@ def _blocker(path: Path) -> Path:
 
 def ensure_dir(path: Path, mode: int = 0o777) -> Path:
     """``mkdir -p path``; a file in the way (the path itself or a parent) is a UsageError naming it."""
-    from llmdeck.errors import UsageError
-
     p = Path(path)
     try:
         p.mkdir(parents=True, exist_ok=True, mode=mode)
@@ -126,7 +124,17 @@ def ensure_dir(path: Path, mode: int = 0o777) -> Path:
         raise UsageError(
             f"Cannot create the folder {p}: permission denied.", hint="Choose a folder you can write to."
         ) from exc
+    except OSError as exc:  # a read-only file system, a full disk: had been an "internal error"
+        raise _folder_error(p, exc) from exc
     return p
+
+
+def _folder_error(path: Path, exc: OSError) -> LlmdeckError:
+    """The llmdeck error for a folder that could not be made: no space is exit 1, the rest exit 2."""
+    why = f"Cannot create the folder {path}: {exc.strerror or type(exc).__name__}."
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO):
+        return OperationError(why, hint="Free some disk space and retry.")
+    return UsageError(why, hint="Choose a folder you can write to (LLMDECK_STATE_DIR for llmdeck's own).")
 
 
 def file_stamp(path: Path) -> tuple[int, int] | None:
