@@ -99,3 +99,39 @@ def test_two_connects_at_once_keep_both_providers(tmp_path: Path) -> None:
     )
     data = json.loads(path.read_text(encoding="utf-8"))
     assert sorted(data["provider"]) == ["first", "second"] and data["theme"] == "dark"
+
+
+def test_a_gateway_up_during_a_gateway_down_stays_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`gateway up` while `gateway down` stopped the old gateway: up recorded its new gateway, then down
+    deleted that record; the new gateway served on, unknown to `gateway status` and `gateway down`."""
+    from llmdeck.gateway import service
+    from llmdeck.settings import Settings
+    from llmdeck.util.atomic import atomic_write_json
+
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+
+    def record(pid: int) -> service.GatewayRecord:
+        return service.GatewayRecord(
+            pid=pid, host="127.0.0.1", port=4000, config=tmp_path / "g.yaml", log_path=tmp_path / "g.log"
+        )
+
+    service.record_path(settings).parent.mkdir(parents=True)
+    atomic_write_json(service.record_path(settings), record(4241))  # the old one, being stopped
+
+    def fake_start(*args: object, **kwargs: object) -> service.GatewayRecord:
+        new = record(4242)
+        atomic_write_json(service.record_path(settings), new)
+        return new
+
+    monkeypatch.setattr(service, "_start_locked", fake_start)
+    monkeypatch.setattr(service, "validate_port", lambda port: None)
+    _interleave(
+        service,
+        "stop_process_group",
+        lambda: service.stop(settings),
+        lambda: service.start_background(tmp_path / "g.yaml", "127.0.0.1", 4000, settings, insecure=False),
+    )
+    kept = service.load_record(settings)
+    assert kept is not None and kept.pid == 4242

@@ -6,6 +6,7 @@ One gateway per state dir: the record is ``<state>/gateway/gateway.json``, the l
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import subprocess
@@ -117,10 +118,18 @@ def start_background(
     One `gateway up` at a time: a second waits for the first, then finds it recorded. ``managed``: the
     servers its config starts on demand (recorded, for `gateway down`)."""
     validate_port(port)
+    with _one_at_a_time(settings):
+        return _start_locked(config, host, port, settings, insecure=insecure, managed=list(managed))
+
+
+def _one_at_a_time(settings: Any) -> contextlib.AbstractContextManager[None]:
+    """One `gateway up` or `gateway down` at a time, from reading the record to writing (or removing)
+    it: an up during a down had recorded its new gateway, then the down removed that record."""
     from llmdeck.util.filelock import exclusive
 
-    with exclusive(record_path(settings).with_suffix(".lock"), timeout_s=60.0, what="`llmdeck gateway up`"):
-        return _start_locked(config, host, port, settings, insecure=insecure, managed=list(managed))
+    return exclusive(
+        record_path(settings).with_suffix(".lock"), timeout_s=60.0, what="`llmdeck gateway up` or `down`"
+    )
 
 
 def _start_locked(
@@ -204,6 +213,13 @@ def gateway_target(settings: Any) -> Any:
 
 
 def stop(settings: Any) -> str:
+    if load_record(settings) is None:  # nothing to stop: no lock (nor lock file) needed
+        raise NotRunningError("No gateway is known to llmdeck.", hint="Start one with `llmdeck gateway up`.")
+    with _one_at_a_time(settings):
+        return _stop_locked(settings)
+
+
+def _stop_locked(settings: Any) -> str:
     record = load_record(settings)
     if record is None:
         raise NotRunningError("No gateway is known to llmdeck.", hint="Start one with `llmdeck gateway up`.")
