@@ -44,13 +44,20 @@ def test_no_engine_name_is_tested_outside_engines() -> None:
 def test_the_detached_spawn_is_written_once() -> None:
     """Engines, the gateway, the guard and the local Ray cluster start detached through
     engines.process.spawn_detached; evals/ talks to its sandboxed processes through pipes, and the local
-    all-reduce (cluster/netcheck.py) runs in a group of its own so that a timeout ends every rank."""
+    all-reduce (cluster/netcheck.py) and doctor's probe commands (doctor/stack.py) run in a group of their
+    own so that a timeout ends every process of it."""
     spawns = sorted(
         p.relative_to(SRC).as_posix()
         for p in SRC.rglob("*.py")
         if "start_new_session=True" in p.read_text(encoding="utf-8")
     )
-    assert spawns == ["cluster/netcheck.py", "engines/process.py", "evals/session.py", "evals/verifier.py"]
+    assert spawns == [
+        "cluster/netcheck.py",
+        "doctor/stack.py",
+        "engines/process.py",
+        "evals/session.py",
+        "evals/verifier.py",
+    ]
 
 
 def test_every_engine_of_the_spec_is_registered() -> None:
