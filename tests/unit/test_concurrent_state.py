@@ -135,3 +135,34 @@ def test_a_gateway_up_during_a_gateway_down_stays_recorded(
     )
     kept = service.load_record(settings)
     assert kept is not None and kept.pid == 4242
+
+
+def test_a_killed_writers_temp_file_is_swept_by_the_next_write(tmp_path: Path) -> None:
+    """A SIGKILL between the temp file and the rename had left `.opencode.json.<random>.tmp` in the
+    user's folder for ever (the old file intact). Temp files now name their writer's pid; the next write
+    of that file removes those of writers no longer running, and nothing else."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    target = tmp_path / "opencode.json"
+    target.write_text("{}")
+    code = (
+        "import os, signal, pathlib, llmdeck.util.atomic as a\n"
+        "os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)\n"
+        f"a.atomic_write_text(pathlib.Path({str(target)!r}), '{{\"new\": 1}}')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, check=False)
+    assert proc.returncode == -signal.SIGKILL
+    (left,) = [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert left.startswith(".opencode.json.llmdeck-") and target.read_text() == "{}"
+    live = tmp_path / f".opencode.json.llmdeck-{os.getppid()}-x.tmp"  # a writer still running
+    other = tmp_path / ".notes.json.llmdeck-1-x.tmp"  # another file's
+    for p in (live, other):
+        p.write_text("")
+    from llmdeck.util import atomic
+
+    atomic.atomic_write_text(target, '{"new": 2}')
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["opencode.json", live.name, other.name])
+    assert target.read_text() == '{"new": 2}'

@@ -106,7 +106,9 @@ def atomic_write_bytes(path: Path, data: bytes, *, secret: bool = False) -> None
         mode = SECRET_MODE if secret else _umask_mode()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        _sweep_dead_writers(target)
+        tmp_prefix = f".{target.name}.{_TMP_TAG}{os.getpid()}-"  # whose it is: see _sweep_dead_writers
+        fd, tmp = tempfile.mkstemp(prefix=tmp_prefix, suffix=".tmp", dir=target.parent)
     except OSError as exc:
         raise write_error(target, exc) from exc
     try:
@@ -125,6 +127,38 @@ def atomic_write_bytes(path: Path, data: bytes, *, secret: bool = False) -> None
         if isinstance(exc, OSError):
             raise write_error(target, exc) from exc
         raise
+
+
+_TMP_TAG = "llmdeck-"
+_SWEPT: set[Path] = set()
+
+
+def _sweep_dead_writers(target: Path) -> None:
+    """Remove the temp files a killed writer of ``target`` left beside it (``.NAME.llmdeck-PID-*.tmp``,
+    this user's, PID no longer running): a SIGKILL between the temp file and the rename had left one in
+    the user's folder for ever. Once per target and process (a result rewritten every second)."""
+    if target in _SWEPT:
+        return
+    _SWEPT.add(target)
+    head = f".{target.name}.{_TMP_TAG}"
+    with contextlib.suppress(OSError), os.scandir(target.parent) as entries:
+        for entry in entries:
+            pid = entry.name[len(head) :].partition("-")[0]
+            if not (entry.name.startswith(head) and entry.name.endswith(".tmp") and pid.isdigit()):
+                continue
+            if int(pid) != os.getpid() and not _alive(int(pid)) and entry.stat().st_uid == os.getuid():
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: someone else's process, alive
+        return True
+    return True
 
 
 def shared_with_others(path: Path) -> bool:
