@@ -143,3 +143,15 @@ def test_a_body_sent_a_byte_at_a_time_is_cut_at_the_whole_answer_time(tmp_path: 
                     reply += sock.recv(65536)
     assert reply.startswith(b"HTTP/1.1 408") and b"not whole within 3 s" in reply
     assert time.monotonic() - t0 < 12
+
+
+def test_a_long_path_makes_no_long_access_log_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Any client, keyless too, writes one access-log line per request: a 60 KB path had made a 60 KB
+    line (the gateway log grew by the path's size per request, ~140 bytes for a usual one)."""
+    long = "/v1/" + "p" * 60000
+    with stack(tmp_path, FAST) as (gw, _), caplog.at_level(logging.INFO, "llmdeck.gateway.access"):
+        assert httpx.post(f"{gw}{long}", json={"model": "nothing"}, timeout=10).status_code == 404
+        assert httpx.get(f"{gw}/x{'q' * 60000}", timeout=10).status_code == 404
+    lines = [m for m in _access(caplog) if "/v1/ppp" in m or "/xqqq" in m]
+    assert len(lines) == 2 and all(len(m) < 400 for m in lines), [len(m) for m in lines]
+    assert "…(+59804 chars)" in lines[0]

@@ -58,6 +58,7 @@ INTERNAL = (
 )
 OFF_LOOP_BYTES = 1 << 20  # a body parsed and encoded again in a thread, not on the event loop
 TOO_DEEP = "The request body nests too deeply to pass on (JSON arrays or objects inside each other)."
+LOG_PATH_CHARS = 200  # of a path in the access log: a client's 64 KB path had made a 64 KB line
 
 
 def openai_error(
@@ -106,9 +107,7 @@ class RequestCtx:
         access_log.info(
             "%s %s route=%s key=%s backend=%s status=%s%s ms=%.1f",
             self.method,
-            safe_line(
-                self.path
-            ),  # a client's %1b[2K or %0a is data: it neither drives a terminal nor splits lines
+            _log_path(self.path),
             self.route,
             self.key,
             self.backend,
@@ -116,6 +115,14 @@ class RequestCtx:
             f" outcome={outcome}" if outcome else "",
             elapsed * 1000,
         )
+
+
+def _log_path(path: str) -> str:
+    """A path as the access log shows it: a client's %1b[2K or %0a is data (it neither drives a terminal
+    nor splits lines), and a long one is cut (any client, keyless too, writes a line per request)."""
+    if len(path) > LOG_PATH_CHARS:
+        path = f"{path[:LOG_PATH_CHARS]}…(+{len(path) - LOG_PATH_CHARS} chars)"
+    return safe_line(path)
 
 
 class UpstreamFailure(InternalError):
