@@ -1,8 +1,8 @@
 """Run the gateway in this process: ``python -m llmdeck.gateway.serve --config FILE --host H --port P``.
 
-``llmdeck gateway up`` starts this in the background with its output in the gateway's log; ``--attach``
-runs it in the foreground. uvicorn serves the Starlette app; its own access log is off (the gateway logs
-each request itself, without prompts or keys).
+``llmdeck gateway up`` starts this in the background with its output in the gateway's log (``--log``:
+rotated past a size, logcap.py); ``--attach`` runs it in the foreground. uvicorn serves the Starlette
+app; its own access log is off (the gateway logs each request itself, without prompts or keys).
 """
 
 from __future__ import annotations
@@ -15,16 +15,21 @@ from pathlib import Path
 from llmdeck.errors import InternalError, LlmdeckError
 
 
-def setup_logging() -> None:
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stdout, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+def setup_logging(log: Path | None = None) -> None:
+    """INFO and up to stdout; with ``log`` (stdout is that file: `gateway up`) rotated past a size."""
+    fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    if log is None:
+        logging.basicConfig(level=logging.INFO, stream=sys.stdout, format=fmt)
+    else:
+        from llmdeck.gateway.logcap import CappedLog
+
+        logging.basicConfig(level=logging.INFO, handlers=[CappedLog(log)], format=fmt)
     # httpx logs every request at INFO (the readiness polls of the models the gateway starts): the
     # gateway's own access log says what matters
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
-def run(config: Path, host: str, port: int, *, insecure: bool) -> None:
+def run(config: Path, host: str, port: int, *, insecure: bool, log_file: Path | None = None) -> None:
     """Load the config, enforce the bind policy, serve until SIGTERM/Ctrl-C."""
     import uvicorn
 
@@ -34,7 +39,7 @@ def run(config: Path, host: str, port: int, *, insecure: bool) -> None:
     from llmdeck.gateway.service import check_bind
     from llmdeck.settings import Settings
 
-    setup_logging()
+    setup_logging(log_file)
     log = logging.getLogger("llmdeck.gateway")
     settings = Settings()
     loaded = load_config(config, settings)
@@ -71,9 +76,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=4000)
     parser.add_argument("--insecure", action="store_true")
+    parser.add_argument("--log", type=Path, default=None, help="the file stdout is (rotated past a size)")
     args = parser.parse_args(argv)
     try:
-        run(args.config, args.host, args.port, insecure=args.insecure)
+        run(args.config, args.host, args.port, insecure=args.insecure, log_file=args.log)
     except LlmdeckError as exc:
         if isinstance(exc, InternalError):  # meant for a caller inside llmdeck: a bug, with its traceback
             raise

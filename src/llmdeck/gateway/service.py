@@ -1,7 +1,8 @@
 """The gateway as a background process: its record, its log, up / down / status.
 
 One gateway per state dir: the record is ``<state>/gateway/gateway.json``, the log
-``<state>/logs/gateway.log`` (kept across runs as gateway.log.1 … like the servers' logs).
+``<state>/logs/gateway.log`` (kept across runs as gateway.log.1 … like the servers' logs, and moved
+along the same way while it runs, past 64 MiB: logcap.py).
 """
 
 from __future__ import annotations
@@ -161,6 +162,8 @@ def _start_locked(
         host,
         "--port",
         str(port),
+        "--log",
+        str(log.resolve()),
     ] + (["--insecure"] if insecure else [])
     env = {**os.environ, "LLMDECK_STATE_DIR": str(Path(settings.state_dir).resolve())}
     with open_log(log, argv) as fh:  # 0600, as the servers' logs (it names keys and clients)

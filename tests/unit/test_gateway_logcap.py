@@ -1,0 +1,33 @@
+"""The gateway's log while it runs: rotated past its cap (gateway.log.1 … .3), never one file for weeks."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from llmdeck.gateway.logcap import CappedLog
+
+
+def test_the_log_is_rotated_past_its_cap_and_the_files_stay_bounded(tmp_path: Path) -> None:
+    """It had been rotated only when `gateway up` started it: ~140 bytes a request, for weeks."""
+    path = tmp_path / "gateway.log"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    handler = CappedLog(path, max_bytes=10_000, fds=(fd,))
+    logger = logging.getLogger("test.gateway.logcap")
+    logger.addHandler(handler)
+    logger.propagate, logger.level = False, logging.INFO
+    try:
+        for i in range(3000):  # ~40 bytes each: 120 KB written in all
+            logger.info("GET /v1/x route=- key=- status=404 n=%d", i)
+    finally:
+        logger.removeHandler(handler)
+        os.close(fd)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["gateway.log", "gateway.log.1", "gateway.log.2", "gateway.log.3"]
+    assert all(p.stat().st_size <= 10_100 for p in tmp_path.iterdir())
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith("# llmdeck: ") and "gateway.log.1" in text.splitlines()[0]
+    assert text.rstrip().endswith("n=2999") and "n=2998" in text  # nothing lost at the cut
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert "n=0\n" not in "".join(p.read_text(encoding="utf-8") for p in tmp_path.iterdir())
