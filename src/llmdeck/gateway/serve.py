@@ -59,8 +59,11 @@ def run(config: Path, host: str, port: int, *, insecure: bool, log_file: Path | 
         f"required ({loaded.keys_file})" if keys_on else "off",
     )
     app = build_app(loaded, insecure=insecure and not keys_on, settings=settings)
+    from llmdeck.gateway.headtimeout import head_timeout_protocol
+
     uvicorn.run(
         app,
+        http=head_timeout_protocol(),  # a connection that never sends a whole head is closed
         host=host,
         port=port,
         access_log=False,
