@@ -45,7 +45,9 @@ def test_the_detached_spawn_is_written_once() -> None:
     """Engines, the gateway, the guard and the local Ray cluster start detached through
     engines.process.spawn_detached; evals/ talks to its sandboxed processes through pipes, and the local
     all-reduce (cluster/netcheck.py) and doctor's probe commands (doctor/stack.py) run in a group of their
-    own so that a timeout ends every process of it."""
+    own so that a timeout ends every process of it. util/leash.py's watcher is in a session of its own
+    so that a signal to the command's group (timeout -s KILL, a closed terminal) does not end it before
+    it stops the group it watches."""
     spawns = sorted(
         p.relative_to(SRC).as_posix()
         for p in SRC.rglob("*.py")
@@ -57,6 +59,7 @@ def test_the_detached_spawn_is_written_once() -> None:
         "engines/process.py",
         "evals/session.py",
         "evals/verifier.py",
+        "util/leash.py",
     ]
 
 

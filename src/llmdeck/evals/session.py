@@ -32,6 +32,7 @@ from llmdeck.evals.agents import (
 )
 from llmdeck.evals.results import AgentRun, LimitHit, TaskRun, TranscriptEntry, TranscriptKind, TurnRecord
 from llmdeck.evals.spec import AgentLimits
+from llmdeck.util import leash
 
 LINE_LIMIT = 32 * 1024 * 1024  # one JSON event can carry a whole file a tool read
 GRACE_S = 5.0
@@ -87,6 +88,7 @@ async def _one_prompt(
                 f"Cannot start {client} ({argv[0]}): {exc.strerror or exc}.",
                 hint="Check the client's installation, or pass --agent-bin PATH.",
             ) from exc
+        leash.hold(proc.pid, GRACE_S)  # killed outright, the eval leaves no agent behind
         hit: LimitHit | None = None
         try:
             hit = await _read(client, proc, state, deadline, t0, limits, on_turn, raw)
@@ -97,6 +99,7 @@ async def _one_prompt(
         finally:
             if proc.returncode is None:
                 await _stop(proc)
+            leash.let_go(proc.pid)
     state.run.stderr_tail = clip(stderr_path.read_text(errors="replace")[-3000:], 3000)
     return proc.returncode, hit
 

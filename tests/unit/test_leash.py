@@ -1,0 +1,95 @@
+"""What a foreground command starts in a session of its own dies with the command even when the command is
+killed outright (SIGKILL runs no handler): util/leash.py, for an eval's agent and hidden tests and a
+foreground server (a tune's trial, quickstart, `up --attach`). Real processes, fake agent and server."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from repo_paths import ROOT
+from test_eval_harness import fake_agent, fake_vllm_server  # noqa: F401 (fixtures)
+
+
+def _wait_for_pid(pid_file: Path, proc: subprocess.Popen[str]) -> int:
+    deadline = time.monotonic() + 60
+    while not (pid_file.is_file() and pid_file.read_text().strip()):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate(timeout=10)
+        time.sleep(0.05)
+    return int(pid_file.read_text())
+
+
+def _gone_soon(pids: list[int], within_s: float = 15.0) -> list[int]:
+    """The pids still running (not zombies) after ``within_s``."""
+    deadline = time.monotonic() + within_s
+    while True:
+        left = []
+        for pid in pids:
+            try:
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    left.append(pid)
+            except psutil.NoSuchProcess:
+                pass
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def started() -> Iterator[list[int]]:
+    """Pids a test saw started: whatever is left of them is killed, the test passing or not."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+
+
+def _llmdeck(argv: list[str], tmp_path: Path, **env: str) -> subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), LLMDECK_STATE_DIR=str(tmp_path / "state"), **env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "llmdeck", *argv],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_an_eval_killed_outright_leaves_no_agent(
+    fake_vllm_server: str,  # noqa: F811 (the fixture, imported)
+    fake_agent: Path,  # noqa: F811
+    tmp_path: Path,
+    started: list[int],
+) -> None:
+    """The agent runs in its own session (its limits stop its group): `kill -9` of the eval had left it
+    running, editing the copy, with its tools (the fake's `sleep 300`), for ever."""
+    pid_file = tmp_path / "agent-child.pid"
+    argv = [
+        "eval",
+        "-c",
+        "aider",
+        "-t",
+        "fix-intervals",
+        "-s",
+        fake_vllm_server,
+        "--agent-bin",
+        str(fake_agent),
+    ]
+    argv += ["--out", str(tmp_path / "eval.json")]
+    proc = _llmdeck(argv, tmp_path, FAKE_AGENT="hang", FAKE_PIDFILE=str(pid_file))
+    child = _wait_for_pid(pid_file, proc)
+    agent = os.getpgid(child)  # the agent leads its own group
+    started += [child, agent]
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert _gone_soon([agent, child]) == [], "the agent outlived the eval"
