@@ -93,3 +93,17 @@ def test_an_eval_killed_outright_leaves_no_agent(
     proc.kill()
     proc.communicate(timeout=30)
     assert _gone_soon([agent, child]) == [], "the agent outlived the eval"
+
+
+def test_an_eval_verify_killed_outright_leaves_no_hidden_tests(tmp_path: Path, started: list[int]) -> None:
+    """pytest runs in its own session (the time limit kills its group): `kill -9` of `eval verify` (or of
+    an eval while it scores a run) had left the hidden tests running, their folder never removed."""
+    from test_eval_harness import _hanging_task
+
+    task, pid_file = _hanging_task(tmp_path, 300.0)
+    proc = _llmdeck(["eval", "verify", "--task", str(task)], tmp_path)
+    pytest_pid = _wait_for_pid(pid_file, proc)
+    started.append(pytest_pid)
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert _gone_soon([pytest_pid]) == [], "the hidden tests outlived the eval"

@@ -23,6 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from llmdeck.evals.spec import EvalTask
+from llmdeck.util import leash
 
 HIDDEN_DIR = "_hidden_tests"
 COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache", "*.pyc", ".llmdeck-*")
@@ -93,6 +94,7 @@ def _pytest(python: str, ws: Path, junit: Path, timeout: float) -> tuple[int | N
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+    leash.hold(proc.pid, 0.0)  # killed outright, the eval leaves no tests behind
     tail = _Tail(proc)
     try:
         proc.wait(timeout=timeout)
@@ -104,6 +106,8 @@ def _pytest(python: str, ws: Path, junit: Path, timeout: float) -> tuple[int | N
     except BaseException:  # Ctrl-C or SIGTERM: the tests (their own session) must not outlive the eval
         _kill_group(proc)
         raise
+    finally:
+        leash.let_go(proc.pid)
 
 
 class _Tail:
