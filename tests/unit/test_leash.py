@@ -107,3 +107,58 @@ def test_an_eval_verify_killed_outright_leaves_no_hidden_tests(tmp_path: Path, s
     proc.kill()
     proc.communicate(timeout=30)
     assert _gone_soon([pytest_pid]) == [], "the hidden tests outlived the eval"
+
+
+FOREGROUND_START = """
+import sys, time
+from pathlib import Path
+from llmdeck.engines.spec import LaunchSpec
+from llmdeck.runtime import service
+from llmdeck.settings import Settings
+from llmdeck.util.net import free_port
+
+tmp = Path(sys.argv[1])
+model = tmp / "model"
+model.mkdir()
+(model / "config.json").write_text('{"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"]}')
+spec = LaunchSpec(name="fg", engine="venv", model=str(model), python=sys.argv[2], port=free_port())
+record = service.start(spec, Settings(state_dir=tmp / "state"), service.UpOptions.bare(leashed=True))
+print(record.pid, flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_leashed_server_dies_with_the_command_that_started_it(tmp_path: Path, started: list[int]) -> None:
+    """A foreground start (a tune's trial) killed outright had left its server running, holding the GPU:
+    in a session of its own, no handler ran to stop it."""
+    engine = tmp_path / "python"  # the engine: a "vLLM" whose tool (a child in its group) also runs
+    engine.write_text("#!/bin/sh\nsleep 300 &\necho $! > child.pid\nexec sleep 301\n")
+    engine.chmod(0o755)
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    argv = [sys.executable, "-c", FOREGROUND_START, str(tmp_path), str(engine)]
+    proc = subprocess.Popen(
+        argv, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.strip().isdigit(), proc.communicate(timeout=30)
+    server = int(line)
+    started.append(server)
+    child = _wait_for_pid(tmp_path / "child.pid", proc)
+    proc.kill()
+    proc.communicate(timeout=30)
+    assert _gone_soon([server, child]) == [], "the server outlived the command that started it"
+
+
+def test_a_tune_starts_its_trial_servers_leashed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A tune killed outright had left its trial's vLLM holding the GPU until the same tune ran again."""
+    from llmdeck.engines.spec import LaunchSpec
+    from llmdeck.runtime import service
+    from llmdeck.settings import Settings
+    from llmdeck.tune import trial
+
+    seen: list[service.UpOptions] = []
+    monkeypatch.setattr(service, "up", lambda spec, settings, options, events: seen.append(options))
+    req = type("Req", (), {"ready_timeout_s": 60.0, "base": LaunchSpec(name="t", engine="cpu", model="m")})()
+    trial._start(req.base, req, Settings(state_dir=tmp_path), lambda ev: None)  # type: ignore[arg-type]
+    assert [o.leashed for o in seen] == [True]

@@ -20,6 +20,8 @@ from typing import IO, Literal
 import psutil
 from pydantic import BaseModel
 
+from llmdeck.util import leash
+
 Owner = Literal["ours", "gone", "other"]
 # create_time is derived from boot time and the start tick: stable for one process, different for
 # any later process that reuses the pid (which cannot start before the first one ended).
@@ -106,8 +108,17 @@ def stop_process_group(
     is still the recorded process (``identity``, or ``argv`` for old records).
 
     Returns "stopped", "killed", "gone" (it had already exited) or "stale" (the pid belongs to
-    another program now; nothing was signalled).
+    another program now; nothing was signalled). A leash on the group (util.leash) is let go.
     """
+    try:
+        return _stop_group(pid, grace_s, identity, argv)
+    finally:
+        leash.let_go(pid)
+
+
+def _stop_group(
+    pid: int, grace_s: float, identity: ProcessIdentity | None, argv: Sequence[str] | None
+) -> str:
     owner = pid_owner(pid, identity, argv)
     if owner == "gone":
         _reap(pid)

@@ -35,6 +35,7 @@ from llmdeck.errors import (
 from llmdeck.runtime.engine_state import engine_log, engine_of, is_alive, owner
 from llmdeck.runtime.state import ServerRecord, StartedBy, StateStore
 from llmdeck.settings import Settings
+from llmdeck.util import leash
 from llmdeck.util.filelock import exclusive
 from llmdeck.util.redact import redact_text
 
@@ -152,9 +153,10 @@ def _forget_dead(store: StateStore, name: str) -> None:
 
 
 def start_background(
-    checked: ValidatedSpec, settings: Settings, started_by: StartedBy = "up"
+    checked: ValidatedSpec, settings: Settings, started_by: StartedBy = "up", *, leashed: bool = False
 ) -> ServerRecord:
     """Spawn the engine detached, its output in the log; return the saved record (not yet ready).
+    ``leashed``: a foreground start, stopped when this process dies, even by SIGKILL (util.leash).
 
     ``checked`` was validated and its port checked (:func:`validate`): neither is done again here.
     Secrets (``--api-key``, ``HF_TOKEN`` …) reach the engine through its environment only; the record,
@@ -181,6 +183,8 @@ def start_background(
         with open_log(log_path, argv) as log:
             pid, _ = engine.start(spec, log=log, env={**os.environ, **env_set}, secrets=secrets)
         assert pid is not None
+        if leashed:
+            leash.hold(pid, grace_s=20.0)
         record = ServerRecord(
             name=spec.name,
             spec=spec,

@@ -78,6 +78,9 @@ class UpOptions(BaseModel):
         None, exclude=True, description="Asked before the launch and at each readiness poll: True stops it."
     )
     started_by: StartedBy = Field("up", description="Recorded: the gateway stops only its own.")
+    leashed: bool = Field(
+        False, description="A foreground start (a tune's trial, quickstart): it dies with this process."
+    )
 
     @classmethod
     def bare(cls, **kw: Any) -> UpOptions:
@@ -201,7 +204,7 @@ def start(
     spec = sized.spec
     _stop_asked(spec.name, options)
     clock.emit("starting", f"starting {spec.name} ({spec.engine}): {spec.model} on port {spec.port}")
-    record = launcher.start_background(sized, settings, started_by=options.started_by)
+    record = launcher.start_background(sized, settings, options.started_by, leashed=options.leashed)
     clock.emit("log", f"log: {record.log_path}", path=str(record.log_path))
     return record
 

@@ -178,6 +178,7 @@ def _start(spec: LaunchSpec, req: TuneRequest, settings: Settings, events: TuneE
         # the shapes' JIT before measuring; bench's warmup follows
         warmup=not get_engine(req.base.engine).runs_on_cpu,
         watchdog=WatchdogConfig(floor_gib=settings.watchdog_floor_gib),
+        leashed=True,  # a tune killed outright leaves no trial server holding the GPU
     )
     return up(spec, settings, options, events=relay)
 
