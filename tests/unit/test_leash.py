@@ -162,3 +162,18 @@ def test_a_tune_starts_its_trial_servers_leashed(monkeypatch: pytest.MonkeyPatch
     req = type("Req", (), {"ready_timeout_s": 60.0, "base": LaunchSpec(name="t", engine="cpu", model="m")})()
     trial._start(req.base, req, Settings(state_dir=tmp_path), lambda ev: None)  # type: ignore[arg-type]
     assert [o.leashed for o in seen] == [True]
+
+
+def test_up_attach_starts_its_server_leashed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`up --attach` (Ctrl-C stops the server) killed outright had left the server running on its own."""
+    from llmdeck.cli import server
+    from llmdeck.engines.spec import LaunchSpec
+    from llmdeck.runtime import attach, service
+    from llmdeck.settings import Settings
+
+    seen: list[service.UpOptions] = []
+    monkeypatch.setattr(service, "start", lambda spec, settings, options, clock: seen.append(options))
+    monkeypatch.setattr(attach, "follow", lambda record, settings, write: None)
+    spec = LaunchSpec(name="a", engine="venv", model="m")
+    server._run_up(spec, Settings(state_dir=tmp_path), service.UpOptions(), attach=True)
+    assert [o.leashed for o in seen] == [True]

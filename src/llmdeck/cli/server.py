@@ -365,7 +365,8 @@ def _run_up(spec: LaunchSpec, settings: Settings, options: Any, *, attach: bool)
         return None
     if attach:
         clock = service.EventClock(render_event)
-        record = service.start(spec, settings, options, clock)
+        leashed = options.model_copy(update={"leashed": True})  # killed outright, it leaves no server
+        record = service.start(spec, settings, leashed, clock)
         attached.follow(record, settings, _write_err)
         return None
     return service.up(spec, settings, options, events=render_event)
