@@ -102,7 +102,10 @@ def up_cmd(
         "fields (--model, --port, ...) and flags after `--` are added to its vLLM flags.",
     ),
     attach: bool = typer.Option(
-        False, "--attach", help="Stay in the foreground, streaming the log; Ctrl-C stops."
+        False,
+        "--attach",
+        help="Stay in the foreground, streaming the log; Ctrl-C stops, and the server ends with this "
+        "command however it ends (killed too).",
     ),
     timeout: float = ready_timeout(None, READY_DEFAULT),
     force: bool = typer.Option(False, "--force", help="Start even when preflight finds problems."),
