@@ -74,18 +74,8 @@ def test_an_eval_killed_outright_leaves_no_agent(
     """The agent runs in its own session (its limits stop its group): `kill -9` of the eval had left it
     running, editing the copy, with its tools (the fake's `sleep 300`), for ever."""
     pid_file = tmp_path / "agent-child.pid"
-    argv = [
-        "eval",
-        "-c",
-        "aider",
-        "-t",
-        "fix-intervals",
-        "-s",
-        fake_vllm_server,
-        "--agent-bin",
-        str(fake_agent),
-    ]
-    argv += ["--out", str(tmp_path / "eval.json")]
+    argv = ["eval", "-c", "aider", "-t", "fix-intervals", "-s", fake_vllm_server]
+    argv += ["--agent-bin", str(fake_agent), "--out", str(tmp_path / "eval.json")]
     proc = _llmdeck(argv, tmp_path, FAKE_AGENT="hang", FAKE_PIDFILE=str(pid_file))
     child = _wait_for_pid(pid_file, proc)
     agent = os.getpgid(child)  # the agent leads its own group
