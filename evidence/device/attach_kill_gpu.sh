@@ -36,8 +36,9 @@ SAMPLER=$!
 "$PY" -m llmdeck up --spec "$W/attached.json" --attach > "$D/attach.log" 2>&1 &
 LLMDECK_PID=$!
 stamp "llmdeck up --attach started (pid $LLMDECK_PID)"
-for _ in $(seq 1200); do grep -q "ready: " "$D/attach.log" && break; sleep 0.25; done
-grep -q "ready: " "$D/attach.log" || { stamp "never ready"; tail -20 "$D/attach.log"; exit 1; }
+ok() { [ "$(curl -s -m 2 -o /dev/null -w '%{http_code}' http://127.0.0.1:8301/health)" = 200 ]; }
+for _ in $(seq 1200); do ok && break; sleep 0.25; done   # --attach prints the log, not a ready line
+ok || { stamp "never ready"; tail -20 "$D/attach.log"; exit 1; }
 stamp "ready; GPU used $(used) MiB"
 curl -s -o /dev/null -w "a request to it: HTTP %{http_code}\n" http://127.0.0.1:8301/v1/models | tee -a "$D/actions.txt"
 nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv > "$D/apps-before-kill.txt"
