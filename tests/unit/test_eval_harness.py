@@ -54,6 +54,9 @@ elif mode == "hang":
     child = subprocess.Popen(["sleep", "300"])
     open(os.environ["FAKE_PIDFILE"], "w").write(str(child.pid))
     time.sleep(300)
+elif mode == "daemon":  # leaves a background process (a dev server, a watcher) running and exits 0
+    child = subprocess.Popen(["sleep", "300"], start_new_session=False)
+    open(os.environ["FAKE_PIDFILE"], "w").write(str(child.pid))
 '''
 
 
@@ -473,3 +476,40 @@ def test_a_client_that_never_asks_the_model_is_not_scored(
     assert code == 1 and "never reached the model" in err and "without a model turn" in err, err
     run = load_eval_result(out).runs[0]
     assert run.status == "unreachable" and run.score is None
+
+
+def test_what_an_agent_left_running_in_its_group_is_stopped_when_it_exits(
+    capsys: Any, fake_vllm_server: str, fake_agent: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent that exited 0 leaving a background process (a dev server it started) had left it running
+    in its group for ever, free to edit the workspace while it was scored, and the eval waited the task's
+    whole time limit for the output that process held open."""
+    import time
+    from contextlib import suppress
+
+    import psutil
+
+    pid_file = tmp_path / "daemon.pid"
+    monkeypatch.setenv("FAKE_AGENT", "daemon")
+    monkeypatch.setenv("FAKE_PIDFILE", str(pid_file))
+    argv = [
+        "eval",
+        "-c",
+        "aider",
+        "-t",
+        "fix-intervals",
+        "-s",
+        fake_vllm_server,
+        "--agent-bin",
+        str(fake_agent),
+    ]
+    t0 = time.monotonic()
+    run_cli([*argv, "--out", str(tmp_path / "r.json"), "--task-timeout", "120"], capsys)
+    child = int(pid_file.read_text())
+    assert time.monotonic() - t0 < 60, "waited for the output the agent's leftover held open"
+    try:
+        gone = not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+        assert gone, "the agent's background process outlived it"
+    finally:
+        with suppress(ProcessLookupError):
+            os.kill(child, 9)

@@ -36,6 +36,7 @@ from llmdeck.util import leash
 
 LINE_LIMIT = 32 * 1024 * 1024  # one JSON event can carry a whole file a tool read
 GRACE_S = 5.0
+DRAIN_S = 2.0  # after the agent exits, its output is read this long at most
 OnTurn = Callable[[TurnRecord], Awaitable[None]]
 
 
@@ -99,6 +100,9 @@ async def _one_prompt(
         finally:
             if proc.returncode is None:
                 await _stop(proc)
+            else:  # what it left running in its group (a dev server, a watcher) would edit the copy on
+                with contextlib.suppress(ProcessLookupError, PermissionError):  # while it is scored
+                    os.killpg(proc.pid, signal.SIGKILL)
             leash.let_go(proc.pid)
     state.run.stderr_tail = clip(stderr_path.read_text(errors="replace")[-3000:], 3000)
     return proc.returncode, hit
@@ -124,14 +128,18 @@ async def _read(
     tee: BinaryIO,
 ) -> LimitHit | None:
     assert proc.stdout is not None
+    exited_at: float | None = None
     while True:
-        left = deadline - time.monotonic()
+        now = time.monotonic()
+        if exited_at is None and proc.returncode is not None:
+            exited_at = now  # what it left running may hold its output open: read DRAIN_S more, no longer
+        left = (deadline if exited_at is None else min(deadline, exited_at + DRAIN_S)) - now
         if left <= 0:
-            return "time"
+            return "time" if exited_at is None else None
         try:
-            raw = await asyncio.wait_for(proc.stdout.readline(), left)
+            raw = await asyncio.wait_for(proc.stdout.readline(), min(left, 1.0))
         except TimeoutError:
-            return "time"
+            continue  # (and look again whether the agent has exited)
         except ValueError:  # a line over LINE_LIMIT: skip what is buffered and go on
             continue
         if not raw:
