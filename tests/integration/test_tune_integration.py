@@ -62,8 +62,8 @@ def test_three_candidate_search_killed_after_the_first_trial_resumes(
     tiny_model_dir: Path, tmp_path: Path
 ) -> None:
     """Run 1 gets SIGTERM after its first trial (its second trial's server is stopped at once); run 2
-    gets SIGKILL while its trial's server is up (the server is left running); run 3 stops that server,
-    then runs only the two trials left."""
+    gets SIGKILL while its trial's server is up (its leash stops the server; the record stays); run 3
+    clears that record, then runs only the two trials left."""
     out, state = tmp_path / "tune", tmp_path / "state"
     env = {
         **os.environ,
@@ -86,9 +86,13 @@ def test_three_candidate_search_killed_after_the_first_trial_resumes(
             _cmd(tiny_model_dir, out), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
         _wait(lambda: _engines_running(state), second)
-        second.kill()  # SIGKILL: no chance to stop its server
+        second.kill()  # SIGKILL: no handler runs; the leash (util/leash.py) stops its trial's server
         second.communicate(timeout=60)
-        assert _engines_running(state), "SIGKILL should leave the trial's server running"
+        deadline = time.monotonic() + 40  # SIGTERM, then SIGKILL after the leash's 20 s grace
+        while _engines_running(state) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert _engines_running(state) == [], "the killed tune's trial server was left running"
+        assert list((state / "servers").glob("tune-*.json")), "its record stays, for the next run to clear"
 
         third = subprocess.run(_cmd(tiny_model_dir, out), env=env, capture_output=True, timeout=1500)
         err_text = third.stderr.decode()
