@@ -461,17 +461,7 @@ def test_a_client_that_never_asks_the_model_is_not_scored(
     """An agent that exited 0 without one model turn had been scored (exit 0, "complete")."""
     monkeypatch.setenv("FAKE_AGENT", "idle")
     out = tmp_path / "r.json"
-    argv = [
-        "eval",
-        "-c",
-        "aider",
-        "-t",
-        "fix-intervals",
-        "-s",
-        fake_vllm_server,
-        "--agent-bin",
-        str(fake_agent),
-    ]
+    argv = _aider_on_fix_intervals(fake_vllm_server, fake_agent)
     code, _, err = run_cli([*argv, "--out", str(out)], capsys)
     assert code == 1 and "never reached the model" in err and "without a model turn" in err, err
     run = load_eval_result(out).runs[0]
@@ -492,17 +482,7 @@ def test_what_an_agent_left_running_in_its_group_is_stopped_when_it_exits(
     pid_file = tmp_path / "daemon.pid"
     monkeypatch.setenv("FAKE_AGENT", "daemon")
     monkeypatch.setenv("FAKE_PIDFILE", str(pid_file))
-    argv = [
-        "eval",
-        "-c",
-        "aider",
-        "-t",
-        "fix-intervals",
-        "-s",
-        fake_vllm_server,
-        "--agent-bin",
-        str(fake_agent),
-    ]
+    argv = _aider_on_fix_intervals(fake_vllm_server, fake_agent)
     t0 = time.monotonic()
     run_cli([*argv, "--out", str(tmp_path / "r.json"), "--task-timeout", "120"], capsys)
     child = int(pid_file.read_text())
@@ -513,3 +493,7 @@ def test_what_an_agent_left_running_in_its_group_is_stopped_when_it_exits(
     finally:
         with suppress(ProcessLookupError):
             os.kill(child, 9)
+
+
+def _aider_on_fix_intervals(server: str, agent: Path) -> list[str]:
+    return ["eval", "-c", "aider", "-t", "fix-intervals", "-s", server, "--agent-bin", str(agent)]
