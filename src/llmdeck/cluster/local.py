@@ -9,7 +9,6 @@ seconds, then SIGKILL. The record (ports, process groups, logs) is kept in
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
@@ -27,6 +26,7 @@ from llmdeck.cluster.raystatus import RayStatus, parse_ray_status
 from llmdeck.errors import MissingDependencyError, NotRunningError, OperationError
 from llmdeck.util.atomic import atomic_write_json
 from llmdeck.util.net import free_port
+from llmdeck.util.procgroup import signal_group
 
 READY_MARK = "block forever"
 
@@ -171,11 +171,6 @@ def group_alive(pgid: int) -> bool:
     return bool(group_members(pgid))
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
 def stop(state_dir: Path, *, grace: float = 15.0) -> float | None:
     """Stop what ``start`` recorded: workers, then the head. Seconds it took; None when none was up."""
     cluster = load(state_dir)
@@ -184,13 +179,13 @@ def stop(state_dir: Path, *, grace: float = 15.0) -> float | None:
     t0 = time.monotonic()
     groups = [n.pgid for n in reversed(cluster.nodes)]
     for pgid in groups:
-        _signal_group(pgid, signal.SIGTERM)
+        signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and any(group_alive(g) for g in groups):
         time.sleep(0.2)
     for pgid in groups:
         if group_alive(pgid):
-            _signal_group(pgid, signal.SIGKILL)
+            signal_group(pgid, signal.SIGKILL)
     end = time.monotonic() + 5
     while time.monotonic() < end and any(group_alive(g) for g in groups):
         time.sleep(0.1)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import signal
 import subprocess
@@ -15,6 +14,7 @@ from llmdeck.runtime.host import NvmlReport
 from llmdeck.runtime.host import nvml_versions as nvml_versions  # re-exported: NVML lives in runtime.host
 from llmdeck.runtime.preflight import min_version_table, parse_version
 from llmdeck.runtime.preflight.vllm_version import GRANITE_HYBRID_ARCH, check_granite_layer_names
+from llmdeck.util.procgroup import signal_group
 from llmdeck.util.units import fmt_gib
 
 Runner = Callable[[list[str]], "subprocess.CompletedProcess[str]"]
@@ -35,8 +35,7 @@ def run_command(argv: list[str]) -> subprocess.CompletedProcess[str]:
     try:
         out, err = proc.communicate(timeout=COMMAND_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(OSError):
-            os.killpg(proc.pid, signal.SIGKILL)
+        signal_group(proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):  # one that left the group keeps a pipe open
             proc.communicate(timeout=2)
         return subprocess.CompletedProcess(argv, 124, "", f"no answer within {COMMAND_TIMEOUT_S:.0f} s")

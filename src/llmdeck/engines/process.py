@@ -21,6 +21,7 @@ import psutil
 from pydantic import BaseModel
 
 from llmdeck.util import leash
+from llmdeck.util.procgroup import signal_group
 
 Owner = Literal["ours", "gone", "other"]
 # create_time is derived from boot time and the start tick: stable for one process, different for
@@ -133,7 +134,7 @@ def _stop_group(
     except ProcessLookupError:
         _kill_leftovers(pid)
         return "gone"
-    _signal_group(pgid, signal.SIGTERM)
+    signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
         _reap(pid)
@@ -143,18 +144,13 @@ def _stop_group(
         time.sleep(0.2)
     if pid_owner(pid, identity, argv) != "ours":
         return "stopped"
-    _signal_group(pgid, signal.SIGKILL)
+    signal_group(pgid, signal.SIGKILL)
     for _ in range(50):
         _reap(pid)
         if not pid_alive(pid):
             break
         time.sleep(0.1)
     return "killed"
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
 
 
 def _kill_leftovers(pgid: int) -> None:

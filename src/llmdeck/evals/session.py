@@ -9,7 +9,6 @@ gets SIGTERM, then SIGKILL after a grace period.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import shutil
 import signal
@@ -33,6 +32,7 @@ from llmdeck.evals.agents import (
 from llmdeck.evals.results import AgentRun, LimitHit, TaskRun, TranscriptEntry, TranscriptKind, TurnRecord
 from llmdeck.evals.spec import AgentLimits
 from llmdeck.util import leash
+from llmdeck.util.procgroup import signal_group
 
 LINE_LIMIT = 32 * 1024 * 1024  # one JSON event can carry a whole file a tool read
 GRACE_S = 5.0
@@ -43,8 +43,7 @@ OnTurn = Callable[[TurnRecord], Awaitable[None]]
 async def _stop(proc: asyncio.subprocess.Process) -> None:
     """SIGTERM to the agent's process group, SIGKILL if it is still there after GRACE_S."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
+        signal_group(proc.pid, sig)
         try:
             await asyncio.wait_for(proc.wait(), GRACE_S)
             return
@@ -101,8 +100,7 @@ async def _one_prompt(
             if proc.returncode is None:
                 await _stop(proc)
             else:  # what it left running in its group (a dev server, a watcher) would edit the copy on
-                with contextlib.suppress(ProcessLookupError, PermissionError):  # while it is scored
-                    os.killpg(proc.pid, signal.SIGKILL)
+                signal_group(proc.pid, signal.SIGKILL)  # while it is scored
             leash.let_go(proc.pid)
     state.run.stderr_tail = clip(stderr_path.read_text(errors="replace")[-3000:], 3000)
     return proc.returncode, hit

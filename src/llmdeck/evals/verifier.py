@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from llmdeck.evals.spec import EvalTask
 from llmdeck.util import leash
+from llmdeck.util.procgroup import signal_group
 
 HIDDEN_DIR = "_hidden_tests"
 COPY_IGNORE = shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache", "*.pyc", ".llmdeck-*")
@@ -136,8 +137,7 @@ class _Tail:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    signal_group(proc.pid, signal.SIGKILL)
 
 
 def _remove(path: Path) -> None:

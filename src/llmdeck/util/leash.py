@@ -28,6 +28,8 @@ import subprocess
 import sys
 import time
 
+from llmdeck.util.procgroup import group_alive, signal_group
+
 POLL_S = 0.5
 _HELD: dict[int, tuple[int, subprocess.Popen[bytes]]] = {}  # pgid → (write end, its watcher)
 
@@ -77,7 +79,7 @@ def _collect() -> None:
 
 def watch(fd: int, pgid: int, grace_s: float) -> None:
     """The watcher: until the group is empty, a byte (let go) ends it, end-of-file stops the group."""
-    while _alive(pgid):
+    while group_alive(pgid):
         ready, _, _ = select.select([fd], [], [], POLL_S)
         if not ready:
             continue
@@ -88,26 +90,11 @@ def watch(fd: int, pgid: int, grace_s: float) -> None:
 
 def stop_group(pgid: int, grace_s: float) -> None:
     """SIGTERM to the group, SIGKILL to what is left of it after ``grace_s``."""
-    _signal(pgid, signal.SIGTERM)
+    signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and _alive(pgid):
+    while time.monotonic() < deadline and group_alive(pgid):
         time.sleep(0.1)
-    _signal(pgid, signal.SIGKILL)
-
-
-def _alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _signal(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
+    signal_group(pgid, signal.SIGKILL)
 
 
 if __name__ == "__main__":
