@@ -227,6 +227,9 @@ def logs_cmd(
 ) -> None:
     """Print a server's log (it survives crashes and `down`).
 
+    A local server's log is kept under 64 MiB while it runs: the older part moves to NAME.log.1,
+    then .2 and .3, in the logs folder (an earlier start's log moves there too).
+
     Examples:
 
       llmdeck logs demo -n 200

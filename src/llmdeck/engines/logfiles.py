@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -24,6 +25,12 @@ def rotate_log(log_path: Path, keep: int = 3) -> None:
     """Keep the previous runs' logs as NAME.log.1 … NAME.log.<keep>."""
     if not log_path.exists():
         return
+    _move_older_along(log_path, keep)
+    log_path.rename(log_path.with_name(f"{log_path.name}.1"))
+
+
+def _move_older_along(log_path: Path, keep: int) -> None:
+    """NAME.log.1 … .<keep-1> renamed one up, NAME.log.<keep> dropped: NAME.log.1 is free."""
     for i in range(keep, 0, -1):
         src = log_path.with_name(f"{log_path.name}.{i}")
         if src.exists():
@@ -31,7 +38,29 @@ def rotate_log(log_path: Path, keep: int = 3) -> None:
                 src.unlink()
             else:
                 src.rename(log_path.with_name(f"{log_path.name}.{i + 1}"))
-    log_path.rename(log_path.with_name(f"{log_path.name}.1"))
+
+
+def copy_truncate(log_path: Path, note: str, keep: int = 3) -> None:
+    """The log of a running engine moved along without taking its file from it (logrotate's
+    copytruncate): its content copied to NAME.log.1 (the older ones moved along), then the file emptied
+    in place and ``note`` written at its start. The engine writes with O_APPEND (:func:`open_log`), so
+    its next line lands at the new end; a line written between the copy and the truncation is lost.
+    A copy that fails (a full disk) is removed and the log left whole (OSError raised)."""
+    _move_older_along(log_path, keep)
+    first = log_path.with_name(f"{log_path.name}.1")
+    fd = os.open(first, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, LOG_MODE)
+    try:
+        with os.fdopen(fd, "wb") as dst, open(log_path, "rb") as src:
+            shutil.copyfileobj(src, dst, 1 << 20)
+    except OSError:
+        first.unlink(missing_ok=True)
+        raise
+    append = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+    try:
+        os.ftruncate(append, 0)
+        os.write(append, note.encode())
+    finally:
+        os.close(append)
 
 
 def header_line(argv: Sequence[str]) -> str:

@@ -16,8 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from llmdeck.engines.logfiles import LOG_MODE, rotate_log
-
-MAX_LOG_BYTES = 64 << 20
+from llmdeck.engines.logkeeper import MAX_LOG_BYTES  # one bound for the engines' logs and the gateway's
 
 
 class CappedLog(logging.StreamHandler):  # type: ignore[type-arg]

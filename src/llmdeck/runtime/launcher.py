@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import httpx
 
 from llmdeck.engines import get as get_engine
+from llmdeck.engines import logkeeper
 from llmdeck.engines.logfiles import feed_new_lines, open_log, read_tail, rotate_log
 from llmdeck.engines.process import identify, stop_process_group
 from llmdeck.engines.secrets import split_secrets
@@ -183,6 +184,7 @@ def start_background(
         with open_log(log_path, argv) as log:
             pid, _ = engine.start(spec, log=log, env={**os.environ, **env_set}, secrets=secrets)
         assert pid is not None
+        logkeeper.spawn(pid, log_path)  # the log bounded while the server runs
         if leashed:
             leash.hold(pid, grace_s=20.0)
         record = ServerRecord(
