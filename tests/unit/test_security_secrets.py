@@ -414,3 +414,17 @@ def test_doctor_and_tune_reports_hide_what_redaction_hides_elsewhere(
     assert run_cli(["report", str(tune), "--html", str(page)], capsys)[0] == 0
     shown = out + err + page.read_text()
     assert "sk-tune-secret-999" not in shown and "vkey-secret-123" not in shown and "<redacted>" in shown
+
+
+def test_a_url_password_in_the_specs_environment_is_kept_out_of_the_record(tmp_path: Path) -> None:
+    """`--env HTTPS_PROXY=http://user:pw@proxy:3128` (a company proxy) was stored as it is in the server
+    record; it moves with the other secrets (their 0600 file, the engine's environment), the record keeps
+    the spec without it."""
+    from llmdeck.engines.secrets import split_secrets
+
+    env = {"HTTPS_PROXY": "http://user:proxypw42@proxy:3128", "NO_PROXY": "localhost", "P": "u:pw9@h:1"}
+    spec = LaunchSpec(model="m", engine="cpu", env=env)
+    clean, secrets = split_secrets(spec)
+    assert clean.env == {"NO_PROXY": "localhost"}
+    assert secrets == {"HTTPS_PROXY": env["HTTPS_PROXY"], "P": env["P"]}
+    assert "proxypw42" not in clean.model_dump_json() and "pw9" not in clean.model_dump_json()

@@ -3,7 +3,8 @@
 ``llmdeck up -- --api-key X`` would put X in the process table (``ps``), the log header, the server
 record and the ``docker run`` line. :func:`split_secrets` takes it out of the spec and returns it as
 the variable vLLM reads instead (``--api-key`` -> ``VLLM_API_KEY``, ``--hf-token`` -> ``HF_TOKEN``);
-secret variables of ``spec.env`` (``HF_TOKEN``, ``*_API_KEY`` …) move the same way. The clean spec is
+secret variables of ``spec.env`` (``HF_TOKEN``, ``*_API_KEY`` …, and a value with a URL's password)
+move the same way. The clean spec is
 what llmdeck stores and shows; the secrets go only to the engine's environment and to a 0600 file.
 """
 
@@ -17,6 +18,7 @@ from llmdeck.util.redact import (
     api_key_problem,
     is_secret_flag,
     is_secret_name,
+    redact_url,
     secret_flag,
 )
 
@@ -56,8 +58,10 @@ def split_secrets(spec: LaunchSpec) -> tuple[LaunchSpec, dict[str, str]]:
             f"The API key given to the server cannot be used: {why}; no client could send it.",
             hint="Give the key as plain ASCII without spaces, e.g. one from `openssl rand -hex 24`.",
         )
-    env = {k: v for k, v in spec.env.items() if not is_secret_name(k)}
-    secrets.update({k: v for k, v in spec.env.items() if is_secret_name(k)})
+    # a secret name, or a value holding a URL's password (HTTPS_PROXY=http://user:pw@proxy:3128)
+    hidden = {k for k, v in spec.env.items() if is_secret_name(k) or redact_url(v) != v}
+    env = {k: v for k, v in spec.env.items() if k not in hidden}
+    secrets.update({k: v for k, v in spec.env.items() if k in hidden})
     if REDACTED in secrets.values() or REDACTED in args:
         raise UsageError(
             "This launch spec holds a redacted secret (<redacted>), not the secret itself.",
