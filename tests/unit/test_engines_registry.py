@@ -174,3 +174,35 @@ def test_the_host_machine_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
     assert machine.host_machine().name == machine.CPU_MACHINE
     monkeypatch.setattr(machine, "get_machine", lambda name, total_gib=None: machine.h200())
     assert machine.host_machine().name == "h200"
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "value"),
+    [
+        (["--served-model-name", "tiny;x $(id)"], "served_model_name", "tiny;x $(id)"),
+        (["--port=9999"], "port", 9999),
+        (["--host", "0.0.0.0"], "host", "0.0.0.0"),
+    ],
+)
+def test_up_takes_its_own_flags_after_the_double_dash_into_the_spec(
+    extra: list[str], field: str, value: object
+) -> None:
+    # `up --model DIR -- --served-model-name X` had served X while the record (and `connect`, the
+    # gateway) kept the folder's name: vLLM obeys the last of the two flags
+    from llmdeck.engines.argv import cpu_argv
+    from llmdeck.engines.spec import build_spec
+
+    overrides = {"model": "/m/tiny", "served_model_name": None, "port": None, "host": None}
+    spec = build_spec(None, overrides=overrides, extra_args=[*extra, "--max-num-seqs", "4"], defaults={})
+    assert getattr(spec, field) == value
+    assert spec.vllm_args == ["--max-num-seqs", "4"]
+    flag = extra[0].partition("=")[0]
+    assert cpu_argv(spec).count(flag) == 1
+
+
+def test_up_refuses_its_own_flag_given_twice_with_two_values() -> None:
+    from llmdeck.engines.spec import build_spec
+    from llmdeck.errors import UsageError
+
+    with pytest.raises(UsageError, match="--port is given twice"):
+        build_spec(None, overrides={"model": "/m", "port": 8000}, extra_args=["--port", "9000"], defaults={})

@@ -139,6 +139,7 @@ def build_spec(
             "Nothing to start: give --model DIR (or a repo id) or --spec FILE.",
             hint="Example: llmdeck up --model ./tiny --port 8000",
         )
+    extra_args, overrides = _fold_spec_flags(extra_args, overrides)
     data.update({k: v for k, v in overrides.items() if v is not None})
     for key, value in defaults.items():
         data.setdefault(key, value)
@@ -154,6 +155,41 @@ def build_spec(
         raise UsageError(
             f"Invalid {flag} {err.get('input')!r}: {msg}.", hint="See `llmdeck up --help`."
         ) from exc
+
+
+SPEC_FIELDS = {
+    "--model": "model",
+    "--served-model-name": "served_model_name",
+    "--host": "host",
+    "--port": "port",
+}
+"""The `vllm serve` flags llmdeck writes itself from the spec's fields (vLLM obeys the last one given)."""
+
+
+def _fold_spec_flags(extra_args: list[str], overrides: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    """``-- --served-model-name X`` (or ``--port``, ``--host``, ``--model``) sets the spec's field, as
+    `llmdeck plan` does: appended after llmdeck's own, vLLM served under X while the record, `connect`
+    and the gateway kept the folder's name (and a port other than the one llmdeck waited on)."""
+    args, fields = [], dict(overrides)
+    i = 0
+    while i < len(extra_args):
+        flag, eq, value = extra_args[i].partition("=")
+        field = SPEC_FIELDS.get(flag)
+        if field is None or (not eq and i + 1 >= len(extra_args)):
+            args.append(extra_args[i])
+            i += 1
+            continue
+        if not eq:
+            value, i = extra_args[i + 1], i + 1
+        i += 1
+        given = fields.get(field)
+        if given is not None and str(given) != value:
+            raise UsageError(
+                f"{flag} is given twice: {given!r} before `--` and {value!r} after it.",
+                hint=f"Give {flag} once.",
+            )
+        fields[field] = value
+    return args, fields
 
 
 def write_spec_file(path: Path, spec: LaunchSpec) -> list[str]:
