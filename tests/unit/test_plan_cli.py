@@ -356,3 +356,31 @@ def test_plan_python_that_hangs_is_given_up_on_in_bounded_time(
     t0 = time.monotonic()
     code, _, err = run(["plan", "gemma-3-4b-it", "--machine", "h200", "--python", str(exe)], capsys)
     assert code == 2 and "took more than 1 s" in err and time.monotonic() - t0 < 30
+
+
+def test_the_printed_commands_carry_no_key_to_paste(capsys: pytest.CaptureFixture[str]) -> None:
+    # the venv line had been `vllm serve ... --api-key '<redacted>'`: pasted, a server whose key was
+    # the word <redacted>; like the docker line it leaves the key to VLLM_API_KEY, which vLLM reads
+    argv = ["plan", "gemma-3-4b-it", "--machine", "h200", "--", "--api-key", "sk-secret"]
+    code, out, _ = run(argv, capsys)
+    assert code == 0
+    assert "sk-secret" not in out and "<redacted>" not in out and "--api-key" not in out
+    assert "-e VLLM_API_KEY" in out and "read VLLM_API_KEY from the environment" in out
+    code, out, _ = run([*argv[:4], "--json", *argv[4:]], capsys)
+    assert code == 0 and "--api-key" not in json.loads(out)["commands"]["vllm_serve"]
+
+
+def test_the_printed_up_command_quotes_the_spec_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import shlex
+
+    spec = tmp_path / "my spec's.json"
+    code, out, err = run(
+        ["plan", "gemma-3-4b-it", "--machine", "h200", "--spec-out", str(spec), "--", "--api-key", "k"],
+        capsys,
+    )
+    assert code == 0
+    for text in (out, err):
+        shown = " ".join(text.split()).partition("llmdeck up --spec ")[2]
+        assert shlex.split(shown.removesuffix(")"))[0] == str(spec), text

@@ -122,6 +122,7 @@ def _memory_table(plan: Any) -> Any:
 
 
 def _print_plan(plan: Any) -> None:
+    from llmdeck.engines.secrets import split_secrets
     from llmdeck.plan.argv import shell_join
     from llmdeck.util.redact import redact_argv
 
@@ -172,6 +173,10 @@ def _print_plan(plan: Any) -> None:
     con.print(shell_join(redact_argv(plan.commands["docker"])), markup=False, highlight=False)
     con.print("[bold]venv[/]")
     con.print(shell_join(redact_argv(plan.commands["vllm_serve"])), markup=False, highlight=False)
+    if secrets := sorted(split_secrets(plan.spec)[1]):  # the key stays out of both lines
+        them = "them" if len(secrets) > 1 else "it"
+        note = f"(both commands read {', '.join(secrets)} from the environment: export {them} first)"
+        con.print(note, style="dim", markup=False, highlight=False)
     for key in ("cluster_up", "up_on_cluster"):  # --nodes > 1
         if key in plan.commands:
             con.print(f"[bold]{key.replace('_', ' ')}[/]")
@@ -311,6 +316,7 @@ def _plan(ctx: typer.Context, values: dict[str, Any], spec_out: Path | None, as_
 def _emit_plan(plan: Any, spec_out: Path | None, as_json: bool) -> None:
     from llmdeck.engines.spec import write_spec_file
     from llmdeck.errors import CheckFailedError
+    from llmdeck.util.shellquote import quote
 
     fit_error = plan.fit_error()
     if fit_error is not None:
@@ -328,7 +334,7 @@ def _emit_plan(plan: Any, spec_out: Path | None, as_json: bool) -> None:
         if left_out:
             err_console().print(
                 f"note: {', '.join(left_out)} left out of {spec_out} (a spec file holds no secrets); "
-                f"pass it when starting: {left_out[0]}=... llmdeck up --spec {spec_out}",
+                f"pass it when starting: {left_out[0]}=... llmdeck up --spec {quote(str(spec_out))}",
                 markup=False,
                 highlight=False,
             )
@@ -338,7 +344,7 @@ def _emit_plan(plan: Any, spec_out: Path | None, as_json: bool) -> None:
         _print_plan(plan)
         if spec_out is not None:
             out_console().print(
-                f"launch spec written to {spec_out} (llmdeck up --spec {spec_out})", markup=False
+                f"launch spec written to {spec_out} (llmdeck up --spec {quote(str(spec_out))})", markup=False
             )
     if plan.errors:
         raise CheckFailedError(

@@ -16,7 +16,12 @@ def docker_argv(spec: LaunchSpec) -> list[str]:
 
 
 def vllm_serve_argv(spec: LaunchSpec) -> list[str]:
-    """The ``vllm serve MODEL ...`` argv for a venv that has vLLM (pure)."""
+    """The ``vllm serve MODEL ...`` argv for a venv that has vLLM (pure). No secret in it, as in the
+    ``docker run`` line: ``--api-key X`` leaves for ``VLLM_API_KEY``, which vLLM reads itself (shown
+    redacted, ``--api-key '<redacted>'`` had been pasted as a server whose key was ``<redacted>``)."""
+    from llmdeck.engines.secrets import split_secrets
+
+    spec = split_secrets(spec)[0]
     return [
         "vllm",
         "serve",
