@@ -410,3 +410,17 @@ def test_gateway_down_stops_the_models_its_shutdown_did_not_get_to(
     assert service.stop(settings) == "gone" and stopped == ["a", "b"]
     assert service.STOP_GRACE_S > 20 + 15  # the models stop in parallel (20 s each), then memory settles (15)
     assert not service.record_path(settings).exists()
+
+
+def test_the_chmod_hint_runs_as_printed_on_a_path_with_a_space(tmp_path: Path) -> None:
+    import shlex
+    import subprocess
+
+    store = KeyStore(tmp_path / "my keys's.json")
+    store.create("alice")
+    os.chmod(store.path, 0o644)
+    with pytest.raises(ConfigError) as info:
+        store.load()
+    command = info.value.render().partition("`chmod")[2].partition("`")[0]
+    subprocess.run(["chmod", *shlex.split(command)], check=True)  # the hint, as printed
+    assert store.load().keys[0].name == "alice"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from llmdeck.bench.result_schema import BenchResult
 from llmdeck.errors import OperationError
+from llmdeck.util.shellquote import quote
 
 
 def run_failure(result: BenchResult, out_path: Path) -> OperationError | None:
@@ -62,7 +63,7 @@ def interrupted_error(out_path: Path, written: bool = True) -> BenchInterrupted:
         return BenchInterrupted(
             "The bench was interrupted; the partial result (every finished request, the rest marked "
             f"interrupted or not run) is in {out_path}.",
-            hint=f"Re-render it with `llmdeck report {out_path}`.",
+            hint=f"Re-render it with `llmdeck report {quote(str(out_path))}`.",
         )
     left = "(an earlier result) was left as it was" if out_path.is_file() else "was not written"
     return BenchInterrupted(

@@ -36,6 +36,7 @@ from llmdeck.gateway.keys import MAX_RPM, alias_problem
 from llmdeck.gateway.managed import Budget, ManagedBackend, check_managed, resolve_kind, resolve_managed
 from llmdeck.util.net import local_url
 from llmdeck.util.redact import api_key_problem, redact_text, redact_url
+from llmdeck.util.shellquote import quote
 
 GATEWAY_CONFIG_SCHEMA_VERSION = 1
 
@@ -212,8 +213,8 @@ def _check_keys_file(path: Path, doc: MarkedDocument) -> None:
         raise ConfigError(
             f"{doc.where(('keys_file',))}: the keys file {path} does not exist{folder}; the gateway would "
             "run with no API keys.",
-            hint=f"Create it with `llmdeck keys create NAME --keys-file {path}`, or fix the path; remove "
-            "`keys_file:` only to run without keys.",
+            hint=f"Create it with `llmdeck keys create NAME --keys-file {quote(str(path))}`, or fix the "
+            "path; remove `keys_file:` only to run without keys.",
         ) from None
     except OSError:
         pass  # unreadable, a loop...: the keys file's own checks (KeyStore.load) say what is wrong

@@ -30,6 +30,7 @@ from llmdeck.util.localfile import (
     ensure_dir,
     read_regular_text,
 )
+from llmdeck.util.shellquote import quote
 
 KEYS_SCHEMA_VERSION = 1
 KEY_PREFIX = "sk-llmdeck-"
@@ -260,7 +261,7 @@ def _refuse_loose_mode(path: Path) -> None:
     if mode & 0o077:
         raise ConfigError(
             f"The keys file {path} can be read by other users (mode {mode:04o}).",
-            hint=f"Run `chmod 600 {path}`; llmdeck writes it 0600.",
+            hint=f"Run `chmod 600 {quote(str(path))}`; llmdeck writes it 0600.",
         )
 
 
