@@ -206,3 +206,13 @@ def test_up_refuses_its_own_flag_given_twice_with_two_values() -> None:
 
     with pytest.raises(UsageError, match="--port is given twice"):
         build_spec(None, overrides={"model": "/m", "port": 8000}, extra_args=["--port", "9000"], defaults={})
+
+
+def test_up_refuses_several_served_names_after_the_double_dash() -> None:
+    """vLLM takes `--served-model-name A B`; folded into the spec's one name, B had been left behind as a
+    stray positional argument for vLLM to refuse at start."""
+    from llmdeck.engines.spec import build_spec
+    from llmdeck.errors import UsageError
+
+    with pytest.raises(UsageError, match="several values"):
+        build_spec(None, overrides={"model": "/m"}, extra_args=["--served-model-name", "a", "b"], defaults={})

@@ -182,6 +182,13 @@ def _fold_spec_flags(extra_args: list[str], overrides: dict[str, Any]) -> tuple[
         if not eq:
             value, i = extra_args[i + 1], i + 1
         i += 1
+        if i < len(extra_args) and not extra_args[i].startswith("-"):  # vLLM's --served-model-name A B
+            raise UsageError(
+                f"{flag} is given several values after `--` ({value!r}, {extra_args[i]!r}); llmdeck "
+                "records one per server.",
+                hint="Give one; for more names put the gateway in front (a route per name, "
+                "`llmdeck gateway up`).",
+            )
         given = fields.get(field)
         if given is not None and str(given) != value:
             raise UsageError(
