@@ -121,7 +121,8 @@ def probe_client_request(ctx: ProbeContext, rec: Recording) -> Outcome:
         return Outcome(
             "fail",
             f"The server refuses {rec.label}'s own request (HTTP {reply.status_code}: {message}).",
-            fix=f"Restart the server with --max-model-len {need} (or more).",
+            fix=f"Restart the server with --max-model-len {need} or more (an llmdeck server: "
+            f"`llmdeck restart NAME -- --max-model-len {need}`).",
         )
     if AUTO_TOOL_ERROR in message or NAMED_TOOL_ERROR in message:
         return Outcome(

@@ -78,7 +78,7 @@ def register(app: typer.Typer) -> None:
     app.command("down")(down_cmd)
     app.command("status")(status_cmd)
     app.command("logs")(logs_cmd)
-    app.command("restart")(restart_cmd)
+    app.command("restart", cls=ForwardingCommand, context_settings={"allow_extra_args": True})(restart_cmd)
 
 
 def up_cmd(
@@ -296,9 +296,14 @@ def restart_cmd(
 ) -> None:
     """The safe restart: stop, wait for memory to come back, check tenants, start, follow to ready.
 
+    vLLM flags after `--` replace the same flags of the recorded start (the others stay as they
+    were); they are checked before the server is stopped.
+
     Examples:
 
       llmdeck restart demo
+
+      llmdeck restart demo -- --max-model-len 32768
 
       llmdeck restart demo --ready-timeout 1800 --json
     """
@@ -309,7 +314,7 @@ def restart_cmd(
     options = RestartOptions(
         **base.model_dump(exclude={"watchdog"}), watchdog=base.watchdog, unload_ollama=unload_ollama
     )
-    new = restart(_pick_name(settings, name), settings, options, events=render_event)
+    new = restart(_pick_name(settings, name), settings, options, events=render_event, changes=list(ctx.args))
     if as_json:
         print_json(new)
     else:

@@ -54,8 +54,9 @@ def apply_client_limits(client: str, info: ServeInfo) -> ServeInfo:
         raise OperationError(
             f"{info.base_url} cannot hold {rec.label}'s base prompt: {budget_words(b)} ({how}). "
             f"{rec.client} would be refused with HTTP 400 and retry; no configuration was written.",
-            hint=f"Restart the server with --max-model-len {need} (or more), then run "
-            f"`llmdeck connect {client}` again.",
+            hint=f"Restart the server with --max-model-len {need} or more (an llmdeck server: "
+            f"`llmdeck restart NAME -- --max-model-len {need}`), then run this `llmdeck connect {client}` "
+            "command again.",
         )
     words = f"{rec.label}: context {b.context}, output {b.output} written; {budget_words(b)} ({how})."
     if not b.ok:

@@ -139,7 +139,7 @@ def build_spec(
             "Nothing to start: give --model DIR (or a repo id) or --spec FILE.",
             hint="Example: llmdeck up --model ./tiny --port 8000",
         )
-    extra_args, overrides = _fold_spec_flags(extra_args, overrides)
+    extra_args, overrides = fold_spec_flags(extra_args, overrides)
     data.update({k: v for k, v in overrides.items() if v is not None})
     for key, value in defaults.items():
         data.setdefault(key, value)
@@ -166,7 +166,7 @@ SPEC_FIELDS = {
 """The `vllm serve` flags llmdeck writes itself from the spec's fields (vLLM obeys the last one given)."""
 
 
-def _fold_spec_flags(extra_args: list[str], overrides: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+def fold_spec_flags(extra_args: list[str], overrides: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
     """``-- --served-model-name X`` (or ``--port``, ``--host``, ``--model``) sets the spec's field, as
     `llmdeck plan` does: appended after llmdeck's own, vLLM served under X while the record, `connect`
     and the gateway kept the folder's name (and a port other than the one llmdeck waited on)."""

@@ -13,7 +13,7 @@ to ready. ``down`` and ``status`` complete the API.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -349,9 +349,14 @@ class RestartOptions(UpOptions):
 
 
 def restart(
-    name: str, settings: Settings, options: RestartOptions | None = None, events: Events = _ignore
+    name: str,
+    settings: Settings,
+    options: RestartOptions | None = None,
+    events: Events = _ignore,
+    changes: Sequence[str] = (),
 ) -> ServerRecord:
-    """Stop, wait for memory, check (and optionally unload) tenants, start, follow to ready."""
+    """Stop, wait for memory, check (and optionally unload) tenants, start, follow to ready. ``changes``:
+    vLLM flags in place of the same recorded ones (:func:`llmdeck.plan.changes.changed_spec`)."""
     from llmdeck.runtime.tenants import ollama_unload_all
 
     options = options or RestartOptions()
@@ -360,6 +365,10 @@ def restart(
     record = store.load(name)
     secrets = store.load_secrets(record.name)  # the key it was started with, for the new start
     spec = record.spec.model_copy(update={"env": {**record.spec.env, **secrets}})
+    if changes:
+        from llmdeck.plan.changes import changed_spec
+
+        spec = changed_spec(spec, changes)
     launcher.validate_spec(spec)  # before the stop: a model moved away had left it stopped, unstartable
     clock.emit("stopping", f"stopping {record.name} …")
     outcome = launcher.down(record.name, settings)  # "stale": another program's pid, left alone
@@ -370,9 +379,8 @@ def restart(
         if unloaded:
             clock.emit("tenants", f"unloaded Ollama models: {', '.join(unloaded)}", models=unloaded)
     exclude = (record.pid,) if record.pid and outcome != "stale" else ()
-    up_options = UpOptions(
-        **options.model_dump(exclude={"unload_ollama", "exclude_pids"}), exclude_pids=exclude
-    )
+    dump = options.model_dump(exclude={"unload_ollama", "exclude_pids"})  # stop_when is not dumped
+    up_options = UpOptions(**dump, exclude_pids=exclude, stop_when=options.stop_when)
     new = start(spec, settings, up_options, clock)
     return await_ready(new, settings, up_options, clock)
 
