@@ -212,3 +212,17 @@ def test_a_hostile_server_version_prints_as_data() -> None:
     render_versus(whole, Console(file=buf, force_terminal=False, width=200))
     out = buf.getvalue()
     assert "\x1b" not in out and "\x07" not in out and "$(reboot)" in out and "[bold]" in out
+
+
+def test_a_password_in_a_compared_url_is_never_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--compare http://user:pw@host` (a proxy's credentials): the "comparing A=... and B=..." line
+    had printed the password as typed; it is redacted there as in every other message."""
+    from llmdeck.util.net import free_port
+
+    url = f"http://user:s3cretpw@127.0.0.1:{free_port()}"
+    args = ["bench", "--compare", url, "http://127.0.0.1:1", "--timeout-probe", "2"]
+    code, out, err = run_cli([*args, "--out", str(tmp_path / "cmp.json")], capsys)
+    assert code == 1 and "comparing A=http://user:<redacted>@127.0.0.1" in err
+    assert "s3cretpw" not in out + err

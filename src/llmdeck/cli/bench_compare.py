@@ -50,7 +50,8 @@ def run_compare(
     options = build_options(req, out_path=out_path, api_key=api_key)
     console = err_console()
     console.print(
-        f"[dim]comparing A={markup_data(targets[0].base_url)} and B={markup_data(targets[1].base_url)}: "
+        f"[dim]comparing A={markup_data(redact_url(targets[0].base_url))} and "
+        f"B={markup_data(redact_url(targets[1].base_url))}: "
         f"{len(specs)} rounds of {markup_data(specs[0].label())}, ABBA order; result file: "
         f"{markup_data(str(out_path))}[/]",
         highlight=False,
