@@ -226,3 +226,21 @@ def test_a_password_in_a_compared_url_is_never_printed(
     code, out, err = run_cli([*args, "--out", str(tmp_path / "cmp.json")], capsys)
     assert code == 1 and "comparing A=http://user:<redacted>@127.0.0.1" in err
     assert "s3cretpw" not in out + err
+
+
+def test_a_server_that_fails_its_probe_leaves_the_earlier_comparison(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Run again into the same --out while one server is down: the run stops at the probe (exit 1) and
+    the earlier comparison stays. The file had been replaced by an empty one whose status said
+    "running" (no error), as `bench` itself never does (it writes nothing before its probe passes)."""
+    from llmdeck.util.net import free_port
+
+    out = tmp_path / "cmp.json"
+    earlier = '{"schema_version": 1, "kind": "llmdeck.bench.versus", "status": "complete"}'
+    out.write_text(earlier)
+    args = ["bench", "--compare", f"http://127.0.0.1:{free_port()}", "http://127.0.0.1:1"]
+    code, _, err = run_cli([*args, "--timeout-probe", "2", "--out", str(out)], capsys)
+    assert code == 1 and "Cannot connect" in " ".join(err.split())
+    assert out.read_text() == earlier
+    assert not list(tmp_path.glob("*.tmp")) and sorted(p.name for p in tmp_path.iterdir()) == ["cmp.json"]

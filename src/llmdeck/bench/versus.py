@@ -223,6 +223,7 @@ async def run_versus(
 
     whole = new_versus(targets, specs, options)
     sides = {"A": whole.a, "B": whole.b}
+    write = False  # as run_bench_async: no file before both probes pass (an earlier one at --out stays)
     try:
         async with (
             OpenAIClient(targets[0].base_url, api_key=options.api_key, timeouts=options.timeouts) as ca,
@@ -232,6 +233,7 @@ async def run_versus(
             for label, side in sides.items():
                 await probe_target(clients[label], side.result.target)
             tokenizer = await _tokenizer(whole, tokenizer, progress)
+            write = True
             for r, label in abba_order(len(specs)):
                 await _one_run(whole, sides[label], clients[label], r, tokenizer, options, progress)
         whole.status = "complete"
@@ -239,6 +241,7 @@ async def run_versus(
         whole.status, whole.error = "aborted", f"The comparison stopped: {exc}."
     except (asyncio.CancelledError, KeyboardInterrupt):
         whole.status, whole.error = "interrupted", "The comparison was interrupted."
+        write = write or options.out_path is None or not options.out_path.exists()
         raise
     finally:
         whole.finished_at = datetime.now(UTC)
@@ -247,7 +250,8 @@ async def run_versus(
             side.result.finished_at = whole.finished_at
             side.result.status = "complete" if whole.status == "complete" else "interrupted"
         whole.rows = compute_rows(whole.a.result, whole.b.result)
-        _Writer(options.out_path, whole.a.result, whole).write()
+        if write:
+            _Writer(options.out_path, whole.a.result, whole).write()
     return whole
 
 
