@@ -347,3 +347,26 @@ def test_a_folder_setting_this_user_may_not_look_into_is_bad_input(
     code, _, err = run_cli(["eval", "tasks"], capsys)
     assert code == 2 and "LLMDECK_MODELS_DIR" in err and "Permission denied" in err, err
     assert "internal error" not in err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["plan", "{p}", "--machine", "h200"],
+        ["up", "--model", "{p}", "--engine", "cpu"],
+        ["report", "{p}"],
+        ["keys", "list", "--keys-file", "{p}"],
+        ["model", "make-tiny", "{p}"],
+    ],
+)
+def test_a_name_longer_than_the_file_system_takes_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    """One name of a path over 255 bytes: pathlib's exists() raises ENAMETOOLONG where it returns False
+    for a missing path, and every command that looked at such a path had been an internal error."""
+    path = str(tmp_path / ("a" * 300))
+    code, _, err = run_cli([a.replace("{p}", path) for a in args], capsys)
+    words = " ".join(err.split())
+    assert code == 2 and "internal error" not in err
+    assert "is too long for the file system" in words and "characters)" in words
+    assert "a" * 61 not in words[words.index("error:") :]  # the message shortens the path

@@ -260,13 +260,13 @@ def _main(argv: list[str] | None) -> None:
     except Exception as exc:  # an unexpected bug: one line, unless debugging
         if _debug():
             raise
-        if _is_http_error(exc):  # a peer that broke off where no caller mapped it: a failed operation
-            failure = _http_failure(exc)
+        failure = _known_failure(exc)  # no caller mapped it, but what it means is known
+        if failure is not None:
             _print_error(failure)
-            _json_error(argv, type(failure).__name__, 1, failure.render())
+            _json_error(argv, type(failure).__name__, failure.exit_code, failure.render())
         else:
             _print_internal(exc, argv)
-        sys.exit(1)
+        sys.exit(1 if failure is None else failure.exit_code)
     sys.exit(0)
 
 
@@ -315,6 +315,30 @@ def _json_error(argv: list[str] | None, kind: str, exit_code: int, message: str)
 def _is_http_error(exc: Exception) -> bool:
     """httpx's errors, without importing httpx (the error path of every command stays light)."""
     return any(c.__module__.startswith("httpx") and c.__name__ == "HTTPError" for c in type(exc).__mro__)
+
+
+def _known_failure(exc: Exception) -> Any:
+    """The llmdeck error for an exception that reached the CLI unmapped but whose meaning is known, or
+    None: a peer that broke off (a failed operation), or a path with a name longer than the file system
+    takes (bad input: pathlib's exists() and is_dir() raise ENAMETOOLONG where they return False for
+    a missing file, and every command that looks at a path it was given had been an internal error)."""
+    import errno
+
+    if _is_http_error(exc):
+        return _http_failure(exc)
+    if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:
+        from llmdeck.errors import UsageError
+        from llmdeck.util.safetext import safe_text
+
+        name = str(exc.filename or "")
+        shown = safe_text(name if len(name) <= 80 else f"{name[:60]}…({len(name)} characters)")
+        return UsageError(
+            f"The path {shown} is too long for the file system (File name too long): a folder or file "
+            "name in a path is at most 255 bytes, the whole path 4096.",
+            hint="Check the path you gave (a pasted value or a variable that expanded to more than "
+            "meant), or use a shorter name.",
+        )
+    return None
 
 
 def _http_failure(exc: Exception) -> Any:
