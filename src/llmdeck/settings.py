@@ -108,6 +108,15 @@ class Settings(BaseSettings):
         description="Unified memory: what `up` leaves the OS and the desktop when it sizes the KV cache.",
     )
 
+    @field_validator("state_dir", "cache_dir", "models_dir", "results_dir", mode="before")
+    @classmethod
+    def _not_empty(cls, value: Any) -> Any:
+        """``LLMDECK_STATE_DIR=`` (set, but empty) had been the working folder: records, logs, caches or
+        models landed wherever the command ran, and the next command elsewhere did not find them."""
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("empty, which would mean whatever folder the command runs in")
+        return value
+
     @field_validator("state_dir", "cache_dir", "models_dir", "results_dir")
     @classmethod
     def _folder(cls, value: Path) -> Path:

@@ -172,6 +172,25 @@ CASES = [
         env={"LLMDECK_STATE_DIR": "{a_file}/state"},
     ),
     case(
+        "status:LLMDECK_STATE_DIR-empty",
+        "status",
+        2,
+        "LLMDECK_STATE_DIR=''",
+        "empty, which would mean whatever folder the command runs in",
+        env={"LLMDECK_STATE_DIR": ""},
+    ),
+    case(
+        "fetch:LLMDECK_MODELS_DIR-blank", "fetch Qwen/Qwen3-0.6B", 2, "empty", env={"LLMDECK_MODELS_DIR": " "}
+    ),
+    case(
+        "bench:LLMDECK_RESULTS_DIR-empty",
+        "bench http://127.0.0.1:9",
+        2,
+        "empty",
+        env={"LLMDECK_RESULTS_DIR": ""},
+    ),
+    case("plan:LLMDECK_CACHE_DIR-empty", PLAN, 2, "LLMDECK_CACHE_DIR", env={"LLMDECK_CACHE_DIR": ""}),
+    case(
         "bench:LLMDECK_RESULTS_DIR-a-file",
         "bench http://127.0.0.1:9",
         2,
