@@ -369,3 +369,24 @@ def test_folders_from_settings_are_expanded_and_made_absolute(
     assert s.state_dir == tmp_path / "home" / "state"
     assert s.cache_dir == tmp_path / "rel" / "cache"
     assert s.results_dir == tmp_path / "home" / "runs"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["plan", "--help"], ["keys", "create", "-h"], ["up", "--help", "--", "-h"]],
+    ids=["plan:help", "keys:help", "up:help"],
+)
+def test_a_commands_help_is_printed_whatever_the_settings_hold(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The root callback checks the settings before a command parses its options: a bad LLMDECK_*
+    variable (or a misspelt one) had made `llmdeck CMD --help` exit 2 with the settings error instead of
+    the help. The command itself still refuses them."""
+    from cli_helpers import run_cli
+
+    monkeypatch.setenv("LLMDECK_PORT", "0")
+    monkeypatch.setenv("LLMDECK_PROT", "8000")
+    code, out, err = run_cli(argv, capsys)
+    assert code == 0 and "Usage: llmdeck" in out and "LLMDECK_PORT" not in err
+    code, _, err = run_cli(["plan", "Qwen3-0.6B", "--machine", "h200", "--", "--help"], capsys)
+    assert code == 2 and "LLMDECK_PORT" in err

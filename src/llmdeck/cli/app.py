@@ -75,7 +75,8 @@ def build_app() -> typer.Typer:
     ) -> None:
         from llmdeck.settings import load_settings
 
-        ctx.obj = load_settings()
+        if not any(_HELP_ASKED):  # `llmdeck CMD --help` prints the help whatever LLMDECK_* hold
+            ctx.obj = load_settings()
 
     for name in COMMAND_MODULES:
         module = importlib.import_module(f"llmdeck.cli.{name}")
@@ -158,6 +159,10 @@ class Terminated(KeyboardInterrupt):
 
 
 _SIGNALLED: list[int] = []
+_HELP_ASKED: list[bool] = []
+"""Whether the command line asks for a command's help (-h, --help before `--`): the root callback, which
+runs before the command parses its own options, then leaves the settings to the command (a bad
+LLMDECK_* variable had made every `llmdeck CMD --help` exit 2; the command itself still refuses it)."""
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
@@ -222,6 +227,8 @@ def _main(argv: list[str] | None) -> None:
     from llmdeck.errors import InternalError, LlmdeckError
 
     json_written(reset=True)
+    args = list(sys.argv[1:] if argv is None else argv)
+    _HELP_ASKED[:] = [bool({"-h", "--help"} & set(args[: args.index("--")] if "--" in args else args))]
     click_exc = _click_exceptions()
     app = build_app()
     try:
