@@ -8,6 +8,8 @@ speak something that is not HTTP, or hang up. ``FAKES`` maps the name to its beh
 from __future__ import annotations
 
 import contextlib
+import functools
+import gzip
 import json
 import socket
 import threading
@@ -41,6 +43,22 @@ def _reply(conn: socket.socket, status: int, body: bytes | str, ctype: str = "ap
 
 def _json(conn: socket.socket, status: int, obj: Any) -> None:
     _reply(conn, status, json.dumps(obj))
+
+
+@functools.cache
+def gzip_bomb() -> bytes:
+    """64 MiB of zeros, gzipped twice: about 300 bytes that inflate, in one piece, to 64 MiB."""
+    return gzip.compress(gzip.compress(bytes(64 << 20)))
+
+
+def _gzip_bomb(conn: socket.socket, path: str) -> None:
+    """Every reply a 200 whose body is ``gzip_bomb()``, sent as ``Content-Encoding: gzip, gzip``."""
+    body = gzip_bomb()
+    head = (
+        f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip, gzip\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    conn.sendall(head.encode() + body)
 
 
 def _health_ok_else(fn: Callable[[socket.socket, str], None]) -> Callable[[socket.socket, str], None]:
@@ -171,6 +189,7 @@ FAKES: dict[str, Callable[[socket.socket, str], None]] = {
     # JSON nested deeper than Python's decoder follows (RecursionError, not ValueError): 400 kB
     "fake_deep_json_server": lambda c, p: _reply(c, 200, b"[" * 200_000 + b"]" * 200_000, "application/json"),
     "fake_non_http_server": _non_http,
+    "fake_gzip_bomb_server": _gzip_bomb,
     "fake_closing_server": _close,
     "fake_silent_server": _silent,
     "fake_trickle_server": _trickle,

@@ -34,6 +34,8 @@ SAYS: dict[str, tuple[str, ...]] = {
     "fake_closing_server": ("127.0.0.1",),
     "fake_silent_server": ("not answering",),
     "fake_trickle_server": ("not answering",),
+    # a stacked gzip bomb: never inflated (it had taken 8 GB and 18 s for 7 KB of gzip inside gzip)
+    "fake_gzip_bomb_server": ("compressed",),
     "fake_bad_context_server": ("max_model_len -5", "whole number of tokens"),
 }
 

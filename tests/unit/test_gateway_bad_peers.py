@@ -52,6 +52,15 @@ def fake() -> Iterator[str]:
         yield server.url
 
 
+def test_a_compressed_models_list_is_a_down_backend_not_inflated(tmp_path: Path) -> None:
+    """gzip inside gzip: the health probe had inflated it whole, on the event loop (7 KB: 8 GB, 12 s)."""
+    from fake_servers import running
+
+    with running("fake_gzip_bomb_server") as bomb, gateway(bomb, tmp_path) as gw:
+        backend = httpx.get(f"{gw}/gateway/status").json()["routes"][0]["backends"][0]
+    assert backend["healthy"] is False and "compressed" in backend["last_error"]
+
+
 @pytest.mark.parametrize("body", [b'{"data": {"x": 1}}', b'{"data": 5}', b'{"data": "abc"}'])
 def test_a_models_list_of_the_wrong_shape_is_a_down_backend_not_a_dead_gateway(
     tmp_path: Path, body: bytes, capfd: pytest.CaptureFixture[str]

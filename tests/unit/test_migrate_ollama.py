@@ -269,3 +269,14 @@ def test_an_ollama_that_never_answers_show_is_asked_once(
     assert len(shows) == 1
     unmapped = json.loads(stdout)["unmapped"]
     assert unmapped and all("/api/show" in u["why"] for u in unmapped if "catalog" in u["why"])
+
+
+def test_a_compressed_reply_is_refused_not_inflated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """gzip inside gzip (tests/fake_servers.py): httpx had inflated it whole before the cap counted."""
+    import fake_servers
+
+    with fake_servers.running("fake_gzip_bomb_server") as url:
+        code, _, err = _migrate(url, tmp_path / "m", capsys, "--timeout", "5")
+    assert code == 1 and "compressed" in err and "Traceback" not in err

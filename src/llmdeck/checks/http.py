@@ -13,7 +13,15 @@ import httpx
 from llmdeck.checks.results import Exchange
 from llmdeck.checks.surfaces import chunk_deltas
 from llmdeck.errors import EndpointError
-from llmdeck.util.http import JSON_CAP, STREAM_CAP, capped_chunks, capped_lines, raise_for_redirect
+from llmdeck.util.http import (
+    IDENTITY,
+    JSON_CAP,
+    STREAM_CAP,
+    capped_chunks,
+    capped_lines,
+    plain_body,
+    raise_for_redirect,
+)
 from llmdeck.util.jsonsafe import loads as json_loads
 from llmdeck.util.net import connect_failure
 
@@ -108,7 +116,9 @@ class Http:
         self.deadline = time.monotonic() + deadline_s if deadline_s is not None else None
         from llmdeck.util.deadline import deadline_transport  # headers trickled byte by byte too
 
-        self.client = httpx.Client(base_url=self.base_url, timeout=timeout, transport=deadline_transport())
+        self.client = httpx.Client(
+            base_url=self.base_url, headers=IDENTITY, timeout=timeout, transport=deadline_transport()
+        )
 
     def close(self) -> None:
         self.client.close()
@@ -252,7 +262,9 @@ def _loads(text: str) -> Any:
 
 
 def _chunks(resp: httpx.Response, until: float) -> Iterator[bytes]:
-    """The body's bytes as they come; ReadTimeout once ``until`` (monotonic) passes, however they trickle."""
+    """The body's bytes as they come (as sent: Compressed for a compressed one); ReadTimeout once
+    ``until`` (monotonic) passes, however they trickle."""
+    plain_body(resp, str(resp.request.url))
     for chunk in resp.iter_bytes():
         yield chunk
         if time.monotonic() > until:

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 
 from llmdeck.gateway.config import LoadedConfig, ResolvedBackend, ResolvedRoute
-from llmdeck.util.http import JSON_CAP, BodyTooLarge, aread_capped, failure_words
+from llmdeck.util.http import IDENTITY, JSON_CAP, BodyTooLarge, aread_capped, failure_words
 from llmdeck.util.jsonsafe import loads as json_loads
 from llmdeck.util.redact import redact_url
 
@@ -126,6 +126,7 @@ class Router:
 
     async def probe(self, client: httpx.AsyncClient, state: BackendState, timeout_s: float) -> None:
         headers = {"Authorization": f"Bearer {state.backend.api_key}"} if state.backend.api_key else {}
+        headers.update(IDENTITY)
         url = f"{state.url}/v1/models"
         try:  # bounded as a whole, and capped: a trickling or endless backend cannot hold the gateway
             async with (

@@ -67,15 +67,16 @@ def _request(method: str, url: str, body: dict[str, Any] | None, limit: float) -
     import httpx
 
     from llmdeck.util.deadline import deadline_transport
-    from llmdeck.util.http import BodyTooLarge, NotAnswering, read_capped
+    from llmdeck.util.http import IDENTITY, BodyTooLarge, NotAnswering, plain_body, read_capped
     from llmdeck.util.jsonsafe import loads
 
     until = time.monotonic() + limit
     try:
         with (
             httpx.Client(timeout=httpx.Timeout(limit), transport=deadline_transport()) as client,
-            client.stream(method, url, json=body) as resp,
+            client.stream(method, url, json=body, headers=IDENTITY) as resp,
         ):
+            plain_body(resp, url, what="Ollama")
             raw = read_capped(resp.iter_bytes(), url, until=until, what="Ollama")
             status = resp.status_code
     except (NotAnswering, httpx.TimeoutException) as exc:

@@ -7,6 +7,8 @@
   bytes (and, for the sync ones, until a monotonic deadline): :class:`BodyTooLarge` beyond.
 * :func:`capped_lines`: the lines of a stream (SSE), none longer than ``line_cap``.
 * :func:`raise_for_redirect`: a 3xx with a ``Location`` is :class:`Redirected` (where to, redacted).
+* :func:`plain_body`: a body as sent, never inflated (``IDENTITY`` asks for that): :class:`Compressed`
+  for a reply that is compressed all the same.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ METRICS_CAP = 16 * MIB  # a Prometheus page (vLLM's is ~100 KB)
 SSE_LINE_CAP = 4 * MIB  # one line of an event stream
 STREAM_CAP = 64 * MIB  # a whole streamed reply the checks keep in memory
 MAX_REDIRECTS = 5
+IDENTITY = {"Accept-Encoding": "identity"}  # every body llmdeck caps is read as sent, never inflated
 OPENAI_SERVER = "an OpenAI-compatible server"
 
 
@@ -60,6 +63,29 @@ class BodyTooLarge(EndpointError):
         self.what = what
         self.url = url
         self.cap = cap
+
+
+class Compressed(BodyTooLarge):
+    """The peer compressed its reply though llmdeck asked for none: not inflated, since a few KB of gzip
+    inside gzip inflate to gigabytes in one piece, before a cap could count them."""
+
+    def __init__(self, url: str, encoding: str, *, what: str = OPENAI_SERVER) -> None:
+        super().__init__(url, 0, what=what)
+        origin, path = _split(url)
+        self.message = (
+            f"The server at {origin} sent its {path or '/'} answer compressed (Content-Encoding: "
+            f"{shown_location(encoding)}) though llmdeck asked for none; is it {what}? llmdeck did not "
+            "inflate it."
+        )
+        self.args = (self.message,)
+
+
+def plain_body(resp: httpx.Response, url: str, *, what: str = "") -> None:
+    """Compressed for a reply with a Content-Encoding (other than identity): called before its body is
+    read, so that httpx's ``iter_bytes`` inflates nothing."""
+    encoding = resp.headers.get("content-encoding", "").strip()
+    if encoding.lower() not in ("", "identity"):
+        raise Compressed(url, encoding, what=what or OPENAI_SERVER)
 
 
 def shown_location(location: str) -> str:
@@ -110,7 +136,9 @@ def read_capped(
 
 
 async def aread_capped(resp: httpx.Response, url: str, *, cap: int = JSON_CAP, what: str = "") -> bytes:
-    """An async response's whole body (bound the time with ``asyncio.timeout``), BodyTooLarge past ``cap``."""
+    """An async response's whole body (bound the time with ``asyncio.timeout``), BodyTooLarge past ``cap``,
+    Compressed for a compressed one (send ``IDENTITY``)."""
+    plain_body(resp, url, what=what)
     buf = bytearray()
     async for chunk in resp.aiter_bytes():
         buf += chunk
@@ -169,7 +197,7 @@ def bounded_get(
     from llmdeck.util.deadline import deadline_transport
 
     until = time.monotonic() + limit
-    current, sent = url, dict(headers or {})
+    current, sent = url, {**IDENTITY, **(headers or {})}
     try:  # the transport bounds the status line and headers too (a peer trickling them byte by byte)
         with httpx.Client(
             timeout=httpx.Timeout(limit), follow_redirects=False, transport=deadline_transport()
@@ -178,6 +206,7 @@ def bounded_get(
                 with client.stream("GET", current, headers=sent) as resp:
                     nxt = _next_hop(resp, url, hops)
                     if nxt is None:
+                        plain_body(resp, current, what=what)
                         return resp.status_code, read_capped(
                             resp.iter_bytes(), current, cap=cap, until=until, what=what
                         )
@@ -206,6 +235,8 @@ def failure_words(exc: BaseException, path: str, timeout_s: float, shape: str) -
         return f"{path} answered HTTP {exc.response.status_code}"
     if isinstance(exc, httpx.ConnectError):
         return "cannot connect (nothing listens there, or the host is unreachable)"
+    if isinstance(exc, Compressed):
+        return f"its {path} answer came compressed, which llmdeck does not inflate"
     if isinstance(exc, BodyTooLarge):
         return f"its {path} answer was over the size cap"
     if isinstance(exc, ValueError | AttributeError):
