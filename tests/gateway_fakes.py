@@ -8,6 +8,7 @@
 * ``fake_html_server``: answers its health probe, and every request with a 200 HTML page.
 * ``fake_dying_stream_server``: answers a stream with two SSE events (and half a third), then drops
   the connection.
+* ``fake_reset_stream_server``: a stream that ends at the close, cut by a reset after two events.
 * ``fake_models_reply``: its /v1/models answers a given body (a wrong shape: no models list).
 * ``fake_trickle_server``: a plain JSON body, one byte every 0.2 s (never whole in time).
 * ``fake_raw_reply``: answers every request with given bytes (an odd response head), then holds on.
@@ -19,6 +20,7 @@ import asyncio
 import contextlib
 import json
 import socket
+import struct
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -238,6 +240,23 @@ def fake_dying_stream_server(tail: bytes = b"") -> contextlib.AbstractContextMan
                 conn.sendall(f"{len(data):x}\r\n".encode() + data + b"\r\n")
                 time.sleep(0.05)
             conn.shutdown(socket.SHUT_RDWR)
+            conn.close()
+
+    return _raw_server(handler)
+
+
+def fake_reset_stream_server() -> contextlib.AbstractContextManager[str]:
+    """Answers a stream with a body that ends at the close (no length, not chunked) and two SSE events,
+    then resets the connection (RST, not FIN): a backend that crashed, not one that finished."""
+
+    def handler(conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            if _answer_probe(conn, conn.recv(65536)):
+                return
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n")
+            conn.sendall(_chunk("part0", 0) + _chunk("part1", 1))
+            time.sleep(0.1)
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             conn.close()
 
     return _raw_server(handler)

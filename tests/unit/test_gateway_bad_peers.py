@@ -21,6 +21,7 @@ from gateway_fakes import (
     fake_dying_stream_server,
     fake_models_reply,
     fake_raw_reply,
+    fake_reset_stream_server,
     fake_trickle_server,
 )
 from llmdeck.gateway.app import build_app
@@ -90,6 +91,17 @@ def test_a_broken_stream_is_told_in_words(tmp_path: Path) -> None:
         assert "connection to it broke" in message and "Error" not in message  # no RemoteProtocolError
         r = httpx.post(f"{gw}/v1/chat/completions", json=CHAT, timeout=10)  # now down, in words
         assert r.status_code == 503 and "connection to it broke" in r.json()["error"]["message"]
+
+
+def test_a_stream_cut_by_a_reset_is_no_whole_reply(tmp_path: Path) -> None:
+    """A body that ends at the close, then a reset (RST): it had been relayed as a whole reply (no
+    error event, the backend counted healthy)."""
+    with fake_reset_stream_server() as cut, gateway(cut, tmp_path) as gw:
+        r = httpx.post(f"{gw}/v1/chat/completions", json={**CHAT, "stream": True}, timeout=10)
+        events = [e for e in r.content.split(b"\n\n") if e.strip()]
+        assert len(events) == 3 and "connection to it broke" in json.loads(events[2][6:])["error"]["message"]
+        backend = httpx.get(f"{gw}/gateway/status").json()["routes"][0]["backends"][0]
+        assert backend["healthy"] is False
 
 
 def test_a_stream_broken_mid_event_ends_with_whole_events_then_the_error(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ class _Conn(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self.paused = False  # reading paused: the reader is _HIGH_WATER behind
         self.answered = False  # a byte came since the request was written
+        self.reset: Exception | None = None  # why the connection broke (a reset), None for a clean close
 
     # -- protocol callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -62,6 +63,7 @@ class _Conn(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.eof = True
+        self.reset = exc
         self._wake()
 
     def _wake(self) -> None:
@@ -164,6 +166,8 @@ class _Body(httpx.AsyncByteStream):
                     buf.clear()
                     yield data
                 if conn.eof:
+                    if conn.reset is not None:  # a body that ends at the close, cut by a reset: no end
+                        raise httpx.ReadError(f"the connection was reset mid-body ({conn.reset})")
                     break
                 await conn.wait()
         self.done = True
