@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import run_cli
-from llmdeck.errors import EndpointError, UsageError
+from llmdeck.errors import EndpointError, OperationError, UsageError
 from llmdeck.util import http as uhttp
 from llmdeck.util.net import normalize_base_url, parse_http_url
 
@@ -639,3 +639,26 @@ def test_status_url_says_a_models_reply_of_the_wrong_shape_is_not_openai() -> No
     for body in (b'{"data": 5}', b'{"data": "x"}', b'{"data": {"id": "m"}}'):
         st = _parse_models("http://h:1", (200, body))
         assert st.state == "not_openai" and "not a model list" in st.detail, body
+
+
+def _trickle_body_server(conn: socket.socket, method: str, path: str) -> None:
+    """Fakes a peer whose answer is a 1000-byte JSON body sent a byte every 0.2 s (no read ever times
+    out, the body never ends in time)."""
+    conn.sendall(_JSON_HEAD.replace(b"\r\n\r\n", b"\r\nContent-Length: 1000\r\n\r\n") + b"{")
+    for _ in range(50):
+        time.sleep(0.2)
+        conn.sendall(b" ")
+
+
+@pytest.mark.parametrize("handler", [_endless_body_server, _trickle_body_server], ids=["endless", "trickle"])
+def test_the_post_wake_probe_is_bounded_as_a_whole(handler: Handler, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It read the whole reply (``resp.content``) before its 1 MiB cap, with a timeout only between
+    reads: an endless body filled the memory, a trickled one held the wake for ever."""
+    from llmdeck.gateway import lifecycle
+
+    monkeypatch.setattr(lifecycle, "PROBE_TIMEOUT_S", 1.0)
+    with _fake(handler) as url:
+        t0 = time.monotonic()
+        with pytest.raises(OperationError, match="no whole reply within 1 s"):
+            lifecycle.probe(url, "fake")
+    assert time.monotonic() - t0 < 5

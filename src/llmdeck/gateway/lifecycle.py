@@ -176,14 +176,23 @@ def probe(url: str, model: str, api_key: str | None = None) -> float:
     the seconds it took; raises OperationError naming what was wrong."""
     import time
 
+    from llmdeck.util.http import IDENTITY, BodyTooLarge, NotAnswering, plain_body, read_capped
     from llmdeck.util.jsonsafe import loads
 
     body = {"model": model, "prompt": "Hello", "max_tokens": 4, "temperature": 0}
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = {**IDENTITY, **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
     t0 = time.monotonic()
-    try:
-        resp = httpx.post(url + "/v1/completions", json=body, headers=headers, timeout=PROBE_TIMEOUT_S)
-        data = loads(resp.content[:PROBE_MAX_BYTES]) if resp.status_code == 200 else None
+    try:  # bounded as a whole and capped: an engine that trickles or never ends its reply is not well
+        with httpx.stream(
+            "POST", url + "/v1/completions", json=body, headers=headers, timeout=PROBE_TIMEOUT_S
+        ) as resp:
+            plain_body(resp, url + "/v1/completions")
+            raw = read_capped(resp.iter_bytes(), url, cap=PROBE_MAX_BYTES, until=t0 + PROBE_TIMEOUT_S)
+        data = loads(raw) if resp.status_code == 200 else None
+    except (NotAnswering, BodyTooLarge) as exc:
+        raise OperationError(
+            f"the post-wake probe to {url} got no whole reply within {PROBE_TIMEOUT_S:g} s and 1 MiB"
+        ) from exc
     except (httpx.HTTPError, ValueError) as exc:
         raise OperationError(f"the post-wake probe to {url} failed ({type(exc).__name__}: {exc})") from exc
     why = _probe_problem(resp.status_code, data)
