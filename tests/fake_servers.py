@@ -61,6 +61,20 @@ def _gzip_bomb(conn: socket.socket, path: str) -> None:
     conn.sendall(head.encode() + body)
 
 
+def _bad_usage(conn: socket.socket, path: str) -> None:
+    """/version answers a JSON list; every chat reply, streamed or not, reports -5 prompt tokens."""
+    usage = {"prompt_tokens": -5, "completion_tokens": 1, "total_tokens": -4}
+    if path == "/version":
+        _json(conn, 200, [1, 2])
+    elif not path.endswith(STREAM_MARK):
+        _json(conn, 200, {**CHAT_OK, "usage": usage})
+    else:
+        delta = {"id": "x", "choices": [{"index": 0, "delta": {"content": "Hi"}}]}
+        end = {"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage}
+        events = "".join(f"data: {json.dumps(e)}\n\n" for e in (delta, end))
+        _reply(conn, 200, events + "data: [DONE]\n\n", "text/event-stream")
+
+
 def _health_ok_else(fn: Callable[[socket.socket, str], None]) -> Callable[[socket.socket, str], None]:
     """Like vLLM: /health answers 200 without a key; everything else goes to ``fn``."""
 
@@ -190,6 +204,7 @@ FAKES: dict[str, Callable[[socket.socket, str], None]] = {
     "fake_deep_json_server": lambda c, p: _reply(c, 200, b"[" * 200_000 + b"]" * 200_000, "application/json"),
     "fake_non_http_server": _non_http,
     "fake_gzip_bomb_server": _gzip_bomb,
+    "fake_bad_usage_server": _bad_usage,
     "fake_closing_server": _close,
     "fake_silent_server": _silent,
     "fake_trickle_server": _trickle,

@@ -9,7 +9,6 @@ steady-state TTFT. Every prompt starts with a fresh nonce so prefix caching cann
 
 from __future__ import annotations
 
-import json
 import secrets
 import statistics
 import time
@@ -19,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from llmdeck.util.http import IDENTITY, BodyTooLarge, aread_capped, capped_alines
 from llmdeck.util.jsonsafe import loads as _json_loads
 
 WARMUP_SCHEMA_VERSION = 1
@@ -153,16 +153,19 @@ async def _one(
     max_tokens: int,
     tools: bool = False,
 ) -> WarmupRequest:
+    import asyncio
+
     import httpx
 
     req = WarmupRequest(label=label, phase=phase, stream=stream, target_tokens=n_tokens)
     body = _body(model, n_tokens, max_tokens, stream=stream, tools=tools)
     start = time.perf_counter()
-    try:
-        failed = await (_send_streamed if stream else _send_plain)(client, body, req, start)
-    except (httpx.HTTPError, json.JSONDecodeError) as exc:
+    try:  # bounded as a whole (a stream that never ends), capped, and shaped like an OpenAI reply
+        async with asyncio.timeout(client.timeout.read):
+            failed = await (_send_streamed if stream else _send_plain)(client, body, req, start)
+    except (httpx.HTTPError, ValueError, BodyTooLarge, TimeoutError) as exc:
         req.ok = False
-        req.error = f"{exc.__class__.__name__}: {exc}"
+        req.error = f"{exc.__class__.__name__}: {str(exc) or 'no whole reply in time'}"
         return req
     if failed is not None:
         return failed
@@ -199,37 +202,54 @@ async def _send_streamed(
     client: Any, body: dict[str, Any], req: WarmupRequest, start: float
 ) -> WarmupRequest | None:
     """Stream the request, noting TTFT and usage in ``req``; the failed request on an HTTP error."""
+    from llmdeck.client.replies import head_of_body
+
     async with client.stream("POST", "/v1/chat/completions", json=body) as resp:
         if resp.status_code >= 400:
-            text = (await resp.aread()).decode(errors="replace")
-            return _http_error(req, resp.status_code, text)
-        async for line in resp.aiter_lines():
+            return _http_error(req, resp.status_code, await head_of_body(resp))
+        async for raw in capped_alines(resp, str(resp.request.url)):
+            line = raw.decode("utf-8", "replace")
             if not line.startswith("data:"):
                 continue
             data = line[5:].strip()
             if data == "[DONE]":
                 break
-            chunk = _json_loads(data)
-            if req.ttft_s is None and any(_delta_has_output(c) for c in chunk.get("choices") or []):
+            chunk = _reply_object(data)
+            choices = chunk.get("choices") or []
+            if req.ttft_s is None and any(isinstance(c, dict) and _delta_has_output(c) for c in choices):
                 req.ttft_s = time.perf_counter() - start
-            usage = chunk.get("usage")
-            if usage:
-                req.prompt_tokens = usage.get("prompt_tokens")
-                req.completion_tokens = usage.get("completion_tokens")
+            if chunk.get("usage"):
+                _note_usage(req, chunk["usage"])
     return None
+
+
+def _reply_object(text: str | bytes) -> dict[str, Any]:
+    """A reply or stream event: a JSON object, else ValueError (a list, null, a page, bad UTF-8)."""
+    obj = _json_loads(text)
+    if not isinstance(obj, dict):
+        raise ValueError(f"the server answered {type(obj).__name__}, not a JSON object")
+    return obj
+
+
+def _note_usage(req: WarmupRequest, usage: Any) -> None:
+    """``usage``'s token counts into ``req``; ValueError unless each is a whole number of tokens."""
+    from llmdeck.client.replies import usage_counts
+
+    req.prompt_tokens, req.completion_tokens = usage_counts(usage)
 
 
 async def _send_plain(
     client: Any, body: dict[str, Any], req: WarmupRequest, start: float
 ) -> WarmupRequest | None:
     """One non-streamed request; the whole response counts as the first token."""
-    resp = await client.post("/v1/chat/completions", json=body)
-    if resp.status_code >= 400:
-        return _http_error(req, resp.status_code, resp.text)
+    from llmdeck.client.replies import head_of_body
+
+    async with client.stream("POST", "/v1/chat/completions", json=body) as resp:
+        if resp.status_code >= 400:
+            return _http_error(req, resp.status_code, await head_of_body(resp))
+        reply = _reply_object(await aread_capped(resp, str(resp.request.url)))
     req.ttft_s = time.perf_counter() - start  # no stream: the whole response is the first token
-    usage = resp.json().get("usage") or {}
-    req.prompt_tokens = usage.get("prompt_tokens")
-    req.completion_tokens = usage.get("completion_tokens")
+    _note_usage(req, reply.get("usage") or {})
     return None
 
 
@@ -284,7 +304,7 @@ async def warmup(
         max_model_len=max_model_len,
         lengths=lengths,
     )
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    headers = {**IDENTITY, **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
     t0 = time.perf_counter()
     async with httpx.AsyncClient(base_url=base_url.rstrip("/"), headers=headers, timeout=timeout_s) as client:
         version = await _server_version(client)
@@ -299,13 +319,15 @@ async def warmup(
 
 async def _server_version(client: Any) -> Any:
     """``GET /version``'s version, or None (no such endpoint, an error)."""
+    import asyncio
+
     import httpx
 
     try:
-        v = await client.get("/version", timeout=5.0)
-        if v.status_code == 200:
-            return v.json().get("version")
-    except (httpx.HTTPError, ValueError):
+        async with asyncio.timeout(5.0), client.stream("GET", "/version", timeout=5.0) as v:
+            if v.status_code == 200:
+                return _reply_object(await aread_capped(v, str(v.request.url))).get("version")
+    except (httpx.HTTPError, ValueError, BodyTooLarge, TimeoutError):
         pass
     return None
 

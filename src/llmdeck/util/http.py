@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from llmdeck.errors import EndpointError, InternalError
@@ -155,6 +155,23 @@ def capped_lines(chunks: Iterable[bytes], url: str, *, line_cap: int = SSE_LINE_
         pending += chunk
         *lines, pending = pending.split(b"\n")
         yield from lines
+        if len(pending) > line_cap:
+            raise BodyTooLarge(url, line_cap, line=True)
+    if pending:
+        yield pending
+
+
+async def capped_alines(
+    resp: httpx.Response, url: str, *, line_cap: int = SSE_LINE_CAP
+) -> AsyncIterator[bytes]:
+    """``capped_lines`` of an async response (Compressed for a compressed one)."""
+    plain_body(resp, url)
+    pending = b""
+    async for chunk in resp.aiter_bytes():
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield line.rstrip(b"\r")
         if len(pending) > line_cap:
             raise BodyTooLarge(url, line_cap, line=True)
     if pending:
