@@ -17,6 +17,7 @@ import pytest
 
 from http_fakes import JsonHandler
 from llmdeck.engines.spec import LaunchSpec
+from llmdeck.errors import EndpointError
 from llmdeck.runtime.preflight import (
     GIB,
     Finding,
@@ -199,6 +200,18 @@ def test_ollama_tenants_found_and_unloaded() -> None:
         assert fake.unloads == [{"model": "gemma3", "keep_alive": 0}]
         assert ollama_unload_all(fake.url) == ["qwen3:30b-a3b"]
         assert ollama_ps(fake.url).models == []
+
+
+@pytest.mark.parametrize("fake", ["fake_trickle_server", "fake_trickle_stream_server"])
+def test_ollama_unload_is_bounded_as_a_whole(fake: str) -> None:
+    """`restart --unload-ollama` waited for ever on a port that trickles (its timeout was per read)."""
+    from fake_servers import running
+
+    with running(fake) as url:
+        t0 = time.monotonic()
+        with pytest.raises(EndpointError, match="did not unload"):
+            ollama_unload("gemma3", url, timeout_s=1.0)
+    assert time.monotonic() - t0 < 10
 
 
 def test_ollama_absent_is_no_finding() -> None:

@@ -103,11 +103,20 @@ def ollama_unload(model: str, base_url: str = OLLAMA_URL, *, timeout_s: float = 
     """Ask Ollama to unload ``model`` now (``POST /api/generate`` with ``keep_alive: 0``)."""
     import httpx
 
+    from llmdeck.util.deadline import deadline_transport
+    from llmdeck.util.http import IDENTITY, BodyTooLarge, plain_body, read_capped
+
     url = base_url.rstrip("/")
-    try:
-        resp = httpx.post(f"{url}/api/generate", json={"model": model, "keep_alive": 0}, timeout=timeout_s)
-        resp.raise_for_status()
-    except httpx.HTTPError as exc:
+    body = {"model": model, "keep_alive": 0}
+    try:  # bounded as a whole and capped: whatever trickles or streams on Ollama's port cannot hold restart
+        with (
+            httpx.Client(timeout=timeout_s, transport=deadline_transport()) as client,
+            client.stream("POST", f"{url}/api/generate", json=body, headers=IDENTITY) as resp,
+        ):
+            resp.raise_for_status()
+            plain_body(resp, url, what="Ollama")
+            read_capped(resp.iter_bytes(), url, what="Ollama")
+    except (httpx.HTTPError, BodyTooLarge) as exc:
         raise EndpointError(
             f"Ollama at {url} did not unload {model!r} ({exc.__class__.__name__}: {exc}).",
             hint=f"Try by hand: {ollama_unload_command(model, url)}  "
