@@ -104,6 +104,26 @@ def test_a_stream_cut_by_a_reset_is_no_whole_reply(tmp_path: Path) -> None:
         assert backend["healthy"] is False
 
 
+@pytest.mark.parametrize(
+    ("path", "shape"), [("/v1/chat/completions", "openai"), ("/v1/messages", "anthropic")]
+)
+def test_a_backends_redirect_is_a_502_in_words_not_relayed(tmp_path: Path, path: str, shape: str) -> None:
+    """A 307 to another host had been relayed as it came (an empty body, the Location to follow past the
+    gateway), and counted as a reply."""
+    away = (
+        b"HTTP/1.1 307 Temporary Redirect\r\nlocation: http://10.9.9.9:8000/v1/x\r\ncontent-length: 0\r\n\r\n"
+    )
+    with fake_raw_reply(away) as odd, gateway(odd, tmp_path) as gw:
+        r = httpx.post(f"{gw}{path}", json={**CHAT, "max_tokens": 4}, timeout=10)
+        assert r.status_code == 502 and "location" not in r.headers
+        error = r.json()["error"]
+        assert "redirect to 'http://10.9.9.9:8000/v1/x'" in error["message"]
+        assert (
+            (error["type"] == "api_error") if shape == "anthropic" else (error["code"] == "upstream_redirect")
+        )
+        assert httpx.get(f"{gw}/gateway/status").json()["routes"][0]["backends"][0]["healthy"] is True
+
+
 def test_a_stream_broken_mid_event_ends_with_whole_events_then_the_error(tmp_path: Path) -> None:
     """Half an event, then the backend died: the error event had been glued onto the half
     (``data: {"id": "b", "choidata: {"error": ...}``), one event of invalid JSON to the client."""

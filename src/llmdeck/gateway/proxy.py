@@ -262,6 +262,8 @@ async def forward(client: httpx.AsyncClient, route: RouteState, up: Upstream, ct
             continue
         if (missing := await _missing_surface(resp, state, ctx)) is not None:
             return missing
+        if 300 <= resp.status_code < 400 and resp.headers.get("location"):
+            return await _redirected(resp, state, ctx)
         state.mark_up()
         ctx.backend = state.backend.label
         return RelayResponse(Relay(resp, state, ctx, up.whole_s, opened, streamed=up.stream))
@@ -302,6 +304,26 @@ async def all_down(
         "service_unavailable",
         "backend_down",
         **{"Retry-After": str(max(1, round(health.interval_s)))},
+    )
+
+
+async def _redirected(resp: httpx.Response, state: BackendState, ctx: RequestCtx) -> JSONResponse:
+    """A backend's redirect is not relayed: a client following it would reach the backend's own address
+    (past the gateway's keys and routes) or another host, and it is no API reply (an empty body). A
+    502 in words instead; the backend answered, so it stays up."""
+    from llmdeck.util.http import shown_location
+
+    await resp.aclose()
+    state.outstanding -= 1
+    ctx.finish(502, "upstream_redirect")
+    where = shown_location(resp.headers["location"])
+    return openai_error(
+        502,
+        f"The backend {state.backend.label} answered HTTP {resp.status_code}, a redirect to {where!r}; "
+        "the gateway follows no redirect. Check the request's path, or point the route at the server's "
+        "own URL.",
+        "upstream_error",
+        "upstream_redirect",
     )
 
 
