@@ -90,6 +90,20 @@ def test_defaults_override_and_alias_reach_the_upstream(settings: Settings, tmp_
             assert "max_tokens" not in up.bodies[-1]  # defaults are for (chat) completions only
 
 
+@pytest.mark.parametrize("asked", [None, "identity"])
+def test_the_backend_is_asked_for_no_compression(
+    settings: Settings, tmp_path: Path, asked: str | None
+) -> None:
+    """The client's Accept-Encoding is dropped; httpx then asked the backend for "gzip, deflate": a
+    backend that compresses (nginx in front of it) had its gzip relayed to a client that never asked."""
+    with fake() as up:
+        cfg = f"routes:\n  - model: a\n    backends: ['{up.url}']\n" + FAST  # type: ignore[attr-defined]
+        with gateway(cfg, settings, tmp_path) as gw:
+            headers = {"Accept-Encoding": asked} if asked else {}
+            assert httpx.post(f"{gw}/v1/chat/completions", json=chat(), headers=headers).status_code == 200
+        assert up.headers[-1]["accept-encoding"] == "identity"  # type: ignore[attr-defined]
+
+
 def test_stream_is_relayed_chunk_by_chunk(settings: Settings, tmp_path: Path) -> None:
     """The first event reaches the client while the upstream still holds the rest."""
     with fake("hold") as up:
