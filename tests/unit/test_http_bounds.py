@@ -662,3 +662,17 @@ def test_the_post_wake_probe_is_bounded_as_a_whole(handler: Handler, monkeypatch
         with pytest.raises(OperationError, match="no whole reply within 1 s"):
             lifecycle.probe(url, "fake")
     assert time.monotonic() - t0 < 5
+
+
+def test_sleep_and_wake_are_bounded_as_a_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Models on demand: /sleep and /wake_up had SLEEP_TIMEOUT_S only between reads, so an engine
+    trickling its reply held the model's sleep or wake for ever."""
+    from llmdeck.gateway import lifecycle
+
+    monkeypatch.setattr(lifecycle, "SLEEP_TIMEOUT_S", 1.0)
+    with _fake(_trickle_body_server) as url:
+        for call in (lambda: lifecycle.sleep(url, 1), lambda: lifecycle.wake(url, 1)):
+            t0 = time.monotonic()
+            with pytest.raises(OperationError, match="refused POST"):
+                call()
+            assert time.monotonic() - t0 < 5

@@ -236,10 +236,18 @@ def watchdog_trip(name: str, settings: Any) -> str | None:
 
 
 def _post(url: str, path: str, body: dict[str, Any] | None) -> None:
-    try:
-        resp = httpx.post(url + path, json=body, timeout=SLEEP_TIMEOUT_S)
-        resp.raise_for_status()
-    except httpx.HTTPError as exc:
+    from llmdeck.util.deadline import deadline_transport
+    from llmdeck.util.http import IDENTITY, BodyTooLarge, plain_body, read_capped
+
+    try:  # bounded as a whole (SLEEP_TIMEOUT_S) and capped: an engine that trickles cannot hold the model
+        with (
+            httpx.Client(timeout=SLEEP_TIMEOUT_S, transport=deadline_transport()) as client,
+            client.stream("POST", url + path, json=body, headers=IDENTITY) as resp,
+        ):
+            resp.raise_for_status()
+            plain_body(resp, url + path)
+            read_capped(resp.iter_bytes(), url + path, cap=PROBE_MAX_BYTES)
+    except (httpx.HTTPError, BodyTooLarge) as exc:
         raise OperationError(
             f"vLLM at {url} refused POST {path} ({type(exc).__name__}: {str(exc)[:200]}).",
             hint="Sleep mode needs --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1 (the gateway adds both "
