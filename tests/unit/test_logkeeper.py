@@ -53,7 +53,9 @@ def _group(log: Path) -> subprocess.Popen[bytes]:
 def test_the_keeper_rotates_past_its_bound_and_ends_with_the_server(tmp_path: Path) -> None:
     log = tmp_path / "s.log"
     server = _group(log)
-    keeper = threading.Thread(target=logkeeper.keep, args=(server.pid, log, 4096, 0.05), daemon=True)
+    keeper = threading.Thread(
+        target=logkeeper.keep, args=(server.pid, log, log.stat().st_ino, 4096, 0.05), daemon=True
+    )
     keeper.start()
     with open(log, "ab") as engine:
         for _ in range(3):
@@ -74,7 +76,9 @@ def test_the_keeper_ends_when_a_new_start_moved_its_log_along(tmp_path: Path) ->
     log = tmp_path / "s.log"
     server = _group(log)
     try:
-        keeper = threading.Thread(target=logkeeper.keep, args=(server.pid, log, 4096, 0.05), daemon=True)
+        keeper = threading.Thread(
+            target=logkeeper.keep, args=(server.pid, log, log.stat().st_ino, 4096, 0.05), daemon=True
+        )
         keeper.start()
         rotate_log(log)
         open_log(log, ["vllm"]).close()  # the next start's log: that start has its own keeper

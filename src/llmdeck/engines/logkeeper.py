@@ -1,4 +1,4 @@
-"""A running server's log kept bounded: ``python -m llmdeck.engines.logkeeper PGID LOG MAX_BYTES POLL_S``.
+"""A running server's log kept bounded (``python -m llmdeck.engines.logkeeper PGID LOG INODE MAX POLL``).
 
 vLLM writes to the log llmdeck opened as its stdout and stderr for as long as it serves, which is weeks:
 an access line per request and per health probe (~90 bytes), its throughput line every 10 s while
@@ -29,7 +29,11 @@ def spawn(pgid: int, log_path: Path) -> int | None:
     not start (the log then grows as before: nothing else depends on it)."""
     from llmdeck.engines.process import spawn_detached
 
-    bounds = [str(MAX_LOG_BYTES), f"{POLL_S:g}"]
+    try:  # read here, under the start's lock: no other start can have moved this log along yet
+        inode = os.stat(log_path).st_ino
+    except OSError:
+        return None
+    bounds = [str(inode), str(MAX_LOG_BYTES), f"{POLL_S:g}"]
     argv = [sys.executable, "-m", "llmdeck.engines.logkeeper", str(pgid), str(log_path), *bounds]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     try:
@@ -38,17 +42,13 @@ def spawn(pgid: int, log_path: Path) -> int | None:
         return None
 
 
-def keep(pgid: int, log_path: Path, max_bytes: int, poll_s: float = POLL_S) -> None:
+def keep(pgid: int, log_path: Path, inode: int, max_bytes: int, poll_s: float = POLL_S) -> None:
     """Rotate ``log_path`` in place whenever it is past ``max_bytes``, until the group ``pgid`` is gone
-    or the log is another file. A rotation that fails (a full disk) is tried again once the log has grown
-    by another ``max_bytes``."""
+    or the log is no longer the file ``inode``. A rotation that fails (a full disk) is tried again once
+    the log has grown by another ``max_bytes``."""
     from llmdeck.engines.logfiles import copy_truncate
     from llmdeck.util.procgroup import group_alive
 
-    try:
-        inode = os.stat(log_path).st_ino
-    except OSError:
-        return
     limit = max_bytes
     while group_alive(pgid):
         try:
@@ -75,7 +75,7 @@ def _note(log_path: Path, max_bytes: int) -> str:
 
 
 def main(argv: list[str]) -> int:
-    keep(int(argv[0]), Path(argv[1]), int(argv[2]), float(argv[3]))
+    keep(int(argv[0]), Path(argv[1]), int(argv[2]), int(argv[3]), float(argv[4]))
     return 0
 
 
