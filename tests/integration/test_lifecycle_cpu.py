@@ -82,12 +82,17 @@ def test_up_status_kill_restart_down(
     last_line = Path(dead["log_path"]).read_text().strip().splitlines()[-1]
     assert dead["log_tail"] and last_line.strip()[-30:] in dead["log_tail"]  # the tail drops log prefixes
 
-    # restart brings it back on the same port with the same model; the old log is kept
-    code, out, err = cli(["restart", "life", "--json"], capsys)
+    # restart brings it back on the same port with the same model, the flag given after `--` in
+    # place of the recorded one; the old log is kept
+    code, out, err = cli(["restart", "life", "--json", "--", "--max-model-len", "1024"], capsys)
     assert code == 0, err
     again = json.loads(out)
     assert again["spec"]["port"] == port and again["pid"] != record["pid"]
-    assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).status_code == 200
+    args = again["spec"]["vllm_args"]  # and the KV size unified memory sizing set, once
+    assert args.count("--max-model-len") == 1 and args[args.index("--max-model-len") + 1] == "1024"
+    assert args.count("--kv-cache-memory-bytes") <= 1
+    models = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=10).json()
+    assert models["data"][0]["id"] == "life-tiny" and models["data"][0]["max_model_len"] == 1024
     log_path = Path(again["log_path"])
     assert log_path.with_name(log_path.name + ".1").exists(), "the crashed run's log must survive"
 
