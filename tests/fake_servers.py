@@ -237,6 +237,22 @@ FAKES: dict[str, Callable[[socket.socket, str], None]] = {
         if p in LLAMACPP_PAGES
         else _json(c, 404, {"error": {"message": "File Not Found", "type": "not_found_error", "code": 404}})
     ),
+    # model ids that are not UTF-8 (decoded with replacement characters, a name nothing serves); the
+    # second fake lists a good one beside it
+    "fake_non_utf8_id_server": _health_ok_else(
+        lambda c, p: (
+            _reply(c, 200, b'{"data": [{"id": "q\xff\xfe", "max_model_len": 4096}]}')
+            if p.startswith("/v1/models")
+            else _json(c, 500, {})
+        )
+    ),
+    "fake_some_non_utf8_ids_server": _health_ok_else(
+        lambda c, p: (
+            _reply(c, 200, b'{"data": [{"id": "q\xff"}, {"id": "fake", "max_model_len": 4096}]}')
+            if p.startswith("/v1/models")
+            else _json(c, 500, {})
+        )
+    ),
     # answers /v1/models well, fails everything else: for input errors found after the first question
     "fake_models_only_server": _health_ok_else(
         lambda c, p: _json(c, 200, MODELS_OK) if p.startswith("/v1/models") else _json(c, 500, {})

@@ -302,3 +302,19 @@ def test_https_to_a_plain_http_server_says_use_http(
         server.server_close()
     assert code == 1 and "answers plain HTTP" in err and "use http://" in err, err
     assert "WRONG_VERSION_NUMBER" not in err and "_ssl.c" not in err and elapsed < 30
+
+
+@pytest.mark.timeout(120)
+def test_connect_refuses_a_model_id_that_is_not_utf8(
+    fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """/v1/models lists an id that is not UTF-8: it was decoded with replacement characters and the
+    config named a model like 'q��' (exit 0); now exit 1, or the good id when one is listed beside it."""
+    argv = ["connect", "openai", "--print", "--timeout", "3", "--server"]
+    with running("fake_non_utf8_id_server") as url:
+        code, _out, err, elapsed = run_main([*argv, url], capsys)
+    assert_clean_failure(code, err, elapsed, want=1, needles=("not valid utf-8",), seconds=45)
+    with running("fake_some_non_utf8_ids_server") as url:
+        code, out, err, _ = run_main([*argv, url], capsys)
+    assert code == 0, err
+    assert "OPENAI_MODEL=fake\n" in out and "\ufffd" not in out

@@ -99,6 +99,9 @@ def _not_served_fix(wanted: str, ids: list[str], entries: list[Any]) -> str:
     )
 
 
+REPLACED = "\ufffd"  # what a byte that is not UTF-8 decodes to
+
+
 def probe_models(ctx: ProbeContext) -> Outcome:
     reply = ctx.get("/v1/models")
     if not reply.ok:
@@ -113,10 +116,13 @@ def probe_models(ctx: ProbeContext) -> Outcome:
     if not entries:
         return Outcome("fail", "GET /v1/models returned no models.", fix="Check the server's --model.")
     ids = [e["id"] for e in entries if isinstance(e, dict) and isinstance(e.get("id"), str) and e["id"]]
+    garbled = [i for i in ids if REPLACED in i]  # not UTF-8: the server's real name is lost
+    ids = [i for i in ids if REPLACED not in i]
     if not ids:
+        what = "ids that are not valid UTF-8" if garbled else "entries without a string id"
         return Outcome(
             "fail",
-            f"GET /v1/models lists entries without a string id: {str(entries)[:200]!r}.",
+            f"GET /v1/models lists {what}: {str(garbled or entries)[:200]!r}.",
             fix="Point the check at an OpenAI-compatible server (e.g. vLLM); its models carry an id.",
         )
     ctx.facts.models = ids
@@ -142,9 +148,10 @@ def probe_models(ctx: ProbeContext) -> Outcome:
     ctx.facts.suggested_tool_parser = tool
     ctx.facts.suggested_reasoning_parser = reasoning
     length = f"max_model_len {ctx.facts.max_model_len}" if ctx.facts.max_model_len else "no max_model_len"
+    skipped = f"; skipped {len(garbled)} id(s) that are not valid UTF-8" if garbled else ""
     return Outcome(
         "pass",
-        f"Serves {chosen!r} ({length}).",
+        f"Serves {chosen!r} ({length}{skipped}).",
         data={"models": ids, "max_model_len": ctx.facts.max_model_len, "root": ctx.facts.model_root},
     )
 
