@@ -22,6 +22,7 @@ from llmdeck.gateway.metrics import GatewayMetrics
 T = TypeVar("T")
 FIRST_WAIT_S = 2.0
 OLLAMA_MAX_BODY = 4 << 20
+OLLAMA_LIMIT_S = 3.0  # one /api/ps exchange as a whole (Ollama answers in milliseconds)
 WINDOW_S = 60.0
 
 
@@ -74,13 +75,19 @@ def read_ollama(host: str = "127.0.0.1", port: int = 11434) -> list[tuple[str, i
 
     Plain ``http.client`` rather than ``tenants.ollama_ps``: its httpx client builds a TLS context on
     every call (26 ms of CPU here), which at one call every 10 s was most of what a dashboard poll cost.
-    Each socket step is bounded (1 s), the body too (4 MiB); it runs in a worker thread."""
+    Each socket step is bounded (1 s), the body too (4 MiB), and the whole exchange (``OLLAMA_LIMIT_S``:
+    a timer hangs up on a peer that trickles, whose every read returns in time, which had held the
+    worker thread for ever, and the gateway's shutdown with it); it runs in a worker thread."""
     import http.client
+    import threading
 
     from llmdeck.runtime.tenants import parse_ollama_ps
     from llmdeck.util.jsonsafe import loads
 
     conn = http.client.HTTPConnection(host, port, timeout=1.0)
+    cut = threading.Timer(OLLAMA_LIMIT_S, _hang_up, (conn,))
+    cut.daemon = True
+    cut.start()
     try:
         conn.request("GET", "/api/ps")
         resp = conn.getresponse()
@@ -91,8 +98,19 @@ def read_ollama(host: str = "127.0.0.1", port: int = 11434) -> list[tuple[str, i
     except (OSError, ValueError, http.client.HTTPException):
         return []
     finally:
+        cut.cancel()
         conn.close()
     return [(m.name, m.size, m.size_vram) for m in models]
+
+
+def _hang_up(conn: Any) -> None:
+    """End ``conn``'s exchange now: a read blocked on its socket returns at once (end of stream)."""
+    import socket
+
+    sock = conn.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
 
 
 def other_servers(servers_dir: Any, skip: frozenset[str]) -> Callable[[], list[ServerMemory]]:
