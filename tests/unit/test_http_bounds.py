@@ -676,3 +676,48 @@ def test_sleep_and_wake_are_bounded_as_a_whole(monkeypatch: pytest.MonkeyPatch) 
             with pytest.raises(OperationError, match="refused POST"):
                 call()
             assert time.monotonic() - t0 < 5
+
+
+def _endless_health_server(conn: socket.socket, method: str, path: str) -> None:
+    """Fakes something else on an engine's port: /health is a 200 whose body runs on (48 MiB as fast as
+    it goes, then silence)."""
+    conn.sendall(_JSON_HEAD)
+    chunk = b"a" * 65536
+    for _ in range(48 * 16):
+        conn.sendall(chunk)
+    time.sleep(10)
+
+
+def test_the_readiness_wait_caps_what_it_reads(tmp_path: Path) -> None:
+    """`up` polled /health and /v1/models with ``client.get``, which reads a whole body: an endless one
+    filled the memory for 2 s each poll. Now each body stops at JSON_CAP (8 MiB): never ready."""
+    import os
+    import tracemalloc
+
+    from llmdeck.engines.process import identify
+    from llmdeck.engines.spec import LaunchSpec
+    from llmdeck.errors import ServerStartError
+    from llmdeck.runtime.launcher import wait_ready
+    from llmdeck.runtime.state import ServerRecord
+    from llmdeck.settings import Settings
+
+    log = tmp_path / "e.log"
+    log.write_text("# llmdeck: header\n")
+    with _fake(_endless_health_server) as url:
+        port = int(url.rsplit(":", 1)[1])
+        record = ServerRecord(
+            name="e",
+            spec=LaunchSpec(name="e", engine="venv", model="m", port=port),
+            argv=["vllm", "serve", "m"],
+            pid=os.getpid(),  # the test process stands in for the engine (and listens on the port)
+            process=identify(os.getpid()),
+            log_path=log,
+        )
+        tracemalloc.start()
+        try:
+            with pytest.raises(ServerStartError, match="was not ready"):
+                wait_ready(record, Settings(state_dir=tmp_path / "state"), timeout_s=1, poll_s=0.1)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert peak < 24 << 20, f"{peak >> 20} MiB"

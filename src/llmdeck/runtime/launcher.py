@@ -38,6 +38,7 @@ from llmdeck.runtime.state import ServerRecord, StartedBy, StateStore
 from llmdeck.settings import Settings
 from llmdeck.util import leash
 from llmdeck.util.filelock import exclusive
+from llmdeck.util.http import IDENTITY, JSON_CAP, BodyTooLarge, read_capped
 from llmdeck.util.redact import redact_text
 
 __all__ = [
@@ -321,6 +322,17 @@ def _listens(record: ServerRecord) -> bool | None:
     return False
 
 
+def _answers(client: httpx.Client, base_url: str) -> bool:
+    """/health and /v1/models answer 200; each body read as sent (never inflated) and capped: whatever
+    else holds the port and streams an endless body cannot fill the memory (it was read whole)."""
+    for url in (f"{base_url}/health", f"{base_url}/v1/models"):
+        with client.stream("GET", url, headers=IDENTITY) as resp:
+            read_capped(resp.iter_raw(), url, cap=JSON_CAP)
+            if resp.status_code != 200:
+                return False
+    return True
+
+
 def wait_ready(
     record: ServerRecord,
     settings: Settings,
@@ -356,12 +368,9 @@ def wait_ready(
             if on_poll is not None:
                 on_poll()
             try:
-                health = client.get(f"{record.base_url}/health")
-                if health.status_code == 200:
-                    models = client.get(f"{record.base_url}/v1/models")
-                    if models.status_code == 200 and _listens(record) is not False:
-                        break
-            except httpx.HTTPError:
+                if _answers(client, record.base_url) and _listens(record) is not False:
+                    break
+            except (httpx.HTTPError, BodyTooLarge):
                 pass
             if time.monotonic() > deadline:
                 raise _startup_failure(record, f"was not ready after {timeout:.0f} s")
