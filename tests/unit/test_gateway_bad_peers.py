@@ -11,6 +11,7 @@ import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -239,6 +240,56 @@ def test_gateway_status_when_its_status_is_not_an_object(
         service.record_path(settings).write_text(record.model_dump_json())
         data = service.status(settings)
     assert data["state"] == "unhealthy" and data["error"] == f"/gateway/status {words}"
+
+
+@contextlib.contextmanager
+def fake_endless_status_server() -> Iterator[str]:
+    """Answers every request with a 200 JSON body that does not end: 64 MiB as fast as it goes (more
+    than any cap), then nothing (15 s)."""
+    from gateway_fakes import _raw_server
+
+    def handler(conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{")
+            for _ in range(1024):
+                conn.sendall(b" " * 65536)
+            time.sleep(15)
+
+    with _raw_server(handler) as url:
+        yield url
+
+
+@pytest.mark.parametrize(
+    ("server", "words"),
+    [
+        (fake_endless_status_server, "its /gateway/status answer was over the size cap"),
+        (fake_trickle_server, "no answer to /gateway/status within 3 s"),
+    ],
+    ids=["endless", "trickle"],
+)
+def test_gateway_status_is_bounded_and_capped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: Any, words: str
+) -> None:
+    """`gateway status` read /gateway/status with httpx.get: an endless body was read whole (GBs, for as
+    long as it came), a trickled one for ever. Now capped (JSON_CAP) and bounded as a whole (3 s)."""
+    import os
+
+    from llmdeck.gateway import service
+
+    settings = Settings(state_dir=tmp_path / "state")
+    monkeypatch.setattr(service, "_ours", lambda record: True)
+    with server() as odd:
+        port = int(odd.rsplit(":", 1)[1])
+        record = service.GatewayRecord(
+            pid=os.getpid(), host="127.0.0.1", port=port, config=tmp_path / "g.yaml", log_path=tmp_path / "l"
+        )
+        service.record_path(settings).parent.mkdir(parents=True)
+        service.record_path(settings).write_text(record.model_dump_json())
+        t0 = time.monotonic()
+        data = service.status(settings)
+    assert time.monotonic() - t0 < 8
+    assert data["state"] == "unhealthy" and data["error"] == words
 
 
 def test_an_unknown_model_name_is_not_echoed_whole(tmp_path: Path) -> None:

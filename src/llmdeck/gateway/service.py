@@ -32,7 +32,8 @@ from llmdeck.engines.process import (
 from llmdeck.errors import AlreadyExistsError, NotRunningError, OperationError, UsageError
 from llmdeck.runtime.launcher import read_tail, rotate_log
 from llmdeck.util.atomic import atomic_write_json
-from llmdeck.util.http import failure_words
+from llmdeck.util.http import BodyTooLarge, NotAnswering, Redirected, bounded_get, failure_words
+from llmdeck.util.jsonsafe import loads as json_loads
 from llmdeck.util.localfile import ensure_dir, read_regular_text
 from llmdeck.util.net import bind_hint, bind_problem, validate_port
 
@@ -262,14 +263,18 @@ def status(settings: Any) -> dict[str, Any]:
         "started_at": record.started_at.isoformat(),
     }
     if out["state"] == "running":
-        try:
-            resp = httpx.get(f"{record.base_url}/gateway/status", timeout=STATUS_TIMEOUT_S)
-            resp.raise_for_status()
-            data = resp.json()
+        url = f"{record.base_url}/gateway/status"
+        try:  # bounded as a whole, capped and never inflated: it had read an endless body whole
+            code, body = bounded_get(url, limit=STATUS_TIMEOUT_S)
+            if code != 200:
+                raise httpx.HTTPStatusError(
+                    "", request=httpx.Request("GET", url), response=httpx.Response(code)
+                )
+            data = json_loads(body)
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
             out.update(data)
-        except (httpx.HTTPError, ValueError) as exc:
+        except (httpx.HTTPError, ValueError, NotAnswering, BodyTooLarge, Redirected) as exc:
             out["state"] = "unhealthy"
             out["error"] = _status_problem(exc)
     return out

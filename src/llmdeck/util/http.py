@@ -246,7 +246,7 @@ def failure_words(exc: BaseException, path: str, timeout_s: float, shape: str) -
     class names): ``shape`` is what the answer should have been ("an OpenAI models list (JSON)")."""
     import httpx
 
-    if isinstance(exc, TimeoutError | httpx.TimeoutException):
+    if isinstance(exc, TimeoutError | httpx.TimeoutException | NotAnswering):
         return f"no answer to {path} within {timeout_s:g} s"
     if isinstance(exc, httpx.HTTPStatusError):
         return f"{path} answered HTTP {exc.response.status_code}"
