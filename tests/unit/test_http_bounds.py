@@ -721,3 +721,43 @@ def test_the_readiness_wait_caps_what_it_reads(tmp_path: Path) -> None:
         finally:
             tracemalloc.stop()
     assert peak < 24 << 20, f"{peak >> 20} MiB"
+
+
+def _gzip_config_hub_server(conn: socket.socket, method: str, path: str) -> None:
+    """Fakes a hub mirror whose API answers and whose config.json is a stacked gzip bomb (64 MiB of
+    zeros in about 300 bytes, ``Content-Encoding: gzip, gzip``)."""
+    from fake_servers import gzip_bomb
+
+    if _answer_hub_api(conn, path, 100):
+        return
+    head = f'HTTP/1.1 200 OK\r\nETag: "e"\r\nX-Repo-Commit: {"a" * 40}\r\nContent-Type: text/plain\r\n'
+    if method == "HEAD":
+        conn.sendall((head + "Content-Length: 100\r\nConnection: close\r\n\r\n").encode())
+        return
+    _send(
+        conn,
+        "200 OK",
+        gzip_bomb(),
+        f'ETag: "e"\r\nX-Repo-Commit: {"a" * 40}\r\nContent-Encoding: gzip, gzip\r\n',
+    )
+
+
+def test_fetch_config_only_does_not_inflate_a_gzip_bomb(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cap counted the bytes as sent, huggingface_hub wrote them inflated: 300 bytes of gzip inside
+    gzip became a 64 MiB config.json past a 1 MiB cap (gigabytes, with a bigger bomb)."""
+    pytest.importorskip("huggingface_hub")
+    import huggingface_hub
+
+    from llmdeck.fetch import hubcap
+
+    if not hasattr(huggingface_hub, "set_client_factory"):
+        pytest.skip("huggingface_hub < 1.0: its client cannot be hooked")
+    monkeypatch.setattr(hubcap, "CONFIG_FILE_CAP", 1 << 20)
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    code, flat, seconds = _fetch_config(_gzip_config_hub_server, "10", tmp_path, capsys)
+    written = [p.stat().st_size for p in tmp_path.rglob("*") if p.is_file()]
+    assert max(written, default=0) < 1 << 20, written
+    assert code == 1 and seconds < 15, flat
+    assert "compressed" in flat and "config.json" in flat

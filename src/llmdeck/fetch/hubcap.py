@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from llmdeck.errors import DownloadError, InternalError
-from llmdeck.util.http import capped_chunks
+from llmdeck.util.http import IDENTITY, capped_chunks, plain_body
 
 HUB_JSON_CAP = 16 << 20  # the hub's answer about a repo (a file list): a few KB, a few MB for huge repos
 CONFIG_FILE_CAP = 256 << 20  # config.json, tokenizer.json (tens of MB at most), a safetensors index
@@ -92,12 +92,25 @@ def _hook(config_only: bool, api_limit: float | None, cancel: threading.Event) -
         _refuse_long_waits(response)
         path = str(response.request.url.path)
         cap = cap_for(path, config_only=config_only)
+        if cap is not None:  # asked plain (_ask_plain): the cap counts what is written, never inflated
+            plain_body(response, str(response.request.url), what=HUB_WHAT)
         until = None
         if cap is not None and api_limit is not None:  # a trickling answer: not answering
             until = time.monotonic() + api_limit * (1 if path.startswith("/api/") else CONFIG_FILE_TIMES)
         response.stream = _capped_stream(response.stream, str(response.request.url), cap, until, cancel)
 
     return on_response
+
+
+def _ask_plain(config_only: bool) -> Any:
+    """A request hook: a capped reply is asked for as sent (``Accept-Encoding: identity``): a gzip one
+    was inflated as it was written, past the cap (300 bytes of gzip inside gzip made a 64 MiB file)."""
+
+    def on_request(request: Any) -> None:
+        if cap_for(str(request.url.path), config_only=config_only) is not None:
+            request.headers.update(IDENTITY)
+
+    return on_request
 
 
 @contextlib.contextmanager
@@ -144,7 +157,11 @@ def capped_hub_client(hub: Any, *, config_only: bool, api_limit: float | None = 
         hooks = dict(client.event_hooks)
         client.event_hooks = {
             **hooks,
-            "request": [*hooks.get("request", []), lambda _request: _stop_if(cancel)],
+            "request": [
+                *hooks.get("request", []),
+                lambda _request: _stop_if(cancel),
+                _ask_plain(config_only),
+            ],
             "response": [*hooks.get("response", []), _hook(config_only, api_limit, cancel)],
         }
         return client
