@@ -384,3 +384,17 @@ def test_the_printed_up_command_quotes_the_spec_path(
     for text in (out, err):
         shown = " ".join(text.split()).partition("llmdeck up --spec ")[2]
         assert shlex.split(shown.removesuffix(")"))[0] == str(spec), text
+
+
+def test_the_up_command_in_the_secret_note_is_never_wrapped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """stderr not a terminal is 80 columns for rich: the note's command came out split across lines."""
+    spec = tmp_path / ("a-long-folder-name-" * 3) / "spec.json"
+    spec.parent.mkdir()
+    code, _out, err = run(
+        ["plan", "gemma-3-4b-it", "--machine", "h200", "--spec-out", str(spec), "--", "--api-key", "k"],
+        capsys,
+    )
+    assert code == 0
+    assert f"pass it when starting: VLLM_API_KEY=... llmdeck up --spec {spec}\n" in err, err

@@ -92,8 +92,10 @@ def _console_class() -> type[Console]:
 
 
 def err_console() -> Console:
-    """A rich console on stderr, for progress and diagnostics."""
-    return _console_class()(stderr=True)
+    """A rich console on stderr, for progress and diagnostics. Never wrapped, as stdout's: the commands
+    a note or hint says to run (``VLLM_API_KEY=... llmdeck up --spec FILE``) had been split across lines
+    at 80 columns when stderr was not a terminal, so a pasted one broke."""
+    return _console_class()(stderr=True, soft_wrap=True)
 
 
 def out_console() -> Console:
