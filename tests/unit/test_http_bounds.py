@@ -761,3 +761,29 @@ def test_fetch_config_only_does_not_inflate_a_gzip_bomb(
     assert max(written, default=0) < 1 << 20, written
     assert code == 1 and seconds < 15, flat
     assert "compressed" in flat and "config.json" in flat
+
+
+def _redirected_gzip_config_hub_server(conn: socket.socket, method: str, path: str) -> None:
+    """Fakes a hub mirror that redirects config.json to /blob/config.json, a stacked gzip bomb there."""
+    if "/resolve/" in path and method == "GET":
+        _send(
+            conn,
+            "302 Found",
+            b"",
+            f'ETag: "e"\r\nX-Repo-Commit: {"a" * 40}\r\nLocation: /blob/config.json\r\n',
+        )
+    else:
+        _gzip_config_hub_server(conn, method, path)
+
+
+def test_fetch_config_only_caps_a_config_file_behind_a_redirect(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cap (and the plain ask) went by the path: a redirect off /resolve/ took a file out of both."""
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+    if not hasattr(huggingface_hub, "set_client_factory"):
+        pytest.skip("huggingface_hub < 1.0: its client cannot be hooked")
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    code, flat, seconds = _fetch_config(_redirected_gzip_config_hub_server, "10", tmp_path, capsys)
+    assert code == 1 and seconds < 15, flat
+    assert "/blob/config.json answer compressed" in flat, flat

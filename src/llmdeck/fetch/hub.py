@@ -286,7 +286,7 @@ def _download(
     except BodyTooLarge as exc:
         raise DownloadError(exc.message, hint=_ENDPOINT_HINT + MIRROR_HINT) from exc
     except NotAnswering as exc:
-        limit = api_limit * (CONFIG_FILE_TIMES if "/resolve/" in str(exc) else 1)
+        limit = api_limit * (1 if "/api/" in str(exc) else CONFIG_FILE_TIMES)
         raise DownloadError(
             f"{endpoint} is not answering: no complete reply to {exc} within {limit:g} s.",
             hint="Check the network and the endpoint, or raise --timeout if it is just slow. " + MIRROR_HINT,

@@ -32,12 +32,12 @@ class Cancelled(InternalError):
 
 
 def cap_for(path: str, *, config_only: bool) -> int | None:
-    """The most bytes a reply for ``path`` may have (None: no cap, e.g. a weights file)."""
+    """The most bytes a reply for ``path`` may have (None: no cap, e.g. a weights file). With
+    ``config_only`` every file is a config or tokenizer file, wherever its ``/resolve/`` URL redirects
+    (a mirror's redirect to another path had taken it out of the cap)."""
     if path.startswith("/api/"):
         return HUB_JSON_CAP
-    if config_only and "/resolve/" in path:
-        return CONFIG_FILE_CAP
-    return None
+    return CONFIG_FILE_CAP if config_only else None
 
 
 def _stop_if(cancel: threading.Event) -> None:
