@@ -405,6 +405,20 @@ def test_fetch_stops_an_endless_hub_answer(tmp_path: Path, capsys: pytest.Captur
     assert "Hugging Face hub or mirror" in flat and "--endpoint" in flat
 
 
+def _hooked_hub(monkeypatch: pytest.MonkeyPatch | None = None, cap: int | None = None) -> None:
+    """Skip unless huggingface_hub's client can be hooked (>= 1.0); with ``monkeypatch``, no Xet, and
+    ``cap`` as fetch's config-file cap."""
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+    if not hasattr(huggingface_hub, "set_client_factory"):
+        pytest.skip("huggingface_hub < 1.0: its client cannot be hooked")
+    if monkeypatch is not None:
+        monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+        if cap is not None:
+            from llmdeck.fetch import hubcap
+
+            monkeypatch.setattr(hubcap, "CONFIG_FILE_CAP", cap)
+
+
 def _answer_hub_api(conn: socket.socket, path: str, size: int) -> bool:
     """A hub mirror's API answer about repo o/m holding one config.json of ``size``; False: no API path."""
     if not path.startswith("/api/"):
@@ -442,19 +456,13 @@ def _endless_config_hub_server(conn: socket.socket, method: str, path: str) -> N
 def test_fetch_config_only_caps_a_config_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("huggingface_hub")
-    import huggingface_hub
-
-    from llmdeck.fetch import hubcap
-
-    if not hasattr(huggingface_hub, "set_client_factory"):
-        pytest.skip("huggingface_hub < 1.0: its client cannot be hooked")
-    monkeypatch.setattr(hubcap, "CONFIG_FILE_CAP", 1 << 20)
-    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    _hooked_hub(monkeypatch, cap=1 << 20)
     code, flat, seconds = _fetch_config(_endless_config_hub_server, "10", tmp_path, capsys)
     assert code == 1, flat
     assert seconds < 15  # the fake runs 20 s; slack for loaded CI
     assert "sent more than 1 MiB for /o/m/resolve/" in flat and "config.json" in flat
+    from llmdeck.fetch import hubcap
+
     assert hubcap.cap_for("/o/m/resolve/main/model.safetensors", config_only=False) is None
 
 
@@ -479,9 +487,7 @@ def _trickling_hub_server() -> Handler:
 def test_fetch_stops_a_trickling_hub_api_within_timeout(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    huggingface_hub = pytest.importorskip("huggingface_hub")
-    if not hasattr(huggingface_hub, "set_client_factory"):
-        pytest.skip("huggingface_hub < 1.0: its client cannot be hooked")
+    _hooked_hub()
     with _fake(_trickling_hub_server()) as url:
         t0 = time.monotonic()
         argv = ["fetch", "o/m", "--endpoint", url, "--timeout", "1", "--config-only"]
@@ -514,10 +520,7 @@ def test_fetch_stops_a_trickling_config_file_within_ten_timeouts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Only the hub's API answers had a deadline: a config.json a byte every 2 s ran for minutes."""
-    huggingface_hub = pytest.importorskip("huggingface_hub")
-    if not hasattr(huggingface_hub, "set_client_factory"):
-        pytest.skip("huggingface_hub < 1.0: its client cannot be hooked")
-    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    _hooked_hub(monkeypatch)
     code, flat, seconds = _fetch_config(_trickling_config_hub_server, "0.3", tmp_path, capsys)
     assert code == 1 and seconds < 20, flat  # 3 s deadline; the trickle runs 60 s
     assert "is not answering" in flat and "config.json within 3 s" in flat
@@ -747,15 +750,7 @@ def test_fetch_config_only_does_not_inflate_a_gzip_bomb(
 ) -> None:
     """The cap counted the bytes as sent, huggingface_hub wrote them inflated: 300 bytes of gzip inside
     gzip became a 64 MiB config.json past a 1 MiB cap (gigabytes, with a bigger bomb)."""
-    pytest.importorskip("huggingface_hub")
-    import huggingface_hub
-
-    from llmdeck.fetch import hubcap
-
-    if not hasattr(huggingface_hub, "set_client_factory"):
-        pytest.skip("huggingface_hub < 1.0: its client cannot be hooked")
-    monkeypatch.setattr(hubcap, "CONFIG_FILE_CAP", 1 << 20)
-    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    _hooked_hub(monkeypatch, cap=1 << 20)
     code, flat, seconds = _fetch_config(_gzip_config_hub_server, "10", tmp_path, capsys)
     written = [p.stat().st_size for p in tmp_path.rglob("*") if p.is_file()]
     assert max(written, default=0) < 1 << 20, written
@@ -780,10 +775,7 @@ def test_fetch_config_only_caps_a_config_file_behind_a_redirect(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The cap (and the plain ask) went by the path: a redirect off /resolve/ took a file out of both."""
-    huggingface_hub = pytest.importorskip("huggingface_hub")
-    if not hasattr(huggingface_hub, "set_client_factory"):
-        pytest.skip("huggingface_hub < 1.0: its client cannot be hooked")
-    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    _hooked_hub(monkeypatch)
     code, flat, seconds = _fetch_config(_redirected_gzip_config_hub_server, "10", tmp_path, capsys)
     assert code == 1 and seconds < 15, flat
     assert "/blob/config.json answer compressed" in flat, flat
