@@ -8,6 +8,7 @@ from typing import Any
 import typer
 
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
+from llmdeck.cli.validate import utf8_text
 
 KEYS_HELP = """The gateway's API keys: stored as salted HMAC-SHA256 digests in a 0600 file, shown once.
 
@@ -69,7 +70,7 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context,
         name: str = typer.Argument(..., help="Who the key is for (shown in logs and metrics)."),
         models: str = typer.Option(
-            None, "--models", help="Comma-separated aliases it may use (default: all)."
+            None, "--models", callback=utf8_text, help="Comma-separated aliases it may use (default: all)."
         ),
         rpm: int = typer.Option(None, "--rpm", help="Requests per minute (default: no limit)."),
         keys_file: Path = FILE_OPTION,

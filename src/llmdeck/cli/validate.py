@@ -68,6 +68,22 @@ def host(value: str | None) -> str | None:
     return None if value is None else bare_host(value)
 
 
+def not_utf8(value: str) -> bool:
+    """Whether ``value`` holds bytes that are no UTF-8 (Python keeps them as lone surrogates, e.g. from
+    ``$'\\xff'`` or a Latin-1 terminal): fine as a path to open, but no text llmdeck can store."""
+    return any("\ud800" <= ch <= "\udfff" for ch in value)
+
+
+_NOT_UTF8 = "holds bytes that are not UTF-8 text, which llmdeck cannot store; type it again in UTF-8"
+
+
+def utf8_text(value: str | None) -> str | None:
+    """A typer callback for a value llmdeck stores (a key's --models, ...): UTF-8 text, or exit 2."""
+    if value is not None and not_utf8(value):
+        raise typer.BadParameter(f"{value!r} {_NOT_UTF8}.")
+    return value
+
+
 def api_key(value: str | None) -> str | None:
     """An API key that an HTTP header can carry; the message never quotes it."""
     from llmdeck.util.redact import api_key_problem
@@ -112,5 +128,8 @@ class ForwardingCommand(TyperCommand):
                 "e.g. `-- --max-model-len 8192`.",
                 ctx=ctx,
             )
+        bad = next((arg for arg in forwarded if not_utf8(arg)), None)
+        if bad is not None:  # they are stored with the server's spec (JSON): an internal error there
+            raise _usage_error()(f"The argument {bad!r} after `--` {_NOT_UTF8}.", ctx=ctx)
         ctx.args = list(forwarded)
         return rest

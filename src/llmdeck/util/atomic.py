@@ -169,15 +169,34 @@ def shared_with_others(path: Path) -> bool:
         return False
 
 
+def _not_utf8(path: Path) -> UsageError:
+    """A value to be written holds bytes that are no UTF-8 (a lone surrogate: ``$'\\xff'`` typed on the
+    command line): bad input, where it had been an internal error (UnicodeEncodeError)."""
+    return UsageError(
+        f"Cannot write {path}: a value you gave holds bytes that are not UTF-8 text, which the file "
+        "cannot hold.",
+        hint="Type the names and values again in UTF-8 (check the terminal's encoding).",
+    )
+
+
 def atomic_write_text(path: Path, text: str, *, secret: bool = False) -> None:
     """:func:`atomic_write_bytes` of ``text`` in UTF-8."""
-    atomic_write_bytes(path, text.encode("utf-8"), secret=secret)
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _not_utf8(path) from None
+    atomic_write_bytes(path, data, secret=secret)
 
 
 def atomic_write_json(path: Path, data: Any, *, secret: bool = False) -> None:
     """Write JSON data (pydantic models are dumped first) atomically."""
-    if hasattr(data, "model_dump_json"):
-        text = data.model_dump_json(indent=2)
-    else:
-        text = json.dumps(data, indent=2, ensure_ascii=False)
+    try:
+        if hasattr(data, "model_dump_json"):
+            text = data.model_dump_json(indent=2)
+        else:
+            text = json.dumps(data, indent=2, ensure_ascii=False)
+    except ValueError as exc:  # pydantic's PydanticSerializationError is one
+        if "surrogates not allowed" not in str(exc):
+            raise
+        raise _not_utf8(path) from None
     atomic_write_text(path, text + "\n", secret=secret)

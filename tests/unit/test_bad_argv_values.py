@@ -1,0 +1,52 @@
+"""Values from a systematic bad-input sweep of every option: bytes that are no UTF-8, empty values,
+huge values, local files given with a server. Each must end in exit 2 and one paragraph naming what is
+wrong, never an internal error, and never after the network was asked.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from cli_helpers import run_cli
+from llmdeck.errors import UsageError
+from llmdeck.util.atomic import atomic_write_json
+
+NOT_UTF8 = b"\xff".decode("utf-8", "surrogateescape")  # what Python makes of argv byte 0xff
+
+
+def test_a_keys_models_value_that_is_no_utf8_is_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keys = tmp_path / "keys.json"
+    code, _, err = run_cli(
+        ["keys", "create", "alice", "--models", NOT_UTF8, "--keys-file", str(keys)], capsys
+    )
+    assert code == 2 and "internal error" not in err
+    assert "--models" in err and "not UTF-8" in err
+    assert not keys.exists()
+
+
+def test_a_forwarded_argument_that_is_no_utf8_is_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = tmp_path / "spec.json"
+    args = ["plan", "Qwen3-0.6B", "--machine", "h200", "--spec-out", str(spec), "--"]
+    code, _, err = run_cli([*args, "--served-model-name", NOT_UTF8], capsys)
+    assert code == 2 and "internal error" not in err
+    assert "after `--`" in err and "not UTF-8" in err
+    assert not spec.exists()
+
+
+class _Record(BaseModel):
+    name: str
+
+
+@pytest.mark.parametrize("data", [{"model": NOT_UTF8}, "plain " + NOT_UTF8, _Record(name=NOT_UTF8)])
+def test_a_json_write_of_no_utf8_is_a_usage_error(tmp_path: Path, data: object) -> None:
+    target = tmp_path / "out.json"
+    with pytest.raises(UsageError, match="not UTF-8"):
+        atomic_write_json(target, data)
+    assert not target.exists()
