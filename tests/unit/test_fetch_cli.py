@@ -352,6 +352,28 @@ def test_real_hub_client_unreachable_with_a_folder_that_is_no_model_exit_1(tmp_p
     assert result.stdout == "" and (folder / "todo.txt").is_file()
 
 
+def test_real_hub_client_unreachable_config_only_with_a_folder_that_is_no_model_exit_1(
+    tmp_path: Path,
+) -> None:
+    """The same with --config-only: a folder without config.json had been "fetched", exit 0."""
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "todo.txt").write_text("not a model\n")
+    args = ["acme/thing", "--config-only", "--endpoint", CLOSED, "--local-dir", str(folder)]
+    result = _run_real(args, {}, tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert f"{folder} holds no config.json" in result.stderr and result.stdout == ""
+
+
+def test_an_empty_local_dir_is_refused_not_the_current_folder(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake = install_fake(monkeypatch, FakeSnapshotDownload())
+    code, _, err = run_cli(["fetch", "acme/thing", "--local-dir", ""], capsys)
+    assert code == 2 and "--local-dir" in err and "empty" in err
+    assert fake.calls == []
+
+
 def test_real_hub_client_unreachable_with_a_complete_copy_exit_0(tmp_path: Path) -> None:
     """A complete copy already on disk still serves when the hub is unreachable (the resume case)."""
     folder = tmp_path / "thing"

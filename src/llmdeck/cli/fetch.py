@@ -12,13 +12,24 @@ from llmdeck.cli.options import request_timeout
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
 
 
+def _local_dir(value: str) -> Path:
+    """--local-dir: a folder; an empty value had meant the current folder, taken as the model folder."""
+    if not value.strip():
+        raise typer.BadParameter("an empty value names no folder; give a folder, or leave --local-dir out.")
+    return Path(value)
+
+
+LOCAL_DIR_OPTION = typer.Option(
+    None, "--local-dir", parser=_local_dir, help="Where to put the files (default: LLMDECK_MODELS_DIR/NAME)."
+)
+REVISION_OPTION = typer.Option(None, "--revision", help="Branch, tag or commit (default main).")
+
+
 def fetch(
     ctx: typer.Context,
     repo_id: str = typer.Argument(..., metavar="REPO_ID", help="Hugging Face repo id, e.g. Qwen/Qwen3-0.6B."),
-    local_dir: Path | None = typer.Option(
-        None, "--local-dir", help="Where to put the files (default: LLMDECK_MODELS_DIR/NAME)."
-    ),
-    revision: str | None = typer.Option(None, "--revision", help="Branch, tag or commit (default main)."),
+    local_dir: Path | None = LOCAL_DIR_OPTION,
+    revision: str | None = REVISION_OPTION,
     endpoint: str | None = typer.Option(
         None,
         "--endpoint",

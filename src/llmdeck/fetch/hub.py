@@ -363,10 +363,8 @@ def fetch_model(
 
     if checksum and hub and hub.sha256 and on_wait:
         on_wait(f"comparing the sha256 of the {len(hub.sha256)} files the hub hashes with the hub's")
-    whole = not (config_only or include)
-    report = verify_download(
-        target, repo_id, hub, require_shards=whole, endpoint=effective_endpoint, checksum=checksum
-    )
+    fetched = {"require_shards": not (config_only or include), "config_only": config_only}
+    report = verify_download(target, repo_id, hub, endpoint=effective_endpoint, checksum=checksum, **fetched)
     files = [p for p in target.rglob("*") if p.is_file() and ".cache" not in p.relative_to(target).parts]
     refuse_nothing_matched(include, files)
     arch, model_type = _architecture(target, report)

@@ -153,7 +153,14 @@ def file_sha256(path: Path, chunk: int = 8 << 20) -> str:
 
 
 def verify_download(
-    target: Path, repo_id: str, hub: HubFiles | None, *, require_shards: bool, endpoint: str, checksum: bool
+    target: Path,
+    repo_id: str,
+    hub: HubFiles | None,
+    *,
+    require_shards: bool,
+    endpoint: str,
+    checksum: bool,
+    config_only: bool = False,
 ) -> VerifyReport:
     """Verify what a fetch left in ``target`` (with ``checksum``, the sha256 of the hub's LFS files too);
     DownloadError (exit 1) naming what is wrong."""
@@ -165,11 +172,13 @@ def verify_download(
     if checksum and not report.sha256_checked:
         why = "the hub's metadata was not available" if hub is None else "no file here is one the hub hashes"
         report.notes.append(f"--checksum: no sha256 compared ({why})")
-    if report.no_weights and sizes is None:
+    no_config = config_only and not (target / "config.json").is_file()
+    if (report.no_weights or no_config) and sizes is None:
         # huggingface_hub, when the hub cannot be reached, hands back any non-empty --local-dir as
-        # it is ("Returning existing local_dir"): that is no copy of the model
+        # it is ("Returning existing local_dir"): that is no copy of the model (nor of its config)
+        held = "no config.json" if no_config else "no model weights"
         raise DownloadError(
-            f"Cannot reach {endpoint} to download {repo_id}, and {target} holds no model weights "
+            f"Cannot reach {endpoint} to download {repo_id}, and {target} holds {held} "
             "(huggingface_hub handed back the folder as it was, without downloading anything).",
             hint="Check the network (and any proxy variables), then fetch again; use an empty or new "
             "--local-dir. " + MIRROR_HINT,
