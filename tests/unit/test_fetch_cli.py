@@ -374,6 +374,16 @@ def test_an_empty_local_dir_is_refused_not_the_current_folder(
     assert fake.calls == []
 
 
+@pytest.mark.parametrize("revision", ["", "\udcff", "a" * 100_000, "main\n"])
+def test_a_bad_revision_is_exit_2_naming_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], revision: str
+) -> None:
+    fake = install_fake(monkeypatch, FakeSnapshotDownload())
+    code, _, err = run_cli(["fetch", "acme/thing", "--revision", revision], capsys)
+    assert code == 2 and "--revision" in err and len(err) < 1000
+    assert fake.calls == []
+
+
 def test_real_hub_client_unreachable_with_a_complete_copy_exit_0(tmp_path: Path) -> None:
     """A complete copy already on disk still serves when the hub is unreachable (the resume case)."""
     folder = tmp_path / "thing"

@@ -19,10 +19,34 @@ def _local_dir(value: str) -> Path:
     return Path(value)
 
 
+MAX_REVISION = 255
+
+
+def _revision(value: str | None) -> str | None:
+    """--revision: a branch, tag or commit as the hub's URLs carry it (bad input, not a failed download)."""
+    if value is None:
+        return None
+    from llmdeck.cli.validate import not_utf8
+    from llmdeck.util.safetext import is_unsafe
+
+    if not value.strip() or value != value.strip() or any(is_unsafe(c) or c in "\n\t" for c in value):
+        why = "is empty, has spaces around it or control characters in it"
+    elif not_utf8(value):
+        why = "holds bytes that are not UTF-8 text"
+    elif len(value) > MAX_REVISION:
+        why = f"is {len(value)} characters long (a branch, tag or commit has at most {MAX_REVISION})"
+    else:
+        return value
+    shown = repr(value) if len(value) <= 80 else f"{value[:60]!r}…"
+    raise typer.BadParameter(f"{shown} {why}; give a branch, tag or commit, e.g. main, or leave it out.")
+
+
 LOCAL_DIR_OPTION = typer.Option(
     None, "--local-dir", parser=_local_dir, help="Where to put the files (default: LLMDECK_MODELS_DIR/NAME)."
 )
-REVISION_OPTION = typer.Option(None, "--revision", help="Branch, tag or commit (default main).")
+REVISION_OPTION = typer.Option(
+    None, "--revision", callback=_revision, help="Branch, tag or commit (default main)."
+)
 
 
 def fetch(
