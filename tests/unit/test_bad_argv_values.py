@@ -5,6 +5,7 @@ wrong, never an internal error, and never after the network was asked.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from cli_helpers import run_cli
 from llmdeck.errors import UsageError
 from llmdeck.util.atomic import atomic_write_json
 
+CLOSED = "http://127.0.0.1:9"  # nothing listens: a question to it would fail with "Cannot connect"
 NOT_UTF8 = b"\xff".decode("utf-8", "surrogateescape")  # what Python makes of argv byte 0xff
 
 
@@ -50,3 +52,36 @@ def test_a_json_write_of_no_utf8_is_a_usage_error(tmp_path: Path, data: object) 
     with pytest.raises(UsageError, match="not UTF-8"):
         atomic_write_json(target, data)
     assert not target.exists()
+
+
+def _local_inputs(tmp_path: Path) -> dict[str, str]:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "notes.txt").write_text("no tokenizer\n")
+    return {
+        "device": "/dev/zero",
+        "fifo": str(fifo),
+        "folder": str(tmp_path),
+        "missing": str(tmp_path / "missing"),
+        "file": str(tmp_path / "notes.txt"),
+    }
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "folder", "missing"])
+def test_bench_refuses_a_bad_prompts_file_before_asking_the_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    value = _local_inputs(tmp_path)[kind]
+    code, _, err = run_cli(["bench", CLOSED, "--timeout-probe", "3", "--prompts", value], capsys)
+    assert code == 2, err
+    assert "--prompts" in err and "Cannot connect" not in err and "asking" not in err
+
+
+@pytest.mark.parametrize("kind", ["device", "fifo", "missing", "file"])
+def test_bench_refuses_a_bad_tokenizer_path_before_asking_the_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    value = _local_inputs(tmp_path)[kind]
+    code, _, err = run_cli(["bench", CLOSED, "--timeout-probe", "3", "--tokenizer", value], capsys)
+    assert code == 2, err
+    assert "tokenizer" in err and "Cannot connect" not in err and "asking" not in err

@@ -67,10 +67,29 @@ def load_tokenizer(path_or_id: str | Path) -> Any:
             "Building exact-length prompts needs the `transformers` package, which is not installed.",
             hint="Install llmdeck with the cpu extra, or use `--workload jsonl`.",
         ) from exc
+    p = check_tokenizer_path(path_or_id)
+    try:
+        return AutoTokenizer.from_pretrained(str(p) if p.exists() else str(path_or_id), local_files_only=True)
+    except Exception as exc:
+        raise ModelPathError(
+            f"Cannot load a tokenizer from {str(path_or_id)!r} ({_one_line(exc)}).",
+            hint="Pass --tokenizer with the served model's folder (the one holding tokenizer.json).",
+        ) from exc
+
+
+def check_tokenizer_path(path_or_id: str | Path) -> Path:
+    """The tokenizer's folder as a path; ModelPathError (exit 2) for a path that is no tokenizer folder
+    (missing, a file, a pipe, a folder without tokenizer files). Nothing is loaded: bench runs it
+    before it asks the server anything."""
     p = Path(path_or_id).expanduser()
     if not p.exists() and (p.is_absolute() or str(path_or_id).startswith((".", "~"))):
         raise ModelPathError(
             f"The tokenizer folder {p} does not exist.",
+            hint="Pass --tokenizer with the served model's folder (the one holding tokenizer.json).",
+        )
+    if p.exists() and not p.is_dir():
+        raise ModelPathError(
+            f"The tokenizer path {p} is not a folder.",
             hint="Pass --tokenizer with the served model's folder (the one holding tokenizer.json).",
         )
     if p.is_dir() and not any((p / name).is_file() for name in TOKENIZER_FILES):
@@ -80,13 +99,7 @@ def load_tokenizer(path_or_id: str | Path) -> Any:
             hint="Pass --tokenizer with the served model's folder (the one holding tokenizer.json), or "
             "download the tokenizer files into it.",
         )
-    try:
-        return AutoTokenizer.from_pretrained(str(p) if p.exists() else str(path_or_id), local_files_only=True)
-    except Exception as exc:
-        raise ModelPathError(
-            f"Cannot load a tokenizer from {str(path_or_id)!r} ({_one_line(exc)}).",
-            hint="Pass --tokenizer with the served model's folder (the one holding tokenizer.json).",
-        ) from exc
+    return p
 
 
 class PromptMaker:

@@ -26,6 +26,23 @@ def sampling(temperature: float | None, top_p: float | None, top_k: int | None) 
     return {k: v for k, v in given.items() if v is not None}
 
 
+def check_local_inputs(prompts: Any, tokenizer: str | None) -> None:
+    """--prompts and --tokenizer, checked before the server is asked anything: a missing file, a folder,
+    a pipe or a device had been reported as "Cannot connect" (exit 1) when the server was down too."""
+    from llmdeck.bench.workloads import check_tokenizer_path, read_prompt_rows
+    from llmdeck.errors import UsageError
+
+    if prompts is not None:
+        if not prompts.is_file():
+            raise UsageError(
+                f"--prompts {prompts} is not a file.",
+                hint='Pass --prompts FILE.jsonl with one {"prompt": "..."} or {"messages": [...]} per line.',
+            )
+        read_prompt_rows(prompts)
+    if tokenizer is not None:
+        check_tokenizer_path(tokenizer)
+
+
 def counts(values: list[str], flag: str) -> list[int | None]:
     """A comma list of whole numbers (inf/none/max: no limit), e.g. --max-concurrency 1,4,16."""
     from llmdeck.errors import UsageError
@@ -136,14 +153,17 @@ _FLAGS = {
 
 
 def parse_request(fields: dict[str, Any]) -> Any:
-    """The BenchRequest of the CLI's options (normalized); exit 2 naming the option that is wrong."""
+    """The BenchRequest of the CLI's options (normalized); exit 2 naming the option that is wrong, and
+    for a bad --prompts or --tokenizer (checked here, before any question to a server)."""
     from pydantic import ValidationError
 
     from llmdeck.bench.request import BenchRequest
     from llmdeck.errors import UsageError
 
     try:
-        return BenchRequest.model_validate(fields).normalized()
+        req = BenchRequest.model_validate(fields).normalized()
+        check_local_inputs(fields["prompts"], fields["tokenizer"])
+        return req
     except ValidationError as exc:
         first = exc.errors()[0]
         where = str(first["loc"][0]) if first.get("loc") else "option"
