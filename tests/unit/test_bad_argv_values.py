@@ -85,3 +85,23 @@ def test_bench_refuses_a_bad_tokenizer_path_before_asking_the_server(
     code, _, err = run_cli(["bench", CLOSED, "--timeout-probe", "3", "--tokenizer", value], capsys)
     assert code == 2, err
     assert "tokenizer" in err and "Cannot connect" not in err and "asking" not in err
+
+
+HUGE = "a" * 100_000
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["plan", "Qwen3-0.6B", "--machine", HUGE],  # an llmdeck error
+        ["plan", "Qwen3-0.6B", "--machine", "h200", "--host", HUGE],  # click's BadParameter
+        ["check", CLOSED, "--client", HUGE],
+    ],
+)
+def test_a_huge_value_is_shown_cut_in_the_message(
+    args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_cli([*args, "--json"] if args[0] == "plan" else args, capsys)
+    assert code == 2
+    assert len(err) < 1000 and len(out) < 1000
+    assert "…(100000 characters)'" in err

@@ -258,6 +258,7 @@ def _main(argv: list[str] | None) -> None:
         if isinstance(exc, click_exc.NoSuchOption):
             exc.message = _no_such_option(exc)
             exc.possibilities = None
+        exc.message = _shortened(exc.message)
         exc.show()
         code = 2 if exc.exit_code in (1, 2) else exc.exit_code
         _json_error(argv, "UsageError", code, exc.format_message())
@@ -298,7 +299,7 @@ def _print_error(exc: Any) -> None:
     from llmdeck.cli.output import err_console
     from llmdeck.util.redact import redact_text
 
-    text = escape(redact_text(exc.render()))
+    text = escape(_shortened(redact_text(exc.render())))
     tail = redact_text(getattr(exc, "log_tail", "") or "")
     console = err_console()
     console.print(f"[bold red]error:[/] {text}", highlight=False, markup=True, soft_wrap=True)
@@ -316,7 +317,15 @@ def _json_error(argv: list[str] | None, kind: str, exit_code: int, message: str)
     own = args[: args.index("--")] if "--" in args else args
     if "--json" not in own or json_written():
         return
-    print_json({"error": {"kind": kind, "exit_code": exit_code, "message": message}})  # redacts every string
+    error = {"kind": kind, "exit_code": exit_code, "message": _shortened(message)}
+    print_json({"error": error})  # redacts every string
+
+
+def _shortened(message: str) -> str:
+    """A message with any huge word (a pasted 100,000-character value) shown cut."""
+    from llmdeck.util.safetext import shorten_long_words
+
+    return shorten_long_words(message)
 
 
 def _is_http_error(exc: Exception) -> bool:
@@ -364,8 +373,9 @@ def _print_internal(exc: Exception, argv: list[str] | None) -> None:
     from llmdeck.cli.output import safe_text
     from llmdeck.util.redact import redact_text
 
+    shown = safe_text(_shortened(redact_text(str(exc))))
     message = (
-        f"internal error: {type(exc).__name__}: {safe_text(redact_text(str(exc)))}. This is a bug in "
+        f"internal error: {type(exc).__name__}: {shown}. This is a bug in "
         "llmdeck; run again with LLMDECK_DEBUG=1 for the traceback and report it."
     )
     sys.stderr.write(f"error: {message}\n")

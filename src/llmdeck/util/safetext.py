@@ -49,3 +49,24 @@ def markup_data(value: object) -> str:
     from rich.markup import escape
 
     return escape(safe_text(str(value)))
+
+
+LONG_WORD = 200
+"""A word (a run without spaces) of a message longer than this is shown cut: a 100,000-character
+--machine or --name had been echoed whole, ~100 KB of stderr for one mistyped value."""
+
+
+def shorten_long_words(text: str, limit: int = LONG_WORD) -> str:
+    """``text`` with every run of more than ``limit`` non-space characters cut to its first 80, then
+    ``…(N characters)`` (N: the value's own length) and the run's closing quotes or punctuation (a
+    quoted value stays quoted)."""
+    import re
+
+    def cut(match: re.Match[str]) -> str:
+        word = match.group(0)
+        lead = min(3, len(word) - len(word.lstrip("'\"`([")))
+        end = min(3, len(word) - len(word.rstrip("'\"`)].,:;")))
+        core = word[lead : len(word) - end]
+        return f"{word[:lead]}{core[:80]}…({len(core)} characters){word[len(word) - end :]}"
+
+    return re.sub(rf"\S{{{limit + 1},}}", cut, text)
