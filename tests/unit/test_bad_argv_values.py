@@ -105,3 +105,24 @@ def test_a_huge_value_is_shown_cut_in_the_message(
     assert code == 2
     assert len(err) < 1000 and len(out) < 1000
     assert "…(100000 characters)'" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["plan", "Qwen3-0.6B", "--machine", "h200", "--engine", ""], "--engine"),
+        (["plan", "Qwen3-0.6B", "--machine", "h200", "--python", " "], "--python"),
+        (["doctor", "--python", ""], "--python"),
+        (["check", ""], "target"),
+        (["check", "\n"], "target"),
+        (["launch", "opencode", ""], "target"),
+        (["bench", ""], "TARGET"),
+        (["eval", "verify", "--suite", ""], "--suite"),
+    ],
+)
+def test_an_explicitly_empty_value_is_refused_not_taken_as_the_default(
+    args: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_cli(args, capsys)
+    assert code == 2, err
+    assert named in err and out == ""

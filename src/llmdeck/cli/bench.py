@@ -249,7 +249,7 @@ def _target_or_compare(
         if html is not None:
             raise UsageError("--html is not made for --compare yet.", hint="Use --json or the table.")
         return f"{compare[0]} {compare[1]}", workload or "agent-sessions"
-    if target is None:
+    if target is None or not target.strip():  # '' had meant the default server, in silence
         raise UsageError(
             "No server to bench: give TARGET or --compare URL_A URL_B.", hint="llmdeck bench --help"
         )

@@ -8,7 +8,7 @@ import typer
 
 from llmdeck.cli.options import request_timeout
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
-from llmdeck.cli.validate import api_key_option, positive_seconds
+from llmdeck.cli.validate import api_key_option, nonempty, positive_seconds
 
 DEADLINE_HINT = "The server answers slowly; check its log, or give the check more time with --deadline."
 REJECTED_KEY_HINT = (
@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
 
 def check(
     ctx: typer.Context,
-    target: str | None = typer.Argument(None, help="Server URL or llmdeck server name."),
+    target: str | None = typer.Argument(None, callback=nonempty, help="Server URL or llmdeck server name."),
     client: str | None = typer.Option(
         None,
         "--client",

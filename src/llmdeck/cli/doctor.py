@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
+from llmdeck.cli.validate import nonempty
 
 MARKS = {"ok": "[green]  ok[/]", "warn": "[yellow]warn[/]", "fail": "[bold red]FAIL[/]"}
 
@@ -16,9 +17,14 @@ def register(app: typer.Typer) -> None:
     def doctor(
         ctx: typer.Context,
         python: str | None = typer.Option(
-            None, "--python", help="The venv Python whose vLLM you will serve with (default: this one)."
+            None,
+            "--python",
+            callback=nonempty,
+            help="The venv Python whose vLLM you will serve with (default: this one).",
         ),
-        image: str | None = typer.Option(None, "--image", help="The Docker image you will serve with."),
+        image: str | None = typer.Option(
+            None, "--image", callback=nonempty, help="The Docker image you will serve with."
+        ),
         port: int | None = typer.Option(
             None, "--port", min=1, max=65535, help="The port a server will use (default LLMDECK_PORT)."
         ),

@@ -9,7 +9,7 @@ import typer
 
 from llmdeck.cli import options
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
-from llmdeck.cli.validate import api_key_option
+from llmdeck.cli.validate import api_key_option, nonempty
 
 EVAL_HELP = """Run a real coding agent (opencode, aider, claude-code, codex) headless on coding tasks, then
 score its work with hidden tests it never saw; the server's flags, model and /metrics during the run go
@@ -73,7 +73,9 @@ def eval_run(
         None, "--client", "-c", help="The agent: opencode, aider, claude-code or codex."
     ),
     task: list[str] = typer.Option([], "--task", "-t", help="A task name or folder (repeatable)."),
-    suite: str | None = typer.Option(None, "--suite", help="A suite of tasks (see `llmdeck eval tasks`)."),
+    suite: str | None = typer.Option(
+        None, "--suite", callback=nonempty, help="A suite of tasks (see `llmdeck eval tasks`)."
+    ),
     server: str | None = typer.Option(None, "--server", "-s", help="Server URL or llmdeck server name."),
     model: str | None = typer.Option(None, "--model", "-m", help="Served model name (default: the first)."),
     repeat: int = typer.Option(1, "--repeat", min=1, max=100, help="Run every task N times."),
@@ -81,7 +83,9 @@ def eval_run(
     html: Path | None = typer.Option(None, "--html", help="Also write the HTML page of the result."),
     api_key: str | None = api_key_option(),
     agent_bin: Path | None = typer.Option(None, "--agent-bin", help="The client's executable."),
-    python: str | None = typer.Option(None, "--python", help="Interpreter for the hidden tests."),
+    python: str | None = typer.Option(
+        None, "--python", callback=nonempty, help="Interpreter for the hidden tests."
+    ),
     thinking: str = typer.Option("server", "--thinking", help="server, on or off (as `connect`)."),
     timeout: float | None = options.task_timeout(None, " (default: the task's own)"),
     timeout_probe: float = options.probe_timeout(30.0, " (/v1/models, the client's setup)"),
@@ -260,8 +264,12 @@ def eval_tasks(json_out: bool = JSON_OPTION) -> None:
 
 def eval_verify(
     task: list[str] = typer.Option([], "--task", "-t", help="A task name or folder (repeatable)."),
-    suite: str | None = typer.Option(None, "--suite", help="A suite (default: every built-in task)."),
-    python: str | None = typer.Option(None, "--python", help="Interpreter for the hidden tests."),
+    suite: str | None = typer.Option(
+        None, "--suite", callback=nonempty, help="A suite (default: every built-in task)."
+    ),
+    python: str | None = typer.Option(
+        None, "--python", callback=nonempty, help="Interpreter for the hidden tests."
+    ),
     json_out: bool = JSON_OPTION,
 ) -> None:
     import sys

@@ -9,7 +9,7 @@ from typer.core import TyperCommand
 
 from llmdeck.cli.options import request_timeout
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
-from llmdeck.cli.validate import api_key_option
+from llmdeck.cli.validate import api_key_option, nonempty
 
 LAUNCH_HELP = """Start CLIENT configured for a running server, as `ollama launch` does.
 
@@ -62,7 +62,9 @@ def register(app: typer.Typer) -> None:
 def launch_cmd(
     ctx: typer.Context,
     client: str = typer.Argument(..., help="claude-code, codex, qwen-code, opencode or aider."),
-    target: str | None = typer.Argument(None, help="Server URL, llmdeck server name, or 'gateway'."),
+    target: str | None = typer.Argument(
+        None, callback=nonempty, help="Server URL, llmdeck server name, or 'gateway'."
+    ),
     model: str | None = typer.Option(None, "--model", "-m", help="Served model or gateway alias."),
     api_key: str | None = api_key_option(),
     bin_path: str | None = typer.Option(None, "--bin", help="The client's executable (default: on PATH)."),

@@ -10,7 +10,7 @@ import typer
 
 from llmdeck.cli.catalog import models_cmd, recommend_cmd
 from llmdeck.cli.output import JSON_OPTION, err_console, esc, get_settings, out_console, print_json
-from llmdeck.cli.validate import ForwardingCommand, number
+from llmdeck.cli.validate import ForwardingCommand, nonempty, number
 from llmdeck.cli.validate import host as host_check
 
 PLAN_HELP = """Plan a vLLM server before starting it: memory, KV tokens, concurrency, flag lint, commands.
@@ -203,16 +203,21 @@ def plan_cmd(
         help="Plan from a known KV budget (skips the overhead model).",
     ),
     engine: str | None = typer.Option(
-        None, "--engine", help="docker | venv (default: docker; venv with --python)"
+        None, "--engine", callback=nonempty, help="docker | venv (default: docker; venv with --python)"
     ),
-    image: str | None = typer.Option(None, "--image", help="Docker image (default vllm/vllm-openai:latest)."),
+    image: str | None = typer.Option(
+        None, "--image", callback=nonempty, help="Docker image (default vllm/vllm-openai:latest)."
+    ),
     host: str = typer.Option("127.0.0.1", "--host", callback=host_check, help="Address the server binds to."),
     port: int = typer.Option(8000, "--port", min=1, max=65535, help="Server port."),
     name: str = typer.Option("default", "--name", help="Server name (for llmdeck up)."),
     workload: str = typer.Option("agent", "--workload", help="agent | multi-user | long-context"),
     vllm_version: str | None = typer.Option(None, "--vllm-version", help="vLLM version of the venv/image."),
     python: str | None = typer.Option(
-        None, "--python", help="A venv's Python: plan for the vLLM installed there (implies --engine venv)."
+        None,
+        "--python",
+        callback=nonempty,
+        help="A venv's Python: plan for the vLLM installed there (implies --engine venv).",
     ),
     nodes: int = typer.Option(
         1, "--nodes", min=1, max=1024, help="Machines the server spans (Ray; TP x PP = GPUs)."

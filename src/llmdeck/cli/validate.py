@@ -84,6 +84,14 @@ def utf8_text(value: str | None) -> str | None:
     return value
 
 
+def nonempty(value: str | None) -> str | None:
+    """A typer callback: a value given empty (``''``, spaces, a newline) is refused, where it had been
+    taken as "not given" and the default used in silence (check '' asked the default server)."""
+    if value is not None and not value.strip():
+        raise typer.BadParameter("an empty value is not allowed; give one, or leave it out for the default.")
+    return value
+
+
 def api_key(value: str | None) -> str | None:
     """An API key that an HTTP header can carry; the message never quotes it."""
     from llmdeck.util.redact import api_key_problem
