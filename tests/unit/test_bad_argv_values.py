@@ -126,3 +126,11 @@ def test_an_explicitly_empty_value_is_refused_not_taken_as_the_default(
     code, out, err = run_cli(args, capsys)
     assert code == 2, err
     assert named in err and out == ""
+
+
+def test_plan_bounds_concurrency(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["plan", "Qwen3-0.6B", "--machine", "h200", "--concurrency"]
+    code, out, err = run_cli([*args, "99999999999999999999"], capsys)
+    assert code == 2 and "--concurrency" in err and out == ""
+    code, out, err = run_cli([*args, "1000000"], capsys)
+    assert code == 0, err

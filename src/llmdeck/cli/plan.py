@@ -13,6 +13,11 @@ from llmdeck.cli.output import JSON_OPTION, err_console, esc, get_settings, out_
 from llmdeck.cli.validate import ForwardingCommand, nonempty, number
 from llmdeck.cli.validate import host as host_check
 
+MAX_CONCURRENCY = 1_000_000
+"""The most --concurrency a plan takes: far above any server's max_num_seqs (a 20-digit value had been
+planned and printed as asked for, exit 0).
+"""
+
 PLAN_HELP = """Plan a vLLM server before starting it: memory, KV tokens, concurrency, flag lint, commands.
 
 MODEL is a catalog name (llmdeck models), a Hugging Face repo id, a local model folder or its
@@ -188,7 +193,9 @@ def plan_cmd(
     model: str = typer.Argument(..., help="Catalog name, HF repo id, or local model folder."),
     machine: str = typer.Option("auto", "--machine", help="dgx-spark | h200 | auto (read this machine)."),
     context: int | None = typer.Option(None, "--context", min=1, help="--max-model-len (tokens)."),
-    concurrency: int = typer.Option(1, "--concurrency", min=1, help="Full-context requests to hold."),
+    concurrency: int = typer.Option(
+        1, "--concurrency", min=1, max=MAX_CONCURRENCY, help="Full-context requests to hold."
+    ),
     gpu_memory_utilization: float | None = typer.Option(
         None,
         "--gpu-memory-utilization",
