@@ -290,6 +290,22 @@ def test_a_dangling_symlink_makes_no_folders_where_it_points(
     assert (tmp_path / "zz.json").is_file()
 
 
+def test_a_dangling_symlink_on_the_way_makes_no_folders_where_it_points(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`report r.json --plot LINK/out.png` (LINK -> a folder that is not there) had made that folder and
+    written the plot into it; folders the path itself names are still made."""
+    from repo_paths import ROOT
+
+    result = ROOT / "benchmarks" / "results" / "bench_h200-seeds.json"
+    link = tmp_path / "plots"
+    link.symlink_to(tmp_path / "gone" / "deeper")
+    code, _, err = run_cli(["report", str(result), "--plot", str(link / "out.png")], capsys)
+    assert code == 2 and "is a symbolic link to" in err and not (tmp_path / "gone").exists(), err
+    assert run_cli(["report", str(result), "--plot", str(tmp_path / "new" / "out.png")], capsys)[0] == 0
+    assert (tmp_path / "new" / "out.png").is_file()
+
+
 def test_an_output_path_that_is_a_fifo_or_a_device_is_refused_without_opening_it(tmp_path: Path) -> None:
     """`bench --html FIFO` / `report r.json --html FIFO` had waited for ever in the open that reads the
     file's first bytes."""

@@ -4,12 +4,14 @@ One helper for every file llmdeck writes where the user chose the path (``connec
 ``--spec-out``, ``--html``, ``--plot``) or that holds a secret:
 
 - it writes a temp file in the target's folder, then ``os.replace`` (atomic on one file system);
-- through a symlink it writes the link's target (the link stays a link);
+- through a symlink it writes the link's target (the link stays a link); missing folders are made
+  only where the path itself names them: a dangling link, the file's own or one on its way (a folder
+  that is a link to nothing), is refused (exit 2), never followed to make folders where it points;
 - an existing file keeps its mode (and owner, where we may); a read-only file (no write bit) is
   refused with exit 2, never chmod-ed;
 - a new file gets the usual mode (0666 less the umask), or 0600 with ``secret=True``;
-- a path that cannot be written (a folder, a missing or read-only parent, a file in the way of a
-  parent) is a :class:`llmdeck.errors.UsageError` (exit 2) naming the path; a full disk is an
+- a path that cannot be written (a folder, a read-only parent, a file in the way of a parent) is a
+  :class:`llmdeck.errors.UsageError` (exit 2) naming the path; a full disk is an
   :class:`llmdeck.errors.OperationError` (exit 1).
 """
 
@@ -99,6 +101,12 @@ def atomic_write_bytes(path: Path, data: bytes, *, secret: bool = False) -> None
             f"Cannot write {path}: it is a symbolic link to {target}, whose folder does not exist.",
             hint="Point the link at a file in an existing folder, or give another path.",
         )
+    link = _dangling_folder_link(Path(path).expanduser())
+    if link is not None:  # `--plot LINK/out.png`, LINK -> a folder that is not there: had been made
+        raise UsageError(
+            f"Cannot write {path}: {link} is a symbolic link to {resolve_target(link)}, which is not there.",
+            hint="Point the link at an existing folder, or give another path.",
+        )
     existing = check_writable(target)
     if existing is not None:
         mode = stat.S_IMODE(existing.st_mode) & (~0o077 if secret else 0o7777)
@@ -127,6 +135,14 @@ def atomic_write_bytes(path: Path, data: bytes, *, secret: bool = False) -> None
         if isinstance(exc, OSError):
             raise write_error(target, exc) from exc
         raise
+
+
+def _dangling_folder_link(path: Path) -> Path | None:
+    """The nearest folder of ``path`` that is there as a name, if it is a symbolic link to nothing."""
+    folder = Path(os.path.abspath(path)).parent
+    while not os.path.lexists(folder) and folder != folder.parent:
+        folder = folder.parent
+    return folder if folder.is_symlink() and not folder.exists() else None
 
 
 _TMP_TAG = "llmdeck-"
