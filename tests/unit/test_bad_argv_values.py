@@ -118,6 +118,9 @@ def test_a_huge_value_is_shown_cut_in_the_message(
         (["launch", "opencode", ""], "target"),
         (["bench", ""], "TARGET"),
         (["eval", "verify", "--suite", ""], "--suite"),
+        (["bench", CLOSED, "--model", ""], "--model"),
+        (["check", CLOSED, "--model", " "], "--model"),
+        (["tune", "/nonexistent/m", "--image", ""], "--image"),
     ],
 )
 def test_an_explicitly_empty_value_is_refused_not_taken_as_the_default(

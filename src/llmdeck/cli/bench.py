@@ -10,7 +10,7 @@ from rich.markup import escape
 
 from llmdeck.cli import options
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
-from llmdeck.cli.validate import api_key_option, number, positive_seconds
+from llmdeck.cli.validate import api_key_option, nonempty, number, positive_seconds
 
 BENCH_HELP = """Benchmark a server the way `vllm bench serve` does, plus server/host state and a verdict.
 
@@ -75,7 +75,7 @@ def bench(
     compare: tuple[str, str] | None = typer.Option(None, "--compare", metavar="URL_A URL_B", help=CMP),
     suite: str | None = typer.Option(None, "--suite", help="Named preset: seeds, quick, agent, smoke."),
     model: str | None = typer.Option(
-        None, "--model", help="Served model name (default: the server's first)."
+        None, "--model", callback=nonempty, help="Served model name (default: the server's first)."
     ),
     tokenizer: str | None = typer.Option(
         None, "--tokenizer", help="Model folder with the tokenizer (default: the server's model folder)."

@@ -58,7 +58,9 @@ def check(
         "-c",
         help="opencode, openclaw, continue, cline, aider, claude-code, codex or openai: whose needs decide.",
     ),
-    model: str | None = typer.Option(None, "--model", "-m", help="Served model name (default: the first)."),
+    model: str | None = typer.Option(
+        None, "--model", "-m", callback=nonempty, help="Served model name (default: the first)."
+    ),
     api_key: str | None = api_key_option("API key to send (default: LLMDECK_API_KEY)."),
     long_context_tokens: int | None = typer.Option(
         None,

@@ -77,7 +77,9 @@ def eval_run(
         None, "--suite", callback=nonempty, help="A suite of tasks (see `llmdeck eval tasks`)."
     ),
     server: str | None = typer.Option(None, "--server", "-s", help="Server URL or llmdeck server name."),
-    model: str | None = typer.Option(None, "--model", "-m", help="Served model name (default: the first)."),
+    model: str | None = typer.Option(
+        None, "--model", "-m", callback=nonempty, help="Served model name (default: the first)."
+    ),
     repeat: int = typer.Option(1, "--repeat", min=1, max=100, help="Run every task N times."),
     out: Path | None = typer.Option(None, "--out", "-o", help="Write the result JSON here (as it goes)."),
     html: Path | None = typer.Option(None, "--html", help="Also write the HTML page of the result."),

@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from llmdeck.cli import options, validate
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
-from llmdeck.cli.validate import ForwardingCommand
+from llmdeck.cli.validate import ForwardingCommand, nonempty
 
 TUNE_HELP = """Find the vLLM flags that serve this workload best under your SLOs, on the real engine.
 
@@ -101,7 +101,7 @@ def tune_cmd(
     ),
     machine: str = typer.Option("auto", "--machine", help="Plan's machine: auto | dgx-spark | h200."),
     python: str = typer.Option(None, "--python", help="venv engine: the Python that has vLLM."),
-    image: str = typer.Option(None, "--image", help="docker engine: the image."),
+    image: str = typer.Option(None, "--image", callback=nonempty, help="docker engine: the image."),
     concurrency: int = typer.Option(None, "--concurrency", "-c", min=1, help="Requests in flight (load)."),
     input_len: int = typer.Option(None, "--input-len", min=1, help="Prompt tokens per request/turn."),
     output_len: int = typer.Option(None, "--output-len", min=1, help="Output tokens per request."),
