@@ -312,3 +312,18 @@ def test_tool_less_server_gets_a_warning_for_agents() -> None:
 def test_unknown_client_is_a_usage_error() -> None:
     with pytest.raises(UsageError):
         connect_client("vim", info())
+
+
+def test_print_with_a_file_is_refused_before_the_server_is_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`connect openai --print --file F` printed the block and ignored F without a word (the user, who
+    named a file, believed it written or read)."""
+    from cli_helpers import run_cli
+
+    target = tmp_path / "my.env"
+    args = ["connect", "openai", "--server", "http://127.0.0.1:9", "--print", "--file", str(target)]
+    code, out, err = run_cli(args, capsys)
+    flat = " ".join(err.split())
+    assert code == 2 and "--print writes nothing" in flat and "Drop --file" in flat and not out
+    assert not target.exists()

@@ -308,7 +308,13 @@ def target_path(client: str, file: Path | None) -> Path | None:
 
 def check_target(client: str, file: Path | None, print_only: bool) -> None:
     """Everything about the user's own file that can fail, checked before the server is asked:
-    a folder, a read-only file or parent, a symlink to something unwritable, a malformed file."""
+    a folder, a read-only file or parent, a symlink to something unwritable, a malformed file. With
+    ``print_only`` a ``file`` is refused: nothing would read or write it (it had been ignored silently)."""
+    if print_only and file is not None:
+        raise UsageError(
+            f"--print writes nothing, so --file {file} would be neither read nor written.",
+            hint="Drop --file to print the block, or drop --print to merge it into that file.",
+        )
     path = None if print_only else target_path(client, file)
     if path is None:
         return
