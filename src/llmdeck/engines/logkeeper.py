@@ -13,7 +13,6 @@ or the log is another file (a new start moved this one along: that start has its
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -27,17 +26,12 @@ def spawn(pgid: int, log_path: Path) -> int | None:
     """Start the keeper of ``log_path`` for the server whose process group is ``pgid``, detached (its
     own session, so that it outlives this command as the server does); its pid, or None when it could
     not start (the log then grows as before: nothing else depends on it)."""
-    from llmdeck.engines.process import spawn_detached
+    from llmdeck.engines.process import spawn_module
 
     try:  # read here, under the start's lock: no other start can have moved this log along yet
         inode = os.stat(log_path).st_ino
-    except OSError:
-        return None
-    bounds = [str(inode), str(MAX_LOG_BYTES), f"{POLL_S:g}"]
-    argv = [sys.executable, "-m", "llmdeck.engines.logkeeper", str(pgid), str(log_path), *bounds]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    try:
-        return spawn_detached(argv, subprocess.DEVNULL, env).pid
+        args = [str(pgid), str(log_path), str(inode), str(MAX_LOG_BYTES), f"{POLL_S:g}"]
+        return spawn_module("llmdeck.engines.logkeeper", args).pid
     except OSError:
         return None
 

@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import IO, Literal
@@ -44,6 +45,13 @@ def spawn_detached(
         start_new_session=True,
         close_fds=True,
     )
+
+
+def spawn_module(module: str, args: Sequence[str]) -> subprocess.Popen[bytes]:
+    """``python -m MODULE ARGS`` detached (:func:`spawn_detached`, no output), with this process's import
+    path: the helpers llmdeck leaves beside a server (the guard, the log keeper)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    return spawn_detached([sys.executable, "-m", module, *args], subprocess.DEVNULL, env)
 
 
 class ProcessIdentity(BaseModel):

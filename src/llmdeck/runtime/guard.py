@@ -14,8 +14,6 @@ status`` shows it) and on its own stderr. It exits when the server is gone or re
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -72,11 +70,9 @@ def spawn(name: str, pid: int, servers_dir: Path, watchdog: WatchdogConfig) -> i
     """Start the guard for one server, detached (its own session); returns its pid."""
     config = GuardConfig(name=name, pid=pid, servers_dir=servers_dir, watchdog=watchdog)
     trip_path(servers_dir, name).unlink(missing_ok=True)
-    from llmdeck.engines.process import spawn_detached
+    from llmdeck.engines.process import spawn_module
 
-    argv = [sys.executable, "-m", "llmdeck.runtime.guard", config.model_dump_json()]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    return spawn_detached(argv, subprocess.DEVNULL, env).pid
+    return spawn_module("llmdeck.runtime.guard", [config.model_dump_json()]).pid
 
 
 def _trip(config: GuardConfig, limit: str, reason: str) -> WatchdogTrip:
