@@ -269,9 +269,17 @@ def _check_row(row: dict[str, Any], where: str) -> None:
         )
 
 
+PROMPTS_HINT = 'Pass --prompts FILE.jsonl with one {"prompt": "..."} or {"messages": [...]} per line.'
+
+
 def read_prompt_rows(path: Path) -> list[dict[str, Any]]:
     """The rows of a --prompts JSONL file, checked; ConfigError (exit 2) naming the file and line.
-    (`tune` reads them up front too, so a bad file is refused before any server starts.)"""
+    (`tune` reads them up front too, so a bad file is refused before any server starts.) A path that
+    is no regular file (missing, a folder, a pipe, a device) is a UsageError, never read."""
+    if not Path(path).is_file():
+        from llmdeck.errors import UsageError
+
+        raise UsageError(f"--prompts {path} is not a file.", hint=PROMPTS_HINT)
     rows: list[dict[str, Any]] = []
     try:
         text = Path(path).read_bytes().decode("utf-8")

@@ -30,14 +30,8 @@ def check_local_inputs(prompts: Any, tokenizer: str | None) -> None:
     """--prompts and --tokenizer, checked before the server is asked anything: a missing file, a folder,
     a pipe or a device had been reported as "Cannot connect" (exit 1) when the server was down too."""
     from llmdeck.bench.workloads import check_tokenizer_path, read_prompt_rows
-    from llmdeck.errors import UsageError
 
     if prompts is not None:
-        if not prompts.is_file():
-            raise UsageError(
-                f"--prompts {prompts} is not a file.",
-                hint='Pass --prompts FILE.jsonl with one {"prompt": "..."} or {"messages": [...]} per line.',
-            )
         read_prompt_rows(prompts)
     if tokenizer is not None:
         check_tokenizer_path(tokenizer)

@@ -44,11 +44,9 @@ def check_workload(name: str | None, prompts: Path | None) -> TuneWorkload:
     if prompts is not None:
         if name is not None:
             raise UsageError("Give --workload or --prompts, not both.", hint=hint)
-        if not prompts.is_file():
-            raise UsageError(f"--prompts {prompts} is not a file.", hint=hint)
         from llmdeck.bench.workloads import read_prompt_rows
 
-        read_prompt_rows(prompts)  # a bad file is refused now, not by every trial's bench
+        read_prompt_rows(prompts)  # a bad file (or none) is refused now, not by every trial's bench
         return "prompts"
     if name is None:
         raise UsageError("Nothing to tune for: no --workload and no --prompts.", hint=hint)
