@@ -38,8 +38,8 @@ CHAT = {"model": "a", "messages": [{"role": "user", "content": "hi"}]}
 
 
 @contextlib.contextmanager
-def gateway(backend: str, tmp_path: Path) -> Iterator[str]:
-    text = f"routes:\n  - model: a\n    backends: ['{backend}']\n" + FAST
+def gateway(backend: str, tmp_path: Path, timeouts: str = FAST) -> Iterator[str]:
+    text = f"routes:\n  - model: a\n    backends: ['{backend}']\n" + timeouts
     path = tmp_path / "gateway.yaml"
     path.write_text(text, encoding="utf-8")
     loaded = parse_config(text, source=path, settings=Settings(state_dir=tmp_path / "state"))
@@ -351,8 +351,11 @@ def test_a_reply_head_no_http_server_sends_is_a_502_in_words(
 ) -> None:
     """Relayed, these had crashed the reply (status 999 or a NUL header: the client's connection dropped;
     3000 interim heads: RecursionError, a 500; Content-Length abc: ValueError, a 500)."""
-    with fake_raw_reply(reply) as odd, gateway(odd, tmp_path) as gw:
-        r = httpx.post(f"{gw}/v1/chat/completions", json=CHAT, timeout=10)
+    # the fake answers at once: time limits well above a loaded machine's delays (a 1 s limit had run
+    # out under the full suite, a 504 in place of the 502 asked about)
+    slow_ok = FAST.replace("response_s: 1,", "response_s: 8,").replace("first_byte_s: 1,", "first_byte_s: 8,")
+    with fake_raw_reply(reply) as odd, gateway(odd, tmp_path, slow_ok) as gw:
+        r = httpx.post(f"{gw}/v1/chat/completions", json=CHAT, timeout=20)
         assert r.status_code == 502 and "No backend of model 'a' answered" in r.json()["error"]["message"]
         assert httpx.get(f"{gw}/health").status_code == 200
     err = capfd.readouterr().err
