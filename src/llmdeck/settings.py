@@ -32,6 +32,7 @@ ACCEPTED: dict[str, str] = {
     "catalog_paths": f"catalog files (*.yaml) or folders of them, separated by {os.pathsep!r}, "
     "each existing and under 1 MiB",
     "ready_timeout_s": "a number of seconds above 0 and at most 2592000 (30 days), e.g. 900",
+    "docker_pull_timeout_s": "a number of seconds above 0 and at most 2592000 (30 days), e.g. 7200",
     "watchdog_floor_gib": "a number of GiB, 0 or more, e.g. 1.5 (0 turns the floor off)",
     "unified_reserve_gib": "a number of GiB, 0 or more, e.g. 2 (kept free for the OS and the desktop)",
     "api_key": "the key the server was started with (--api-key)",
@@ -94,6 +95,13 @@ class Settings(BaseSettings):
     )
     ready_timeout_s: float = Field(
         900.0, gt=0, le=2_592_000, allow_inf_nan=False, description="How long `up` waits for readiness."
+    )
+    docker_pull_timeout_s: float = Field(
+        7200.0,
+        gt=0,
+        le=2_592_000,
+        allow_inf_nan=False,
+        description="How long `up` (engine docker) lets `docker pull` of an image not on the host take.",
     )
     watchdog_floor_gib: float = Field(
         1.5,

@@ -17,7 +17,7 @@ import pytest
 from llmdeck.cli.app import main
 from llmdeck.engines.docker import DockerCLI
 from llmdeck.engines.spec import LaunchSpec
-from llmdeck.runtime import launcher
+from llmdeck.runtime import container_start, launcher
 from llmdeck.settings import Settings
 from llmdeck.util.net import free_port
 from repo_paths import ROOT, TEST_FIXTURES
@@ -77,7 +77,7 @@ def docker_spec(tmp_path: Path) -> LaunchSpec:
 def test_start_runs_the_rendered_argv_and_records_the_container(tmp_path: Path, settings: Settings) -> None:
     runner = RecordingDocker("docker-inspect-running-healthy.json")
     spec = docker_spec(tmp_path)
-    record = launcher.start_docker(spec, settings, DockerCLI(run=runner))
+    record = container_start.start_docker(spec, settings, DockerCLI(run=runner))
     run = next(c for c in runner.calls if c[1] == "run")
     assert run[:3] == ["docker", "run", "-d"]
     for flag in ("--gpus", "--ipc", "--restart"):
@@ -93,7 +93,7 @@ def test_start_runs_the_rendered_argv_and_records_the_container(tmp_path: Path, 
 def test_dead_container_is_diagnosed_from_docker_logs(tmp_path: Path, settings: Settings) -> None:
     runner = RecordingDocker("docker-inspect-exited-oom.json")
     cli = DockerCLI(run=runner)
-    record = launcher.start_docker(docker_spec(tmp_path), settings, cli)
+    record = container_start.start_docker(docker_spec(tmp_path), settings, cli)
     assert not launcher.is_alive(record, cli)
     text = launcher.engine_log(record, cli)
     assert "CUDA out of memory" in text

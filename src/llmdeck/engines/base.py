@@ -39,6 +39,8 @@ class EngineHandle(Protocol):
     def argv(self) -> list[str]: ...
     @property
     def log_path(self) -> Path: ...
+    @property
+    def container_id(self) -> str | None: ...
 
 
 class Engine(ABC):
@@ -92,12 +94,26 @@ class Engine(ABC):
     def check_available(self) -> None:  # noqa: B027 (most engines have nothing to check)
         """Raise a clear error when what runs the engine is not there (docker's daemon)."""
 
+    def prepare(  # noqa: B027 (most engines have nothing to prepare)
+        self, spec: LaunchSpec, *, progress: Callable[[str], None], timeout_s: float
+    ) -> None:
+        """Before a start, what may take long (an image to pull), each step to ``progress``, bounded
+        by ``timeout_s``; then :meth:`argv` and :meth:`start` run what was prepared."""
+
     @abstractmethod
     def start(
         self, spec: LaunchSpec, *, log: IO[bytes], env: Mapping[str, str], secrets: Mapping[str, str]
     ) -> tuple[int | None, str | None]:
         """Start ``spec`` detached; (its pid, its container id). ``env`` is the whole environment of a
         local process; ``secrets`` the secret variables; ``log`` the open log file (header written)."""
+
+    def leash(self, pid: int | None, container_id: str | None) -> None:
+        """A foreground start: what :meth:`start` started stops when this process dies, even by
+        SIGKILL (:mod:`llmdeck.util.leash`); :meth:`stop` lets it go."""
+        from llmdeck.util import leash
+
+        if pid:
+            leash.hold(pid, grace_s=20.0)
 
     # ---- a started server --------------------------------------------------------------------------
     @abstractmethod

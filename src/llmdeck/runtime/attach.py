@@ -49,9 +49,10 @@ def docker(spec: LaunchSpec, settings: Settings, options: UpOptions, *, tty: boo
     import os
     import subprocess
 
-    from llmdeck.engines.docker import docker_run_argv, render_shell
+    from llmdeck.engines.docker import docker_run_argv, docker_stop_argv, render_shell
     from llmdeck.engines.secrets import split_secrets
     from llmdeck.errors import OperationError
+    from llmdeck.util import leash
 
     checked = launcher.validate(spec)
     if options.preflight:
@@ -60,12 +61,30 @@ def docker(spec: LaunchSpec, settings: Settings, options: UpOptions, *, tty: boo
     launcher.make_compile_cache(spec)
     argv = docker_run_argv(spec, detach=False, tty=tty, secret_env=list(secrets))
     events(ServiceEvent(kind="starting", message=render_shell(argv)))
+    # killed outright, llmdeck leaves the docker client attached to a container no one stops: the
+    # watcher stops it (by name: no other container can hold the name while this one runs)
+    key = f"attach:{spec.name}"
+    leash.hold_command(key, docker_stop_argv(spec.name, timeout_s=20))
+    code: int | None = None
     try:
         code = subprocess.call(argv, env={**os.environ, **secrets})
     except FileNotFoundError as exc:
         raise OperationError("The docker client is not installed.", hint="Use --engine venv.") from exc
+    finally:
+        if code is None:  # interrupted (SIGTERM, Ctrl-C): the client was killed, its container not
+            _stop_quietly(docker_stop_argv(spec.name, timeout_s=20))
+        leash.let_go(key)
     if code in (130, 143):  # docker passed on Ctrl-C / SIGTERM: the container was stopped
         events(ServiceEvent(kind="stopped", message=f"the container stopped (exit {code})"))
         raise KeyboardInterrupt
     if code != 0:
         raise OperationError(f"The container exited with code {code}.", hint="Read its output above.")
+
+
+def _stop_quietly(argv: list[str]) -> None:
+    """Run `docker stop` on the way out of an interrupted foreground run (bounded, errors ignored)."""
+    import contextlib
+    import subprocess
+
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run(argv, capture_output=True, timeout=80, check=False)

@@ -27,17 +27,17 @@ from llmdeck.engines.process import identify, stop_process_group
 from llmdeck.engines.secrets import split_secrets
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import (
-    AlreadyExistsError,
     MissingDependencyError,
     PortInUseError,
     ServerStartError,
     UsageError,
 )
+from llmdeck.runtime import start_gate
+from llmdeck.runtime.container_start import make_compile_cache, start_docker
 from llmdeck.runtime.engine_state import engine_log, engine_of, is_alive, owner
+from llmdeck.runtime.start_gate import refuse_running
 from llmdeck.runtime.state import ServerRecord, StartedBy, StateStore
 from llmdeck.settings import Settings
-from llmdeck.util import leash
-from llmdeck.util.filelock import exclusive
 from llmdeck.util.http import IDENTITY, JSON_CAP, BodyTooLarge, read_capped
 from llmdeck.util.redact import redact_text
 
@@ -45,6 +45,7 @@ __all__ = [
     "down",
     "engine_log",
     "is_alive",
+    "make_compile_cache",
     "owner",
     "read_tail",
     "refuse_running",
@@ -133,32 +134,17 @@ def validate(spec: LaunchSpec) -> ValidatedSpec:
 # ---- start ----------------------------------------------------------------------------------
 
 
-def refuse_running(store: StateStore, name: str) -> bool:
-    """AlreadyExistsError when a server named ``name`` runs; whether a record (of a dead one) is there."""
-    if not store.path(name).exists():
-        return False
-    old = store.load(name)
-    if is_alive(old):
-        running = f"pid {old.pid}" if old.pid else f"container llmdeck-{old.name}"
-        raise AlreadyExistsError(
-            f"A server named {name!r} is already running ({running}, port {old.port}).",
-            hint=f"Use `llmdeck restart {name}`, stop it with `llmdeck down {name}`, "
-            "or choose another --name.",
-        )
-    return True
-
-
-def _forget_dead(store: StateStore, name: str) -> None:
-    """A record of a server that no longer runs (or a stale one) makes room; a live one refuses."""
-    if refuse_running(store, name):
-        store.remove(name)
-
-
 def start_background(
-    checked: ValidatedSpec, settings: Settings, started_by: StartedBy = "up", *, leashed: bool = False
+    checked: ValidatedSpec,
+    settings: Settings,
+    started_by: StartedBy = "up",
+    *,
+    leashed: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> ServerRecord:
     """Spawn the engine detached, its output in the log; return the saved record (not yet ready).
     ``leashed``: a foreground start, stopped when this process dies, even by SIGKILL (util.leash).
+    ``progress``: what the start says while it prepares (a container's image pulled).
 
     ``checked`` was validated and its port checked (:func:`validate`): neither is done again here.
     Secrets (``--api-key``, ``HF_TOKEN`` …) reach the engine through its environment only; the record,
@@ -166,7 +152,7 @@ def start_background(
     spec = checked.spec
     engine = get_engine(spec.engine)
     if engine.containerized:
-        return start_docker(spec, settings, started_by=started_by)
+        return start_docker(spec, settings, started_by=started_by, leashed=leashed, progress=progress)
     store = StateStore(settings.servers_dir)
     spec, secrets = split_secrets(spec)
     log_path = settings.logs_dir / f"{spec.name}.log"
@@ -175,19 +161,17 @@ def start_background(
     folders = [settings.logs_dir] + [
         Path(env_set[k]) for k in ("TMPDIR", "VLLM_CACHE_ROOT", "XDG_CACHE_HOME") if k in env_set
     ]
-    _prepare(store, folders)
-    # one start at a time from check to record: two `up` of one name (or one port) at once had both
-    # spawned, one engine left unrecorded, or reported ready on the other's /health
-    with exclusive(settings.servers_dir / ".start.lock", timeout_s=START_LOCK_S, what="server start"):
-        _forget_dead(store, spec.name)
-        _refuse_a_port_taken_by_a_start(store, spec)
-        _rotate(log_path)
+    start_gate.prepare_folders(store, folders)
+    with start_gate.start_lock(settings):
+        start_gate.forget_dead(store, spec.name)
+        start_gate.refuse_a_port_taken_by_a_start(store, spec)
+        start_gate.rotate(log_path)
         with open_log(log_path, argv) as log:
             pid, _ = engine.start(spec, log=log, env={**os.environ, **env_set}, secrets=secrets)
         assert pid is not None
         logkeeper.spawn(pid, log_path)  # the log bounded while the server runs
         if leashed:
-            leash.hold(pid, grace_s=20.0)
+            engine.leash(pid, None)
         record = ServerRecord(
             name=spec.name,
             spec=spec,
@@ -204,81 +188,6 @@ def start_background(
         except BaseException:  # no record, no way to stop it later: the engine goes now (a Ctrl-C too)
             stop_process_group(pid, grace_s=5, identity=record.process)
             raise
-    return record
-
-
-START_LOCK_S = 60.0  # a start holds the lock from its check to its record: a second or two
-
-
-def _refuse_a_port_taken_by_a_start(store: StateStore, spec: LaunchSpec) -> None:
-    """PortInUseError when a live llmdeck server has the port: one still loading binds it only later,
-    so the port check could not see it."""
-    for other in store.list():
-        if other.name != spec.name and other.port == spec.port and is_alive(other):
-            raise PortInUseError(
-                f"Port {spec.port} is the llmdeck server {other.name!r}'s (it may still be starting).",
-                hint=f"Choose another --port, or stop it first (`llmdeck down {other.name}`).",
-            )
-
-
-def _prepare(store: StateStore, folders: list[Path]) -> None:
-    """What a start writes, made and checked before the engine is spawned (an engine started, then a
-    record that could not be written, had run on untracked): the record's folder writable, the log's
-    and the cache's folders made. Exit 2 naming the path otherwise."""
-    from llmdeck.util.localfile import ensure_dir
-
-    store.ensure_writable()
-    for folder in folders:
-        ensure_dir(folder)
-
-
-def _rotate(log_path: Path) -> None:
-    """The earlier runs' logs moved along (NAME.log.1-.3); exit 2 naming the path that is in the way."""
-    from llmdeck.util.atomic import write_error
-
-    try:
-        rotate_log(log_path)
-    except OSError as exc:
-        raise write_error(Path(exc.filename or log_path), exc) from None
-
-
-def make_compile_cache(spec: LaunchSpec) -> None:
-    """The spec's compile-cache folder, made by us rather than by docker (which makes a missing mount
-    source as root)."""
-    if spec.compile_cache:
-        Path(spec.compile_cache).mkdir(parents=True, exist_ok=True)
-
-
-def start_docker(
-    spec: LaunchSpec, settings: Settings, docker: DockerCLI | None = None, started_by: StartedBy = "up"
-) -> ServerRecord:
-    """`docker run -d` the spec (vllm/vllm-openai or nvcr.io/nvidia/vllm) and record the container.
-
-    The spec was validated and its port checked (:func:`start_background` takes a ValidatedSpec).
-    Secrets go into the container as ``-e KEY`` (the value through docker's own environment)."""
-    engine = get_engine(spec.engine, docker=docker)
-    store = StateStore(settings.servers_dir)
-    _forget_dead(store, spec.name)
-    spec, secrets = split_secrets(spec)
-    engine.check_available()  # a clear error when the daemon is not reachable
-    make_compile_cache(spec)
-    log_path = settings.logs_dir / f"{spec.name}.log"
-    settings.logs_dir.mkdir(parents=True, exist_ok=True)
-    rotate_log(log_path)
-    argv = engine.argv(spec, secret_env=sorted(secrets))
-    with open_log(log_path, argv) as log:
-        _, container_id = engine.start(spec, log=log, env={}, secrets=secrets)
-    record = ServerRecord(
-        name=spec.name,
-        spec=spec,
-        argv=argv,
-        pid=None,
-        container_id=container_id,
-        log_path=log_path,
-        started_by=started_by,
-    )
-    store.save_secrets(spec.name, secrets)
-    store.save(record)
     return record
 
 

@@ -42,6 +42,7 @@ EventKind = Literal[
     "memory",
     "tenants",
     "warmup",
+    "image",
 ]
 
 
@@ -204,7 +205,13 @@ def start(
     spec = sized.spec
     _stop_asked(spec.name, options)
     clock.emit("starting", f"starting {spec.name} ({spec.engine}): {spec.model} on port {spec.port}")
-    record = launcher.start_background(sized, settings, options.started_by, leashed=options.leashed)
+    record = launcher.start_background(
+        sized,
+        settings,
+        options.started_by,
+        leashed=options.leashed,
+        progress=lambda line: clock.emit("image", line),  # a container's image pulled
+    )
     clock.emit("log", f"log: {record.log_path}", path=str(record.log_path))
     return record
 

@@ -14,6 +14,10 @@ the write end: the watcher reads end-of-file and stops the group as ``llmdeck do
 SIGKILL after ``grace_s``. It also exits by itself once the group is empty. Only the moment between the
 child's start and the watcher's is not covered.
 
+``hold_command(key, argv)`` is the same for what no signal reaches: a container (its processes are the
+docker daemon's children). Its watcher runs ``argv`` (``docker stop -t 20 ID``, bounded) when this
+process dies; ``let_go(key)`` ends it as above.
+
 Not PR_SET_PDEATHSIG: it reaches the one child only (an agent's tool processes, vLLM's engine core
 would live on), and it fires when the thread that started the child ends, not the process.
 """
@@ -27,19 +31,30 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 from llmdeck.util.procgroup import group_alive, signal_group
 
 POLL_S = 0.5
-_HELD: dict[int, tuple[int, subprocess.Popen[bytes]]] = {}  # pgid → (write end, its watcher)
+RUN_LIMIT_S = 120.0  # the release command (`docker stop -t 20 ID`) may take this long, then is killed
+_HELD: dict[int | str, tuple[int, subprocess.Popen[bytes]]] = {}  # key → (write end, its watcher)
 
 
 def hold(pgid: int, grace_s: float) -> None:
     """Start the watcher of the group ``pgid`` (best effort: a watcher that cannot start leaves the
     group as it was, stopped by the command's own handlers)."""
+    _spawn(pgid, lambda read: [str(read), str(pgid), f"{grace_s:g}"])
+
+
+def hold_command(key: str, argv: list[str]) -> None:
+    """Start a watcher that runs ``argv`` when this process dies (``key``: what :func:`let_go` names)."""
+    _spawn(key, lambda read: [str(read), "--run", *argv])
+
+
+def _spawn(key: int | str, args: Callable[[int], list[str]]) -> None:
     _collect()
     read, write = os.pipe()
-    argv = [sys.executable, "-m", "llmdeck.util.leash", str(read), str(pgid), f"{grace_s:g}"]
+    argv = [sys.executable, "-m", "llmdeck.util.leash", *args(read)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     try:
         watcher = subprocess.Popen(
@@ -56,12 +71,13 @@ def hold(pgid: int, grace_s: float) -> None:
         return
     finally:
         os.close(read)
-    _HELD[pgid] = (write, watcher)
+    _HELD[key] = (write, watcher)
 
 
-def let_go(pgid: int) -> None:
-    """The group ``pgid`` was stopped (or is to outlive this process): its watcher exits now."""
-    held = _HELD.pop(pgid, None)
+def let_go(key: int | str) -> None:
+    """The group ``key`` (or what :func:`hold_command` named so) was stopped, or is to outlive this
+    process: its watcher exits now."""
+    held = _HELD.pop(key, None)
     if held is not None:
         with contextlib.suppress(OSError):
             os.write(held[0], b"x")
@@ -71,10 +87,10 @@ def let_go(pgid: int) -> None:
 
 def _collect() -> None:
     """Reap watchers that exited (their group ended) and close their pipes."""
-    for pgid, (write, watcher) in list(_HELD.items()):
+    for key, (write, watcher) in list(_HELD.items()):
         if watcher.poll() is not None:
             os.close(write)
-            del _HELD[pgid]
+            del _HELD[key]
 
 
 def watch(fd: int, pgid: int, grace_s: float) -> None:
@@ -88,6 +104,20 @@ def watch(fd: int, pgid: int, grace_s: float) -> None:
         return
 
 
+def watch_command(fd: int, argv: list[str]) -> None:
+    """The watcher of a command: a byte (let go) ends it, end-of-file runs ``argv`` (bounded)."""
+    if not os.read(fd, 1):  # blocks until let go (a byte) or this process's death (end-of-file)
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=RUN_LIMIT_S,
+                check=False,
+            )
+
+
 def stop_group(pgid: int, grace_s: float) -> None:
     """SIGTERM to the group, SIGKILL to what is left of it after ``grace_s``."""
     signal_group(pgid, signal.SIGTERM)
@@ -98,4 +128,7 @@ def stop_group(pgid: int, grace_s: float) -> None:
 
 
 if __name__ == "__main__":
-    watch(int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]))
+    if sys.argv[2] == "--run":
+        watch_command(int(sys.argv[1]), sys.argv[3:])
+    else:
+        watch(int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]))

@@ -18,6 +18,10 @@ CONTAINER_COMPILE_CACHE = "/llmdeck-compile-cache"
 LABEL_NAME = "llmdeck.name"
 LABEL_PORT = "llmdeck.port"
 CONTAINER_PREFIX = "llmdeck-"
+# docker's json-file driver (the default) keeps a container's output in one file that grows for as long
+# as the container runs (vLLM logs a line per request); these options rotate it: at most 3 x 64 MiB
+BOUNDED_LOG_OPTS = ("--log-opt", "max-size=64m", "--log-opt", "max-file=3")
+UNBOUNDED_LOG_DRIVERS = frozenset({"json-file"})  # "local" rotates by default (5 x 20 MB)
 
 ImageKind = Literal["vllm-openai", "ngc", "other"]
 Network = Literal["publish", "host"]
@@ -77,6 +81,7 @@ def docker_run_argv(
     tty: bool = False,
     docker: str = "docker",
     secret_env: Sequence[str] = (),
+    log_opts: Sequence[str] = (),
 ) -> list[str]:
     """The full ``docker run`` argv that starts ``spec`` (engine ``docker``).
 
@@ -86,7 +91,8 @@ def docker_run_argv(
     ``detach``: ``-d`` with the spec's restart policy; otherwise attached in the foreground with
     ``--rm`` (and ``-it`` when ``tty``); docker forwards Ctrl-C to vLLM. ``network="publish"``
     maps ``HOST:PORT:PORT`` (vLLM binds 0.0.0.0 inside the container); ``"host"`` shares the
-    host network and vLLM binds the spec's host itself.
+    host network and vLLM binds the spec's host itself. ``log_opts``: docker's own log options
+    (:data:`BOUNDED_LOG_OPTS` when the daemon keeps logs in a file that never rotates).
     """
     from llmdeck.engines.secrets import split_secrets
 
@@ -106,7 +112,7 @@ def docker_run_argv(
     argv += ["--name", container_name(spec.name)]
     argv += ["--label", f"{LABEL_NAME}={spec.name}", "--label", f"{LABEL_PORT}={spec.port}"]
     argv += ["--gpus", "all", "--ipc", "host"]
-    argv += ["--ulimit", "memlock=-1", "--ulimit", "stack=67108864"]
+    argv += ["--ulimit", "memlock=-1", "--ulimit", "stack=67108864", *log_opts]
     if network == "host":
         argv += ["--network", "host"]
         bind_host = spec.host
@@ -211,6 +217,25 @@ def docker_ps_argv(
 
 def docker_version_argv(*, docker: str = "docker") -> list[str]:
     return [docker, "version", "--format", "json"]
+
+
+def docker_log_driver_argv(*, docker: str = "docker") -> list[str]:
+    """The daemon's default logging driver, as a JSON string (``"json-file"``)."""
+    return [docker, "info", "--format", "{{json .LoggingDriver}}"]
+
+
+def docker_image_present_argv(image: str, *, docker: str = "docker") -> list[str]:
+    """Exit 0 when ``image`` is on this host (docker prints ``No such image`` otherwise)."""
+    return [docker, "image", "inspect", "--format", "{{.Id}}", image]
+
+
+def docker_pull_argv(image: str, *, docker: str = "docker") -> list[str]:
+    return [docker, "pull", image]
+
+
+def docker_stop_id_argv(container_id: str, *, timeout_s: int = 20, docker: str = "docker") -> list[str]:
+    """Stop one container by its id (unique for ever, unlike a name a next start takes again)."""
+    return [docker, "stop", "-t", str(timeout_s), container_id]
 
 
 def image_vllm_version_argv(image: str, *, docker: str = "docker") -> list[str]:

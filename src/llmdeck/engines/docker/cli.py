@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from llmdeck.engines.docker.argv import (
     Network,
     container_name,
+    docker_image_present_argv,
     docker_inspect_argv,
     docker_kill_argv,
+    docker_log_driver_argv,
     docker_logs_argv,
     docker_ps_argv,
+    docker_pull_argv,
     docker_rm_argv,
     docker_run_argv,
     docker_stop_argv,
@@ -23,6 +26,8 @@ from llmdeck.engines.docker.output import (
     ContainerSummary,
     DockerVersion,
     docker_error,
+    docker_pull_timeout,
+    docker_timeout,
     parse_inspect,
     parse_ps,
     parse_version,
@@ -32,33 +37,62 @@ from llmdeck.errors import MissingDependencyError, NotRunningError, UsageError
 
 Runner = Callable[..., "subprocess.CompletedProcess[str]"]  # (argv) or (argv, env=…)
 
+# How long a docker command may take before the daemon counts as hung (nothing waits for ever on it):
+QUERY_S = 30.0  # version, info, inspect, ps: a daemon answers in well under a second
+LOGS_S = 60.0  # `docker logs --tail N`
+RUN_S = 300.0  # create and start a container whose image is here (the NVIDIA hook, the mounts)
+REMOVE_S = 60.0
+STOP_EXTRA_S = 60.0  # `docker stop -t N` waits N seconds itself, then kills
+
 
 def _subprocess_runner(
-    argv: list[str], env: dict[str, str] | None = None
+    argv: list[str], env: dict[str, str] | None = None, timeout: float | None = None
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
+    # a docker that prints bytes that are not UTF-8 (a container's log) is shown replaced
+    return subprocess.run(
+        argv, capture_output=True, text=True, errors="replace", check=False, env=env, timeout=timeout
+    )
 
 
 class DockerCLI:
-    """Runs docker commands; ``run`` is injectable (tests record the argv and return real output)."""
+    """Runs docker commands, each bounded in time; ``run`` is injectable (tests record the argv and
+    return real output; a runner may raise ``subprocess.TimeoutExpired`` as a hung daemon does)."""
 
     def __init__(self, docker: str = "docker", run: Runner | None = None) -> None:
         self.docker = docker
-        self._run: Runner = run or _subprocess_runner
+        self._injected = run
+
+    def _invoke(
+        self, argv: list[str], env: dict[str, str] | None, timeout_s: float
+    ) -> subprocess.CompletedProcess[str]:
+        if self._injected is None:
+            return _subprocess_runner(argv, env, timeout_s)
+        return self._injected(argv, env=env) if env is not None else self._injected(argv)
 
     def _call(
-        self, argv: list[str], *, check: bool = True, env: dict[str, str] | None = None
+        self,
+        argv: list[str],
+        *,
+        check: bool = True,
+        env: dict[str, str] | None = None,
+        timeout_s: float | None = None,
     ) -> subprocess.CompletedProcess[str]:
+        timeout_s = QUERY_S if timeout_s is None else timeout_s
         try:
-            proc = self._run(argv, env=env) if env is not None else self._run(argv)
+            proc = self._invoke(argv, env, timeout_s)
+        except subprocess.TimeoutExpired as exc:  # subprocess.run killed the client
+            raise docker_timeout(argv, timeout_s) from exc
         except FileNotFoundError as exc:
-            raise MissingDependencyError(
-                f"The docker client ({self.docker!r}) is not installed or not on PATH.",
-                hint="Install Docker Engine and the NVIDIA Container Toolkit, or use `--engine venv`.",
-            ) from exc
+            raise self._missing_client() from exc
         if check and proc.returncode != 0:
             raise docker_error(argv, proc.returncode, proc.stderr or "")
         return proc
+
+    def _missing_client(self) -> MissingDependencyError:
+        return MissingDependencyError(
+            f"The docker client ({self.docker!r}) is not installed or not on PATH.",
+            hint="Install Docker Engine and the NVIDIA Container Toolkit, or use `--engine venv`.",
+        )
 
     def version(self) -> DockerVersion:
         """Client and server versions; raises DockerError when the daemon is unreachable."""
@@ -69,8 +103,48 @@ class DockerCLI:
             raise docker_error(argv, proc.returncode, proc.stderr or "")
         return info
 
+    def log_driver(self) -> str | None:
+        """The daemon's default logging driver (``json-file``, ``local``, ``journald`` …), or None."""
+        import json
+
+        proc = self._call(docker_log_driver_argv(docker=self.docker), check=False)
+        try:
+            driver = json.loads((proc.stdout or "").strip() or "null")
+        except ValueError:
+            return None
+        return driver if proc.returncode == 0 and isinstance(driver, str) else None
+
+    def has_image(self, image: str) -> bool:
+        """Whether ``image`` is on this host already (`docker run` would pull it, without a word)."""
+        argv = docker_image_present_argv(image, docker=self.docker)
+        proc = self._call(argv, check=False)
+        if proc.returncode == 0:
+            return True
+        if "no such image" in (proc.stderr or "").lower():
+            return False
+        raise docker_error(argv, proc.returncode, proc.stderr or "")
+
+    def pull(self, image: str, on_line: Callable[[str], None], *, timeout_s: float) -> None:
+        """``docker pull``, its lines to ``on_line`` as they come; stopped after ``timeout_s``."""
+        from llmdeck.util.linestream import stream_lines
+
+        argv = docker_pull_argv(image, docker=self.docker)
+        try:
+            rc, tail = stream_lines(argv, on_line, timeout_s=timeout_s)
+        except FileNotFoundError as exc:
+            raise self._missing_client() from exc
+        except subprocess.TimeoutExpired as exc:
+            raise docker_pull_timeout(image, timeout_s) from exc
+        if rc != 0:
+            raise docker_error(argv, rc, tail)
+
     def run_container(
-        self, spec: LaunchSpec, *, network: Network = "publish", secrets: dict[str, str] | None = None
+        self,
+        spec: LaunchSpec,
+        *,
+        network: Network = "publish",
+        secrets: dict[str, str] | None = None,
+        log_opts: Sequence[str] = (),
     ) -> str:
         """Start ``spec`` detached; returns the container id docker printed. Secrets (``secrets``, and
         any left in ``spec``) reach docker through its environment, never its argv."""
@@ -86,23 +160,24 @@ class DockerCLI:
         spec, found = split_secrets(spec)
         secret = {**found, **(secrets or {})}
         argv = docker_run_argv(
-            spec, detach=True, network=network, docker=self.docker, secret_env=list(secret)
+            spec, detach=True, network=network, docker=self.docker, secret_env=list(secret), log_opts=log_opts
         )
-        proc = self._call(argv, env={**os.environ, **secret} if secret else None)
+        proc = self._call(argv, env={**os.environ, **secret} if secret else None, timeout_s=RUN_S)
         return (proc.stdout or "").strip().splitlines()[-1] if (proc.stdout or "").strip() else ""
 
     def stop(self, name: str, *, timeout_s: int = 30) -> None:
-        self._call(docker_stop_argv(name, timeout_s=timeout_s, docker=self.docker))
+        argv = docker_stop_argv(name, timeout_s=timeout_s, docker=self.docker)
+        self._call(argv, timeout_s=timeout_s + STOP_EXTRA_S)
 
     def kill(self, name: str) -> None:
-        self._call(docker_kill_argv(name, docker=self.docker))
+        self._call(docker_kill_argv(name, docker=self.docker), timeout_s=REMOVE_S)
 
     def rm(self, name: str, *, force: bool = False) -> None:
-        self._call(docker_rm_argv(name, force=force, docker=self.docker))
+        self._call(docker_rm_argv(name, force=force, docker=self.docker), timeout_s=REMOVE_S)
 
     def logs(self, name: str, *, tail: int | None = None) -> str:
         """The container's log (vLLM writes to stderr; docker keeps both streams)."""
-        proc = self._call(docker_logs_argv(name, tail=tail, docker=self.docker))
+        proc = self._call(docker_logs_argv(name, tail=tail, docker=self.docker), timeout_s=LOGS_S)
         return (proc.stdout or "") + (proc.stderr or "")
 
     def inspect(self, name: str) -> ContainerState:
@@ -128,7 +203,8 @@ class DockerCLI:
 
     def image_vllm_version(self, image: str) -> str | None:
         """The vLLM version inside ``image`` (pulls it if needed), or None if it has no vLLM."""
-        proc = self._call(image_vllm_version_argv(image, docker=self.docker), check=False)
+        argv = image_vllm_version_argv(image, docker=self.docker)
+        proc = self._call(argv, check=False, timeout_s=RUN_S)
         if proc.returncode != 0:
             if "No module named" in (proc.stderr or ""):
                 return None

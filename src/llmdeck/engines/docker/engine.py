@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO
 
 from llmdeck.engines.base import Engine, EngineHandle
-from llmdeck.engines.docker.argv import docker_run_argv
+from llmdeck.engines.docker.argv import (
+    BOUNDED_LOG_OPTS,
+    DEFAULT_IMAGE,
+    UNBOUNDED_LOG_DRIVERS,
+    docker_run_argv,
+)
 from llmdeck.engines.docker.cli import DockerCLI
 from llmdeck.engines.logfiles import header_line, read_tail
 from llmdeck.engines.process import Owner
@@ -18,10 +24,15 @@ from llmdeck.util.redact import redact_text
 
 @Engine.register("docker")
 class DockerEngine(Engine):
-    """`docker run -d` the spec; liveness from `docker inspect`, the log from `docker logs`."""
+    """`docker run -d` the spec; liveness from `docker inspect`, the log from `docker logs`.
+
+    :meth:`prepare` (before a start) pulls a missing image with its progress shown, and bounds docker's
+    own log of the container when the daemon keeps it in one file that never rotates (json-file, the
+    default): :meth:`argv` and :meth:`start` then carry those options."""
 
     containerized = True
     plans_as = "docker"
+    _log_opts: tuple[str, ...] = ()
 
     @property
     def cli(self) -> DockerCLI:
@@ -30,16 +41,45 @@ class DockerEngine(Engine):
         return self._docker_cli
 
     def argv(self, spec: LaunchSpec, *, secret_env: Sequence[str] = ()) -> list[str]:
-        return docker_run_argv(spec, detach=True, secret_env=sorted(secret_env))
+        return docker_run_argv(spec, detach=True, secret_env=sorted(secret_env), log_opts=self._log_opts)
 
     def check_available(self) -> None:
         self.cli.version()
+
+    def prepare(self, spec: LaunchSpec, *, progress: Callable[[str], None], timeout_s: float) -> None:
+        """The daemon answers; the image is here (pulled otherwise, its progress every few seconds);
+        the container's log bounded (3 x 64 MiB) when the daemon's driver is json-file."""
+        from llmdeck.engines.docker.output import PullProgress
+
+        self.check_available()
+        image = spec.image or DEFAULT_IMAGE
+        if not self.cli.has_image(image):
+            progress(f"pulling {image} (not on this host yet) …")
+            pulled = PullProgress()
+
+            def show(line: str) -> None:
+                shown = pulled.feed(line, time.monotonic())
+                if shown:
+                    progress(f"pull: {shown}")
+
+            self.cli.pull(image, show, timeout_s=timeout_s)
+        driver = self.cli.log_driver()
+        self._log_opts = BOUNDED_LOG_OPTS if driver in UNBOUNDED_LOG_DRIVERS else ()
 
     def start(
         self, spec: LaunchSpec, *, log: IO[bytes], env: Mapping[str, str], secrets: Mapping[str, str]
     ) -> tuple[int | None, str | None]:
         """Secrets go into the container as ``-e KEY`` (the value through docker's own environment)."""
-        return None, self.cli.run_container(spec, secrets=dict(secrets)) or None
+        return None, self.cli.run_container(spec, secrets=dict(secrets), log_opts=self._log_opts) or None
+
+    def leash(self, pid: int | None, container_id: str | None) -> None:
+        """No signal reaches a container's processes (the daemon's children): the watcher runs `docker
+        stop` on its id (a name is taken again by the next start; an id never)."""
+        from llmdeck.engines.docker.argv import docker_stop_id_argv
+        from llmdeck.util import leash
+
+        if container_id:
+            leash.hold_command(container_id, docker_stop_id_argv(container_id, docker=self.cli.docker))
 
     def owner(self, handle: EngineHandle) -> Owner:
         try:
@@ -63,7 +103,16 @@ class DockerEngine(Engine):
         return text
 
     def stop(self, handle: EngineHandle, *, grace_s: float = 20.0) -> str:
-        """Its log is saved first, then `docker stop` and `docker rm`."""
+        """Its log is saved first, then `docker stop` and `docker rm`; a leash on it is let go."""
+        from llmdeck.util import leash
+
+        try:
+            return self._stop(handle, grace_s)
+        finally:
+            if handle.container_id:
+                leash.let_go(handle.container_id)
+
+    def _stop(self, handle: EngineHandle, grace_s: float) -> str:
         if not self.is_alive(handle):
             outcome = "gone"
         else:

@@ -239,6 +239,53 @@ _DOCKER_ERRORS: list[tuple[str, str, str]] = [
 ]
 
 
+def docker_timeout(argv: Sequence[str], timeout_s: float) -> DockerError:
+    """A docker command that gave no answer in time: its daemon is hung, or busy past any reason."""
+    return DockerError(
+        f"`{render_shell(argv[:3])} ...` gave no answer within {timeout_s:.0f} s: the Docker daemon is "
+        "not answering (hung or overloaded); llmdeck stopped waiting and stopped the command.",
+        hint="See whether it answers by hand (`docker ps`); `sudo systemctl status docker` shows its "
+        "state and `sudo systemctl restart docker` restarts it.",
+    )
+
+
+def docker_pull_timeout(image: str, timeout_s: float) -> DockerError:
+    pull = render_shell(["docker", "pull", image])
+    return DockerError(
+        f"`{pull}` did not finish within {timeout_s:.0f} s (LLMDECK_DOCKER_PULL_TIMEOUT_S); llmdeck "
+        "stopped it.",
+        hint=f"Pull it yourself (`{pull}`: docker keeps the layers it has), then run the command again; "
+        "or raise LLMDECK_DOCKER_PULL_TIMEOUT_S.",
+    )
+
+
+class PullProgress:
+    """Follows ``docker pull``'s lines when its output is not a terminal (``ID: Pulling fs layer``,
+    ``ID: Already exists``, ``ID: Pull complete``, ``Status: …``): how many layers there are, how
+    many are done. :meth:`feed` returns a line worth showing, at most one a ``every_s``."""
+
+    def __init__(self, every_s: float = 5.0) -> None:
+        self.layers: set[str] = set()
+        self.done: set[str] = set()
+        self.every_s = every_s
+        self._shown_at: float | None = None
+        self._shown_done = -1
+
+    def feed(self, line: str, now: float) -> str | None:
+        text = line.strip()
+        layer, sep, status = text.partition(": ")
+        if sep and len(layer) == 12 and all(c in "0123456789abcdef" for c in layer):
+            self.layers.add(layer)
+            if status in ("Pull complete", "Already exists"):
+                self.done.add(layer)
+            due = self._shown_at is None or now - self._shown_at >= self.every_s
+            if not due or len(self.done) == self._shown_done:
+                return None
+            self._shown_at, self._shown_done = now, len(self.done)
+            return f"{len(self.done)} of {len(self.layers)} layers pulled"
+        return text or None  # "v0.22.0: Pulling from …", "Digest: …", "Status: …", errors
+
+
 def docker_error(argv: Sequence[str], rc: int, stderr: str) -> DockerError:
     """A DockerError with the known cause and fix for a failed docker command."""
     text = stderr.strip()

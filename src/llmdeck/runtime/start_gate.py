@@ -1,0 +1,88 @@
+"""What every start of a server passes, whatever its engine: one start at a time from its check to its
+record (:func:`start_lock`), no live server of the name, a dead one's leftovers cleared, a port no other
+server is starting on, the earlier run's log moved along, the folders it writes made."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from llmdeck.engines.logfiles import rotate_log
+from llmdeck.engines.spec import LaunchSpec
+from llmdeck.errors import AlreadyExistsError, PortInUseError
+from llmdeck.runtime.engine_state import engine_of, is_alive
+from llmdeck.runtime.state import StateStore
+from llmdeck.settings import Settings
+from llmdeck.util.filelock import exclusive
+
+if TYPE_CHECKING:
+    from llmdeck.engines.docker import DockerCLI
+
+START_LOCK_S = 60.0  # a start holds the lock from its check to its record: a second or two
+
+
+@contextmanager
+def start_lock(settings: Settings) -> Iterator[None]:
+    """One start at a time from check to record: two `up` of one name (or one port) at once had both
+    spawned, one engine left unrecorded, or reported ready on the other's /health."""
+    with exclusive(settings.servers_dir / ".start.lock", timeout_s=START_LOCK_S, what="server start"):
+        yield
+
+
+def refuse_running(store: StateStore, name: str) -> bool:
+    """AlreadyExistsError when a server named ``name`` runs; whether a record (of a dead one) is there."""
+    if not store.path(name).exists():
+        return False
+    old = store.load(name)
+    if is_alive(old):
+        running = f"pid {old.pid}" if old.pid else f"container llmdeck-{old.name}"
+        raise AlreadyExistsError(
+            f"A server named {name!r} is already running ({running}, port {old.port}).",
+            hint=f"Use `llmdeck restart {name}`, stop it with `llmdeck down {name}`, "
+            "or choose another --name.",
+        )
+    return True
+
+
+def forget_dead(store: StateStore, name: str, docker: DockerCLI | None = None) -> None:
+    """A record of a server that no longer runs makes room, its leftovers cleared as `down` clears
+    them: an exited container (its log saved first) had kept the name, so the next `docker run` failed
+    on it; a crashed engine's surviving workers had kept the GPU. A live one refuses."""
+    if refuse_running(store, name):
+        record = store.load(name)
+        engine_of(record, docker).stop(record, grace_s=5.0)  # a reused pid is never signalled
+        store.remove(name)
+
+
+def refuse_a_port_taken_by_a_start(store: StateStore, spec: LaunchSpec) -> None:
+    """PortInUseError when a live llmdeck server has the port: one still loading binds it only later,
+    so the port check could not see it."""
+    for other in store.list():
+        if other.name != spec.name and other.port == spec.port and is_alive(other):
+            raise PortInUseError(
+                f"Port {spec.port} is the llmdeck server {other.name!r}'s (it may still be starting).",
+                hint=f"Choose another --port, or stop it first (`llmdeck down {other.name}`).",
+            )
+
+
+def prepare_folders(store: StateStore, folders: list[Path]) -> None:
+    """What a start writes, made and checked before the engine is spawned (an engine started, then a
+    record that could not be written, had run on untracked): the record's folder writable, the log's
+    and the cache's folders made. Exit 2 naming the path otherwise."""
+    from llmdeck.util.localfile import ensure_dir
+
+    store.ensure_writable()
+    for folder in folders:
+        ensure_dir(folder)
+
+
+def rotate(log_path: Path) -> None:
+    """The earlier runs' logs moved along (NAME.log.1-.3); exit 2 naming the path that is in the way."""
+    from llmdeck.util.atomic import write_error
+
+    try:
+        rotate_log(log_path)
+    except OSError as exc:
+        raise write_error(Path(exc.filename or log_path), exc) from None
