@@ -137,3 +137,34 @@ def test_plan_bounds_concurrency(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "--concurrency" in err and out == ""
     code, out, err = run_cli([*args, "1000000"], capsys)
     assert code == 0, err
+
+
+FOLDER_OPTIONS = {
+    "tune --out": ["tune", "Qwen3-0.6B", "--machine", "h200", "--slo", "ttft_p99=2s", "-w", "agent", "--out"],
+    "eval --keep": [
+        "eval",
+        "-c",
+        "aider",
+        "--agent-bin",
+        "/bin/true",
+        "-t",
+        "fix-intervals",
+        "-s",
+        CLOSED,
+        "--keep",
+    ],
+}
+
+
+@pytest.mark.parametrize("option", list(FOLDER_OPTIONS))
+@pytest.mark.parametrize(
+    ("kind", "said"), [("device", "is a device"), ("fifo", "is a named pipe (FIFO)"), ("file", "is a file")]
+)
+def test_a_folder_option_given_no_folder_says_what_the_path_is(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, kind: str, said: str
+) -> None:
+    """/dev/zero or a FIFO given for a folder had been called "a file"."""
+    value = _local_inputs(tmp_path)[kind]
+    code, _, err = run_cli([*FOLDER_OPTIONS[option], value], capsys)
+    assert code == 2, err
+    assert f"{value} {said}, not a folder" in " ".join(err.split()), err

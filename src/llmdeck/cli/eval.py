@@ -162,7 +162,12 @@ def _check_outputs(opts: dict[str, Any], tasks: list[str]) -> None:
         return
     keep = Path(keep)
     if keep.exists() and not keep.is_dir():
-        raise UsageError(f"--keep {keep} is a file, not a folder.", hint="Give a folder (new or empty).")
+        from llmdeck.util.localfile import kind_of
+
+        raise UsageError(
+            f"--keep {keep} is {kind_of(keep.stat().st_mode)}, not a folder.",
+            hint="Give a folder (new or empty).",
+        )
     for name in tasks:
         for n in range(1, opts["repeat"] + 1):
             refuse_unless_made(keep / f"{name}-{n}", "kept eval workspace")

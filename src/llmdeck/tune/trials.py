@@ -65,8 +65,11 @@ def open_out_dir(out: Path, header: TrialsHeader, *, resume: bool) -> tuple[Tria
     no trials at all."""
     path = out / TRIALS_NAME
     if out.exists() and not out.is_dir():
+        from llmdeck.util.localfile import kind_of
+
         raise UsageError(
-            f"--out {out} is a file, not a folder.", hint="Give a folder for the tune's results."
+            f"--out {out} is {kind_of(out.stat().st_mode)}, not a folder.",
+            hint="Give a folder (new, or an earlier tune's) for the tune's results.",
         )
     if path.is_file():
         from llmdeck.util.gz import is_gzip

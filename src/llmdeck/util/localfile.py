@@ -37,7 +37,9 @@ class FileTooLargeError(_FileError):
 
 
 def kind_of(mode: int) -> str:
-    """What a file that is not a regular one is, in words (``a named pipe (FIFO)``, ``a socket``, ...)."""
+    """What a file is, in words (``a file``, ``a folder``, ``a named pipe (FIFO)``, ``a socket``, ...)."""
+    if stat.S_ISREG(mode):
+        return "a file"
     if stat.S_ISDIR(mode):
         return "a folder"
     if stat.S_ISFIFO(mode):
