@@ -88,6 +88,7 @@ def test_bench_refuses_a_bad_tokenizer_path_before_asking_the_server(
 
 
 HUGE = "a" * 100_000
+CLUSTER_UP = ["cluster", "up", "--head", "10.0.0.1", "--worker", "10.0.0.2", "--dry-run"]
 
 
 @pytest.mark.parametrize(
@@ -121,6 +122,10 @@ def test_a_huge_value_is_shown_cut_in_the_message(
         (["bench", CLOSED, "--model", ""], "--model"),
         (["check", CLOSED, "--model", " "], "--model"),
         (["tune", "/nonexistent/m", "--image", ""], "--image"),
+        # cluster up had started (here: printed) the cluster without them, or said --image was missing
+        ([*CLUSTER_UP, "--head-ip", ""], "--head-ip"),
+        ([*CLUSTER_UP, "--docker", "--image", ""], "--image': an empty value"),
+        ([*CLUSTER_UP, "--docker", "--image", "vllm/vllm-openai:v0.22.0", "--hf-cache", ""], "--hf-cache"),
     ],
 )
 def test_an_explicitly_empty_value_is_refused_not_taken_as_the_default(

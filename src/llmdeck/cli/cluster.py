@@ -8,7 +8,7 @@ import typer
 
 from llmdeck.cli.options import netcheck_timeout, step_timeout
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
-from llmdeck.cli.validate import number
+from llmdeck.cli.validate import nonempty, number
 
 CLUSTER_HELP = """A Ray cluster over several boxes for vLLM's own distributed executor (tensor/pipeline
 parallel), with the NCCL/Gloo environment of the link, and an all-reduce acceptance test before vLLM
@@ -48,13 +48,21 @@ the nodes on a private link.
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
     group = typer.Typer(name="cluster", help=CLUSTER_HELP, no_args_is_help=True)
+    _up_command(group)
+    _lifecycle_commands(group)
+    _netcheck_command(group)
+    app.add_typer(group)
 
+
+def _up_command(group: typer.Typer) -> None:
     @group.command("up", help=UP_HELP)
     def up_cmd(
         ctx: typer.Context,
         head: str = typer.Option(..., "--head", help="The head node (host or IP; 127.0.0.1: this machine)."),
         worker: list[str] = typer.Option(None, "--worker", help="A worker node (repeat for each)."),
-        head_ip: str = typer.Option(None, "--head-ip", help="The head's address on the fast link."),
+        head_ip: str = typer.Option(
+            None, "--head-ip", callback=nonempty, help="The head's address on the fast link."
+        ),
         worker_ip: list[str] = typer.Option(None, "--worker-ip", help="Each worker's address on the link."),
         interface: str = typer.Option(
             None, "--interface", help="The link's interface (NCCL/GLOO_SOCKET_IFNAME)."
@@ -66,7 +74,9 @@ def register(app: typer.Typer) -> None:
         docker: bool = typer.Option(
             False, "--docker/--venv", help="Ray inside the vLLM image, or the node's venv."
         ),
-        image: str = typer.Option(None, "--image", help="--docker: the vLLM image on every node."),
+        image: str = typer.Option(
+            None, "--image", callback=nonempty, help="--docker: the vLLM image on every node."
+        ),
         python: str = typer.Option("python3", "--python", help="--venv: the Python with vLLM and Ray."),
         port: int = typer.Option(6379, "--port", min=1, max=65535, help="Ray's head port."),
         num_cpus: int = typer.Option(None, "--num-cpus", min=1, max=65536, help="CPUs each node offers Ray."),
@@ -79,7 +89,9 @@ def register(app: typer.Typer) -> None:
             callback=number(at_least=82, at_most=1e9),
             help="Ray's object store (MB, at least 82; 1024, 100 on one machine).",
         ),
-        hf_cache: str = typer.Option(None, "--hf-cache", help="--docker: the nodes' HF cache, mounted."),
+        hf_cache: str = typer.Option(
+            None, "--hf-cache", callback=nonempty, help="--docker: the nodes' HF cache, mounted."
+        ),
         timeout: float = step_timeout(120.0, " (each command on a node, each wait for the nodes)"),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the commands; start nothing."),
         netcheck: str = typer.Option(None, "--netcheck", help="Then the all-reduce test: gloo | nccl."),
@@ -101,10 +113,6 @@ def register(app: typer.Typer) -> None:
         print_json(res) if as_json else print_up(res)
         if netcheck and not dry_run:
             check_after_up(res, netcheck, settings, quiet=as_json)
-
-    _lifecycle_commands(group)
-    _netcheck_command(group)
-    app.add_typer(group)
 
 
 def _lifecycle_commands(group: typer.Typer) -> None:
