@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,8 +132,16 @@ def _start_pair(settings: object, model_dir: Path) -> tuple[object, object]:
         ),
     ]
     options = service.UpOptions.bare(timeout_s=600)
-    records = [service.start(s, settings, options) for s in specs]  # type: ignore[arg-type]
-    ready = [service.await_ready(r, settings, options) for r in records]  # type: ignore[arg-type]
+    records: list[Any] = []
+    try:
+        for s in specs:
+            records.append(service.start(s, settings, options))  # type: ignore[arg-type]
+        ready = [service.await_ready(r, settings, options) for r in records]  # type: ignore[arg-type]
+    except BaseException:  # a session fixture that fails in its setup gets no teardown: stop what started
+        for r in records:
+            with contextlib.suppress(Exception):
+                service.down(r.name, settings)  # type: ignore[arg-type]
+        raise
     return ready[0], ready[1]
 
 
@@ -155,6 +163,21 @@ def _cpu_servers(
         for rec in (tools, plain):
             with contextlib.suppress(Exception):
                 down(rec.name, session_settings)  # type: ignore[attr-defined,arg-type]
+
+
+@pytest.fixture
+def stop_at_end(session_settings: object) -> Iterator[Callable[[str], None]]:
+    """Call it with a server's name before the test starts that server (``llmdeck up --name NAME`` in
+    the session's state dir): the server is stopped when the test ends, however it ends. An assertion
+    that failed mid-way had left it running, holding its port and ~2 GB for the rest of the suite.
+    A server the test stopped itself is left alone."""
+    names: list[str] = []
+    yield names.append
+    from llmdeck.runtime.service import down
+
+    for name in names:
+        with contextlib.suppress(Exception):  # stopped by the test already: no record, nothing to do
+            down(name, session_settings)  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="session")

@@ -56,9 +56,11 @@ def gateway(agent_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
     key = run_cli("keys", "create", "agents", "--keys-file", str(base / "keys.json"), tmp_path=base)
     assert key.returncode == 0, key.stderr
     port = free_port()
-    up = run_cli("gateway", "up", "--config", str(base / "gateway.yaml"), "--port", str(port), tmp_path=base)
-    assert up.returncode == 0, up.stderr
-    try:
+    try:  # a gateway up that failed late (or ran past its timeout) may have left the gateway running
+        up = run_cli(
+            "gateway", "up", "--config", str(base / "gateway.yaml"), "--port", str(port), tmp_path=base
+        )
+        assert up.returncode == 0, up.stderr
         yield {
             "url": f"http://127.0.0.1:{port}",
             "key": key.stdout.strip(),

@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -26,6 +27,7 @@ def test_up_status_kill_restart_down(
     cpu_server_plain: object,
     tiny_model_dir: Path,
     session_settings: object,
+    stop_at_end: Callable[[str], None],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -33,6 +35,7 @@ def test_up_status_kill_restart_down(
     monkeypatch.setenv("LLMDECK_STATE_DIR", str(state_dir))
     monkeypatch.setenv("LLMDECK_CACHE_DIR", str(session_settings.cache_dir))  # type: ignore[attr-defined]
     port = free_port()
+    stop_at_end("life")
 
     code, out, err = cli(
         [

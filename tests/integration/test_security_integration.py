@@ -37,8 +37,8 @@ def keyed_server(tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Path)
     port = free_port()
     args = ["up", "--model", str(tiny_model_dir), "--engine", "cpu", "--name", "keyed", "--port", str(port)]
     args += ["--json", "--", "--max-model-len", "2048", "--api-key", SECRET]
-    proc = subprocess.run(llmdeck_cmd(*args), env=_env(base), capture_output=True, text=True, timeout=900)
-    try:
+    try:  # an up that runs past its timeout may have started the server: the finally stops it too
+        proc = subprocess.run(llmdeck_cmd(*args), env=_env(base), capture_output=True, text=True, timeout=900)
         assert proc.returncode == 0, proc.stderr
         yield {
             "base": base,

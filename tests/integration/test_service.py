@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -72,10 +73,12 @@ def _vllm_children_of(name: str) -> list[psutil.Process]:
 def test_up_watchdog_stops_the_engine_before_it_thrashes(
     tiny_model_dir: Path,
     session_settings: object,
+    stop_at_end: Callable[[str], None],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """A floor above this machine's memory trips at the first poll: engine stopped, record gone, exit 1."""
+    stop_at_end("thrash")  # should the watchdog not trip, the server runs
     monkeypatch.setenv("LLMDECK_STATE_DIR", str(session_settings.state_dir))  # type: ignore[attr-defined]
     monkeypatch.setenv("LLMDECK_CACHE_DIR", str(session_settings.cache_dir))  # type: ignore[attr-defined]
     floor = psutil.virtual_memory().total / GIB + 1
@@ -114,9 +117,11 @@ def test_up_watchdog_stops_the_engine_before_it_thrashes(
 def test_up_with_a_flag_vllm_rejects_stops_and_diagnoses(
     tiny_model_dir: Path,
     session_settings: object,
+    stop_at_end: Callable[[str], None],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    stop_at_end("badflag")  # should vLLM take the flag, the server runs
     monkeypatch.setenv("LLMDECK_STATE_DIR", str(session_settings.state_dir))  # type: ignore[attr-defined]
     monkeypatch.setenv("LLMDECK_CACHE_DIR", str(session_settings.cache_dir))  # type: ignore[attr-defined]
     code, _, err = cli(
