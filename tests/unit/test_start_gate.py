@@ -76,3 +76,50 @@ def test_a_live_server_refuses_the_start(tmp_path: Path) -> None:
     finally:
         leader.kill()
         leader.wait()
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_up_clears_a_dead_servers_leftovers_before_preflight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Preflight counts GPU tenants: the dead server's EngineCore, still holding the GPU, had been one
+    (a blocking finding, or a start sized beside it) since it was cleared only at the launch."""
+    from llmdeck.runtime import service
+    from llmdeck.settings import Settings
+    from llmdeck.util.net import free_port
+    from repo_paths import ROOT
+
+    model = tmp_path / "model"
+    model.mkdir()
+    config = ROOT / "src" / "llmdeck" / "catalog" / "data" / "configs" / "Qwen3-0.6B.config.json"
+    (model / "config.json").write_text(config.read_text())
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+    leader = subprocess.Popen(
+        [sys.executable, "-c", LEADER], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    assert leader.stdout is not None
+    child = int(leader.stdout.readline())
+    StateStore(settings.servers_dir).save(record_of(leader.pid, tmp_path))
+    os.kill(leader.pid, signal.SIGKILL)
+    leader.wait()
+    seen: dict[str, bool] = {}
+
+    def preflight(*_: object) -> None:
+        proc = psutil.Process(child) if psutil.pid_exists(child) else None
+        seen["orphan_alive"] = proc is not None and proc.status() != psutil.STATUS_ZOMBIE
+        raise _Stop
+
+    monkeypatch.setattr(service, "preflight", preflight)
+    events: list[str] = []
+    spec = LaunchSpec(name="dl", engine="venv", python=sys.executable, model=str(model), port=free_port())
+    try:
+        with pytest.raises(_Stop):
+            service.start(spec, settings, clock=service.EventClock(lambda e: events.append(e.message)))
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(leader.pid, signal.SIGKILL)
+    assert seen == {"orphan_alive": False}
+    assert events[0].startswith("dl had died; what was left of it: gone")

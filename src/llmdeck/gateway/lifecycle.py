@@ -97,7 +97,7 @@ def stop(name: str, settings: Any) -> str:
 def settle_memory(kind: str) -> None:
     """After a stop on unified memory, wait (bounded) until MemAvailable stops rising."""
     if kind == "unified":
-        from llmdeck.runtime.service import wait_memory_settles
+        from llmdeck.runtime.host import wait_memory_settles
 
         wait_memory_settles(max_s=15.0, step_s=0.5)
 

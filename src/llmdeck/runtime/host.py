@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
+import time
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,7 +21,7 @@ from pydantic import BaseModel, Field
 from llmdeck.util.hfpaths import default_hf_home, hf_home
 from llmdeck.util.nvml import NvmlUnavailable, nvml_init, nvml_session, nvml_shutdown
 from llmdeck.util.nvml import text as _text
-from llmdeck.util.units import GIB
+from llmdeck.util.units import GIB, MIB
 
 __all__ = [
     "GIB",
@@ -296,3 +297,16 @@ class NvmlSampler:
             except Exception:
                 out.append(None)
         return out
+
+
+def wait_memory_settles(max_s: float = 30.0, step_s: float = 1.0) -> int:
+    """After a stop, wait until MemAvailable stops rising (the engine's memory is back)."""
+    last = read_meminfo().available
+    deadline = time.monotonic() + max_s
+    while time.monotonic() < deadline:
+        time.sleep(step_s)
+        now = read_meminfo().available
+        if now - last < 256 * MIB:
+            return int(now)
+        last = now
+    return int(last)

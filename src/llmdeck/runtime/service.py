@@ -20,7 +20,8 @@ from pydantic import BaseModel, Field
 
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import PortInUseError, StartStopped, UsageError
-from llmdeck.runtime import launcher
+from llmdeck.runtime import launcher, start_gate
+from llmdeck.runtime.host import wait_memory_settles
 from llmdeck.runtime.launch_plan import LaunchPlan
 from llmdeck.runtime.launcher import ValidatedSpec
 from llmdeck.runtime.phases import PhaseTracker
@@ -28,7 +29,7 @@ from llmdeck.runtime.state import ServerRecord, StartedBy, StateStore
 from llmdeck.runtime.status import ServerStatus, server_status
 from llmdeck.runtime.watchdog import StartupWatchdog, WatchdogConfig
 from llmdeck.settings import Settings
-from llmdeck.util.units import GIB, MIB, fmt_gib
+from llmdeck.util.units import GIB, fmt_gib
 
 EventKind = Literal[
     "preflight",
@@ -196,7 +197,11 @@ def start(
     The spec is validated and its port checked once, here; the later steps take that ValidatedSpec."""
     options = options or UpOptions()
     clock = clock or EventClock(_ignore)
-    launcher.refuse_running(StateStore(settings.servers_dir), spec.name)  # before the checks and the sizing
+    # before the checks and the sizing: a live one refuses; a dead one's leftovers (an EngineCore that
+    # outlived its API server, holding the GPU) would count as another tenant in preflight
+    cleared = start_gate.forget_dead(StateStore(settings.servers_dir), spec.name)
+    if cleared is not None:
+        clock.emit("stopped", f"{spec.name} had died; what was left of it: {cleared}", outcome=cleared)
     checked = launcher.validate(spec)
     launch = preflight(checked, settings, options, clock) if options.preflight else None
     sized = _unified_start(checked, launch, settings, options, clock)
@@ -334,21 +339,6 @@ def down(name: str, settings: Settings, events: Events = _ignore) -> str:
     outcome = launcher.down(name, settings)
     clock.emit("stopped", f"{name}: {outcome}", outcome=outcome)
     return outcome
-
-
-def wait_memory_settles(max_s: float = 30.0, step_s: float = 1.0) -> int:
-    """After a stop, wait until MemAvailable stops rising (the engine's memory is back)."""
-    from llmdeck.runtime.host import read_meminfo
-
-    last = read_meminfo().available
-    deadline = time.monotonic() + max_s
-    while time.monotonic() < deadline:
-        time.sleep(step_s)
-        now = read_meminfo().available
-        if now - last < 256 * MIB:
-            return int(now)
-        last = now
-    return int(last)
 
 
 class RestartOptions(UpOptions):

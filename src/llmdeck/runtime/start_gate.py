@@ -46,14 +46,17 @@ def refuse_running(store: StateStore, name: str) -> bool:
     return True
 
 
-def forget_dead(store: StateStore, name: str, docker: DockerCLI | None = None) -> None:
+def forget_dead(store: StateStore, name: str, docker: DockerCLI | None = None) -> str | None:
     """A record of a server that no longer runs makes room, its leftovers cleared as `down` clears
     them: an exited container (its log saved first) had kept the name, so the next `docker run` failed
-    on it; a crashed engine's surviving workers had kept the GPU. A live one refuses."""
-    if refuse_running(store, name):
-        record = store.load(name)
-        engine_of(record, docker).stop(record, grace_s=5.0)  # a reused pid is never signalled
-        store.remove(name)
+    on it; a crashed engine's surviving workers had kept the GPU. A live one refuses. Returns the
+    stop's outcome ("gone", "stale" …), or None when there was no record."""
+    if not refuse_running(store, name):
+        return None
+    record = store.load(name)
+    outcome = engine_of(record, docker).stop(record, grace_s=5.0)  # a reused pid is never signalled
+    store.remove(name)
+    return outcome
 
 
 def refuse_a_port_taken_by_a_start(store: StateStore, spec: LaunchSpec) -> None:
