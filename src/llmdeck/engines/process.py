@@ -161,14 +161,30 @@ def _stop_group(
     return "killed"
 
 
-def _kill_leftovers(pgid: int) -> None:
-    """vLLM's engine core is a child process; make sure none of the group outlives the server."""
+def _kill_leftovers(pgid: int, wait_s: float = 10.0) -> None:
+    """vLLM's engine core is a child process; make sure none of the group outlives the server. Waits
+    (``wait_s`` at most) until they have exited: the GPU's memory is back when this returns, before a
+    next start's preflight reads it."""
+    killed = _group_members(pgid)
+    for proc in killed:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    deadline = time.monotonic() + wait_s
+    while killed and time.monotonic() < deadline:
+        time.sleep(0.1)
+        killed = _group_members(pgid)
+
+
+def _group_members(pgid: int) -> list[psutil.Process]:
+    """The processes of group ``pgid`` that still run (an exited one not yet reaped holds nothing)."""
+    out = []
     for proc in psutil.process_iter(["pid"]):
         try:
-            if os.getpgid(proc.info["pid"]) == pgid:
-                proc.kill()
+            if os.getpgid(proc.info["pid"]) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                out.append(proc)
         except (ProcessLookupError, psutil.NoSuchProcess, psutil.AccessDenied, PermissionError):
             continue
+    return out
 
 
 def _reap(pid: int) -> None:
