@@ -162,3 +162,14 @@ def test_the_v3_to_v5_pair_differences_follow_from_their_runs() -> None:
     shown = ", ".join(f"{d:+.1f}" for d in sorted(diffs)[:-1]) + f" and {sorted(diffs)[-1]:+.1f} ms"
     page = _text("benchmarks", "README.md")
     assert f"were {shown}: median {statistics.median(diffs):+.1f} ms" in page
+
+
+def test_the_switch_soaks_gpu_peak_follows_from_nvidia_smi() -> None:
+    """The soak sampled nvidia-smi's used MiB; the GPU's total is the start's nvidia-smi table."""
+    layer = ROOT / "evidence" / "device" / "serving-layer"
+    used = re.findall(r"^(\d+) MiB, \d+ %$", (layer / "soak" / "nvidia-smi.txt").read_text(), re.M)
+    total = int(re.findall(r"/ (\d+)MiB", (layer / "main" / "nvidia-smi-start.txt").read_text())[0])
+    peak = max(int(u) for u in used)
+    assert f"peaked at {peak:,} of {total:,} MiB" in _text("evidence", "device", "serving-layer", "README.md")
+    shown = f"GPU peak {peak / 1024:.1f} of {total / 1024:.1f} GiB"
+    assert shown in _text("evidence", "gateway-models", "README.md")
