@@ -173,3 +173,29 @@ def test_the_switch_soaks_gpu_peak_follows_from_nvidia_smi() -> None:
     assert f"peaked at {peak:,} of {total:,} MiB" in _text("evidence", "device", "serving-layer", "README.md")
     shown = f"GPU peak {peak / 1024:.1f} of {total / 1024:.1f} GiB"
     assert shown in _text("evidence", "gateway-models", "README.md")
+
+
+def test_the_sleep_tables_starts_follow_from_their_runs() -> None:
+    """Each row's utilization is what vLLM ran with (its default where the log's non-default args have
+    none) and its first TTFT after the cold start is the run's cold.json."""
+    from llmdeck.plan.settings import DEFAULT_GPU_MEMORY_UTILIZATION
+
+    layer = ROOT / "evidence" / "device" / "serving-layer"
+    rows = {
+        "| Qwen3-Coder-30B-A3B, eager, util": (layer / "sleep-fresh", "cold.json", "vllm-main.log"),
+        "| Qwen3-Coder-30B-A3B, compiled, util": (layer / "main", "cold.json", "vllm-main.log"),
+        "| Qwen3-0.6B, eager, util": (layer / "sleep" / "small", "qwen3-0.6b-cold.json", "logs"),
+    }
+    lines = (layer / "README.md").read_text(encoding="utf-8").splitlines()
+    for start, (folder, cold_file, log) in rows.items():
+        cells = [c.strip() for c in next(ln for ln in lines if ln.startswith(start)).split("|")]
+        cold = _json(folder / cold_file)
+        first, warm = cold["ttft_first_after_cold_start_s"], cold["ttft_warm_s"]
+        assert cells[3] == f"{first:.2f} s (warm {warm:.2f} s)", cells
+        logs = [folder / log] if (folder / log).is_file() else sorted((folder / log).rglob("*.log"))
+        args = next(ln for p in logs for ln in p.read_text().splitlines() if "non-default args" in ln)
+        util = re.search(r"'gpu_memory_utilization': ([0-9.]+)", args)
+        shown = re.search(r"util ([0-9.]+)", cells[1])
+        assert shown and float(shown[1]) == (float(util[1]) if util else DEFAULT_GPU_MEMORY_UTILIZATION), (
+            cells
+        )
