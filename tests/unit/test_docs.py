@@ -1,6 +1,7 @@
 """The README stays a newcomer's path and docs/ holds the rest: the README's length and set-up commands,
 every relative link (and anchor) of the README and docs/ resolving, every page reachable from the
-README, and the README's layer summary naming every layer of the import-linter contract."""
+README, the README's layer summary naming every layer of the import-linter contract, and every result
+file benchmarks/README.md and the evidence READMEs cite by path being there."""
 
 from __future__ import annotations
 
@@ -78,3 +79,18 @@ def test_the_readme_and_docs_layout_name_every_layer_of_the_contract() -> None:
         shown = f"{name}.py" if (ROOT / "src" / "llmdeck" / f"{name}.py").is_file() else f"{name}/"
         assert shown in readme, f"README.md's Layout does not name the layer package {shown}"
         assert f"`{shown}`" in layout, f"docs/layout.md does not name the layer package {shown}"
+
+
+EVIDENCE_PAGES = [ROOT / "benchmarks" / "README.md", *sorted((ROOT / "evidence").rglob("README.md"))]
+RESULT_PATH = re.compile(r"`((?:[\w.-]+/)*results/(?:[\w.-]+/)*[\w.*-]+\.[a-z][\w.]*)`")
+
+
+@pytest.mark.parametrize(
+    "page", [p for p in EVIDENCE_PAGES if "workspace" not in p.parts], ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_every_result_file_an_evidence_page_names_exists(page: Path) -> None:
+    """A result a README cites by path (`results/x.json`, `benchmarks/results/y.json`) is there, from
+    the README's folder or the repository's root: a reader can open what a figure stands on."""
+    text = page.read_text(encoding="utf-8")
+    missing = [t for t in RESULT_PATH.findall(text) if not any(list(b.glob(t)) for b in (page.parent, ROOT))]
+    assert not missing, f"{page.relative_to(ROOT)} names result files that are not there: {missing}"
