@@ -199,3 +199,26 @@ def test_the_sleep_tables_starts_follow_from_their_runs() -> None:
         assert shown and float(shown[1]) == (float(util[1]) if util else DEFAULT_GPU_MEMORY_UTILIZATION), (
             cells
         )
+
+
+@pytest.mark.parametrize("folder", ["agents-clients", "agents-clients-2.1.332"])
+def test_the_real_clients_exit_codes_and_times_follow_from_their_run(folder: str) -> None:
+    """agents.txt has each launch's exit code and milliseconds; the README's table and prose say the same."""
+    here = ROOT / "evidence" / "device" / folder
+    runs = dict(re.findall(r"^([\w-]+): exit (\d+ in \d+) ms$", (here / "agents.txt").read_text(), re.M))
+    lines = (here / "README.md").read_text(encoding="utf-8").splitlines()
+    for name, got in runs.items():
+        code, ms = got.split(" in ")
+        cells = [c.strip() for c in next(ln for ln in lines if ln.startswith(f"| `{name}` |")).split("|")]
+        assert re.sub(r"\D", "", cells[3].split("(")[0]) == code, cells
+        shown = cells[4].removesuffix(" s")
+        assert f"{int(ms) / 1000:.{len(shown.partition('.')[2])}f}" == shown, (name, ms, cells)
+    wrong = sorted(int(ms) for n, got in runs.items() if "wrongkey" in n for ms in [got.split(" in ")[1]])
+    said = re.search(
+        r"the fix,? in (under )?([0-9.]+)(?:-([0-9.]+))? s", _text("evidence", "device", folder, "README.md")
+    )
+    assert said, "the README says how fast a wrong key stops launch"
+    if said[1]:  # "under X s": every wrong-key run was
+        assert wrong[-1] < float(said[2]) * 1000, (wrong, said[0])
+    else:  # "X s" or "X-Y s": the fastest and the slowest
+        assert (said[2], said[3] or said[2]) == (f"{wrong[0] / 1000:.2f}", f"{wrong[-1] / 1000:.2f}"), said[0]
