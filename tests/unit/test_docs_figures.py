@@ -222,3 +222,21 @@ def test_the_real_clients_exit_codes_and_times_follow_from_their_run(folder: str
         assert wrong[-1] < float(said[2]) * 1000, (wrong, said[0])
     else:  # "X s" or "X-Y s": the fastest and the slowest
         assert (said[2], said[3] or said[2]) == (f"{wrong[0] / 1000:.2f}", f"{wrong[-1] / 1000:.2f}"), said[0]
+
+
+def _last_turn(path: Path) -> tuple[float, float]:
+    """Each side's median TTFT of the last turn over both rounds' requests (the READMEs' by-turn tables)."""
+    d = _json(path)
+    out = []
+    for side in ("a", "b"):
+        reqs = [r for sc in d[side]["result"]["scenarios"] for r in sc["requests"] if r["ok"]]
+        last = max(r["turn"] for r in reqs)
+        out.append(statistics.median(r["ttft"] * 1000 for r in reqs if r["turn"] == last))
+    return out[0], out[1]
+
+
+def test_the_guides_last_turn_figures_are_the_by_turn_tables() -> None:
+    guide = _text("docs", "guide", "ollama.md")
+    for path in (GPU / "long" / "compare-qwen3-8b-c1-long.json.gz", HYBRID / "compare-c1-long.json.gz"):
+        a, b = _last_turn(path)
+        assert f"{a:,.0f} / {b:,.0f} at turn 8" in guide, (path.name, a, b)
