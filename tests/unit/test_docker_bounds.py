@@ -336,3 +336,15 @@ def test_up_attach_container_does_not_outlive_llmdeck(tmp_path: Path, how: str) 
                     os.kill(int(pid_dir.name), signal.SIGKILL)
             except (OSError, ValueError):
                 pass
+
+
+def test_logs_keep_the_containers_two_streams_in_the_order_written(tmp_path: Path) -> None:
+    """`docker logs` writes the container's stdout and stderr to its own two: read as stdout then stderr,
+    a traceback (stderr) came after every later line, and the log file shifted under the phase reader."""
+    body = (
+        "for i in range(6):\n"
+        "    stream = sys.stdout if i % 2 == 0 else sys.stderr\n"
+        "    stream.write(f'line {i}\\n'); stream.flush(); time.sleep(0.01)"
+    )
+    text = DockerCLI(docker=fake_docker(tmp_path, body)).logs("dock", tail=2000)
+    assert text.splitlines() == [f"line {i}" for i in range(6)]

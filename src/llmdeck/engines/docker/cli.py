@@ -46,11 +46,19 @@ STOP_EXTRA_S = 60.0  # `docker stop -t N` waits N seconds itself, then kills
 
 
 def _subprocess_runner(
-    argv: list[str], env: dict[str, str] | None = None, timeout: float | None = None
+    argv: list[str], env: dict[str, str] | None = None, timeout: float | None = None, merge: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    # a docker that prints bytes that are not UTF-8 (a container's log) is shown replaced
-    return subprocess.run(
-        argv, capture_output=True, text=True, errors="replace", check=False, env=env, timeout=timeout
+    """``merge``: the command's stderr into its stdout, in the order written (`docker logs` writes the
+    container's two streams to its own two, line by line in the order the container wrote them)."""
+    return subprocess.run(  # bytes that are not UTF-8 (a container's log) are shown replaced
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if merge else subprocess.PIPE,
+        text=True,
+        errors="replace",
+        check=False,
+        env=env,
+        timeout=timeout,
     )
 
 
@@ -63,10 +71,10 @@ class DockerCLI:
         self._injected = run
 
     def _invoke(
-        self, argv: list[str], env: dict[str, str] | None, timeout_s: float
+        self, argv: list[str], env: dict[str, str] | None, timeout_s: float, merge: bool = False
     ) -> subprocess.CompletedProcess[str]:
         if self._injected is None:
-            return _subprocess_runner(argv, env, timeout_s)
+            return _subprocess_runner(argv, env, timeout_s, merge)
         return self._injected(argv, env=env) if env is not None else self._injected(argv)
 
     def _call(
@@ -76,10 +84,11 @@ class DockerCLI:
         check: bool = True,
         env: dict[str, str] | None = None,
         timeout_s: float | None = None,
+        merge: bool = False,
     ) -> subprocess.CompletedProcess[str]:
         timeout_s = QUERY_S if timeout_s is None else timeout_s
         try:
-            proc = self._invoke(argv, env, timeout_s)
+            proc = self._invoke(argv, env, timeout_s, merge)
         except subprocess.TimeoutExpired as exc:  # subprocess.run killed the client
             raise docker_timeout(argv, timeout_s) from exc
         except FileNotFoundError as exc:
@@ -176,8 +185,11 @@ class DockerCLI:
         self._call(docker_rm_argv(name, force=force, docker=self.docker), timeout_s=REMOVE_S)
 
     def logs(self, name: str, *, tail: int | None = None) -> str:
-        """The container's log (vLLM writes to stderr; docker keeps both streams)."""
-        proc = self._call(docker_logs_argv(name, tail=tail, docker=self.docker), timeout_s=LOGS_S)
+        """The container's log, its two streams in the order written: vLLM logs to stdout, its
+        warnings and tracebacks go to stderr (stdout then stderr had put a traceback after every later
+        line, and shifted the start-up phases read from the log file while it grew)."""
+        argv = docker_logs_argv(name, tail=tail, docker=self.docker)
+        proc = self._call(argv, timeout_s=LOGS_S, merge=True)
         return (proc.stdout or "") + (proc.stderr or "")
 
     def inspect(self, name: str) -> ContainerState:
