@@ -70,10 +70,5 @@ def start_docker(
             log_path=log_path,
             started_by=started_by,
         )
-        try:
-            store.save_secrets(spec.name, secrets)
-            store.save(record)
-        except BaseException:  # no record, no way to stop it later: the container goes now
-            engine.stop(record, grace_s=5)
-            raise
+        start_gate.keep_record(store, record, secrets, engine)
     return record

@@ -23,7 +23,7 @@ import httpx
 from llmdeck.engines import get as get_engine
 from llmdeck.engines import logkeeper
 from llmdeck.engines.logfiles import feed_new_lines, open_log, read_tail, rotate_log
-from llmdeck.engines.process import identify, stop_process_group
+from llmdeck.engines.process import identify
 from llmdeck.engines.secrets import split_secrets
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import (
@@ -182,12 +182,7 @@ def start_background(
             log_path=log_path,
             started_by=started_by,
         )
-        try:
-            store.save_secrets(spec.name, secrets)
-            store.save(record)
-        except BaseException:  # no record, no way to stop it later: the engine goes now (a Ctrl-C too)
-            stop_process_group(pid, grace_s=5, identity=record.process)
-            raise
+        start_gate.keep_record(store, record, secrets, engine)
     return record
 
 

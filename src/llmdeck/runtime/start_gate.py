@@ -9,11 +9,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from llmdeck.engines.base import Engine
 from llmdeck.engines.logfiles import rotate_log
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import AlreadyExistsError, PortInUseError
 from llmdeck.runtime.engine_state import engine_of, is_alive
-from llmdeck.runtime.state import StateStore
+from llmdeck.runtime.state import ServerRecord, StateStore
 from llmdeck.settings import Settings
 from llmdeck.util.filelock import exclusive
 
@@ -89,3 +90,14 @@ def rotate(log_path: Path) -> None:
         rotate_log(log_path)
     except OSError as exc:
         raise write_error(Path(exc.filename or log_path), exc) from None
+
+
+def keep_record(store: StateStore, record: ServerRecord, secrets: dict[str, str], engine: Engine) -> None:
+    """Save the started server's secrets and record; when that fails (a full disk, Ctrl-C) the engine
+    goes at once: with no record nothing could stop it later."""
+    try:
+        store.save_secrets(record.name, secrets)
+        store.save(record)
+    except BaseException:
+        engine.stop(record, grace_s=5)
+        raise
