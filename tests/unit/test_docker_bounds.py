@@ -348,3 +348,85 @@ def test_logs_keep_the_containers_two_streams_in_the_order_written(tmp_path: Pat
     )
     text = DockerCLI(docker=fake_docker(tmp_path, body)).logs("dock", tail=2000)
     assert text.splitlines() == [f"line {i}" for i in range(6)]
+
+
+LOGS_DOCKER = """
+if argv[0] == "logs" and "-f" in argv:
+    for i in range(3):
+        out = sys.stdout if i % 2 == 0 else sys.stderr
+        out.write(f"new {i}\\n"); out.flush()
+        time.sleep(0.05)
+elif argv[0] == "logs":
+    print("INFO started"); print("INFO 200 OK /v1/chat/completions")
+elif argv[0] == "inspect":
+    print(open(sys.argv[0] + ".inspect").read())
+"""
+
+
+def docker_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A docker server's record, and a fake docker client on PATH that answers for its container."""
+    import os
+
+    from llmdeck.runtime.state import ServerRecord, StateStore
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = Path(fake_docker(bin_dir, LOGS_DOCKER))
+    fake.with_suffix(".inspect").write_text((FIX / "docker-inspect-running-healthy.json").read_text())
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "state"))
+    settings = Settings(state_dir=tmp_path / "state")
+    log = settings.logs_dir / "dock.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("# llmdeck: docker run ...\nINFO started\n")  # what the start saved
+    record = ServerRecord(
+        name="dock", spec=spec(), argv=["docker", "run"], container_id="c0ffee", log_path=log
+    )
+    StateStore(settings.servers_dir).save(record)
+    return log
+
+
+def test_logs_of_a_container_are_its_current_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The log file of a container is written from `docker logs` when asked; `llmdeck logs` had shown
+    what the start saved, never a line the container printed while serving."""
+    from llmdeck.cli.app import main
+
+    log = docker_record(tmp_path, monkeypatch)
+    with pytest.raises(SystemExit) as info:
+        main(["logs", "dock"])
+    assert info.value.code in (0, None)
+    assert "INFO 200 OK /v1/chat/completions" in capsys.readouterr().out
+    assert "INFO 200 OK" in log.read_text()
+
+
+def test_logs_follow_of_a_container_streams_docker_logs_f(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`logs -f` had followed the log file, which nothing writes while a container serves."""
+    from llmdeck.cli.app import main
+
+    docker_record(tmp_path, monkeypatch)
+    with pytest.raises(SystemExit):
+        main(["logs", "-f", "dock", "-n", "1"])
+    out = capsys.readouterr().out
+    assert out.endswith("new 0\nnew 1\nnew 2\n"), out
+
+
+def test_follow_output_is_killed_when_the_reader_stops(tmp_path: Path) -> None:
+    from llmdeck.util.linestream import follow_output
+
+    body = "print('first', flush=True); time.sleep(60)"
+    lines = follow_output([fake_docker(tmp_path, body)])
+    assert next(lines) == "first\n"
+    lines.close()
+    leftovers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _runs(p, str(tmp_path))]
+    assert leftovers == []
+
+
+def _runs(proc: Path, needle: str) -> bool:
+    try:
+        return needle in (proc / "cmdline").read_text()
+    except OSError:
+        return False

@@ -237,7 +237,7 @@ def logs_cmd(
       llmdeck logs -f            # follow the only running server until it exits
     """
     from llmdeck.errors import LlmdeckError, NotRunningError
-    from llmdeck.runtime.launcher import read_tail
+    from llmdeck.runtime.launcher import engine_log, read_tail
     from llmdeck.runtime.state import StateStore
     from llmdeck.util.names import validate_server_name
 
@@ -256,6 +256,8 @@ def logs_cmd(
             if not (name and log_path.is_file()):
                 raise
             err_console().print(f"{exc.message} Showing {log_path}.", markup=False, highlight=False)
+    if record is not None:  # a container's log file is written from `docker logs` when asked: now
+        engine_log(record)
     text = read_tail(log_path, TAIL_BYTES)
     shown = text.splitlines()[-lines:]
     sys.stdout.write(log_text("\n".join(shown) + "\n"))
@@ -271,13 +273,13 @@ def logs_cmd(
 
 
 def _follow(log_path: Path, record: Any) -> None:
-    """`logs -f`: print what the log gains (engines/logfiles.follow) until the server exits or Ctrl-C."""
+    """`logs -f`: print what the log gains until the server exits or Ctrl-C (a server's own follower:
+    the log file, or `docker logs -f`; a log with no record: the file until Ctrl-C)."""
     from llmdeck.engines.logfiles import follow
-    from llmdeck.runtime.launcher import is_alive
+    from llmdeck.runtime.engine_state import follow_log
 
-    ended = None if record is None else (lambda: not is_alive(record))  # a reused pid is not the server
     try:
-        for text in follow(log_path, ended):
+        for text in follow(log_path, None) if record is None else follow_log(record):
             sys.stdout.write(log_text(text))
             sys.stdout.flush()
     except KeyboardInterrupt:

@@ -10,7 +10,7 @@ comparing engine names, so that a new engine (llama.cpp's server, SGLang) is one
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, ClassVar, Literal, Protocol, get_args
 
@@ -126,6 +126,12 @@ class Engine(ABC):
     @abstractmethod
     def logs(self, handle: EngineHandle) -> str:
         """The server's log text (kept in ``handle.log_path``)."""
+
+    def follow_log(self, handle: EngineHandle) -> Iterator[str]:
+        """What the server's log gains from now on, until the server is gone (or the caller stops)."""
+        from llmdeck.engines.logfiles import follow
+
+        return follow(handle.log_path, lambda: not self.is_alive(handle))
 
     @abstractmethod
     def stop(self, handle: EngineHandle, *, grace_s: float = 20.0) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from llmdeck.engines import get
@@ -33,3 +34,9 @@ def engine_log(record: ServerRecord, docker: DockerCLI | None = None) -> str:
     """The server's log text: the log file, or for a container `docker logs` (saved to the log file
     so that it survives `docker rm`)."""
     return engine_of(record, docker).logs(record)
+
+
+def follow_log(record: ServerRecord, docker: DockerCLI | None = None) -> Iterator[str]:
+    """What the server's log gains from now on, until it is gone: the log file, or for a container
+    `docker logs -f`."""
+    return engine_of(record, docker).follow_log(record)

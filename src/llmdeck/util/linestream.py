@@ -13,7 +13,7 @@ import select
 import subprocess
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 MAX_LINE = 64 * 1024  # bytes kept of one line
 TAIL_LINES = 20  # lines kept for the error message
@@ -74,3 +74,29 @@ def _pump(
         text = pending.decode("utf-8", errors="replace")
         tail.append(text)
         on_line(text)
+
+
+def follow_output(argv: Sequence[str], *, max_line: int = 1 << 20) -> Iterator[str]:
+    """Run ``argv`` (stdout and stderr as one stream, in the order written) and yield what it prints,
+    whole lines at a time (a line without end is given as it is past ``max_line`` bytes), until it
+    exits. Closing the generator (the caller stops, Ctrl-C) kills the command. No time limit: for
+    following (``docker logs -f``), which the user ends."""
+    proc = subprocess.Popen(
+        list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    assert proc.stdout is not None
+    pending = b""
+    try:
+        while chunk := os.read(proc.stdout.fileno(), 65536):
+            whole, nl, pending = (pending + chunk).rpartition(b"\n")
+            if not nl and len(pending) >= max_line:
+                whole, nl, pending = pending, b"\n", b""
+            if nl:
+                yield whole.decode("utf-8", errors="replace") + "\n"
+        if pending:
+            yield pending.decode("utf-8", errors="replace")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        proc.stdout.close()

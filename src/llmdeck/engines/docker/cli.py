@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from llmdeck.engines.docker.argv import (
     Network,
@@ -191,6 +191,17 @@ class DockerCLI:
         argv = docker_logs_argv(name, tail=tail, docker=self.docker)
         proc = self._call(argv, timeout_s=LOGS_S, merge=True)
         return (proc.stdout or "") + (proc.stderr or "")
+
+    def follow_logs(self, name: str) -> Iterator[str]:
+        """What the container prints from now on (`docker logs -f --tail 0`, both streams in order),
+        until it stops or the caller stops reading."""
+        from llmdeck.util.linestream import follow_output
+
+        argv = docker_logs_argv(name, follow=True, tail=0, docker=self.docker)
+        try:
+            yield from follow_output(argv)
+        except FileNotFoundError as exc:
+            raise self._missing_client() from exc
 
     def inspect(self, name: str) -> ContainerState:
         argv = docker_inspect_argv(name, docker=self.docker)

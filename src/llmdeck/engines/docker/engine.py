@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO
 
 from llmdeck.engines.base import Engine, EngineHandle
@@ -101,6 +101,11 @@ class DockerEngine(Engine):
         first = header.splitlines()[0] + "\n" if header.startswith("# llmdeck") else header_line(handle.argv)
         atomic_write_text(path, first + redact_text(text), secret=True)
         return text
+
+    def follow_log(self, handle: EngineHandle) -> Iterator[str]:
+        """`docker logs -f`: the log file is written from `docker logs` only when asked (a start, a
+        stop, `llmdeck logs`), so following the file had shown nothing while the container served."""
+        return self.cli.follow_logs(handle.name)
 
     def stop(self, handle: EngineHandle, *, grace_s: float = 20.0) -> str:
         """Its log is saved first, then `docker stop` and `docker rm`; a leash on it is let go."""
