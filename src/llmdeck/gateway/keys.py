@@ -52,6 +52,13 @@ class KeyRecord(BaseModel):
     rpm: int | None = Field(None, ge=1, le=MAX_RPM)
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
+    @field_validator("rpm", mode="before")
+    @classmethod
+    def _older_rpm(cls, value: object) -> object:
+        """An llmdeck before 2026-12-05 took any --rpm from 1 up (100000000 is in such files): read as the
+        highest limit kept now, the same in effect; the whole file had been refused, every key with it."""
+        return MAX_RPM if type(value) is int and value > MAX_RPM else value
+
     @field_validator("salt", "digest")
     @classmethod
     def _hex(cls, value: str, info: ValidationInfo) -> str:

@@ -1,0 +1,42 @@
+"""Files an older llmdeck wrote (tests/fixtures/upgrade/, made by those versions, secrets replaced) read
+by this one: they work, or a message says what to do."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import run_cli
+from llmdeck.gateway.keys import MAX_RPM, KeyStore, verify
+from repo_paths import ROOT
+
+UPGRADE = ROOT / "tests" / "fixtures" / "upgrade"
+
+
+def _copy(name: str, tmp_path: Path, mode: int = 0o600) -> Path:
+    path = tmp_path / name
+    shutil.copyfile(UPGRADE / name, path)
+    path.chmod(mode)
+    return path
+
+
+def test_a_keys_file_with_an_rpm_an_older_keys_create_took_still_works(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`keys create --rpm 100000000` (llmdeck bfeaed4: any rpm >= 1): the whole file had been refused as
+    "not a llmdeck keys file" (`keys list`, `keys create/revoke`, `gateway up`), its advice to move it
+    away; the key now keeps the highest limit this llmdeck keeps, and every other key works as before."""
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "state"))
+    path = _copy("keys-bfeaed4-rpm-100000000.json", tmp_path)
+    code, out, err = run_cli(["keys", "list", "--json", "--keys-file", str(path)], capsys)
+    assert code == 0, err
+    assert [(r["name"], r["rpm"]) for r in json.loads(out)] == [("big4", MAX_RPM), ("plain", None)]
+    keys = KeyStore(path).load().keys
+    assert verify("sk-llmdeck-fixture-big-rpm-key", keys) is keys[0]
+    assert verify("sk-llmdeck-fixture-no-limit-key", keys) is keys[1]
+    code, _, err = run_cli(["keys", "revoke", "plain", "--keys-file", str(path)], capsys)
+    assert code == 0, err
+    assert [k.name for k in KeyStore(path).load().keys] == ["big4"]
