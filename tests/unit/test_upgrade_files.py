@@ -40,3 +40,22 @@ def test_a_keys_file_with_an_rpm_an_older_keys_create_took_still_works(
     code, _, err = run_cli(["keys", "revoke", "plain", "--keys-file", str(path)], capsys)
     assert code == 0, err
     assert [k.name for k in KeyStore(path).load().keys] == ["big4"]
+
+
+def test_a_keys_file_of_a_newer_llmdeck_says_to_upgrade_and_keep_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Back to an older llmdeck after a newer one rewrote the keys file: still refused (a newer llmdeck's
+    file had been listed, added to and revoked from as this one's), but it had been "not a llmdeck keys
+    file ... or move this one away"; it is named as a newer llmdeck's, the file kept as it is."""
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "state"))
+    path = _copy("keys-bfeaed4-rpm-100000000.json", tmp_path)
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "schema_version": 2}))
+    before = path.read_bytes()
+    for args in (["keys", "list"], ["keys", "create", "new"], ["keys", "revoke", "plain"]):
+        code, out, err = run_cli([*args, "--keys-file", str(path)], capsys)
+        assert code == 2 and out == "", err
+        assert "schema_version 2: a newer llmdeck wrote it" in err and "Upgrade llmdeck" in err, err
+        assert "move this one away" not in err and "Traceback" not in err
+    assert path.read_bytes() == before

@@ -108,6 +108,24 @@ def _not_keys(path: Path, why: str) -> ConfigError:
     )
 
 
+def _newer_version(path: Path, text: str) -> ConfigError | None:
+    """The error for a keys file a newer llmdeck wrote (its schema_version above this one's), else None:
+    it had been called "not a llmdeck keys file", with the advice to move it away (every key with it)."""
+    from llmdeck.util.jsonsafe import loads
+
+    try:
+        found = loads(text).get("schema_version")
+    except (ValueError, AttributeError):  # not JSON, not an object: the caller's message says so
+        return None
+    if type(found) is not int or found <= KEYS_SCHEMA_VERSION:
+        return None
+    return ConfigError(
+        f"The keys file {path} has schema_version {found}: a newer llmdeck wrote it; this one reads "
+        f"{KEYS_SCHEMA_VERSION}.",
+        hint="Upgrade llmdeck (the version that wrote it) to use these keys; keep the file, it holds them.",
+    )
+
+
 class KeyStore:
     """The keys file: create, list, revoke, verify."""
 
@@ -135,6 +153,8 @@ class KeyStore:
         try:
             return KeysFile.model_validate_json(text)
         except ValidationError as exc:
+            if (newer := _newer_version(self.path, text)) is not None:
+                raise newer from exc
             first = exc.errors()[0]
             msg = str(first["msg"]).removeprefix("Value error, ")
             where = ".".join(str(x) for x in first.get("loc", ()))
