@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import shlex
 import statistics
 from pathlib import Path
 from typing import Any
@@ -240,3 +241,161 @@ def test_the_guides_last_turn_figures_are_the_by_turn_tables() -> None:
     for path in (GPU / "long" / "compare-qwen3-8b-c1-long.json.gz", HYBRID / "compare-c1-long.json.gz"):
         a, b = _last_turn(path)
         assert f"{a:,.0f} / {b:,.0f} at turn 8" in guide, (path.name, a, b)
+
+
+# The plan's accuracy against vLLM's start-up lines: evidence/plan/compare.py's compare.json (issue 4 and
+# the families' round 1) and evidence/plan/families/compare.py's tables (rounds 2-5), run here in-process.
+PLAN = ROOT / "evidence" / "plan"
+FAMILIES = PLAN / "families"
+CONFIGS = ROOT / "src" / "llmdeck" / "catalog" / "data" / "configs"
+ISSUE4_MODELS = {
+    "qwen3-0.6b": "Qwen3-0.6B",
+    "qwen3-30b-a3b": "Qwen3-30B-A3B",
+    "qwen3.6-35b-a3b": "Qwen3.6-35B-A3B",
+}
+
+
+def _pcts(rows: list[dict[str, Any]], *keys: str) -> dict[int, float]:
+    """Each compared run's largest predicted error over `keys`, in percent, signed."""
+    out = {}
+    for r in rows:
+        if "checks" in r:
+            errs = [r["checks"]["predicted"]["rel_errors"][k] * 100 for k in keys]
+            out[r["run"]] = max(errs, key=abs)
+    return out
+
+
+def _minus(x: float) -> str:
+    return f"{x:+.2f}".replace("-", "−")
+
+
+@pytest.mark.parametrize("folder", ["results", "families/results"])
+def test_the_plan_compare_json_is_todays_planner(folder: str, tmp_path: Path) -> None:
+    """compare.json's llmdeck figures are what the planner says today for the same request compare.py makes
+    (`llmdeck plan DIR --machine h200 --engine venv --vllm-version V --json [--kv-cache-memory-gib G]`)."""
+    from llmdeck.catalog.entries import load_catalog
+    from llmdeck.plan.planner import PlanRequest, make_plan
+
+    catalog = load_catalog()
+    roots = {"results": tmp_path, "families/results": FAMILIES / "configs"}
+    for name, cfg in ISSUE4_MODELS.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_bytes((CONFIGS / f"{cfg}.config.json").read_bytes())
+    for row in [r for r in _json(PLAN / folder / "compare.json")["rows"] if "checks" in r]:
+        for key, kv in (
+            ("llmdeck_given_available", row["vllm"]["available_gib"]),
+            ("llmdeck_predicted", None),
+        ):
+            req = PlanRequest(
+                model=str(roots[folder] / row["model"]),
+                machine="h200",
+                engine="venv",
+                vllm_version=row["vllm"].get("vllm_version", "0.22.0"),
+                vllm_args=shlex.split(row["flags"]),
+                kv_cache_memory_gib=kv,
+            )
+            cap = make_plan(req, catalog=catalog, raise_if_impossible=False).memory.capacity
+            got = {"kv_tokens": cap.kv_cache_tokens, "max_concurrency": cap.max_concurrency}
+            assert got == {k: row[key][k] for k in got}, (folder, row["run"], key)
+
+
+def test_the_issue4_and_round1_figures_follow_from_compare_json() -> None:
+    rows = _json(PLAN / "results" / "compare.json")["rows"]
+    within = f"{max(abs(e) for e in _pcts(rows, 'kv_tokens', 'max_concurrency').values()):.2f}"
+    avail = {True: 0.0, False: 0.0}  # hybrid -> largest |planned - vLLM's| available GiB
+    for r in [r for r in rows if "checks" in r]:
+        hybrid = r["vllm"]["block_size"] > 16
+        avail[hybrid] = max(
+            avail[hybrid], abs(r["llmdeck_predicted"]["available_gib"] - r["vllm"]["available_gib"])
+        )
+    assert f"KV tokens and max concurrency within {within}%" in _text("docs", "evidence.md")
+    assert (
+        f"today's planner (compare.md): all 11 within {within}% (available memory within {avail[False]:.2f} "
+        f"GiB on dense/MoE and {avail[True]:.2f} GiB on the hybrid)"
+        in _text("evidence", "plan", "results", "README.md")
+    )
+    fam = _text("evidence", "plan", "families", "results", "README.md")
+    assert f"issue-4 Qwen runs (evidence/plan/results) agree within {within}%" in fam
+    rows = _json(FAMILIES / "results" / "compare.json")["rows"]
+    both, kv = _pcts(rows, "kv_tokens", "max_concurrency"), _pcts(rows, "kv_tokens")
+    given = max(
+        abs(r["checks"]["given"]["rel_errors"][k]) * 100
+        for r in rows
+        for k in ("kv_tokens", "max_concurrency")
+    )
+    glm = next(r["run"] for r in rows if r["model"] == "glm-4.7-flash")
+    rest = max(abs(e) for run, e in both.items() if run != glm)
+    assert f"largest GLM-4.7-Flash {kv[glm]:+.2f}% (" in fam and f"the rest within {rest:.2f}%" in fam
+    oss, deepseek = (
+        next(r["run"] for r in rows if r["model"] == m) for m in ("gpt-oss-120b", "deepseek-v2-lite-chat")
+    )
+    assert f"gpt-oss-120b +5.56% → -0.10% then, {kv[oss]:+.2f}% now" in fam
+    assert f"DeepSeek-V2-Lite +0.35% → +0.12% then, {kv[deepseek]:+.2f}% now" in fam
+    assert (
+        f"within {given:.2f}% given vLLM's available memory, within {max(map(abs, both.values())):.1f}% from"
+        in (_text("docs", "evidence.md"))
+    )
+
+
+def _round_kv(folder: str, version: str | None = None) -> dict[int, tuple[str, int, float]]:
+    """A round's KV tokens as families/compare.py plans them ("plan own"): run -> (model, tokens, %)."""
+    from llmdeck.plan.machine import GIB
+    from llmdeck.plan.planner import PlanRequest, make_plan
+
+    total = _json(FAMILIES / folder / "device.json").get("gpu_total_bytes", 150122463232) / GIB
+    out = {}
+    for line in (FAMILIES / folder / "runs.jsonl").read_text().splitlines():
+        run = json.loads(line)
+        text = (FAMILIES / folder / "logs" / Path(run["log"]).name).read_text(errors="replace")
+        seen = re.search(r"GPU KV cache size: ([\d,]+) tokens", text)
+        if run.get("status") != "ok" or not seen:
+            continue
+        logged = re.search(r"Initializing a V1 LLM engine \(v([\d.]+)\)", text)
+        req = PlanRequest(
+            model=str(FAMILIES / "configs" / run["model"]),
+            machine="h200",
+            engine="venv",
+            vllm_version=version or (logged[1] if logged else "0.22.0"),
+            vllm_args=shlex.split(run["flags"]),
+            total_gib=total,
+        )
+        tokens, vllm = (
+            make_plan(req, raise_if_impossible=False).memory.capacity.kv_cache_tokens,
+            int(seen[1].replace(",", "")),
+        )
+        out[run["run"]] = (run["model"], tokens, (tokens / vllm - 1) * 100)
+    return out
+
+
+ROUNDS = ("results-round2", "results-v0.26", "results-v0.26-compiled", "results-v0.22-compiled")
+
+
+@pytest.mark.parametrize("folder", ROUNDS)
+def test_the_rounds_tables_show_todays_plan(folder: str) -> None:
+    """The last column of each round's table ("plan, own memory model" / "plan now") is today's plan."""
+    lines = (FAMILIES / folder / "README.md").read_text(encoding="utf-8").splitlines()
+    for run, (_, tokens, pct) in _round_kv(folder).items():
+        cell = next(ln for ln in lines if ln.startswith(f"| {run} |")).split("|")[-2].strip()
+        shown = re.match(r"([\d,]+) \(([−+-]?[\d.]+)%\)", cell)
+        assert shown, cell
+        assert (shown[1], float(shown[2].replace("−", "-"))) == (f"{tokens:,}", round(pct, 2)), (run, cell)
+
+
+def test_the_rounds_ranges_in_the_evidence_index_are_todays_plan() -> None:
+    kv = {folder: _round_kv(folder) for folder in ROUNDS}
+    widest = {f: max(abs(p) for _, _, p in rows.values()) for f, rows in kv.items()}
+    oss = {f: next(p for m, _, p in rows.values() if m == "gpt-oss-120b") for f, rows in kv.items()}
+    r4 = [p for _, _, p in kv["results-v0.26-compiled"].values()]
+    r5 = [p for m, _, p in kv["results-v0.22-compiled"].values() if m != "gpt-oss-120b"]
+    _, tokens, pct = kv["results-round2"][1]
+    _, _, old_rules = _round_kv("results-v0.26", version="0.22.0")[5]
+    page = _text("docs", "evidence.md")
+    assert f"1,336,268 planned before round 2 ran, {tokens:,} now ({pct:+.2f}%" in page
+    assert f"within {widest['results-round2']:.2f}% from the plan's own memory model" in page
+    assert f"{old_rules:+.1f}% under 0.22's rules, {oss['results-v0.26']:+.2f}% now" in page
+    assert f"within {widest['results-v0.26']:.2f}% from the plan's own" in page
+    assert f"KV tokens {_minus(min(r4))}%..{_minus(max(r4))}% now" in page
+    assert (
+        f"KV tokens {_minus(min(r5))}%..{_minus(max(r5))}%, "
+        f"gpt-oss-120b {oss['results-v0.22-compiled']:+.2f}%" in page
+    )
