@@ -59,3 +59,21 @@ def test_a_keys_file_of_a_newer_llmdeck_says_to_upgrade_and_keep_it(
         assert "schema_version 2: a newer llmdeck wrote it" in err and "Upgrade llmdeck" in err, err
         assert "move this one away" not in err and "Traceback" not in err
     assert path.read_bytes() == before
+
+
+def test_a_running_gateway_holds_every_module_it_may_import_later() -> None:
+    """An in-place upgrade (`pip install -U llmdeck`) under a running gateway: its first on-demand start
+    imported the new gateway.ondemand beside the old gateway.proxy already loaded (ImportError, a bare
+    500 on every request until a restart). The gateway reads what it may import at its start."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from llmdeck.gateway.serve import preload; preload(); "
+        "names = ('llmdeck.gateway.ondemand', 'llmdeck.runtime.service', 'llmdeck.engines.docker.engine'); "
+        "print(all(n in sys.modules for n in names), 'typer' in sys.modules, 'torch' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.split() == ["True", "False", "False"], out.stderr

@@ -29,6 +29,23 @@ def setup_logging(log: Path | None = None) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
+# What the gateway may import while it serves (its routes start models on demand, probe, relay): read
+# at its start, so that `pip install -U llmdeck` under a running gateway cannot mix two versions in one
+# process (an on-demand start had failed on every request with an ImportError until a restart).
+PRELOAD = ("gateway", "runtime", "engines", "plan", "client", "util", "formats", "catalog", "model")
+
+
+def preload() -> None:
+    """Import every module of the packages the gateway serves from (each a few ms; ~1 s in all)."""
+    import importlib
+    import pkgutil
+
+    for package in PRELOAD:
+        root = importlib.import_module(f"llmdeck.{package}")
+        for info in pkgutil.walk_packages(root.__path__, prefix=f"llmdeck.{package}."):
+            importlib.import_module(info.name)
+
+
 def run(config: Path, host: str, port: int, *, insecure: bool, log_file: Path | None = None) -> None:
     """Load the config, enforce the bind policy, serve until SIGTERM/Ctrl-C."""
     import uvicorn
@@ -40,6 +57,7 @@ def run(config: Path, host: str, port: int, *, insecure: bool, log_file: Path | 
     from llmdeck.settings import Settings
 
     setup_logging(log_file)
+    preload()
     log = logging.getLogger("llmdeck.gateway")
     settings = Settings()
     loaded = load_config(config, settings)
