@@ -422,3 +422,21 @@ def test_the_chmod_hint_runs_as_printed_on_a_path_with_a_space(tmp_path: Path) -
     command = info.value.render().partition("`chmod")[2].partition("`")[0]
     subprocess.run(["chmod", *shlex.split(command)], check=True)  # the hint, as printed
     assert store.load().keys[0].name == "alice"
+
+
+def test_a_server_backend_started_with_a_key_is_sent_its_key(tmp_path: Path) -> None:
+    """`server: NAME` names a server llmdeck started with `-- --api-key K`: the gateway had sent no key
+    (every request and health probe a 401) unless `api_key_env` named the key once more."""
+    from llmdeck.engines.spec import LaunchSpec
+    from llmdeck.gateway.config import parse_config
+    from llmdeck.runtime.state import ServerRecord, StateStore
+    from llmdeck.settings import Settings
+
+    settings = Settings(state_dir=tmp_path / "state")
+    store = StateStore(settings.servers_dir)
+    spec = LaunchSpec(name="keyed", engine="cpu", model=str(tmp_path), port=18555)
+    store.save(ServerRecord(name="keyed", spec=spec, argv=["x"], pid=None, log_path=tmp_path / "k.log"))
+    store.save_secrets("keyed", {"VLLM_API_KEY": "sk-the-servers-own"})
+    text = "routes:\n  - model: a\n    backends:\n      - server: keyed\n"
+    loaded = parse_config(text, source=tmp_path / "gateway.yaml", settings=settings)
+    assert loaded.routes[0].backends[0].api_key == "sk-the-servers-own"

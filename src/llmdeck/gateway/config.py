@@ -336,8 +336,18 @@ def _resolve_backend(
         url=target.base_url,
         label=redact_text(redact_url(target_text.strip())),  # shown in logs, errors, /gateway/status
         served_model=spec.model or target.model,
-        api_key=_api_key(spec, doc, loc),
+        api_key=_api_key(spec, doc, loc) or _stored_key(target.record, settings),
     )
+
+
+def _stored_key(record: Any, settings: Any) -> str | None:
+    """A `server:` backend's own key, as llmdeck stored it when it started the server (`up -- --api-key
+    K`): without it every request and health probe had been a 401 unless `api_key_env` named it again."""
+    if record is None:
+        return None
+    from llmdeck.runtime.state import StateStore
+
+    return StateStore(settings.servers_dir).load_secrets(record.name).get("VLLM_API_KEY")
 
 
 def _api_key(spec: BackendSpec, doc: MarkedDocument, loc: tuple[str | int, ...]) -> str | None:
