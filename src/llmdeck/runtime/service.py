@@ -197,12 +197,14 @@ def start(
     The spec is validated and its port checked once, here; the later steps take that ValidatedSpec."""
     options = options or UpOptions()
     clock = clock or EventClock(_ignore)
-    # before the checks and the sizing: a live one refuses; a dead one's leftovers (an EngineCore that
-    # outlived its API server, holding the GPU) would count as another tenant in preflight
-    cleared = start_gate.forget_dead(StateStore(settings.servers_dir), spec.name)
+    store = StateStore(settings.servers_dir)
+    start_gate.refuse_running(store, spec.name)  # before the checks: a live one holds the port
+    checked = launcher.validate(spec)
+    # a dead one's leftovers (an EngineCore that outlived its API server, holding the GPU) would count
+    # as another tenant in preflight: cleared now, its record with them (its log stays)
+    cleared = start_gate.forget_dead(store, spec.name)
     if cleared is not None:
         clock.emit("stopped", f"{spec.name} had died; what was left of it: {cleared}", outcome=cleared)
-    checked = launcher.validate(spec)
     launch = preflight(checked, settings, options, clock) if options.preflight else None
     sized = _unified_start(checked, launch, settings, options, clock)
     if sized is not checked:
