@@ -84,3 +84,35 @@ def test_restart_starts_the_changed_flags_and_refuses_a_bad_one_before_stopping(
     header = (settings.logs_dir / "r.log").read_text().splitlines()[0]
     assert header.endswith("--max-model-len 32768") and "4096" not in header
     assert not is_alive(first)
+
+
+def test_a_restart_on_unified_memory_sizes_the_kv_cache_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first start sized the KV cache from live memory and recorded the spec with the flag it added
+    (--kv-cache-memory-bytes); a restart took that flag as the user's own: no new sizing from live
+    memory, and a refusal ("asks for N GiB") once less was free than at the first start."""
+    from llmdeck.errors import StartStopped
+    from llmdeck.runtime import service
+    from llmdeck.settings import Settings
+    from llmdeck.util.net import free_port
+    from security_helpers import fake_model_dir
+
+    monkeypatch.setattr(service, "wait_memory_settles", lambda: 0)
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+    engine, model = str(_loading_engine(tmp_path)), str(fake_model_dir(tmp_path))
+    spec = LaunchSpec(
+        name="u", engine="cpu", python=engine, model=model, port=free_port(), vllm_args=ARGS[:2]
+    )
+    options = service.UpOptions(preflight=False, watchdog=None)  # sized by bytes: the CPU engine is unified
+    first = service.start(spec, settings, options)
+    assert "--kv-cache-memory-bytes" in first.spec.vllm_args
+    assert first.sized_from is not None and first.sized_from.vllm_args == ARGS[:2]
+    sizings: list[str] = []
+    events = lambda e: sizings.append(e.data["sizing"]["requested_how"]) if "sizing" in e.data else None  # noqa: E731
+    restart = service.RestartOptions(preflight=False, watchdog=None)
+    asked: list[int] = []
+    restart.stop_when = lambda: bool(asked.append(1)) or len(asked) > 1  # once launched
+    with pytest.raises(StartStopped):
+        service.restart("u", settings, restart, events=events)
+    assert sizings == ["the CPU engine's KV space (1 GiB)"], sizings

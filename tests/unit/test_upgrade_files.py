@@ -77,4 +77,3 @@ def test_a_running_gateway_holds_every_module_it_may_import_later() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert out.stdout.split() == ["True", "False", "False"], out.stderr
-

@@ -39,6 +39,7 @@ def start_docker(
     *,
     leashed: bool = False,
     progress: Callable[[str], None] | None = None,
+    sized_from: LaunchSpec | None = None,
 ) -> ServerRecord:
     """`docker run -d` the spec (vllm/vllm-openai or nvcr.io/nvidia/vllm) and record the container.
 
@@ -69,6 +70,7 @@ def start_docker(
             container_id=container_id,
             log_path=log_path,
             started_by=started_by,
+            sized_from=sized_from,
         )
         start_gate.keep_record(store, record, secrets, engine)
     return record

@@ -141,10 +141,12 @@ def start_background(
     *,
     leashed: bool = False,
     progress: Callable[[str], None] | None = None,
+    sized_from: LaunchSpec | None = None,
 ) -> ServerRecord:
     """Spawn the engine detached, its output in the log; return the saved record (not yet ready).
     ``leashed``: a foreground start, stopped when this process dies, even by SIGKILL (util.leash).
-    ``progress``: what the start says while it prepares (a container's image pulled).
+    ``progress``: what the start says while it prepares (a container's image pulled); ``sized_from``:
+    the spec as asked, when unified sizing changed it (recorded for a restart).
 
     ``checked`` was validated and its port checked (:func:`validate`): neither is done again here.
     Secrets (``--api-key``, ``HF_TOKEN`` …) reach the engine through its environment only; the record,
@@ -152,7 +154,9 @@ def start_background(
     spec = checked.spec
     engine = get_engine(spec.engine)
     if engine.containerized:
-        return start_docker(spec, settings, started_by=started_by, leashed=leashed, progress=progress)
+        return start_docker(
+            spec, settings, started_by=started_by, leashed=leashed, progress=progress, sized_from=sized_from
+        )
     store = StateStore(settings.servers_dir)
     spec, secrets = split_secrets(spec)
     log_path = settings.logs_dir / f"{spec.name}.log"
@@ -181,6 +185,7 @@ def start_background(
             process=identify(pid),
             log_path=log_path,
             started_by=started_by,
+            sized_from=sized_from,
         )
         start_gate.keep_record(store, record, secrets, engine)
     return record

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from llmdeck.engines.secrets import split_secrets
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import PortInUseError, StartStopped, UsageError
 from llmdeck.runtime import launcher, start_gate
@@ -211,6 +212,7 @@ def start(
         _drop_page_cache(sized.spec, clock)
     spec = sized.spec
     _stop_asked(spec.name, options)
+    asked = None if sized is checked else split_secrets(checked.spec)[0]  # recorded for a restart
     clock.emit("starting", f"starting {spec.name} ({spec.engine}): {spec.model} on port {spec.port}")
     record = launcher.start_background(
         sized,
@@ -218,6 +220,7 @@ def start(
         options.started_by,
         leashed=options.leashed,
         progress=lambda line: clock.emit("image", line),  # a container's image pulled
+        sized_from=asked,
     )
     clock.emit("log", f"log: {record.log_path}", path=str(record.log_path))
     return record
@@ -363,7 +366,8 @@ def restart(
     store = StateStore(settings.servers_dir)
     record = store.load(name)
     secrets = store.load_secrets(record.name)  # the key it was started with, for the new start
-    spec = record.spec.model_copy(update={"env": {**record.spec.env, **secrets}})
+    asked = record.sized_from or record.spec  # unified memory: sized again from live memory
+    spec = asked.model_copy(update={"env": {**asked.env, **secrets}})
     if changes:
         from llmdeck.plan.changes import changed_spec
 

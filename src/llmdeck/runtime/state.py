@@ -46,6 +46,11 @@ class ServerRecord(BaseModel):
         None, description="create_time and cmdline of the pid at launch: checked before any signal."
     )
     container_id: str | None = None
+    sized_from: LaunchSpec | None = Field(
+        None,
+        description="On unified memory: the spec as asked, before the start sized its KV cache from live "
+        "memory (--kv-cache-memory-bytes): what a restart sizes again.",
+    )
     log_path: Path
     started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     ready_at: datetime | None = None
