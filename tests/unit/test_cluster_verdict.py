@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,17 @@ def test_cli_netcheck_on_the_saved_run(capsys: pytest.CaptureFixture[str]) -> No
     ]
     code, out, _ = run_cli(args, capsys)
     assert code == 0 and '"verdict": "pass"' in out
+
+
+def test_netcheck_json_rows_keep_the_field_names_of_the_file(capsys: pytest.CaptureFixture[str]) -> None:
+    """--json had printed each row's ``schema`` as ``schema_`` (the Python attribute's name): the rows
+    on stdout did not read back as the rows of the saved file."""
+    args = ["cluster", "netcheck", "--result", str(GLOO), "--expect-gbps", "1", "--json"]
+    code, out, _ = run_cli(args, capsys)
+    rows = json.loads(out)["rows"]
+    saved = [json.loads(line) for line in GLOO.read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert code in (0, 1) and [set(r) for r in rows] == [set(r) for r in saved]
+    assert parse_rows("\n".join(json.dumps(r) for r in rows)) == load_rows(GLOO)
 
 
 @pytest.mark.parametrize("ranks", ["1", "999"])

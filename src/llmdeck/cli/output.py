@@ -104,9 +104,10 @@ def out_console() -> Console:
 
 
 def to_jsonable(obj: Any) -> Any:
-    """Turn pydantic models (or lists/dicts of them) into plain JSON data."""
+    """Turn pydantic models (or lists/dicts of them) into plain JSON data, each field under its
+    alias: the name the model reads and writes in files (netcheck's rows: ``schema``, not ``schema_``)."""
     if hasattr(obj, "model_dump"):
-        return obj.model_dump(mode="json")
+        return obj.model_dump(mode="json", by_alias=True)
     if isinstance(obj, list | tuple):
         return [to_jsonable(x) for x in obj]
     if isinstance(obj, dict):
