@@ -400,6 +400,20 @@ def test_print_json_writes_nan_and_inf_as_null(capsys: pytest.CaptureFixture[str
     assert "\u202e" not in out and "\x9b" not in out
 
 
+def test_json_with_a_path_that_is_not_utf8_is_valid_utf8(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A path's bytes that are not UTF-8 (``$'caf\\xe9'``) had made every --json document an internal
+    error on a strict stdout (and its error object a traceback), or written invalid UTF-8 on a lenient
+    one: the lone surrogate is now written as ``\\udce9``, which reads back as the same path."""
+    from llmdeck.cli.output import print_json
+
+    path = str(tmp_path / "caf\udce9")
+    print_json({"path": path})
+    out = capsys.readouterr().out
+    assert json.loads(out.encode("utf-8")) == {"path": path} and "\\udce9" in out
+
+
 def test_status_url_json_is_standard(fake_close_tag_server: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(["status", fake_close_tag_server, "--json", "--timeout", "3"], capsys)
     assert code == 0, err

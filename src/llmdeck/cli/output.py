@@ -126,8 +126,10 @@ def finite(obj: Any) -> Any:
     return obj
 
 
-# Characters json.dumps(ensure_ascii=False) leaves raw that a terminal acts on: DEL, C1, bidi controls.
-_RAW_IN_JSON = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# Characters json.dumps(ensure_ascii=False) leaves raw that a terminal acts on: DEL, C1, bidi controls;
+# and lone surrogates (a path's bytes that are not UTF-8: `$'caf\xe9'`), which stdout cannot encode
+# (an internal error, or invalid UTF-8 in the document): written as \udcXX, as json.loads reads back.
+_RAW_IN_JSON = re.compile("[\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 _JSON_WRITTEN: list[bool] = []  # one entry once this process has written a JSON document to stdout
