@@ -15,7 +15,7 @@ import pytest
 
 from cli_helpers import run_cli
 from repo_paths import ROOT
-from security_helpers import FakeHostileModelsServer, serve
+from security_helpers import FakeHostileModelsServer, fake_model_dir, serve
 
 BENCH_RESULT = ROOT / "evidence" / "tune" / "cpu-confirm" / "bench" / "trial-001.json"
 LINK_ID = "[link=https://evil.example/]click[/link] [reverse]B[/reverse]"
@@ -412,6 +412,21 @@ def test_json_with_a_path_that_is_not_utf8_is_valid_utf8(
     print_json({"path": path})
     out = capsys.readouterr().out
     assert json.loads(out.encode("utf-8")) == {"path": path} and "\\udce9" in out
+
+
+def test_a_table_with_a_path_that_is_not_utf8_shows_it_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The plan of a model folder named in another encoding (``$'caf\\xe9'``) had been an internal error
+    (UnicodeEncodeError) on a UTF-8 terminal: the byte is shown as ``\\xe9``, and quoted for a shell
+    as ``$'caf\\xe9'``, which pastes back the same path."""
+    from llmdeck.util.shellquote import quote
+
+    d = fake_model_dir(tmp_path).rename(tmp_path / "caf\udce9")
+    code, out, err = run_cli(["plan", str(d), "--machine", "h200"], capsys)
+    assert code == 0, err
+    assert "caf\\xe9" in out and "internal error" not in err
+    assert quote(str(d)).endswith("/caf\\xe9'") and quote(str(d)).startswith("$'")
 
 
 def test_status_url_json_is_standard(fake_close_tag_server: str, capsys: pytest.CaptureFixture[str]) -> None:

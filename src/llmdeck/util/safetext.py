@@ -1,7 +1,7 @@
 """Strings from servers, users and files shown as data: the one definition of a character that must not
 reach a terminal raw (C0 controls but newline and tab, DEL, C1 controls, the bidi embeddings,
-overrides and isolates U+202A-U+202E and U+2066-U+2069), and the one way to put data into a rich
-markup string (``markup_data``: its ``[`` can open no tag).
+overrides and isolates U+202A-U+202E and U+2066-U+2069, lone surrogates), and the one way to put data
+into a rich markup string (``markup_data``: its ``[`` can open no tag).
 
 Used by: ``llmdeck.cli.output`` (its console passes every string through ``safe_text``), the HTML
 report (``llmdeck.bench.html``), the renderers below the CLI (``checks``, ``bench``) and
@@ -14,16 +14,20 @@ BIDI_CONTROLS = frozenset(chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066
 
 
 def is_unsafe(ch: str) -> bool:
-    """True for a character shown escaped: a control character (not newline or tab) or a bidi control."""
+    """True for a character shown escaped: a control character (not newline or tab), a bidi control, or
+    a lone surrogate (a path's byte that is not UTF-8, ``$'caf\\xe9'``: no stream can encode it)."""
     code = ord(ch)
     if code < 32:
         return ch not in "\n\t"
-    return code == 127 or 0x80 <= code < 0xA0 or ch in BIDI_CONTROLS
+    return code == 127 or 0x80 <= code < 0xA0 or ch in BIDI_CONTROLS or 0xD800 <= code < 0xE000
 
 
 def escape_char(ch: str) -> str:
-    """``\\x1b`` for a character below U+0100, ``\\u202e`` above."""
+    """``\\x1b`` for a character below U+0100, ``\\u202e`` above; a byte that was not UTF-8 (Python's
+    surrogate U+DC80-U+DCFF for it) as that byte, ``\\xe9``: in ``$'...'`` it pastes back the same."""
     code = ord(ch)
+    if 0xDC80 <= code < 0xDD00:
+        code -= 0xDC00
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
