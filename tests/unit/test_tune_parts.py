@@ -333,6 +333,20 @@ def test_an_incompatible_or_foreign_folder_is_refused(tmp_path: Path) -> None:
         open_out_dir(bad, _header(other), resume=False)
 
 
+@pytest.mark.parametrize(("version", "shown"), [(True, "true"), ("1", '"1"'), (None, "null")])
+def test_a_trials_header_whose_version_is_no_integer_is_refused_as_such(
+    tmp_path: Path, version: object, shown: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`"schema_version": true` had been read as version 1, and "1" or null had been told to upgrade
+    llmdeck ("has schema_version '1'; this llmdeck reads version 1")."""
+    out = tmp_path / "tune"
+    out.mkdir()
+    header = _header(_req("Qwen3-0.6B")).model_dump(mode="json") | {"schema_version": version}
+    (out / "trials.jsonl").write_text(json.dumps(header) + "\n")
+    code, _, err = run_cli(["report", str(out)], capsys)
+    assert code == 2 and f"schema_version is {shown}, not an integer" in err and "Upgrade" not in err
+
+
 def test_resume_runs_only_what_is_left() -> None:
     from llmdeck.tune.search import Search, _queue
     from llmdeck.tune.space import params_key

@@ -61,9 +61,11 @@ def read_trials_file(
         why = f"kind {head.get('kind')!r}" if isinstance(head, dict) else "not an object"
         raise _bad(path, 1, why, header_kind)
     found = head.get("schema_version")
-    if not isinstance(found, int) or found > version:
+    if not isinstance(found, int) or isinstance(found, bool):  # true is no version 1, "1" none at all
+        raise _bad(path, 1, f"schema_version is {json.dumps(found)[:40]}, not an integer", header_kind)
+    if found > version:
         raise ResultFileError(
-            f"{path} has schema_version {found!r}; this llmdeck reads version {version}.",
+            f"{path} has schema_version {found}; this llmdeck reads version {version}.",
             hint="Upgrade llmdeck, or tune into another --out folder.",
         )
     try:
