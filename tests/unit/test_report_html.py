@@ -289,6 +289,24 @@ def test_comparison_of_two_real_results_deltas_ranges_and_env_diff() -> None:
     assert 'class="differs"' in html and "TTFT per file" in html
 
 
+@pytest.mark.parametrize(
+    "files",
+    [[CMP_A, CMP_B], [ROOT / "evidence" / "eval" / "h200" / n for n in ("eval-fp8.json", "eval-bf16.json")]],
+)
+def test_a_comparison_page_with_json_prints_the_results_compared(
+    files: list[Path], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`report A B --html cmp.html --json` had printed nothing on stdout (exit 0): --json now gives the
+    results compared, in order, as one JSON document."""
+    code, out, err = run_cli(
+        ["report", *map(str, files), "--html", str(tmp_path / "cmp.html"), "--json"], capsys
+    )
+    assert code == 0, err
+    assert [r["created_at"] for r in json.loads(out)] == [
+        json.loads(f.read_text())["created_at"] for f in files
+    ]
+
+
 def test_a_difference_inside_the_range_is_not_a_win() -> None:
     def side(med: float, lo: float, hi: float, runs: int = 3) -> Side:
         return Side(file_no=0, median=num(med, "ms"), min=num(lo, "ms"), max=num(hi, "ms"), runs=runs)

@@ -112,6 +112,8 @@ def _report(
     if html is not None:
         _write_html(results, result_files, html)
         if len(results) > 1:
+            if json_out:  # the results compared, in order
+                print_json(results)
             return
     result, result_file = results[0], result_files[0]
     if against:
@@ -197,6 +199,8 @@ def _report_evals(
             f"[dim]HTML report written to {escape(str(html))} ({size / 1024:.0f} kB)[/]", highlight=False
         )
         if len(results) > 1:
+            if json_out:
+                print_json(results)
             return
     if json_out:
         print_json(results[0])
