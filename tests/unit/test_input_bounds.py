@@ -370,3 +370,25 @@ def test_a_name_longer_than_the_file_system_takes_is_bad_input(
     assert code == 2 and "internal error" not in err
     assert "is too long for the file system" in words and "characters)" in words
     assert "a" * 61 not in words[words.index("error:") :]  # the message shortens the path
+
+
+class _FullDisk:
+    """stdout redirected to a file on a full disk: every write fails as the kernel says (ENOSPC)."""
+
+    def write(self, text: str) -> int:
+        raise OSError(28, "No space left on device")
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("args", [["models", "--json"], ["models"]])
+def test_stdout_on_a_full_disk_is_a_failed_write_not_a_traceback(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    """`llmdeck models --json > out.json` on a full disk had been an internal error ("a bug in
+    llmdeck") and, under --json, a traceback: its JSON error object failed on the same stdout."""
+    monkeypatch.setattr("sys.stdout", _FullDisk())
+    code, _, err = run_cli(args, capsys)
+    assert code == 1 and "Cannot write the output: No space left on device" in err
+    assert "internal error" not in err and "Traceback" not in err

@@ -311,6 +311,8 @@ def _print_error(exc: Any) -> None:
 def _json_error(argv: list[str] | None, kind: str, exit_code: int, message: str) -> None:
     """Under --json, scripts read stdout: the error as one JSON object there too, unless the command
     already wrote its document (llmdeck's own options only: what follows `--` is vLLM's)."""
+    import contextlib
+
     from llmdeck.cli.output import json_written, print_json
 
     args = list(sys.argv[1:] if argv is None else argv)
@@ -318,7 +320,8 @@ def _json_error(argv: list[str] | None, kind: str, exit_code: int, message: str)
     if "--json" not in own or json_written():
         return
     error = {"kind": kind, "exit_code": exit_code, "message": _shortened(message)}
-    print_json({"error": error})  # redacts every string
+    with contextlib.suppress(OSError):  # stdout that cannot be written (a full disk) takes none either
+        print_json({"error": error})  # redacts every string
 
 
 def _shortened(message: str) -> str:
@@ -337,11 +340,19 @@ def _known_failure(exc: Exception) -> Any:
     """The llmdeck error for an exception that reached the CLI unmapped but whose meaning is known, or
     None: a peer that broke off (a failed operation), or a path with a name longer than the file system
     takes (bad input: pathlib's exists() and is_dir() raise ENAMETOOLONG where they return False for
-    a missing file, and every command that looks at a path it was given had been an internal error)."""
+    a missing file, and every command that looks at a path it was given had been an internal error), or
+    a full disk where no file was named (stdout redirected to it: files are written through util.atomic)."""
     import errno
 
     if _is_http_error(exc):
         return _http_failure(exc)
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT) and not exc.filename:
+        from llmdeck.errors import OperationError
+
+        return OperationError(
+            f"Cannot write the output: {exc.strerror}.",
+            hint="Free space where the output goes (the file stdout is redirected to), then run again.",
+        )
     if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:
         from llmdeck.errors import UsageError
         from llmdeck.util.safetext import safe_text
