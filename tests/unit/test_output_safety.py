@@ -205,12 +205,17 @@ def test_logs_prints_the_log_as_data_with_secrets_redacted(
     assert "'api_key': ['<redacted>']" in out and "API key <redacted>" in out and "HF_TOKEN=<redacted>" in out
 
 
+def _record(log: Path) -> Any:
+    """What `logs -f` follows: a local engine's server whose log is ``log`` (liveness patched)."""
+    return SimpleNamespace(spec=SimpleNamespace(engine="cpu"), log_path=log)
+
+
 def test_logs_follow_redacts_a_secret_split_across_reads(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import llmdeck.cli.server as server_cli
     import llmdeck.engines.logfiles as logfiles
-    import llmdeck.runtime.launcher as launcher
+    from llmdeck.engines.base import Engine
 
     log = tmp_path / "f.log"
     log.write_text("old line\n")
@@ -224,8 +229,8 @@ def test_logs_follow_redacts_a_secret_split_across_reads(
         sleeps.append(s)
 
     monkeypatch.setattr(logfiles, "time", SimpleNamespace(sleep=fake_sleep))
-    monkeypatch.setattr(launcher, "is_alive", lambda record: len(sleeps) <= len(parts))
-    server_cli._follow(log, object())
+    monkeypatch.setattr(Engine, "is_alive", lambda self, record: len(sleeps) <= len(parts))
+    server_cli._follow(log, _record(log))
     out = capsys.readouterr().out
     assert "old line" not in out  # only what the log gained
     assert "FOLLOW" not in out and "--api-key <redacted> \\x1b[2J\n" in out
@@ -239,7 +244,7 @@ def test_logs_follow_waits_for_a_log_moved_away_and_reads_a_rotated_one_from_its
     followed; a log rotated under it (smaller than what was read) is read from its start."""
     import llmdeck.cli.server as server_cli
     import llmdeck.engines.logfiles as logfiles
-    import llmdeck.runtime.launcher as launcher
+    from llmdeck.engines.base import Engine
 
     log = tmp_path / "f.log"
     steps: list[Any] = []
@@ -251,9 +256,9 @@ def test_logs_follow_waits_for_a_log_moved_away_and_reads_a_rotated_one_from_its
         sleeps.append(s)
 
     monkeypatch.setattr(logfiles, "time", SimpleNamespace(sleep=fake_sleep))
-    monkeypatch.setattr(launcher, "is_alive", lambda record: len(sleeps) <= len(steps))
+    monkeypatch.setattr(Engine, "is_alive", lambda self, record: len(sleeps) <= len(steps))
     steps[:] = [lambda: log.write_text("new log line\n"), lambda: None]
-    server_cli._follow(log, object())  # missing at the start: it waits, then reads it whole
+    server_cli._follow(log, _record(log))  # missing at the start: it waits, then reads it whole
     log.write_text("a long first line of the first log\n")
     sleeps.clear()
     steps[:] = [
@@ -262,7 +267,7 @@ def test_logs_follow_waits_for_a_log_moved_away_and_reads_a_rotated_one_from_its
         lambda: log.write_text("new log line\n"),  # made again, shorter: read from its start
         lambda: None,
     ]
-    server_cli._follow(log, object())
+    server_cli._follow(log, _record(log))
     assert capsys.readouterr().out.count("new log line") == 2
 
 
