@@ -173,3 +173,28 @@ def test_a_folder_option_given_no_folder_says_what_the_path_is(
     code, _, err = run_cli([*FOLDER_OPTIONS[option], value], capsys)
     assert code == 2, err
     assert f"{value} {said}, not a folder" in " ".join(err.split()), err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["up", "--model", "Qwen/Qwen3-0.6B", "--engine", "venv", "--served-model-name", "a\nb"],
+        ["up", "--model", "Qwen/Qwen3-0.6B", "--engine", "venv", "--", "--served-model-name", "a\x1b[2Jb"],
+        ["plan", "Qwen3-0.6B", "--machine", "h200", "--", "--served-model-name", "a\nb"],
+        ["plan", "Qwen3-0.6B", "--machine", "h200", "--", "--served-model-name", " "],
+    ],
+    ids=["up-newline", "up-escape-after-dashes", "plan-newline", "plan-blank"],
+)
+def test_a_served_model_name_with_a_line_break_or_escape_is_refused(
+    argv: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A served name is what clients send as "model": `up --served-model-name $'a\\nb'` had started a
+    server whose name split every later line that showed it; `plan -- --served-model-name ...` with an
+    escape code was an internal error (the spec's check had no message)."""
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "state"))
+    code, _out, err = run_cli(argv, capsys)
+    assert code == 2, err
+    assert "no model name" in err and "internal error" not in err and "\x1b" not in err
+    assert not (tmp_path / "state" / "servers").exists() or not list(
+        (tmp_path / "state" / "servers").glob("*.json")
+    )

@@ -96,6 +96,17 @@ class LaunchSpec(BaseModel):
             raise ValueError(f"compile_cache {value!r} must be an absolute path (docker mounts it)")
         return value
 
+    @field_validator("served_model_name")
+    @classmethod
+    def _served_name_ok(cls, value: str | None) -> str | None:
+        """What clients send as "model": a line break or an escape code in it had started a server whose
+        name split `up`'s, `status`'s and every error's lines (and no client config could hold it)."""
+        if value is not None and (
+            not value.strip() or any(ord(c) < 32 or 127 <= ord(c) < 160 for c in value)
+        ):
+            raise ValueError(f"{value!r} is no model name: write printable characters, e.g. qwen-coder")
+        return value
+
     @field_validator("name")
     @classmethod
     def _name_ok(cls, value: str) -> str:
@@ -148,13 +159,17 @@ def build_spec(
     try:
         return LaunchSpec.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"])
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        flag = f"--{field.replace('_', '-')}" if field in overrides else field
-        raise UsageError(
-            f"Invalid {flag} {err.get('input')!r}: {msg}.", hint="See `llmdeck up --help`."
-        ) from exc
+        raise invalid_spec(exc, flags=set(overrides), hint="See `llmdeck up --help`.") from exc
+
+
+def invalid_spec(exc: ValidationError, *, flags: set[str], hint: str) -> UsageError:
+    """A spec's first bad value in words (exit 2): ``--served-model-name`` for a field given as an option
+    (``flags``: those fields), the field's name otherwise."""
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in err["loc"])
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    flag = f"--{field.replace('_', '-')}" if field in flags else field
+    return UsageError(f"Invalid {flag} {err.get('input')!r}: {msg}.", hint=hint)
 
 
 SPEC_FIELDS = {

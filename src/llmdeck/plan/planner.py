@@ -7,14 +7,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from llmdeck import __version__
 from llmdeck.catalog.entries import Catalog, CatalogEntry, load_catalog
 from llmdeck.engines import get as get_engine
 from llmdeck.engines.base import PlanEngine
 from llmdeck.engines.docker import DEFAULT_IMAGE, split_image
-from llmdeck.engines.spec import ImageName, LaunchSpec
+from llmdeck.engines.spec import ImageName, LaunchSpec, invalid_spec
 from llmdeck.errors import PlanError, UsageError
 from llmdeck.plan.autofit import plan_memory_fitted
 from llmdeck.plan.cudagraphs import cudagraph_settings
@@ -372,9 +372,7 @@ def _cluster_commands(req: PlanRequest, spec: LaunchSpec) -> dict[str, list[str]
 
 def build_spec(req: PlanRequest, resolved: ResolvedModel, flags: VllmFlags, image: str | None) -> LaunchSpec:
     model_ref = resolved.local_path or resolved.repo_id or LONE_CONFIG_MODEL
-    env: dict[str, str] = {}
-    if resolved.local_path:
-        env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"} if resolved.local_path else {}
     served = flags.get("served-model-name")
     if flags.more.get("served-model-name"):
         raise UsageError(
@@ -383,16 +381,19 @@ def build_spec(req: PlanRequest, resolved: ResolvedModel, flags: VllmFlags, imag
         )
     host = flags.get("host")
     engine = get_engine(req.engine)
-    return LaunchSpec(
-        name=req.name,
-        engine=req.engine,
-        model=model_ref,
-        served_model_name=served if isinstance(served, str) else resolved.name,
-        host=host if isinstance(host, str) else req.host,
-        port=flags.get_int("port") or req.port,
-        vllm_args=flags.to_argv(skip=SPEC_FLAGS),
-        env={} if engine.containerized else env,
-        image=image,
-        hf_cache=str(default_hf_home()) if engine.containerized else None,
-        python=None if engine.containerized else req.python,
-    )
+    try:
+        return LaunchSpec(
+            name=req.name,
+            engine=req.engine,
+            model=model_ref,
+            served_model_name=served if isinstance(served, str) else resolved.name,
+            host=host if isinstance(host, str) else req.host,
+            port=flags.get_int("port") or req.port,
+            vllm_args=flags.to_argv(skip=SPEC_FLAGS),
+            env={} if engine.containerized else env,
+            image=image,
+            hf_cache=str(default_hf_home()) if engine.containerized else None,
+            python=None if engine.containerized else req.python,
+        )
+    except ValidationError as exc:  # a value given after `--` (--served-model-name $'a\nb')
+        raise invalid_spec(exc, flags={"served_model_name"}, hint="See `llmdeck plan --help`.") from exc
