@@ -286,10 +286,18 @@ class PullProgress:
         return text or None  # "v0.22.0: Pulling from …", "Digest: …", "Status: …", errors
 
 
+def _usage_pointer(line: str) -> bool:
+    """docker's last line after a failed command (``Run 'docker run --help' for more information``;
+    ``See 'docker run --help'.`` before docker 23): no part of what went wrong."""
+    text = line.strip()
+    return text.startswith(("Run 'docker", "See 'docker")) and "--help'" in text
+
+
 def docker_error(argv: Sequence[str], rc: int, stderr: str) -> DockerError:
     """A DockerError with the known cause and fix for a failed docker command."""
     text = stderr.strip()
-    first = text.splitlines()[-1] if text else f"exit code {rc}"
+    said = [line for line in text.splitlines() if line.strip() and not _usage_pointer(line)]
+    first = said[-1] if said else f"exit code {rc}"
     for needle, cause, hint in _DOCKER_ERRORS:
         if needle.lower() in text.lower():
             return DockerError(
