@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -46,3 +48,41 @@ def test_a_failed_docker_run_shows_what_docker_said(
         DockerCLI(docker=fake_docker).run_container(_spec(tmp_path))
     assert said in info.value.message
     assert "--help' for more information" not in info.value.message
+
+
+def _llmdeck(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The real CLI, with fake_docker first on PATH (the fixture's `docker` lives in tmp_path)."""
+    environ = {
+        **os.environ,
+        "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": os.pathsep.join(sys.path),
+        "LLMDECK_STATE_DIR": str(tmp_path / "state"),
+        "LLMDECK_CACHE_DIR": str(tmp_path / "cache"),
+        **(env or {}),
+    }
+    argv = [sys.executable, "-m", "llmdeck", *args]
+    return subprocess.run(argv, capture_output=True, text=True, env=environ, timeout=120, check=False)
+
+
+def test_up_and_restart_of_a_container_name_it_not_pid_none(fake_docker: str, tmp_path: Path) -> None:
+    """A container has no pid of llmdeck's: `up` and `restart` had printed "ready … (pid None, …)"."""
+    from llmdeck.util.net import free_port
+
+    model = tmp_path / "tiny"
+    model.mkdir()
+    config = ROOT / "src" / "llmdeck" / "catalog" / "data" / "configs" / "Qwen3-0.6B.config.json"
+    (model / "config.json").write_bytes(config.read_bytes())
+    port = str(free_port())
+    up = ["up", "--engine", "docker", "--model", str(model), "--name", "d", "--port", port, "--force"]
+    try:
+        started = _llmdeck(tmp_path, *up, "--no-watchdog")
+        assert started.returncode == 0, started.stderr
+        restarted = _llmdeck(tmp_path, "restart", "d", "--force")
+        assert restarted.returncode == 0, restarted.stderr
+        for out in (started.stdout, restarted.stdout):
+            assert "pid None" not in out
+            assert "(container " in out
+    finally:
+        _llmdeck(tmp_path, "down", "d")

@@ -10,7 +10,7 @@ import typer
 
 from llmdeck.cli.options import ready_timeout, request_timeout
 from llmdeck.cli.output import JSON_OPTION, err_console, esc, get_settings, log_text, out_console, print_json
-from llmdeck.cli.server_parts import BY_BYTES_HELP, RESERVE_HELP, UP_HELP, _up_options, print_pool
+from llmdeck.cli.server_parts import BY_BYTES_HELP, RESERVE_HELP, UP_HELP, _up_options, print_pool, where
 from llmdeck.cli.server_parts import render_event as render_event
 from llmdeck.cli.validate import ForwardingCommand, host, number
 
@@ -322,7 +322,7 @@ def restart_cmd(
         print_json(new)
     else:
         out_console().print(
-            f"[green]ready[/] {esc(new.name)} at {esc(new.base_url)}/v1 (pid {new.pid})", highlight=False
+            f"[green]ready[/] {esc(new.name)} at {esc(new.base_url)}/v1 ({where(new)})", highlight=False
         )
 
 
@@ -358,7 +358,7 @@ def _up(
         out_console().print(
             f"[green]ready[/] {esc(record.name)}: {esc(record.served_model_name)} at "
             f"{esc(record.base_url)}/v1 "
-            f"(pid {record.pid}, log {esc(record.log_path)})",
+            f"({where(record)}, log {esc(record.log_path)})",
             highlight=False,
         )
 

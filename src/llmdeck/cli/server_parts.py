@@ -77,3 +77,11 @@ def print_pool(settings: Settings, gateway: dict[str, Any] | None) -> None:
     managed = [str(m.get("model")) for m in (gateway or {}).get("models", [])]
     for line in read_pool(settings.servers_dir, managed).lines():
         console.print(line, markup=False, highlight=False)
+
+
+def where(record: Any) -> str:
+    """What runs a started server, for its "ready" line: ``pid N``, or a container's short id (a
+    container has no pid of ours: ``pid None`` had been printed)."""
+    if record.pid is None and record.container_id:
+        return f"container {record.container_id[:12]}"
+    return f"pid {record.pid}"
