@@ -99,7 +99,7 @@ def state_of(c: dict[str, Any]) -> dict[str, Any]:
     }
     if c.get("mode") == "oom" and not running:
         st.update(OOMKilled=True, ExitCode=137)
-    if c.get("mode") == "restarting" and not c.get("stopped"):
+    if c.get("mode") == "restarting" and not running and not c.get("stopped"):
         st.update(Status="restarting", Running=True, Restarting=True, ExitCode=1, Pid=0)
     return st
 
@@ -234,7 +234,7 @@ def cmd_inspect(args: list[str]) -> None:
         print("[]")
         err(f"Error response from daemon: No such container: {ref}")
     with locked() as data:
-        if c.get("mode") == "restarting":
+        if c.get("mode") == "restarting" and not alive(c["pid"]):
             data["containers"][c["id"]]["restarts"] = c.get("restarts", 0) + 1
     obj = {
         "Id": c["id"],

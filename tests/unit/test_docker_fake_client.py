@@ -66,14 +66,20 @@ def _llmdeck(
     return subprocess.run(argv, capture_output=True, text=True, env=environ, timeout=120, check=False)
 
 
-def test_up_and_restart_of_a_container_name_it_not_pid_none(fake_docker: str, tmp_path: Path) -> None:
-    """A container has no pid of llmdeck's: `up` and `restart` had printed "ready … (pid None, …)"."""
-    from llmdeck.util.net import free_port
-
+def _model(tmp_path: Path) -> Path:
+    """A model folder (the public Qwen3-0.6B config.json llmdeck bundles; the fake needs no weights)."""
     model = tmp_path / "tiny"
     model.mkdir()
     config = ROOT / "src" / "llmdeck" / "catalog" / "data" / "configs" / "Qwen3-0.6B.config.json"
     (model / "config.json").write_bytes(config.read_bytes())
+    return model
+
+
+def test_up_and_restart_of_a_container_name_it_not_pid_none(fake_docker: str, tmp_path: Path) -> None:
+    """A container has no pid of llmdeck's: `up` and `restart` had printed "ready … (pid None, …)"."""
+    from llmdeck.util.net import free_port
+
+    model = _model(tmp_path)
     port = str(free_port())
     up = ["up", "--engine", "docker", "--model", str(model), "--name", "d", "--port", port, "--force"]
     try:
@@ -84,5 +90,34 @@ def test_up_and_restart_of_a_container_name_it_not_pid_none(fake_docker: str, tm
         for out in (started.stdout, restarted.stdout):
             assert "pid None" not in out
             assert "(container " in out
+    finally:
+        _llmdeck(tmp_path, "down", "d")
+
+
+def test_a_container_in_a_crash_loop_fails_the_start_at_once(fake_docker: str, tmp_path: Path) -> None:
+    """`--restart unless-stopped` brings a container that crashed while starting back into the same
+    crash (inspect: restarting, RestartCount growing): `up` had waited out its whole ready timeout."""
+    import time
+
+    from llmdeck.util.net import free_port
+
+    model = _model(tmp_path)
+    up = ["up", "--engine", "docker", "--model", str(model), "--name", "d", "--port", str(free_port())]
+    began = time.monotonic()
+    try:
+        done = _llmdeck(
+            tmp_path,
+            *up,
+            "--force",
+            "--no-watchdog",
+            "--timeout",
+            "60",
+            env={"FAKE_DOCKER_CONTAINER": "restarting"},
+        )
+        assert done.returncode == 1, done.stderr
+        assert "exited before it was ready" in done.stderr
+        assert time.monotonic() - began < 40
+        assert _llmdeck(tmp_path, "status", "--json").stdout.strip() == "[]"
+        assert subprocess.run([fake_docker, "ps", "-a"], capture_output=True, text=True).stdout == ""
     finally:
         _llmdeck(tmp_path, "down", "d")

@@ -82,10 +82,17 @@ class DockerEngine(Engine):
             leash.hold_command(container_id, docker_stop_id_argv(container_id, docker=self.cli.docker))
 
     def owner(self, handle: EngineHandle) -> Owner:
+        """A container that crashed before it was ever ready is gone, though docker's restart policy
+        (unless-stopped) brings it back into the same crash: a start had waited out its whole ready
+        timeout on one that restarted in a loop. ``down`` and a next start still remove it."""
         try:
-            return "ours" if self.cli.inspect(handle.name).running else "gone"
+            state = self.cli.inspect(handle.name)
         except LlmdeckError:
             return "gone"
+        starting = getattr(handle, "ready_at", False) is None
+        if starting and (state.restarting or state.restart_count > 0):
+            return "gone"
+        return "ours" if state.running else "gone"
 
     def logs(self, handle: EngineHandle) -> str:
         """`docker logs`, saved to the log file so that it survives `docker rm` (the file when docker
