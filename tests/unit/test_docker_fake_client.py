@@ -48,6 +48,9 @@ def test_a_failed_docker_run_shows_what_docker_said(
         DockerCLI(docker=fake_docker).run_container(_spec(tmp_path))
     assert said in info.value.message
     assert "--help' for more information" not in info.value.message
+    if fault == "conflict":  # the hint had said `llmdeck down NAME`: a placeholder, and no record to stop
+        assert info.value.hint is not None and "docker rm -f llmdeck-d" in info.value.hint
+        assert "NAME" not in info.value.hint
 
 
 def _llmdeck(

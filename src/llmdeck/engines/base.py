@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, ClassVar, Literal, Protocol, get_args
 
@@ -41,6 +42,8 @@ class EngineHandle(Protocol):
     def log_path(self) -> Path: ...
     @property
     def container_id(self) -> str | None: ...
+    @property
+    def ready_at(self) -> datetime | None: ...
 
 
 class Engine(ABC):

@@ -89,7 +89,7 @@ class DockerEngine(Engine):
             state = self.cli.inspect(handle.name)
         except LlmdeckError:
             return "gone"
-        starting = getattr(handle, "ready_at", False) is None
+        starting = handle.ready_at is None
         if starting and (state.restarting or state.restart_count > 0):
             return "gone"
         return "ours" if state.running else "gone"

@@ -214,7 +214,8 @@ _DOCKER_ERRORS: list[tuple[str, str, str]] = [
     (
         "is already in use by container",
         "A container with this name exists already.",
-        "Stop it with `llmdeck down NAME` (or `docker rm -f llmdeck-NAME`), or pick another --name.",
+        "Remove it with `docker rm -f CONTAINER` (`docker logs CONTAINER` first shows its log), or pick "
+        "another --name.",
     ),
     (
         "No such container",
@@ -293,6 +294,12 @@ def _usage_pointer(line: str) -> bool:
     return text.startswith(("Run 'docker", "See 'docker")) and "--help'" in text
 
 
+def _container_of(argv: Sequence[str]) -> str:
+    """The container a docker argv names (`run --name X`), for a hint; ``CONTAINER`` when none does."""
+    args = list(argv)
+    return args[args.index("--name") + 1] if "--name" in args[:-1] else "CONTAINER"
+
+
 def docker_error(argv: Sequence[str], rc: int, stderr: str) -> DockerError:
     """A DockerError with the known cause and fix for a failed docker command."""
     text = stderr.strip()
@@ -301,7 +308,8 @@ def docker_error(argv: Sequence[str], rc: int, stderr: str) -> DockerError:
     for needle, cause, hint in _DOCKER_ERRORS:
         if needle.lower() in text.lower():
             return DockerError(
-                f"`{render_shell(argv[:3])} ...` failed: {cause} Docker said: {first}", hint=hint
+                f"`{render_shell(argv[:3])} ...` failed: {cause} Docker said: {first}",
+                hint=hint.replace("CONTAINER", render_shell([_container_of(argv)])),
             )
     return DockerError(
         f"`{render_shell(argv[:3])} ...` failed with exit code {rc}: {first}",
