@@ -168,7 +168,7 @@ def test_prepare_pulls_a_missing_image_and_bounds_a_json_file_log() -> None:
     assert said[:3] == [
         "pulling vllm/vllm-openai:v0.22.0 (not on this host yet) …",
         "pull: latest: Pulling from library/ubuntu",
-        "pull: 0 of 1 layers pulled",  # then at most one count every 5 s
+        "pull: 1 of 4 layers pulled",  # once every layer is listed; then at most one count every 5 s
     ]
     assert said[-2] == "pull: Status: Downloaded newer image for ubuntu:latest"
     assert " ".join(BOUNDED_LOG_OPTS) in " ".join(engine.argv(spec()))

@@ -280,7 +280,8 @@ class PullProgress:
             if status in ("Pull complete", "Already exists"):
                 self.done.add(layer)
             due = self._shown_at is None or now - self._shown_at >= self.every_s
-            if not due or len(self.done) == self._shown_done:
+            # from the first layer done: by then docker has listed every layer ("0 of 1" had shown first)
+            if not due or not self.done or len(self.done) == self._shown_done:
                 return None
             self._shown_at, self._shown_done = now, len(self.done)
             return f"{len(self.done)} of {len(self.layers)} layers pulled"
