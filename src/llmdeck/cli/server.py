@@ -229,7 +229,8 @@ def logs_cmd(
     """Print a server's log (it survives crashes and `down`).
 
     A local server's log is kept under 64 MiB while it runs: the older part moves to NAME.log.1,
-    then .2 and .3, in the logs folder (an earlier start's log moves there too).
+    then .2 and .3, in the logs folder (an earlier start's log moves there too). A container's log is
+    what `docker logs` says now (saved to the same file); -f follows `docker logs -f`.
 
     Examples:
 
