@@ -345,7 +345,9 @@ def cmd_rm(args: list[str]) -> None:
 
 def container(log: str, mode: str, command: list[str]) -> None:
     """The container's main process: vLLM-like lines, then a fake OpenAI server on --port."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import ThreadingHTTPServer
+
+    from http_fakes import JsonHandler  # this script's folder (tests/) is first on its import path
 
     def arg(flag: str, default: str) -> str:
         return command[command.index(flag) + 1] if flag in command else default
@@ -370,19 +372,11 @@ def container(log: str, mode: str, command: list[str]) -> None:
         sys.stdout.buffer.write(b"y" * (30 << 20) + b"\n")  # one 30 MB line
         sys.stdout.flush()
 
-    class H(BaseHTTPRequestHandler):
-        def log_message(self, fmt: str, *a: Any) -> None:
+    class H(JsonHandler):
+        def log_message(self, fmt: str, *a: Any) -> None:  # vLLM's access line, for `docker logs`
             print(
                 f'INFO:     127.0.0.1 - "{self.command} {self.path}" {a[1] if len(a) > 1 else ""}', flush=True
             )
-
-        def _json(self, code: int, body: Any) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
 
         def _authed(self) -> bool:
             if key and self.headers.get("Authorization") != f"Bearer {key}":

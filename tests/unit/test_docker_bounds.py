@@ -200,17 +200,19 @@ def test_start_runs_the_bounded_argv_and_records_it(tmp_path: Path) -> None:
     assert record.argv == run, "the record holds what ran"
 
 
+def starting_daemon(inspect_file: str, **more: tuple[str, str, int]) -> Answers:
+    """A daemon with the image, whose `run -d` prints container c0ffee and whose inspect is the fixture."""
+    inspect = ((FIX / inspect_file).read_text(), "", 0)
+    ok = {"version": (VERSION_OK, "", 0), "image": ("sha256:ab", "", 0), "run": ("c0ffee\n", "", 0)}
+    return Answers(**ok, inspect=inspect, **more)
+
+
 def test_a_dead_container_is_cleared_before_the_next_start(tmp_path: Path) -> None:
     """An exited container had kept its name: the next `docker run --name llmdeck-NAME` failed on it,
     and the hint's `llmdeck down NAME` knew no server (the record had been dropped)."""
     settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
-    exited = (FIX / "docker-inspect-exited-oom.json").read_text()
-    runner = Answers(
-        version=(VERSION_OK, "", 0),
-        image=("sha256:ab", "", 0),
-        run=("c0ffee\n", "", 0),
-        inspect=(exited, "", 0),
-        logs=("", "torch.OutOfMemoryError: CUDA out of memory.\n", 0),
+    runner = starting_daemon(
+        "docker-inspect-exited-oom.json", logs=("", "torch.OutOfMemoryError: CUDA out of memory.\n", 0)
     )
     cli = DockerCLI(run=runner)
     container_start.start_docker(spec(), settings, cli)  # recorded; inspect says it exited
@@ -225,13 +227,7 @@ def test_a_dead_container_is_cleared_before_the_next_start(tmp_path: Path) -> No
 
 def test_a_foreground_container_is_leashed_and_let_go_on_stop(tmp_path: Path) -> None:
     settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
-    running = (FIX / "docker-inspect-running-healthy.json").read_text()
-    runner = Answers(
-        version=(VERSION_OK, "", 0),
-        image=("sha256:ab", "", 0),
-        run=("c0ffee\n", "", 0),
-        inspect=(running, "", 0),
-    )
+    runner = starting_daemon("docker-inspect-running-healthy.json")
     cli = DockerCLI(run=runner)
     record = container_start.start_docker(spec(), settings, cli, leashed=True)
     try:
