@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from llmdeck.errors import ConfigError, LlmdeckError
 from llmdeck.formats.gateway_yaml import MarkedDocument, format_loc, parse_gateway_yaml, read_gateway_text
+from llmdeck.gateway.follow import Follow
 from llmdeck.gateway.keys import MAX_RPM, alias_problem
 from llmdeck.gateway.managed import Budget, ManagedBackend, check_managed, resolve_kind, resolve_managed
 from llmdeck.util.net import local_url
@@ -136,6 +137,7 @@ class ResolvedBackend:
     served_model: str | None
     api_key: str | None = field(default=None, repr=False)
     managed: ManagedBackend | None = None  # a launch spec the gateway starts on demand
+    follow: Follow | None = None  # a `server:` backend: its record is re-read (gateway/follow.py)
 
 
 @dataclass
@@ -332,11 +334,14 @@ def _resolve_backend(
         raise ConfigError(
             f"{doc.where(loc)}: `server: {spec.server}` looks like a URL.", hint="Use `url:` for URLs."
         )
+    pinned_key = _api_key(spec, doc, loc)
+    record = target.record
     return ResolvedBackend(
         url=target.base_url,
         label=redact_text(redact_url(target_text.strip())),  # shown in logs, errors, /gateway/status
         served_model=spec.model or target.model,
-        api_key=_api_key(spec, doc, loc) or _stored_key(target.record, settings),
+        api_key=pinned_key or _stored_key(record, settings),
+        follow=None if record is None else Follow(record.name, settings.servers_dir, spec.model, pinned_key),
     )
 
 

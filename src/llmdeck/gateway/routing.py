@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from llmdeck.gateway.config import LoadedConfig, ResolvedBackend, ResolvedRoute
+from llmdeck.gateway.follow import current
 from llmdeck.util.http import IDENTITY, JSON_CAP, BodyTooLarge, aread_capped, failure_words
 from llmdeck.util.jsonsafe import loads as json_loads
 from llmdeck.util.redact import redact_url
@@ -67,6 +68,21 @@ class BackendState:
         self.healthy = True
         self.probe_failures = 0
         self.checked_at = time.time()
+
+    def follow_server(self) -> None:
+        """A `server:` backend takes what its record says now: `restart -- --api-key NEW` (or `--port`,
+        `--served-model-name`) had left the gateway sending the old key, 401 after 401."""
+        fresh = current(self.backend)
+        if fresh is not self.backend:
+            changed = [
+                f for f in ("url", "served_model", "api_key") if getattr(fresh, f) != getattr(self.backend, f)
+            ]
+            log.info(
+                "backend %s: its server was changed (%s); using it as it is now",
+                fresh.label,
+                ", ".join(changed),
+            )
+            self.backend = fresh
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -125,6 +141,7 @@ class Router:
         return min(lens) if lens else None
 
     async def probe(self, client: httpx.AsyncClient, state: BackendState, timeout_s: float) -> None:
+        state.follow_server()
         headers = {"Authorization": f"Bearer {state.backend.api_key}"} if state.backend.api_key else {}
         headers.update(IDENTITY)
         url = f"{state.url}/v1/models"
