@@ -132,6 +132,27 @@ def test_docker_runtime_check() -> None:
     assert stack.probe_docker(info(with_nv), which=lambda _: "docker")[0].status == "ok"
 
 
+def test_containers_llmdeck_started_but_no_record_knows_are_named(tmp_path: Path) -> None:
+    """The state dir removed (or another LLMDECK_STATE_DIR): llmdeck's containers were invisible to
+    `status` and `down`, one holding GPU memory or the name the next `up` needs."""
+    from llmdeck.engines.spec import LaunchSpec
+    from llmdeck.runtime.state import ServerRecord, StateStore
+
+    ps = (DOCKER_FIXTURES / "docker-ps-format-json.jsonl").read_text()
+    with_nv = '{"nvidia":{"path":"nvidia-container-runtime"}}|28.2.2\n'
+
+    def docker(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(argv, 0, ps if argv[1] == "ps" else with_nv, "")
+
+    store = StateStore(tmp_path / "servers")
+    spec = LaunchSpec(name="qwen", engine="docker", model="/models/qwen3-0.6b", port=8000)
+    store.save(ServerRecord(name="qwen", spec=spec, argv=["docker"], pid=None, log_path=tmp_path / "q.log"))
+    found = stack.probe_docker(docker, which=lambda _: "docker", servers_dir=tmp_path / "servers")
+    unknown = [f for f in found if f.id == "docker-unrecorded"]
+    assert found[0].status == "ok" and [f.data["server"] for f in unknown] == ["hybrid"]
+    assert "llmdeck-hybrid" in unknown[0].message and "`docker rm -f llmdeck-hybrid`" in unknown[0].fix
+
+
 def test_docker_on_this_machine_is_bounded_and_answers() -> None:
     found = stack.probe_docker()
     assert found and found[0].area == "docker"

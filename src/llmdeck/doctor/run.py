@@ -58,7 +58,7 @@ def _steps(settings: Settings, options: DoctorOptions) -> list[tuple[str, Callab
                 has_nvidia_smi=shutil.which("nvidia-smi") is not None,
             ),
         ),
-        ("Docker", lambda: stack.probe_docker()),
+        ("Docker", lambda: stack.probe_docker(servers_dir=settings.servers_dir)),
         ("vLLM", lambda: _vllm(options)),
         ("Hugging Face variables", lambda: env_probes.probe_hf(environ)),
         ("proxies", lambda: env_probes.probe_proxies(environ)),

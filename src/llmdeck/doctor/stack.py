@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from llmdeck.doctor.model import DoctorFinding
@@ -15,6 +16,7 @@ from llmdeck.runtime.host import nvml_versions as nvml_versions  # re-exported: 
 from llmdeck.runtime.preflight import min_version_table, parse_version
 from llmdeck.runtime.preflight.vllm_version import GRANITE_HYBRID_ARCH, check_granite_layer_names
 from llmdeck.util.procgroup import signal_group
+from llmdeck.util.shellquote import quote
 from llmdeck.util.units import fmt_gib
 
 Runner = Callable[[list[str]], "subprocess.CompletedProcess[str]"]
@@ -109,8 +111,49 @@ def _probe_cuda(versions: Mapping[str, str]) -> list[DoctorFinding]:
 
 
 def probe_docker(
-    run: Runner = run_command, *, which: Callable[[str], str | None] = shutil.which
+    run: Runner = run_command,
+    *,
+    which: Callable[[str], str | None] = shutil.which,
+    servers_dir: Path | None = None,
 ) -> list[DoctorFinding]:
+    found = _probe_daemon(run, which)
+    if servers_dir is not None and found[0].id in ("docker", "docker-no-nvidia-runtime"):
+        found += probe_unrecorded_containers(run, servers_dir)
+    return found
+
+
+def probe_unrecorded_containers(run: Runner, servers_dir: Path) -> list[DoctorFinding]:
+    """Containers llmdeck started (its label) that no server record knows: the state dir was removed,
+    or they belong to another LLMDECK_STATE_DIR. `status` and `down` cannot see them; one may hold the
+    GPU's memory, or its name the next `up`."""
+    from llmdeck.engines.docker import DockerError, docker_ps_argv, parse_ps
+    from llmdeck.runtime.state import StateStore
+
+    proc = run(docker_ps_argv())
+    try:
+        rows = parse_ps(proc.stdout) if proc.returncode == 0 else []
+    except (DockerError, ValueError):
+        rows = []
+    known = {r.name for r in StateStore(servers_dir).list() if r.spec.engine == "docker"}
+    return [
+        DoctorFinding(
+            id="docker-unrecorded",
+            area="docker",
+            status="warn",
+            message=f"Container {row.names!r} ({row.state}, {row.image}) was started by llmdeck for server "
+            f"{row.llmdeck_name!r}, but no server record here knows it (the state dir {servers_dir} was "
+            "removed, or it belongs to another LLMDECK_STATE_DIR): `llmdeck status` and `down` cannot see "
+            "it, and it may hold GPU memory.",
+            fix=f"Keep its log if you need it (`docker logs {quote(row.names)}`), then remove it: "
+            f"`docker rm -f {quote(row.names)}`.",
+            data={"container": row.names, "server": row.llmdeck_name, "state": row.state},
+        )
+        for row in rows
+        if row.llmdeck_name and row.llmdeck_name not in known
+    ]
+
+
+def _probe_daemon(run: Runner, which: Callable[[str], str | None]) -> list[DoctorFinding]:
     if which("docker") is None:
         return [
             DoctorFinding(
