@@ -134,7 +134,7 @@ def probe_unrecorded_containers(run: Runner, servers_dir: Path) -> list[DoctorFi
         rows = parse_ps(proc.stdout) if proc.returncode == 0 else []
     except (DockerError, ValueError):
         rows = []
-    known = {r.name for r in StateStore(servers_dir).list() if r.spec.engine == "docker"}
+    known = {r.name for r in StateStore(servers_dir).list()}
     return [
         DoctorFinding(
             id="docker-unrecorded",
