@@ -4,7 +4,7 @@ processes: `run -d` starts a tiny fake OpenAI server (/health, /v1/models, chat)
 port, its output in a file that `logs` reads; `stop`/`rm` end it. State in $FAKE_DOCKER_STATE (JSON).
 
 Faults, from the environment: FAKE_DOCKER_HANG=VERB (that verb sleeps an hour), FAKE_DOCKER_RUN_ERR=
-conflict|port|denied, FAKE_DOCKER_PULL_ERR=denied, FAKE_DOCKER_CONTAINER=oom|restarting|binary|huge
+conflict|port|denied, FAKE_DOCKER_PULL_ERR=denied, FAKE_DOCKER_CONTAINER=oom|restarting|binary|huge|chatty
 (what the container does), FAKE_DOCKER_NO_IMAGES=1 (every image missing until pulled).
 Link it as `docker` first on PATH (tests: write a tiny shell wrapper)."""
 
@@ -365,6 +365,10 @@ def container(log: str, mode: str, command: list[str]) -> None:
         sys.exit(1)
     if mode == "binary":
         sys.stdout.buffer.write(b"bad bytes \xff\xfe\x80 here \x1b[31mred\x1b[0m\n")
+        sys.stdout.flush()
+    if mode == "chatty":  # a start-up that logs more than `docker logs --tail 2000` holds
+        for i in range(3000):
+            print(f"INFO 11-29 20:35:13 [loader.py:1] start-up line {i:04d}", flush=i % 500 == 0)
         sys.stdout.flush()
     if mode == "huge":
         line = b"INFO spam " + b"x" * 200 + b"\n"

@@ -124,3 +124,24 @@ def test_a_container_in_a_crash_loop_fails_the_start_at_once(fake_docker: str, t
         assert subprocess.run([fake_docker, "ps", "-a"], capture_output=True, text=True).stdout == ""
     finally:
         _llmdeck(tmp_path, "down", "d")
+
+
+def test_a_start_up_longer_than_docker_logs_tail_is_kept_whole_and_once(
+    fake_docker: str, tmp_path: Path
+) -> None:
+    """The readiness wait had rewritten the log file from `docker logs --tail 2000` twice a second: a
+    start-up of 3,000 lines lost its first 1,000, and the phase reader's offset slid over a shifted
+    file. `docker logs -f` now appends each line once, as it comes."""
+    from llmdeck.util.net import free_port
+
+    model = _model(tmp_path)
+    up = ["up", "--engine", "docker", "--model", str(model), "--name", "d", "--port", str(free_port())]
+    try:
+        started = _llmdeck(tmp_path, *up, "--force", "--no-watchdog", env={"FAKE_DOCKER_CONTAINER": "chatty"})
+        assert started.returncode == 0, started.stderr
+        text = (tmp_path / "state" / "logs" / "d.log").read_text()
+    finally:
+        _llmdeck(tmp_path, "down", "d")
+    lines = [line for line in text.splitlines() if "start-up line" in line]
+    assert [line[-4:] for line in lines] == [f"{i:04d}" for i in range(3000)]
+    assert text.startswith("# llmdeck: ") and text.count("vLLM API server version") == 1

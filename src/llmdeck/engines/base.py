@@ -20,6 +20,7 @@ from llmdeck.engines.spec import LaunchSpec
 
 if TYPE_CHECKING:
     from llmdeck.engines.docker import DockerCLI
+    from llmdeck.engines.logtap import LogTap
 
 PlanEngine = Literal["docker", "venv"]  # how the memory planner (PlanRequest.engine) sees an engine
 PLAN_ENGINES: tuple[str, ...] = get_args(PlanEngine)
@@ -135,6 +136,12 @@ class Engine(ABC):
         from llmdeck.engines.logfiles import follow
 
         return follow(handle.log_path, lambda: not self.is_alive(handle))
+
+    def tap_log(self, handle: EngineHandle) -> LogTap:
+        """The lines the log gains while a start is awaited, a poll at a time (engines/logtap.py)."""
+        from llmdeck.engines.logtap import FileTap
+
+        return FileTap(handle.log_path)
 
     @abstractmethod
     def stop(self, handle: EngineHandle, *, grace_s: float = 20.0) -> str:

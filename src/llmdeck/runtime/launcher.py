@@ -22,7 +22,7 @@ import httpx
 
 from llmdeck.engines import get as get_engine
 from llmdeck.engines import logkeeper
-from llmdeck.engines.logfiles import feed_new_lines, open_log, read_tail, rotate_log
+from llmdeck.engines.logfiles import open_log, read_tail, rotate_log
 from llmdeck.engines.process import identify
 from llmdeck.engines.secrets import split_secrets
 from llmdeck.engines.spec import LaunchSpec
@@ -257,38 +257,45 @@ def wait_ready(
     """
     timeout = timeout_s if timeout_s is not None else settings.ready_timeout_s
     deadline = time.monotonic() + timeout
-    offset = 0
-    pending = ""
     key = StateStore(settings.servers_dir).load_secrets(record.name).get("VLLM_API_KEY") or settings.api_key
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     from llmdeck.util.deadline import deadline_transport
 
-    # each poll bounded as a whole (2 s), even against something trickling on the port
-    with httpx.Client(timeout=2.0, headers=headers, transport=deadline_transport()) as client:
-        while True:
-            if engine_of(record).containerized:
-                engine_log(record)  # refresh the log file from `docker logs`
-            if on_line is not None:
-                offset, pending = feed_new_lines(record.log_path, offset, pending, on_line)
-            if not is_alive(record):
-                if on_line is not None:
-                    feed_new_lines(record.log_path, offset, pending, on_line)
-                raise _startup_failure(record, "exited before it was ready")
-            if on_poll is not None:
-                on_poll()
-            try:
-                if _answers(client, record.base_url) and _listens(record) is not False:
+    tap = engine_of(record).tap_log(record)  # a container's: `docker logs -f` into the log file
+    feed = (lambda: [on_line(line) for line in tap.take()]) if on_line is not None else tap.take
+    failed: str | None = None
+    try:  # each poll bounded as a whole (2 s), even against something trickling on the port
+        with httpx.Client(timeout=2.0, headers=headers, transport=deadline_transport()) as client:
+            while True:
+                feed()
+                if not is_alive(record):
+                    failed = "exited before it was ready"
                     break
-            except (httpx.HTTPError, BodyTooLarge):
-                pass
-            if time.monotonic() > deadline:
-                raise _startup_failure(record, f"was not ready after {timeout:.0f} s")
-            time.sleep(poll_s)
+                if on_poll is not None:
+                    on_poll()
+                if _ready(client, record):
+                    break
+                if time.monotonic() > deadline:
+                    failed = f"was not ready after {timeout:.0f} s"
+                    break
+                time.sleep(poll_s)
+    finally:
+        rest = tap.close()
     if on_line is not None:
-        feed_new_lines(record.log_path, offset, pending, on_line)
+        for line in rest:
+            on_line(line)
+    if failed is not None:
+        raise _startup_failure(record, failed)
     record.ready_at = datetime.now(UTC)
     StateStore(settings.servers_dir).save(record)
     return record
+
+
+def _ready(client: httpx.Client, record: ServerRecord) -> bool:
+    try:
+        return _answers(client, record.base_url) and _listens(record) is not False
+    except (httpx.HTTPError, BodyTooLarge):
+        return False
 
 
 # ---- stop / status --------------------------------------------------------------------------

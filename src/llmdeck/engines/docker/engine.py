@@ -16,6 +16,7 @@ from llmdeck.engines.docker.argv import (
 )
 from llmdeck.engines.docker.cli import DockerCLI
 from llmdeck.engines.logfiles import header_line, read_tail
+from llmdeck.engines.logtap import LogTap
 from llmdeck.engines.process import Owner
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import LlmdeckError
@@ -103,11 +104,22 @@ class DockerEngine(Engine):
             text = self.cli.logs(handle.name, tail=2000)
         except LlmdeckError:
             return read_tail(handle.log_path)
-        path = handle.log_path
-        header = path.read_text(encoding="utf-8") if path.exists() else ""
-        first = header.splitlines()[0] + "\n" if header.startswith("# llmdeck") else header_line(handle.argv)
-        atomic_write_text(path, first + redact_text(text), secret=True)
+        atomic_write_text(handle.log_path, _header(handle) + redact_text(text), secret=True)
         return text
+
+    def tap_log(self, handle: EngineHandle) -> LogTap:
+        """`docker logs -f` from the container's first line, appended to the log file as it comes."""
+        from llmdeck.engines.docker.argv import docker_logs_argv
+        from llmdeck.engines.logtap import CommandTap, FileTap
+        from llmdeck.util.atomic import atomic_write_text
+
+        atomic_write_text(handle.log_path, _header(handle), secret=True)
+        try:
+            return CommandTap(
+                docker_logs_argv(handle.name, follow=True, docker=self.cli.docker), handle.log_path
+            )
+        except OSError:  # no docker client to run: the file as it is
+            return FileTap(handle.log_path)
 
     def follow_log(self, handle: EngineHandle) -> Iterator[str]:
         """`docker logs -f`: the log file is written from `docker logs` only when asked (a start, a
@@ -135,3 +147,15 @@ class DockerEngine(Engine):
             self.logs(handle)
             self.cli.rm(handle.name, force=True)
         return outcome
+
+
+def _header(handle: EngineHandle) -> str:
+    """The log file's first line (`# llmdeck: … starting: ARGV`), read alone: the file may be large."""
+    try:
+        with open(handle.log_path, encoding="utf-8", errors="replace") as fh:
+            first = fh.readline(64 * 1024)
+    except OSError:
+        first = ""
+    if first.startswith("# llmdeck"):
+        return first if first.endswith("\n") else first + "\n"
+    return header_line(handle.argv)
