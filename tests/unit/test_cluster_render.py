@@ -249,3 +249,29 @@ def test_a_login_in_the_destination_stays_out_of_the_addresses_and_a_password_is
         ["cluster", "up", "--head", "a", "--worker", "user:pw-77@gpu2", "--dry-run"], capsys
     )
     assert code == 2 and "names a password" in err and "pw-77" not in out + err
+
+
+def test_cluster_up_netcheck_json_is_one_document_with_the_verdict(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`cluster up --netcheck gloo --json` had printed the cluster's document before the test and the
+    verdict nowhere on stdout (scripts could not tell a failed link). Ray and the all-reduce are
+    stood in for (their own tests run them for real): the real gloo rows of tests/fixtures/cluster."""
+    import json
+
+    from llmdeck.cluster import run as cluster_run
+    from llmdeck.cluster.verdict import judge, parse_rows, profile_for
+    from repo_paths import TEST_FIXTURES
+
+    rows = parse_rows((TEST_FIXTURES / "cluster" / "gloo-allreduce-lo-2ranks.jsonl").read_text())
+    up = cluster_run.ClusterUp(kind="local", address="127.0.0.1:6379", nodes_expected=2, seconds=3.0)
+    for expect, code in ((0.05, 0), (1e6, 1)):
+        verdict = judge(rows, profile_for(None, expect, None))
+        monkeypatch.setattr(cluster_run, "up", lambda *a, **k: up)
+        monkeypatch.setattr("llmdeck.cli.cluster_parts.netcheck", lambda *a, v=verdict: (v, ""))
+        got, out, _ = run_cli(
+            ["cluster", "up", "--head", "127.0.0.1", "--netcheck", "gloo", "--json"], capsys
+        )
+        doc = json.loads(out)  # one document, failed or not
+        assert got == code and doc["address"] == "127.0.0.1:6379"
+        assert doc["netcheck"]["verdict"] == ("fail" if code else verdict.verdict)

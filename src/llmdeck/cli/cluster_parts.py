@@ -259,9 +259,10 @@ def print_verdict(v: Any) -> None:
         con.print(f"fix: {v.fix}", markup=False, highlight=False)
 
 
-def check_after_up(res: Any, backend: str, settings: Any, *, quiet: bool) -> None:
+def check_after_up(res: Any, backend: str, settings: Any, *, as_json: bool) -> None:
     """``cluster up --netcheck``: the all-reduce over the nodes just started; exit 1 with the fix on a
-    fail, before anyone starts vLLM on a slow link."""
+    fail, before anyone starts vLLM on a slow link. --json: the cluster's document with the verdict as
+    its "netcheck" (it had been printed without it, the verdict nowhere on stdout)."""
     from llmdeck.errors import CheckFailedError, UsageError
 
     if backend not in ("gloo", "nccl"):
@@ -273,7 +274,11 @@ def check_after_up(res: Any, backend: str, settings: Any, *, quiet: bool) -> Non
     if res.kind == "local":  # one machine: the link is memory; judge against a loopback's share
         values |= {"expect_gbps": 0.05, "max_latency_us": 1e6}
     verdict, _ = netcheck(values, settings)
-    if not quiet:
+    if as_json:
+        from llmdeck.cli.output import print_json
+
+        print_json({**res.model_dump(mode="json"), "netcheck": verdict.model_dump(mode="json")})
+    else:
         print_verdict(verdict)
     if verdict.verdict == "fail":
         raise CheckFailedError(
