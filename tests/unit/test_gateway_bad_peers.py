@@ -117,6 +117,7 @@ def test_a_backends_redirect_is_a_502_in_words_not_relayed(tmp_path: Path, path:
     with fake_raw_reply(away) as odd, gateway(odd, tmp_path) as gw:
         r = httpx.post(f"{gw}{path}", json={**CHAT, "max_tokens": 4}, timeout=10)
         assert r.status_code == 502 and "location" not in r.headers
+        assert r.headers["x-should-retry"] == "false"  # the backend's config: a retry meets it again
         error = r.json()["error"]
         assert "redirect to 'http://10.9.9.9:8000/v1/x'" in error["message"]
         assert (

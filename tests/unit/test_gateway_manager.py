@@ -191,6 +191,44 @@ def test_a_client_that_hangs_up_while_its_model_starts_leaves_the_queue(
     run(go)
 
 
+def test_a_refusal_a_retry_would_meet_again_tells_the_sdks_not_to_retry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The openai and anthropic SDKs retry a 503 twice: a model that cannot fit, or whose start just
+    failed, had been asked three times (1.8 s, or 20 s of Retry-After) for the same answer
+    (evidence/gateway/results/sdk_sweep.txt). Those now say ``x-should-retry: false``; a model that is
+    still loading or a full queue keep their Retry-After and may be retried."""
+    from llmdeck.gateway.metrics import GatewayMetrics
+    from llmdeck.gateway.ondemand import acquire_route
+    from llmdeck.gateway.proxy import RequestCtx
+    from llmdeck.gateway.routing import Router
+
+    fake = FakeLifecycle(monkeypatch, start_s=0.6)
+    fake.fail.add("broken")
+    backends = {"huge": ", memory_gib: 900", "broken": ", memory_gib: 1", "slow": ", memory_gib: 1"}
+    budget = "{memory_gib: 5, queue: {failed_retry_s: 60, wait_s: 0.2, max_waiting: 1}}"
+    loaded, settings = _loaded(tmp_path, backends, budget)
+    mgr, router = ModelManager(loaded, settings), Router(loaded)
+
+    async def answer(alias: str) -> tuple[int, str | None, str | None]:
+        ctx = RequestCtx(GatewayMetrics(), "POST", "/v1/chat/completions")
+        r = await acquire_route(mgr, router, router.routes[alias], ctx)
+        assert not isinstance(r, type(router.routes[alias]))
+        return r.status_code, r.headers.get("retry-after"), r.headers.get("x-should-retry")
+
+    async def go() -> None:
+        assert await answer("huge") == (503, None, "false")  # insufficient_memory
+        assert await answer("broken") == (503, "10", None)  # model_not_ready: it is still loading
+        await asyncio.sleep(0.6)  # its start failed meanwhile
+        assert await answer("broken") == (503, "10", "false")  # model_start_failed, within failed_retry_s
+        slow = asyncio.create_task(answer("slow"))
+        await asyncio.sleep(0.05)
+        assert await answer("slow") == (429, "5", None)  # queue_full: a retry in 5 s may get in
+        assert await slow == (503, "10", None)  # model_not_ready
+
+    run(go)
+
+
 def test_one_start_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeLifecycle(monkeypatch, start_s=0.2)
     mgr = _manager(tmp_path, {"a": "", "b": ""}, budget="{memory_gib: 10}")

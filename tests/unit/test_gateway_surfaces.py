@@ -241,12 +241,15 @@ def test_backend_lacking_a_surface_is_named(settings: Settings, tmp_path: Path, 
         upstream(missing=missing) as (_, url),
         gateway("routes:\n" + route("a", url) + FAST, settings, tmp_path) as gw,
     ):
-        msg = _anthropic(httpx.post(f"{gw}/v1/messages", json=messages()), 501, "api_error")
+        sent = httpx.post(f"{gw}/v1/messages", json=messages())
+        msg = _anthropic(sent, 501, "api_error")
+        assert sent.headers["x-should-retry"] == "false"  # the SDKs' two retries would meet the same 501
         assert url in msg and "/v1/messages" in msg and "vLLM >= 0.12" in msg and "chat-completions" in msg
         count = httpx.post(f"{gw}/v1/messages/count_tokens", json={"model": "a", "messages": MSG})
         assert "count_tokens" in _anthropic(count, 501, "api_error")
         r = httpx.post(f"{gw}/v1/responses", json={"model": "a", "input": "hi"})
         assert r.status_code == 501 and r.json()["error"]["code"] == "surface_missing"
+        assert r.headers["x-should-retry"] == "false"
         assert url in r.json()["error"]["message"] and "/v1/responses" in r.json()["error"]["message"]
 
 

@@ -62,8 +62,7 @@ async def acquire_route(
         manager.events.add("refused", model.name, refusal.message, refusal.code)
         ctx.finish(refusal.status, refusal.code)
         kind = "rate_limit_error" if refusal.status == 429 else "service_unavailable"
-        headers = {"Retry-After": str(refusal.retry_after_s)} if refusal.retry_after_s else {}
-        return openai_error(refusal.status, refusal.message, kind, refusal.code, **headers)
+        return openai_error(refusal.status, refusal.message, kind, refusal.code, **refusal.headers())
     ctx.on_finish = lambda: manager.release(model)
     state = router.backends[model.url]
     state.mark_up()  # it answered its readiness check just now (or serves already)

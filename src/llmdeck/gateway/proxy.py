@@ -26,6 +26,7 @@ from starlette.responses import JSONResponse, Response
 from llmdeck.errors import InternalError
 from llmdeck.gateway.config import Health
 from llmdeck.gateway.metrics import GatewayMetrics, token_counts
+from llmdeck.gateway.refusals import NO_RETRY
 from llmdeck.gateway.relay import DROP_RESPONSE, Relay, RelayResponse
 from llmdeck.gateway.routing import BackendState, Router, RouteState
 from llmdeck.gateway.surfaces import ResponseIds, lacks_surface, missing_surface_message
@@ -326,6 +327,7 @@ async def _redirected(resp: httpx.Response, state: BackendState, ctx: RequestCtx
         "own URL.",
         "upstream_error",
         "upstream_redirect",
+        **NO_RETRY,  # the backend's config, not a passing state: a retry meets the same redirect
     )
 
 
@@ -363,4 +365,4 @@ async def _missing_surface(resp: httpx.Response, state: BackendState, ctx: Reque
             "method_not_allowed",
         )
     ctx.finish(501, "surface_missing")
-    return openai_error(501, message, "upstream_error", "surface_missing")
+    return openai_error(501, message, "upstream_error", "surface_missing", **NO_RETRY)

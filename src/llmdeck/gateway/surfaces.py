@@ -174,7 +174,7 @@ def reshape_error(resp: JSONResponse, api: str) -> JSONResponse:
         message = str(json.loads(bytes(resp.body))["error"]["message"])
     except (ValueError, KeyError, TypeError):
         return resp
-    keep = {k: v for k, v in resp.headers.items() if k.lower() == "retry-after"}
+    keep = {k: v for k, v in resp.headers.items() if k.lower() in ("retry-after", "x-should-retry")}
     return anthropic_error(resp.status_code, message, **keep)
 
 
