@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway_fakes import UvicornThread, fake_dying_stream_server
+from gateway_fakes import UvicornThread, fake_dying_stream_server, fake_silent_server
 from gateway_surface_fakes import FakeSurfacesUpstream
 from llmdeck.gateway.app import build_app
 from llmdeck.gateway.config import parse_config
@@ -251,6 +251,17 @@ def test_backend_lacking_a_surface_is_named(settings: Settings, tmp_path: Path, 
         assert r.status_code == 501 and r.json()["error"]["code"] == "surface_missing"
         assert r.headers["x-should-retry"] == "false"
         assert url in r.json()["error"]["message"] and "/v1/responses" in r.json()["error"]["message"]
+
+
+def test_a_backend_past_its_timeout_is_anthropics_timeout_error(settings: Settings, tmp_path: Path) -> None:
+    """Anthropic's 504 is ``timeout_error`` (its errors page); the gateway had said ``api_error``, the
+    type of its 500s (the anthropic SDK's GatewayTimeoutError then carried ``type: api_error``)."""
+    with (
+        fake_silent_server(answer_probe=True) as hung,
+        gateway("routes:\n" + route("a", hung) + FAST, settings, tmp_path) as gw,
+    ):
+        msg = _anthropic(httpx.post(f"{gw}/v1/messages", json=messages(), timeout=10), 504, "timeout_error")
+        assert "no answer within 2 s" in msg
 
 
 def test_api_error_404_is_relayed_not_called_missing(settings: Settings, tmp_path: Path) -> None:

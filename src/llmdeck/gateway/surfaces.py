@@ -54,6 +54,7 @@ _ANTHROPIC_TYPES = {
     413: "request_too_large",
     429: "rate_limit_error",
     503: "overloaded_error",
+    504: "timeout_error",
     529: "overloaded_error",
 }
 _RESP_ID = re.compile(rb'"id"\s*:\s*"(resp_[A-Za-z0-9_-]{1,200})"')
