@@ -90,8 +90,8 @@ def test_a_broken_stream_is_told_in_words(tmp_path: Path) -> None:
         last = json.loads(r.content.strip().split(b"\n\n")[-1][len(b"data: ") :])
         message = last["error"]["message"]
         assert "connection to it broke" in message and "Error" not in message  # no RemoteProtocolError
-        r = httpx.post(f"{gw}/v1/chat/completions", json=CHAT, timeout=10)  # now down, in words
-        assert r.status_code == 503 and "connection to it broke" in r.json()["error"]["message"]
+        backend = httpx.get(f"{gw}/gateway/status").json()["routes"][0]["backends"][0]  # down, in words
+        assert backend["healthy"] is False and "connection to it broke" in backend["last_error"]
 
 
 def test_a_stream_cut_by_a_reset_is_no_whole_reply(tmp_path: Path) -> None:
@@ -103,6 +103,17 @@ def test_a_stream_cut_by_a_reset_is_no_whole_reply(tmp_path: Path) -> None:
         assert len(events) == 3 and "connection to it broke" in json.loads(events[2][6:])["error"]["message"]
         backend = httpx.get(f"{gw}/gateway/status").json()["routes"][0]["backends"][0]
         assert backend["healthy"] is False
+
+
+def test_a_backend_whose_stream_just_broke_is_probed_again_not_refused(tmp_path: Path) -> None:
+    """A reply that broke marks its backend down. The next request within a second of that reply's start
+    had been refused (503 backend_down, no probe, Retry-After of the health interval): the reply's start
+    counted as a check newer than the break (the SDK sweep's responses stream after a messages stream
+    cut, evidence/gateway/results/sdk_sweep.txt). Now the backend is probed, found up, and tried."""
+    with fake_reset_stream_server() as cut, gateway(cut, tmp_path) as gw:
+        for _ in range(2):
+            r = httpx.post(f"{gw}/v1/chat/completions", json={**CHAT, "stream": True}, timeout=10)
+            assert r.status_code == 200 and "connection to it broke" in r.text, r.text
 
 
 @pytest.mark.parametrize(

@@ -45,6 +45,7 @@ class BackendState:
     served_model: str | None = None
     max_model_len: int | None = None
     checked_at: float | None = None  # the last probe's (or reply's) time; None: never checked
+    down_at: float | None = None  # when it was last marked down (a check before that is no news)
     probe_failures: int = 0
 
     @property
@@ -58,8 +59,16 @@ class BackendState:
         if self.healthy:
             log.warning("backend %s marked down: %s", self.backend.label, reason)
         self.healthy = False
+        self.down_at = time.time()
         self.failures += 1
         self.last_error = reason
+
+    def checked_since_down(self, *, within_s: float, now: float) -> bool:
+        """Probed (or answered) within ``within_s`` and not marked down since: a reply that broke after
+        its start (which counted as a check) is news, and the backend is probed again."""
+        if self.checked_at is None or now - self.checked_at >= within_s:
+            return False
+        return self.down_at is None or self.checked_at >= self.down_at
 
     def mark_up(self) -> None:
         """It answered (a probe, a reply, a readiness check)."""
@@ -183,7 +192,7 @@ class Router:
         now = time.time()
         waits = []
         for state in states:
-            if self.skip_probe(state) or (state.checked_at is not None and now - state.checked_at < 1.0):
+            if self.skip_probe(state) or state.checked_since_down(within_s=1.0, now=now):
                 continue
             task = self._rechecks.get(state.url)
             if task is None:
