@@ -9,6 +9,7 @@ The gateway runs for real (uvicorn on a free port); only the upstreams are fakes
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import re
 import time
@@ -251,6 +252,24 @@ def test_backend_lacking_a_surface_is_named(settings: Settings, tmp_path: Path, 
         assert r.status_code == 501 and r.json()["error"]["code"] == "surface_missing"
         assert r.headers["x-should-retry"] == "false"
         assert url in r.json()["error"]["message"] and "/v1/responses" in r.json()["error"]["message"]
+
+
+def test_a_503_no_retry_will_help_is_no_overloaded_error_on_messages() -> None:
+    """A 503 reads as Anthropic's overloaded_error ("retry soon"); a model that cannot fit the budget or
+    whose start failed says ``x-should-retry: false``, and had still been typed overloaded_error, which
+    clients retry by its type. It is api_error now, with the header kept; other 503s stay overloaded."""
+    from llmdeck.gateway.proxy import openai_error
+    from llmdeck.gateway.refusals import NO_RETRY
+    from llmdeck.gateway.surfaces import reshape_error
+
+    final = reshape_error(openai_error(503, "cannot fit", "service_unavailable", **NO_RETRY), "messages")
+    assert json.loads(bytes(final.body))["error"]["type"] == "api_error"
+    assert final.headers["x-should-retry"] == "false"
+    busy = reshape_error(
+        openai_error(503, "down", "service_unavailable", **{"Retry-After": "10"}), "messages"
+    )
+    assert json.loads(bytes(busy.body))["error"]["type"] == "overloaded_error"
+    assert busy.headers["retry-after"] == "10"
 
 
 def test_a_backend_past_its_timeout_is_anthropics_timeout_error(settings: Settings, tmp_path: Path) -> None:

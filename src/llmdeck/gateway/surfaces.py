@@ -163,6 +163,8 @@ def lacks_surface(status: int, body: bytes) -> bool:
 
 def anthropic_error(status: int, message: str, **headers: str) -> JSONResponse:
     kind = _ANTHROPIC_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+    if kind == "overloaded_error" and headers.get("x-should-retry") == "false":
+        kind = "api_error"  # overloaded says "retry soon"; a model that cannot fit or start will not
     body = {"type": "error", "error": {"type": kind, "message": message}}
     return JSONResponse(body, status_code=status, headers=headers or None)
 
