@@ -54,6 +54,11 @@ def register(app: typer.Typer) -> None:
     app.add_typer(group)
 
 
+NETCHECK_OPTION = typer.Option(
+    None, "--netcheck", help='Then the all-reduce test: gloo | nccl (--json: its verdict as "netcheck").'
+)
+
+
 def _up_command(group: typer.Typer) -> None:
     @group.command("up", help=UP_HELP)
     def up_cmd(
@@ -94,14 +99,10 @@ def _up_command(group: typer.Typer) -> None:
         ),
         timeout: float = step_timeout(120.0, " (each command on a node, each wait for the nodes)"),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the commands; start nothing."),
-        netcheck: str = typer.Option(
-            None,
-            "--netcheck",
-            help='Then the all-reduce test: gloo | nccl (--json: its verdict as "netcheck").',
-        ),
+        netcheck: str = NETCHECK_OPTION,
         as_json: bool = JSON_OPTION,
     ) -> None:
-        from llmdeck.cli.cluster_parts import check_after_up, print_up, request
+        from llmdeck.cli.cluster_parts import request, show_up
         from llmdeck.cluster.run import up
 
         if netcheck not in (None, "gloo", "nccl"):
@@ -114,12 +115,7 @@ def _up_command(group: typer.Typer) -> None:
         req = request({k: v for k, v in locals().items() if k not in skip})
         settings = get_settings(ctx)
         res = up(req, settings.state_dir, dry_run=dry_run)
-        if not as_json:
-            print_up(res)
-        elif not netcheck or dry_run:
-            print_json(res)
-        if netcheck and not dry_run:  # --json: one document, the cluster's with its "netcheck"
-            check_after_up(res, netcheck, settings, as_json=as_json)
+        show_up(res, None if dry_run else netcheck, settings, as_json=as_json)
 
 
 def _lifecycle_commands(group: typer.Typer) -> None:

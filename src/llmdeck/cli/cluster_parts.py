@@ -259,6 +259,18 @@ def print_verdict(v: Any) -> None:
         con.print(f"fix: {v.fix}", markup=False, highlight=False)
 
 
+def show_up(res: Any, netcheck: str | None, settings: Any, *, as_json: bool) -> None:
+    """The cluster just started, then (``--netcheck``) the all-reduce over it; --json: one document."""
+    if not as_json:
+        print_up(res)
+    elif not netcheck:
+        from llmdeck.cli.output import print_json
+
+        print_json(res)
+    if netcheck:
+        check_after_up(res, netcheck, settings, as_json=as_json)
+
+
 def check_after_up(res: Any, backend: str, settings: Any, *, as_json: bool) -> None:
     """``cluster up --netcheck``: the all-reduce over the nodes just started; exit 1 with the fix on a
     fail, before anyone starts vLLM on a slow link. --json: the cluster's document with the verdict as
