@@ -6,7 +6,7 @@
 # evidence/device/README.md), --gpu-memory-utilization 0.60: an orphan holding 60% leaves no room for a
 # second 60%. Measured: GPU memory (nvidia-smi), the compute apps, `llmdeck status`, the second up's outcome.
 #   run  command: OUT=$OUT bash evidence/device/dead_leader_gpu.sh   carry: [".gpu/old-src"]  (~5 min)
-#   (not run yet: session 36 could get no device; the CPU run is evidence/lifecycle/results/dead_leader_cpu*.txt)
+#   (run 2026-12-06 on an H200: evidence/device/dead-leader/README.md; the CPU run: evidence/lifecycle/results/dead_leader_cpu*.txt)
 set -uo pipefail
 ls /tmp/site/.done >/dev/null 2>&1 || { echo COLD; exit 3; }
 T0=$(date +%s.%N)

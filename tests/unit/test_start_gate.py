@@ -53,7 +53,7 @@ def test_a_dead_leaders_surviving_group_is_stopped_before_the_next_start(tmp_pat
         os.kill(leader.pid, signal.SIGKILL)
         leader.wait()
         assert psutil.pid_exists(child) and os.getpgid(child) == leader.pid  # the orphan lives on
-        assert start_gate.forget_dead(store, "dl") == "gone"
+        assert start_gate.forget_dead(store, "dl") == ("gone", 1)  # the orphan, named in the event
         # at once: it returns when the process has exited (the GPU's memory back before preflight)
         alive = psutil.pid_exists(child) and psutil.Process(child).status() != psutil.STATUS_ZOMBIE
         assert not alive, "the dead server's surviving process was left running"
@@ -120,4 +120,4 @@ def test_up_clears_a_dead_servers_leftovers_before_preflight(
         with contextlib.suppress(ProcessLookupError):
             os.killpg(leader.pid, signal.SIGKILL)
     assert seen == {"orphan_alive": False}
-    assert events[0].startswith("dl had died; what was left of it: gone")
+    assert events[0].startswith("dl had died; 1 of its processes lived on")  # it had said 'gone'

@@ -175,6 +175,11 @@ def _kill_leftovers(pgid: int, wait_s: float = 10.0) -> None:
         killed = _group_members(pgid)
 
 
+def leftover_count(pgid: int) -> int:
+    """How many processes of group ``pgid`` still run (its leader dead: vLLM's engine core lives on)."""
+    return len(_group_members(pgid))
+
+
 def _group_members(pgid: int) -> list[psutil.Process]:
     """The processes of group ``pgid`` that still run (an exited one not yet reaped holds nothing)."""
     out = []

@@ -205,7 +205,9 @@ def start(
     # as another tenant in preflight: cleared now, its record with them (its log stays)
     cleared = start_gate.forget_dead(store, spec.name)
     if cleared is not None:
-        clock.emit("stopped", f"{spec.name} had died; what was left of it: {cleared}", outcome=cleared)
+        left = f"{cleared.leftovers} of its processes lived on (vLLM's engine core holds the memory): stopped"
+        said = left if cleared.leftovers else f"its record cleared ({cleared.outcome})"
+        clock.emit("stopped", f"{spec.name} had died; {said}", outcome=cleared.outcome)
     launch = preflight(checked, settings, options, clock) if options.preflight else None
     sized = _unified_start(checked, launch, settings, options, clock)
     if sized is not checked:

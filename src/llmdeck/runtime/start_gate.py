@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from llmdeck.engines.base import Engine
 from llmdeck.engines.logfiles import rotate_log
@@ -47,17 +47,25 @@ def refuse_running(store: StateStore, name: str) -> bool:
     return True
 
 
-def forget_dead(store: StateStore, name: str, docker: DockerCLI | None = None) -> str | None:
+class Cleared(NamedTuple):
+    outcome: str  # the stop's: "gone", "stale" …
+    leftovers: int  # processes of the dead server that still ran, stopped now
+
+
+def forget_dead(store: StateStore, name: str, docker: DockerCLI | None = None) -> Cleared | None:
     """A record of a server that no longer runs makes room, its leftovers cleared as `down` clears
     them: an exited container (its log saved first) had kept the name, so the next `docker run` failed
-    on it; a crashed engine's surviving workers had kept the GPU. A live one refuses. Returns the
-    stop's outcome ("gone", "stale" …), or None when there was no record."""
+    on it; a crashed engine's surviving workers had kept the GPU. A live one refuses. None when there
+    was no record."""
+    from llmdeck.engines.process import leftover_count
+
     if not refuse_running(store, name):
         return None
     record = store.load(name)
+    left = leftover_count(record.pid) if record.pid else 0  # its group: the id is the leader's pid
     outcome = engine_of(record, docker).stop(record, grace_s=5.0)  # a reused pid is never signalled
     store.remove(name)
-    return outcome
+    return Cleared(outcome, left if outcome == "gone" else 0)
 
 
 def refuse_a_port_taken_by_a_start(store: StateStore, spec: LaunchSpec) -> None:
