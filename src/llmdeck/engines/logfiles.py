@@ -68,6 +68,36 @@ def header_line(argv: Sequence[str]) -> str:
     return f"# llmdeck: {datetime.now(UTC).isoformat()} starting: {shlex.join(redact_argv(argv))}\n"
 
 
+def note_stop(log_path: Path, who: str) -> None:
+    """``# llmdeck: <time> stopping: <who>`` appended to a server's log before its engine is signalled:
+    a start waiting for that engine then says who stopped it (it had said "exited before it was
+    ready; no known cause"), and the log tells why the server ended. Never creates the log, never
+    waits on a pipe there; a log that cannot be written is left as it is."""
+    import contextlib
+
+    line = f"# llmdeck: {datetime.now(UTC).isoformat()} stopping: {who}\n".encode()
+    with contextlib.suppress(OSError):
+        flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        fd = os.open(log_path, flags)
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                os.write(fd, line)
+        finally:
+            os.close(fd)
+
+
+def stopped_by(log_text: str) -> str | None:
+    """Who stopped the server the log's last start began (its last :func:`note_stop`), or None."""
+    who = None
+    for line in log_text.splitlines():
+        if line.startswith("# llmdeck: "):
+            if " starting: " in line:
+                who = None  # an earlier start's stop is not this one's
+            elif " stopping: " in line:
+                who = line.split(" stopping: ", 1)[1].strip()
+    return who
+
+
 _LOG_HINT = "Move it away; llmdeck writes a new log file there when the server starts again."
 
 

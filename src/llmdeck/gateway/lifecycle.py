@@ -89,7 +89,7 @@ def stop(name: str, settings: Any) -> str:
     try:
         if StateStore(settings.servers_dir).load(name).started_by != "gateway":
             return "not the gateway's (started by `llmdeck up`): left running"
-        return down(name, settings)
+        return down(name, settings, who="the gateway (a model on demand)")
     except LlmdeckError as exc:  # no record any more: it is gone already
         return f"gone ({exc.message})"
 

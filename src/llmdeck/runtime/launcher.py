@@ -22,7 +22,7 @@ import httpx
 
 from llmdeck.engines import get as get_engine
 from llmdeck.engines import logkeeper
-from llmdeck.engines.logfiles import open_log, read_tail, rotate_log
+from llmdeck.engines.logfiles import note_stop, open_log, read_tail, rotate_log, stopped_by
 from llmdeck.engines.process import identify
 from llmdeck.engines.secrets import split_secrets
 from llmdeck.engines.spec import LaunchSpec
@@ -30,6 +30,7 @@ from llmdeck.errors import (
     MissingDependencyError,
     PortInUseError,
     ServerStartError,
+    StartStopped,
     UsageError,
 )
 from llmdeck.runtime import start_gate
@@ -193,6 +194,12 @@ def start_background(
 
 def _startup_failure(record: ServerRecord, what: str) -> ServerStartError:
     text = engine_log(record)
+    who = stopped_by(text)
+    if who is not None:  # not a crash: another command stopped it on purpose (its note in the log)
+        return StartStopped(
+            f"Server {record.name!r} was stopped by {who} before it was ready.",
+            hint=f"Start it again (`llmdeck up`) when it is wanted (log: {record.log_path}).",
+        )
     from llmdeck.runtime.diagnosis import diagnose, log_tail
 
     found = diagnose(text)
@@ -287,7 +294,12 @@ def wait_ready(
     if failed is not None:
         raise _startup_failure(record, failed)
     record.ready_at = datetime.now(UTC)
-    StateStore(settings.servers_dir).save(record)
+    if not start_gate.save_if_own(StateStore(settings.servers_dir), record, settings):
+        raise StartStopped(
+            f"Server {record.name!r} was stopped by another llmdeck command as it became ready "
+            "(its record was removed or replaced).",
+            hint="See `llmdeck status`; start it again (`llmdeck up`) when it is wanted.",
+        )
     return record
 
 
@@ -301,12 +313,16 @@ def _ready(client: httpx.Client, record: ServerRecord) -> bool:
 # ---- stop / status --------------------------------------------------------------------------
 
 
-def down(name: str, settings: Settings, *, grace_s: float = 20.0) -> str:
-    """Stop a server gracefully, then hard; forget its record (its logs stay)."""
+def down(name: str, settings: Settings, *, grace_s: float = 20.0, who: str = "`llmdeck down`") -> str:
+    """Stop a server gracefully, then hard; forget its record (its logs stay). ``who``: noted in its
+    log first, for a start still waiting for it to say (and the log to tell) who stopped it."""
     store = StateStore(settings.servers_dir)
     record = store.load(name)
+    if not engine_of(record).containerized:  # a container's log file is rewritten from `docker logs`
+        note_stop(record.log_path, f"{who} (pid {os.getpid()})")
     outcome = stop_engine(record, grace_s=grace_s)
-    store.remove(name)  # a stale record too: its pid is another program's, never signalled
+    # a stale record too (its pid another program's, never signalled); a newer start's record is kept
+    start_gate.forget_own(store, record, settings)
     return outcome
 
 

@@ -256,7 +256,7 @@ def await_ready(
         )
         clock.emit("failed", f"{record.name} did not become ready: {why}")
         outcome = launcher.stop_engine(record, grace_s=10)
-        StateStore(settings.servers_dir).remove(record.name)
+        start_gate.forget_own(StateStore(settings.servers_dir), record, settings)  # a newer one's stays
         clock.emit("stopped", f"engine stopped ({outcome}); its log stays at {record.log_path}")
         raise
     clock.emit("ready", f"ready: {record.served_model_name} at {record.base_url}/v1", url=record.base_url)
@@ -340,10 +340,10 @@ def warm_up(record: ServerRecord, settings: Settings, clock: EventClock) -> None
     clock.emit("warmup", report.summary())
 
 
-def down(name: str, settings: Settings, events: Events = _ignore) -> str:
+def down(name: str, settings: Settings, events: Events = _ignore, who: str = "`llmdeck down`") -> str:
     clock = EventClock(events)
     clock.emit("stopping", f"stopping {name} …")
-    outcome = launcher.down(name, settings)
+    outcome = launcher.down(name, settings, who=who)  # who: noted in its log
     clock.emit("stopped", f"{name}: {outcome}", outcome=outcome)
     return outcome
 
@@ -376,7 +376,7 @@ def restart(
         spec = changed_spec(spec, changes)
     launcher.validate_spec(spec)  # before the stop: a model moved away had left it stopped, unstartable
     clock.emit("stopping", f"stopping {record.name} …")
-    outcome = launcher.down(record.name, settings)  # "stale": another program's pid, left alone
+    outcome = launcher.down(record.name, settings, who=f"`llmdeck restart {name}`")  # "stale": left alone
     freed = wait_memory_settles()
     clock.emit("memory", f"memory settled: MemAvailable {fmt_gib(freed)}", available_bytes=freed)
     if options.unload_ollama:

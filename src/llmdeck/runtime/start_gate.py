@@ -109,3 +109,38 @@ def keep_record(store: StateStore, record: ServerRecord, secrets: dict[str, str]
     except BaseException:
         engine.stop(record, grace_s=5)
         raise
+
+
+def _same_start(a: ServerRecord, b: ServerRecord) -> bool:
+    return (a.pid, a.container_id, a.started_at) == (b.pid, b.container_id, b.started_at)
+
+
+def _on_disk(store: StateStore, name: str) -> ServerRecord | None:
+    from llmdeck.errors import NotRunningError
+
+    try:
+        return store.load(name)
+    except NotRunningError:  # gone, or unreadable: not this start's either way
+        return None
+
+
+def forget_own(store: StateStore, record: ServerRecord, settings: Settings) -> None:
+    """Remove ``record``'s file only while it is still this start's (checked under the start lock): a
+    start that failed after `down` had stopped it had removed the record a newer `up` of the name had
+    saved meanwhile, that server left running unrecorded."""
+    with start_lock(settings):
+        on_disk = _on_disk(store, record.name)
+        if on_disk is not None and _same_start(on_disk, record):
+            store.remove(record.name)
+
+
+def save_if_own(store: StateStore, record: ServerRecord, settings: Settings) -> bool:
+    """Save ``record`` (now ready) over its file only while that is still this start's; False when it
+    is gone or another's: a `down` in the last moment of the wait had been undone by the ready start
+    saving its record again, a record of a stopped server left behind and "ready" said of it."""
+    with start_lock(settings):
+        on_disk = _on_disk(store, record.name)
+        if on_disk is None or not _same_start(on_disk, record):
+            return False
+        store.save(record)
+        return True

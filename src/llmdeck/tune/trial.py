@@ -186,7 +186,7 @@ def _start(spec: LaunchSpec, req: TuneRequest, settings: Settings, events: TuneE
 def _stop(name: str, settings: Settings, events: TuneEvents) -> None:
     from llmdeck.runtime.service import down
 
-    outcome = down(name, settings)
+    outcome = down(name, settings, who="`llmdeck tune` (its trial ended)")
     events(TuneEvent(kind="service", message=f"server stopped ({outcome})", data={"service": "stopped"}))
 
 

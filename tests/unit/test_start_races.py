@@ -1,0 +1,106 @@
+"""`up` and `down` of one server at once: no record lost or left behind, and each says what
+happened. The window is driven by a hook (no timing luck): the start's readiness poll runs the other
+command before it goes on.
+
+The engine is fake_loading_engine_races (a shell script that sleeps, standing in for the venv's python):
+a real process in its own group, stopped as `down` stops vLLM.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from llmdeck.engines.process import identify
+from llmdeck.engines.spec import LaunchSpec
+from llmdeck.errors import ServerStartError, StartStopped
+from llmdeck.runtime import launcher, service
+from llmdeck.runtime.state import ServerRecord, StateStore
+from llmdeck.settings import Settings
+from llmdeck.util.net import free_port
+from security_helpers import fake_model_dir
+
+
+def _settings(tmp: Path) -> Settings:
+    return Settings(state_dir=tmp / "state", cache_dir=tmp / "cache")
+
+
+def _started(tmp: Path, settings: Settings) -> ServerRecord:
+    """A server of the fake engine started and recorded, not yet ready (never: it only sleeps)."""
+    engine = tmp / "fake_loading_engine_races.sh"
+    engine.write_text("#!/bin/sh\nexec sleep 300\n")
+    engine.chmod(0o755)
+    spec = LaunchSpec(
+        name="coder", engine="venv", python=str(engine), model=str(fake_model_dir(tmp)), port=free_port()
+    )
+    return service.start(spec, settings, service.UpOptions.bare(timeout_s=30))
+
+
+def _at_first_poll(monkeypatch: pytest.MonkeyPatch, other: Callable[[], None], answers: bool) -> None:
+    """The start's first readiness poll runs ``other`` (the command in the other shell), then answers."""
+    done: list[bool] = []
+
+    def poll(client: httpx.Client, base_url: str) -> bool:
+        if not done:
+            done.append(True)
+            other()
+        return answers
+
+    monkeypatch.setattr(launcher, "_answers", poll)
+
+
+def test_a_down_while_up_waits_is_named_by_the_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`llmdeck down coder` while `llmdeck up coder` waited: the up said "exited before it was ready; no
+    known cause matched its log" (exit 1), as if it had crashed. It names the down now."""
+    settings = _settings(tmp_path)
+    record = _started(tmp_path, settings)
+    _at_first_poll(monkeypatch, lambda: print(launcher.down("coder", settings)), answers=False)
+    with pytest.raises(StartStopped) as exc:
+        service.await_ready(record, settings, service.UpOptions.bare(timeout_s=30))
+    assert "stopped by `llmdeck down`" in exc.value.message
+    assert (
+        "# llmdeck: " in record.log_path.read_text()
+        and " stopping: `llmdeck down`" in record.log_path.read_text()
+    )
+    assert not StateStore(settings.servers_dir).path("coder").exists()
+
+
+def test_a_down_as_up_sees_ready_leaves_no_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`down` between the start's last poll and its saving of the ready record: the start saved the
+    record again (of a stopped server) and said "ready"."""
+    settings = _settings(tmp_path)
+    record = _started(tmp_path, settings)
+    _at_first_poll(monkeypatch, lambda: print(launcher.down("coder", settings)), answers=True)
+    monkeypatch.setattr(launcher, "_listens", lambda record: None)
+    with pytest.raises(ServerStartError):  # it had returned the record, "ready"
+        service.await_ready(record, settings, service.UpOptions.bare(timeout_s=30))
+    assert not StateStore(settings.servers_dir).path("coder").exists()
+
+
+def test_a_failed_start_keeps_a_newer_starts_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`down coder`, then a new `up coder` that recorded its server, while the first `up coder` still
+    waited: the first one's clean-up removed the record by name, the new server left running unknown
+    to `status` and `down`."""
+    settings = _settings(tmp_path)
+    record = _started(tmp_path, settings)
+    store = StateStore(settings.servers_dir)
+    newer = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        renewed = record.model_copy(update={"pid": newer.pid, "process": identify(newer.pid)})
+
+        def down_and_up_again() -> None:
+            launcher.down("coder", settings)
+            store.save(renewed)
+
+        _at_first_poll(monkeypatch, down_and_up_again, answers=False)
+        with pytest.raises(ServerStartError):
+            service.await_ready(record, settings, service.UpOptions.bare(timeout_s=30))
+        assert store.load("coder").pid == newer.pid, "the newer start's record was removed"
+        assert newer.poll() is None, "the newer start's server was stopped"
+    finally:
+        newer.kill()
+        newer.wait()
