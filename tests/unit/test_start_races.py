@@ -1,6 +1,6 @@
 """`up` and `down` of one server at once: no record lost or left behind, and each says what
-happened. The window is driven by a hook (no timing luck): the start's readiness poll runs the other
-command before it goes on.
+happened. The window is driven by a hook (no timing luck): the start's readiness poll (or the attached
+up's pause) runs the other command before it goes on.
 
 The engine is fake_loading_engine_races (a shell script that sleeps, standing in for the venv's python):
 a real process in its own group, stopped as `down` stops vLLM.
@@ -104,3 +104,25 @@ def test_a_failed_start_keeps_a_newer_starts_record(tmp_path: Path, monkeypatch:
     finally:
         newer.kill()
         newer.wait()
+
+
+def test_an_attached_server_stopped_by_down_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`llmdeck down coder` in another shell while `llmdeck up --attach` followed it: the attached up
+    said "exited by itself" (exit 1) of a server stopped as asked."""
+    from llmdeck.runtime import attach
+
+    settings = _settings(tmp_path)
+    record = _started(tmp_path, settings)
+    real_sleep = attach.time.sleep
+    done: list[bool] = []
+
+    def first_pause_runs_down(seconds: float) -> None:
+        if not done:
+            done.append(True)
+            launcher.down("coder", settings)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(attach.time, "sleep", first_pause_runs_down)
+    written: list[str] = []
+    attach.follow(record, settings, written.append)  # returns: no OperationError
+    assert "coder: stopped by `llmdeck down`" in "".join(written)
