@@ -1,6 +1,6 @@
-"""`up` and `down` of one server at once: no record lost or left behind, and each says what
+"""`up`, `down` and `down --all` of one server at once: no record lost or left behind, and each says what
 happened. The window is driven by a hook (no timing luck): the start's readiness poll (or the attached
-up's pause) runs the other command before it goes on.
+up's pause, or the list of `down --all`) runs the other command before it goes on.
 
 The engine is fake_loading_engine_races (a shell script that sleeps, standing in for the venv's python):
 a real process in its own group, stopped as `down` stops vLLM.
@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cli_helpers import run_cli
 from llmdeck.engines.process import identify
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import ServerStartError, StartStopped
@@ -126,3 +127,30 @@ def test_an_attached_server_stopped_by_down_says_so(tmp_path: Path, monkeypatch:
     written: list[str] = []
     attach.follow(record, settings, written.append)  # returns: no OperationError
     assert "coder: stopped by `llmdeck down`" in "".join(written)
+
+
+def test_down_all_goes_on_past_a_server_stopped_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two `down --all` at once: the second listed s1 and s2, the first stopped s1 meanwhile, and the
+    second ended on "No server named 's1' is known" (exit 2), s2 left to the other."""
+    settings = _settings(tmp_path)
+    store = StateStore(settings.servers_dir)
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    for name in ("s1", "s2"):
+        spec = LaunchSpec(name=name, engine="cpu", model=str(tmp_path), port=free_port())
+        store.save(ServerRecord(name=name, spec=spec, argv=["x"], pid=ended.pid, log_path=tmp_path / "x.log"))
+    real_list = StateStore.list
+
+    def listed_then_s1_stopped(self: StateStore) -> list[ServerRecord]:
+        records = real_list(self)
+        self.remove("s1")  # the other `down --all`, between this one's list and its stop
+        return records
+
+    monkeypatch.setattr(StateStore, "list", listed_then_s1_stopped)
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(settings.state_dir))
+    code, out, err = run_cli(["down", "--all"], capsys)
+    assert code == 0, err
+    assert "s1: gone" in out and "s2: gone" in out
+    assert not store.path("s2").exists()

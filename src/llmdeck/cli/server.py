@@ -150,16 +150,13 @@ def down_cmd(
 
       llmdeck down --all --json
     """
+    from llmdeck.runtime.launcher import down_all
     from llmdeck.runtime.service import down
-    from llmdeck.runtime.state import StateStore
 
     settings = get_settings(ctx)
     if all_:
         _warn_unreadable(settings)
-    names = (
-        [r.name for r in StateStore(settings.servers_dir).list()] if all_ else [_pick_name(settings, name)]
-    )
-    results = {n: down(n, settings) for n in names}
+    results = down_all(settings) if all_ else {(n := _pick_name(settings, name)): down(n, settings)}
     if as_json:
         print_json(results)
     elif not results:

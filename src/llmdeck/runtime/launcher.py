@@ -28,6 +28,7 @@ from llmdeck.engines.secrets import split_secrets
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import (
     MissingDependencyError,
+    NotRunningError,
     PortInUseError,
     ServerStartError,
     StartStopped,
@@ -324,6 +325,22 @@ def down(name: str, settings: Settings, *, grace_s: float = 20.0, who: str = "`l
     # a stale record too (its pid another program's, never signalled); a newer start's record is kept
     start_gate.forget_own(store, record, settings)
     return outcome
+
+
+def down_all(settings: Settings) -> dict[str, str]:
+    """Stop every recorded server. One whose record went meanwhile (a second `down --all`, a start that
+    failed) is "gone": it had ended the command with "No server named X" (exit 2), those after it left
+    running."""
+    store = StateStore(settings.servers_dir)
+    results = {}
+    for record in store.list():
+        try:
+            results[record.name] = down(record.name, settings)
+        except NotRunningError:
+            if store.path(record.name).exists():
+                raise  # there, but unreadable now: named as such
+            results[record.name] = "gone"
+    return results
 
 
 def stop_engine(record: ServerRecord, *, grace_s: float = 20.0, docker: DockerCLI | None = None) -> str:
