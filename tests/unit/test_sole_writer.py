@@ -107,3 +107,50 @@ def test_the_lock_goes_when_the_run_ends_and_a_new_run_takes_a_fresh_one(tmp_pat
     assert not list(locks.iterdir())
     with sole_writer(locks, tmp_path / "a.json", "bench"):  # free again
         pass
+
+
+@pytest.mark.timeout(120)
+def test_a_second_tune_of_one_request_leaves_the_first_ones_trial_running(
+    tmp_path: Path, tiny_model_dir: Path
+) -> None:
+    """Two `llmdeck tune` of one model and workload, given two --out: the second stopped the first's
+    running trial server as "left by an interrupted run" (the first's trial then failed on a server
+    gone). The second is refused at once now, the first's server left alone. The engine is
+    fake_loading_engine_tune (a "Python" that answers the version probe and sleeps when asked to serve).
+    """
+    import threading
+
+    from llmdeck.engines.spec import LaunchSpec
+    from llmdeck.errors import UsageError
+    from llmdeck.runtime import launcher
+    from llmdeck.runtime.engine_state import is_alive
+    from llmdeck.runtime.state import StateStore
+    from llmdeck.settings import Settings
+    from llmdeck.tune.search import run_tune
+    from llmdeck.tune.trial import server_name
+    from test_tune_parts import _req
+
+    python = tmp_path / "fake_loading_engine_tune.sh"
+    python.write_text('#!/bin/sh\ncase "$1" in -c) echo 0.22.0; exit 0;; esac\nexec sleep 300\n')
+    python.chmod(0o755)
+    base = LaunchSpec(name="tuned", engine="venv", model=str(tiny_model_dir), python=str(python))
+    req = _req(str(tiny_model_dir), machine="h200", trials=1, ready_timeout_s=100).model_copy(
+        update={"base": base}
+    )
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+    store, name = StateStore(settings.servers_dir), server_name(req)
+    first = threading.Thread(target=run_tune, args=(req, settings, tmp_path / "a", lambda _e: None))
+    first.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not store.path(name).exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        trial = store.load(name)  # the first tune's trial server, loading
+        with pytest.raises(UsageError) as info:
+            run_tune(req, settings, tmp_path / "b", lambda _e: None)
+        assert "Another tune of this model and workload" in info.value.message
+        assert is_alive(trial), "the second tune stopped the first one's trial server"
+    finally:
+        if store.path(name).exists():
+            launcher.down(name, settings)
+        first.join(60)

@@ -13,6 +13,7 @@ score again and asked for another; when it proposes nothing new, the space is ex
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -176,7 +177,8 @@ def run_tune(
     t0 = time.monotonic()
     pruner = Pruner(req)
     fresh, base_args = prepare(req, pruner)
-    with sole_writer(settings.locks_dir, out_dir, "tune"):  # a second tune here had mixed its trials in
+    # a second tune here had mixed its trials in; one of the same model elsewhere had stopped our trial
+    with sole_writer(settings.locks_dir, out_dir, "tune"), sole_tune(req, settings):
         header, done = open_out_dir(out_dir, fresh, resume=resume)
         _begin(header, done, out_dir, events)
         stop_leftover(req, settings, events)
@@ -361,8 +363,27 @@ def _report_trial(rec: TrialRecord, events: TuneEvents) -> None:
         )
 
 
+def sole_tune(req: TuneRequest, settings: Settings) -> contextlib.AbstractContextManager[None]:
+    """One tune at a time of a request (the trial servers' name is the request's): a second one,
+    given another --out, had stopped the first one's running trial server as "left by an interrupted
+    run" (that trial failed on a server gone), then took turns with it on the name. Refused at once
+    (exit 2); the lock goes with the process, so a killed tune's leftover is still stopped."""
+    from llmdeck.errors import UsageError
+    from llmdeck.tune.trial import server_name
+    from llmdeck.util.filelock import sole_writer
+
+    name = server_name(req)
+    refusal = UsageError(
+        f"Another tune of this model and workload is running now (its trial servers are named {name}).",
+        hint="Wait for it to finish (`llmdeck status` shows its trial server); two at once would stop "
+        "each other's servers and measure each other's load.",
+    )
+    return sole_writer(settings.locks_dir, settings.servers_dir / name, "tune", refusal=refusal)
+
+
 def stop_leftover(req: TuneRequest, settings: Settings, events: TuneEvents) -> None:
-    """A server this tune left running (the run was killed mid-trial) is stopped before any start."""
+    """A server this tune left running (the run was killed mid-trial) is stopped before any start:
+    no other tune of the request runs (:func:`sole_tune`)."""
     from llmdeck.runtime.service import down
     from llmdeck.runtime.state import StateStore
     from llmdeck.tune.trial import server_name

@@ -69,12 +69,14 @@ def folder_lock(folder: Path, *, timeout_s: float, what: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def sole_writer(lock_dir: Path | None, target: Path | None, what: str) -> Iterator[None]:
+def sole_writer(
+    lock_dir: Path | None, target: Path | None, what: str, *, refusal: UsageError | None = None
+) -> Iterator[None]:
     """Refuse a second run writing ``target`` (a result file or folder) while one does: two benches given
     one --out had each written it, the last one's result replacing the other's. The lock lives in
     ``lock_dir`` (the state folder's locks/, nothing beside the user's file), named by the target's
     absolute path, and is removed when the run ends (one per result would pile up); it goes with the
-    process. UsageError (exit 2) at once when taken."""
+    process. UsageError (exit 2) at once when taken: ``refusal``, or one naming ``target``."""
     if lock_dir is None or target is None:
         yield
         return
@@ -84,7 +86,7 @@ def sole_writer(lock_dir: Path | None, target: Path | None, what: str) -> Iterat
     path = ensure_dir(lock_dir) / f"{key}.lock"
     fh = _locked(path)
     if fh is None:
-        raise UsageError(
+        raise refusal or UsageError(
             f"Another {what} is writing {target} now.",
             hint="Wait for it to finish, or give this run another --out.",
         )
