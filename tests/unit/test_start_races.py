@@ -154,3 +154,46 @@ def test_down_all_goes_on_past_a_server_stopped_meanwhile(
     assert code == 0, err
     assert "s1: gone" in out and "s2: gone" in out
     assert not store.path("s2").exists()
+
+
+def test_down_all_waits_for_a_start_between_its_spawn_and_its_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`down --all` while an `up` had spawned its engine but not yet saved its record: "nothing to
+    stop", and the server recorded a moment later ran on. The start here holds the start lock as
+    start_background does, and saves its record once `down --all` waits for that lock."""
+    import threading
+
+    from llmdeck.runtime import start_gate
+    from llmdeck.util import filelock
+
+    settings = _settings(tmp_path)
+    store = StateStore(settings.servers_dir)
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    spec = LaunchSpec(name="w", engine="cpu", model=str(tmp_path), port=free_port())
+    record = ServerRecord(name="w", spec=spec, argv=["x"], pid=ended.pid, log_path=tmp_path / "w.log")
+    holding, down_waits = threading.Event(), threading.Event()
+    real_wait = filelock._wait_for
+
+    def wait_for(*args: object, **kwargs: object) -> None:
+        if threading.current_thread() is threading.main_thread():
+            down_waits.set()
+        real_wait(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(filelock, "_wait_for", wait_for)
+
+    def start() -> None:
+        with start_gate.start_lock(settings):
+            holding.set()
+            down_waits.wait(5)  # the engine spawned; the record saved once `down --all` waits
+            store.save(record)
+
+    starting = threading.Thread(target=start)
+    starting.start()
+    holding.wait(5)
+    try:
+        assert launcher.down_all(settings) == {"w": "gone"}
+    finally:
+        starting.join(10)
+    assert not store.path("w").exists()

@@ -318,6 +318,7 @@ def down(name: str, settings: Settings, *, grace_s: float = 20.0, who: str = "`l
     """Stop a server gracefully, then hard; forget its record (its logs stay). ``who``: noted in its
     log first, for a start still waiting for it to say (and the log to tell) who stopped it."""
     store = StateStore(settings.servers_dir)
+    start_gate.settled(settings)
     record = store.load(name)
     if not engine_of(record).containerized:  # a container's log file is rewritten from `docker logs`
         note_stop(record.log_path, f"{who} (pid {os.getpid()})")
@@ -332,6 +333,7 @@ def down_all(settings: Settings) -> dict[str, str]:
     failed) is "gone": it had ended the command with "No server named X" (exit 2), those after it left
     running."""
     store = StateStore(settings.servers_dir)
+    start_gate.settled(settings)
     results = {}
     for record in store.list():
         try:

@@ -32,6 +32,19 @@ def start_lock(settings: Settings) -> Iterator[None]:
         yield
 
 
+def settled(settings: Settings) -> None:
+    """Wait for a start between its spawn and its record (the start lock, held a second or two): a
+    `down` in that window had said "no server named X" (`down --all`: "nothing to stop") of the server
+    recorded a moment later, which ran on. No lock file (no start ever ran here), or one this user
+    cannot open: nothing to wait for."""
+    import contextlib
+
+    if not (settings.servers_dir / ".start.lock").is_file():
+        return
+    with contextlib.suppress(OSError), start_lock(settings):
+        pass
+
+
 def refuse_running(store: StateStore, name: str) -> bool:
     """AlreadyExistsError when a server named ``name`` runs; whether a record (of a dead one) is there."""
     if not store.path(name).exists():
