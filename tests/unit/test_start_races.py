@@ -197,3 +197,37 @@ def test_down_all_waits_for_a_start_between_its_spawn_and_its_record(
     finally:
         starting.join(10)
     assert not store.path("w").exists()
+
+
+def test_clearing_a_dead_record_keeps_a_record_saved_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two `up coder` after coder had crashed: each cleared the dead record (its leftovers stopped,
+    then the record removed by name), and the slower one removed the record the faster one had just
+    saved for its new server, which ran on unknown to `status` and `down`."""
+    from llmdeck.engines.local import CpuEngine
+    from llmdeck.runtime import start_gate
+
+    settings = _settings(tmp_path)
+    store = StateStore(settings.servers_dir)
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    spec = LaunchSpec(name="coder", engine="cpu", model=str(tmp_path), port=free_port())
+    dead = ServerRecord(name="coder", spec=spec, argv=["x"], pid=ended.pid, log_path=tmp_path / "c.log")
+    store.save(dead)
+    newer = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        renewed = dead.model_copy(update={"pid": newer.pid, "process": identify(newer.pid)})
+        real_stop = CpuEngine.stop
+
+        def stop_while_the_other_up_records(self: CpuEngine, handle: ServerRecord, **kw: float) -> str:
+            outcome = real_stop(self, handle, **kw)
+            store.save(renewed)  # the other `up coder`, past its own clearing, records its server
+            return outcome
+
+        monkeypatch.setattr(CpuEngine, "stop", stop_while_the_other_up_records)
+        assert start_gate.forget_dead(store, "coder") == "gone"
+        assert store.load("coder").pid == newer.pid, "the other start's record was removed"
+    finally:
+        newer.kill()
+        newer.wait()
