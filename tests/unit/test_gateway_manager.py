@@ -848,3 +848,34 @@ def test_a_start_stopped_while_it_waits_its_turn_never_launches(
 
     run(go)
     assert ("start", "b") not in fake.calls
+
+
+def test_a_model_stopped_by_down_is_not_said_to_have_exited_on_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`llmdeck down a` in a shell while the gateway ran a: its log said "model a exited on its own"."""
+    fake = FakeLifecycle(monkeypatch)
+    monkeypatch.setattr(manager, "TICK_S", 0.05)
+    monkeypatch.setattr(manager, "MEASURE_EVERY_S", 0.05)
+    mgr = _manager(tmp_path, {"a": ""})
+    log = tmp_path / "a.log"
+    log.write_text("# llmdeck: 2026-01-01T00:00:00+00:00 starting: vllm serve\nINFO ready\n")
+
+    async def go() -> None:
+        await mgr.startup()
+        a = _model(mgr, "a")
+        assert await mgr.acquire(a) is None
+        mgr.release(a)
+        assert a.record is not None
+        a.record.log_path = log
+        with log.open("a") as fh:  # what `llmdeck down a` notes before it signals the engine
+            fh.write("# llmdeck: 2026-01-01T00:01:00+00:00 stopping: `llmdeck down` (pid 7)\n")
+        fake.up.discard("a")
+        await asyncio.sleep(0.4)
+        assert a.state == "stopped"
+        await mgr.shutdown()
+
+    with caplog.at_level(logging.INFO, logger="llmdeck.gateway.models"):
+        run(go)
+    assert "model a exited because `llmdeck down` (pid 7) stopped it" in caplog.text
+    assert "on its own" not in caplog.text

@@ -231,11 +231,13 @@ class ModelManager(RoomMaker):
                 )
 
     async def _check(self, model: ManagedModel) -> None:
-        """A running model whose engine died on its own is stopped (its record cleared); else measured."""
+        """A running model whose engine died (on its own, by the watchdog, or stopped by `llmdeck down`:
+        the note in its log) is stopped (its record cleared); else measured."""
         record = model.record
         if record is not None and not await asyncio.to_thread(lifecycle.still_running, record):
             trip = await asyncio.to_thread(lifecycle.watchdog_trip, model.name, self.settings)
-            how = trip or "on its own"
+            who = None if trip else await asyncio.to_thread(lifecycle.stopped_by, record)
+            how = trip or (f"because {who} stopped it" if who else "on its own")  # not: a `down` "on its own"
             log.warning("model %s exited %s; the next request starts it again", model.name, how)
             self.events.add("exited", model.name, f"its engine exited {how}")
             await asyncio.to_thread(lifecycle.stop, model.name, self.settings)
