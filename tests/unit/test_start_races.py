@@ -226,7 +226,7 @@ def test_clearing_a_dead_record_keeps_a_record_saved_meanwhile(
             return outcome
 
         monkeypatch.setattr(CpuEngine, "stop", stop_while_the_other_up_records)
-        assert start_gate.forget_dead(store, "coder") == "gone"
+        assert start_gate.forget_dead(store, "coder") == ("gone", 0)
         assert store.load("coder").pid == newer.pid, "the other start's record was removed"
     finally:
         newer.kill()
