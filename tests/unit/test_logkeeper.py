@@ -138,3 +138,39 @@ def test_a_started_server_has_a_keeper_that_bounds_its_log_and_goes_with_it(
     assert any(seen)  # the keeper ran beside the server
     assert (settings.logs_dir / "chatty.log.1").stat().st_size > 200_000
     assert _wait(lambda: not _keepers(log), 10)  # and went with it
+
+
+def test_up_attach_goes_on_printing_after_the_keeper_moved_the_log_along(tmp_path: Path) -> None:
+    """`up --attach` printed the log from an offset it kept for ever: once the keeper had moved the log
+    along in place (past 64 MiB), the file was shorter than that offset and the terminal stayed silent
+    for the rest of the server's weeks. A shorter log (or another file) is read from its start."""
+    from llmdeck.errors import OperationError
+    from llmdeck.runtime import attach
+    from llmdeck.runtime.state import ServerRecord
+
+    log = tmp_path / "s.log"
+    server = _group(log)
+    record = ServerRecord.model_construct(name="s", pid=server.pid, log_path=log)
+    shown: list[str] = []
+
+    def follow() -> None:
+        with pytest.raises(OperationError):  # the server exits by itself at the end of the test
+            attach.follow(record, None, shown.append)  # type: ignore[arg-type]
+
+    follower = threading.Thread(target=follow, daemon=True)
+    follower.start()
+    try:
+        with open(log, "ab") as engine:
+            engine.write(b"before " + b"x" * 5000 + b"\n")
+            engine.flush()
+            assert _wait(lambda: "before" in "".join(shown))
+            copy_truncate(log, "# moved along\n")
+            engine.write(b"after the move\n")
+            engine.flush()
+            assert _wait(lambda: "after the move" in "".join(shown), 5)
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+    follower.join(timeout=10)
+    assert not follower.is_alive()
+    assert "# moved along" in "".join(shown)

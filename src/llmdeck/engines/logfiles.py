@@ -180,13 +180,29 @@ def follow(path: Path, ended: Callable[[], bool] | None, pause_s: float = 0.5) -
     server is gone (None: until the caller stops). A new file (rotated by `up`: another inode) or a
     shorter one is read from its start; at most 1 MiB is read at a time, and a line that never ends
     is given as it is past 1 MiB. The log's end is taken now, at the call."""
-    return _gained(path, ended, pause_s, *_log_id(path))
+    return _whole_lines(_gained(path, ended, pause_s, *_log_id(path)))
+
+
+def follow_from_start(path: Path, ended: Callable[[], bool], pause_s: float = 0.3) -> Iterator[str]:
+    """The log at ``path`` from its start, then what it gains, as it comes (part of a line too: a
+    progress bar drawn with carriage returns shows as it is drawn), until ``ended()``. Moved along in
+    place by the log keeper (shorter) or made anew (another inode), it is read from its start again
+    (`up --attach` had kept its offset into the old file and printed nothing more, for weeks)."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    for chunk in _gained(path, ended, pause_s, _log_id(path)[0], 0):
+        if text := decoder.decode(chunk):
+            yield text
+    if text := decoder.decode(b"", final=True):
+        yield text
 
 
 def _gained(
     path: Path, ended: Callable[[], bool] | None, pause_s: float, inode: int, offset: int
-) -> Iterator[str]:
-    pending = b""
+) -> Iterator[bytes]:
+    """The bytes the log gains after ``offset`` of the file ``inode`` (from 0 of another or a shorter
+    one), at most 1 MiB at a time, until ``ended()`` and nothing more is there."""
     while True:
         now_inode, size = _log_id(path)
         if now_inode != inode or size < offset:
@@ -194,15 +210,22 @@ def _gained(
         chunk = _read_at(path, offset)
         if chunk:
             offset += len(chunk)
-            whole, nl, pending = (pending + chunk).rpartition(b"\n")
-            if not nl and len(pending) >= FOLLOW_READ:
-                whole, nl, pending = pending, b"\n", b""
-            if nl:
-                yield whole.decode("utf-8", errors="replace") + "\n"
+            yield chunk
             if len(chunk) == FOLLOW_READ:
                 continue  # more is there: no pause
         elif ended is not None and ended():
-            break
+            return
         time.sleep(pause_s)
+
+
+def _whole_lines(chunks: Iterator[bytes]) -> Iterator[str]:
+    """``chunks`` as whole lines (a line that never ends given as it is past 1 MiB)."""
+    pending = b""
+    for chunk in chunks:
+        whole, nl, pending = (pending + chunk).rpartition(b"\n")
+        if not nl and len(pending) >= FOLLOW_READ:
+            whole, nl, pending = pending, b"\n", b""
+        if nl:
+            yield whole.decode("utf-8", errors="replace") + "\n"
     if pending:
         yield pending.decode("utf-8", errors="replace") + "\n"

@@ -4,7 +4,6 @@ seed 004's ``docker run -it``). Both start through the service's one validation 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 from llmdeck.engines.spec import LaunchSpec
@@ -19,22 +18,13 @@ def follow(record: ServerRecord, settings: Settings, write: Callable[[str], None
     and re-raises, so the command exits 130 (143), not 0. A server that exits by itself is an
     OperationError (exit 1): an attached server is meant to run until it is stopped; one stopped by
     `llmdeck down` (its note in the log) says so and returns."""
-    from llmdeck.engines.logfiles import stopped_by
+    from llmdeck.engines.logfiles import follow_from_start, stopped_by
     from llmdeck.engines.process import pid_alive
     from llmdeck.errors import OperationError
 
-    offset = 0
-    try:
-        while True:
-            with open(record.log_path, "rb") as fh:
-                fh.seek(offset)
-                chunk = fh.read()
-            if chunk:
-                write(chunk.decode("utf-8", errors="replace"))
-                offset += len(chunk)
-            if not pid_alive(record.pid):
-                break
-            time.sleep(0.3)
+    try:  # the log keeper moves the log along in place past 64 MiB: read from its start again then
+        for text in follow_from_start(record.log_path, lambda: not pid_alive(record.pid)):
+            write(text)
     except KeyboardInterrupt:
         outcome = launcher.down(record.name, settings)
         write(f"\n{record.name}: {outcome}; its log stays at {record.log_path}\n")
