@@ -426,3 +426,38 @@ def _runs(proc: Path, needle: str) -> bool:
         return needle in (proc / "cmdline").read_text()
     except OSError:
         return False
+
+
+RUN_DOCKER = """
+import json, os
+with open(os.environ["FAKE_DOCKER_CALLS"], "a") as fh:
+    fh.write(json.dumps(argv) + "\\n")
+if argv[0] == "info":
+    print(os.environ["FAKE_DOCKER_DRIVER"])
+"""
+
+
+@pytest.mark.parametrize(("driver", "bounded"), [('"json-file"', True), ('"journald"', False)])
+def test_up_attach_bounds_dockers_log_of_the_container(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, driver: str, bounded: bool
+) -> None:
+    """`up --attach --engine docker` (`docker run --rm` in the foreground, for weeks as `-d` is) had run
+    without the log options of `up`: the daemon's json-file log of the container grew without bound
+    until the container ended. A fake docker client stands for the daemon."""
+    import os
+
+    from llmdeck.runtime import attach
+    from llmdeck.runtime.service import UpOptions
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake_docker(bin_dir, RUN_DOCKER)
+    calls = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_DOCKER_CALLS", str(calls))
+    monkeypatch.setenv("FAKE_DOCKER_DRIVER", driver)
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+    attach.docker(spec(), settings, UpOptions.bare(), tty=False, events=lambda event: None)
+    run = next(c for c in map(json.loads, calls.read_text().splitlines()) if c[0] == "run")
+    assert (" ".join(BOUNDED_LOG_OPTS) in " ".join(run)) is bounded
+    assert "--rm" in run

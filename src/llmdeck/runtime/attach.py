@@ -45,7 +45,7 @@ def docker(spec: LaunchSpec, settings: Settings, options: UpOptions, *, tty: boo
     import os
     import subprocess
 
-    from llmdeck.engines.docker import docker_run_argv, docker_stop_argv, render_shell
+    from llmdeck.engines.docker import DockerCLI, docker_run_argv, docker_stop_argv, render_shell
     from llmdeck.engines.secrets import split_secrets
     from llmdeck.errors import OperationError
     from llmdeck.util import leash
@@ -55,7 +55,9 @@ def docker(spec: LaunchSpec, settings: Settings, options: UpOptions, *, tty: boo
         preflight(checked, settings, options, EventClock(events))
     spec, secrets = split_secrets(checked.spec)
     launcher.make_compile_cache(spec)
-    argv = docker_run_argv(spec, detach=False, tty=tty, secret_env=list(secrets))
+    # docker keeps the container's output in its own log, attached or not: bounded as `up` bounds it
+    log_opts = DockerCLI().bounded_log_opts()
+    argv = docker_run_argv(spec, detach=False, tty=tty, secret_env=list(secrets), log_opts=log_opts)
     events(ServiceEvent(kind="starting", message=render_shell(argv)))
     # killed outright, llmdeck leaves the docker client attached to a container no one stops: the
     # watcher stops it (by name: no other container can hold the name while this one runs)

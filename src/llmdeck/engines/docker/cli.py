@@ -6,6 +6,8 @@ import subprocess
 from collections.abc import Callable, Iterator, Sequence
 
 from llmdeck.engines.docker.argv import (
+    BOUNDED_LOG_OPTS,
+    UNBOUNDED_LOG_DRIVERS,
     Network,
     container_name,
     docker_image_present_argv,
@@ -122,6 +124,12 @@ class DockerCLI:
         except ValueError:
             return None
         return driver if proc.returncode == 0 and isinstance(driver, str) else None
+
+    def bounded_log_opts(self) -> tuple[str, ...]:
+        """The options that bound docker's own log of a container: :data:`BOUNDED_LOG_OPTS` when the
+        daemon keeps it in one file that never rotates (json-file, the default), none otherwise
+        (journald refuses max-size, local rotates by itself)."""
+        return BOUNDED_LOG_OPTS if self.log_driver() in UNBOUNDED_LOG_DRIVERS else ()
 
     def has_image(self, image: str) -> bool:
         """Whether ``image`` is on this host already (`docker run` would pull it, without a word)."""

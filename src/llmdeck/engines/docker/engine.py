@@ -8,12 +8,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO
 
 from llmdeck.engines.base import Engine, EngineHandle
-from llmdeck.engines.docker.argv import (
-    BOUNDED_LOG_OPTS,
-    DEFAULT_IMAGE,
-    UNBOUNDED_LOG_DRIVERS,
-    docker_run_argv,
-)
+from llmdeck.engines.docker.argv import DEFAULT_IMAGE, docker_run_argv
 from llmdeck.engines.docker.cli import DockerCLI
 from llmdeck.engines.logfiles import header_line, read_tail
 from llmdeck.engines.logtap import LogTap
@@ -64,8 +59,7 @@ class DockerEngine(Engine):
                     progress(f"pull: {shown}")
 
             self.cli.pull(image, show, timeout_s=timeout_s)
-        driver = self.cli.log_driver()
-        self._log_opts = BOUNDED_LOG_OPTS if driver in UNBOUNDED_LOG_DRIVERS else ()
+        self._log_opts = self.cli.bounded_log_opts()
 
     def start(
         self, spec: LaunchSpec, *, log: IO[bytes], env: Mapping[str, str], secrets: Mapping[str, str]
