@@ -174,3 +174,32 @@ def test_up_attach_goes_on_printing_after_the_keeper_moved_the_log_along(tmp_pat
     follower.join(timeout=10)
     assert not follower.is_alive()
     assert "# moved along" in "".join(shown)
+
+
+def test_a_log_that_floods_is_moved_along_near_its_bound_not_a_whole_poll_later(tmp_path: Path) -> None:
+    """The keeper looked every 5 s whatever the log did: an engine printing 50 MB/s (a warning in a tight
+    loop) made 250 MB logs before each move, 900 MB in all against the 4 x 64 MiB meant (measured with
+    the real keeper). Once it has seen how fast the log grows it looks again before the bound is
+    reached. Here: a 2 s poll, 1 MB/s into a 100 kB bound."""
+    log = tmp_path / "s.log"
+    server = _group(log)
+    keeper = threading.Thread(
+        target=logkeeper.keep, args=(server.pid, log, log.stat().st_ino, 100_000, 2.0), daemon=True
+    )
+    keeper.start()
+    moved: list[int] = []
+    try:
+        with open(log, "ab") as engine:
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 5.0:
+                engine.write(b"w" * 20_000 + b"\n")
+                engine.flush()
+                time.sleep(0.02)
+                first = tmp_path / "s.log.1"
+                if time.monotonic() - t0 > 3.0 and first.exists():
+                    moved.append(first.stat().st_size)
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+    keeper.join(timeout=10)
+    assert moved and max(moved) < 500_000  # a move a whole poll later holds ~2 MB

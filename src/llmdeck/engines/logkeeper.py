@@ -20,6 +20,7 @@ from pathlib import Path
 
 MAX_LOG_BYTES = 64 << 20
 POLL_S = 5.0
+MIN_POLL_S = 0.05  # a log that floods is looked at this often at most
 
 
 def spawn(pgid: int, log_path: Path) -> int | None:
@@ -39,11 +40,13 @@ def spawn(pgid: int, log_path: Path) -> int | None:
 def keep(pgid: int, log_path: Path, inode: int, max_bytes: int, poll_s: float = POLL_S) -> None:
     """Rotate ``log_path`` in place whenever it is past ``max_bytes``, until the group ``pgid`` is gone
     or the log is no longer the file ``inode``. A rotation that fails (a full disk) is tried again once
-    the log has grown by another ``max_bytes``."""
+    the log has grown by another ``max_bytes``. A log that grows fast is looked at again before it can
+    reach the bound at the pace it grew (every ``poll_s`` had let a 50 MB/s flood make 250 MB logs)."""
     from llmdeck.engines.logfiles import copy_truncate
     from llmdeck.util.procgroup import group_alive
 
     limit = max_bytes
+    seen, at = -1, time.monotonic()  # the size at the last look (none yet), and when
     while group_alive(pgid):
         try:
             st = os.stat(log_path)
@@ -51,13 +54,15 @@ def keep(pgid: int, log_path: Path, inode: int, max_bytes: int, poll_s: float = 
             return
         if st.st_ino != inode:
             return
+        pace = max(0, st.st_size - seen) / max(time.monotonic() - at, 1e-3) if seen >= 0 else 0.0  # B/s
+        seen, at = st.st_size, time.monotonic()
         if st.st_size > limit:
             try:
                 copy_truncate(log_path, _note(log_path, max_bytes))
-                limit = max_bytes
+                limit, seen = max_bytes, 0
             except OSError:
                 limit = st.st_size + max_bytes
-        time.sleep(poll_s)
+        time.sleep(min(poll_s, max(MIN_POLL_S, (limit - seen) / pace)) if pace > 0 else poll_s)
 
 
 def _note(log_path: Path, max_bytes: int) -> str:
