@@ -110,11 +110,12 @@ def test_a_failed_start_keeps_a_newer_starts_record(tmp_path: Path, monkeypatch:
 def test_an_attached_server_stopped_by_down_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`llmdeck down coder` in another shell while `llmdeck up --attach` followed it: the attached up
     said "exited by itself" (exit 1) of a server stopped as asked."""
+    from llmdeck.engines import logfiles
     from llmdeck.runtime import attach
 
     settings = _settings(tmp_path)
     record = _started(tmp_path, settings)
-    real_sleep = attach.time.sleep
+    real_sleep = logfiles.time.sleep
     done: list[bool] = []
 
     def first_pause_runs_down(seconds: float) -> None:
@@ -123,7 +124,7 @@ def test_an_attached_server_stopped_by_down_says_so(tmp_path: Path, monkeypatch:
             launcher.down("coder", settings)
         real_sleep(seconds)
 
-    monkeypatch.setattr(attach.time, "sleep", first_pause_runs_down)
+    monkeypatch.setattr(logfiles.time, "sleep", first_pause_runs_down)  # the follower's pause
     written: list[str] = []
     attach.follow(record, settings, written.append)  # returns: no OperationError
     assert "coder: stopped by `llmdeck down`" in "".join(written)
