@@ -224,6 +224,22 @@ def test_key_ring_never_falls_open(tmp_path: Path) -> None:
     assert ring.enabled and ring.lookup(secret) is None
 
 
+def test_a_revoke_within_one_mtime_tick_is_seen(tmp_path: Path) -> None:
+    """The ring re-read the keys file only when its mtime changed: a revoke written within the same
+    tick as the read (a script, or a coarse file system) left the revoked key working until the next
+    change. The whole stamp (inode, mtime, size) is compared now; the file is replaced on each write."""
+    store = KeyStore(tmp_path / "keys.json")
+    secret = store.create("alice")
+    ring = KeyRing(store)
+    now = [ring._checked]
+    ring._clock = lambda: now[0]
+    before = store.path.stat().st_mtime_ns
+    store.revoke("alice")
+    os.utime(store.path, ns=(before, before))  # the same tick
+    now[0] += 2.0
+    assert ring.lookup(secret) is None
+
+
 def test_rpm_limiter_sliding_window() -> None:
     now = [100.0]
     limiter = RateLimiter(clock=lambda: now[0])

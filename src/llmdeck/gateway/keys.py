@@ -305,24 +305,25 @@ class KeyRing:
         self.store = store
         self._clock = time.monotonic
         self._checked = -1.0
-        self._mtime: float | None = None
+        self._stamp: tuple[int, int, int] | None = None  # the keys file's (inode, mtime_ns, size)
         self.keys: list[KeyRecord] = []
         self.refresh(force=True)
-        self.enabled = self._mtime is not None
+        self.enabled = self._stamp is not None
 
     def refresh(self, *, force: bool = False) -> None:
         now = self._clock()
         if not force and now - self._checked < 1.0:
             return
         self._checked = now
-        try:
-            mtime: float | None = self.store.path.stat().st_mtime_ns / 1e9
+        try:  # the whole stamp: a keys file rewritten (a new inode) within one mtime tick is news too
+            st = self.store.path.stat()
+            stamp: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
         except FileNotFoundError:
-            mtime = None
-        if mtime == self._mtime and not force:
+            stamp = None
+        if stamp == self._stamp and not force:
             return
         try:
-            self.keys = self.store.load().keys if mtime is not None else []
+            self.keys = self.store.load().keys if stamp is not None else []
         except ConfigError as exc:
             if force:
                 raise
@@ -330,7 +331,7 @@ class KeyRing:
 
             logging.getLogger("llmdeck.gateway").warning("keys file not re-read: %s", exc.message)
             return
-        self._mtime = mtime
+        self._stamp = stamp
 
     def lookup(self, secret: str) -> KeyRecord | None:
         self.refresh()
