@@ -367,15 +367,10 @@ def test_gateway_probe_marks_an_endless_backend_down() -> None:
 
     from llmdeck.gateway.routing import BackendState, Router
 
-    class _Backend:  # the two fields the probe reads
-        api_key = None
-        label = "b"
-
-        def __init__(self, url: str) -> None:
-            self.url = url
+    from llmdeck.gateway.config import ResolvedBackend
 
     async def go(url: str) -> BackendState:
-        state = BackendState(_Backend(url))  # type: ignore[arg-type]
+        state = BackendState(ResolvedBackend(url=url, label="b", served_model=None))
         async with httpx.AsyncClient() as client:
             for _ in range(2):  # two failed probes in a row: down
                 await Router.probe(None, client, state, 30)  # type: ignore[arg-type]
