@@ -365,9 +365,8 @@ def test_cli_stops_an_endless_chat_reply(
 def test_gateway_probe_marks_an_endless_backend_down() -> None:
     import httpx
 
-    from llmdeck.gateway.routing import BackendState, Router
-
     from llmdeck.gateway.config import ResolvedBackend
+    from llmdeck.gateway.routing import BackendState, Router
 
     async def go(url: str) -> BackendState:
         state = BackendState(ResolvedBackend(url=url, label="b", served_model=None))
