@@ -245,6 +245,25 @@ def fake_dying_stream_server(tail: bytes = b"") -> contextlib.AbstractContextMan
     return _raw_server(handler)
 
 
+def fake_cut_stream_server(head: bytes) -> contextlib.AbstractContextManager[str]:
+    """Answers a stream with ``head`` (a real backend's first events), then closes the socket before the
+    chunked body's end: a backend that crashed mid-stream."""
+
+    def handler(conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            if _answer_probe(conn, conn.recv(65536)):
+                return
+            conn.sendall(
+                b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            )
+            conn.sendall(f"{len(head):x}\r\n".encode() + head + b"\r\n")
+            time.sleep(0.05)
+            conn.shutdown(socket.SHUT_RDWR)
+            conn.close()
+
+    return _raw_server(handler)
+
+
 def fake_reset_stream_server() -> contextlib.AbstractContextManager[str]:
     """Answers a stream with a body that ends at the close (no length, not chunked) and two SSE events,
     then resets the connection (RST, not FIN): a backend that crashed, not one that finished."""

@@ -1,7 +1,8 @@
 """Relaying a backend's reply to the client chunk by chunk, bounded, and ending it cleanly when it breaks.
 
 * An event stream (SSE) may run as long as it keeps talking: the idle timeout (the httpx read timeout)
-  bounds each silence. One the backend breaks ends with an error event in the stream's API's shape.
+  bounds each silence. One the backend breaks ends with an error event in the stream's API's shape
+  (a Responses stream: then ``response.failed``, surfaces.stream_error_event).
 * Any other reply (JSON, audio, an event stream the client did not ask for) is one answer: it must
   arrive whole within the response timeout (``whole_s``), so a backend that trickles it byte by byte
   cannot hold the request forever. One that breaks or runs out of time drops the client's connection
@@ -27,7 +28,7 @@ from starlette.types import Receive, Scope, Send
 from llmdeck.errors import InternalError
 from llmdeck.gateway.metrics import UsageSniffer
 from llmdeck.gateway.routing import BackendState
-from llmdeck.gateway.surfaces import IdSniffer, stream_error_event
+from llmdeck.gateway.surfaces import IdSniffer, ResponsesTrail, stream_error_event
 
 if TYPE_CHECKING:
     from llmdeck.gateway.proxy import RequestCtx
@@ -86,6 +87,7 @@ class Relay:
         self.sse = resp.headers.get("content-type", "").startswith("text/event-stream")
         self.sniffer = UsageSniffer(self.sse)
         self.ids = IdSniffer() if ctx.ids is not None and resp.status_code == 200 else None
+        self.trail = ResponsesTrail() if self.sse and ctx.api == "responses" else None
         start = time.monotonic() if opened is None else opened
         # a stream asked for runs as long as it flows; any other reply (an event stream to a request that
         # asked for none, a backend pinging forever) is whole within whole_s
@@ -136,6 +138,8 @@ class Relay:
                     cut = len(held) if len(held) > MAX_HELD else event_end(held)  # no event is that long
                     chunk, held = held[:cut], held[cut:]
                 if chunk:
+                    if self.trail is not None:
+                        self.trail.feed(chunk)
                     yield chunk
         except (httpx.HTTPError, TimeoutError) as exc:  # the backend died, went silent, or ran out of time
             if self.client_gone:
@@ -149,7 +153,8 @@ class Relay:
             self.ctx.metrics.errors.labels(self.ctx.route, self.state.backend.label, reason).inc()
             if not self.sse:  # no way to mark a plain body as broken: the connection is dropped
                 raise BodyBroken(_BROKE[reason]) from None
-            yield stream_error_event(self.ctx.api, f"The backend stopped mid-stream: {_BROKE[reason]}.")
+            message = f"The backend stopped mid-stream: {_BROKE[reason]}."
+            yield stream_error_event(self.ctx.api, message, self.trail)
 
     async def close(self, outcome: str = "") -> None:
         if self._closed:

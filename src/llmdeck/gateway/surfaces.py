@@ -17,8 +17,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import time
+import uuid
 from collections import OrderedDict
 from typing import Any, Literal
 
@@ -58,6 +61,7 @@ _ANTHROPIC_TYPES = {
     529: "overloaded_error",
 }
 _RESP_ID = re.compile(rb'"id"\s*:\s*"(resp_[A-Za-z0-9_-]{1,200})"')
+_SEQ = re.compile(rb'"sequence_number"\s*:\s*(\d{1,18})')
 
 
 def api_of(path: str) -> Api:
@@ -181,16 +185,58 @@ def reshape_error(resp: JSONResponse, api: str) -> JSONResponse:
     return anthropic_error(resp.status_code, message, **keep)
 
 
-def stream_error_event(api: str, message: str) -> bytes:
-    """The event that ends a stream the backend broke, in the stream's own API's shape."""
+def _sse(event: str, body: dict[str, Any]) -> bytes:
+    return f"event: {event}\ndata: ".encode() + json.dumps(body).encode() + b"\n\n"
+
+
+def stream_error_event(api: str, message: str, trail: ResponsesTrail | None = None) -> bytes:
+    """The event that ends a stream the backend broke, in the stream's own API's shape.
+
+    A Responses stream ends with ``error`` and then ``response.failed`` (its response ``status:
+    "failed"`` with the error), each with the next ``sequence_number``: Codex (0.171.0) reads only a
+    ``response.failed`` or ``response.completed`` as a stream's end, and had retried five times on
+    "stream closed before response.completed" without ever showing the gateway's reason."""
     if is_anthropic(api):
-        body: dict[str, Any] = {"type": "error", "error": {"type": "api_error", "message": message}}
-        return b"event: error\ndata: " + json.dumps(body).encode() + b"\n\n"
+        return _sse("error", {"type": "error", "error": {"type": "api_error", "message": message}})
     if api == "responses":
-        body = {"type": "error", "code": "stream_broken", "message": message, "param": None}
-        return b"event: error\ndata: " + json.dumps(body).encode() + b"\n\n"
+        trail = trail or ResponsesTrail()
+        error = {"type": "error", "code": "stream_broken", "message": message, "param": None}
+        failed = {"type": "response.failed", "response": trail.failed(message)}
+        return _sse("error", trail.numbered(error)) + _sse("response.failed", trail.numbered(failed))
     body = {"error": {"message": message, "type": "upstream_error", "param": None, "code": "stream_broken"}}
     return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+class ResponsesTrail:
+    """What a Responses stream said so far, to end it in its own terms: the last ``sequence_number``
+    and the ``response`` object of its ``response.created`` (id, model, created_at). Fed whole events."""
+
+    LIMIT = 1 << 20  # the response object (it echoes the instructions and tools) is parsed once
+
+    def __init__(self) -> None:
+        self.last_seq = -1
+        self.response: dict[str, Any] | None = None
+
+    def feed(self, events: bytes) -> None:
+        for m in _SEQ.finditer(events):
+            self.last_seq = max(self.last_seq, int(m.group(1)))
+        if self.response is None and b"response.created" in events and len(events) <= self.LIMIT:
+            for line in events.splitlines():
+                if line.startswith(b"data:") and b"response.created" in line:
+                    with contextlib.suppress(ValueError, TypeError, AttributeError):
+                        obj = json.loads(line[5:]).get("response")
+                        self.response = obj if isinstance(obj, dict) else None
+
+    def numbered(self, event: dict[str, Any]) -> dict[str, Any]:
+        self.last_seq += 1
+        return {**event, "sequence_number": self.last_seq}
+
+    def failed(self, message: str) -> dict[str, Any]:
+        """The stream's response, failed with ``message`` (a minimal one if none was seen)."""
+        base = self.response or {"id": f"resp_{uuid.uuid4().hex}", "object": "response", "output": []}
+        base = {"created_at": int(time.time()), **base}
+        error = {"code": "server_error", "message": message}
+        return {**base, "status": "failed", "error": error, "incomplete_details": None}
 
 
 def response_id_of(path: str) -> str:
