@@ -29,7 +29,13 @@ from llmdeck.gateway.metrics import GatewayMetrics, token_counts
 from llmdeck.gateway.refusals import NO_RETRY
 from llmdeck.gateway.relay import DROP_RESPONSE, Relay, RelayResponse
 from llmdeck.gateway.routing import BackendState, Router, RouteState
-from llmdeck.gateway.surfaces import ResponseIds, lacks_surface, missing_surface_message
+from llmdeck.gateway.surfaces import (
+    ResponseIds,
+    lacks_surface,
+    missing_surface_message,
+    overflow_candidate,
+    with_overflow_code,
+)
 from llmdeck.util.safetext import safe_line
 
 access_log = logging.getLogger("llmdeck.gateway.access")
@@ -265,6 +271,9 @@ async def forward(client: httpx.AsyncClient, route: RouteState, up: Upstream, ct
             continue
         if (missing := await _missing_surface(resp, state, ctx)) is not None:
             return missing
+        if overflow_candidate(ctx.api, resp.status_code, resp.headers):
+            state.mark_up()  # it answered
+            return await _bad_request(resp, state, ctx)
         if 300 <= resp.status_code < 400 and resp.headers.get("location"):
             return await _redirected(resp, state, ctx)
         state.mark_up()
@@ -331,6 +340,36 @@ async def _redirected(resp: httpx.Response, state: BackendState, ctx: RequestCtx
     )
 
 
+async def _small_body(resp: httpx.Response, state: BackendState, limit: int = 65536) -> bytes:
+    """An error reply's body, its first ``limit`` bytes; the upstream released either way."""
+    body = b""
+    try:
+        async for chunk in resp.aiter_raw():
+            body += chunk
+            if len(body) > limit:
+                break
+    except httpx.HTTPError:
+        pass
+    finally:
+        await resp.aclose()
+        state.outstanding -= 1
+    return body
+
+
+def _relayed(resp: httpx.Response, body: bytes) -> Response:
+    drop = DROP_RESPONSE | {"content-length", "content-encoding"}
+    headers = {k: v for k, v in resp.headers.items() if k.lower() not in drop}
+    return Response(body, status_code=resp.status_code, headers=headers)
+
+
+async def _bad_request(resp: httpx.Response, state: BackendState, ctx: RequestCtx) -> Response:
+    """A backend's 400 on an OpenAI API, relayed; a prompt over the context gets OpenAI's code for it."""
+    ctx.backend = state.backend.label
+    body = await _small_body(resp, state)
+    ctx.finish(400)
+    return _relayed(resp, with_overflow_code(ctx.api, 400, body) or body)
+
+
 async def _missing_surface(resp: httpx.Response, state: BackendState, ctx: RequestCtx) -> Response | None:
     """The backend has no such endpoint (404/405 from its router): say which surface and what to do.
 
@@ -340,22 +379,10 @@ async def _missing_surface(resp: httpx.Response, state: BackendState, ctx: Reque
     wrong_method = resp.status_code == 405 and ctx.method != "POST"
     if (message is None and not wrong_method) or resp.status_code not in (404, 405):
         return None
-    body = b""
-    try:
-        async for chunk in resp.aiter_raw():
-            body += chunk
-            if len(body) > 65536:
-                break
-    except httpx.HTTPError:
-        pass
-    finally:
-        await resp.aclose()
-        state.outstanding -= 1
+    body = await _small_body(resp, state)
     if not lacks_surface(resp.status_code, body):
         ctx.finish(resp.status_code, "upstream_error")
-        drop = DROP_RESPONSE | {"content-length", "content-encoding"}
-        headers = {k: v for k, v in resp.headers.items() if k.lower() not in drop}
-        return Response(body, status_code=resp.status_code, headers=headers)
+        return _relayed(resp, body)
     if wrong_method or message is None:  # the surface is there; not for this method
         ctx.finish(405, "method_not_allowed")
         return openai_error(

@@ -23,6 +23,7 @@ import re
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from starlette.responses import JSONResponse
@@ -61,6 +62,8 @@ _ANTHROPIC_TYPES = {
     529: "overloaded_error",
 }
 _RESP_ID = re.compile(rb'"id"\s*:\s*"(resp_[A-Za-z0-9_-]{1,200})"')
+# vLLM 0.32's words for a prompt over max_model_len (its error code is the number 400)
+_OVERFLOW = re.compile(r"maximum context length is \d+ tokens")
 _SEQ = re.compile(rb'"sequence_number"\s*:\s*(\d{1,18})')
 
 
@@ -163,6 +166,31 @@ def lacks_surface(status: int, body: bytes) -> bool:
     if not isinstance(obj, dict):
         return True
     return "error" not in obj and obj.get("type") != "error"  # FastAPI's {"detail": "Not Found"}
+
+
+def overflow_candidate(api: str, status: int, headers: Mapping[str, str]) -> bool:
+    """A 400 on an OpenAI API with a small plain body: read whole (``with_overflow_code``), not relayed."""
+    size = headers.get("content-length", "")
+    small = size.isdigit() and int(size) <= 65536 and "content-encoding" not in headers
+    return status == 400 and api in ("chat", "completions", "responses") and small
+
+
+def with_overflow_code(api: str, status: int, body: bytes) -> bytes | None:
+    """A backend's 400 for a prompt over its context, on an OpenAI API, with OpenAI's code for it
+    (``context_length_exceeded``); None for any other reply. vLLM 0.32 says so in words, with ``code:
+    400``: Codex (0.171.0) printed that JSON body; with the code it says "Codex ran out of room in the
+    model's context window" (evidence/gateway/results/codex_overflow.txt). The message stays vLLM's."""
+    if status != 400 or api not in ("chat", "completions", "responses"):
+        return None
+    try:
+        obj = json.loads(body)
+        error = obj["error"]
+        if not _OVERFLOW.search(str(error["message"])) or error.get("code") == "context_length_exceeded":
+            return None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    error.update(type="invalid_request_error", code="context_length_exceeded")
+    return json.dumps(obj).encode()
 
 
 def anthropic_error(status: int, message: str, **headers: str) -> JSONResponse:
