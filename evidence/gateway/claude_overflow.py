@@ -1,24 +1,27 @@
 """The real Claude Code (2.1.332) through llmdeck's gateway when a conversation outgrows the context.
 
 The gateway runs in this process in front of a real CPU vLLM 0.32 server (the EOS-biased tiny Qwen3,
-``--max-model-len 2048``). Between the two sits a FAKE recording proxy (it notes each request's size and
-the reply's status and error message); on the route ``coder-rw`` it also rewrites vLLM's context-overflow
-400 into Anthropic's wording (``prompt is too long: N tokens > M maximum``), to see whether Claude Code
-does anything different with that wording (it would be the gateway's job to do so, if it helped).
+``--max-model-len`` as ``--context`` says: 2048 or 16384). Between the two sits a FAKE recording proxy
+(it notes each request's size and the reply's status and error message); on the route ``coder-rw`` it
+also rewrites vLLM's context-overflow 400 into Anthropic's wording (``prompt is too long: N tokens > M
+maximum``), to see whether Claude Code does anything different with that wording (it would be the
+gateway's job to do so, if it helped).
 
 Cases, each run with ``claude -p`` in a throwaway home, on both routes:
 
 * ``first``: Claude Code's own base prompt (~11.7k tokens) is already too long.
 * ``history``: a small system prompt and no tools (``--system-prompt``, ``--tools ""``); each turn adds
-  ~1k tokens (``--continue``) until the history no longer fits.
-* ``window``: ``history`` with ``CLAUDE_CODE_MAX_CONTEXT_TOKENS=2048`` (what ``llmdeck connect`` writes
-  from the server's max_model_len): does Claude Code compact before the server refuses?
-* ``max_tokens``: no ``CLAUDE_CODE_MAX_OUTPUT_TOKENS`` (Claude Code asks 32000 out of a 2048 window).
+  ``--turn-lines`` lines (~9 tokens each, ``--continue``) until the history no longer fits.
+* ``window``: ``history`` with ``CLAUDE_CODE_MAX_CONTEXT_TOKENS`` = ``--context`` (what ``llmdeck
+  connect`` writes from the server's max_model_len): does Claude Code compact before the server refuses?
+* ``max_tokens``: no ``CLAUDE_CODE_MAX_OUTPUT_TOKENS`` (Claude Code asks 32000 tokens out).
+* ``--no-thinking``: the model answers in text, not thinking blocks (a compaction's summary is then
+  not empty).
 
     PYTHONPATH=src:tests python evidence/gateway/claude_overflow.py --backend http://127.0.0.1:PORT \
         --claude .cache/clients/claude-code/node_modules/.bin/claude
 
-Output: evidence/gateway/results/claude_overflow.txt.
+Output: ``--out`` (the runs kept: results/claude_overflow_{2048,16k,16k_text}.txt, see the README).
 """
 
 from __future__ import annotations
