@@ -89,9 +89,7 @@ def bench(
     output_len: int = typer.Option(
         256, "--output-len", min=1, help="Output tokens per request (max_tokens)."
     ),
-    num_prompts: int | None = typer.Option(
-        None, "--num-prompts", min=1, help="Requests per scenario (20 by default)."
-    ),
+    num_prompts: int | None = typer.Option(None, "--num-prompts", min=1, help="Requests per scenario (20)."),
     range_ratio: float = typer.Option(
         0.0, "--range-ratio", callback=number(at_least=0, at_most=0.999), help="Length spread, like vLLM."
     ),
