@@ -98,6 +98,16 @@ def stopped_by(log_text: str) -> str | None:
     return who
 
 
+def who_stopped(log_path: Path) -> str | None:
+    """:func:`stopped_by` of the log's tail; None when none did, or the log cannot be read."""
+    from llmdeck.errors import LlmdeckError
+
+    try:
+        return stopped_by(read_tail(log_path))
+    except (LlmdeckError, OSError):
+        return None
+
+
 _LOG_HINT = "Move it away; llmdeck writes a new log file there when the server starts again."
 
 

@@ -151,18 +151,6 @@ def still_running(record: ServerRecord) -> bool:
     return is_alive(record)
 
 
-def stopped_by(record: ServerRecord) -> str | None:
-    """Who stopped the server, from the note `llmdeck down` (or restart) left in its log; None when
-    none did (or its log cannot be read)."""
-    from llmdeck.engines.logfiles import read_tail
-    from llmdeck.engines.logfiles import stopped_by as noted
-
-    try:
-        return noted(read_tail(record.log_path))
-    except LlmdeckError:
-        return None
-
-
 def sleep(url: str, level: int) -> None:
     _post(url, f"/sleep?level={level}", None)
 

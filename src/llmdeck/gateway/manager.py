@@ -26,6 +26,7 @@ import logging
 import time
 from typing import Any
 
+from llmdeck.engines.logfiles import who_stopped
 from llmdeck.gateway import lifecycle
 from llmdeck.gateway.budget import gib
 from llmdeck.gateway.config import LoadedConfig
@@ -236,7 +237,7 @@ class ModelManager(RoomMaker):
         record = model.record
         if record is not None and not await asyncio.to_thread(lifecycle.still_running, record):
             trip = await asyncio.to_thread(lifecycle.watchdog_trip, model.name, self.settings)
-            who = None if trip else await asyncio.to_thread(lifecycle.stopped_by, record)
+            who = None if trip else await asyncio.to_thread(who_stopped, record.log_path)
             how = trip or (f"because {who} stopped it" if who else "on its own")  # not: a `down` "on its own"
             log.warning("model %s exited %s; the next request starts it again", model.name, how)
             self.events.add("exited", model.name, f"its engine exited {how}")

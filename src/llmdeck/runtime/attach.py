@@ -18,7 +18,7 @@ def follow(record: ServerRecord, settings: Settings, write: Callable[[str], None
     and re-raises, so the command exits 130 (143), not 0. A server that exits by itself is an
     OperationError (exit 1): an attached server is meant to run until it is stopped; one stopped by
     `llmdeck down` (its note in the log) says so and returns."""
-    from llmdeck.engines.logfiles import follow_from_start, stopped_by
+    from llmdeck.engines.logfiles import follow_from_start, who_stopped
     from llmdeck.engines.process import pid_alive
     from llmdeck.errors import OperationError
 
@@ -29,7 +29,7 @@ def follow(record: ServerRecord, settings: Settings, write: Callable[[str], None
         outcome = launcher.down(record.name, settings)
         write(f"\n{record.name}: {outcome}; its log stays at {record.log_path}\n")
         raise
-    who = stopped_by(launcher.read_tail(record.log_path))
+    who = who_stopped(record.log_path)
     if who is not None:  # `llmdeck down` in another shell: stopped as asked, not "exited by itself"
         write(f"\n{record.name}: stopped by {who}; its log stays at {record.log_path}\n")
         return
