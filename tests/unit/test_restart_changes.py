@@ -116,3 +116,35 @@ def test_a_restart_on_unified_memory_sizes_the_kv_cache_again(
     with pytest.raises(StartStopped):
         service.restart("u", settings, restart, events=events)
     assert sizings == ["the CPU engine's KV space (1 GiB)"], sizings
+
+
+def test_a_restarted_gateway_server_stays_the_gateways(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`llmdeck restart NAME` of a server the gateway had started recorded the new start as `up`'s:
+    `gateway down` (which stops only its own) left it running, and the budget took it for a user's."""
+    from llmdeck.errors import StartStopped
+    from llmdeck.runtime import service
+    from llmdeck.runtime.state import StateStore
+    from llmdeck.settings import Settings
+    from llmdeck.util.net import free_port
+    from security_helpers import fake_model_dir
+
+    monkeypatch.setattr(service, "wait_memory_settles", lambda: 0)
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+    engine, model = str(_loading_engine(tmp_path)), str(fake_model_dir(tmp_path))
+    spec = LaunchSpec(name="g", engine="venv", python=engine, model=model, port=free_port())
+    first = service.start(spec, settings, service.UpOptions.bare(started_by="gateway"))
+    store = StateStore(settings.servers_dir)
+    seen: list[str] = []
+
+    def once_launched() -> bool:  # asked before the launch, then at each readiness poll
+        seen.append(store.load("g").started_by if store.path("g").exists() else "none")
+        return len(seen) > 1
+
+    options = service.RestartOptions(preflight=False, size_by_bytes=False, watchdog=None)
+    options.stop_when = once_launched
+    with pytest.raises(StartStopped):
+        service.restart("g", settings, options)
+    assert first.started_by == "gateway"
+    assert seen[0] == "none" and seen[-1] == "gateway"  # the new start's record, saved before readiness

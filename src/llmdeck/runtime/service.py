@@ -360,7 +360,8 @@ def restart(
     changes: Sequence[str] = (),
 ) -> ServerRecord:
     """Stop, wait for memory, check (and optionally unload) tenants, start, follow to ready. ``changes``:
-    vLLM flags in place of the same recorded ones (:func:`llmdeck.plan.changes.changed_spec`)."""
+    vLLM flags in place of the same recorded ones (:func:`llmdeck.plan.changes.changed_spec`). The new
+    start keeps the record's ``started_by`` (``options.started_by`` is not used)."""
     from llmdeck.runtime.tenants import ollama_unload_all
 
     options = options or RestartOptions()
@@ -385,6 +386,7 @@ def restart(
             clock.emit("tenants", f"unloaded Ollama models: {', '.join(unloaded)}", models=unloaded)
     exclude = (record.pid,) if record.pid and outcome != "stale" else ()
     dump = options.model_dump(exclude={"unload_ollama", "exclude_pids"})  # stop_when is not dumped
+    dump["started_by"] = record.started_by  # the gateway's stays its own: `gateway down` stops it
     up_options = UpOptions(**dump, exclude_pids=exclude, stop_when=options.stop_when)
     new = start(spec, settings, up_options, clock)
     return await_ready(new, settings, up_options, clock)
