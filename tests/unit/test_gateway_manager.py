@@ -21,7 +21,7 @@ from llmdeck.gateway import footprint, lifecycle, manager, model_state, room
 from llmdeck.gateway.budget import GIB
 from llmdeck.gateway.config import parse_config
 from llmdeck.gateway.manager import ModelManager
-from llmdeck.runtime.state import ServerRecord
+from llmdeck.runtime.state import ServerRecord, StartedBy
 from llmdeck.settings import Settings
 
 
@@ -879,3 +879,113 @@ def test_a_model_stopped_by_down_is_not_said_to_have_exited_on_its_own(
         run(go)
     assert "model a exited because `llmdeck down` (pid 7) stopped it" in caplog.text
     assert "on its own" not in caplog.text
+
+
+def _restarted_record(
+    mgr: ModelManager, name: str, pid: int, started_by: StartedBy = "gateway"
+) -> ServerRecord:
+    """What `llmdeck restart NAME` saves: a new start (another pid) of the same spec, ready, on disk."""
+    from datetime import UTC, datetime
+
+    from llmdeck.engines.process import identify
+    from llmdeck.runtime.state import StateStore
+
+    spec = _model(mgr, name).backend.spec
+    record = ServerRecord(
+        name=name, spec=spec, argv=["sleep", "60"], pid=pid, process=identify(pid),
+        log_path=Path("/dev/null"), ready_at=datetime.now(UTC), started_by=started_by,
+    )  # fmt: skip
+    StateStore(mgr.settings.servers_dir).save(record)
+    return record
+
+
+def _real_engines_run(monkeypatch: pytest.MonkeyPatch, fake: FakeLifecycle) -> None:
+    """A record with a pid (a restarted one's) runs while its process does; the fake's, while "up"."""
+    from llmdeck.runtime.engine_state import is_alive
+
+    alive = lambda r: is_alive(r) if r.pid is not None else r.name in fake.up  # noqa: E731
+    monkeypatch.setattr(lifecycle, "still_running", alive)
+
+
+def test_a_model_restarted_outside_the_gateway_is_adopted_not_stopped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`llmdeck restart a` of a model the gateway ran: the manager saw its old engine gone and stopped
+    "a" by name, i.e. the restarted server (now recorded as the gateway's), or lost track of it."""
+    import subprocess
+
+    real_alive = lifecycle.alive_record
+    fake = FakeLifecycle(monkeypatch)
+    _real_engines_run(monkeypatch, fake)
+    monkeypatch.setattr(manager, "TICK_S", 0.05)
+    monkeypatch.setattr(manager, "MEASURE_EVERY_S", 0.05)
+    mgr = _manager(tmp_path, {"a": "", "b": ""})
+    engines = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
+
+    async def go() -> None:
+        await mgr.startup()
+        a, b = _model(mgr, "a"), _model(mgr, "b")
+        assert await mgr.acquire(a) is None
+        mgr.release(a)
+        _restarted_record(mgr, "a", engines[0].pid)
+        fake.up.discard("a")  # the old engine stopped by the restart
+        await asyncio.sleep(0.4)
+        assert a.state == "running" and a.record is not None and a.record.pid == engines[0].pid
+        assert ("stop", "a") not in fake.calls
+        # the restart's new start came after the manager had found the old engine gone: adopted too
+        monkeypatch.setattr(lifecycle, "alive_record", real_alive)
+        _restarted_record(mgr, "b", engines[1].pid, started_by="up")  # a user's: the gateway's start adopts
+        await asyncio.sleep(0.4)
+        assert b.state == "stopped"
+        assert await mgr.acquire(b) is None and b.record is not None and b.record.pid == engines[1].pid
+        mgr.release(b)
+        assert ("start", "b") not in fake.calls
+        await mgr.shutdown()
+
+    try:
+        with caplog.at_level(logging.INFO, logger="llmdeck.gateway.models"):
+            run(go)
+    finally:
+        for engine in engines:
+            engine.kill()
+            engine.wait()
+    assert "adopted a: started again outside the gateway" in caplog.text
+    assert ("stop", "a") in fake.calls  # `gateway down`: the restarted one is its own
+
+
+def test_a_model_found_stopped_adopts_its_restarted_server_once_ready(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The restart's stop and its new start leave seconds with no record: the manager found the model
+    gone meanwhile, and the restarted server (the gateway's) stayed unknown to it: `gateway down`
+    left it running and the next request's start failed on "already running"."""
+    import subprocess
+
+    real_alive = lifecycle.alive_record
+    fake = FakeLifecycle(monkeypatch)
+    _real_engines_run(monkeypatch, fake)
+    monkeypatch.setattr(manager, "TICK_S", 0.05)
+    monkeypatch.setattr(manager, "MEASURE_EVERY_S", 0.05)
+    mgr = _manager(tmp_path, {"a": ""})
+    engine = subprocess.Popen(["sleep", "60"])
+
+    async def go() -> None:
+        await mgr.startup()
+        a = _model(mgr, "a")
+        assert await mgr.acquire(a) is None
+        mgr.release(a)
+        fake.up.discard("a")
+        await asyncio.sleep(0.4)
+        assert a.state == "stopped"
+        monkeypatch.setattr(lifecycle, "alive_record", real_alive)
+        _restarted_record(mgr, "a", engine.pid)
+        await asyncio.sleep(0.4)
+        assert a.state == "running" and a.record is not None and a.record.pid == engine.pid
+        await mgr.shutdown()
+
+    try:
+        run(go)
+    finally:
+        engine.kill()
+        engine.wait()
+    assert fake.calls.count(("start", "a")) == 1 and fake.calls[-1] == ("stop", "a")

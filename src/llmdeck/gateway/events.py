@@ -15,7 +15,9 @@ from typing import Literal
 MAX_EVENTS = 200
 MAX_REASON = 600
 
-EventKind = Literal["start", "ready", "failed", "evict", "stopped", "sleep", "wake", "exited", "refused"]
+EventKind = Literal[
+    "start", "ready", "failed", "evict", "stopped", "sleep", "wake", "exited", "refused", "adopted"
+]
 
 
 @dataclass

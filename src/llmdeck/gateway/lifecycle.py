@@ -144,6 +144,23 @@ def alive_record(name: str, settings: Any) -> ServerRecord | None:
     return record if is_alive(record) and record.ready_at is not None else None
 
 
+def successor(record: ServerRecord, settings: Any) -> ServerRecord | None:
+    """Another start of ``record``'s name that runs now (`llmdeck restart NAME`: ready or still loading),
+    else None: the record on disk is this start's, is gone, or its engine no longer runs."""
+    from llmdeck.runtime.engine_state import is_alive
+    from llmdeck.runtime.state import StateStore
+
+    store = StateStore(settings.servers_dir)
+    try:
+        now = store.load(record.name) if store.path(record.name).exists() else None
+    except LlmdeckError:
+        return None
+    same = now is not None and (now.pid, now.container_id, now.started_at) == (
+        record.pid, record.container_id, record.started_at
+    )  # fmt: skip
+    return now if now is not None and not same and is_alive(now) else None
+
+
 def still_running(record: ServerRecord) -> bool:
     """The server's engine process (or container) still runs."""
     from llmdeck.runtime.engine_state import is_alive

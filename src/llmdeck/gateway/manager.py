@@ -16,6 +16,8 @@
   on, and the model is stopped, not failed (the next request starts it).
 * In the background: models idle past their ``ttl_s`` are stopped, and the running models' footprints
   are measured (the peak replaces the plan's estimate; the log says by how much it differed).
+* A model's server started anew outside the gateway (`llmdeck restart NAME` keeps it the gateway's) is
+  adopted once ready, never stopped as the old engine's leftover; a start finds one ready and adopts it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from llmdeck.gateway.managed import Budget
 from llmdeck.gateway.model_state import ManagedModel, budget_status
 from llmdeck.gateway.refusals import Refusal, StartFailed, retrieve
 from llmdeck.gateway.room import RoomMaker
+from llmdeck.runtime.state import ServerRecord
 
 log = logging.getLogger("llmdeck.gateway.models")
 
@@ -173,6 +176,8 @@ class ModelManager(RoomMaker):
             self._grant(model)
 
     async def _start(self, model: ManagedModel) -> None:
+        if await self._adopt_live(model, "already running"):  # not started again: it ends "already running"
+            return
         model.begin_start()
         log.info("start %s: needs %s (%s)", model.name, gib(model.estimate()), model.estimate_how())
         self.events.add("start", model.name, f"needs {gib(model.estimate())} ({model.estimate_how()})")
@@ -236,6 +241,10 @@ class ModelManager(RoomMaker):
         the note in its log) is stopped (its record cleared); else measured."""
         record = model.record
         if record is not None and not await asyncio.to_thread(lifecycle.still_running, record):
+            newer = await asyncio.to_thread(lifecycle.successor, record, self.settings)
+            if newer is not None:  # `llmdeck restart NAME` started it anew: never stopped from here
+                await self._successor(model, newer)
+                return
             trip = await asyncio.to_thread(lifecycle.watchdog_trip, model.name, self.settings)
             who = None if trip else await asyncio.to_thread(who_stopped, record.log_path)
             how = trip or (f"because {who} stopped it" if who else "on its own")  # not: a `down` "on its own"
@@ -247,14 +256,36 @@ class ModelManager(RoomMaker):
             return
         await self._measure(model)
 
+    async def _successor(self, model: ManagedModel, newer: ServerRecord) -> None:
+        """Its engine was started anew outside the gateway: adopted once ready (a start that fails
+        leaves no record; the next check then finds it gone); one at another URL is not this route's."""
+        if newer.base_url != model.url:
+            log.warning("model %s was started again at %s, not at %s: not adopted", model.name,
+                        newer.base_url, model.url)  # fmt: skip
+            self.events.add("exited", model.name, f"started again at {newer.base_url}: not adopted")
+            model.stopped()
+        elif newer.ready_at is not None:
+            await self._adopt(model, newer, "started again outside the gateway")
+
+    async def _adopt(self, model: ManagedModel, record: ServerRecord, how: str) -> None:
+        model.running(record, None)
+        log.info("adopted %s: %s, running at %s (pid %s)", model.name, how, model.url, record.pid)
+        self.events.add("adopted", model.name, f"{how} (pid {record.pid})")
+        await self._measure(model)
+
+    async def _adopt_live(self, model: ManagedModel, how: str, *, own: bool = False) -> bool:
+        """Adopt a live, ready server of the model's name at its URL (``own``: only one the gateway
+        started, e.g. one `llmdeck restart NAME` started anew while the model counted as stopped)."""
+        record = await asyncio.to_thread(lifecycle.alive_record, model.name, self.settings)
+        if record is None or record.base_url != model.url or (own and record.started_by != "gateway"):
+            return False
+        await self._adopt(model, record, how)
+        return True
+
     async def startup(self) -> None:
         """Adopt live servers of the configured names (an earlier gateway's), start the loop."""
         for model in self.models.values():
-            record = await asyncio.to_thread(lifecycle.alive_record, model.name, self.settings)
-            if record is not None and record.base_url == model.url:
-                model.running(record, None)
-                log.info("adopted %s: already running at %s", model.name, model.url)
-                await self._measure(model)
+            await self._adopt_live(model, "already running")
         self._tasks.append(asyncio.create_task(self._loop()))
 
     async def _loop(self) -> None:
@@ -268,6 +299,8 @@ class ModelManager(RoomMaker):
                     for model in list(self.models.values()):
                         if model.state == "running":
                             await self._check(model)
+                        elif model.state in {"stopped", "failed"} and not model.bringing_up:
+                            await self._adopt_live(model, "started again outside the gateway", own=True)
 
     async def _expire(self) -> None:
         for model in self.models.values():
