@@ -125,3 +125,48 @@ def fake_engine(tmp: Path) -> Path:
     path.write_text(FAKE_ENGINE)
     path.chmod(0o755)
     return path
+
+
+FAKE_SERVING_ENGINE = '''#!{python}
+"""fake_serving_engine: stands in for the venv's python; serves /health and /v1/models on its --port,
+or dies as vLLM does when another program holds that port ([Errno 98] Address already in use).
+Asked for its vLLM version (preflight), it says the venv's."""
+import http.server, json, sys
+
+if "--port" not in sys.argv:
+    print("0.32.0")
+    sys.exit(0)
+port = int(sys.argv[sys.argv.index("--port") + 1])
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        models = {{"object": "list", "data": [{{"id": "m", "max_model_len": 2048}}]}}
+        body = b"" if self.path == "/health" else json.dumps(models).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+try:
+    server = http.server.HTTPServer(("127.0.0.1", port), Handler)
+except OSError as exc:
+    print(f"ERROR api_server.py: {{exc}}", flush=True)
+    sys.exit(1)
+print("fake engine: serving", flush=True)
+server.serve_forever()
+'''
+
+
+def fake_serving_engine(tmp: Path) -> Path:
+    """fake_serving_engine: stands in for the venv's python; a server that answers on its --port."""
+    import sys
+
+    path = tmp / "fake_serving_engine.py"
+    path.write_text(FAKE_SERVING_ENGINE.format(python=sys.executable))
+    path.chmod(0o755)
+    return path

@@ -89,9 +89,14 @@ class OperationError(LlmdeckError):
 class ServerStartError(OperationError):
     """The engine process exited or stalled before it was ready."""
 
-    def __init__(self, message: str, *, hint: str | None = None, log_tail: str = "") -> None:
+    def __init__(
+        self, message: str, *, hint: str | None = None, log_tail: str = "", causes: tuple[str, ...] = ()
+    ) -> None:
         super().__init__(message, hint=hint)
         self.log_tail = log_tail
+        self.causes = (
+            causes  # the ids of the known failures its log matched (runtime/data/vllm_failures.yaml)
+        )
 
 
 class StartStopped(ServerStartError):

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from llmdeck import __version__
 from llmdeck.engines.spec import LaunchSpec
+from llmdeck.errors import LlmdeckError
 from llmdeck.runtime.service import Events
 from llmdeck.settings import Settings
 from llmdeck.util.net import free_port, port_is_free
@@ -115,7 +116,7 @@ def run_quickstart(
     with_check: bool = True,
     events: Events | None = None,
 ) -> QuickstartResult:
-    from llmdeck.runtime.service import UpOptions, down, up
+    from llmdeck.runtime.service import UpOptions, down
     from llmdeck.runtime.watchdog import WatchdogConfig
 
     model_dir = ensure_tiny_model(settings, say)
@@ -141,7 +142,7 @@ def run_quickstart(
     t0 = time.perf_counter()
     # stopped at the end unless --keep: killed outright, quickstart leaves no server either
     options = UpOptions(watchdog=WatchdogConfig(floor_gib=settings.watchdog_floor_gib), leashed=not keep)
-    record = up(spec, settings, options, events=events or (lambda _: None))
+    record = _up(spec, settings, options, events, say, picked=port is None)
     startup = time.perf_counter() - t0
     say(f"ready in {startup:.0f} s: {record.base_url}/v1 serving {record.served_model_name}")
     try:
@@ -165,6 +166,26 @@ def run_quickstart(
         if not keep:
             down(record.name, settings)
             say("server stopped (use --keep to leave it running)")
+
+
+def _up(
+    spec: LaunchSpec, settings: Settings, options: Any, events: Events | None, say: Say, *, picked: bool
+) -> Any:
+    """``up``; on a port quickstart picked (no --port) that another program took before the engine bound
+    it, again on another (runtime.portpick): the clash had ended quickstart as a taken port (exit 2)."""
+    from llmdeck.runtime.portpick import start_on_picked_ports
+    from llmdeck.runtime.service import up
+
+    def start(s: LaunchSpec) -> Any:
+        return up(s, settings, options, events=events or (lambda _: None))
+
+    if not picked:  # the user's --port: taken, it stays exit 2 before anything starts
+        return start(spec)
+
+    def clash(taken: int, port: int, exc: LlmdeckError) -> None:
+        say(f"port {taken} was taken by another program before the server bound it; starting on port {port}")
+
+    return start_on_picked_ports(spec, start, free_port, clash)[0]
 
 
 def _short_bench(record: Any, settings: Settings, say: Say) -> dict[str, Any] | None:

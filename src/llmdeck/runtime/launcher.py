@@ -211,6 +211,7 @@ def _startup_failure(record: ServerRecord, what: str) -> ServerStartError:
             f"Server {record.name!r} {what}. Cause: {first.cause}",
             hint=f"Fix: {first.fix} (log: {record.log_path})",
             log_tail=tail,
+            causes=tuple(d.rule_id for d in found),
         )
     return ServerStartError(
         f"Server {record.name!r} {what}; no known cause matched its log.",

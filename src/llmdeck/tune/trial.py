@@ -58,13 +58,18 @@ def engine_env(req: TuneRequest) -> dict[str, str]:
     return env
 
 
-def trial_spec(req: TuneRequest, args: list[str], env: dict[str, str]) -> LaunchSpec:
+def trial_port(req: TuneRequest) -> int:
+    """A port free now for the trial's server (the tune picks it: no trial starts on the user's)."""
     from llmdeck.util.net import free_port
 
+    return free_port(req.base.host if req.base.host != "0.0.0.0" else "127.0.0.1")
+
+
+def trial_spec(req: TuneRequest, args: list[str], env: dict[str, str]) -> LaunchSpec:
     return req.base.model_copy(
         update={
             "name": server_name(req),
-            "port": free_port(req.base.host if req.base.host != "0.0.0.0" else "127.0.0.1"),
+            "port": trial_port(req),
             "vllm_args": args,
             "env": {**engine_env(req), **req.base.env, **env, **req.secret_env},
         }
@@ -103,7 +108,7 @@ def run_trial(
     spec = trial_spec(req, args, env)
     t0, wall0 = time.monotonic(), time.time()
     try:
-        server = _start(spec, req, settings, events)
+        server, spec = start_clear_of_clashes(spec, req, settings, events)
     except LlmdeckError as exc:
         if is_input_error(exc, params):
             raise  # every trial would fail alike: exit 2 now, not --trials failed starts
@@ -135,12 +140,13 @@ def run_trial(
 
 def is_input_error(exc: Exception, params: dict[str, ParamValue]) -> bool:
     """A start refused for what the user gave, not for the candidate: the model path, a missing engine,
-    a taken port, or any bad-input refusal of vLLM's defaults (no candidate flags at all)."""
+    or any bad-input refusal of vLLM's defaults (no candidate flags at all). Not a taken port: the tune
+    picks the trials' ports, and one taken again at each of its picks (runtime.portpick) fails that trial."""
     from llmdeck.errors import MissingDependencyError, ModelPathError, PortInUseError, UsageError
 
-    if isinstance(exc, ModelPathError | MissingDependencyError | PortInUseError):
+    if isinstance(exc, ModelPathError | MissingDependencyError):
         return True
-    return isinstance(exc, UsageError) and not params
+    return isinstance(exc, UsageError) and not isinstance(exc, PortInUseError) and not params
 
 
 def _keep_log(rec: TrialRecord, name: str, settings: Settings, out_dir: Path, since: float) -> None:
@@ -163,6 +169,29 @@ def keep_log(name: str, number: int, settings: Settings, out_dir: Path, since: f
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src, dest)
     return str(dest.relative_to(out_dir))
+
+
+def start_clear_of_clashes(
+    spec: LaunchSpec, req: TuneRequest, settings: Settings, events: TuneEvents
+) -> tuple[ServerRecord, LaunchSpec]:
+    """The trial's start; a port another program took before the engine bound it is picked again
+    (runtime.portpick): the clash had aborted the whole tune as a user's taken port (exit 2), or failed
+    the candidate. Returns the server and the spec it runs (its port)."""
+    from llmdeck.runtime.portpick import start_on_picked_ports
+
+    def clash(taken: int, port: int, exc: LlmdeckError) -> None:
+        events(
+            TuneEvent(
+                kind="service",
+                message=f"port {taken} was taken by another program before the trial's server bound it "
+                f"({exc.message}); starting again on port {port}",
+                data={"service": "port_clash", "port": taken, "next_port": port},
+            )
+        )
+
+    return start_on_picked_ports(
+        spec, lambda s: _start(s, req, settings, events), lambda: trial_port(req), clash
+    )
 
 
 def _start(spec: LaunchSpec, req: TuneRequest, settings: Settings, events: TuneEvents) -> ServerRecord:
