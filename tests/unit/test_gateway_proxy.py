@@ -550,3 +550,40 @@ def test_a_backend_urls_password_and_token_are_not_shown(
     shown = status + "\n".join(ours)
     assert any("user:<redacted>@" in line for line in ours)
     assert "user:<redacted>@" in status and "SECRETPW" not in shown and "SECRETQ" not in shown
+
+
+def test_a_revoked_keys_series_leave_metrics_and_the_totals_stay(settings: Settings, tmp_path: Path) -> None:
+    """`llmdeck keys revoke bob`: bob's labelled series stayed on /metrics until the gateway restarted
+    (and a new key named bob inherited the old one's rpm window). Now they go at the keys file's
+    re-read; the per-route totals (the latency histogram, the dashboard's sums over keys) do not drop."""
+    from llmdeck.gateway.ui_sources import sample_routes
+
+    store = KeyStore(tmp_path / "keys.json")
+    alice, bob = store.create("alice"), store.create("bob", rpm=1)
+    with fake() as up:
+        cfg = f"routes:\n  - model: a\n    backends: ['{up.url}']\nkeys_file: keys.json\n" + FAST  # type: ignore[attr-defined]
+        path = tmp_path / "gateway.yaml"
+        path.write_text(cfg, encoding="utf-8")
+        app = build_app(parse_config(cfg, source=path, settings=settings))
+        metrics = app.state.gateway.metrics
+        with UvicornThread(app) as server:
+            url = f"{server.url}/v1/chat/completions"
+            for key in (alice, bob):
+                assert (
+                    httpx.post(url, json=chat(), headers={"Authorization": f"Bearer {key}"}).status_code
+                    == 200
+                )
+            before = httpx.get(f"{server.url}/metrics").text
+            assert 'key="bob"' in before
+            totals = sample_routes(metrics)["a"]
+            store.revoke("bob")
+            time.sleep(1.1)  # the key ring re-reads the file at most once a second
+            after = httpx.get(f"{server.url}/metrics").text
+            assert 'key="bob"' not in after
+            for line in before.splitlines():  # alice's series and the route's totals are as they were
+                if 'key="alice"' in line or 'seconds_count{route="a"}' in line:
+                    assert line in after.splitlines()
+            assert sample_routes(metrics)["a"] == totals
+            bob = store.create("bob", rpm=1)  # a new key of that name: its own rpm window
+            time.sleep(1.1)
+            assert httpx.post(url, json=chat(), headers={"Authorization": f"Bearer {bob}"}).status_code == 200

@@ -74,10 +74,10 @@ class GatewayState:
 
 
 def build_app(loaded: LoadedConfig, *, insecure: bool = False, settings: Any = None) -> Starlette:
-    state = GatewayState(
-        loaded=loaded, router=Router(loaded), keys=KeyRing(KeyStore(loaded.keys_file)), insecure=insecure
-    )
+    keys = KeyRing(KeyStore(loaded.keys_file))
+    state = GatewayState(loaded=loaded, router=Router(loaded), keys=keys, insecure=insecure)
     state.settings = settings
+    state.keys.on_gone += [state.metrics.forget_keys, state.limiter.forget]  # revoked: series, rpm window
     if any(b.managed is not None for r in loaded.routes for b in r.backends):
         _attach_manager(state, settings)
 
@@ -217,6 +217,7 @@ async def _metrics(request: Request) -> Response:
         return _logged(request, denied)
     from prometheus_client import CONTENT_TYPE_LATEST
 
+    st.keys.refresh()  # a key revoked since the last request: its series gone from this scrape too
     return _logged(request, Response(st.metrics.render(), media_type=CONTENT_TYPE_LATEST))
 
 

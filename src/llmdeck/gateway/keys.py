@@ -16,6 +16,7 @@ import os
 import re
 import secrets
 import stat
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -307,6 +308,7 @@ class KeyRing:
         self._checked = -1.0
         self._stamp: tuple[int, int, int] | None = None  # the keys file's (inode, mtime_ns, size)
         self.keys: list[KeyRecord] = []
+        self.on_gone: list[Callable[[set[str]], None]] = []  # told the names a re-read found gone
         self.refresh(force=True)
         self.enabled = self._stamp is not None
 
@@ -322,6 +324,7 @@ class KeyRing:
             stamp = None
         if stamp == self._stamp and not force:
             return
+        before = {k.name for k in self.keys}
         try:
             self.keys = self.store.load().keys if stamp is not None else []
         except ConfigError as exc:
@@ -332,6 +335,9 @@ class KeyRing:
             logging.getLogger("llmdeck.gateway").warning("keys file not re-read: %s", exc.message)
             return
         self._stamp = stamp
+        gone = before - {k.name for k in self.keys}  # revoked (or the file deleted: every key)
+        for tell in self.on_gone if gone else ():
+            tell(gone)
 
     def lookup(self, secret: str) -> KeyRecord | None:
         self.refresh()

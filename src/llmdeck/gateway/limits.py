@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 WINDOW_S = 60.0
 
@@ -29,3 +29,8 @@ class RateLimiter:
             return max(1, math.ceil(WINDOW_S - (now - window[0])))
         window.append(now)
         return None
+
+    def forget(self, names: Collection[str]) -> None:
+        """Revoked keys' windows: a new key of the same name starts with its own."""
+        for name in names:
+            self._seen.pop(name, None)

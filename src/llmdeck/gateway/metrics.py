@@ -9,12 +9,14 @@ for ``stream_options.include_usage``; Anthropic Messages streams carry it in ``m
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from llmdeck.util.jsonsafe import loads as json_loads
 
+REQUESTS, TOKENS, TTFT = ("route", "key", "status"), ("route", "key", "kind"), ("route", "key")  # per key
 MAX_TOKENS = 1 << 53  # the largest count a float (a Prometheus counter) holds exactly
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
@@ -26,7 +28,7 @@ class GatewayMetrics:
         self.requests = Counter(
             "llmdeck_gateway_requests",
             "Requests by route, key and HTTP status.",
-            ["route", "key", "status"],
+            list(REQUESTS),
             registry=r,
         )
         self.errors = Counter(
@@ -38,7 +40,7 @@ class GatewayMetrics:
         self.tokens = Counter(
             "llmdeck_gateway_tokens",
             "Tokens from the backends' usage, by route, key and kind.",
-            ["route", "key", "kind"],
+            list(TOKENS),
             registry=r,
         )
         self.latency = Histogram(
@@ -51,7 +53,7 @@ class GatewayMetrics:
         self.ttft = Histogram(
             "llmdeck_gateway_upstream_ttft_seconds",
             "Request received to the backend's first body byte.",
-            ["route", "key"],
+            list(TTFT),
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
@@ -65,8 +67,39 @@ class GatewayMetrics:
             registry=r,
         )
 
+        # what the series of forgotten keys had counted, per route: the totals over keys (the
+        # dashboard's rates) never go down when a key's series leave /metrics
+        self.retired: dict[str, dict[str, float]] = {}  # route -> requests / prompt / completion
+        self.retired_ttft: dict[str, dict[float, float]] = {}  # route -> bucket bound -> count
+
     def render(self) -> bytes:
         return bytes(generate_latest(self.registry))
+
+    def forget_keys(self, names: Collection[str]) -> None:
+        """The series labelled with these keys (revoked: gone from the keys file) leave /metrics; the
+        route-level series (latency, in flight, upstream errors) were never per key and keep counting."""
+        for metric, labels in ((self.requests, REQUESTS), (self.tokens, TOKENS), (self.ttft, TTFT)):
+            gone: set[tuple[str, ...]] = set()
+            for family in metric.collect():
+                for sample in family.samples:
+                    if sample.labels.get("key") in names:
+                        self._retire(sample.name, sample.labels, sample.value)
+                        gone.add(tuple(sample.labels[n] for n in labels))
+            for values in gone:
+                metric.remove(*values)
+
+    def _retire(self, name: str, labels: dict[str, str], value: float) -> None:
+        route = labels["route"]
+        if name == "llmdeck_gateway_requests_total":
+            kept = self.retired.setdefault(route, {})
+            kept["requests"] = kept.get("requests", 0.0) + value
+        elif name == "llmdeck_gateway_tokens_total":
+            kept = self.retired.setdefault(route, {})
+            kept[labels["kind"]] = kept.get(labels["kind"], 0.0) + value
+        elif name == "llmdeck_gateway_upstream_ttft_seconds_bucket":
+            buckets = self.retired_ttft.setdefault(route, {})
+            le = float(labels["le"])
+            buckets[le] = buckets.get(le, 0.0) + value
 
 
 # The events after which a client has its whole reply (OpenAI chat/completions, Responses, Anthropic

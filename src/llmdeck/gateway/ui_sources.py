@@ -144,8 +144,14 @@ class RouteSample:
 
 
 def sample_routes(metrics: GatewayMetrics) -> dict[str, RouteSample]:
-    """Per route: requests, tokens and the TTFT histogram, summed over keys and statuses."""
+    """Per route: requests, tokens and the TTFT histogram, summed over keys and statuses (revoked keys'
+    too: their series left /metrics, what they counted stays in the totals)."""
     out: dict[str, RouteSample] = {}
+    for route, kept in metrics.retired.items():
+        r = out.setdefault(route, RouteSample())
+        r.requests, r.prompt, r.completion = (kept.get(k, 0.0) for k in ("requests", "prompt", "completion"))
+    for route, buckets in metrics.retired_ttft.items():
+        out.setdefault(route, RouteSample()).ttft = dict(buckets)
     for family in metrics.requests.collect():
         for s in family.samples:
             if s.name.endswith("_total"):
