@@ -100,7 +100,9 @@ class RouteView(_Out):
 class EventView(_Out):
     seq: int
     at: float
-    kind: str = Field(description="start, ready, failed, evict, stopped, sleep, wake, exited or refused")
+    kind: str = Field(
+        description="start, ready, failed, evict, stopped, sleep, wake, exited, refused or adopted"
+    )
     model: str
     reason: str
     code: str | None = None
