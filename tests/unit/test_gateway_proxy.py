@@ -519,8 +519,8 @@ def test_a_stream_no_one_asked_for_is_bounded_by_the_response_timeout(
 def test_a_body_the_encoder_cannot_follow_is_the_clients_mistake() -> None:
     """Parsed, but nested past what ``json.dumps`` follows where the gateway sends it on: a 500 had
     followed (RecursionError); now UnsendableBody, which ``forward`` answers as a 400."""
-    from llmdeck.gateway.proxy import UnsendableBody, Upstream
     from llmdeck.gateway.routing import BackendState
+    from llmdeck.gateway.upstream import UnsendableBody, Upstream
 
     nested: list[object] = []
     for _ in range(100_000):

@@ -31,7 +31,7 @@ from llmdeck.gateway.keys import KeyRing, KeyStore
 from llmdeck.gateway.limits import RateLimiter
 from llmdeck.gateway.manager import ModelManager
 from llmdeck.gateway.metrics import GatewayMetrics
-from llmdeck.gateway.proxy import DROP_REQUEST, RequestCtx, Upstream, all_down, forward, openai_error
+from llmdeck.gateway.proxy import DROP_REQUEST, RequestCtx, all_down, forward, openai_error
 from llmdeck.gateway.request_body import GONE, hung_up, no_such_endpoint, parse_body, path_problem, read_body
 from llmdeck.gateway.routing import Router, RouteState
 from llmdeck.gateway.surfaces import (
@@ -43,6 +43,7 @@ from llmdeck.gateway.surfaces import (
     rewrite_for,
 )
 from llmdeck.gateway.ui_app import ui_routes
+from llmdeck.gateway.upstream import Upstream
 
 
 @dataclass

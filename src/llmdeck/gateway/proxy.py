@@ -12,8 +12,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -23,7 +21,6 @@ from typing import Any
 import httpx
 from starlette.responses import JSONResponse, Response
 
-from llmdeck.errors import InternalError
 from llmdeck.gateway.config import Health
 from llmdeck.gateway.metrics import GatewayMetrics, token_counts
 from llmdeck.gateway.refusals import NO_RETRY
@@ -36,6 +33,7 @@ from llmdeck.gateway.surfaces import (
     overflow_candidate,
     with_overflow_code,
 )
+from llmdeck.gateway.upstream import UnsendableBody, Upstream, UpstreamFailure, open_upstream
 from llmdeck.util.safetext import safe_line
 
 access_log = logging.getLogger("llmdeck.gateway.access")
@@ -63,8 +61,6 @@ DROP_REQUEST = frozenset(
 INTERNAL = (
     "The gateway failed on this request: a bug (the gateway's log has its traceback); please report it."
 )
-OFF_LOOP_BYTES = 1 << 20  # a body parsed and encoded again in a thread, not on the event loop
-TOO_DEEP = "The request body nests too deeply to pass on (JSON arrays or objects inside each other)."
 LOG_PATH_CHARS = 200  # of a path in the access log: a client's 64 KB path had made a 64 KB line
 
 
@@ -130,106 +126,6 @@ def _log_path(path: str) -> str:
     if len(path) > LOG_PATH_CHARS:
         path = f"{path[:LOG_PATH_CHARS]}…(+{len(path) - LOG_PATH_CHARS} chars)"
     return safe_line(path)
-
-
-class UpstreamFailure(InternalError):
-    """A backend that gave no reply (the gateway tries the next one, or answers ``status``).
-
-    ``reason`` is a metrics label; ``detail`` says it in words (no exception class names)."""
-
-    def __init__(self, status: int, reason: str, detail: str) -> None:
-        super().__init__(detail)
-        self.status, self.reason, self.detail = status, reason, detail
-
-
-@dataclass
-class Upstream:
-    """What to send: method, path (with query), headers and body, and the timeouts."""
-
-    method: str
-    path: str
-    headers: list[tuple[bytes, bytes]]  # as the client sent them: a header value need not be ASCII
-    body: bytes
-    first_byte_s: float
-    json_body: dict[str, Any] | None = None  # re-serialised per backend: its served model name
-    whole_s: float | None = None  # a reply that is no stream asked for: complete within this long of the send
-    stream: bool = False  # the client asked for a stream (``"stream": true``)
-
-    def content_for(self, state: BackendState) -> bytes:
-        """The body for this backend (its served model name); UnsendableBody when the client's body
-        cannot be encoded again (nested past the encoder's depth, or a lone surrogate in a string)."""
-        if self.json_body is None:
-            return self.body
-        served = state.model_name()
-        if served:
-            self.json_body["model"] = served
-        try:
-            return json.dumps(self.json_body, separators=(",", ":"), ensure_ascii=False).encode()
-        except RecursionError:
-            raise UnsendableBody(TOO_DEEP) from None
-        except UnicodeEncodeError:
-            raise UnsendableBody(
-                "The request body holds a lone UTF-16 surrogate (such as \\ud800), which is no text; "
-                "send valid Unicode."
-            ) from None
-
-
-class UnsendableBody(InternalError):
-    """A client's JSON body the gateway cannot send on: the client's mistake (a 400), not the backend's."""
-
-
-async def open_upstream(client: httpx.AsyncClient, state: BackendState, up: Upstream) -> httpx.Response:
-    headers = list(up.headers)  # the client's credentials are dropped already (DROP_REQUEST)
-    # and its Accept-Encoding: without one httpx asks for gzip, relayed to a client that never asked
-    headers.append((b"accept-encoding", b"identity"))
-    if state.backend.api_key:
-        headers.append((b"authorization", f"Bearer {state.backend.api_key}".encode()))
-    big = len(up.body) > OFF_LOOP_BYTES  # 30 MB took 1.6 s to encode: every other client waited
-    content = await asyncio.to_thread(up.content_for, state) if big else up.content_for(state)
-    request = client.build_request(
-        up.method, state.url + up.path, headers=headers, content=content, timeout=_timeout(client, up)
-    )
-    late = UpstreamFailure(504, "first_byte_timeout", f"no answer within {up.first_byte_s:g} s")
-    try:
-        async with asyncio.timeout(up.first_byte_s):
-            resp = await client.send(request, stream=True)
-    except TimeoutError as exc:
-        raise late from exc
-    except httpx.ConnectTimeout as exc:
-        raise UpstreamFailure(504, "connect_timeout", "the connection timed out") from exc
-    except httpx.TimeoutException as exc:
-        raise late from exc
-    except httpx.HTTPError as exc:  # in words (the 502, the status's last_error): no exception class names
-        what = "cannot connect" if isinstance(exc, httpx.ConnectError) else "the connection broke"
-        raise UpstreamFailure(502, "connect_error", (f"{what} ({exc})" if str(exc) else what)[:200]) from exc
-    await _refuse_web_page(resp)
-    return resp
-
-
-def _timeout(client: httpx.AsyncClient, up: Upstream) -> httpx.Timeout:
-    """The client's timeouts; a reply that is no stream is silent until it is whole, so its read timeout
-    is the whole answer's (``response_s``), not the idle one between chunks (it had cut such a reply
-    at ``idle_s`` and marked the backend down)."""
-    t = client.timeout
-    if up.stream or up.whole_s is None:
-        return t
-    return httpx.Timeout(connect=t.connect, read=max(t.read or 0.0, up.whole_s), write=t.write, pool=t.pool)
-
-
-async def _refuse_web_page(resp: httpx.Response) -> None:
-    """A success (or redirect) that is an HTML page is no model's reply: a login page, a captive portal,
-    a URL that points at a website. Relayed, a client would take it for a reply (or fail to parse it);
-    treated as a failed backend instead: marked down, the next replica tried, else a 502 that says so.
-    (An HTML 4xx/5xx is relayed as any error is; other types pass: /v1/audio answers audio.)"""
-    kind = resp.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if resp.status_code < 400 and kind in {"text/html", "application/xhtml+xml"}:
-        await resp.aclose()
-        raise UpstreamFailure(
-            502,
-            "not_an_api_reply",
-            f"it answered HTTP {resp.status_code} with a web page ({kind}), not JSON or an event stream: "
-            "is the URL that of an OpenAI-compatible server (not a login page or a website)?",
-        )
 
 
 async def forward(client: httpx.AsyncClient, route: RouteState, up: Upstream, ctx: RequestCtx) -> Response:

@@ -13,8 +13,9 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
-from llmdeck.gateway.proxy import OFF_LOOP_BYTES, TOO_DEEP, RequestCtx, openai_error
+from llmdeck.gateway.proxy import RequestCtx, openai_error
 from llmdeck.gateway.surfaces import api_of, reshape_error
+from llmdeck.gateway.upstream import OFF_LOOP_BYTES, TOO_DEEP
 from llmdeck.util.jsonsafe import NotJsonNumberError, TooDeepError, TooLongNumberError
 from llmdeck.util.jsonsafe import loads as json_loads
 from llmdeck.util.safetext import is_unsafe
