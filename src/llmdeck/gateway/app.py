@@ -341,7 +341,7 @@ async def _send(
     path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     first_byte_s = timeouts.first_byte_s if streaming else timeouts.response_s
     up = Upstream(
-        request.method, path, headers, raw, first_byte_s, body, whole_s=timeouts.response_s, stream=streaming
+        request.method, path, headers, raw, first_byte_s, body, timeouts.response_s, streaming, ctx.api
     )
     ctx.gauge = st.metrics.in_flight.labels(ctx.route)
     ctx.gauge.inc()

@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, Response
 
 from llmdeck.gateway.config import Health
 from llmdeck.gateway.metrics import GatewayMetrics, token_counts
+from llmdeck.gateway.outcap import retry
 from llmdeck.gateway.refusals import NO_RETRY
 from llmdeck.gateway.relay import DROP_RESPONSE, Relay, RelayResponse
 from llmdeck.gateway.routing import BackendState, Router, RouteState
@@ -169,12 +170,12 @@ async def forward(client: httpx.AsyncClient, route: RouteState, up: Upstream, ct
             return missing
         if overflow_candidate(ctx.api, resp.status_code, resp.headers):
             state.mark_up()  # it answered
-            return await _bad_request(resp, state, ctx)
+            return await _bad_request(client, route, resp, state, up, ctx)
         if 300 <= resp.status_code < 400 and resp.headers.get("location"):
             return await _redirected(resp, state, ctx)
         state.mark_up()
         ctx.backend = state.backend.label
-        return RelayResponse(Relay(resp, state, ctx, up.whole_s, opened, streamed=up.stream))
+        return _marked(RelayResponse(Relay(resp, state, ctx, up.whole_s, opened, streamed=up.stream)), up)
     route.errors += 1
     status = last.status if last is not None else 502
     ctx.finish(status, "no_backend")
@@ -258,12 +259,34 @@ def _relayed(resp: httpx.Response, body: bytes) -> Response:
     return Response(body, status_code=resp.status_code, headers=headers)
 
 
-async def _bad_request(resp: httpx.Response, state: BackendState, ctx: RequestCtx) -> Response:
-    """A backend's 400 on an OpenAI API, relayed; a prompt over the context gets OpenAI's code for it."""
-    ctx.backend = state.backend.label
+async def _bad_request(
+    client: httpx.AsyncClient,
+    route: RouteState,
+    resp: httpx.Response,
+    state: BackendState,
+    up: Upstream,
+    ctx: RequestCtx,
+) -> Response:
+    """A backend's 400, relayed; a prompt over the context gets OpenAI's code for it on OpenAI's APIs.
+
+    An output cap over a context the gateway did not know yet (not probed: a model on demand just
+    started) is sent again, lowered to the max_model_len the 400 names; a lowered cap that a vLLM < 0.32
+    refused (it counts the cap against the prompt's room) is sent again as the client wrote it
+    (outcap.retry; twice at most)."""
     body = await _small_body(resp, state)
+    if up.tries < 2 and retry(state, ctx.api, up.json_body, up.lowered, body):
+        up.tries += 1
+        return await forward(client, RouteState(route.route, [state]), up, ctx)
+    ctx.backend = state.backend.label
     ctx.finish(400)
-    return _relayed(resp, with_overflow_code(ctx.api, 400, body) or body)
+    return _marked(_relayed(resp, with_overflow_code(ctx.api, 400, body) or body), up)
+
+
+def _marked(resp: Response, up: Upstream) -> Response:
+    """The backend's reply, saying that the request's output cap was lowered for it (outcap)."""
+    if up.lowered is not None:
+        resp.headers.update(up.lowered.headers())
+    return resp
 
 
 async def _missing_surface(resp: httpx.Response, state: BackendState, ctx: RequestCtx) -> Response | None:

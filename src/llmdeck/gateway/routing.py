@@ -47,6 +47,8 @@ class BackendState:
     checked_at: float | None = None  # the last probe's (or reply's) time; None: never checked
     down_at: float | None = None  # when it was last marked down (a check before that is no news)
     probe_failures: int = 0
+    noted: set[tuple[str, int]] = field(default_factory=set)  # outcap.note's: (api, cap) said in the log
+    reserves_cap: bool = False  # it counts an output cap against the prompt's room (outcap.retry)
 
     @property
     def url(self) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from llmdeck.errors import InternalError
+from llmdeck.gateway.outcap import Lowered, lowered, note
 from llmdeck.gateway.routing import BackendState
 
 OFF_LOOP_BYTES = 1 << 20  # a body parsed and encoded again in a thread, not on the event loop
@@ -41,17 +42,26 @@ class Upstream:
     json_body: dict[str, Any] | None = None  # re-serialised per backend: its served model name
     whole_s: float | None = None  # a reply that is no stream asked for: complete within this long of the send
     stream: bool = False  # the client asked for a stream (``"stream": true``)
+    api: str = "other"  # surfaces.api_of(path): where the output cap is (outcap)
+    lowered: Lowered | None = None  # the output cap as the last backend tried was sent it, if lowered
+    tries: int = 0  # sent again for a 400 about its output cap (outcap.retry)
 
     def content_for(self, state: BackendState) -> bytes:
-        """The body for this backend (its served model name); UnsendableBody when the client's body
-        cannot be encoded again (nested past the encoder's depth, or a lone surrogate in a string)."""
+        """The body for this backend (its served model name; an output cap over its context lowered to
+        it, outcap); UnsendableBody when the client's body cannot be encoded again (nested past the
+        encoder's depth, or a lone surrogate in a string)."""
         if self.json_body is None:
             return self.body
         served = state.model_name()
         if served:
             self.json_body["model"] = served
+        body, self.lowered = self.json_body, None
+        limit = None if state.reserves_cap else state.max_model_len
+        if (low := lowered(self.api, body, limit)) is not None:
+            body, self.lowered = low
+            note(state.noted, state.backend.label, self.api, self.lowered)
         try:
-            return json.dumps(self.json_body, separators=(",", ":"), ensure_ascii=False).encode()
+            return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
         except RecursionError:
             raise UnsendableBody(TOO_DEEP) from None
         except UnicodeEncodeError:
