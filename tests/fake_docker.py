@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """fake_docker: a stand-in `docker` client (docker 28's output formats) whose containers are local
 processes: `run -d` starts a tiny fake OpenAI server (/health, /v1/models, chat) on the published
-port, its output in a file that `logs` reads; `stop`/`rm` end it. State in $FAKE_DOCKER_STATE (JSON).
+port, its output kept as docker's json-file driver keeps it (a JSON line per line, stamped, one longer
+than 16 KiB in stamped parts) in a file that `logs` reads (-f, -t, --tail, --since as docker does:
+its -t prints each part's stamp, inside a long line too); `stop`/`rm` end it. GET /spam?n=N on the
+server logs N more lines (and one of 40,000 bytes). State in $FAKE_DOCKER_STATE (JSON).
 
 Faults, from the environment: FAKE_DOCKER_HANG=VERB (that verb sleeps an hour), FAKE_DOCKER_RUN_ERR=
 conflict|port|denied, FAKE_DOCKER_PULL_ERR=denied, FAKE_DOCKER_CONTAINER=oom|restarting|binary|huge|chatty
@@ -17,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -209,10 +213,15 @@ def cmd_run(args: list[str]) -> None:
         if "-d" not in bools:
             os.environ.update(env)
             os.execv(sys.executable, [*argv[:3], "-", mode, *command])
-        with open(log, "wb") as out:
-            proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env, start_new_session=True
-            )
+        Path(log).touch()
+        proc = subprocess.Popen(
+            [sys.executable, __file__, "_copier", log, *argv],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,  # not `docker run`'s: its reader waits for their end
+            stderr=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
         labels = dict(x.split("=", 1) for x in opts.get("--label", []))
         data["containers"][cid] = {
             "id": cid,
@@ -269,31 +278,70 @@ def cmd_ps(args: list[str]) -> None:
         )
 
 
+PART = 16 * 1024  # docker's copier keeps a longer line in parts of this size
+
+
+def copier(log: str, argv: list[str]) -> None:
+    """docker's json-file logger: the container's two streams, each line a JSON entry stamped when read."""
+    child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    lock = threading.Lock()
+    out = open(log, "ab")  # noqa: SIM115 (open as long as the container runs)
+
+    def pump(stream: Any, name: str) -> None:
+        for line in iter(stream.readline, b""):
+            ns = time.time_ns()
+            ts = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ns // 10**9)) + f".{ns % 10**9:09d}Z"
+            body, end = (line[:-1], b"\n") if line.endswith(b"\n") else (line, b"")
+            parts = [body[i : i + PART] for i in range(0, len(body), PART)] or [b""]
+            parts[-1] += end
+            entries = [{"log": p.decode("utf-8", "replace"), "stream": name, "time": ts} for p in parts]
+            with lock:
+                out.write(b"".join(json.dumps(e).encode() + b"\n" for e in entries))
+                out.flush()
+
+    pumps = [
+        threading.Thread(target=pump, args=(s, n))
+        for s, n in ((child.stdout, "stdout"), (child.stderr, "stderr"))
+    ]
+    for t in pumps:
+        t.start()
+    for t in pumps:
+        t.join()
+    sys.exit(child.wait())
+
+
+def _entries(path: str, pos: int) -> tuple[list[dict[str, Any]], int]:
+    """The whole JSON entries of the log after ``pos``, and the position after them."""
+    with open(path, "rb") as fh:
+        fh.seek(pos)
+        data = fh.read()
+    whole = data[: data.rfind(b"\n") + 1]
+    return [json.loads(x) for x in whole.splitlines()], pos + len(whole)
+
+
+def _print(entries: list[dict[str, Any]], stamps: bool) -> None:
+    for e in entries:
+        stream = sys.stdout.buffer if e["stream"] == "stdout" else sys.stderr.buffer
+        stream.write(((e["time"] + " ") if stamps else "").encode() + e["log"].encode())
+        stream.flush()
+
+
 def cmd_logs(args: list[str]) -> None:
-    opts, bools, rest = parse_run(args)
-    c = find(load(), rest[-1])
+    follow, stamps = "-f" in args or "--follow" in args, "-t" in args or "--timestamps" in args
+    tail = args[args.index("--tail") + 1] if "--tail" in args else "all"
+    since = args[args.index("--since") + 1] if "--since" in args else ""
+    c = find(load(), args[-1])
     if c is None:
-        err(f"Error response from daemon: No such container: {rest[-1]}")
-    tail = opts.get("--tail", ["all"])[0]
-    data = Path(c["log"]).read_bytes()
-    lines = data.splitlines(keepends=True)
+        err(f"Error response from daemon: No such container: {args[-1]}")
+    entries, pos = _entries(c["log"], 0)
+    entries = [e for e in entries if e["time"] >= since]
     if tail != "all":
-        lines = lines[len(lines) - int(tail) :] if int(tail) else []
-    out = sys.stdout.buffer
-    out.write(b"".join(lines))
-    out.flush()
-    if "-f" not in bools:
-        return
-    pos = len(data)
-    while True:
-        with open(c["log"], "rb") as fh:
-            fh.seek(pos)
-            chunk = fh.read()
-        if chunk:
-            out.write(chunk)
-            out.flush()
-            pos += len(chunk)
-        if not alive(c["pid"]):
+        entries = entries[len(entries) - int(tail) :] if int(tail) else []
+    _print(entries, stamps)
+    while follow:
+        new, pos = _entries(c["log"], pos)
+        _print(new, stamps)
+        if not new and not alive(c["pid"]):
             return
         time.sleep(0.2)
 
@@ -389,7 +437,13 @@ def container(log: str, mode: str, command: list[str]) -> None:
             return True
 
         def do_GET(self) -> None:
-            if self.path == "/health":
+            if self.path.startswith("/spam?n="):  # lines logged while serving, one past docker's 16 KiB
+                for i in range(int(self.path.split("=", 1)[1])):
+                    print(f"INFO 11-29 20:40:00 [serving.py:1] later line {i:05d}")
+                print("INFO long " + "z" * 40_000)
+                sys.stdout.flush()
+                self._json(200, {})
+            elif self.path == "/health":
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -478,6 +532,9 @@ def main() -> None:
     argv = sys.argv[1:]
     if argv and argv[0] == "_container":
         container(argv[1], argv[2], argv[3:])
+        return
+    if argv and argv[0] == "_copier":
+        copier(argv[1], argv[2:])
         return
     verb = argv[0] if argv else ""
     if os.environ.get("FAKE_DOCKER_HANG") == verb:

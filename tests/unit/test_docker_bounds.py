@@ -385,8 +385,9 @@ def docker_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_logs_of_a_container_are_its_current_ones(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The log file of a container is written from `docker logs` when asked; `llmdeck logs` had shown
-    what the start saved, never a line the container printed while serving."""
+    """`llmdeck logs` of a running container is `docker logs --tail N`: it had shown what the start
+    saved, never a line the container printed while serving. The file keeps the start's copy (it had
+    been rewritten from docker's last 2,000 lines, the start-up lost); `down` saves the rest."""
     from llmdeck.cli.app import main
 
     log = docker_record(tmp_path, monkeypatch)
@@ -394,7 +395,7 @@ def test_logs_of_a_container_are_its_current_ones(
         main(["logs", "dock"])
     assert info.value.code in (0, None)
     assert "INFO 200 OK /v1/chat/completions" in capsys.readouterr().out
-    assert "INFO 200 OK" in log.read_text()
+    assert log.read_text() == "# llmdeck: docker run ...\nINFO started\n"
 
 
 def test_logs_follow_of_a_container_streams_docker_logs_f(

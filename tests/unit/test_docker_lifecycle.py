@@ -97,9 +97,10 @@ def test_dead_container_is_diagnosed_from_docker_logs(tmp_path: Path, settings: 
     assert not launcher.is_alive(record, cli)
     text = launcher.engine_log(record, cli)
     assert "CUDA out of memory" in text
-    assert "CUDA out of memory" in record.log_path.read_text(), "the container's log must survive docker rm"
     outcome = launcher.stop_engine(record, docker=cli)
     assert outcome == "gone"
+    assert "CUDA out of memory" in record.log_path.read_text(), "the container's log must survive docker rm"
+    assert runner.calls[-2] == ["docker", "logs", "-t", "llmdeck-dock"]  # saved whole, then removed
     assert runner.calls[-1] == ["docker", "rm", "-f", "llmdeck-dock"]
 
 

@@ -226,8 +226,9 @@ def logs_cmd(
     """Print a server's log (it survives crashes and `down`).
 
     A local server's log is kept under 64 MiB while it runs: the older part moves to NAME.log.1,
-    then .2 and .3, in the logs folder (an earlier start's log moves there too). A container's log is
-    what `docker logs` says now (saved to the same file); -f follows `docker logs -f`.
+    then .2 and .3, in the logs folder (an earlier start's log moves there too). A running
+    container's log is docker's (`docker logs --tail N`, -f follows `docker logs -f`); `down` saves
+    it whole to the same file, kept under 64 MiB, before the container is removed.
 
     Examples:
 
@@ -236,7 +237,7 @@ def logs_cmd(
       llmdeck logs -f            # follow the only running server until it exits
     """
     from llmdeck.errors import LlmdeckError, NotRunningError
-    from llmdeck.runtime.launcher import engine_log, read_tail
+    from llmdeck.runtime.engine_state import engine_tail
     from llmdeck.runtime.state import StateStore
     from llmdeck.util.names import validate_server_name
 
@@ -255,8 +256,19 @@ def logs_cmd(
             if not (name and log_path.is_file()):
                 raise
             err_console().print(f"{exc.message} Showing {log_path}.", markup=False, highlight=False)
-    if record is not None:  # a container's log file is written from `docker logs` when asked: now
-        engine_log(record)
+    if record is not None and (text := engine_tail(record, lines)) is not None:
+        sys.stdout.write(log_text(text if text.endswith("\n") or not text else text + "\n"))
+        sys.stdout.flush()
+    else:
+        _print_tail(log_path, lines)
+    if follow:
+        _follow(log_path, record)
+
+
+def _print_tail(log_path: Path, lines: int) -> None:
+    """The log file's last ``lines`` lines (of its last TAIL_BYTES), saying so when fewer are there."""
+    from llmdeck.runtime.launcher import read_tail
+
     text = read_tail(log_path, TAIL_BYTES)
     shown = text.splitlines()[-lines:]
     sys.stdout.write(log_text("\n".join(shown) + "\n"))
@@ -267,8 +279,6 @@ def logs_cmd(
             markup=False,
             highlight=False,
         )
-    if follow:
-        _follow(log_path, record)
 
 
 def _follow(log_path: Path, record: Any) -> None:

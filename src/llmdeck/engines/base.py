@@ -131,6 +131,11 @@ class Engine(ABC):
     def logs(self, handle: EngineHandle) -> str:
         """The server's log text (kept in ``handle.log_path``)."""
 
+    def tail(self, handle: EngineHandle, lines: int) -> str | None:
+        """The server's last ``lines`` log lines where its log file does not hold them as it runs (a
+        container's: docker's); None: read the log file."""
+        return None
+
     def follow_log(self, handle: EngineHandle) -> Iterator[str]:
         """What the server's log gains from now on, until the server is gone (or the caller stops)."""
         from llmdeck.engines.logfiles import follow

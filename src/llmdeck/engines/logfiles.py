@@ -71,11 +71,16 @@ def header_line(argv: Sequence[str]) -> str:
 def note_stop(log_path: Path, who: str) -> None:
     """``# llmdeck: <time> stopping: <who>`` appended to a server's log before its engine is signalled:
     a start waiting for that engine then says who stopped it (it had said "exited before it was
-    ready; no known cause"), and the log tells why the server ended. Never creates the log, never
-    waits on a pipe there; a log that cannot be written is left as it is."""
+    ready; no known cause"), and the log tells why the server ended."""
+    note(log_path, f"stopping: {who}")
+
+
+def note(log_path: Path, text: str) -> None:
+    """``# llmdeck: <time> <text>`` appended to a server's log. Never creates the log, never waits on
+    a pipe there; a log that cannot be written is left as it is."""
     import contextlib
 
-    line = f"# llmdeck: {datetime.now(UTC).isoformat()} stopping: {who}\n".encode()
+    line = f"# llmdeck: {datetime.now(UTC).isoformat()} {text}\n".encode()
     with contextlib.suppress(OSError):
         flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         fd = os.open(log_path, flags)

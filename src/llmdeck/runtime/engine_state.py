@@ -31,9 +31,15 @@ def is_alive(record: ServerRecord, docker: DockerCLI | None = None) -> bool:
 
 
 def engine_log(record: ServerRecord, docker: DockerCLI | None = None) -> str:
-    """The server's log text: the log file, or for a container `docker logs` (saved to the log file
-    so that it survives `docker rm`)."""
+    """The server's log text: the log file, or for a container `docker logs` (its last 2,000 lines;
+    `down` saves the container's whole log to the log file before `docker rm`)."""
     return engine_of(record, docker).logs(record)
+
+
+def engine_tail(record: ServerRecord, lines: int, docker: DockerCLI | None = None) -> str | None:
+    """The server's last ``lines`` log lines where the log file does not hold them while it runs (a
+    container's: `docker logs --tail LINES`); None: the log file has them."""
+    return engine_of(record, docker).tail(record, lines)
 
 
 def follow_log(record: ServerRecord, docker: DockerCLI | None = None) -> Iterator[str]:

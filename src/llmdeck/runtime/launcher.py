@@ -321,7 +321,7 @@ def down(name: str, settings: Settings, *, grace_s: float = 20.0, who: str = "`l
     store = StateStore(settings.servers_dir)
     start_gate.settled(settings)
     record = store.load(name)
-    if not engine_of(record).containerized:  # a container's log file is rewritten from `docker logs`
+    if not engine_of(record).containerized:  # a container's start reads `docker logs`, not this file
         note_stop(record.log_path, f"{who} (pid {os.getpid()})")
     outcome = stop_engine(record, grace_s=grace_s)
     # a stale record too (its pid another program's, never signalled); a newer start's record is kept

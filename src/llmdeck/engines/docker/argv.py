@@ -188,8 +188,10 @@ def docker_logs_argv(
     follow: bool = False,
     tail: int | None = None,
     timestamps: bool = False,
+    since: str | None = None,
     docker: str = "docker",
 ) -> list[str]:
+    """``since``: docker's timestamp (RFC 3339, nanoseconds) of the first line wanted."""
     argv = [docker, "logs"]
     if follow:
         argv.append("-f")
@@ -197,6 +199,8 @@ def docker_logs_argv(
         argv += ["--tail", str(tail)]
     if timestamps:
         argv.append("-t")
+    if since is not None:
+        argv += ["--since", since]
     return [*argv, container_name(name)]
 
 

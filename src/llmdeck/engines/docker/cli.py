@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from llmdeck.engines.docker.argv import (
     BOUNDED_LOG_OPTS,
@@ -36,6 +37,9 @@ from llmdeck.engines.docker.output import (
 )
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import MissingDependencyError, NotRunningError, UsageError
+
+if TYPE_CHECKING:
+    from llmdeck.engines.docker.logrun import LogLines
 
 Runner = Callable[..., "subprocess.CompletedProcess[str]"]  # (argv) or (argv, env=…)
 
@@ -199,6 +203,19 @@ class DockerCLI:
         argv = docker_logs_argv(name, tail=tail, docker=self.docker)
         proc = self._call(argv, timeout_s=LOGS_S, merge=True)
         return (proc.stdout or "") + (proc.stderr or "")
+
+    def stamped_logs(self, name: str, *, since: str | None, limit_s: float) -> LogLines:
+        """`docker logs -t [--since SINCE]` (both streams in order), its lines read as they come."""
+        from llmdeck.engines.docker.logrun import LogAnswer, LogRun
+
+        argv = docker_logs_argv(name, timestamps=True, since=since, docker=self.docker)
+        if self._injected is None:
+            try:
+                return LogRun(argv, limit_s)
+            except FileNotFoundError as exc:
+                raise self._missing_client() from exc
+        proc = self._call(argv, check=False, timeout_s=limit_s, merge=True)
+        return LogAnswer(argv, proc.returncode, (proc.stdout or "") + (proc.stderr or ""))
 
     def follow_logs(self, name: str) -> Iterator[str]:
         """What the container prints from now on (`docker logs -f --tail 0`, both streams in order),

@@ -15,7 +15,8 @@ from llmdeck.engines.logtap import LogTap
 from llmdeck.engines.process import Owner
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import LlmdeckError
-from llmdeck.util.redact import redact_text
+
+TAIL_LINES = 2000  # what `docker logs` gives of a container for a diagnosis or a status
 
 
 @Engine.register("docker")
@@ -90,38 +91,40 @@ class DockerEngine(Engine):
         return "ours" if state.running else "gone"
 
     def logs(self, handle: EngineHandle) -> str:
-        """`docker logs`, saved to the log file so that it survives `docker rm` (the file when docker
-        cannot answer)."""
-        from llmdeck.util.atomic import atomic_write_text
+        """The last :data:`TAIL_LINES` lines of `docker logs` (the log file when docker cannot answer).
+        The file is written by the start (its start-up) and by :meth:`stop` (the rest, whole): it had
+        been rewritten here from the last 2,000 lines, which lost the start-up of a server that ran."""
+        text = self.tail(handle, TAIL_LINES)
+        return read_tail(handle.log_path) if text is None else text
 
+    def tail(self, handle: EngineHandle, lines: int) -> str | None:
+        """`docker logs --tail LINES`; None when docker cannot answer (the log file then)."""
         try:
-            text = self.cli.logs(handle.name, tail=2000)
+            return self.cli.logs(handle.name, tail=lines)
         except LlmdeckError:
-            return read_tail(handle.log_path)
-        atomic_write_text(handle.log_path, _header(handle) + redact_text(text), secret=True)
-        return text
+            return None
 
     def tap_log(self, handle: EngineHandle) -> LogTap:
-        """`docker logs -f` from the container's first line, appended to the log file as it comes."""
+        """`docker logs -f -t` from the container's first line, each line appended to the log file once
+        as it comes (:mod:`.logmark`: the file's mark says where its copy of docker's log ends)."""
         from llmdeck.engines.docker.argv import docker_logs_argv
-        from llmdeck.engines.logtap import CommandTap, FileTap
-        from llmdeck.util.atomic import atomic_write_text
+        from llmdeck.engines.docker.logmark import StampedTap, begin
+        from llmdeck.engines.logtap import FileTap
 
-        atomic_write_text(handle.log_path, _header(handle), secret=True)
+        mark = begin(handle.log_path, _header(handle))
         try:
-            return CommandTap(
-                docker_logs_argv(handle.name, follow=True, docker=self.cli.docker), handle.log_path
-            )
+            argv = docker_logs_argv(handle.name, follow=True, timestamps=True, docker=self.cli.docker)
+            return StampedTap(argv, handle.log_path, mark)
         except OSError:  # no docker client to run: the file as it is
             return FileTap(handle.log_path)
 
     def follow_log(self, handle: EngineHandle) -> Iterator[str]:
-        """`docker logs -f`: the log file is written from `docker logs` only when asked (a start, a
-        stop, `llmdeck logs`), so following the file had shown nothing while the container served."""
+        """`docker logs -f`: the log file gets the container's lines at a start and a stop only, so
+        following the file had shown nothing while the container served."""
         return self.cli.follow_logs(handle.name)
 
     def stop(self, handle: EngineHandle, *, grace_s: float = 20.0) -> str:
-        """Its log is saved first, then `docker stop` and `docker rm`; a leash on it is let go."""
+        """`docker stop`, its log saved, `docker rm`; a leash on it is let go."""
         from llmdeck.util import leash
 
         try:
@@ -134,13 +137,25 @@ class DockerEngine(Engine):
         if not self.is_alive(handle):
             outcome = "gone"
         else:
-            self.logs(handle)
             self.cli.stop(handle.name, timeout_s=int(grace_s))
             outcome = "stopped"
+        self.save_log(handle)
         with contextlib.suppress(LlmdeckError):
-            self.logs(handle)
             self.cli.rm(handle.name, force=True)
         return outcome
+
+    def save_log(self, handle: EngineHandle) -> None:
+        """What the container logged past the file's copy, saved into the log file (bounded, redacted,
+        each line once) before `docker rm` takes docker's copy; when docker cannot give it, a line in the
+        log says so. Down had kept only docker's last 2,000 lines: a day's log lost its start-up."""
+        from llmdeck.engines.docker.logsave import save_rest
+        from llmdeck.engines.logfiles import note
+
+        try:
+            save_rest(handle.log_path, handle.name, header=_header(handle), cli=self.cli)
+        except (LlmdeckError, OSError) as exc:
+            why = exc.message if isinstance(exc, LlmdeckError) else (exc.strerror or str(exc))
+            note(handle.log_path, f"the container's log could not be saved: {why}")
 
 
 def _header(handle: EngineHandle) -> str:

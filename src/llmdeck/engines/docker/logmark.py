@@ -1,0 +1,141 @@
+"""Where a docker server's log file ends in docker's own log of the container: its mark.
+
+A docker server's log file holds docker's log of the container in two parts: the start-up, appended by
+the readiness tap (``docker logs -f -t``) as it comes, and the rest, saved by ``down``
+(:mod:`.logsave`) before ``docker rm`` takes docker's copy with the container. The file's
+:class:`Mark` (docker's timestamp of the last line copied, and how many lines in a row had that same
+timestamp) is kept beside it, in ``NAME.log.mark`` with the log's inode, under a lock that every writer
+of docker's lines takes: each line is copied once, whoever copies it.
+
+Why docker's timestamps (``-t``) rather than the clock time the tap stopped: the tap stops at a point of
+docker's output, not at a time; lines logged between its last read and its end would be lost (``--since``
+that time) or copied twice (``--since`` its start). The timestamp docker gave the last line copied names
+that point exactly. Docker prints its timestamp again inside a line longer than 16 KiB (it keeps such a
+line in 16 KiB parts, each stamped: docker/cli#4941, moby#37681); :func:`unstamp` takes those out.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from llmdeck.engines.logfiles import LOG_MODE
+from llmdeck.engines.logtap import CommandTap
+from llmdeck.util.redact import redact_text
+
+STAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z ")  # docker's RFC3339NanoFixed, UTC
+STAMP_LEN = 31  # "2026-11-29T20:35:11.123456789Z "
+PART = 16 * 1024  # docker keeps a longer line in parts of this size, each with its timestamp
+
+
+def unstamp(raw: bytes) -> tuple[str, bytes]:
+    """A line of ``docker logs -t``: (docker's timestamp, the line the container wrote); ("", raw) for
+    a line without one (the rest of a line cut past the tap's line limit)."""
+    if not STAMP.match(raw):
+        return "", raw
+    ts, rest = raw[: STAMP_LEN - 1].decode("ascii"), raw[STAMP_LEN:]
+    parts, at = [], 0
+    while len(rest) - at > PART and STAMP.match(rest, at + PART):
+        parts.append(rest[at : at + PART])
+        at += PART + STAMP_LEN
+    parts.append(rest[at:])
+    return ts, b"".join(parts)
+
+
+@dataclass(frozen=True)
+class Mark:
+    """The last line copied: docker's timestamp of it ("" before any) and its place in the run of lines
+    that share that timestamp (1 for the first)."""
+
+    ts: str = ""
+    n: int = 0
+
+    def then(self, ts: str) -> Mark:
+        """The mark once a line stamped ``ts`` is copied too (a line without a stamp moves nothing)."""
+        if not ts:
+            return self
+        return Mark(ts, self.n + 1) if ts == self.ts else Mark(ts, 1)
+
+
+def mark_path(log_path: Path) -> Path:
+    return log_path.with_name(log_path.name + ".mark")
+
+
+class MarkLock:
+    """The mark of ``log_path``, read and written under an exclusive lock held for the ``with`` block."""
+
+    def __init__(self, log_path: Path) -> None:
+        self.log_path = log_path
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        self.fd = os.open(mark_path(log_path), flags, LOG_MODE)
+
+    def __enter__(self) -> MarkLock:
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)  # the lock goes with it
+
+    def read(self) -> Mark | None:
+        """The mark of the log file now at ``log_path``; None when there is none for it (no mark, the
+        mark of an earlier file, one that cannot be read)."""
+        try:
+            os.lseek(self.fd, 0, os.SEEK_SET)
+            data = json.loads(os.read(self.fd, 4096) or b"null")
+            if data["inode"] != os.stat(self.log_path).st_ino:
+                return None
+            return Mark(str(data["ts"]), int(data["n"]))
+        except (OSError, ValueError, TypeError, KeyError):
+            return None
+
+    def write(self, mark: Mark) -> None:
+        data = {"inode": os.stat(self.log_path).st_ino, "ts": mark.ts, "n": mark.n}
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, json.dumps(data).encode(), 0)
+
+
+def begin(log_path: Path, header: str) -> Mark:
+    """A new log file (``header`` only) whose copy of docker's log is empty: its mark."""
+    from llmdeck.util.atomic import atomic_write_text
+
+    with MarkLock(log_path) as lock:
+        atomic_write_text(log_path, header, secret=True)
+        lock.write(Mark())
+    return Mark()
+
+
+def append_lines(log_path: Path, lines: Sequence[tuple[str, bytes]], mark: Mark) -> Mark | None:
+    """``lines`` (stamped, in docker's order) appended to the log (redacted) if the file's copy still
+    ends at ``mark``; the new mark, or None when another command copied docker's log since (a `down`
+    saved it while the start was awaited): the caller copies no more."""
+    with MarkLock(log_path) as lock:
+        if lock.read() != mark:
+            return None
+        if lines:
+            text = "\n".join(line.decode("utf-8", errors="replace") for _, line in lines)
+            with open(log_path, "a", encoding="utf-8") as fh:
+                fh.write(redact_text(text) + "\n")
+            for ts, _ in lines:
+                mark = mark.then(ts)
+            lock.write(mark)
+    return mark
+
+
+class StampedTap(CommandTap):
+    """``docker logs -f -t``: each line appended once, its stamp taken off, the mark moved along; the
+    caller gets the lines as the container wrote them."""
+
+    def __init__(self, argv: Sequence[str], path: Path, mark: Mark) -> None:
+        super().__init__(argv, path)
+        self.mark: Mark | None = mark
+
+    def _keep(self, raw: list[bytes]) -> list[str]:
+        lines = [unstamp(line) for line in raw]
+        if self.mark is not None and lines:
+            self.mark = append_lines(self.path, lines, self.mark)
+        return [text.decode("utf-8", errors="replace") for _, text in lines]
