@@ -27,7 +27,7 @@ from llmdeck.runtime import container_start
 from llmdeck.settings import Settings
 from llmdeck.util import leash
 from llmdeck.util.net import free_port
-from repo_paths import TEST_FIXTURES
+from repo_paths import ROOT, TEST_FIXTURES
 
 FIX = TEST_FIXTURES / "docker"
 PULL_LINES = (FIX / "docker-pull-non-tty.txt").read_text().splitlines()
@@ -198,6 +198,44 @@ def test_start_runs_the_bounded_argv_and_records_it(tmp_path: Path) -> None:
     run = next(c for c in runner.calls if c[1] == "run")
     assert run[run.index("--log-opt") + 1] == "max-size=64m" and "max-file=3" in run
     assert record.argv == run, "the record holds what ran"
+
+
+@pytest.mark.parametrize(
+    ("driver", "asked"), [('"json-file"', "json-file"), ('"journald"', "journald"), ('"json-file"', None)]
+)
+def test_the_planned_docker_command_is_the_one_up_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], driver: str, asked: str | None
+) -> None:
+    """`plan` printed `docker run` without the log options `up` passes on a json-file daemon (docker's
+    default): a copied command ran with an unbounded log. The plan's spec started by `up` runs exactly
+    the planned argv (a key among the vLLM flags too), and the printed text is that argv, shell-quoted.
+    No daemon answering the plan (None): docker's default driver, json-file, is assumed."""
+    import shlex
+
+    from llmdeck.cli.plan import _print_plan
+    from llmdeck.plan.planner import PlanRequest, make_plan
+
+    model = tmp_path / "my model"  # a space: quoted in the printed command
+    model.mkdir()
+    (model / "config.json").write_text(
+        (ROOT / "src/llmdeck/catalog/data/configs/Qwen3-0.6B.config.json").read_text()
+    )
+    req = PlanRequest(
+        model=str(model), machine="h200", name="dock", port=free_port(), vllm_args=["--api-key", "s3cret"]
+    )
+    plan = make_plan(req.model_copy(update={"docker_log_driver": asked}), raise_if_impossible=False)
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+    ok = {"version": (VERSION_OK, "", 0), "image": ("sha256:ab", "", 0), "run": ("c0ffee\n", "", 0)}
+    runner = Answers(**ok, info=(driver, "", 0))
+    container_start.start_docker(plan.spec, settings, DockerCLI(run=runner))
+    run = next(c for c in runner.calls if c[1] == "run")
+    assert plan.commands["docker"] == run
+    assert ("--log-opt" in run) is (asked != "journald")
+    assert "s3cret" not in " ".join(run)
+    _print_plan(plan)
+    out = capsys.readouterr().out
+    printed = out.split("docker\n", 1)[1].split("\nvenv\n", 1)[0]
+    assert shlex.split(printed.replace("\\\n", " ")) == run
 
 
 def starting_daemon(inspect_file: str, **more: tuple[str, str, int]) -> Answers:

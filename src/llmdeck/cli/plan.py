@@ -315,6 +315,7 @@ def _plan(ctx: typer.Context, values: dict[str, Any], spec_out: Path | None, as_
     _check_name_and_version(values["name"], values["vllm_version"])
     if values["python"]:
         values |= _venv_version(values["python"], values["engine"], values["vllm_version"])
+    values["docker_log_driver"] = _docker_log_driver()
     req = _plan_request(values, list(ctx.args))
     plan = make_plan(
         req,
@@ -323,6 +324,18 @@ def _plan(ctx: typer.Context, values: dict[str, Any], spec_out: Path | None, as_
         raise_if_impossible=False,
     )
     _emit_plan(plan, spec_out, as_json)
+
+
+def _docker_log_driver() -> str | None:
+    """This host's docker log driver, which decides the log options of the printed docker command as
+    it decides those `up --engine docker` passes; None (docker's default) when no daemon answers soon."""
+    from llmdeck.engines.docker import DockerCLI
+    from llmdeck.errors import LlmdeckError
+
+    try:
+        return DockerCLI().log_driver(timeout_s=5.0)
+    except LlmdeckError:
+        return None
 
 
 def _emit_plan(plan: Any, spec_out: Path | None, as_json: bool) -> None:

@@ -1,18 +1,22 @@
 """Render a plan as commands: ``docker run``, ``vllm serve``, and the LaunchSpec ``llmdeck up`` consumes.
 
-The ``docker run`` argv has exactly one implementation, :func:`llmdeck.engines.docker.docker_run_argv`
-(owned by the lifecycle engine); :func:`docker_argv` is the planner's name for it.
+The ``docker run -d`` argv has exactly one implementation, :func:`llmdeck.engines.docker.up_argv`
+(owned by the lifecycle engine: what `up --engine docker` runs); :func:`docker_argv` is the planner's
+name for it.
 """
 
 from __future__ import annotations
 
-from llmdeck.engines.docker import docker_run_argv
+from llmdeck.engines.docker import DEFAULT_LOG_DRIVER, log_opts_for, up_argv
 from llmdeck.engines.spec import LaunchSpec
 
 
-def docker_argv(spec: LaunchSpec) -> list[str]:
-    """The ``docker run -d ...`` argv that starts ``spec`` (pure)."""
-    return docker_run_argv(spec, detach=True)
+def docker_argv(spec: LaunchSpec, *, log_driver: str | None = None) -> list[str]:
+    """The ``docker run -d ...`` argv `up --engine docker` runs for ``spec`` on a daemon whose log
+    driver is ``log_driver`` (docker's default, json-file, when None): with the options that bound
+    docker's log of the container, as `up` passes them (pure). The printed command had lacked them:
+    one copied ran with an unbounded json-file log."""
+    return up_argv(spec, log_opts=log_opts_for(log_driver or DEFAULT_LOG_DRIVER))
 
 
 def vllm_serve_argv(spec: LaunchSpec) -> list[str]:

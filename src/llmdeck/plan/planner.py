@@ -66,6 +66,7 @@ class PlanRequest(BaseModel):
     )
     nodes: int = Field(1, ge=1, description="machines the server spans (Ray)")
     gpus_per_node: int = Field(1, ge=1, description="GPUs each machine gives the server")
+    docker_log_driver: str | None = Field(None, description="this host's docker log driver (None: json-file)")
 
 
 class Plan(BaseModel):
@@ -353,9 +354,8 @@ def _commands(req: PlanRequest, spec: LaunchSpec, image: str | None) -> dict[str
     from llmdeck.plan.argv import docker_argv, vllm_serve_argv
 
     commands = {"vllm_serve": vllm_serve_argv(spec.model_copy(update={"engine": "venv", "image": None}))}
-    commands["docker"] = docker_argv(
-        spec.model_copy(update={"engine": "docker", "image": image or DEFAULT_IMAGE})
-    )
+    docker = spec.model_copy(update={"engine": "docker", "image": image or DEFAULT_IMAGE})
+    commands["docker"] = docker_argv(docker, log_driver=req.docker_log_driver)
     if req.nodes > 1:
         commands |= _cluster_commands(req, spec)
     return commands

@@ -24,6 +24,7 @@ from llmdeck.engines.docker.argv import (
     CONTAINER_MODELS_DIR,
     CONTAINER_PREFIX,
     DEFAULT_IMAGE,
+    DEFAULT_LOG_DRIVER,
     LABEL_NAME,
     LABEL_PORT,
     NGC_REPO,
@@ -44,8 +45,10 @@ from llmdeck.engines.docker.argv import (
     image_kind,
     image_vllm_version_argv,
     is_local_model,
+    log_opts_for,
     render_shell,
     split_image,
+    up_argv,
 )
 from llmdeck.engines.docker.cli import DockerCLI, Runner
 from llmdeck.engines.docker.output import (
@@ -65,6 +68,7 @@ __all__ = [
     "CONTAINER_MODELS_DIR",
     "CONTAINER_PREFIX",
     "DEFAULT_IMAGE",
+    "DEFAULT_LOG_DRIVER",
     "LABEL_NAME",
     "LABEL_PORT",
     "NGC_REPO",
@@ -92,10 +96,12 @@ __all__ = [
     "image_kind",
     "image_vllm_version_argv",
     "is_local_model",
+    "log_opts_for",
     "parse_inspect",
     "parse_labels",
     "parse_ps",
     "parse_version",
     "render_shell",
     "split_image",
+    "up_argv",
 ]

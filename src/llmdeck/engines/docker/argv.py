@@ -22,6 +22,7 @@ CONTAINER_PREFIX = "llmdeck-"
 # as the container runs (vLLM logs a line per request); these options rotate it: at most 3 x 64 MiB
 BOUNDED_LOG_OPTS = ("--log-opt", "max-size=64m", "--log-opt", "max-file=3")
 UNBOUNDED_LOG_DRIVERS = frozenset({"json-file"})  # "local" rotates by default (5 x 20 MB)
+DEFAULT_LOG_DRIVER = "json-file"  # a daemon's when its daemon.json names none
 
 ImageKind = Literal["vllm-openai", "ngc", "other"]
 Network = Literal["publish", "host"]
@@ -131,6 +132,21 @@ def docker_run_argv(
     argv += ["--served-model-name", spec.effective_served_name, "--host", bind_host, "--port", str(spec.port)]
     argv += list(spec.vllm_args)
     return argv
+
+
+def log_opts_for(driver: str | None) -> tuple[str, ...]:
+    """The options that bound docker's own log of a container under the daemon's log ``driver``:
+    :data:`BOUNDED_LOG_OPTS` for one that keeps it in one file that never rotates (json-file), none
+    for the others (journald refuses max-size, local rotates by itself)."""
+    return BOUNDED_LOG_OPTS if driver in UNBOUNDED_LOG_DRIVERS else ()
+
+
+def up_argv(
+    spec: LaunchSpec, *, log_opts: Sequence[str], secret_env: Sequence[str] = (), docker: str = "docker"
+) -> list[str]:
+    """The ``docker run -d`` argv `up --engine docker` runs for ``spec``, and `plan` prints: one builder,
+    so that a copied command is the one `up` would run (the plan's had lacked the log options)."""
+    return docker_run_argv(spec, detach=True, secret_env=sorted(secret_env), log_opts=log_opts, docker=docker)
 
 
 def _mounts(spec: LaunchSpec, local: bool) -> list[str]:

@@ -7,9 +7,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from llmdeck.engines.docker.argv import (
-    BOUNDED_LOG_OPTS,
-    UNBOUNDED_LOG_DRIVERS,
-    Network,
     container_name,
     docker_image_present_argv,
     docker_inspect_argv,
@@ -19,10 +16,11 @@ from llmdeck.engines.docker.argv import (
     docker_ps_argv,
     docker_pull_argv,
     docker_rm_argv,
-    docker_run_argv,
     docker_stop_argv,
     docker_version_argv,
     image_vllm_version_argv,
+    log_opts_for,
+    up_argv,
 )
 from llmdeck.engines.docker.output import (
     ContainerState,
@@ -118,11 +116,11 @@ class DockerCLI:
             raise docker_error(argv, proc.returncode, proc.stderr or "")
         return info
 
-    def log_driver(self) -> str | None:
+    def log_driver(self, *, timeout_s: float | None = None) -> str | None:
         """The daemon's default logging driver (``json-file``, ``local``, ``journald`` …), or None."""
         import json
 
-        proc = self._call(docker_log_driver_argv(docker=self.docker), check=False)
+        proc = self._call(docker_log_driver_argv(docker=self.docker), check=False, timeout_s=timeout_s)
         try:
             driver = json.loads((proc.stdout or "").strip() or "null")
         except ValueError:
@@ -130,10 +128,9 @@ class DockerCLI:
         return driver if proc.returncode == 0 and isinstance(driver, str) else None
 
     def bounded_log_opts(self) -> tuple[str, ...]:
-        """The options that bound docker's own log of a container: :data:`BOUNDED_LOG_OPTS` when the
-        daemon keeps it in one file that never rotates (json-file, the default), none otherwise
-        (journald refuses max-size, local rotates by itself)."""
-        return BOUNDED_LOG_OPTS if self.log_driver() in UNBOUNDED_LOG_DRIVERS else ()
+        """The options that bound docker's own log of a container under the daemon's driver
+        (:func:`~.argv.log_opts_for`)."""
+        return log_opts_for(self.log_driver())
 
     def has_image(self, image: str) -> bool:
         """Whether ``image`` is on this host already (`docker run` would pull it, without a word)."""
@@ -163,7 +160,6 @@ class DockerCLI:
         self,
         spec: LaunchSpec,
         *,
-        network: Network = "publish",
         secrets: dict[str, str] | None = None,
         log_opts: Sequence[str] = (),
     ) -> str:
@@ -180,9 +176,7 @@ class DockerCLI:
             )
         spec, found = split_secrets(spec)
         secret = {**found, **(secrets or {})}
-        argv = docker_run_argv(
-            spec, detach=True, network=network, docker=self.docker, secret_env=list(secret), log_opts=log_opts
-        )
+        argv = up_argv(spec, log_opts=log_opts, secret_env=list(secret), docker=self.docker)
         proc = self._call(argv, env={**os.environ, **secret} if secret else None, timeout_s=RUN_S)
         return (proc.stdout or "").strip().splitlines()[-1] if (proc.stdout or "").strip() else ""
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO
 
 from llmdeck.engines.base import Engine, EngineHandle
-from llmdeck.engines.docker.argv import DEFAULT_IMAGE, docker_run_argv
+from llmdeck.engines.docker.argv import DEFAULT_IMAGE, up_argv
 from llmdeck.engines.docker.cli import DockerCLI
 from llmdeck.engines.logfiles import header_line, read_tail
 from llmdeck.engines.logtap import LogTap
@@ -38,7 +38,7 @@ class DockerEngine(Engine):
         return self._docker_cli
 
     def argv(self, spec: LaunchSpec, *, secret_env: Sequence[str] = ()) -> list[str]:
-        return docker_run_argv(spec, detach=True, secret_env=sorted(secret_env), log_opts=self._log_opts)
+        return up_argv(spec, log_opts=self._log_opts, secret_env=secret_env)
 
     def check_available(self) -> None:
         self.cli.version()
