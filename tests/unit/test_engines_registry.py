@@ -44,8 +44,9 @@ def test_no_engine_name_is_tested_outside_engines() -> None:
 def test_the_detached_spawn_is_written_once() -> None:
     """Engines, the gateway, the guard and the local Ray cluster start detached through
     engines.process.spawn_detached; evals/ talks to its sandboxed processes through pipes, and the local
-    all-reduce (cluster/netcheck.py) and doctor's probe commands (doctor/stack.py) run in a group of their
-    own so that a timeout ends every process of it. util/leash.py's watcher is in a session of its own
+    all-reduce (cluster/netcheck.py), doctor's probe commands (doctor/stack.py) and the `docker logs`
+    that a stop saves (engines/docker/logrun.py) run in a group of their own so that a timeout ends every
+    process of it. util/leash.py's watcher is in a session of its own
     so that a signal to the command's group (timeout -s KILL, a closed terminal) does not end it before
     it stops the group it watches."""
     spawns = sorted(
@@ -56,6 +57,7 @@ def test_the_detached_spawn_is_written_once() -> None:
     assert spawns == [
         "cluster/netcheck.py",
         "doctor/stack.py",
+        "engines/docker/logrun.py",
         "engines/process.py",
         "evals/session.py",
         "evals/verifier.py",
