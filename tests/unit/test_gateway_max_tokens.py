@@ -197,12 +197,13 @@ def test_the_log_says_it_once_per_backend_api_and_cap(
 
 
 @pytest.mark.parametrize("gateway", [(True, True), (False, True)], indirect=True)
-def test_a_vllm_that_counts_the_cap_against_the_prompt_gets_the_request_as_sent(
+def test_a_vllm_that_counts_the_cap_against_the_prompt_and_cannot_count_gets_the_request_as_sent(
     gateway: tuple[str, FakeVllmCaps], caplog: pytest.LogCaptureFixture
 ) -> None:
     """vLLM 0.31 refuses the lowered cap in the words of a prompt overflow ("maximum context length ...
-    you requested 16384 output tokens"): Claude Code would compact for nothing. The client gets the
-    cap's refusal it had before, and the backend's caps are left alone from then on."""
+    you requested 16384 output tokens"): Claude Code would compact for nothing. With no way to count the
+    prompt (this fake has no /v1/messages/count_tokens nor /tokenize: roomcap.py) the client gets the
+    cap's refusal it had before."""
     url, fake = gateway
     with caplog.at_level(logging.INFO, logger="llmdeck.gateway"):
         for path in ("/v1/messages", "/v1/chat/completions"):
@@ -210,9 +211,9 @@ def test_a_vllm_that_counts_the_cap_against_the_prompt_gets_the_request_as_sent(
             assert r.status_code == 400 and r.content == REFUSED[path]
             assert "x-llmdeck-max-tokens-lowered" not in r.headers
     # messages: lowered, then as sent (not probed yet: as sent, lowered to what its 400 named, as sent);
-    # chat: as sent at once
+    # chat: lowered, as sent
     messages = [CONTEXT, ASK] if fake.advertise else [ASK, CONTEXT, ASK]
-    assert [b["max_tokens"] for b in fake.bodies] == [*messages, ASK]
+    assert [b["max_tokens"] for b in fake.bodies] == [*messages, CONTEXT, ASK]
     warned = [r for r in caplog.records if "counts the output cap against" in r.getMessage()]
     assert len(warned) == 1 and warned[0].levelno == logging.WARNING
 

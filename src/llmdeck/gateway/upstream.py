@@ -14,6 +14,7 @@ import httpx
 
 from llmdeck.errors import InternalError
 from llmdeck.gateway.outcap import Lowered, lowered, note
+from llmdeck.gateway.roomcap import countable
 from llmdeck.gateway.routing import BackendState
 
 OFF_LOOP_BYTES = 1 << 20  # a body parsed and encoded again in a thread, not on the event loop
@@ -44,7 +45,8 @@ class Upstream:
     stream: bool = False  # the client asked for a stream (``"stream": true``)
     api: str = "other"  # surfaces.api_of(path): where the output cap is (outcap)
     lowered: Lowered | None = None  # the output cap as the last backend tried was sent it, if lowered
-    tries: int = 0  # sent again for a 400 about its output cap (outcap.retry)
+    tries: int = 0  # sent again for a 400 about its output cap (outcap.retry, roomcap.fit)
+    fit: int | None = None  # the cap fitted to the prompt's room (roomcap.fit; AS_SENT: the client's)
 
     def content_for(self, state: BackendState) -> bytes:
         """The body for this backend (its served model name; an output cap over its context lowered to
@@ -56,10 +58,13 @@ class Upstream:
         if served:
             self.json_body["model"] = served
         body, self.lowered = self.json_body, None
-        limit = None if state.reserves_cap else state.max_model_len
+        limit = state.max_model_len if self.fit is None else self.fit or None  # AS_SENT: none
+        if state.reserves_cap and not countable(self.api):  # it would refuse the lowered cap: as sent
+            limit = None
         if (low := lowered(self.api, body, limit)) is not None:
             body, self.lowered = low
-            note(state.noted, state.backend.label, self.api, self.lowered)
+            if self.fit is None:  # a cap fitted to one prompt's room: roomcap's log line said it
+                note(state.noted, state.backend.label, self.api, self.lowered)
         try:
             return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
         except RecursionError:

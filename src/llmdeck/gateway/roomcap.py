@@ -1,0 +1,168 @@
+"""An output cap fitted to the prompt's room on a backend that counts the cap against its context (vLLM
+0.20-0.31): the prompt counted as the backend counts it, the request sent once more with the cap lowered
+to what is left.
+
+Those versions let a prompt have only ``max_model_len - cap`` tokens (renderers/params.py,
+``max_input_tokens = max_total_tokens - max_output_tokens``) and say so in the words of a context
+overflow: "This model's maximum context length is 16384 tokens. However, you requested 8000 output tokens
+and your prompt contains at least 8385 input tokens ..." (they tokenize only to ``max_input_tokens + 1``:
+the number is a lower bound), or before tokenizing "... your prompt contains 57 characters (more than 0
+characters ...)". Claude Code asks ``max_tokens: 32000``: on a 65k context it was refused as soon as its
+prompt passed 33.5k tokens, and compacted on those words, half the context unused.
+
+* Such a 400 for a request that carries a cap (the client's, or outcap's lowered one; its number is the
+  cap sent) marks the backend (``reserves_cap``; the log says it once) and the prompt is counted: on
+  /v1/messages by vLLM's own ``POST /v1/messages/count_tokens``, on chat by ``POST /tokenize`` with the
+  request's messages, tools and template arguments (both render the same chat template as the request;
+  the template arguments the request would add, ``reasoning_effort`` and ``enable_thinking``, are added).
+  /v1/completions and /v1/responses are not counted: on such a backend their cap is passed on as sent
+  (its 400 relayed, as before).
+* A prompt of P tokens under the context: the request is sent once more with the cap ``max_model_len - P``
+  (and a thinking budget under it), saying so in ``x-llmdeck-max-tokens-lowered`` as outcap does. P at or
+  over the context: the overflow 400 is relayed (the prompt itself is too long; Claude Code compacts).
+* vLLM's count_tokens refuses a prompt over the context in the same words ("you requested 0 output
+  tokens and your prompt contains at least 16385 input tokens"): that prompt is over it.
+* A count that fails (no answer within the gateway's timeouts, an error, no number): the 400 is relayed;
+  for a cap the gateway lowered itself the request is sent as the client wrote it instead (the cap's own
+  refusal, not an overflow that is none).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from llmdeck.gateway.outcap import cap_field, message_of
+
+if TYPE_CHECKING:
+    from llmdeck.gateway.routing import BackendState
+    from llmdeck.gateway.upstream import Upstream
+
+log = logging.getLogger("llmdeck.gateway")
+
+# vLLM 0.20-0.31's words for a cap counted against the prompt's room (renderers/params.py); the earlier
+# renderer's "You passed 57 input characters and requested 16384 output tokens" too
+RESERVED = re.compile(r"\brequested (\d{1,18}) output tokens\b")
+CONTEXT = re.compile(r"\bmaximum context length is (\d{1,18}) tokens\b")
+OFF_LOOP_BYTES = 1 << 20  # upstream.py's
+AS_SENT = 0  # Upstream.fit: the request as the client wrote it (a count failed)
+# what the count is asked, per API: vLLM's endpoint, the request's fields it takes, the reply's number
+_COUNTS: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "messages": (
+        "/v1/messages/count_tokens",
+        ("model", "messages", "system", "tools", "tool_choice", "chat_template_kwargs"),
+        "input_tokens",
+    ),
+    "chat": (
+        "/tokenize",
+        (
+            "model", "messages", "tools", "chat_template", "chat_template_kwargs", "add_generation_prompt",
+            "continue_final_message", "add_special_tokens", "mm_processor_kwargs", "media_io_kwargs",
+        ),
+        "count",
+    ),
+}  # fmt: skip
+
+
+def reserved_context(api: str, body: dict[str, Any] | None, sent: int | None, reply: bytes) -> int | None:
+    """The context (``max_model_len``) a backend's 400 names when it refused the cap sent (``sent``, or
+    the body's own) counted against the prompt's room; None for any other reply."""
+    name = cap_field(api, body) if body is not None else None
+    cap = sent if sent is not None else body.get(name) if body is not None and name is not None else None
+    text = message_of(reply) or ""
+    m, ctx = RESERVED.search(text), CONTEXT.search(text)
+    if m is None or ctx is None or not isinstance(cap, int) or int(m.group(1)) != cap:
+        return None
+    return int(ctx.group(1)) if int(ctx.group(1)) > 0 else None
+
+
+def countable(api: str) -> bool:
+    """Whether this API's prompt can be counted exactly (else its cap is passed on as sent)."""
+    return api in _COUNTS
+
+
+def count_request(api: str, body: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The path and body that count this request's prompt as the backend will (None: no exact way)."""
+    if api not in _COUNTS:
+        return None
+    path, fields, _ = _COUNTS[api]
+    out = {k: body[k] for k in fields if body.get(k) is not None}
+    kwargs = dict(body["chat_template_kwargs"]) if isinstance(body.get("chat_template_kwargs"), dict) else {}
+    effort = body.get("reasoning_effort") if api == "chat" else _messages_effort(body)
+    if api == "chat" and body.get("documents") is not None:
+        kwargs["documents"] = body["documents"]
+    if isinstance(effort, str) and effort != "auto":  # vLLM's ChatCompletionRequest.build_chat_params
+        kwargs["reasoning_effort"] = effort
+        kwargs.setdefault("enable_thinking", effort != "none")
+    if kwargs:
+        out["chat_template_kwargs"] = kwargs
+    return path, out
+
+
+def _messages_effort(body: dict[str, Any]) -> Any:
+    """The ``reasoning_effort`` vLLM gives a /v1/messages request (its count_tokens sets none): "none"
+    for thinking disabled (the server's default), else ``output_config.effort``."""
+    thinking, config = body.get("thinking"), body.get("output_config")
+    effort = config.get("effort") if isinstance(config, dict) else None
+    return "none" if isinstance(thinking, dict) and thinking.get("type") == "disabled" else effort
+
+
+def _encoded(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+async def count_prompt(client: httpx.AsyncClient, state: BackendState, up: Upstream) -> int | None:
+    """The prompt's tokens as the backend counts them; None when there is no exact way or it failed."""
+    asked = count_request(up.api, up.json_body) if up.json_body is not None else None
+    if asked is None:
+        return None
+    path, body = asked
+    headers = {"content-type": "application/json"}
+    if state.backend.api_key:
+        headers["authorization"] = f"Bearer {state.backend.api_key}"
+    limit = min(up.first_byte_s, up.whole_s or up.first_byte_s)
+    try:
+        big = len(up.body) > OFF_LOOP_BYTES  # as upstream.py: a long history is encoded off the loop
+        data = await asyncio.to_thread(_encoded, body) if big else _encoded(body)
+        async with asyncio.timeout(limit):
+            r = await client.post(state.url + path, content=data, headers=headers)
+        if r.status_code == 400 and (over := reserved_context(up.api, None, 0, r.content)) is not None:
+            return over  # count_tokens itself refuses a prompt over the context ("requested 0 output")
+        number = r.json().get(_COUNTS[up.api][2]) if r.status_code == 200 else None
+    except (httpx.HTTPError, TimeoutError, ValueError, AttributeError, RecursionError) as exc:
+        log.warning("counting a prompt on %s failed: %s", state.backend.label, str(exc)[:200] or "timed out")
+        return None
+    if not isinstance(number, int) or isinstance(number, bool) or number < 0:
+        log.warning("counting a prompt on %s failed: HTTP %d", state.backend.label, r.status_code)
+        return None
+    return number
+
+
+async def fit(client: httpx.AsyncClient, state: BackendState, up: Upstream, reply: bytes) -> bool:
+    """Whether a backend's 400 calls for the request once more with its cap fitted to the prompt's room
+    (``up.fit`` says the cap to send, or ``AS_SENT``); False: the 400 is relayed."""
+    sent = up.lowered.to if up.lowered is not None else None
+    context = reserved_context(up.api, up.json_body, sent, reply) if up.fit is None else None
+    if context is None:
+        return False
+    if not state.reserves_cap:
+        state.reserves_cap = True
+        log.warning(
+            "backend %s counts the output cap against the prompt's room (vLLM < 0.32 does): on a request "
+            "refused for it, the prompt is counted and the cap lowered to the room left (%s)",
+            state.backend.label,
+            "x-llmdeck-max-tokens-lowered",
+        )
+    prompt = await count_prompt(client, state, up)
+    if prompt is None:
+        up.fit = AS_SENT if up.lowered is not None else None
+        return up.fit is not None
+    if prompt >= context:
+        return False
+    up.fit = context - prompt
+    return True
