@@ -51,8 +51,15 @@ CAPS: dict[str, tuple[str, ...]] = {
     "responses": ("max_output_tokens",),
 }
 # vLLM 0.32's words for a cap over the context (renderers/params.py; /v1/messages names the field it
-# maps max_tokens to, max_completion_tokens)
-_REFUSED = re.compile(r"\bmax_\w{0,20}tokens=(\d{1,18}) cannot be greater than max_model_len=(\d{1,18})\b")
+# maps max_tokens to, max_completion_tokens); 0.22 says "max_model_len=max_total_tokens=32768"
+_REFUSED = re.compile(
+    r"\bmax_\w{0,20}tokens=(\d{1,18}) cannot be greater than max_model_len=(?:max_total_tokens=)?(\d{1,18})\b"
+)
+# the words of vLLM's refusals of a request too big for the context: the cap's, the prompt's room's (vLLM
+# < 0.32), the prompt's own
+_TOO_BIG = re.compile(
+    r"\bcannot be greater than max_model_len=|\bmaximum context length is \d{1,18} tokens\b"
+)
 NOTED_LIMIT = 256  # (api, cap) pairs a backend's log notes remember
 
 
@@ -97,6 +104,19 @@ def lowered(api: str, body: dict[str, Any], limit: int | None) -> tuple[dict[str
         else:
             budget = None
     return out, Lowered(name, asked, limit, budget)
+
+
+def client_error(api: str, status: int, reply: bytes) -> bytes | None:
+    """vLLM 0.22's /v1/messages answers what its validation refuses (a cap over the context, a prompt
+    over the room left) with a 500 ``internal_error`` (its router catches every exception so; measured
+    on an H100, evidence/device/outcap): that reply as the 400 ``invalid_request_error`` it is, or None.
+    A 500 makes the SDKs retry the same request (Claude Code up to 10 times) and hides the overflow
+    that Claude Code compacts on; as a 400 the cap is fitted (here, roomcap) or the overflow relayed."""
+    if api != "messages" or status != 500 or not _TOO_BIG.search(message_of(reply) or ""):
+        return None
+    return json.dumps(
+        {"type": "error", "error": {"type": "invalid_request_error", "message": message_of(reply)}}
+    ).encode()
 
 
 def message_of(reply: bytes) -> str | None:

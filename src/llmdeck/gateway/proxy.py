@@ -23,7 +23,7 @@ from starlette.responses import JSONResponse, Response
 
 from llmdeck.gateway.config import Health
 from llmdeck.gateway.metrics import GatewayMetrics, token_counts
-from llmdeck.gateway.outcap import retry
+from llmdeck.gateway.outcap import client_error, retry
 from llmdeck.gateway.refusals import NO_RETRY
 from llmdeck.gateway.relay import DROP_RESPONSE, Relay, RelayResponse
 from llmdeck.gateway.roomcap import fit
@@ -254,10 +254,10 @@ async def _small_body(resp: httpx.Response, state: BackendState, limit: int = 65
     return body
 
 
-def _relayed(resp: httpx.Response, body: bytes) -> Response:
+def _relayed(resp: httpx.Response, body: bytes, status: int | None = None) -> Response:
     drop = DROP_RESPONSE | {"content-length", "content-encoding"}
     headers = {k: v for k, v in resp.headers.items() if k.lower() not in drop}
-    return Response(body, status_code=resp.status_code, headers=headers)
+    return Response(body, status_code=status or resp.status_code, headers=headers)
 
 
 async def _bad_request(
@@ -275,6 +275,12 @@ async def _bad_request(
     < 0.32 refused because it counts it against the prompt's room, lowered to the room the prompt leaves
     (roomcap.fit; twice at most in all)."""
     body = await _small_body(resp, state)
+    if resp.status_code != 400:  # a 500 on /v1/messages (overflow_candidate)
+        if (fixed := client_error(ctx.api, resp.status_code, body)) is None:
+            ctx.backend = state.backend.label
+            ctx.finish(resp.status_code)
+            return _marked(_relayed(resp, body), up)
+        body = fixed
     again = up.tries < 2 and (
         await fit(client, state, up, body) or (up.fit is None and retry(state, ctx.api, up.json_body, body))
     )
@@ -283,7 +289,7 @@ async def _bad_request(
         return await forward(client, RouteState(route.route, [state]), up, ctx)
     ctx.backend = state.backend.label
     ctx.finish(400)
-    return _marked(_relayed(resp, with_overflow_code(ctx.api, 400, body) or body), up)
+    return _marked(_relayed(resp, with_overflow_code(ctx.api, 400, body) or body, 400), up)
 
 
 def _marked(resp: Response, up: Upstream) -> Response:

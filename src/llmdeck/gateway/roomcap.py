@@ -131,7 +131,8 @@ async def count_prompt(client: httpx.AsyncClient, state: BackendState, up: Upstr
         data = await asyncio.to_thread(_encoded, body) if big else _encoded(body)
         async with asyncio.timeout(limit):
             r = await client.post(state.url + path, content=data, headers=headers)
-        if r.status_code == 400 and (over := reserved_context(up.api, None, 0, r.content)) is not None:
+        refused = r.status_code == 400 or r.status_code == 500  # vLLM 0.22's count_tokens: a 500
+        if refused and (over := reserved_context(up.api, None, 0, r.content)) is not None:
             return over  # count_tokens itself refuses a prompt over the context ("requested 0 output")
         number = r.json().get(_COUNTS[up.api][2]) if r.status_code == 200 else None
     except (httpx.HTTPError, TimeoutError, ValueError, AttributeError, RecursionError) as exc:

@@ -170,10 +170,12 @@ def lacks_surface(status: int, body: bytes) -> bool:
 
 def overflow_candidate(api: str, status: int, headers: Mapping[str, str]) -> bool:
     """A 400 with a small plain body on an API with an output cap: read whole, not relayed as it comes
-    (``with_overflow_code`` on OpenAI's APIs; ``outcap.refused_limit`` on all four)."""
+    (``with_overflow_code`` on OpenAI's APIs; ``outcap.refused_limit`` on all four); on /v1/messages a
+    500 too (vLLM 0.22 answers its validation's refusals so: ``outcap.client_error``)."""
     size = headers.get("content-length", "")
     small = size.isdigit() and int(size) <= 65536 and "content-encoding" not in headers
-    return status == 400 and api in ("chat", "completions", "messages", "responses") and small
+    refused = status == 400 or (status == 500 and api == "messages")
+    return refused and api in ("chat", "completions", "messages", "responses") and small
 
 
 def with_overflow_code(api: str, status: int, body: bytes) -> bytes | None:
