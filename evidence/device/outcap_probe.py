@@ -8,6 +8,8 @@ Cases (``M`` = the server's max_model_len, read from ``/v1/models``):
 * ``recorded``: the cap as Claude Code 2.1.332 sends it (32000): under ``M`` = 32768, but prompt + cap
   are over it;
 * ``over``: a cap of ``M + 8000`` (over the whole context);
+* ``chat-recorded``: the same prompt and tools on ``/v1/chat/completions`` (as chat messages) with the
+  recorded cap;
 * ``too-long``: a prompt that is itself over ``M`` (the recorded one and ~``M`` tokens of text) with the
   recorded cap: both must stay vLLM's overflow 400, on which Claude Code compacts.
 
@@ -26,26 +28,30 @@ from typing import Any
 
 import httpx
 
-from llmdeck.checks.traffic import load_recording, replay_body
+from llmdeck.checks.traffic import chat_view, load_recording, replay_body
 from llmdeck.gateway.surfaces import fold_system_messages
 
 HEADER = "x-llmdeck-max-tokens-lowered"
 
 
 def one(client: httpx.Client, url: str, body: dict[str, Any], key: str | None) -> dict[str, Any]:
-    """One streamed request; closed at its first content event (or read whole when it is an error)."""
+    """One streamed request; closed at its first content event (or read whole when it is an error).
+    A body with ``_path`` goes there (chat: ``/v1/chat/completions``), else to ``/v1/messages``."""
+    body = dict(body)
+    path = body.pop("_path", "/v1/messages")
     headers = {"content-type": "application/json", "anthropic-version": "2023-06-01"}
     if key:
         headers["x-api-key"] = key
     t0 = time.perf_counter()
-    with client.stream("POST", url + "/v1/messages", json=body, headers=headers) as resp:
+    headers["connection"] = "close"  # a refusal sent before a long body is read closes the connection
+    with client.stream("POST", url + path, json=body, headers=headers) as resp:
         out: dict[str, Any] = {"status": resp.status_code, "lowered": resp.headers.get(HEADER)}
         if resp.status_code != 200:
             out["body"] = resp.read().decode(errors="replace")[:600]
             out["s"] = time.perf_counter() - t0
             return out
         for line in resp.iter_lines():
-            if line.startswith("data:") and '"content_block_delta"' in line:
+            if line.startswith("data:") and ('"content_block_delta"' in line or '"delta":{"content"' in line):
                 out["ttft_s"] = time.perf_counter() - t0
                 break
             if line.startswith("data:") and '"message_stop"' in line:
@@ -67,9 +73,14 @@ def bodies(model: str, max_model_len: int) -> dict[str, dict[str, Any]]:
         "over": replay_body(rec, model, max_tokens=max_model_len + 8000),
         "too-long": too_long,
     }
+    messages, tools = chat_view(rec.agent.path, replay_body(rec, model, max_tokens=recorded))
     for body in cases.values():  # as the gateway's fold_system does: vLLM 0.22 refuses a mid-way system
         fold_system_messages(body)  # message, and direct must be sent what the gateway sends
         body["messages"] = _alternate(body["messages"])
+    system = "\n\n".join(str(m["content"]) for m in messages if m["role"] == "system")  # one, first
+    messages = [{"role": "system", "content": system}, *(m for m in messages if m["role"] != "system")]
+    chat = {"_path": "/v1/chat/completions", "model": model, "messages": messages, "tools": tools}
+    cases["chat-recorded"] = {**chat, "max_tokens": recorded, "stream": True}
     return cases
 
 
