@@ -197,6 +197,9 @@ def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app, map every error to a message and an exit code."""
     import signal
 
+    from llmdeck.cli.streams import guard_streams
+
+    guard_streams()
     _SIGNALLED.clear()
     previous = _install_sigterm()
     hook = sys.unraisablehook
@@ -223,6 +226,7 @@ def _quiet_interrupts(hook: Any) -> Any:
 
 
 def _main(argv: list[str] | None) -> None:
+    from llmdeck.cli.failures import known_failure
     from llmdeck.cli.output import json_written
     from llmdeck.errors import InternalError, LlmdeckError
 
@@ -268,7 +272,7 @@ def _main(argv: list[str] | None) -> None:
     except Exception as exc:  # an unexpected bug: one line, unless debugging
         if _debug():
             raise
-        failure = _known_failure(exc)  # no caller mapped it, but what it means is known
+        failure = known_failure(exc)  # no caller mapped it, but what it means is known
         if failure is not None:
             _print_error(failure)
             _json_error(argv, type(failure).__name__, failure.exit_code, failure.render())
@@ -329,54 +333,6 @@ def _shortened(message: str) -> str:
     from llmdeck.util.safetext import shorten_long_words
 
     return shorten_long_words(message)
-
-
-def _is_http_error(exc: Exception) -> bool:
-    """httpx's errors, without importing httpx (the error path of every command stays light)."""
-    return any(c.__module__.startswith("httpx") and c.__name__ == "HTTPError" for c in type(exc).__mro__)
-
-
-def _known_failure(exc: Exception) -> Any:
-    """The llmdeck error for an exception that reached the CLI unmapped but whose meaning is known, or
-    None: a peer that broke off (a failed operation), or a path with a name longer than the file system
-    takes (bad input: pathlib's exists() and is_dir() raise ENAMETOOLONG where they return False for
-    a missing file, and every command that looks at a path it was given had been an internal error), or
-    a full disk where no file was named (stdout redirected to it: files are written through util.atomic)."""
-    import errno
-
-    if _is_http_error(exc):
-        return _http_failure(exc)
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT) and not exc.filename:
-        from llmdeck.errors import OperationError
-
-        return OperationError(
-            f"Cannot write the output: {exc.strerror}.",
-            hint="Free space where the output goes (the file stdout is redirected to), then run again.",
-        )
-    if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:
-        from llmdeck.errors import UsageError
-        from llmdeck.util.safetext import safe_text
-
-        name = str(exc.filename or "")
-        shown = safe_text(name if len(name) <= 80 else f"{name[:60]}…({len(name)} characters)")
-        return UsageError(
-            f"The path {shown} is too long for the file system (File name too long): a folder or file "
-            "name in a path is at most 255 bytes, the whole path 4096.",
-            hint="Check the path you gave (a pasted value or a variable that expanded to more than "
-            "meant), or use a shorter name.",
-        )
-    return None
-
-
-def _http_failure(exc: Exception) -> Any:
-    from llmdeck.errors import EndpointError
-
-    request = getattr(exc, "_request", None)
-    where = f" from {request.url}" if request is not None else ""
-    return EndpointError(
-        f"The reply{where} broke off or never finished ({type(exc).__name__}: {exc}).",
-        hint="Check that the server is healthy (`llmdeck status`, `llmdeck logs`), then run again.",
-    )
 
 
 def _print_internal(exc: Exception, argv: list[str] | None) -> None:

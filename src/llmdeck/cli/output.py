@@ -154,7 +154,10 @@ def print_json(obj: Any, *, shown_once: str | None = None) -> None:
     data = redact_data(data)
     if kept is not None:
         data[shown_once] = kept
-    text = json.dumps(finite(data), indent=2, ensure_ascii=False, allow_nan=False)
+    from llmdeck.cli.streams import writes_unicode
+
+    # a stdout that cannot encode "×" (PYTHONIOENCODING=ascii) gets it as \u00d7: the same document
+    text = json.dumps(finite(data), indent=2, ensure_ascii=not writes_unicode(sys.stdout), allow_nan=False)
     sys.stdout.write(_RAW_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n")
     sys.stdout.flush()
     _JSON_WRITTEN.append(True)

@@ -1,0 +1,101 @@
+"""The real CLI (``python -m llmdeck``, a subprocess) under the environments users have: a closed stdout,
+a pipe whose reader is gone, an ASCII-only stdout, ``COLUMNS=0``, a working folder that was deleted,
+a HOME where nothing can be made, a relative XDG variable. Each had ended in an internal error (or
+worse, exit 0 with the output gone); each is now a clear error with its exit code, or just works."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from repo_paths import ROOT
+
+CONFIG = ROOT / "src" / "llmdeck" / "catalog" / "data" / "configs" / "Qwen3-0.6B.config.json"
+
+
+def _env(tmp: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LLMDECK_", "XDG_"))}
+    env.pop("COLUMNS", None)
+    env.update({"LLMDECK_STATE_DIR": str(tmp / "state"), "PYTHONPATH": str(ROOT / "src"), **extra})
+    return env
+
+
+def _llmdeck(
+    tmp: Path, *args: str, shell: str = "", cwd: Path | None = None, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """``llmdeck ARGS``; ``shell`` is put before it in `sh -c` (``cd d && rmdir ../d &&``), and what
+    follows it there (``>&-``) through ``env["AFTER"]``."""
+    after = env.pop("AFTER", "")
+    argv = [sys.executable, "-m", "llmdeck", *args]
+    line = f'{shell} exec "$@" {after}'
+    return subprocess.run(
+        ["sh", "-c", line, "sh", *argv],
+        env=_env(tmp, **env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd or tmp,
+    )
+
+
+def _clean(result: subprocess.CompletedProcess[str]) -> str:
+    text = " ".join(result.stderr.split())
+    assert "Traceback" not in text and "internal error" not in text, text[-2000:]
+    return text
+
+
+@pytest.mark.parametrize(
+    "args", [["status", "--json"], ["keys", "list", "--json"], ["--version"], ["logs", "x"]]
+)
+def test_a_closed_stdout_is_a_failed_write_not_a_bug(tmp_path: Path, args: list[str]) -> None:
+    if args[0] == "logs":  # a log to print
+        (tmp_path / "state" / "logs").mkdir(parents=True)
+        (tmp_path / "state" / "logs" / "x.log").write_text("a line\n")
+    result = _llmdeck(tmp_path, *args, AFTER=">&-")
+    text = _clean(result)
+    assert result.returncode == 1, text
+    assert "stdout is closed" in text, text
+
+
+def _unicode_model(tmp: Path) -> Path:
+    model = tmp / "qwen-×-模型"
+    model.mkdir()
+    (model / "config.json").write_text(CONFIG.read_text())
+    return model
+
+
+def test_an_ascii_stdout_gets_non_ascii_escaped_not_an_internal_error(tmp_path: Path) -> None:
+    model = _unicode_model(tmp_path)
+    result = _llmdeck(tmp_path, "plan", str(model), "--machine", "h200", PYTHONIOENCODING="ascii")
+    _clean(result)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "qwen-\\xd7-\\u6a21\\u578b" in result.stdout
+    as_json = _llmdeck(tmp_path, "plan", str(model), "--machine", "h200", "--json", PYTHONIOENCODING="ascii")
+    _clean(as_json)
+    assert as_json.returncode == 0, as_json.stderr[-2000:]
+    assert json.loads(as_json.stdout)["model"]["name"] == "qwen-×-模型"  # the same document, \\u-escaped
+
+
+def test_columns_zero_still_prints(tmp_path: Path) -> None:
+    result = _llmdeck(tmp_path, "keys", "list", COLUMNS="0")
+    assert result.returncode == 0, result.stderr
+    assert "keys in" in result.stdout and "name" in result.stdout, "COLUMNS=0 printed nothing"
+    helped = _llmdeck(tmp_path, "--help", COLUMNS="0")
+    assert "Usage" in helped.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "env"),
+    [(["status"], {"LLMDECK_STATE_DIR": "relstate"}), (["keys", "create", "a", "--keys-file", "k.json"], {})],
+)
+def test_a_deleted_working_folder_is_said(tmp_path: Path, args: list[str], env: dict[str, str]) -> None:
+    (tmp_path / "gone").mkdir()
+    result = _llmdeck(tmp_path, *args, shell="cd gone && rmdir ../gone &&", **env)
+    text = _clean(result)
+    assert result.returncode == 2, text
+    assert "no longer exists" in text, text
