@@ -62,6 +62,25 @@ def test_a_closed_stdout_is_a_failed_write_not_a_bug(tmp_path: Path, args: list[
     assert "stdout is closed" in text, text
 
 
+@pytest.mark.parametrize("extra", [[], ["--json"]])
+@pytest.mark.parametrize("where", ["closed", "broken pipe"])
+def test_a_key_nobody_could_see_is_revoked(tmp_path: Path, where: str, extra: list[str]) -> None:
+    if where == "closed":
+        result = _llmdeck(tmp_path, "keys", "create", "alice", *extra, AFTER=">&-")
+    else:  # the pipe's reader is gone before the key is written (`| head -0`)
+        read, write = os.pipe()
+        os.close(read)
+        argv = [sys.executable, "-m", "llmdeck", "keys", "create", "alice", *extra]
+        env = _env(tmp_path)
+        result = subprocess.run(argv, env=env, stdout=write, stderr=subprocess.PIPE, text=True, timeout=120)
+        os.close(write)
+    text = _clean(result)
+    assert result.returncode == 1, text
+    assert "was revoked" in text, text
+    listed = _llmdeck(tmp_path, "keys", "list", "--json")
+    assert json.loads(listed.stdout) == [], "a key whose secret nobody saw stays valid"
+
+
 def _unicode_model(tmp: Path) -> Path:
     model = tmp / "qwen-×-模型"
     model.mkdir()

@@ -61,6 +61,49 @@ def _print_table(rows: list[dict[str, Any]], path: Path) -> None:
     out_console().print(table)
 
 
+def _show_secret(
+    name: str, secret: str, path: Path, allowed: list[str] | None, rpm: int | None, *, as_json: bool
+) -> None:
+    """The new key on stdout, once (plain writes: an OSError reaches the caller, never rich's exit)."""
+    import sys
+
+    if as_json:
+        print_json(
+            {"name": name, "key": secret, "models": allowed, "rpm": rpm, "keys_file": str(path)},
+            shown_once="key",  # only its digest is kept: redacted here, it would be lost
+        )
+        return
+    err_console().print(
+        f"key {name!r} created in {path}; it is shown only now:",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    sys.stdout.write(secret + "\n")
+    sys.stdout.flush()
+
+
+def _revoke_unshown(store: Any, name: str, exc: OSError) -> None:
+    """A key nobody saw cannot be used and is never shown again: it is revoked, and the error says so
+    (it had been kept, with exit 0 when stdout was closed, or a silent exit 1 when the pipe's reader
+    had gone)."""
+    import contextlib
+    import sys
+
+    from llmdeck.cli.streams import ClosedStream
+    from llmdeck.errors import OperationError
+
+    store.revoke(name)
+    with contextlib.suppress(OSError):  # what is still buffered for the broken stdout goes nowhere
+        sys.stdout.flush()
+    sys.stdout = ClosedStream("stdout", fail=True)
+    raise OperationError(
+        f"The new key {name!r} could not be written to stdout ({exc.strerror or exc}), and only its "
+        "digest is kept: it was revoked, so no key that nobody has seen stays valid.",
+        hint="Run `llmdeck keys create` again with stdout on a terminal or redirected to a file.",
+    ) from exc
+
+
 def register(app: typer.Typer) -> None:
     """Add this group's commands to the root app."""
     keys = typer.Typer(name="keys", help=KEYS_HELP, no_args_is_help=True)
@@ -81,19 +124,10 @@ def register(app: typer.Typer) -> None:
         allowed = _allowed(models)  # before the store: a bad --models touches no file
         store = _store(ctx, keys_file)
         secret = store.create(name, models=allowed, rpm=rpm)
-        if as_json:
-            print_json(
-                {"name": name, "key": secret, "models": allowed, "rpm": rpm, "keys_file": str(store.path)},
-                shown_once="key",  # only its digest is kept: redacted here, it would be lost
-            )
-            return
-        err_console().print(
-            f"key {name!r} created in {store.path}; it is shown only now:",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
-        out_console().print(secret, markup=False, highlight=False)
+        try:
+            _show_secret(name, secret, store.path, allowed, rpm, as_json=as_json)
+        except OSError as exc:  # stdout closed, a reader gone (`| head -0`), a full disk
+            _revoke_unshown(store, name, exc)
 
     @keys.command("list")
     def list_cmd(ctx: typer.Context, keys_file: Path = FILE_OPTION, as_json: bool = JSON_OPTION) -> None:
