@@ -44,8 +44,20 @@ ACCEPTED: dict[str, str] = {
 
 
 def _xdg(var: str, fallback: str) -> Path:
+    """``$var``, or ``~/fallback`` when it is unset, empty or relative: the XDG spec calls a relative
+    path there invalid, to be ignored (``XDG_STATE_HOME=state`` had put llmdeck's records under
+    whatever folder each command ran in, so a server started in one was not found from another)."""
     value = os.environ.get(var)
-    return Path(value) if value else Path.home() / fallback
+    return Path(value) if value and os.path.isabs(value) else Path.home() / fallback
+
+
+# The variable a folder setting's default is made from (else HOME), for the error when it cannot be used.
+DEFAULT_FROM: dict[str, str | None] = {
+    "state_dir": "XDG_STATE_HOME",
+    "cache_dir": "XDG_CACHE_HOME",
+    "models_dir": None,
+    "results_dir": None,
+}
 
 
 def _cannot_make_under(folder: Path, *, must_make: bool) -> str | None:
@@ -222,17 +234,37 @@ def settings_error(exc: ValidationError) -> ConfigError:
     """One paragraph naming each bad variable, its value and what it accepts."""
     parts = []
     fields: list[str] = []
+    defaults: list[str] = []
     for err in exc.errors():
         field = str(err["loc"][0]) if err.get("loc") else "?"
-        fields.append(field)
         var = ENV_PREFIX + field.upper()
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        if var not in os.environ and field in DEFAULT_FROM:  # a default the user never wrote
+            defaults.append(var)
+            said = _default_said(field, err.get("input"))
+            parts.append(f"{var} is not set, and its default {said} cannot be used ({msg})")
+            continue
+        fields.append(field)
         raw = os.environ.get(var, err.get("input"))
         raw = REDACTED if is_secret_name(var) and raw else raw
-        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
         accepted = ACCEPTED.get(field, "a valid value")
         parts.append(f"{var}={str(raw)!r} is not valid ({msg}); it accepts {accepted}")
-    unset = " or ".join(sorted({ENV_PREFIX + f.upper() for f in fields}))
-    return ConfigError("; ".join(parts) + ".", hint=f"Fix or unset {unset}.")
+    hints = []
+    if fields:
+        hints.append("Fix or unset " + " or ".join(sorted({ENV_PREFIX + f.upper() for f in fields})) + ".")
+    if defaults:
+        names = ", ".join(defaults[:-1]) + (" and " if len(defaults) > 1 else "") + defaults[-1]
+        hints.append(f"Set {names} to a folder you can write to (or fix HOME or XDG_*).")
+    return ConfigError("; ".join(parts) + ".", hint=" ".join(hints))
+
+
+def _default_said(field: str, value: object) -> str:
+    """A folder setting's default as the error names it: the path, and what it was made from."""
+    xdg = DEFAULT_FROM[field]
+    if field == "results_dir":
+        return f"{str(value)!r} (in the folder the command runs in)"
+    source = f"{xdg}={os.environ[xdg]!r}" if xdg and os.environ.get(xdg) else f"HOME={str(Path.home())!r}"
+    return f"{str(value)!r} (made from {source})"
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -118,3 +118,24 @@ def test_a_deleted_working_folder_is_said(tmp_path: Path, args: list[str], env: 
     text = _clean(result)
     assert result.returncode == 2, text
     assert "no longer exists" in text, text
+
+
+def test_a_default_folder_that_cannot_be_made_names_home_not_an_unset_variable(tmp_path: Path) -> None:
+    env = _env(tmp_path, HOME="/proc/llmdeck-home")
+    del env["LLMDECK_STATE_DIR"]
+    argv = [sys.executable, "-m", "llmdeck", "status"]
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    text = _clean(result)
+    assert result.returncode == 2, text
+    assert "LLMDECK_STATE_DIR is not set" in text and "HOME='/proc/llmdeck-home'" in text, text
+    assert "unset LLMDECK_STATE_DIR" not in text  # it is unset: that advice could not help
+
+
+def test_a_relative_xdg_state_home_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmdeck.settings import Settings
+
+    monkeypatch.delenv("LLMDECK_STATE_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("XDG_STATE_HOME", "state")
+    monkeypatch.chdir(tmp_path)
+    assert Settings().state_dir == tmp_path / ".local" / "state" / "llmdeck"
