@@ -29,9 +29,16 @@ exec sleep 3600
 """
 
 
-def _start(tmp: Path, name: str, *extra: str) -> tuple[subprocess.Popen[str], Path]:
+# fake_stubborn_engine: as fake_never_ready_engine, but it ignores SIGTERM (a busy engine that takes its
+# time to stop): `up` waits its grace period, then kills it
+FAKE_STUBBORN_ENGINE = FAKE_NEVER_READY_ENGINE.replace("exec sleep", "trap '' TERM\nexec sleep")
+
+
+def _start(
+    tmp: Path, name: str, *extra: str, engine_text: str = FAKE_NEVER_READY_ENGINE
+) -> tuple[subprocess.Popen[str], Path]:
     engine = tmp / "fake_never_ready_engine.sh"
-    engine.write_text(FAKE_NEVER_READY_ENGINE)
+    engine.write_text(engine_text)
     engine.chmod(0o755)
     model = tmp / "model"
     model.mkdir(exist_ok=True)
@@ -93,3 +100,26 @@ def test_up_interrupted_exits_with_the_signal_and_stops_the_engine(
     alive = psutil.pid_exists(engine_pid) and psutil.Process(engine_pid).status() != psutil.STATUS_ZOMBIE
     assert not alive, f"the engine (pid {engine_pid}) still runs"
     assert not record.exists(), "the server record of a stopped start is left behind"
+
+
+@pytest.mark.timeout(180)
+def test_a_second_ctrl_c_while_up_stops_the_engine_does_not_leave_it_running(tmp_path: Path) -> None:
+    """Ctrl-C twice (or `timeout` passing on the SIGINT the terminal already sent the group): the second
+    one had broken off the stop, and the engine ran on after "Interrupted"; now it is held until the
+    engine is gone (its grace period, then SIGKILL)."""
+    proc, _log = _start(tmp_path, "twice", engine_text=FAKE_STUBBORN_ENGINE)
+    record = tmp_path / "state" / "servers" / "twice.json"
+    engine_pid = json.loads(record.read_text())["pid"]
+    proc.send_signal(signal.SIGINT)
+    time.sleep(2)  # `up` is in its stop now: the engine ignores SIGTERM for the 10 s grace
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    flat = " ".join(err.split()).lower()
+    time.sleep(0.5)
+    alive = psutil.pid_exists(engine_pid) and psutil.Process(engine_pid).status() != psutil.STATUS_ZOMBIE
+    if alive:
+        psutil.Process(engine_pid).kill()
+    assert not alive, f"the engine (pid {engine_pid}) still runs after a second Ctrl-C: {err[-2000:]}"
+    assert not record.exists(), "the server record of a stopped start is left behind"
+    assert proc.returncode == 130, err[-2000:]
+    assert "traceback" not in flat and "still stopping the engine" in flat, err[-2000:]

@@ -11,6 +11,7 @@ from llmdeck.runtime import launcher
 from llmdeck.runtime.service import EventClock, Events, ServiceEvent, UpOptions, preflight
 from llmdeck.runtime.state import ServerRecord
 from llmdeck.settings import Settings
+from llmdeck.util.interrupts import interrupts_held
 
 
 def follow(record: ServerRecord, settings: Settings, write: Callable[[str], None]) -> None:
@@ -26,8 +27,9 @@ def follow(record: ServerRecord, settings: Settings, write: Callable[[str], None
         for text in follow_from_start(record.log_path, lambda: not pid_alive(record.pid)):
             write(text)
     except KeyboardInterrupt:
-        outcome = launcher.down(record.name, settings)
-        write(f"\n{record.name}: {outcome}; its log stays at {record.log_path}\n")
+        with interrupts_held("stopping the server"):  # a second Ctrl-C had left it running
+            outcome = launcher.down(record.name, settings)
+            write(f"\n{record.name}: {outcome}; its log stays at {record.log_path}\n")
         raise
     who = who_stopped(record.log_path)
     if who is not None:  # `llmdeck down` in another shell: stopped as asked, not "exited by itself"
@@ -70,7 +72,8 @@ def docker(spec: LaunchSpec, settings: Settings, options: UpOptions, *, tty: boo
         raise OperationError("The docker client is not installed.", hint="Use --engine venv.") from exc
     finally:
         if code is None:  # interrupted (SIGTERM, Ctrl-C): the client was killed, its container not
-            _stop_quietly(docker_stop_argv(spec.name, timeout_s=20))
+            with interrupts_held("stopping the container"):
+                _stop_quietly(docker_stop_argv(spec.name, timeout_s=20))
         leash.let_go(key)
     if code in (130, 143):  # docker passed on Ctrl-C / SIGTERM: the container was stopped
         events(ServiceEvent(kind="stopped", message=f"the container stopped (exit {code})"))

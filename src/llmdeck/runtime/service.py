@@ -30,6 +30,7 @@ from llmdeck.runtime.state import ServerRecord, StartedBy, StateStore
 from llmdeck.runtime.status import ServerStatus, server_status
 from llmdeck.runtime.watchdog import StartupWatchdog, WatchdogConfig
 from llmdeck.settings import Settings
+from llmdeck.util.interrupts import interrupts_held
 from llmdeck.util.units import GIB, fmt_gib
 
 EventKind = Literal[
@@ -254,10 +255,11 @@ def await_ready(
         why = str(exc) or (
             "interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt) else type(exc).__name__
         )
-        clock.emit("failed", f"{record.name} did not become ready: {why}")
-        outcome = launcher.stop_engine(record, grace_s=10)
-        start_gate.forget_own(StateStore(settings.servers_dir), record, settings)  # a newer one's stays
-        clock.emit("stopped", f"engine stopped ({outcome}); its log stays at {record.log_path}")
+        with interrupts_held("stopping the engine"):  # a second Ctrl-C had left it running
+            clock.emit("failed", f"{record.name} did not become ready: {why}")
+            outcome = launcher.stop_engine(record, grace_s=10)
+            start_gate.forget_own(StateStore(settings.servers_dir), record, settings)  # a newer one's stays
+            clock.emit("stopped", f"engine stopped ({outcome}); its log stays at {record.log_path}")
         raise
     clock.emit("ready", f"ready: {record.served_model_name} at {record.base_url}/v1", url=record.base_url)
     _guard(record, settings, options, clock)
