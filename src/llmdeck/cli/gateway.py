@@ -78,9 +78,11 @@ def _up(config: Path, host: str, port: int, attach: bool, insecure: bool, settin
     check_bind(host, keys_on=keys_on, insecure=insecure)
     if insecure and not keys_on:
         err_console().print(f"[bold red]warning:[/] serving {host} with NO API keys (--insecure).")
-    if attach:
+    if attach:  # the port checked as the background start checks it (uvicorn's own exit was 3)
         from llmdeck.gateway.serve import run
+        from llmdeck.gateway.service import check_port
 
+        check_port(host, port)
         run(config, host, port, insecure=insecure)
         return None
     managed = [b.managed.name for r in loaded.routes for b in r.backends if b.managed is not None]

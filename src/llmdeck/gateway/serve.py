@@ -12,7 +12,7 @@ import logging
 import sys
 from pathlib import Path
 
-from llmdeck.errors import InternalError, LlmdeckError
+from llmdeck.errors import InternalError, LlmdeckError, OperationError
 
 
 def setup_logging(log: Path | None = None) -> None:
@@ -79,16 +79,27 @@ def run(config: Path, host: str, port: int, *, insecure: bool, log_file: Path | 
     app = build_app(loaded, insecure=insecure and not keys_on, settings=settings)
     from llmdeck.gateway.headtimeout import head_timeout_protocol
 
-    uvicorn.run(
-        app,
-        http=head_timeout_protocol(),  # a connection that never sends a whole head is closed
-        host=host,
-        port=port,
-        access_log=False,
-        log_config=None,
-        timeout_graceful_shutdown=5,
-        timeout_keep_alive=30,
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            http=head_timeout_protocol(),  # a connection that never sends a whole head is closed
+            host=host,
+            port=port,
+            access_log=False,
+            log_config=None,
+            timeout_graceful_shutdown=5,
+            timeout_keep_alive=30,
+        )
     )
+    # Not uvicorn.run: after a graceful shutdown uvicorn raises the Ctrl-C or SIGTERM again, and
+    # uvicorn.run swallowed it, so `gateway up --attach` had exited 0 however it was stopped (now the
+    # CLI's 130 / 143); and a port it could not bind was its own exit 3.
+    server.run()
+    if not server.started:
+        raise OperationError(
+            f"The gateway did not start on {host}:{port} (see the lines above).",
+            hint="Check that the port is free (`llmdeck gateway status`, `ss -ltnp`), then run again.",
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -106,6 +117,8 @@ def main(argv: list[str] | None = None) -> None:
             raise
         sys.stderr.write(f"error: {exc.render()}\n")
         sys.exit(exc.exit_code)
+    except KeyboardInterrupt:  # a Ctrl-C uvicorn raises again once it has shut down: no traceback
+        sys.exit(130)
 
 
 if __name__ == "__main__":

@@ -134,6 +134,17 @@ def _one_at_a_time(settings: Any) -> contextlib.AbstractContextManager[None]:
     )
 
 
+def check_port(host: str, port: int) -> None:
+    """UsageError (exit 2) when the gateway cannot listen on ``host:port`` (in use, not this host's)."""
+    problem = bind_problem(port, "127.0.0.1" if host in {"0.0.0.0", "::"} else host)
+    if problem == "in use":
+        raise UsageError(f"Port {port} on {host} is in use.", hint="Choose another with --port.")
+    if problem is not None:
+        raise UsageError(
+            f"The gateway cannot listen on {host}:{port}: {problem}.", hint=bind_hint(host, problem)
+        )
+
+
 def _start_locked(
     config: Path, host: str, port: int, settings: Any, *, insecure: bool, managed: list[str]
 ) -> GatewayRecord:
@@ -143,13 +154,7 @@ def _start_locked(
             f"The gateway is already running (pid {old.pid}, {old.base_url}).",
             hint="Stop it with `llmdeck gateway down` first.",
         )
-    problem = bind_problem(port, "127.0.0.1" if host in {"0.0.0.0", "::"} else host)
-    if problem == "in use":
-        raise UsageError(f"Port {port} on {host} is in use.", hint="Choose another with --port.")
-    if problem is not None:
-        raise UsageError(
-            f"The gateway cannot listen on {host}:{port}: {problem}.", hint=bind_hint(host, problem)
-        )
+    check_port(host, port)
     log = log_path(settings)
     ensure_dir(log.parent)  # a file in the way is a UsageError naming it
     rotate_log(log)
