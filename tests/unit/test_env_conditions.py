@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -139,3 +141,23 @@ def test_a_relative_xdg_state_home_is_ignored(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setenv("XDG_STATE_HOME", "state")
     monkeypatch.chdir(tmp_path)
     assert Settings().state_dir == tmp_path / ".local" / "state" / "llmdeck"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 0), (signal.SIGTERM, 143)])
+def test_logs_follow_ends_on_ctrl_c_and_says_sigterm(tmp_path: Path, sig: signal.Signals, code: int) -> None:
+    """Ctrl-C is how `logs -f` ends (exit 0, as documented); a SIGTERM (a supervisor, `timeout`) had
+    been taken for it, exit 0 too: it is 143 now, as for every other command."""
+    logs = tmp_path / "state" / "logs"
+    logs.mkdir(parents=True)
+    (logs / "x.log").write_text("a line\n")
+    argv = [sys.executable, "-m", "llmdeck", "logs", "-f", "x"]
+    proc = subprocess.Popen(
+        argv, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "a line\n"
+    time.sleep(1)  # past the tail, into the follow
+    proc.send_signal(sig)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == code, err[-2000:]
+    assert "Traceback" not in err, err[-2000:]

@@ -291,8 +291,9 @@ def _follow(log_path: Path, record: Any) -> None:
         for text in follow(log_path, None) if record is None else follow_log(record):
             sys.stdout.write(log_text(text))
             sys.stdout.flush()
-    except KeyboardInterrupt:
-        pass
+    except KeyboardInterrupt as exc:  # Ctrl-C is how a follow ends: exit 0
+        if type(exc) is not KeyboardInterrupt:  # SIGTERM / SIGHUP (the CLI's Terminated): 143 / 129
+            raise
 
 
 def restart_cmd(
