@@ -31,3 +31,25 @@ def test_the_log_is_rotated_past_its_cap_and_the_files_stay_bounded(tmp_path: Pa
     assert text.rstrip().endswith("n=2999") and "n=2998" in text  # nothing lost at the cut
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     assert "n=0\n" not in "".join(p.read_text(encoding="utf-8") for p in tmp_path.iterdir())
+
+
+def test_the_gateway_log_says_its_times_in_utc_whatever_the_local_zone(tmp_path: Path) -> None:
+    """Its header line is UTC (written by llmdeck); the lines after it had been local time with no zone:
+    under TZ=Asia/Shanghai they read 8 hours after the start."""
+    import subprocess
+    import sys
+    from datetime import UTC, datetime
+
+    from repo_paths import ROOT
+
+    probe = (
+        "import logging; from llmdeck.gateway.serve import setup_logging; setup_logging(); "
+        "logging.getLogger('llmdeck.gateway').info('hello')"
+    )
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "src"), "TZ": "Asia/Shanghai"}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+    line = out.stdout.strip()
+    stamp, rest = line.split(" ", 1)
+    assert rest == "INFO llmdeck.gateway: hello", line
+    assert stamp.endswith("Z"), line
+    assert abs((datetime.fromisoformat(stamp) - datetime.now(UTC)).total_seconds()) < 120, line

@@ -10,20 +10,31 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import time
 from pathlib import Path
 
 from llmdeck.errors import InternalError, LlmdeckError, OperationError
 
 
+class UTCFormatter(logging.Formatter):
+    """Times in UTC, labelled (``2026-12-06T05:52:51.204Z``): the log's header line (written by llmdeck
+    in UTC) and every line after it had been in two clocks, the lines in the machine's local time
+    with no zone, so under TZ=Asia/Shanghai a request seemed to come 8 hours after the start."""
+
+    default_time_format = "%Y-%m-%dT%H:%M:%S"
+    default_msec_format = "%s.%03dZ"
+
+    def converter(self, secs: float | None = None) -> time.struct_time:
+        return time.gmtime(secs)
+
+
 def setup_logging(log: Path | None = None) -> None:
     """INFO and up to stdout; with ``log`` (stdout is that file: `gateway up`) rotated past a size."""
-    fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-    if log is None:
-        logging.basicConfig(level=logging.INFO, stream=sys.stdout, format=fmt)
-    else:
-        from llmdeck.gateway.logcap import CappedLog
+    from llmdeck.gateway.logcap import CappedLog
 
-        logging.basicConfig(level=logging.INFO, handlers=[CappedLog(log)], format=fmt)
+    handler = logging.StreamHandler(sys.stdout) if log is None else CappedLog(log)
+    handler.setFormatter(UTCFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
     # httpx logs every request at INFO (the readiness polls of the models the gateway starts): the
     # gateway's own access log says what matters
     logging.getLogger("httpx").setLevel(logging.WARNING)
