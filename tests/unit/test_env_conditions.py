@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -161,3 +162,11 @@ def test_logs_follow_ends_on_ctrl_c_and_says_sigterm(tmp_path: Path, sig: signal
     _out, err = proc.communicate(timeout=30)
     assert proc.returncode == code, err[-2000:]
     assert "Traceback" not in err, err[-2000:]
+
+
+def test_keys_list_labels_its_times_utc(tmp_path: Path) -> None:
+    """The 'created' column had been the UTC time with its zone cut off: read as local time."""
+    assert _llmdeck(tmp_path, "keys", "create", "alice").returncode == 0
+    listed = _llmdeck(tmp_path, "keys", "list", TZ="Asia/Shanghai", COLUMNS="200")
+    row = next(line for line in listed.stdout.splitlines() if "alice" in line)
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", row), row

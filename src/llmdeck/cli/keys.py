@@ -44,6 +44,12 @@ def _allowed(models: str | None) -> list[str] | None:
     return parse_models(models)
 
 
+def _utc_minute(stamp: str) -> str:
+    """``2026-12-06T05:35:45.622586Z`` as ``2026-12-06 05:35 UTC``: the column had shown the UTC time
+    with its zone cut off, read as local time (8 hours off under TZ=Asia/Shanghai)."""
+    return f"{stamp[:16].replace('T', ' ')} UTC" if len(stamp) >= 16 else stamp
+
+
 def _print_table(rows: list[dict[str, Any]], path: Path) -> None:
     from rich.table import Table
 
@@ -56,7 +62,7 @@ def _print_table(rows: list[dict[str, Any]], path: Path) -> None:
             f"{r['hint']}…",
             ", ".join(r["models"] or []) or "all",
             str(r["rpm"] or "-"),
-            str(r["created_at"])[:19],
+            _utc_minute(str(r["created_at"])),
         )
     out_console().print(table)
 
