@@ -170,3 +170,10 @@ def test_keys_list_labels_its_times_utc(tmp_path: Path) -> None:
     listed = _llmdeck(tmp_path, "keys", "list", TZ="Asia/Shanghai", COLUMNS="200")
     row = next(line for line in listed.stdout.splitlines() if "alice" in line)
     assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", row), row
+
+
+def test_a_closed_stderr_keeps_usage_errors_out_of_the_json_on_stdout(tmp_path: Path) -> None:
+    """click had printed its usage error to stdout when stderr was closed, before the JSON error."""
+    result = _llmdeck(tmp_path, "status", "--bogus", "--json", AFTER="2>&-")
+    assert result.returncode == 2
+    assert json.loads(result.stdout)["error"]["kind"] == "UsageError", result.stdout
