@@ -500,3 +500,32 @@ def test_up_attach_bounds_dockers_log_of_the_container(
     run = next(c for c in map(json.loads, calls.read_text().splitlines()) if c[0] == "run")
     assert (" ".join(BOUNDED_LOG_OPTS) in " ".join(run)) is bounded
     assert "--rm" in run
+
+
+def test_up_attach_container_with_stdin_closed_runs_without_a_terminal(tmp_path: Path) -> None:
+    """`up --attach --engine docker <&-` (a job runner with no stdin): sys.stdin is None, and asking it
+    whether it is a terminal had been an internal error (AttributeError) before anything started."""
+    import os
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake_docker(bin_dir, RUN_DOCKER)  # `docker run` returns at once: the container "ended" cleanly
+    calls = tmp_path / "calls.jsonl"
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "FAKE_DOCKER_CALLS": str(calls),
+        "FAKE_DOCKER_DRIVER": '"json-file"',
+        "LLMDECK_STATE_DIR": str(tmp_path / "state"),
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    argv = [sys.executable, "-m", "llmdeck", "up", "--attach", "--engine", "docker", "--force"]
+    argv += ["--model", "Qwen/Qwen3-0.6B", "--image", "vllm/vllm-openai:v0.22.0", "--name", "nostdin"]
+    argv += ["--port", str(free_port())]
+    line = 'exec "$@" <&-'
+    result = subprocess.run(
+        ["sh", "-c", line, "sh", *argv], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert "internal error" not in result.stderr and result.returncode == 0, result.stderr[-2000:]
+    run = next(c for c in map(json.loads, calls.read_text().splitlines()) if c[0] == "run")
+    assert "-t" not in run and "-it" not in run

@@ -384,7 +384,8 @@ def _run_up(spec: LaunchSpec, settings: Settings, options: Any, *, attach: bool)
     from llmdeck.runtime import service
 
     if attach and get_engine(spec.engine).containerized:
-        attached.docker(spec, settings, options, tty=sys.stdin.isatty(), events=render_event)
+        tty = sys.stdin is not None and sys.stdin.isatty()  # stdin closed (`<&-`): None, no terminal
+        attached.docker(spec, settings, options, tty=tty, events=render_event)
         return None
     if attach:
         clock = service.EventClock(render_event)
