@@ -221,3 +221,14 @@ def test_every_float_option_is_checked_finite_and_bounded_by_one_callback() -> N
     unchecked = [name for name, p in options if p.callback is None]  # type: ignore[attr-defined]
     ranged = [name for name, p in options if p.min is not None or p.max is not None]  # type: ignore[attr-defined]
     assert unchecked == [] and ranged == []
+
+
+def test_a_groups_own_help_is_reflowed_in_the_root_help() -> None:
+    """`gateway` and `cluster` (a Typer group's help, not a command's) had kept the docstring's line
+    breaks: the root --help printed them ragged at any width ('per-model' then 'defaults' below)."""
+    env = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(ROOT / "src")}
+    out = subprocess.run(
+        [sys.executable, "-m", "llmdeck", "--help"], env=env, capture_output=True, text=True, timeout=60
+    ).stdout
+    assert "aliases, API keys, per-model defaults, replicas" in out, out
+    assert "(tensor/pipeline parallel), with the NCCL/Gloo" in out, out

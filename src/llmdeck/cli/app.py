@@ -134,6 +134,9 @@ def _reflow_app_help(app: typer.Typer) -> None:
             cmd.help = reflow_help(text)
     for group in app.registered_groups:
         if group.typer_instance is not None:
+            info = group.typer_instance.info  # the group's own help: `gateway` and `cluster` had
+            if isinstance(info.help, str):  # printed ragged in `llmdeck --help`, one break kept
+                info.help = reflow_help(info.help)
             _reflow_app_help(group.typer_instance)
 
 
