@@ -26,7 +26,7 @@ from starlette.routing import Route
 from gateway_fakes import UvicornThread
 from llmdeck.gateway.app import build_app
 from llmdeck.gateway.config import parse_config
-from llmdeck.gateway.outcap import client_error  # noqa
+from llmdeck.gateway.outcap import client_error
 from llmdeck.settings import Settings
 from repo_paths import ROOT
 
