@@ -19,9 +19,10 @@ from llmdeck.checks import probes_surfaces as ps
 from llmdeck.checks.client_probes import probe_client_context, probes_for
 from llmdeck.checks.http import Http
 from llmdeck.checks.probe_base import ProbeContext
-from llmdeck.checks.probes_caps import probe_client_output_cap
+from llmdeck.checks.probes_caps import probe_client_output_cap, probe_client_own_cap
 from llmdeck.checks.results import ServerFacts
 from llmdeck.checks.traffic import Recording, load_recording
+from repo_paths import ROOT
 
 Handler = Callable[[httpx.Request], httpx.Response]
 
@@ -314,3 +315,36 @@ def test_a_random_models_cut_function_arguments_are_resent_as_valid_json() -> No
     assert ps._json_args('{"city": "Par') == ps.TOOL_ARGS
     assert ps._json_args(None) == ps.TOOL_ARGS
     assert ps._json_args('{"city": "Tokyo"}') == '{"city": "Tokyo"}'
+
+
+def vllm_032(context: int) -> Handler:
+    """A FAKE vLLM 0.32 on /v1/messages: a cap over ``context`` refused with its real 400 body (tests/
+    fixtures/gateway), else a stream; it records whether the probe read past the first event."""
+
+    refused = (
+        ROOT / "tests" / "fixtures" / "gateway" / "vllm-0.32-messages-400-max-tokens.json"
+    ).read_bytes()
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        assert body["stream"] is True
+        if body["max_tokens"] > context:
+            return httpx.Response(400, content=refused, headers={"content-type": "application/json"})
+        return sse(message_events(TEXT))
+
+    return handle
+
+
+def test_claude_codes_own_cap_set_up_by_hand_warns_where_the_server_refuses_it() -> None:
+    """Claude Code without `llmdeck connect` asks max_tokens 32000: a 16k server refuses every request
+    (vLLM 0.32's 400); the other probes send small caps and had passed it."""
+    out = probe_client_own_cap(ctx_for(vllm_032(16384), mml=16384), rec("claude-code"))
+    assert out.status == "warn" and "asks 32000 output tokens" in out.summary, out
+    assert out.fix is not None and "llmdeck connect claude-code" in out.fix and "gateway" in out.fix
+    assert probe_client_own_cap(ctx_for(vllm_032(65536), mml=65536), rec("claude-code")).status == "pass"
+    assert "client_own_cap" in probes_for(rec("claude-code"))
+
+
+def test_a_client_that_sends_no_cap_of_its_own_has_nothing_to_refuse() -> None:
+    assert rec("codex").max_tokens is None
+    assert probe_client_own_cap(ctx_for(not_found), rec("codex")).status == "not_applicable"

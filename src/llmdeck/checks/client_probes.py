@@ -21,7 +21,7 @@ from llmdeck.checks.probes import (
     Outcome,
     ProbeContext,
 )
-from llmdeck.checks.probes_caps import probe_client_output_cap
+from llmdeck.checks.probes_caps import probe_client_output_cap, probe_client_own_cap
 from llmdeck.checks.results import ProbeResult
 from llmdeck.checks.traffic import (
     TURN_TOKENS,
@@ -44,6 +44,7 @@ TITLES = {
     "client_thinking": "thinking shows where the client reads it",
     "client_traffic": "recorded client traffic",
     "client_output_cap": "server's reply cap vs the client's max_tokens",
+    "client_own_cap": "client's own max_tokens, set up by hand, accepted",
     "messages_stream": "Messages: streamed answer",
     "messages_tools": "Messages: tool_use / tool_result round trip",
     "messages_thinking": "Messages: thinking blocks",
@@ -263,8 +264,10 @@ CLIENT_PROBES: dict[str, Callable[[ProbeContext, Recording], Outcome]] = {
     "client_tool_stream": probe_client_tool_stream,
     "client_thinking": probe_client_thinking,
     "client_output_cap": probe_client_output_cap,
+    "client_own_cap": probe_client_own_cap,
 }
-OPTIONAL = {"messages_count_tokens"}  # Claude Code counts itself when the server cannot
+# Claude Code counts itself when the server cannot; connect/launch set the output limit the own cap asks
+OPTIONAL = {"messages_count_tokens", "client_own_cap"}
 
 
 def probes_for(rec: Recording) -> dict[str, Callable[[ProbeContext, Recording], Outcome]]:
@@ -284,7 +287,8 @@ def probes_for(rec: Recording) -> dict[str, Callable[[ProbeContext, Recording], 
         }
     else:
         surface = {"responses_stream": ps.probe_responses_stream, "responses_tools": ps.probe_responses_tools}
-    return {**common, **surface, "client_output_cap": probe_client_output_cap}
+    caps = {"client_output_cap": probe_client_output_cap, "client_own_cap": probe_client_own_cap}
+    return {**common, **surface, **caps}
 
 
 def _result(ctx: ProbeContext, probe_id: str, outcome: Outcome, required: bool) -> ProbeResult:

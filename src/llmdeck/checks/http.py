@@ -188,8 +188,11 @@ class Http:
         )
         return Reply(status_code=resp.status_code, text=text, exchange=ex, data=data)
 
-    def stream(self, path: str, body: Any, *, timeout: float | None = None) -> Reply:
-        """POST with ``stream: true``; collects every SSE ``data:`` chunk and whether ``[DONE]`` came."""
+    def stream(
+        self, path: str, body: Any, *, timeout: float | None = None, first_only: bool = False
+    ) -> Reply:
+        """POST with ``stream: true``; collects every SSE ``data:`` chunk and whether ``[DONE]`` came
+        (``first_only``: closed at the first chunk, for a request whose whole reply could run long)."""
         t0 = time.monotonic()
         limit = self._limit(timeout)
         chunks: list[dict[str, Any]] = []
@@ -214,7 +217,7 @@ class Http:
                 body_chunks = capped_chunks(_chunks(resp, t0 + limit), url, cap=STREAM_CAP)
                 status = resp.status_code
                 try:
-                    done = _read_sse(_lines(body_chunks, url), chunks, raw_lines)
+                    done = _read_sse(_lines(body_chunks, url), chunks, raw_lines, first_only)
                 except httpx.TimeoutException:
                     if not chunks:  # nothing came at all: the probe's timeout handling says so
                         raise
@@ -238,8 +241,11 @@ class Http:
         return Reply(status_code=status, text="", exchange=ex, chunks=chunks, done=done, stalled_s=stalled)
 
 
-def _read_sse(lines: Iterator[str], chunks: list[dict[str, Any]], raw_lines: list[str]) -> bool:
-    """Collect the JSON ``data:`` chunks (and the first three raw lines); True when ``[DONE]`` came."""
+def _read_sse(
+    lines: Iterator[str], chunks: list[dict[str, Any]], raw_lines: list[str], first_only: bool = False
+) -> bool:
+    """Collect the JSON ``data:`` chunks (and the first three raw lines); True when ``[DONE]`` came
+    (``first_only``: stop at the first chunk)."""
     for line in lines:
         if not line.startswith("data:"):
             continue
@@ -251,6 +257,8 @@ def _read_sse(lines: Iterator[str], chunks: list[dict[str, Any]], raw_lines: lis
         chunk = _loads(payload)
         if isinstance(chunk, dict):
             chunks.append(chunk)
+            if first_only:
+                return False
     return False
 
 

@@ -131,8 +131,8 @@ class ProbeContext:
         self.evidence.append(reply.exchange)
         return reply
 
-    def stream(self, path: str, body: Any) -> Reply:
-        reply = self.http.stream(path, body)
+    def stream(self, path: str, body: Any, first_only: bool = False) -> Reply:
+        reply = self.http.stream(path, body, first_only=first_only)
         self.evidence.append(reply.exchange)
         return reply
 

@@ -11,7 +11,7 @@ reply stopped.
 from __future__ import annotations
 
 from llmdeck.checks.probe_base import Outcome, ProbeContext, _finish
-from llmdeck.checks.traffic import Recording, output_limit
+from llmdeck.checks.traffic import Recording, output_limit, replay_body
 
 PROBE_TOKENS = 512  # asked for; a cap below it shows as a shorter reply that stops with "length"
 
@@ -61,4 +61,39 @@ def probe_client_output_cap(ctx: ProbeContext, rec: Recording) -> Outcome:
         fix=f"Restart the server without the max_new_tokens cap (--override-generation-config "
         f"'{{\"max_new_tokens\": {need}}}' or drop it; a model's generation_config.json can set it too).",
         data={**data, "cap": got},
+    )
+
+
+CAP_WORDS = ("cannot be greater than max_model_len", "maximum context length", "output tokens")
+
+
+def probe_client_own_cap(ctx: ProbeContext, rec: Recording) -> Outcome:
+    """The client's own request with the output it asks for when set up by hand (no ``llmdeck
+    connect``/``launch``, which write its output limit): Claude Code asks ``max_tokens: 32000`` unless
+    ``CLAUDE_CODE_MAX_OUTPUT_TOKENS`` is set, which a context of 32k or less refuses on every request
+    (vLLM 0.32: "cannot be greater than max_model_len"; 0.22-0.31 count it against the context). Sent
+    streamed and closed at its first event; a gateway that fits the cap passes (evidence/device/outcap)."""
+    ask = rec.max_tokens
+    if not ask:
+        return Outcome("not_applicable", f"{rec.label} sends no max_tokens of its own.")
+    body = replay_body(rec, ctx.facts.model or "", max_tokens=ask, stream=True)
+    if rec.surface == "responses":
+        body["max_output_tokens"] = body.pop("max_tokens")
+    path = rec.agent.path + (f"?{rec.agent.query}" if rec.agent.query else "")
+    reply = ctx.stream(path, body, first_only=True)
+    if reply.ok:
+        return Outcome("pass", f"The server takes {rec.label}'s own output ask ({ask} tokens).")
+    message = reply.error_message()
+    if not any(w in message for w in CAP_WORDS):
+        return Outcome(
+            "inconclusive", f"HTTP {reply.status_code}: {message[:300]} (client_request judges it)."
+        )
+    return Outcome(
+        "warn",
+        f"Set up by hand, {rec.label} asks {ask} output tokens, and this server refuses that on every "
+        f"request (HTTP {reply.status_code}: {message[:300]}).",
+        fix=f"Set {rec.client} up with `llmdeck connect {rec.client}` or `llmdeck launch {rec.client}` "
+        "(they write its output limit), or serve it through `llmdeck gateway`, which fits the cap to the "
+        "context.",
+        data={"asked": ask, "status": reply.status_code},
     )
