@@ -80,7 +80,9 @@ def load(state_dir: Path) -> LocalCluster | None:
 
 
 def _spawn(argv: list[str], log: Path, env: dict[str, str]) -> int:
-    log.parent.mkdir(parents=True, exist_ok=True)
+    from llmdeck.util.localfile import ensure_dir
+
+    ensure_dir(log.parent)  # under the state dir: 0700, the state root too when missing
     from llmdeck.engines.process import spawn_detached
 
     with log.open("wb") as fh:

@@ -198,10 +198,11 @@ def write_files(plan: LaunchPlan) -> None:
     if plan.files:
         _prune(Path(next(iter(plan.files))).parents[2])  # <state>/launch: the ended launches' folders
     from llmdeck.util.atomic import atomic_write_text
+    from llmdeck.util.localfile import ensure_dir
 
     for path, content in plan.files.items():
         target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        ensure_dir(target.parent)  # 0700, and so is each folder made above it (the state root)
         atomic_write_text(target, json.dumps(content, indent=2, ensure_ascii=False) + "\n", secret=True)
 
 

@@ -118,7 +118,9 @@ _LOG_HINT = "Move it away; llmdeck writes a new log file there when the server s
 
 def open_log(log_path: Path, argv: Sequence[str]) -> BinaryIO:
     """A new log file (0600, the folder 0700) opened for appending, the header written."""
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    from llmdeck.util.localfile import ensure_dir
+
+    ensure_dir(log_path.parent)  # the state root too, if missing: 0700, never 0777 under umask 000
     if not log_path.parent.is_symlink():  # a linked folder's mode is its owner's (a shared 1777 one)
         os.chmod(log_path.parent, 0o700)
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, LOG_MODE)

@@ -28,7 +28,9 @@ def make_compile_cache(spec: LaunchSpec) -> None:
     """The spec's compile-cache folder, made by us rather than by docker (which makes a missing mount
     source as root)."""
     if spec.compile_cache:
-        Path(spec.compile_cache).mkdir(parents=True, exist_ok=True)
+        from llmdeck.util.localfile import ensure_dir
+
+        ensure_dir(Path(spec.compile_cache), 0o755)  # read in the container; never group/world-writable
 
 
 def start_docker(

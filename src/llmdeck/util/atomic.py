@@ -9,7 +9,8 @@ One helper for every file llmdeck writes where the user chose the path (``connec
   that is a link to nothing), is refused (exit 2), never followed to make folders where it points;
 - an existing file keeps its mode (and owner, where we may); a read-only file (no write bit) is
   refused with exit 2, never chmod-ed;
-- a new file gets the usual mode (0666 less the umask), or 0600 with ``secret=True``;
+- a new file gets the usual mode (0666 less the umask), or 0600 with ``secret=True``; a folder made
+  for it 0755 less the umask (never writable by group or others, even under ``umask 000``);
 - a path that cannot be written (a folder, a read-only parent, a file in the way of a parent) is a
   :class:`llmdeck.errors.UsageError` (exit 2) naming the path; a full disk is an
   :class:`llmdeck.errors.OperationError` (exit 1).
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from llmdeck.errors import LlmdeckError, OperationError, UsageError
+from llmdeck.util.localfile import make_dirs
 
 SECRET_MODE = 0o600
 _HINT = "Give the path of a file (not a folder) in a folder you can write to."
@@ -113,7 +115,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, secret: bool = False) -> None
     else:
         mode = SECRET_MODE if secret else _umask_mode()
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs(target.parent, 0o755)  # a results folder llmdeck makes: never group/world-writable
         _sweep_dead_writers(target)
         tmp_prefix = f".{target.name}.{_TMP_TAG}{os.getpid()}-"  # whose it is: see _sweep_dead_writers
         fd, tmp = tempfile.mkstemp(prefix=tmp_prefix, suffix=".tmp", dir=target.parent)

@@ -112,11 +112,14 @@ def _blocker(path: Path) -> Path:
     return path
 
 
-def ensure_dir(path: Path, mode: int = 0o777) -> Path:
-    """``mkdir -p path``; a file in the way (the path itself or a parent) is a UsageError naming it."""
+def ensure_dir(path: Path, mode: int = 0o700) -> Path:
+    """``mkdir -p path`` for llmdeck's own folders; a file in the way (the path itself or a parent) is a
+    UsageError naming it. Every folder it makes, the parents too, gets ``mode`` (less the umask), never
+    more: ``mkdir -p`` had made the parents (the state root) 0777 under ``umask 000``, so any local user
+    could swap ``servers/`` for one of planted records. Folders already there are left as they are."""
     p = Path(path)
     try:
-        p.mkdir(parents=True, exist_ok=True, mode=mode)
+        make_dirs(p, mode)
     except (FileExistsError, NotADirectoryError) as exc:
         raise UsageError(
             f"Cannot create the folder {p}: {_blocker(p)} is a file, not a folder.",
@@ -129,6 +132,19 @@ def ensure_dir(path: Path, mode: int = 0o777) -> Path:
     except OSError as exc:  # a read-only file system, a full disk: had been an "internal error"
         raise _folder_error(p, exc) from exc
     return p
+
+
+def make_dirs(path: Path, mode: int) -> None:
+    """``path`` and its missing parents made one by one, top down, each with ``mode`` less the umask
+    and never writable by group or others."""
+    for part in [*reversed(path.parents), path]:
+        if part.is_dir():
+            continue
+        try:
+            part.mkdir(mode & 0o755)
+        except FileExistsError:
+            if not part.is_dir():  # a file there (a folder made there meanwhile is fine)
+                raise
 
 
 def _folder_error(path: Path, exc: OSError) -> LlmdeckError:
