@@ -80,7 +80,7 @@ def bench(
     tokenizer: str | None = typer.Option(
         None, "--tokenizer", help="Model folder with the tokenizer (default: the server's model folder)."
     ),
-    workload: str | None = typer.Option(None, "--workload", help="What to send (see Workloads) [random]."),
+    workload: str | None = typer.Option(None, "--workload", help="What to send (default: random)."),
     prompts: Path | None = typer.Option(
         None, "--prompts", help="JSONL prompt file (implies --workload jsonl)."
     ),
@@ -156,7 +156,7 @@ def bench(
     ),
     api_key: str | None = api_key_option("API key to send (default: LLMDECK_API_KEY)."),
     out: Path | None = typer.Option(
-        None, "--out", help="Result JSON file [LLMDECK_RESULTS_DIR/bench-*.json]."
+        None, "--out", help="Result JSON file (default: LLMDECK_RESULTS_DIR/bench-*.json)."
     ),
     html: Path | None = typer.Option(
         None, "--html", help="Also write the result as one self-contained HTML page (as `report --html`)."

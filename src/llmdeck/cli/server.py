@@ -178,7 +178,7 @@ def status_cmd(
     is not ready: unreachable, not answering, needs an API key, not OpenAI-compatible).
 
     --json: the list of servers; while a gateway runs models on demand (and no name is given), an
-    object {"servers": [that list], "gateway": {url, state, budget, models}} instead; for a URL, one
+    object {"servers": <that list>, "gateway": {url, state, budget, models}} instead; for a URL, one
     object {base_url, state, detail, models, ...}.
 
     Examples:
