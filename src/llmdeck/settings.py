@@ -11,10 +11,11 @@ import difflib
 import os
 import shlex
 from collections.abc import Mapping
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from llmdeck.errors import ConfigError
@@ -58,6 +59,11 @@ DEFAULT_FROM: dict[str, str | None] = {
     "models_dir": None,
     "results_dir": None,
 }
+
+
+# Set while a command that writes nothing loads the settings: a folder setting that cannot be used is
+# then kept (its problem in Settings.folder_error) instead of failing the load.
+_FOLDERS_LENIENT: ContextVar[bool] = ContextVar("folders_lenient", default=False)
 
 
 def _cannot_make_under(folder: Path, *, must_make: bool) -> str | None:
@@ -153,7 +159,7 @@ class Settings(BaseSettings):
         if not parent.is_dir():
             raise ValueError(f"{str(parent)!r} is a file, so no folder can be made under it")
         why = _cannot_make_under(parent, must_make=parent != p)
-        if why:
+        if why and not _FOLDERS_LENIENT.get():  # read-only, not writable: a reader can still use it
             raise ValueError(f"{str(parent)!r} is {why}")
         return p
 
@@ -211,6 +217,14 @@ class Settings(BaseSettings):
                 raise ValueError(f"{str(path)!r} is {p.stat().st_size} bytes, over the 1 MiB limit")
         return value
 
+    _folder_error: ConfigError | None = PrivateAttr(None)
+
+    @property
+    def folder_error(self) -> ConfigError | None:
+        """Why a folder setting cannot be used, when a command that writes nothing loaded the settings
+        anyway (:func:`load_settings` with ``writes=False``); None when every folder is fine."""
+        return self._folder_error
+
     @property
     def servers_dir(self) -> Path:
         return self.state_dir / "servers"
@@ -267,14 +281,29 @@ def _default_said(field: str, value: object) -> str:
     return f"{str(value)!r} (made from {source})"
 
 
-def load_settings(**overrides: Any) -> Settings:
+def load_settings(*, writes: bool = True, **overrides: Any) -> Settings:
     """Settings from the environment (and ``overrides``); ConfigError (exit 2) when a value is bad or a
-    variable's name is a near miss of a setting's (``LLMDECK_PROT`` would otherwise be ignored)."""
+    variable's name is a near miss of a setting's (``LLMDECK_PROT`` would otherwise be ignored).
+
+    ``writes=False`` (a command that writes nothing: doctor, status, plan): a folder that cannot be
+    made or written (a read-only or missing HOME) does not stop it; the error is kept in
+    ``folder_error`` (doctor reports it). Any other bad value still fails the load."""
     misspelt(os.environ)
     try:
         return Settings(**overrides)
     except ValidationError as exc:
-        raise settings_error(exc) from None
+        error = settings_error(exc)
+        if writes:
+            raise error from None
+    token = _FOLDERS_LENIENT.set(True)
+    try:
+        settings = Settings(**overrides)
+    except ValidationError:
+        raise error from None
+    finally:
+        _FOLDERS_LENIENT.reset(token)
+    settings._folder_error = error
+    return settings
 
 
 # LLMDECK_ names read outside the settings: the eval agents' key and cache home, the test suite's

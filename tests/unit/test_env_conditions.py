@@ -123,15 +123,31 @@ def test_a_deleted_working_folder_is_said(tmp_path: Path, args: list[str], env: 
     assert "no longer exists" in text, text
 
 
-def test_a_default_folder_that_cannot_be_made_names_home_not_an_unset_variable(tmp_path: Path) -> None:
-    env = _env(tmp_path, HOME="/proc/llmdeck-home")
+def _homeless(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``llmdeck ARGS`` with a HOME where no folder can be made (and no LLMDECK_STATE_DIR)."""
+    env = _env(tmp, HOME="/proc/llmdeck-home")
     del env["LLMDECK_STATE_DIR"]
-    argv = [sys.executable, "-m", "llmdeck", "status"]
-    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    argv = [sys.executable, "-m", "llmdeck", *args]
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, cwd=tmp)
+
+
+def test_a_default_folder_that_cannot_be_made_names_home_not_an_unset_variable(tmp_path: Path) -> None:
+    result = _homeless(tmp_path, "keys", "create", "alice")  # a command that writes
     text = _clean(result)
     assert result.returncode == 2, text
     assert "LLMDECK_STATE_DIR is not set" in text and "HOME='/proc/llmdeck-home'" in text, text
     assert "unset LLMDECK_STATE_DIR" not in text  # it is unset: that advice could not help
+
+
+def test_a_home_where_nothing_can_be_made_still_lets_doctor_and_status_run(tmp_path: Path) -> None:
+    """Every command had stopped with exit 2, doctor included, whose job is to say what is wrong."""
+    result = _homeless(tmp_path, "status", "--json")
+    assert result.returncode == 0 and json.loads(result.stdout) == [], _clean(result)
+    result = _homeless(tmp_path, "doctor", "--json")
+    _clean(result)
+    found = [f for f in json.loads(result.stdout)["findings"] if f["id"] == "folders"]
+    assert [f["status"] for f in found] == ["fail"], found
+    assert "HOME='/proc/llmdeck-home'" in found[0]["message"] and "LLMDECK_STATE_DIR" in found[0]["fix"]
 
 
 def test_a_relative_xdg_state_home_is_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -55,6 +55,14 @@ def _version_callback(value: bool) -> None:
         raise typer.Exit()
 
 
+# Commands that write nothing under llmdeck's folders: a read-only or missing HOME (no state folder
+# can be made) had stopped them all with exit 2, doctor included, whose job is to say what is wrong.
+# They run; doctor reports the folder as a finding. Every other command still stops with that error.
+WRITES_NO_STATE = frozenset(
+    {"doctor", "status", "logs", "plan", "models", "recommend", "check", "connect", "report"}
+)
+
+
 def build_app() -> typer.Typer:
     app = typer.Typer(
         name="llmdeck",
@@ -76,7 +84,7 @@ def build_app() -> typer.Typer:
         from llmdeck.settings import load_settings
 
         if not any(_HELP_ASKED):  # `llmdeck CMD --help` prints the help whatever LLMDECK_* hold
-            ctx.obj = load_settings()
+            ctx.obj = load_settings(writes=ctx.invoked_subcommand not in WRITES_NO_STATE)
 
     for name in COMMAND_MODULES:
         module = importlib.import_module(f"llmdeck.cli.{name}")

@@ -18,7 +18,9 @@ class DoctorFinding(BaseModel):
     """One thing checked: its status, what it means, and what to do when it is not ok."""
 
     id: str
-    area: str = Field(description="os, gpu, cuda, docker, vllm, hf, proxy, disk, memory, tenants, ports")
+    area: str = Field(
+        description="folders, os, gpu, cuda, docker, vllm, hf, proxy, disk, memory, tenants, ports"
+    )
     status: Status
     message: str
     fix: str = ""

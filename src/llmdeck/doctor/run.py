@@ -45,10 +45,26 @@ def _vllm(options: DoctorOptions) -> list[DoctorFinding]:
     return found
 
 
+def _folders(settings: Settings) -> list[DoctorFinding]:
+    """A folder setting no folder can be made for (a read-only or missing HOME): every command that
+    writes stops on it, so it is a failed finding with the error's own fix."""
+    error = settings.folder_error
+    if error is None:
+        return [
+            DoctorFinding(id="folders", area="folders", status="ok", message="llmdeck's folders can be made.")
+        ]
+    return [
+        DoctorFinding(
+            id="folders", area="folders", status="fail", message=error.message, fix=error.hint or ""
+        )
+    ]
+
+
 def _steps(settings: Settings, options: DoctorOptions) -> list[tuple[str, Callable[[], list[DoctorFinding]]]]:
     environ = dict(os.environ)
     hf_home = host_facts.hf_cache_dir()
     return [
+        ("llmdeck's folders", lambda: _folders(settings)),
         ("OS", lambda: host.probe_os()),
         (
             "GPU and driver (NVML)",
