@@ -10,7 +10,15 @@ import typer
 
 from llmdeck.cli.options import ready_timeout, request_timeout
 from llmdeck.cli.output import JSON_OPTION, err_console, esc, get_settings, log_text, out_console, print_json
-from llmdeck.cli.server_parts import BY_BYTES_HELP, RESERVE_HELP, UP_HELP, _up_options, print_pool, where
+from llmdeck.cli.server_parts import (
+    BY_BYTES_HELP,
+    RESERVE_HELP,
+    UP_HELP,
+    _up_options,
+    print_pool,
+    say_ready,
+    where,
+)
 from llmdeck.cli.server_parts import render_event as render_event
 from llmdeck.cli.validate import ForwardingCommand, host, number
 
@@ -327,12 +335,9 @@ def restart_cmd(
         **base.model_dump(exclude={"watchdog"}), watchdog=base.watchdog, unload_ollama=unload_ollama
     )
     new = restart(_pick_name(settings, name), settings, options, events=render_event, changes=list(ctx.args))
-    if as_json:
-        print_json(new)
-    else:
-        out_console().print(
-            f"[green]ready[/] {esc(new.name)} at {esc(new.base_url)}/v1 ({where(new)})", highlight=False
-        )
+    say_ready(
+        new, f"[green]ready[/] {esc(new.name)} at {esc(new.base_url)}/v1 ({where(new)})", as_json=as_json
+    )
 
 
 def _up(
@@ -361,15 +366,11 @@ def _up(
     record = _run_up(spec, settings, options, attach=attach)
     if record is None:
         return
-    if as_json:
-        print_json(record)
-    else:
-        out_console().print(
-            f"[green]ready[/] {esc(record.name)}: {esc(record.served_model_name)} at "
-            f"{esc(record.base_url)}/v1 "
-            f"({where(record)}, log {esc(record.log_path)})",
-            highlight=False,
-        )
+    line = (
+        f"[green]ready[/] {esc(record.name)}: {esc(record.served_model_name)} at {esc(record.base_url)}/v1 "
+        f"({where(record)}, log {esc(record.log_path)})"
+    )
+    say_ready(record, line, as_json=as_json)
 
 
 def _write_err(text: str) -> None:

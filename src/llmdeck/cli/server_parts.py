@@ -85,3 +85,29 @@ def where(record: Any) -> str:
     if record.pid is None and record.container_id:
         return f"container {record.container_id[:12]}"
     return f"pid {record.pid}"
+
+
+def say_ready(record: Any, text: str, *, as_json: bool) -> None:
+    """A started server's record (--json) or its "ready" line ``text`` on stdout. Output that cannot be
+    written (a closed stdout, a full disk) is still a failed command, but its error says the server is
+    up and how to see or stop it: "Cannot write the output" alone had read as a start that failed,
+    while the server ran on."""
+    from llmdeck.cli.output import out_console, print_json
+
+    try:
+        if as_json:
+            print_json(record)
+        else:
+            out_console().print(text, highlight=False)
+    except OSError as exc:
+        from llmdeck.cli.failures import known_failure
+        from llmdeck.errors import OperationError
+
+        failure = known_failure(exc)
+        if failure is None:
+            raise
+        said = failure.message[:1].lower() + failure.message[1:]
+        raise OperationError(
+            f"The server {record.name!r} is up at {record.base_url}/v1, but llmdeck {said}",
+            hint=f"`llmdeck status {record.name} --json` shows it; `llmdeck down {record.name}` stops it.",
+        ) from exc
