@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from llmdeck.cluster.commands import RayOptions, ray_start_argv
 from llmdeck.cluster.raystatus import RayStatus, parse_ray_status
 from llmdeck.errors import MissingDependencyError, NotRunningError, OperationError
+from llmdeck.runtime.portpick import PORT_TRIES
 from llmdeck.util.atomic import atomic_write_json
 from llmdeck.util.net import free_port
 from llmdeck.util.procgroup import signal_group
@@ -108,18 +109,44 @@ def _wait_ready(log: Path, pgid: int, timeout: float) -> None:
 def start(
     state_dir: Path, *, port: int, workers: int = 1, opts: RayOptions | None = None, timeout: float = 120.0
 ) -> LocalCluster:
-    """Head + ``workers`` worker processes on 127.0.0.1; each waited for (bounded by ``timeout``)."""
+    """Head + ``workers`` worker processes on 127.0.0.1; each waited for (bounded by ``timeout``).
+
+    Ray's client-server port, when the caller gave none, is one llmdeck picked (``free_port``): another
+    program can take it before Ray binds it. Ray's client server then dies just after ``ray start``
+    said it was ready, and the head with it; that clash starts the head again on another picked port,
+    :data:`PORT_TRIES` starts in all (runtime/portpick's rule for tune and quickstart)."""
     existing = load(state_dir)
     if existing and any(group_alive(n.pgid) for n in existing.nodes):
         raise OperationError(
             f"A local Ray cluster started by llmdeck is already up at {existing.address}.",
             hint="`llmdeck cluster down` first.",
         )
+    base = opts or RayOptions(num_cpus=1, num_gpus=0, object_store_bytes=100 * 1000 * 1000)
+    if base.client_server_port is not None:  # the caller's port: a clash is theirs to solve
+        return _start_nodes(state_dir, port, workers, base, base.client_server_port, timeout)
+    for _ in range(PORT_TRIES - 1):
+        # a free client-server port: Ray's fixed default (10001) clashes with any other Ray on the machine
+        client = free_port()
+        try:
+            return _start_nodes(state_dir, port, workers, base, client, timeout)
+        except OperationError as exc:
+            if not _client_port_clash(exc, client):
+                raise
+    return _start_nodes(state_dir, port, workers, base, free_port(), timeout)
+
+
+def _client_port_clash(exc: OperationError, client: int) -> bool:
+    """The head died because its client-server port was taken (Ray's log, quoted in ``exc``)."""
+    text = exc.message
+    return f":{client}" in text and ("Address already in use" in text or "Failed to bind" in text)
+
+
+def _start_nodes(
+    state_dir: Path, port: int, workers: int, base: RayOptions, client: int, timeout: float
+) -> LocalCluster:
+    """One try of :func:`start` with ``client`` as Ray's client-server port; all stopped on a failure."""
     ray = ray_command()
     temp = Path(f"/tmp/llmdeck-ray-{port}")  # short: Ray's unix socket paths must stay < 108 bytes
-    base = opts or RayOptions(num_cpus=1, num_gpus=0, object_store_bytes=100 * 1000 * 1000)
-    # a free client-server port: Ray's fixed default (10001) clashes with any other Ray on the machine
-    client = base.client_server_port or free_port()
     base = base.model_copy(
         update={"port": port, "temp_dir": str(temp), "block": True, "client_server_port": client}
     )
@@ -142,12 +169,43 @@ def start(
             cluster.nodes.append(LocalNode(role=role, pgid=pgid, log=str(log), argv=argv))
             atomic_write_json(state_file(state_dir), cluster.model_dump(mode="json"))
             _wait_ready(log, pgid, timeout)
+            if i == 0:
+                _wait_listening(log, pgid, client, timeout)
     except BaseException:
         stop(state_dir, grace=5.0)
         raise
     cluster.start_seconds = time.monotonic() - t0
     atomic_write_json(state_file(state_dir), cluster.model_dump(mode="json"))
     return cluster
+
+
+def _wait_listening(log: Path, pgid: int, port: int, timeout: float) -> None:
+    """The head's group listens on its client-server port: Ray says it is ready before its client
+    server has bound the port, and a taken port then ended the head a second later, the cluster
+    recorded as up."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _group_listens(pgid, port):
+            return
+        if not group_alive(pgid):
+            tail = "\n".join(log.read_text("utf-8", errors="replace").splitlines()[-15:])
+            raise OperationError(f"`ray start` exited after it said it was ready (log {log}):\n{tail}")
+        time.sleep(0.3)
+    raise OperationError(
+        f"Ray's client server did not listen on port {port} within {timeout:.0f} s (log {log}).",
+        hint="The machine may be busy; raise --step-timeout, or read the log.",
+    )
+
+
+def _group_listens(pgid: int, port: int) -> bool:
+    for proc in group_members(pgid):
+        try:
+            conns = proc.net_connections("tcp")
+        except psutil.Error:
+            continue
+        if any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in conns):
+            return True
+    return False
 
 
 def _node_env(env: dict[str, str], index: int, gpus: int | None) -> dict[str, str]:
