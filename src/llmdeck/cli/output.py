@@ -80,6 +80,11 @@ def _console_class() -> type[Console]:
                 except MarkupError:
                     return super().render_str(text, **{**kwargs, "markup": False})
 
+            def print(self, *objects: Any, **kwargs: Any) -> None:
+                from llmdeck.cli.narrow import fit_to_width
+
+                super().print(*(fit_to_width(self, o) for o in objects), **kwargs)
+
             def render(self, renderable: Any, options: Any = None) -> Iterable[Segment]:
                 for seg in super().render(renderable, options):
                     if seg.control is None and any(is_unsafe(ch) for ch in seg.text):
