@@ -66,9 +66,9 @@ def _name_too_long(exc: OSError) -> Any:
 
 def _closed_stdout(exc: OSError) -> Any:
     """A write to a closed stdout (cli.streams' stand-in): the output had nowhere to go."""
-    from llmdeck.cli.streams import StreamClosedError
+    from llmdeck.cli.streams import CLOSED
 
-    if not isinstance(exc, StreamClosedError):
+    if exc.filename != CLOSED:
         return None
     from llmdeck.errors import OperationError
 

@@ -23,9 +23,7 @@ import os
 import sys
 from typing import Any
 
-
-class StreamClosedError(OSError):
-    """A write to a closed standard stream (EBADF)."""
+CLOSED = "<closed stream>"  # the filename of the OSError a write to a stand-in raises (failures.py)
 
 
 class ClosedStream(io.TextIOBase):
@@ -45,7 +43,7 @@ class ClosedStream(io.TextIOBase):
 
     def write(self, text: Any) -> int:
         if self._fail:
-            raise StreamClosedError(errno.EBADF, f"{self.name} is closed")
+            raise OSError(errno.EBADF, f"{self.name} is closed", CLOSED)  # as the OS says it, marked
         return len(text)
 
 
