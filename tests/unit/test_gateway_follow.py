@@ -29,7 +29,8 @@ class FakeKeyedModels(JsonHandler):
         if self.headers.get("Authorization") != want:
             self._json(401, {"error": "Unauthorized"})
             return
-        self._json(200, {"data": [{"id": self.server.model, "max_model_len": 4096}]})  # type: ignore[attr-defined]
+        entry = {"id": self.server.model, "max_model_len": 4096, "root": getattr(self.server, "root", None)}  # type: ignore[attr-defined]
+        self._json(200, {"data": [entry]})
 
 
 @pytest.fixture()
@@ -102,3 +103,29 @@ def test_what_the_config_pinned_stays(
     store.remove("coder")
     _probe(router)
     assert state.healthy and state.backend.api_key == "sk-old"
+
+
+def test_a_server_started_again_is_learnt_again(tmp_path: Path, upstreams: list[ThreadingHTTPServer]) -> None:
+    """What the gateway learnt of a server (that it counts the output cap against the prompt's room, its
+    context) is forgotten when the record says it was started again (another pid and start) or its
+    /v1/models entry changed: before, a vLLM 0.31 restarted as 0.32 stayed marked till the gateway
+    restarted. A probe that finds the same server keeps it."""
+    (up, _) = upstreams
+    settings = Settings(state_dir=tmp_path / "state")
+    store = StateStore(settings.servers_dir)
+    _record(store, tmp_path, up.server_address[1], "sk-old")
+    text = "routes:\n  - model: a\n    backends:\n      - server: coder\n"
+    router = Router(parse_config(text, source=tmp_path / "gateway.yaml", settings=settings))
+    (state,) = router.backends.values()
+    _probe(router)
+    state.reserves_cap = True
+    _probe(router)
+    assert state.reserves_cap and state.max_model_len == 4096  # the same server
+    _record(store, tmp_path, up.server_address[1], "sk-old")  # `llmdeck restart coder`: a new start
+    _probe(router)
+    assert not state.reserves_cap
+    state.reserves_cap = True
+    up.model = "coder"  # type: ignore[attr-defined]
+    up.root = "/models/other"  # type: ignore[attr-defined]
+    _probe(router)
+    assert not state.reserves_cap

@@ -85,12 +85,15 @@ class FakeVllm031:
         self.bodies: list[dict[str, Any]] = []
         self.counted: list[dict[str, Any]] = []  # the bodies sent to count_tokens / tokenize
         self.broken_count = False
+        self.version = "0.31.0"  # "0.32.0": upgraded in place, the cap no longer counted against the room
+        self.versions_asked = 0
         self.app = Starlette(
             routes=[
                 Route("/v1/models", self._models),
                 Route("/v1/messages", self._answer, methods=["POST"]),
                 Route("/v1/chat/completions", self._answer, methods=["POST"]),
                 Route("/v1/responses", self._answer, methods=["POST"]),
+                Route("/version", self._version),
                 Route("/v1/messages/count_tokens", self._count, methods=["POST"]),
                 Route("/tokenize", self._count, methods=["POST"]),
             ]
@@ -98,6 +101,10 @@ class FakeVllm031:
 
     async def _models(self, request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [{"id": "tiny-qwen3", "max_model_len": CONTEXT}]})
+
+    async def _version(self, request: Request) -> Response:
+        self.versions_asked += 1
+        return JSONResponse({"version": self.version})
 
     async def _count(self, request: Request) -> Response:
         body = await request.json()
@@ -117,7 +124,7 @@ class FakeVllm031:
         tokens = TOKENS.get((api, _prompt(body)), CONTEXT + 1)
         if cap > CONTEXT:
             return Response(REFUSED[api], 400, media_type="application/json")
-        if cap + tokens > CONTEXT:
+        if cap + tokens > CONTEXT and self.version < "0.32":
             return Response(RESERVED[(api, cap)], 400, media_type="application/json")
         if body.get("stream"):
             events = [b"data: " + json.dumps({"cap": cap}).encode() + b"\n\n", b"data: [DONE]\n\n"]
@@ -252,3 +259,33 @@ def test_the_pure_parts() -> None:
         "/tokenize",
         {"messages": HI, "chat_template_kwargs": {**own, "reasoning_effort": "none"}},
     )
+
+
+def test_an_upgrade_in_place_forgets_that_the_backend_counted_the_cap(tmp_path: Path) -> None:
+    """vLLM 0.31 restarted as 0.32 at the same URL, model and context: before, the backend stayed marked
+    until the gateway restarted, and a /v1/responses cap over the context was passed on as sent (the
+    cap's 400); now its /version, asked of a marked backend at each probe, tells the upgrade."""
+    fake = FakeVllm031()
+    with UvicornThread(fake.app) as up:
+        text = f"routes:\n  - model: coder\n    backends: ['{up.url}']\n" + FAST.replace("60", "0.2")
+        loaded = parse_config(text, source=tmp_path / "g.yaml", settings=Settings(state_dir=tmp_path / "s"))
+        with UvicornThread(build_app(loaded)) as gw:
+            chat = _post(gw.url, "/v1/chat/completions", {"max_tokens": ASK, "messages": HI})
+            assert chat.status_code == 200  # the backend is marked
+            r = _post(gw.url, "/v1/responses", {"max_output_tokens": ASK, "input": "hi"})
+            assert r.status_code == 400 and r.content == REFUSED["responses"]  # as sent: refused
+            _wait(lambda: fake.versions_asked > 0)
+            fake.version = "0.32.0"
+            asked = fake.versions_asked
+            _wait(lambda: fake.versions_asked > asked)
+            r = _post(gw.url, "/v1/responses", {"max_output_tokens": ASK, "input": "hi"})
+    assert r.status_code == 200 and r.headers["x-llmdeck-max-tokens-lowered"] == f"{ASK}->{CONTEXT}"
+
+
+def _wait(done: Any, timeout_s: float = 5.0) -> None:
+    import time
+
+    end = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < end, "timed out"
+        time.sleep(0.05)

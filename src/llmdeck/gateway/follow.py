@@ -18,6 +18,7 @@ from llmdeck.errors import LlmdeckError
 
 if TYPE_CHECKING:
     from llmdeck.gateway.config import ResolvedBackend
+    from llmdeck.runtime.state import ServerRecord
 
 
 @dataclass(frozen=True)
@@ -28,21 +29,27 @@ class Follow:
     api_key: str | None = None  # the key `api_key_env` gave (None: the key the server was started with)
 
 
-def current(backend: ResolvedBackend) -> ResolvedBackend:
-    """The backend as its server's record says now; unchanged when it follows none or the record is gone
-    (a server that is down or was removed: the probe says so)."""
+def started(record: ServerRecord) -> str:
+    """What tells one start of a server from the next (BackendState.server_is): its pid and start time."""
+    return f"pid {record.pid} started {record.started_at.isoformat()}"
+
+
+def current(backend: ResolvedBackend) -> tuple[ResolvedBackend, str | None]:
+    """The backend as its server's record says now, and which start of it the record is (``started``);
+    unchanged and None when it follows none or the record is gone (a server that is down or was
+    removed: the probe says so)."""
     follow = backend.follow
     if follow is None:
-        return backend
+        return backend, None
     from llmdeck.runtime.state import StateStore
 
     store = StateStore(follow.servers_dir)
     try:
         record = store.load(follow.server)
     except (LlmdeckError, OSError, ValueError):
-        return backend
+        return backend, None
     key = follow.api_key or store.load_secrets(record.name).get("VLLM_API_KEY")
     fresh = replace(
         backend, url=record.base_url, served_model=follow.model or record.served_model_name, api_key=key
     )
-    return backend if fresh == backend else fresh
+    return (backend if fresh == backend else fresh), started(record)

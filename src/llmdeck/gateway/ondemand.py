@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from starlette.responses import JSONResponse
 
+from llmdeck.gateway.follow import started
 from llmdeck.gateway.manager import ModelManager
 from llmdeck.gateway.model_state import ManagedModel
 from llmdeck.gateway.proxy import RequestCtx, openai_error
@@ -65,5 +66,7 @@ async def acquire_route(
         return openai_error(refusal.status, refusal.message, kind, refusal.code, **refusal.headers())
     ctx.on_finish = lambda: manager.release(model)
     state = router.backends[model.url]
+    if model.record is not None:  # started anew (a stop, a TTL, `llmdeck restart`): another server
+        state.server_is("record", started(model.record))
     state.mark_up()  # it answered its readiness check just now (or serves already)
     return RouteState(route.route, [state])

@@ -49,6 +49,7 @@ class BackendState:
     probe_failures: int = 0
     noted: set[tuple[str, int]] = field(default_factory=set)  # outcap.note's: (api, cap) said in the log
     reserves_cap: bool = False  # it counts an output cap against the prompt's room (outcap.retry)
+    seen: dict[str, object] = field(default_factory=dict)  # what told its server apart (server_is)
 
     @property
     def url(self) -> str:
@@ -80,10 +81,33 @@ class BackendState:
         self.probe_failures = 0
         self.checked_at = time.time()
 
+    def server_is(self, what: str, ident: object) -> None:
+        """What tells the server behind this backend apart now (``what``: "record", its pid and start,
+        for a managed model or a `server:` backend; "models", its /v1/models entry). One that changed
+        is another server (restarted, upgraded): what was learnt of the old one is learnt again. A
+        vLLM 0.31 restarted as 0.32 had kept ``reserves_cap`` till the gateway restarted, its
+        /v1/responses caps over the context passed on as sent and refused, no longer lowered."""
+        before = self.seen.get(what)
+        self.seen[what] = ident
+        if before is None or before == ident:
+            return
+        self.seen = {what: ident}  # the rest is told by the new server
+        if self.reserves_cap:
+            log.info(
+                "backend %s: its server changed (%s); whether it counts the output cap against the "
+                "prompt's room is learnt again",
+                self.backend.label,
+                "started again" if what == "record" else "its /v1/models entry changed",
+            )
+        self.reserves_cap, self.max_model_len = False, None
+        self.noted.clear()
+
     def follow_server(self) -> None:
         """A `server:` backend takes what its record says now: `restart -- --api-key NEW` (or `--port`,
         `--served-model-name`) had left the gateway sending the old key, 401 after 401."""
-        fresh = current(self.backend)
+        fresh, start = current(self.backend)
+        if start is not None:
+            self.server_is("record", start)
         if fresh is not self.backend:
             changed = [
                 f for f in ("url", "served_model", "api_key") if getattr(fresh, f) != getattr(self.backend, f)
@@ -178,9 +202,33 @@ class Router:
                 served if isinstance(served, str) and served else None
             )
             max_len = models[0].get("max_model_len")
+            state.server_is("models", (served, models[0].get("root"), max_len))
             fits = isinstance(max_len, int) and not isinstance(max_len, bool) and 0 < max_len <= MAX_MODEL_LEN
             state.max_model_len = max_len if fits else None
         state.mark_up()
+        if state.reserves_cap:  # vLLM < 0.32: upgraded in place, its /v1/models entry is the same
+            await self._version(client, state, headers, timeout_s)
+
+    @staticmethod
+    async def _version(
+        client: httpx.AsyncClient, state: BackendState, headers: dict[str, str], timeout_s: float
+    ) -> None:
+        """The vLLM version of a backend marked ``reserves_cap`` (``GET /version``, asked of no other
+        backend): vLLM 0.31 restarted as 0.32 at the same URL, model and context shows nothing else
+        that changed. A backend without one (or any failure) says nothing."""
+        url = f"{state.url}/version"
+        try:
+            async with (
+                asyncio.timeout(timeout_s),
+                client.stream("GET", url, headers=headers, timeout=timeout_s) as resp,
+            ):
+                if resp.status_code != 200:
+                    return
+                version = json_loads(await aread_capped(resp, url, cap=JSON_CAP)).get("version")
+        except (httpx.HTTPError, ValueError, AttributeError, TimeoutError, BodyTooLarge):
+            return
+        if isinstance(version, str):
+            state.server_is("version", version[:100])
 
     async def probe_all(self, client: httpx.AsyncClient, timeout_s: float) -> None:
         states = [s for s in self.backends.values() if not self.skip_probe(s)]
