@@ -261,6 +261,22 @@ def test_the_pure_parts() -> None:
     )
 
 
+def test_a_backend_without_a_count_endpoint_is_said_once_and_asked_no_more(
+    gateway: tuple[str, FakeVllm031], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A count endpoint that answers 404 (a proxy in between without it): before, every such request
+    asked again and logged "counting a prompt ... failed"; now once per backend, then relayed as is."""
+    url, fake = gateway
+    fake.broken_count = True
+    with caplog.at_level("WARNING", logger="llmdeck.gateway"):
+        for _ in range(3):
+            r = _post(url, "/v1/messages", {"max_tokens": 8000, "messages": LONG})
+            assert r.status_code == 400 and r.content == RESERVED[("messages", 8000)]
+    assert len(fake.counted) == 1 and fake.caps == [8000, 8000, 8000]
+    said = [m for m in caplog.messages if "count" in m and "404" in m]
+    assert len(said) == 1, caplog.messages
+
+
 def test_an_upgrade_in_place_forgets_that_the_backend_counted_the_cap(tmp_path: Path) -> None:
     """vLLM 0.31 restarted as 0.32 at the same URL, model and context: before, the backend stayed marked
     until the gateway restarted, and a /v1/responses cap over the context was passed on as sent (the

@@ -17,6 +17,9 @@ prompt passed 33.5k tokens, and compacted on those words, half the context unuse
   the template arguments the request would add, ``reasoning_effort`` and ``enable_thinking``, are added).
   /v1/completions and /v1/responses are not counted: on such a backend their cap is passed on as sent
   (its 400 relayed, as before).
+* A backend without the count endpoint (404/405: a proxy in between) is said once in the log and asked
+  no more (``no_count``); its caps are passed on as sent. What was learnt of a backend is learnt again
+  when it is another server (BackendState.server_is: started again, upgraded).
 * A prompt of P tokens under the context: the request is sent once more with the cap ``max_model_len - P``
   (and a thinking budget under it), saying so in ``x-llmdeck-max-tokens-lowered`` as outcap does. P at or
   over the context: the overflow 400 is relayed (the prompt itself is too long; Claude Code compacts).
@@ -81,9 +84,11 @@ def reserved_context(api: str, body: dict[str, Any] | None, sent: int | None, re
     return int(ctx.group(1)) if int(ctx.group(1)) > 0 else None
 
 
-def countable(api: str) -> bool:
-    """Whether this API's prompt can be counted exactly (else its cap is passed on as sent)."""
-    return api in _COUNTS
+def countable(state: BackendState, api: str, body: dict[str, Any] | None) -> bool:
+    """Whether this request's prompt can be counted exactly on this backend (else its cap is passed on
+    as sent): a way to count it, and the backend has the endpoint for it."""
+    asked = count_request(api, body) if body is not None else None
+    return asked is not None and asked[0] not in state.no_count
 
 
 def count_request(api: str, body: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
@@ -122,6 +127,8 @@ async def count_prompt(client: httpx.AsyncClient, state: BackendState, up: Upstr
     if asked is None:
         return None
     path, body = asked
+    if path in state.no_count:
+        return None
     headers = {"content-type": "application/json"}
     if state.backend.api_key:
         headers["authorization"] = f"Bearer {state.backend.api_key}"
@@ -137,6 +144,16 @@ async def count_prompt(client: httpx.AsyncClient, state: BackendState, up: Upstr
         number = r.json().get(_COUNTS[up.api][2]) if r.status_code == 200 else None
     except (httpx.HTTPError, TimeoutError, ValueError, AttributeError, RecursionError) as exc:
         log.warning("counting a prompt on %s failed: %s", state.backend.label, str(exc)[:200] or "timed out")
+        return None
+    if r.status_code in (404, 405):  # no such endpoint (a proxy in between, another server): asked no more
+        state.no_count.add(path)
+        log.warning(
+            "backend %s has no %s (HTTP %d): its prompts are not counted, and a cap it refuses for the "
+            "prompt's room is passed on as the client sent it",
+            state.backend.label,
+            path,
+            r.status_code,
+        )
         return None
     if not isinstance(number, int) or isinstance(number, bool) or number < 0:
         log.warning("counting a prompt on %s failed: HTTP %d", state.backend.label, r.status_code)

@@ -49,6 +49,7 @@ class BackendState:
     probe_failures: int = 0
     noted: set[tuple[str, int]] = field(default_factory=set)  # outcap.note's: (api, cap) said in the log
     reserves_cap: bool = False  # it counts an output cap against the prompt's room (outcap.retry)
+    no_count: set[str] = field(default_factory=set)  # its count endpoints that answered 404 (roomcap)
     seen: dict[str, object] = field(default_factory=dict)  # what told its server apart (server_is)
 
     @property
@@ -101,6 +102,7 @@ class BackendState:
             )
         self.reserves_cap, self.max_model_len = False, None
         self.noted.clear()
+        self.no_count.clear()
 
     def follow_server(self) -> None:
         """A `server:` backend takes what its record says now: `restart -- --api-key NEW` (or `--port`,

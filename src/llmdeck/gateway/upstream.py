@@ -59,7 +59,7 @@ class Upstream:
             self.json_body["model"] = served
         body, self.lowered = self.json_body, None
         limit = state.max_model_len if self.fit is None else self.fit or None  # AS_SENT: none
-        if state.reserves_cap and not countable(self.api):  # it would refuse the lowered cap: as sent
+        if state.reserves_cap and not countable(state, self.api, body):  # it refuses the lowered cap: as sent
             limit = None
         if (low := lowered(self.api, body, limit)) is not None:
             body, self.lowered = low
