@@ -44,6 +44,7 @@ REFUSED = {  # a cap over the context: vLLM 0.31 says it in 0.32's words (claude
     "messages": _fixture("vllm-0.32-messages-400-max-tokens.json"),
     "chat": _fixture("vllm-0.32-chat-400-max-tokens.json"),
     "responses": _fixture("vllm-0.32-responses-400-max-tokens.json"),
+    "completions": _fixture("vllm-0.32-chat-400-max-tokens.json"),  # the same words, max_tokens named
 }
 RESERVED = {  # by the cap: 16384 (no room at all, refused before tokenizing), 8000 (the 12k prompt)
     ("messages", CONTEXT): _fixture("vllm-0.31-messages-400-max-tokens-reserved.json"),
@@ -51,6 +52,8 @@ RESERVED = {  # by the cap: 16384 (no room at all, refused before tokenizing), 8
     ("messages", 8000): _fixture("vllm-0.31-messages-400-reserved-8000.json"),
     ("chat", 8000): _fixture("vllm-0.31-chat-400-reserved-8000.json"),
     ("responses", CONTEXT): _fixture("vllm-0.31-responses-400-max-tokens-reserved.json"),
+    # /v1/completions: the same renderer's words as chat's (the 0.31 reply to completions was not kept)
+    ("completions", CONTEXT): _fixture("vllm-0.31-chat-400-max-tokens-reserved.json"),
 }
 COUNTS = {  # (api, prompt): vLLM's count reply
     ("messages", "hi"): _fixture("vllm-0.31-messages-count-tokens-say-hi.json"),
@@ -58,11 +61,13 @@ COUNTS = {  # (api, prompt): vLLM's count reply
     ("messages", "HUGE"): _fixture("vllm-0.31-messages-count-tokens-20k.json"),
     ("chat", "hi"): _fixture("vllm-0.31-chat-tokenize-say-hi.json"),
     ("chat", "LONG"): _fixture("vllm-0.31-chat-tokenize-12k.json"),
+    ("completions", "hi"): _fixture("vllm-0.32-completions-tokenize-say-hi.json"),  # "Say hi.": 3
 }
 TOKENS = {
     ("messages", "hi"): 11,
     ("chat", "hi"): 11,
     ("responses", "hi"): 11,
+    ("completions", "hi"): 3,
     ("messages", "LONG"): 11752,
     ("chat", "LONG"): 11738,
 }
@@ -73,7 +78,7 @@ FAST = (
 
 
 def _prompt(body: dict[str, Any]) -> str:
-    text = json.dumps(body.get("messages"))
+    text = json.dumps(body.get("messages") or body.get("prompt"))
     return "HUGE" if "HUGE" in text else "LONG" if "LONG" in text else "hi"
 
 
@@ -93,6 +98,7 @@ class FakeVllm031:
                 Route("/v1/messages", self._answer, methods=["POST"]),
                 Route("/v1/chat/completions", self._answer, methods=["POST"]),
                 Route("/v1/responses", self._answer, methods=["POST"]),
+                Route("/v1/completions", self._answer, methods=["POST"]),
                 Route("/version", self._version),
                 Route("/v1/messages/count_tokens", self._count, methods=["POST"]),
                 Route("/tokenize", self._count, methods=["POST"]),
@@ -112,13 +118,15 @@ class FakeVllm031:
         if self.broken_count:  # a proxy in between without it, say
             return JSONResponse({"detail": "Not Found"}, 404)
         api = "messages" if request.url.path.startswith("/v1/messages") else "chat"
+        api = "completions" if "prompt" in body else api
         status = 400 if _prompt(body) == "HUGE" else 200  # count_tokens, too, refuses one over the context
         return Response(COUNTS[(api, _prompt(body))], status, media_type="application/json")
 
     async def _answer(self, request: Request) -> Response:
         body = await request.json()
         self.bodies.append(body)
-        api = {"/v1/messages": "messages", "/v1/responses": "responses"}.get(request.url.path, "chat")
+        apis = {"/v1/messages": "messages", "/v1/responses": "responses", "/v1/completions": "completions"}
+        api = apis.get(request.url.path, "chat")
         cap = body.get("max_output_tokens" if api == "responses" else "max_tokens")
         self.caps.append(cap)
         tokens = TOKENS.get((api, _prompt(body)), CONTEXT + 1)
@@ -259,6 +267,21 @@ def test_the_pure_parts() -> None:
         "/tokenize",
         {"messages": HI, "chat_template_kwargs": {**own, "reasoning_effort": "none"}},
     )
+
+
+def test_a_completions_string_prompt_is_counted_by_tokenize(gateway: tuple[str, FakeVllm031]) -> None:
+    """/tokenize counts a string prompt exactly as the completion does (vLLM 0.32, every prompt and
+    add_special_tokens: evidence/gateway/results/count_completions_vllm032.txt). Before: not counted,
+    the cap's 400 relayed (lowered, refused, then sent as written and refused again)."""
+    url, fake = gateway
+    body = {"max_tokens": ASK, "prompt": "Say hi.", "add_special_tokens": False}
+    r = _post(url, "/v1/completions", body)
+    assert r.status_code == 200, r.text
+    assert r.headers["x-llmdeck-max-tokens-lowered"] == f"{ASK}->{CONTEXT - 3}"
+    assert fake.caps == [CONTEXT, CONTEXT - 3]
+    assert fake.counted == [{"model": "tiny-qwen3", "prompt": "Say hi.", "add_special_tokens": False}]
+    assert count_request("completions", {"prompt": ["Say hi."]}) is None  # a list: not counted
+    assert count_request("completions", {"prompt": "x", "truncate_prompt_tokens": 2}) is None
 
 
 def test_a_backend_without_a_count_endpoint_is_said_once_and_asked_no_more(

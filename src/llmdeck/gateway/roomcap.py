@@ -14,9 +14,11 @@ prompt passed 33.5k tokens, and compacted on those words, half the context unuse
   cap sent) marks the backend (``reserves_cap``; the log says it once) and the prompt is counted: on
   /v1/messages by vLLM's own ``POST /v1/messages/count_tokens``, on chat by ``POST /tokenize`` with the
   request's messages, tools and template arguments (both render the same chat template as the request;
-  the template arguments the request would add, ``reasoning_effort`` and ``enable_thinking``, are added).
-  /v1/completions and /v1/responses are not counted: on such a backend their cap is passed on as sent
-  (its 400 relayed, as before).
+  the template arguments the request would add, ``reasoning_effort`` and ``enable_thinking``, are added),
+  on /v1/completions with one string prompt by ``POST /tokenize`` with the prompt and
+  ``add_special_tokens`` (the same number as the completion's ``usage.prompt_tokens`` on vLLM 0.32:
+  evidence/gateway/count_completions.py). Other prompts and /v1/responses are not counted: on such a
+  backend their cap is passed on as sent (its 400 relayed, as before).
 * A backend without the count endpoint (404/405: a proxy in between) is said once in the log and asked
   no more (``no_count``); its caps are passed on as sent. What was learnt of a backend is learnt again
   when it is another server (BackendState.server_is: started again, upgraded).
@@ -69,7 +71,10 @@ _COUNTS: dict[str, tuple[str, tuple[str, ...], str]] = {
         ),
         "count",
     ),
+    "completions": ("/tokenize", ("model", "prompt", "add_special_tokens"), "count"),
 }  # fmt: skip
+# a completion's fields that change its prompt's tokens past what /tokenize is told: not counted
+_COMPLETION_OTHERS = ("prompt_embeds", "truncate_prompt_tokens", "suffix")
 
 
 def reserved_context(api: str, body: dict[str, Any] | None, sent: int | None, reply: bytes) -> int | None:
@@ -95,6 +100,10 @@ def count_request(api: str, body: dict[str, Any]) -> tuple[str, dict[str, Any]] 
     """The path and body that count this request's prompt as the backend will (None: no exact way)."""
     if api not in _COUNTS:
         return None
+    if api == "completions":  # one string prompt, as the completion tokenizes it (count_completions.py)
+        plain = isinstance(body.get("prompt"), str) and body["prompt"]
+        if not plain or any(body.get(k) is not None for k in _COMPLETION_OTHERS):
+            return None
     path, fields, _ = _COUNTS[api]
     out = {k: body[k] for k in fields if body.get(k) is not None}
     kwargs = dict(body["chat_template_kwargs"]) if isinstance(body.get("chat_template_kwargs"), dict) else {}
