@@ -130,6 +130,9 @@ def test_silent_backend_gives_504_within_seconds(settings: Settings, tmp_path: P
                 r = httpx.post(f"{gw}/v1/chat/completions", json=chat(stream=stream), timeout=10)
                 assert r.status_code == 504 and time.monotonic() - t0 < 8  # 1 s timeout; loaded CI: slack
                 assert r.json()["error"]["type"] == "upstream_error"
+                # after the whole answer's timeout (response_s) the SDKs' two retries would wait it twice
+                # more; a stream's first-byte timeout is short, a retry may well be answered
+                assert r.headers.get("x-should-retry") == (None if stream else "false")
 
 
 def test_unreachable_backend_then_next_replica(settings: Settings, tmp_path: Path) -> None:

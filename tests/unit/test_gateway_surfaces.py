@@ -279,8 +279,10 @@ def test_a_backend_past_its_timeout_is_anthropics_timeout_error(settings: Settin
         fake_silent_server(answer_probe=True) as hung,
         gateway("routes:\n" + route("a", hung) + FAST, settings, tmp_path) as gw,
     ):
-        msg = _anthropic(httpx.post(f"{gw}/v1/messages", json=messages(), timeout=10), 504, "timeout_error")
+        r = httpx.post(f"{gw}/v1/messages", json=messages(), timeout=10)
+        msg = _anthropic(r, 504, "timeout_error")
         assert "no answer within 2 s" in msg
+        assert r.headers["x-should-retry"] == "false"  # the whole answer's wait: not three times over
 
 
 def test_api_error_404_is_relayed_not_called_missing(settings: Settings, tmp_path: Path) -> None:

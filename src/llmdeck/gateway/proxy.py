@@ -185,7 +185,15 @@ async def forward(client: httpx.AsyncClient, route: RouteState, up: Upstream, ct
         f"No backend of model {ctx.route!r} answered: " + "; ".join(failures) + ".",
         "upstream_error",
         "upstream_unavailable",
+        **(NO_RETRY if _waited_whole(last, up) else {}),
     )
+
+
+def _waited_whole(last: UpstreamFailure | None, up: Upstream) -> bool:
+    """A 504 after the whole answer's timeout (``response_s``, 600 s by default: a request that is no
+    stream waits that long for its headers): the SDKs retry a 504 twice, and the client had waited
+    3 x 600 s for the same answer. Not a stream's first-byte timeout (30 s) nor a connect timeout."""
+    return last is not None and last.reason == "first_byte_timeout" and not up.stream
 
 
 async def all_down(
