@@ -590,3 +590,31 @@ def test_a_revoked_keys_series_leave_metrics_and_the_totals_stay(settings: Setti
             bob = store.create("bob", rpm=1)  # a new key of that name: its own rpm window
             time.sleep(1.1)
             assert httpx.post(url, json=chat(), headers={"Authorization": f"Bearer {bob}"}).status_code == 200
+
+
+def test_a_request_let_in_before_its_key_was_revoked_ends_in_the_totals_only(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """A request authenticated before `keys revoke bob` that finished after the keys file's re-read had
+    labelled bob's series again: back on /metrics, never to go (the re-read that removes them was past).
+    Now such a late finish counts in the route's totals only (what the dashboard sums)."""
+    from llmdeck.gateway.proxy import RequestCtx
+    from llmdeck.gateway.ui_sources import sample_routes
+
+    store = KeyStore(tmp_path / "keys.json")
+    store.create("alice")
+    store.create("bob")
+    cfg = "routes:\n  - model: a\n    backends: ['http://127.0.0.1:9']\nkeys_file: keys.json\n" + FAST
+    app = build_app(parse_config(cfg, source=tmp_path / "gateway.yaml", settings=settings))
+    st = app.state.gateway
+    late = RequestCtx(st.metrics, "POST", "/v1/chat/completions", route="a", key="bob")
+    store.revoke("bob")
+    st.keys.refresh(force=True)  # the re-read: bob's series (none yet) leave /metrics
+    late.ttft()
+    late.finish(200, usage={"prompt_tokens": 7, "completion_tokens": 3})
+    RequestCtx(st.metrics, "GET", "/v1/models", route="a", key="alice").finish(200)
+    page = st.metrics.render().decode()
+    assert 'key="bob"' not in page and 'key="alice"' in page
+    totals = sample_routes(st.metrics)["a"]
+    assert (totals.requests, totals.prompt, totals.completion) == (2, 7, 3)
+    assert totals.ttft[float("inf")] == 1

@@ -5,8 +5,7 @@ Anthropic's ``/v1/messages`` (+ ``/count_tokens``) and OpenAI's ``/v1/responses`
 applied per API: surfaces.py), ``/v1/responses/{id}`` (to the backend that made the id), any other ``/v1/*``
 and vLLM's ``/tokenize``, ``/detokenize`` passed through (routed by their ``model``), ``/`` and ``/health``
 (no key: clients probe them), ``/metrics`` and ``/gateway/status`` (from loopback, or with a valid key),
-the dashboard ``/ui`` and its JSON ``/ui/api/state`` (ui_app.py).
-Every request gets an access-log line.
+the dashboard ``/ui`` and its JSON ``/ui/api/state`` (ui_app.py). Every request gets an access-log line.
 """
 
 from __future__ import annotations
@@ -79,6 +78,7 @@ def build_app(loaded: LoadedConfig, *, insecure: bool = False, settings: Any = N
     state = GatewayState(loaded=loaded, router=Router(loaded), keys=keys, insecure=insecure)
     state.settings = settings
     state.keys.on_gone += [state.metrics.forget_keys, state.limiter.forget]  # revoked: series, rpm window
+    state.metrics.live_key = keys.labelled
     if any(b.managed is not None for r in loaded.routes for b in r.backends):
         _attach_manager(state, settings)
 

@@ -342,3 +342,8 @@ class KeyRing:
     def lookup(self, secret: str) -> KeyRecord | None:
         self.refresh()
         return verify(secret, self.keys)
+
+    def labelled(self, name: str) -> bool:
+        """Whether metrics may label a series with this key name: "-" (no key), or a key the file had
+        at its last read (a revoked key's series left /metrics then: GatewayMetrics.forget_keys)."""
+        return not self.enabled or name == "-" or any(k.name == name for k in self.keys)

@@ -9,7 +9,7 @@ for ``stream_options.include_usage``; Anthropic Messages streams carry it in ``m
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -71,9 +71,33 @@ class GatewayMetrics:
         # dashboard's rates) never go down when a key's series leave /metrics
         self.retired: dict[str, dict[str, float]] = {}  # route -> requests / prompt / completion
         self.retired_ttft: dict[str, dict[float, float]] = {}  # route -> bucket bound -> count
+        # whether a key's series may be labelled still (the app: it is in the keys file as last read)
+        self.live_key: Callable[[str], bool] = lambda name: True
 
     def render(self) -> bytes:
         return bytes(generate_latest(self.registry))
+
+    def count_request(self, route: str, key: str, status: int, usage: dict[str, Any]) -> None:
+        """One finished request's counts. A request let in before its key was revoked that ends after
+        the re-read had re-created the revoked key's series; it is counted in the totals only."""
+        if not self.live_key(key):
+            kept = self.retired.setdefault(route, {})
+            kept["requests"] = kept.get("requests", 0.0) + 1
+            for kind, value in token_counts(usage).items():
+                kept[kind] = kept.get(kind, 0.0) + value
+            return
+        self.requests.labels(route, key, str(status)).inc()
+        for kind, value in token_counts(usage).items():
+            self.tokens.labels(route, key, kind).inc(value)
+
+    def observe_ttft(self, route: str, key: str, seconds: float) -> None:
+        if self.live_key(key):
+            self.ttft.labels(route, key).observe(seconds)
+            return
+        buckets = self.retired_ttft.setdefault(route, {})  # cumulative, as the histogram's buckets
+        for le in (*LATENCY_BUCKETS, float("inf")):
+            if seconds <= le:
+                buckets[float(le)] = buckets.get(float(le), 0.0) + 1
 
     def forget_keys(self, names: Collection[str]) -> None:
         """The series labelled with these keys (revoked: gone from the keys file) leave /metrics; the

@@ -22,7 +22,7 @@ import httpx
 from starlette.responses import JSONResponse, Response
 
 from llmdeck.gateway.config import Health
-from llmdeck.gateway.metrics import GatewayMetrics, token_counts
+from llmdeck.gateway.metrics import GatewayMetrics
 from llmdeck.gateway.outcap import client_error, retry
 from llmdeck.gateway.refusals import NO_RETRY
 from llmdeck.gateway.relay import DROP_RESPONSE, Relay, RelayResponse
@@ -93,7 +93,7 @@ class RequestCtx:
     _done: bool = False
 
     def ttft(self) -> None:
-        self.metrics.ttft.labels(self.route, self.key).observe(time.perf_counter() - self.started)
+        self.metrics.observe_ttft(self.route, self.key, time.perf_counter() - self.started)
 
     def finish(self, status: int, outcome: str = "", usage: dict[str, Any] | None = None) -> None:
         if self._done:
@@ -105,10 +105,8 @@ class RequestCtx:
         if self.on_finish is not None:
             self.on_finish()
         elapsed = time.perf_counter() - self.started
-        self.metrics.requests.labels(self.route, self.key, str(status)).inc()
+        self.metrics.count_request(self.route, self.key, status, usage or {})
         self.metrics.latency.labels(self.route).observe(elapsed)
-        for kind, value in token_counts(usage or {}).items():
-            self.metrics.tokens.labels(self.route, self.key, kind).inc(value)
         access_log.info(
             "%s %s route=%s key=%s backend=%s status=%s%s ms=%.1f",
             self.method,
