@@ -328,3 +328,22 @@ def _wait(done: Any, timeout_s: float = 5.0) -> None:
     while not done():
         assert time.monotonic() < end, "timed out"
         time.sleep(0.05)
+
+
+def test_a_lowered_cap_and_a_count_show_in_the_access_log_and_metrics(
+    gateway: tuple[str, FakeVllm031], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before: a count (one more request to the backend, made on the client's time) and a lowered cap
+    showed nowhere but in the reply's header; now the request's access line and /metrics say them."""
+    url, _ = gateway
+    with caplog.at_level("INFO", logger="llmdeck.gateway.access"):
+        assert _post(url, "/v1/chat/completions", {"max_tokens": ASK, "messages": HI}).status_code == 200
+        assert _post(url, "/v1/chat/completions", {"max_tokens": 100, "messages": HI}).status_code == 200
+        # the line is written as the relay closes, which may be just after the client has the reply
+        _wait(lambda: len([r for r in caplog.records if r.name == "llmdeck.gateway.access"]) == 2)
+    lines = [r.getMessage() for r in caplog.records if r.name == "llmdeck.gateway.access"]
+    assert f" lowered={ASK}->{CONTEXT - 11} count=fits:" in lines[0]  # refused at the context, counted
+    assert "lowered=" not in lines[1] and "count=" not in lines[1]  # a cap that fits: sent once
+    page = httpx.get(url + "/metrics").text
+    assert 'llmdeck_gateway_max_tokens_lowered_total{how="room",route="coder"} 1.0' in page
+    assert 'llmdeck_gateway_prompt_counts_total{outcome="fits",route="coder"} 1.0' in page

@@ -75,10 +75,9 @@ class GatewayState:
 
 def build_app(loaded: LoadedConfig, *, insecure: bool = False, settings: Any = None) -> Starlette:
     keys = KeyRing(KeyStore(loaded.keys_file))
-    state = GatewayState(loaded=loaded, router=Router(loaded), keys=keys, insecure=insecure)
+    state = GatewayState(loaded, Router(loaded), keys, insecure, metrics=GatewayMetrics(keys.labelled))
     state.settings = settings
     state.keys.on_gone += [state.metrics.forget_keys, state.limiter.forget]  # revoked: series, rpm window
-    state.metrics.live_key = keys.labelled
     if any(b.managed is not None for r in loaded.routes for b in r.backends):
         _attach_manager(state, settings)
 

@@ -22,7 +22,9 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 
 
 
 class GatewayMetrics:
-    def __init__(self) -> None:
+    def __init__(self, live_key: Callable[[str], bool] | None = None) -> None:
+        """``live_key``: whether a key's series may be labelled still (the app's: it is in the keys
+        file as last read); None: every key."""
         self.registry = CollectorRegistry()
         r = self.registry
         self.requests = Counter(
@@ -71,8 +73,8 @@ class GatewayMetrics:
         # dashboard's rates) never go down when a key's series leave /metrics
         self.retired: dict[str, dict[str, float]] = {}  # route -> requests / prompt / completion
         self.retired_ttft: dict[str, dict[float, float]] = {}  # route -> bucket bound -> count
-        # whether a key's series may be labelled still (the app: it is in the keys file as last read)
-        self.live_key: Callable[[str], bool] = lambda name: True
+        self.live_key: Callable[[str], bool] = live_key or (lambda name: True)
+        self.lowered, self.counts = _cap_counters(r)
 
     def render(self) -> bytes:
         return bytes(generate_latest(self.registry))
@@ -124,6 +126,25 @@ class GatewayMetrics:
             buckets = self.retired_ttft.setdefault(route, {})
             le = float(labels["le"])
             buckets[le] = buckets.get(le, 0.0) + value
+
+
+def _cap_counters(r: CollectorRegistry) -> tuple[Counter, Counter]:
+    """Output caps lowered (outcap, roomcap) and prompts counted for it, per route: bounded labels."""
+    lowered = Counter(
+        "llmdeck_gateway_max_tokens_lowered",
+        "Requests whose output cap was lowered, by route and how: context (to the backend's "
+        "max_model_len), room (to the room the prompt leaves, counted on a vLLM < 0.32).",
+        ["route", "how"],
+        registry=r,
+    )
+    counts = Counter(
+        "llmdeck_gateway_prompt_counts",
+        "Prompts counted on a backend to fit an output cap, by route and outcome: fits, over (the "
+        "prompt itself is over the context), failed.",
+        ["route", "outcome"],
+        registry=r,
+    )
+    return lowered, counts
 
 
 # The events after which a client has its whole reply (OpenAI chat/completions, Responses, Anthropic

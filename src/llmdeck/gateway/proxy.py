@@ -90,6 +90,7 @@ class RequestCtx:
     on_finish: Callable[[], None] | None = None  # e.g. the model manager's release of its lease
     api: str = "other"  # surfaces.api_of(path): the error shapes, the missing-surface message
     ids: ResponseIds | None = None  # /v1/responses: where to remember which backend made the id
+    upstream: Upstream | None = None  # what was sent (its output cap lowered, its prompt counted)
     _done: bool = False
 
     def ttft(self) -> None:
@@ -107,8 +108,13 @@ class RequestCtx:
         elapsed = time.perf_counter() - self.started
         self.metrics.count_request(self.route, self.key, status, usage or {})
         self.metrics.latency.labels(self.route).observe(elapsed)
+        cap, how = self.upstream.cap_note() if self.upstream is not None else ("", None)
+        if how is not None:
+            self.metrics.lowered.labels(self.route, how).inc()
+        if self.upstream is not None and self.upstream.counted is not None:
+            self.metrics.counts.labels(self.route, self.upstream.counted[0]).inc()
         access_log.info(
-            "%s %s route=%s key=%s backend=%s status=%s%s ms=%.1f",
+            "%s %s route=%s key=%s backend=%s status=%s%s%s ms=%.1f",
             self.method,
             _log_path(self.path),
             self.route,
@@ -116,6 +122,7 @@ class RequestCtx:
             self.backend,
             status,
             f" outcome={outcome}" if outcome else "",
+            cap,
             elapsed * 1000,
         )
 
@@ -132,6 +139,7 @@ async def forward(client: httpx.AsyncClient, route: RouteState, up: Upstream, ct
     """Try the route's backends in order until one answers; relay its reply."""
     failures: list[str] = []
     last: UpstreamFailure | None = None
+    ctx.upstream = up
     candidates = route.candidates()
     for i, state in enumerate(candidates):
         state.outstanding += 1

@@ -38,6 +38,7 @@ import asyncio
 import json
 import logging
 import re
+import time
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -185,7 +186,10 @@ async def fit(client: httpx.AsyncClient, state: BackendState, up: Upstream, repl
             state.backend.label,
             "x-llmdeck-max-tokens-lowered",
         )
+    t0 = time.perf_counter()
     prompt = await count_prompt(client, state, up)
+    outcome = "failed" if prompt is None else "over" if prompt >= context else "fits"
+    up.counted = (outcome, (time.perf_counter() - t0) * 1000)
     if prompt is None:
         up.fit = AS_SENT if up.lowered is not None else None
         return up.fit is not None

@@ -47,6 +47,18 @@ class Upstream:
     lowered: Lowered | None = None  # the output cap as the last backend tried was sent it, if lowered
     tries: int = 0  # sent again for a 400 about its output cap (outcap.retry, roomcap.fit)
     fit: int | None = None  # the cap fitted to the prompt's room (roomcap.fit; AS_SENT: the client's)
+    counted: tuple[str, float] | None = None  # roomcap's count of the prompt: outcome, milliseconds
+
+    def cap_note(self) -> tuple[str, str | None]:
+        """What the access log adds about the output cap (`` lowered=32000->16373 count=fits:4.2ms``)
+        and how it was lowered (a metrics label: context, room; None when it was not)."""
+        note, how = "", None
+        if self.lowered is not None:
+            how = "context" if self.fit is None else "room"
+            note = f" lowered={self.lowered.asked}->{self.lowered.to}"
+        if self.counted is not None:
+            note += f" count={self.counted[0]}:{self.counted[1]:.1f}ms"
+        return note, how
 
     def content_for(self, state: BackendState) -> bytes:
         """The body for this backend (its served model name; an output cap over its context lowered to
