@@ -18,6 +18,7 @@
   are measured (the peak replaces the plan's estimate; the log says by how much it differed).
 * A model's server started anew outside the gateway (`llmdeck restart NAME` keeps it the gateway's) is
   adopted once ready, never stopped as the old engine's leftover; a start finds one ready and adopts it.
+  While it loads its idle TTL does not stop it, and a sleeping model's new server (awake) gets no wake.
 """
 
 from __future__ import annotations
@@ -170,7 +171,8 @@ class ModelManager(RoomMaker):
                 model.fail(refusal.message, mark=refusal.code == "model_start_failed")
                 raise StartFailed(refusal)
             if model.state == "sleeping":
-                await self._wake(model)
+                if not await self._restarted(model, wait_s=self.budget.queue.wait_s):  # awake: no wake call
+                    await self._wake(model)
             else:
                 await self._start(model)
             self._grant(model)
@@ -267,6 +269,21 @@ class ModelManager(RoomMaker):
         elif newer.ready_at is not None:
             await self._adopt(model, newer, "started again outside the gateway")
 
+    async def _restarted(self, model: ManagedModel, *, wait_s: float = 0.0) -> bool:
+        """Its server was started anew outside the gateway (`llmdeck restart NAME`) since its record was
+        read: adopted once ready (``_successor``; a loading one waited for up to ``wait_s``); True when
+        there is such a start, ready or loading."""
+        record = model.record
+        newer = await asyncio.to_thread(lifecycle.successor, record, self.settings) if record else None
+        if record is None or newer is None:
+            return False
+        deadline = time.monotonic() + wait_s
+        while newer.ready_at is None and newer.base_url == model.url and time.monotonic() < deadline:
+            await asyncio.sleep(TICK_S)
+            newer = await asyncio.to_thread(lifecycle.successor, record, self.settings) or newer
+        await self._successor(model, newer)
+        return True
+
     async def _adopt(self, model: ManagedModel, record: ServerRecord, how: str) -> None:
         model.running(record, None)
         log.info("adopted %s: %s, running at %s (pid %s)", model.name, how, model.url, record.pid)
@@ -310,7 +327,8 @@ class ModelManager(RoomMaker):
             if self._lock.locked():
                 return  # a start is under way: look again on the next tick
             async with self._lock:
-                if model.state == "running" and not model.busy():
+                # a server started anew (still loading, or not adopted yet) is not the idle one: kept
+                if model.state == "running" and not model.busy() and not await self._restarted(model):
                     log.info("evict %s: idle %.0f s, past its ttl_s %g", model.name, model.idle_s(), ttl)
                     await self._evict(model, f"after ttl_s {ttl:g}")
 

@@ -1,0 +1,127 @@
+"""A gateway model restarted outside the gateway (`llmdeck restart NAME`) while the manager still holds
+its old start: its idle TTL must not stop the new server while it loads, and a sleeping model's new server
+(awake) gets no wake call. The engines are FAKE (tests/unit/test_gateway_manager.py's FakeLifecycle);
+the restarted server is a real process (`sleep 60`) with its record on disk, as `restart` saves it."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llmdeck.engines.process import identify
+from llmdeck.gateway import manager
+from llmdeck.gateway.manager import ModelManager
+from llmdeck.runtime.state import ServerRecord, StateStore
+from test_gateway_manager import FakeLifecycle, _manager, _model, _real_engines_run, _sleepy, run
+
+
+def _restart(mgr: ModelManager, name: str, pid: int, *, ready: bool) -> ServerRecord:
+    """What `llmdeck restart NAME` saves: a new start (another pid), loading (no ready_at) or ready."""
+    record = ServerRecord(
+        name=name, spec=_model(mgr, name).backend.spec, argv=["sleep", "60"], pid=pid, process=identify(pid),
+        log_path=Path("/dev/null"), ready_at=datetime.now(UTC) if ready else None, started_by="gateway",
+    )  # fmt: skip
+    StateStore(mgr.settings.servers_dir).save(record)
+    return record
+
+
+@pytest.fixture()
+def engine() -> Any:
+    proc = subprocess.Popen(["sleep", "60"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_a_model_restarted_outside_is_not_evicted_by_its_ttl_while_it_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: Any
+) -> None:
+    """Before: the model stayed "running" to the manager, its idle TTL ran out while the new server
+    loaded, and the eviction stopped the model by name: the loading server. Now it is kept, and adopted
+    once ready."""
+    fake = FakeLifecycle(monkeypatch)
+    _real_engines_run(monkeypatch, fake)
+    monkeypatch.setattr(manager, "TICK_S", 0.05)
+    monkeypatch.setattr(manager, "MEASURE_EVERY_S", 0.05)
+    mgr = _manager(tmp_path, {"a": ", ttl_s: 0.2"})
+
+    async def go() -> None:
+        await mgr.startup()
+        a = _model(mgr, "a")
+        assert await mgr.acquire(a) is None
+        mgr.release(a)
+        _restart(mgr, "a", engine.pid, ready=False)
+        fake.up.discard("a")  # the restart stopped the old engine
+        await asyncio.sleep(0.6)  # past the TTL, the new server still loading
+        assert ("stop", "a") not in fake.calls and a.state == "running"
+        _restart(mgr, "a", engine.pid, ready=True)
+        for _ in range(40):  # adopted at the next check (then idle again past its TTL: evicted, rightly)
+            if any(e.kind == "adopted" for e in mgr.events.newest()):
+                break
+            await asyncio.sleep(0.05)
+        assert [e.kind for e in reversed(mgr.events.newest())][-1] == "adopted"
+        await mgr.shutdown()
+
+    run(go)
+
+
+def test_a_sleeping_model_restarted_outside_is_adopted_not_woken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: Any
+) -> None:
+    """Before: the next request sent /wake_up (and at level 2 reload_weights) to the new, awake server;
+    now the new server is adopted as it is."""
+    fake, mgr = _sleepy(tmp_path, monkeypatch)
+    _real_engines_run(monkeypatch, fake)
+
+    async def go() -> None:
+        gpu = _model(mgr, "gpu")
+        assert await mgr.acquire(gpu) is None
+        mgr.release(gpu)
+        gpu.state = "sleeping"  # put to sleep for another model (test_gateway_manager.py drives that)
+        _restart(mgr, "gpu", engine.pid, ready=True)
+        fake.up.discard("gpu")
+        assert await mgr.acquire(gpu) is None
+        mgr.release(gpu)
+        assert gpu.state == "running" and gpu.record is not None and gpu.record.pid == engine.pid
+
+    run(go)
+    assert not [c for c in fake.calls if c[0] == "wake"], fake.calls
+
+
+def test_a_managed_model_started_again_is_learnt_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the gateway learnt of a model's server (it counts the output cap against the prompt's room,
+    vLLM < 0.32; its context) held for the model's next start too (another server, perhaps another
+    vLLM) till the gateway restarted. Now a new start (another record) forgets it; the same one keeps it."""
+    from llmdeck.gateway.metrics import GatewayMetrics
+    from llmdeck.gateway.ondemand import acquire_route
+    from llmdeck.gateway.proxy import RequestCtx
+    from llmdeck.gateway.routing import Router
+    from test_gateway_manager import _loaded
+
+    FakeLifecycle(monkeypatch)
+    loaded, settings = _loaded(tmp_path, {"a": ", min_resident_s: 0"}, "{memory_gib: 5}")
+    mgr, router = ModelManager(loaded, settings), Router(loaded)
+    route = router.get("a")
+    assert route is not None
+
+    async def serve() -> Any:
+        ctx = RequestCtx(GatewayMetrics(), "POST", "/v1/chat/completions", route="a")
+        narrowed = await acquire_route(mgr, router, route, ctx)
+        ctx.finish(200)
+        return narrowed.backends[0]  # type: ignore[union-attr]
+
+    async def go() -> None:
+        state = await serve()
+        state.reserves_cap, state.max_model_len = True, 16384
+        assert (await serve()).reserves_cap  # the same start
+        _model(mgr, "a").stopped()  # stopped (a TTL, the dashboard), then a request starts it again
+        assert await serve() is state and not state.reserves_cap and state.max_model_len is None
+
+    run(go)
