@@ -73,7 +73,7 @@ def _spam(port: int, n: int, docker: str) -> None:
 def test_down_saves_the_whole_log_of_a_container_each_line_once(docker: str, tmp_path: Path) -> None:
     """`down` had rewritten the log file from `docker logs --tail 2000`, and `docker rm` took the rest:
     a server that logged 5,000 lines lost its start-up (3,000 lines) and 3,000 of its own. `logs -n N`
-    had shown at most those 2,000."""
+    had shown at most those 2,000. The log's mark (NAME.log.mark) goes with the record: it had stayed."""
     port = free_port()
     up = ["up", "--engine", "docker", "--model", str(_model(tmp_path)), "--name", "d", "--port", str(port)]
     try:
@@ -99,6 +99,7 @@ def test_down_saves_the_whole_log_of_a_container_each_line_once(docker: str, tmp
     assert text.startswith("# llmdeck: ") and text.count("vLLM API server version") == 1
     assert "INFO long " + "z" * 40_000 + "\n" in text  # docker's stamps inside the long line taken out
     assert "Z INFO" not in text
+    assert not (tmp_path / "state" / "logs" / "d.log.mark").exists()
 
 
 def _container(docker: str) -> int:

@@ -134,6 +134,8 @@ class DockerEngine(Engine):
                 leash.let_go(handle.container_id)
 
     def _stop(self, handle: EngineHandle, grace_s: float) -> str:
+        from llmdeck.engines.docker.logmark import forget
+
         if not self.is_alive(handle):
             outcome = "gone"
         else:
@@ -142,6 +144,7 @@ class DockerEngine(Engine):
         self.save_log(handle)
         with contextlib.suppress(LlmdeckError):
             self.cli.rm(handle.name, force=True)
+        forget(handle.log_path)  # the record goes: its NAME.log.mark had stayed behind for good
         return outcome
 
     def save_log(self, handle: EngineHandle) -> None:

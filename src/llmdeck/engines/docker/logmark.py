@@ -5,7 +5,9 @@ the readiness tap (``docker logs -f -t``) as it comes, and the rest, saved by ``
 (:mod:`.logsave`) before ``docker rm`` takes docker's copy with the container. The file's
 :class:`Mark` (docker's timestamp of the last line copied, and how many lines in a row had that same
 timestamp) is kept beside it, in ``NAME.log.mark`` with the log's inode, under a lock that every writer
-of docker's lines takes: each line is copied once, whoever copies it.
+of docker's lines takes: each line is copied once, whoever copies it. The tap copies at most
+:data:`TAP_BYTES` (half a log's bound: `down` saves the rest, bounded); the mark goes with the server's
+record (:func:`forget`).
 
 Why docker's timestamps (``-t``) rather than the clock time the tap stopped: the tap stops at a point of
 docker's output, not at a time; lines logged between its last read and its end would be lost (``--since``
@@ -16,6 +18,7 @@ line in 16 KiB parts, each stamped: docker/cli#4941, moby#37681); :func:`unstamp
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -24,13 +27,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from llmdeck.engines.logfiles import LOG_MODE
+from llmdeck.engines.logfiles import LOG_MODE, note
+from llmdeck.engines.logkeeper import MAX_LOG_BYTES
 from llmdeck.engines.logtap import CommandTap
 from llmdeck.util.redact import redact_text
 
 STAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z ")  # docker's RFC3339NanoFixed, UTC
 STAMP_LEN = 31  # "2026-11-29T20:35:11.123456789Z "
+TS = re.compile(STAMP.pattern[:-1].decode())  # a mark's timestamp: docker's, without the space
 PART = 16 * 1024  # docker keeps a longer line in parts of this size, each with its timestamp
+# what the tap copies of a start-up at most: half the bound of a log, the save's half left to `down`
+TAP_BYTES = MAX_LOG_BYTES // 2 - 1024
 
 
 def unstamp(raw: bytes) -> tuple[str, bytes]:
@@ -67,11 +74,12 @@ def mark_path(log_path: Path) -> Path:
 
 
 class MarkLock:
-    """The mark of ``log_path``, read and written under an exclusive lock held for the ``with`` block."""
+    """The mark of ``log_path``, read and written under an exclusive lock held for the ``with`` block.
+    ``create``: make the mark file when there is none (FileNotFoundError otherwise)."""
 
-    def __init__(self, log_path: Path) -> None:
+    def __init__(self, log_path: Path, *, create: bool = True) -> None:
         self.log_path = log_path
-        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_CREAT if create else 0)
         self.fd = os.open(mark_path(log_path), flags, LOG_MODE)
 
     def __enter__(self) -> MarkLock:
@@ -83,15 +91,19 @@ class MarkLock:
 
     def read(self) -> Mark | None:
         """The mark of the log file now at ``log_path``; None when there is none for it (no mark, the
-        mark of an earlier file, one that cannot be read)."""
+        mark of an earlier file, one that cannot be read, one whose timestamp is not docker's: a
+        torn or edited file had made `down` fail on the ``--since`` it computes from it)."""
         try:
             os.lseek(self.fd, 0, os.SEEK_SET)
             data = json.loads(os.read(self.fd, 4096) or b"null")
             if data["inode"] != os.stat(self.log_path).st_ino:
                 return None
-            return Mark(str(data["ts"]), int(data["n"]))
+            ts, n = data["ts"], data["n"]
         except (OSError, ValueError, TypeError, KeyError):
             return None
+        if not (isinstance(ts, str) and (ts == "" or TS.fullmatch(ts)) and type(n) is int and n >= 0):
+            return None
+        return Mark(ts, n)
 
     def write(self, mark: Mark) -> None:
         data = {"inode": os.stat(self.log_path).st_ino, "ts": mark.ts, "n": mark.n}
@@ -109,21 +121,44 @@ def begin(log_path: Path, header: str) -> Mark:
     return Mark()
 
 
-def append_lines(log_path: Path, lines: Sequence[tuple[str, bytes]], mark: Mark) -> Mark | None:
+def forget(log_path: Path) -> None:
+    """The mark of ``log_path`` removed (its server's record goes: no copy of docker's log follows).
+    A tap still following takes its absence as the end of its copy."""
+    with contextlib.suppress(FileNotFoundError), MarkLock(log_path, create=False):
+        mark_path(log_path).unlink()
+
+
+def append_lines(
+    log_path: Path, lines: Sequence[tuple[str, bytes]], mark: Mark, *, max_bytes: int = TAP_BYTES
+) -> Mark | None:
     """``lines`` (stamped, in docker's order) appended to the log (redacted) if the file's copy still
-    ends at ``mark``; the new mark, or None when another command copied docker's log since (a `down`
-    saved it while the start was awaited): the caller copies no more."""
-    with MarkLock(log_path) as lock:
+    ends at ``mark``; the new mark, or None when the caller copies no more: another command copied
+    docker's log since (a `down` saved it while the start was awaited), the mark went with the record,
+    or the file would pass ``max_bytes`` (the rest is then left to the save, which bounds it: the tap's
+    copy had grown without bound through a start-up that logged in a loop)."""
+    try:
+        lock = MarkLock(log_path, create=False)  # a mark removed with its record is not made again
+    except FileNotFoundError:
+        return None
+    with lock:
         if lock.read() != mark:
             return None
         if lines:
-            text = "\n".join(line.decode("utf-8", errors="replace") for _, line in lines)
-            with open(log_path, "a", encoding="utf-8") as fh:
-                fh.write(redact_text(text) + "\n")
+            text = redact_text("\n".join(line.decode("utf-8", errors="replace") for _, line in lines))
+            data = (text + "\n").encode("utf-8")
+            if os.stat(log_path).st_size + len(data) > max_bytes:
+                note(log_path, f"the start-up's log passed {_size(max_bytes)}: the rest is saved by `down`")
+                return None
+            with open(log_path, "ab") as fh:
+                fh.write(data)
             for ts, _ in lines:
                 mark = mark.then(ts)
             lock.write(mark)
     return mark
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n:,} bytes"
 
 
 class StampedTap(CommandTap):

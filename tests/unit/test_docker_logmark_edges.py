@@ -1,0 +1,76 @@
+"""A docker server's log file and its mark (engines/docker/logmark.py) against what can go wrong: a
+start-up that floods the readiness tap, a mark file that is corrupt or left behind, a `down` while the
+tap still copies."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from llmdeck.engines.docker import DockerCLI
+from llmdeck.engines.docker.logmark import Mark, MarkLock, append_lines, begin, mark_path
+from llmdeck.engines.docker.logsave import save_rest
+
+TS = "2026-11-29T20:35:11.000000001Z"
+
+
+def _answer(text: str, rc: int = 0) -> DockerCLI:
+    """A DockerCLI whose `docker logs -t` prints ``text`` (what the daemon printed, recorded)."""
+
+    def run(argv: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(argv, rc, text, "")
+
+    return DockerCLI("docker", run=run)
+
+
+def test_the_taps_start_up_copy_stops_at_its_bound_and_the_save_takes_the_rest(tmp_path: Path) -> None:
+    """The readiness tap appended docker's start-up to the log file without bound (only what `down`
+    saves was bounded): a start-up that logged in a loop for the whole ready timeout grew the file past
+    the 64 MiB a log is kept under. Its copy now stops at its share of the bound; the save copies the
+    rest from the mark (the newest part of it, with a note), the whole file under the bound."""
+    log = tmp_path / "d.log"
+    mark = begin(log, "# llmdeck: header\n")
+    line = b"x" * 99
+    first = [(f"2026-11-29T20:35:11.{i:09d}Z", line) for i in range(1, 6)]
+    mark = append_lines(log, first, mark, max_bytes=1000)
+    assert mark == Mark(first[-1][0], 1)
+    more = [(f"2026-11-29T20:35:12.{i:09d}Z", line) for i in range(1, 6)]
+    assert append_lines(log, more, mark, max_bytes=1000) is None  # past its share: it copies no more
+    text = log.read_text()
+    assert text.count("x" * 99) == 5 and "the rest is saved by `down`" in text
+    rest = "".join(f"{ts} {'y' * 99}\n" for ts, _ in [*first, *more])
+    save_rest(log, "d", header="# llmdeck: header\n", cli=_answer(rest), max_bytes=2000)
+    saved = log.read_text()
+    assert len(saved.encode()) <= 2000
+    assert saved.count("x" * 99) == 5 and saved.count("y" * 99) >= 1  # the newest of the rest
+    assert saved.splitlines()[-1] == "y" * 99
+
+
+def test_a_mark_with_a_timestamp_that_is_not_dockers_is_no_mark(tmp_path: Path) -> None:
+    """A mark file for the log's inode whose timestamp is not docker's (a torn or hand-edited file) made
+    `down` an internal error (ValueError from the --since it computes): docker's log was never saved and
+    the container never removed. Such a mark is no mark: the log is rewritten from its first line."""
+    log = tmp_path / "d.log"
+    begin(log, "# llmdeck: header\n")
+    for ts in ("garbage", "None", "2026-11-29T20:35:11Z; rm -rf /", ""):
+        mark_path(log).write_text(json.dumps({"inode": os.stat(log).st_ino, "ts": ts, "n": 1}))
+        with MarkLock(log) as lock:
+            assert lock.read() is None or ts == ""
+    mark_path(log).write_text(json.dumps({"inode": os.stat(log).st_ino, "ts": "x" * 40, "n": 3}))
+    save_rest(log, "d", header="# llmdeck: header\n", cli=_answer(f"{TS} one\n{TS} two\n"))
+    assert log.read_text() == "# llmdeck: header\none\ntwo\n"
+    with MarkLock(log) as lock:
+        assert lock.read() == Mark(TS, 2)
+
+
+def test_a_tap_after_its_mark_was_removed_copies_nothing_and_leaves_no_mark(tmp_path: Path) -> None:
+    """`down` removes the mark with the record; a tap that still follows docker's output (the start
+    awaiting that server) had made an empty mark file again, left behind for good."""
+    log = tmp_path / "d.log"
+    mark = begin(log, "# llmdeck: header\n")
+    mark_path(log).unlink()
+    assert append_lines(log, [(TS, b"late")], mark) is None
+    assert not mark_path(log).exists()
+    assert log.read_text() == "# llmdeck: header\n"
