@@ -7,11 +7,24 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
+
+import httpx
+import pytest
 
 from llmdeck.engines.docker import DockerCLI
 from llmdeck.engines.docker.logmark import Mark, MarkLock, append_lines, begin, mark_path
 from llmdeck.engines.docker.logsave import save_rest
+from llmdeck.engines.spec import LaunchSpec
+from llmdeck.errors import StartStopped
+from llmdeck.runtime import launcher, service
+from llmdeck.settings import Settings
+from llmdeck.util.net import free_port
+from repo_paths import ROOT
+from security_helpers import fake_model_dir
+
+FAKE = ROOT / "tests" / "fake_docker.py"
 
 TS = "2026-11-29T20:35:11.000000001Z"
 
@@ -74,3 +87,36 @@ def test_a_tap_after_its_mark_was_removed_copies_nothing_and_leaves_no_mark(tmp_
     assert append_lines(log, [(TS, b"late")], mark) is None
     assert not mark_path(log).exists()
     assert log.read_text() == "# llmdeck: header\n"
+
+
+def test_a_down_while_a_container_start_waits_is_named_by_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`llmdeck down d` while `llmdeck up d --engine docker` waited: local engines' starts named the
+    down, a container's said "exited before it was ready; no known cause matched its log" (exit 1), as
+    if it had crashed (`down` wrote no "stopping: WHO" note for a container). It names the down now."""
+    client = tmp_path / "docker"
+    client.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE} "$@"\n')
+    client.chmod(0o755)
+    monkeypatch.setenv("FAKE_DOCKER_STATE", str(tmp_path / "fake-docker" / "state.json"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(sys.path))
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+    spec = LaunchSpec(name="d", engine="docker", model=str(fake_model_dir(tmp_path)), port=free_port())
+    record = service.start(spec, settings, service.UpOptions.bare(timeout_s=60))
+    done: list[str] = []
+
+    def poll(client: httpx.Client, base_url: str) -> bool:
+        if not done:
+            done.append(launcher.down("d", settings))
+        return False
+
+    monkeypatch.setattr(launcher, "_answers", poll)
+    try:
+        with pytest.raises(StartStopped) as exc:
+            service.await_ready(record, settings, service.UpOptions.bare(timeout_s=60))
+    finally:
+        subprocess.run([str(client), "rm", "-f", "llmdeck-d"], capture_output=True, check=False)
+    assert done == ["stopped"]
+    assert "stopped by `llmdeck down`" in exc.value.message
+    assert " stopping: `llmdeck down`" in record.log_path.read_text()

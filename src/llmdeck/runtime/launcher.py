@@ -22,7 +22,7 @@ import httpx
 
 from llmdeck.engines import get as get_engine
 from llmdeck.engines import logkeeper
-from llmdeck.engines.logfiles import note_stop, open_log, read_tail, rotate_log, stopped_by
+from llmdeck.engines.logfiles import note_stop, open_log, read_tail, rotate_log, stopped_by, who_stopped
 from llmdeck.engines.process import identify
 from llmdeck.engines.secrets import split_secrets
 from llmdeck.engines.spec import LaunchSpec
@@ -196,6 +196,8 @@ def start_background(
 def _startup_failure(record: ServerRecord, what: str) -> ServerStartError:
     text = engine_log(record)
     who = stopped_by(text)
+    if who is None and engine_of(record).containerized:  # docker's log has no notes: the log file has
+        who = who_stopped(record.log_path)
     if who is not None:  # not a crash: another command stopped it on purpose (its note in the log)
         return StartStopped(
             f"Server {record.name!r} was stopped by {who} before it was ready.",
@@ -321,8 +323,7 @@ def down(name: str, settings: Settings, *, grace_s: float = 20.0, who: str = "`l
     store = StateStore(settings.servers_dir)
     start_gate.settled(settings)
     record = store.load(name)
-    if not engine_of(record).containerized:  # a container's start reads `docker logs`, not this file
-        note_stop(record.log_path, f"{who} (pid {os.getpid()})")
+    note_stop(record.log_path, f"{who} (pid {os.getpid()})")  # a container's start reads it there too
     outcome = stop_engine(record, grace_s=grace_s)
     # a stale record too (its pid another program's, never signalled); a newer start's record is kept
     start_gate.forget_own(store, record, settings)
