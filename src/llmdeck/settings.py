@@ -19,6 +19,7 @@ from pydantic import Field, PrivateAttr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from llmdeck.errors import ConfigError
+from llmdeck.util.home import home
 from llmdeck.util.jsonsafe import loads as _json_loads
 from llmdeck.util.redact import REDACTED, is_secret_name
 
@@ -49,7 +50,7 @@ def _xdg(var: str, fallback: str) -> Path:
     path there invalid, to be ignored (``XDG_STATE_HOME=state`` had put llmdeck's records under
     whatever folder each command ran in, so a server started in one was not found from another)."""
     value = os.environ.get(var)
-    return Path(value) if value and os.path.isabs(value) else Path.home() / fallback
+    return Path(value) if value and os.path.isabs(value) else home() / fallback
 
 
 # The variable a folder setting's default is made from (else HOME), for the error when it cannot be used.
@@ -100,7 +101,7 @@ class Settings(BaseSettings):
         description="Engine caches (vLLM cache root, TMPDIR for the engine).",
     )
     models_dir: Path = Field(
-        default_factory=lambda: Path.home() / ".cache" / "huggingface" / "models",
+        default_factory=lambda: home() / ".cache" / "huggingface" / "models",
         description="Where `llmdeck fetch` puts models (seed 004's layout).",
     )
     host: str = Field("127.0.0.1", description="Default host servers bind to and clients talk to.")
@@ -277,7 +278,7 @@ def _default_said(field: str, value: object) -> str:
     xdg = DEFAULT_FROM[field]
     if field == "results_dir":
         return f"{str(value)!r} (in the folder the command runs in)"
-    source = f"{xdg}={os.environ[xdg]!r}" if xdg and os.environ.get(xdg) else f"HOME={str(Path.home())!r}"
+    source = f"{xdg}={os.environ[xdg]!r}" if xdg and os.environ.get(xdg) else f"HOME={str(home())!r}"
     return f"{str(value)!r} (made from {source})"
 
 

@@ -193,3 +193,34 @@ def test_a_closed_stderr_keeps_usage_errors_out_of_the_json_on_stdout(tmp_path: 
     result = _llmdeck(tmp_path, "status", "--bogus", "--json", AFTER="2>&-")
     assert result.returncode == 2
     assert json.loads(result.stdout)["error"]["kind"] == "UsageError", result.stdout
+
+
+@pytest.mark.parametrize("home", ["~", "home", "./home", "~root"])
+def test_a_home_that_is_not_an_absolute_path_is_ignored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, home: str
+) -> None:
+    """HOME=~ (quoted in a unit file or a .env) made every command an internal error ("Could not
+    determine home directory"); a relative HOME put llmdeck's records under whatever folder each command
+    ran in, as a relative XDG_STATE_HOME had. Such a HOME is ignored: the user's home from the password
+    database, as when HOME is unset."""
+    import pwd
+
+    from llmdeck.settings import Settings
+
+    for var in ("LLMDECK_STATE_DIR", "LLMDECK_CACHE_DIR", "LLMDECK_MODELS_DIR", "XDG_STATE_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", home)
+    monkeypatch.chdir(tmp_path)
+    real = Path(pwd.getpwuid(os.getuid()).pw_dir)
+    settings = Settings()
+    assert settings.state_dir == real / ".local" / "state" / "llmdeck"
+    assert settings.cache_dir == real / ".cache" / "llmdeck"
+    assert settings.models_dir == real / ".cache" / "huggingface" / "models"
+
+
+@pytest.mark.parametrize("args", [["doctor", "--json"], ["status"]])
+def test_home_tilde_is_no_internal_error(tmp_path: Path, args: list[str]) -> None:
+    """`HOME=~ llmdeck doctor` was an internal error (every Path.home() outside the settings raised)."""
+    result = _llmdeck(tmp_path, *args, HOME="~")
+    assert "internal error" not in _clean(result), _clean(result)

@@ -12,6 +12,8 @@
   (:func:`writes_unicode`), so the document stays exact.
 - ``COLUMNS=0``: rich took it as a width of 0 columns and printed nothing at all (tables, --help),
   with exit 0. It is ignored, as a value that is not a number is.
+- A HOME that is not an absolute path (``HOME=~``, a relative one) becomes the user's home
+  (:func:`llmdeck.util.home.settle_home`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import io
 import os
 import sys
 from typing import Any
+
+from llmdeck.util.home import settle_home
 
 CLOSED = "<closed stream>"  # the filename of the OSError a write to a stand-in raises (failures.py)
 
@@ -55,6 +59,7 @@ def guard_streams() -> None:
         sys.stderr = ClosedStream("stderr", fail=False)
     if not writes_unicode(sys.stdout) and isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(errors="backslashreplace")
+    settle_home()
     columns = os.environ.get("COLUMNS", "").strip()
     if columns.isdigit() and int(columns) == 0:
         del os.environ["COLUMNS"]
