@@ -120,3 +120,44 @@ def test_a_down_while_a_container_start_waits_is_named_by_the_start(
     assert done == ["stopped"]
     assert "stopped by `llmdeck down`" in exc.value.message
     assert " stopping: `llmdeck down`" in record.log_path.read_text()
+
+
+def _stamped_long_line(tmp_path: Path) -> tuple[bytes, Path]:
+    """`docker logs -t` of a 3 MiB line and one more: docker's stamp again before each 16 KiB part."""
+    from llmdeck.engines.docker.logmark import PART
+
+    stamp = TS.encode() + b" "
+    body = bytes(range(97, 123)) * ((3 << 20) // 26)
+    raw = b"".join(stamp + body[i : i + PART] for i in range(0, len(body), PART)) + b"\n"
+    out = tmp_path / "docker-logs.out"
+    out.write_bytes(raw + stamp + b"next line\n")
+    return body, out
+
+
+def test_a_line_past_a_mib_keeps_no_docker_stamps_in_the_tap_and_the_save(tmp_path: Path) -> None:
+    """A line over 1 MiB (a request logged with its whole prompt) is cut where the readers cut long
+    lines; the part after the cut began mid-part, so docker's stamps inside it (one per 16 KiB) were no
+    longer taken out: the log file had 128 of them inside a 3 MiB line. The cut is now made at one of
+    docker's stamps, the same place for the tap and the save: no stamp is left, no byte lost, and a
+    save after the tap finds its mark (adds nothing)."""
+    import time
+
+    from llmdeck.engines.docker.logmark import StampedTap
+
+    body, out = _stamped_long_line(tmp_path)
+    log = tmp_path / "d.log"
+    tap = StampedTap(["sh", "-c", f"cat {out}; sleep 2"], log, begin(log, "# llmdeck: header\n"))
+    deadline = time.monotonic() + 10
+    seen: list[str] = []
+    while "next line" not in seen and time.monotonic() < deadline:
+        seen += tap.take()
+        time.sleep(0.05)
+    tap.close()
+    data = log.read_bytes()
+    assert b"Z " not in data and data.replace(b"\n", b"").count(body) == 1
+    assert data.endswith(b"\nnext line\n")
+    client = tmp_path / "docker"
+    client.write_text(f"#!/bin/sh\ncat {out}\n")
+    client.chmod(0o755)
+    assert save_rest(log, "d", header="# llmdeck: header\n", cli=DockerCLI(str(client))) == 0
+    assert log.read_bytes() == data

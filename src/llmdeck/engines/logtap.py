@@ -77,11 +77,15 @@ class CommandTap:
                 break
             got += len(chunk)
             *whole, self.pending = (self.pending + chunk).split(b"\n")
-            if len(self.pending) >= MAX_LINE:
-                whole, self.pending = [*whole, self.pending], b""
+            while cut := self._cut(self.pending):
+                whole, self.pending = [*whole, self.pending[:cut]], self.pending[cut:]
             raw += whole
         self.seen = self.seen or got > 0
         return raw, got
+
+    def _cut(self, pending: bytes) -> int:
+        """Where a line without end is cut (0: not yet): past :data:`MAX_LINE`, where it stands."""
+        return len(pending) if len(pending) >= MAX_LINE else 0
 
     def _keep(self, raw: list[bytes]) -> list[str]:
         lines = [line.decode("utf-8", errors="replace") for line in raw]

@@ -29,13 +29,14 @@ from pathlib import Path
 
 from llmdeck.engines.logfiles import LOG_MODE, note
 from llmdeck.engines.logkeeper import MAX_LOG_BYTES
-from llmdeck.engines.logtap import CommandTap
+from llmdeck.engines.logtap import MAX_LINE, CommandTap
 from llmdeck.util.redact import redact_text
 
 STAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z ")  # docker's RFC3339NanoFixed, UTC
 STAMP_LEN = 31  # "2026-11-29T20:35:11.123456789Z "
 TS = re.compile(STAMP.pattern[:-1].decode())  # a mark's timestamp: docker's, without the space
 PART = 16 * 1024  # docker keeps a longer line in parts of this size, each with its timestamp
+LONG_CUT = -(-MAX_LINE // (PART + STAMP_LEN)) * (PART + STAMP_LEN)  # a docker stamp of a long line
 # what the tap copies of a start-up at most: half the bound of a log, the save's half left to `down`
 TAP_BYTES = MAX_LOG_BYTES // 2 - 1024
 
@@ -52,6 +53,20 @@ def unstamp(raw: bytes) -> tuple[str, bytes]:
         at += PART + STAMP_LEN
     parts.append(rest[at:])
     return ts, b"".join(parts)
+
+
+def stamped_cut(pending: bytes) -> int:
+    """Where a line of ``docker logs -t`` without end is cut (0: not yet). Past :data:`MAX_LINE`, at
+    docker's stamp of a part (:data:`LONG_CUT` bytes in: the same place whatever the reads were, for
+    the tap and the save alike), so that the rest starts with its stamp and :func:`unstamp` takes the
+    stamps out of it too (cut where it stood, docker's stamps were left inside a line past 1 MiB)."""
+    if len(pending) < MAX_LINE:
+        return 0
+    if STAMP.match(pending) and len(pending) < LONG_CUT + STAMP_LEN:
+        return 0  # the stamp at the cut is not read yet (a few KiB more)
+    if STAMP.match(pending) and STAMP.match(pending, LONG_CUT):
+        return LONG_CUT
+    return len(pending)
 
 
 @dataclass(frozen=True)
@@ -168,6 +183,9 @@ class StampedTap(CommandTap):
     def __init__(self, argv: Sequence[str], path: Path, mark: Mark) -> None:
         super().__init__(argv, path)
         self.mark: Mark | None = mark
+
+    def _cut(self, pending: bytes) -> int:
+        return stamped_cut(pending)
 
     def _keep(self, raw: list[bytes]) -> list[str]:
         lines = [unstamp(line) for line in raw]

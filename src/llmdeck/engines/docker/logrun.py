@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Protocol
 
-from llmdeck.engines.logtap import MAX_LINE
+from llmdeck.engines.docker.logmark import stamped_cut
 
 READ = 1 << 20
 
@@ -67,9 +67,9 @@ class LogRun:
             self.last = time.monotonic()
             *whole, pending = (pending + chunk).split(b"\n")
             yield from whole
-            if len(pending) >= MAX_LINE:
-                yield pending
-                pending = b""
+            while cut := stamped_cut(pending):  # a line past MAX_LINE: at one of docker's stamps
+                yield pending[:cut]
+                pending = pending[cut:]
         if pending:
             yield pending
 
