@@ -159,3 +159,19 @@ def test_quickstarts_own_port_taken_stays_exit_2_before_anything_starts(
         _quickstart_up(tmp_path, monkeypatch, [taken.getsockname()[1]], picked=False)
     assert info.value.exit_code == 2
     assert not (tmp_path / "state" / "logs").exists()  # nothing was launched
+
+
+def test_quickstarts_picked_port_taken_at_every_try_is_a_failed_start_not_bad_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every port quickstart picked (no --port) taken before the engine bound it: the last clash still
+    ended as the user's taken port (exit 2, "choose another --port"), though no port was given. It is a
+    failed start now (exit 1) that says the ports were llmdeck's picks, each taken."""
+    from llmdeck.errors import OperationError, PortInUseError
+    from llmdeck.runtime.portpick import PORT_TRIES
+
+    with _listening() as taken, pytest.raises(OperationError) as info:
+        _quickstart_up(tmp_path, monkeypatch, [taken.getsockname()[1]] * PORT_TRIES, picked=True)
+    assert not isinstance(info.value, PortInUseError) and info.value.exit_code == 1
+    assert f"the last of the {PORT_TRIES} ports llmdeck picked" in info.value.message
+    assert "--port" not in (info.value.hint or "")

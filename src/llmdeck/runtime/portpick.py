@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from llmdeck.errors import LlmdeckError, PortInUseError, ServerStartError, StartStopped
+from llmdeck.errors import LlmdeckError, OperationError, PortInUseError, ServerStartError, StartStopped
 
 if TYPE_CHECKING:
     from llmdeck.engines.spec import LaunchSpec
@@ -40,7 +40,9 @@ def start_on_picked_ports(
     tries: int = PORT_TRIES,
 ) -> tuple[ServerRecord, LaunchSpec]:
     """``start(spec)``; on a port clash ``on_clash(taken, next, error)`` and ``start`` again on ``pick()``'s
-    port, ``tries`` starts in all (the last one's error propagates). Returns the server and its spec."""
+    port, ``tries`` starts in all (the last one's error propagates; a refused port as a failed start,
+    exit 1: it had been the user's taken port, exit 2 with "choose another --port", though llmdeck had
+    picked every one). Returns the server and its spec."""
     for _ in range(tries - 1):
         try:
             return start(spec), spec
@@ -50,4 +52,12 @@ def start_on_picked_ports(
             port = pick()
             on_clash(spec.port, port, exc)
             spec = spec.model_copy(update={"port": port})
-    return start(spec), spec
+    try:
+        return start(spec), spec
+    except PortInUseError as exc:
+        raise OperationError(
+            f"{exc.message} It was the last of the {tries} ports llmdeck picked, each taken by another "
+            "program before the server could bind it.",
+            hint="Something on this host takes free ports as fast as they are picked: find it "
+            "(`ss -ltnp`), then run again.",
+        ) from exc
