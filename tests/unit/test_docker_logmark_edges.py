@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from llmdeck.engines.docker import DockerCLI
-from llmdeck.engines.docker.logmark import Mark, MarkLock, append_lines, begin, mark_path
+from llmdeck.engines.docker.logmark import Mark, MarkLock, append_lines, begin, forget, mark_path
 from llmdeck.engines.docker.logsave import save_rest
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import StartStopped
@@ -161,3 +161,43 @@ def test_a_line_past_a_mib_keeps_no_docker_stamps_in_the_tap_and_the_save(tmp_pa
     client.chmod(0o755)
     assert save_rest(log, "d", header="# llmdeck: header\n", cli=DockerCLI(str(client))) == 0
     assert log.read_bytes() == data
+
+
+def test_a_second_down_at_once_adds_no_note_that_the_log_could_not_be_saved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two `llmdeck down d` at once: both loaded the record; the second's stop came after the first had
+    saved docker's log and removed the container, and appended "the container's log could not be
+    saved: … No such container" to a log that was saved whole. The second now sees the save done."""
+    client = tmp_path / "docker"
+    client.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE} "$@"\n')
+    client.chmod(0o755)
+    monkeypatch.setenv("FAKE_DOCKER_STATE", str(tmp_path / "fake-docker" / "state.json"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(sys.path))
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+    spec = LaunchSpec(name="d", engine="docker", model=str(fake_model_dir(tmp_path)), port=free_port())
+    try:
+        record = service.await_ready(
+            service.start(spec, settings, service.UpOptions.bare(timeout_s=60)), settings
+        )
+        assert launcher.down("d", settings) == "stopped"
+        saved = record.log_path.read_text()
+        assert launcher.stop_engine(record) == "gone"  # the second down, its record loaded before
+    finally:
+        subprocess.run([str(client), "rm", "-f", "llmdeck-d"], capture_output=True, check=False)
+    assert record.log_path.read_text() == saved
+    assert not mark_path(record.log_path).exists()
+
+
+def test_a_save_that_awaited_a_lock_whose_mark_was_then_forgotten_does_nothing(tmp_path: Path) -> None:
+    """The same race one step later: the second `down` had opened the mark before the first removed it
+    (its container gone): it saw a mark, asked docker, and noted the failure."""
+    log = tmp_path / "d.log"
+    begin(log, "# llmdeck: header\n")
+    waiting = MarkLock(log)  # the second down's, opened before the first one's stop ended
+    forget(log)
+    with waiting as lock:
+        assert lock.forgotten()
+    with MarkLock(log) as lock:  # a mark made anew (a later start's) is this lock's own
+        assert not lock.forgotten()

@@ -151,14 +151,29 @@ class DockerEngine(Engine):
         """What the container logged past the file's copy, saved into the log file (bounded, redacted,
         each line once) before `docker rm` takes docker's copy; when docker cannot give it, a line in the
         log says so. Down had kept only docker's last 2,000 lines: a day's log lost its start-up."""
+        from llmdeck.engines.docker.logmark import mark_path
         from llmdeck.engines.docker.logsave import save_rest
         from llmdeck.engines.logfiles import note
 
+        if not mark_path(handle.log_path).exists() and self._no_container(handle):
+            return  # another `down` saved it and removed the container (its mark went with its record)
         try:
             save_rest(handle.log_path, handle.name, header=_header(handle), cli=self.cli)
         except (LlmdeckError, OSError) as exc:
             why = exc.message if isinstance(exc, LlmdeckError) else (exc.strerror or str(exc))
             note(handle.log_path, f"the container's log could not be saved: {why}")
+
+    def _no_container(self, handle: EngineHandle) -> bool:
+        """Whether docker says there is no container of ``handle`` (not: it cannot tell)."""
+        from llmdeck.errors import NotRunningError
+
+        try:
+            self.cli.inspect(handle.name)
+        except NotRunningError:
+            return True
+        except LlmdeckError:
+            return False
+        return False
 
 
 def _header(handle: EngineHandle) -> str:

@@ -104,6 +104,14 @@ class MarkLock:
     def __exit__(self, *exc: object) -> None:
         os.close(self.fd)  # the lock goes with it
 
+    def forgotten(self) -> bool:
+        """Whether the mark was removed (:func:`forget`) while this lock was awaited: its server's stop
+        is over, its log saved."""
+        try:
+            return os.fstat(self.fd).st_ino != os.stat(mark_path(self.log_path)).st_ino
+        except FileNotFoundError:
+            return True
+
     def read(self) -> Mark | None:
         """The mark of the log file now at ``log_path``; None when there is none for it (no mark, the
         mark of an earlier file, one that cannot be read, one whose timestamp is not docker's: a

@@ -65,6 +65,8 @@ def save_rest(
     from llmdeck.engines.docker.output import docker_error
 
     with MarkLock(log_path) as lock:
+        if lock.forgotten():  # a `down` at the same time saved it whole and removed the container
+            return 0
         mark = lock.read()
         since = _before(mark.ts) if mark is not None and mark.ts else None
         out = cli.stamped_logs(name, since=since, limit_s=limit_s)
