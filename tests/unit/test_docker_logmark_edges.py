@@ -201,3 +201,43 @@ def test_a_save_that_awaited_a_lock_whose_mark_was_then_forgotten_does_nothing(t
         assert lock.forgotten()
     with MarkLock(log) as lock:  # a mark made anew (a later start's) is this lock's own
         assert not lock.forgotten()
+
+
+def test_a_mark_path_that_is_a_folder_is_named_at_the_start_and_does_not_break_down(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NAME.log.mark a folder (anything but a file): the start's tap raised IsADirectoryError, an
+    internal error; `down` removed the container, then failed on the mark (an internal error, its
+    record left behind). The start names the path now (exit 2, as for a log path in the way), and
+    `down` saves what it can, notes the rest and forgets the server."""
+    from types import SimpleNamespace
+
+    from llmdeck.engines.docker.engine import DockerEngine
+    from llmdeck.errors import UsageError
+    from llmdeck.runtime.state import StateStore
+
+    log = tmp_path / "d.log"
+    mark_path(log).mkdir()
+    handle = SimpleNamespace(name="d", log_path=log, argv=["vllm", "serve"])
+    with pytest.raises(UsageError) as exc:
+        DockerEngine().tap_log(handle)  # type: ignore[arg-type]
+    assert str(mark_path(log)) in exc.value.message
+    client = tmp_path / "docker"
+    client.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE} "$@"\n')
+    client.chmod(0o755)
+    monkeypatch.setenv("FAKE_DOCKER_STATE", str(tmp_path / "fake-docker" / "state.json"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(sys.path))
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+    spec = LaunchSpec(name="d", engine="docker", model=str(fake_model_dir(tmp_path)), port=free_port())
+    try:
+        record = service.await_ready(
+            service.start(spec, settings, service.UpOptions.bare(timeout_s=60)), settings
+        )
+        mark_path(record.log_path).unlink()
+        mark_path(record.log_path).mkdir()
+        assert launcher.down("d", settings) == "stopped"
+    finally:
+        subprocess.run([str(client), "rm", "-f", "llmdeck-d"], capture_output=True, check=False)
+    assert not StateStore(settings.servers_dir).path("d").exists()
+    assert "the container's log could not be saved" in record.log_path.read_text()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import IO
 
 from llmdeck.engines.base import Engine, EngineHandle
@@ -108,10 +109,15 @@ class DockerEngine(Engine):
         """`docker logs -f -t` from the container's first line, each line appended to the log file once
         as it comes (:mod:`.logmark`: the file's mark says where its copy of docker's log ends)."""
         from llmdeck.engines.docker.argv import docker_logs_argv
-        from llmdeck.engines.docker.logmark import StampedTap, begin
+        from llmdeck.engines.docker.logmark import StampedTap, begin, mark_path
         from llmdeck.engines.logtap import FileTap
 
-        mark = begin(handle.log_path, _header(handle))
+        try:
+            mark = begin(handle.log_path, _header(handle))
+        except OSError as exc:  # NAME.log.mark a folder (a full disk): had been an internal error
+            from llmdeck.util.atomic import write_error
+
+            raise write_error(Path(exc.filename or mark_path(handle.log_path)), exc) from None
         try:
             argv = docker_logs_argv(handle.name, follow=True, timestamps=True, docker=self.cli.docker)
             return StampedTap(argv, handle.log_path, mark)

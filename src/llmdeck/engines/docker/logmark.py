@@ -146,8 +146,9 @@ def begin(log_path: Path, header: str) -> Mark:
 
 def forget(log_path: Path) -> None:
     """The mark of ``log_path`` removed (its server's record goes: no copy of docker's log follows).
-    A tap still following takes its absence as the end of its copy."""
-    with contextlib.suppress(FileNotFoundError), MarkLock(log_path, create=False):
+    A tap still following takes its absence as the end of its copy. One that is not a file (a folder
+    in its place) is left as it is: the server is stopped all the same."""
+    with contextlib.suppress(OSError), MarkLock(log_path, create=False):
         mark_path(log_path).unlink()
 
 
