@@ -365,6 +365,7 @@ def cmd_stop(args: list[str]) -> None:
     c = find(load(), rest[-1])
     if c is None:
         err(f"Error response from daemon: No such container: {rest[-1]}")
+    time.sleep(float(os.environ.get("FAKE_DOCKER_STOP_S", "0")))  # a busy engine: the stop takes a while
     _end(c, float(opts.get("-t", ["10"])[0]))
     with locked() as data:
         data["containers"][c["id"]]["stopped"] = True
@@ -411,6 +412,9 @@ def container(log: str, mode: str, command: list[str]) -> None:
             Path(log + ".exit").write_text("137") if log != "-" else None
             os.kill(os.getpid(), signal.SIGKILL)
         sys.exit(1)
+    if mode == "loading":  # a start-up that never ends (a model still loading): never ready
+        while True:
+            time.sleep(0.2)
     if mode == "binary":
         sys.stdout.buffer.write(b"bad bytes \xff\xfe\x80 here \x1b[31mred\x1b[0m\n")
         sys.stdout.flush()

@@ -241,3 +241,58 @@ def test_a_mark_path_that_is_a_folder_is_named_at_the_start_and_does_not_break_d
         subprocess.run([str(client), "rm", "-f", "llmdeck-d"], capture_output=True, check=False)
     assert not StateStore(settings.servers_dir).path("d").exists()
     assert "the container's log could not be saved" in record.log_path.read_text()
+
+
+@pytest.mark.timeout(120)
+def test_a_second_ctrl_c_while_up_stops_a_container_does_not_leave_it_running(tmp_path: Path) -> None:
+    """Ctrl-C twice in a terminal while `up --engine docker` waited: the terminal sends each SIGINT to
+    the whole foreground group, the `docker stop` client that the clean-up runs too. llmdeck held the
+    second one, but the client died of it: the stop failed (DockerError), the clean-up broke off, and
+    the container ran on, never removed, its record gone. Docker's clients now run in their own
+    session (llmdeck stops them itself when it is interrupted)."""
+    import signal
+    import time
+
+    client = tmp_path / "docker"
+    client.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE} "$@"\n')
+    client.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLMDECK_")}
+    env.update(
+        FAKE_DOCKER_STATE=str(tmp_path / "fake-docker" / "state.json"),
+        FAKE_DOCKER_CONTAINER="loading",
+        FAKE_DOCKER_STOP_S="3",
+        PYTHONPATH=os.pathsep.join(sys.path),
+        PATH=f"{tmp_path}{os.pathsep}{os.environ['PATH']}",
+        LLMDECK_STATE_DIR=str(tmp_path / "state"),
+        LLMDECK_CACHE_DIR=str(tmp_path / "cache"),
+    )
+    argv = [
+        sys.executable,
+        "-m",
+        "llmdeck",
+        "up",
+        "--engine",
+        "docker",
+        "--model",
+        str(fake_model_dir(tmp_path)),
+    ]
+    argv += ["--name", "d", "--port", str(free_port()), "--force", "--no-watchdog"]
+    proc = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    log = tmp_path / "state" / "logs" / "d.log"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (log.is_file() and "vLLM API server" in log.read_text()):
+        time.sleep(0.2)
+    try:
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the clean-up begins, `docker stop` takes 3 s
+        time.sleep(1.5)
+        os.killpg(proc.pid, signal.SIGINT)  # the second one, into `docker stop`
+        _out, err = proc.communicate(timeout=60)
+        inspect = subprocess.run(
+            [str(client), "inspect", "llmdeck-d"], env=env, capture_output=True, text=True
+        )
+    finally:
+        subprocess.run([str(client), "rm", "-f", "llmdeck-d"], env=env, capture_output=True, check=False)
+    assert proc.returncode == 130, err[-2000:]
+    assert inspect.returncode != 0, f"the container still exists: {inspect.stdout[:500]} {err[-2000:]}"

@@ -46,7 +46,9 @@ def test_the_detached_spawn_is_written_once() -> None:
     engines.process.spawn_detached; evals/ talks to its sandboxed processes through pipes, and the local
     all-reduce (cluster/netcheck.py), doctor's probe commands (doctor/stack.py) and the `docker logs`
     that a stop saves (engines/docker/logrun.py) run in a group of their own so that a timeout ends every
-    process of it. util/leash.py's watcher is in a session of its own
+    process of it. The docker client's commands (engines/docker/cli.py, runtime/attach.py's stop of an
+    attached container) run in a session of their own so that a second Ctrl-C to the terminal's group
+    does not kill the `docker stop` of a clean-up. util/leash.py's watcher is in a session of its own
     so that a signal to the command's group (timeout -s KILL, a closed terminal) does not end it before
     it stops the group it watches."""
     spawns = sorted(
@@ -57,10 +59,12 @@ def test_the_detached_spawn_is_written_once() -> None:
     assert spawns == [
         "cluster/netcheck.py",
         "doctor/stack.py",
+        "engines/docker/cli.py",
         "engines/docker/logrun.py",
         "engines/process.py",
         "evals/session.py",
         "evals/verifier.py",
+        "runtime/attach.py",
         "util/leash.py",
     ]
 

@@ -88,4 +88,5 @@ def _stop_quietly(argv: list[str]) -> None:
     import subprocess
 
     with contextlib.suppress(OSError, subprocess.SubprocessError):
-        subprocess.run(argv, capture_output=True, timeout=80, check=False)
+        # its own session: a second Ctrl-C to the terminal's group had killed it, the container left
+        subprocess.run(argv, capture_output=True, timeout=80, check=False, start_new_session=True)

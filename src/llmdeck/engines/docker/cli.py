@@ -53,7 +53,11 @@ def _subprocess_runner(
     argv: list[str], env: dict[str, str] | None = None, timeout: float | None = None, merge: bool = False
 ) -> subprocess.CompletedProcess[str]:
     """``merge``: the command's stderr into its stdout, in the order written (`docker logs` writes the
-    container's two streams to its own two, line by line in the order the container wrote them)."""
+    container's two streams to its own two, line by line in the order the container wrote them).
+
+    The client runs in its own session: a terminal's Ctrl-C reaches the whole foreground group, and a
+    second one during the clean-up of an interrupted `up` had killed its `docker stop` (the stop
+    failed, the container ran on); an interrupted llmdeck kills the client itself (subprocess.run)."""
     return subprocess.run(  # bytes that are not UTF-8 (a container's log) are shown replaced
         argv,
         stdout=subprocess.PIPE,
@@ -63,6 +67,7 @@ def _subprocess_runner(
         check=False,
         env=env,
         timeout=timeout,
+        start_new_session=True,
     )
 
 
