@@ -296,3 +296,33 @@ def test_a_second_ctrl_c_while_up_stops_a_container_does_not_leave_it_running(tm
         subprocess.run([str(client), "rm", "-f", "llmdeck-d"], env=env, capture_output=True, check=False)
     assert proc.returncode == 130, err[-2000:]
     assert inspect.returncode != 0, f"the container still exists: {inspect.stdout[:500]} {err[-2000:]}"
+
+
+def test_down_of_a_ready_container_notes_who_stopped_it_after_the_log_it_saves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The "stopping: WHO" note `down` now writes for a container (a waiting start names it) landed
+    before what the save appends: a day's log of a ready server read as if it followed the stop. For a
+    ready server the note follows the saved log."""
+    import urllib.request
+
+    client = tmp_path / "docker"
+    client.write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE} "$@"\n')
+    client.chmod(0o755)
+    monkeypatch.setenv("FAKE_DOCKER_STATE", str(tmp_path / "fake-docker" / "state.json"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(sys.path))
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
+    spec = LaunchSpec(name="d", engine="docker", model=str(fake_model_dir(tmp_path)), port=free_port())
+    try:
+        record = service.await_ready(
+            service.start(spec, settings, service.UpOptions.bare(timeout_s=60)), settings
+        )
+        urllib.request.urlopen(f"http://127.0.0.1:{spec.port}/spam?n=3", timeout=30).read()
+        assert launcher.down("d", settings) == "stopped"
+    finally:
+        subprocess.run([str(client), "rm", "-f", "llmdeck-d"], capture_output=True, check=False)
+    lines = record.log_path.read_text().splitlines()
+    [stop] = [i for i, line in enumerate(lines) if " stopping: `llmdeck down`" in line]
+    assert "later line 00002" in "\n".join(lines[:stop])
+    assert stop == len(lines) - 1

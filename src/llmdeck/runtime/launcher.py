@@ -319,12 +319,18 @@ def _ready(client: httpx.Client, record: ServerRecord) -> bool:
 
 def down(name: str, settings: Settings, *, grace_s: float = 20.0, who: str = "`llmdeck down`") -> str:
     """Stop a server gracefully, then hard; forget its record (its logs stay). ``who``: noted in its
-    log first, for a start still waiting for it to say (and the log to tell) who stopped it."""
+    log first, for a start still waiting for it to say (and the log to tell) who stopped it; after the
+    stop for a ready container (the stop saves its log: the note had come before a day's lines)."""
     store = StateStore(settings.servers_dir)
     start_gate.settled(settings)
     record = store.load(name)
-    note_stop(record.log_path, f"{who} (pid {os.getpid()})")  # a container's start reads it there too
+    # a ready container's log is saved by its stop: the note follows it (a waiting start needs it first)
+    after = engine_of(record).containerized and record.ready_at is not None
+    if not after:
+        note_stop(record.log_path, f"{who} (pid {os.getpid()})")
     outcome = stop_engine(record, grace_s=grace_s)
+    if after:
+        note_stop(record.log_path, f"{who} (pid {os.getpid()})")
     # a stale record too (its pid another program's, never signalled); a newer start's record is kept
     start_gate.forget_own(store, record, settings)
     return outcome
