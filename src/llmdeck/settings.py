@@ -282,6 +282,17 @@ def _default_said(field: str, value: object) -> str:
     return f"{str(value)!r} (made from {source})"
 
 
+def _set_by_user(exc: ValidationError, overrides: Mapping[str, Any]) -> bool:
+    """A failing setting the user gave (``LLMDECK_<NAME>``, or an override): bad input whatever the
+    command (``LLMDECK_STATE_DIR=/proc/x`` stays exit 2); only a default made from HOME/XDG_* is let
+    pass for a command that writes nothing."""
+    for e in exc.errors():
+        name = str(e["loc"][0]) if e.get("loc") else ""
+        if name in overrides or f"LLMDECK_{name.upper()}" in os.environ:
+            return True
+    return False
+
+
 def load_settings(*, writes: bool = True, **overrides: Any) -> Settings:
     """Settings from the environment (and ``overrides``); ConfigError (exit 2) when a value is bad or a
     variable's name is a near miss of a setting's (``LLMDECK_PROT`` would otherwise be ignored).
@@ -294,7 +305,7 @@ def load_settings(*, writes: bool = True, **overrides: Any) -> Settings:
         return Settings(**overrides)
     except ValidationError as exc:
         error = settings_error(exc)
-        if writes:
+        if writes or _set_by_user(exc, overrides):
             raise error from None
     token = _FOLDERS_LENIENT.set(True)
     try:

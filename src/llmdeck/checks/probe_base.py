@@ -132,7 +132,7 @@ class ProbeContext:
         return reply
 
     def stream(self, path: str, body: Any, first_only: bool = False) -> Reply:
-        reply = self.http.stream(path, body, first_only=first_only)
+        reply = self.http.stream(path, body, first_only=True) if first_only else self.http.stream(path, body)
         self.evidence.append(reply.exchange)
         return reply
 
