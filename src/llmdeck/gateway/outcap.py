@@ -55,11 +55,11 @@ CAPS: dict[str, tuple[str, ...]] = {
 _REFUSED = re.compile(
     r"\bmax_\w{0,20}tokens=(\d{1,18}) cannot be greater than max_model_len=(?:max_total_tokens=)?(\d{1,18})\b"
 )
-# the words of vLLM's refusals of a request too big for the context: the cap's, the prompt's room's (vLLM
-# < 0.32), the prompt's own
-_TOO_BIG = re.compile(
-    r"\bcannot be greater than max_model_len=|\bmaximum context length is \d{1,18} tokens\b"
-)
+# vLLM's words for a request over the context (the prompt's own; the prompt's room's on vLLM < 0.32): the
+# one pattern of them (surfaces' OpenAI code, roomcap's context)
+CONTEXT = re.compile(r"\bmaximum context length is (\d{1,18}) tokens\b")
+# the words of vLLM's refusals of a request too big for the context: the cap's, or the words above
+_TOO_BIG = re.compile(rf"\bcannot be greater than max_model_len=|{CONTEXT.pattern}")
 NOTED_LIMIT = 256  # (api, cap) pairs a backend's log notes remember
 
 

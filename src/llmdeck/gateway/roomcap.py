@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from llmdeck.gateway.outcap import cap_field, message_of
+from llmdeck.gateway.outcap import CONTEXT, cap_field, message_of
 
 if TYPE_CHECKING:
     from llmdeck.gateway.routing import BackendState
@@ -54,7 +54,6 @@ log = logging.getLogger("llmdeck.gateway")
 # vLLM 0.20-0.31's words for a cap counted against the prompt's room (renderers/params.py); the earlier
 # renderer's "You passed 57 input characters and requested 16384 output tokens" too
 RESERVED = re.compile(r"\brequested (\d{1,18}) output tokens\b")
-CONTEXT = re.compile(r"\bmaximum context length is (\d{1,18}) tokens\b")
 OFF_LOOP_BYTES = 1 << 20  # upstream.py's
 AS_SENT = 0  # Upstream.fit: the request as the client wrote it (a count failed)
 # what the count is asked, per API: vLLM's endpoint, the request's fields it takes, the reply's number

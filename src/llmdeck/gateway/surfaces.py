@@ -29,6 +29,7 @@ from typing import Any, Literal
 from starlette.responses import JSONResponse
 
 from llmdeck.gateway.merge import rewrite_request
+from llmdeck.gateway.outcap import CONTEXT
 
 Api = Literal["chat", "completions", "messages", "count_tokens", "responses", "response_id", "other"]
 
@@ -63,7 +64,6 @@ _ANTHROPIC_TYPES = {
 }
 _RESP_ID = re.compile(rb'"id"\s*:\s*"(resp_[A-Za-z0-9_-]{1,200})"')
 # vLLM 0.32's words for a prompt over max_model_len (its error code is the number 400)
-_OVERFLOW = re.compile(r"maximum context length is \d+ tokens")
 _SEQ = re.compile(rb'"sequence_number"\s*:\s*(\d{1,18})')
 
 
@@ -188,7 +188,7 @@ def with_overflow_code(api: str, status: int, body: bytes) -> bytes | None:
     try:
         obj = json.loads(body)
         error = obj["error"]
-        if not _OVERFLOW.search(str(error["message"])) or error.get("code") == "context_length_exceeded":
+        if not CONTEXT.search(str(error["message"])) or error.get("code") == "context_length_exceeded":
             return None
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
