@@ -23,8 +23,8 @@ from pydantic import BaseModel, Field
 
 from llmdeck.cluster.commands import RayOptions, ray_start_argv
 from llmdeck.cluster.raystatus import RayStatus, parse_ray_status
-from llmdeck.errors import MissingDependencyError, NotRunningError, OperationError
-from llmdeck.runtime.portpick import PORT_TRIES
+from llmdeck.errors import LlmdeckError, MissingDependencyError, NotRunningError, OperationError
+from llmdeck.runtime.portpick import retry_on_clash
 from llmdeck.util.atomic import atomic_write_json
 from llmdeck.util.net import free_port
 from llmdeck.util.procgroup import signal_group
@@ -114,7 +114,7 @@ def start(
     Ray's client-server port, when the caller gave none, is one llmdeck picked (``free_port``): another
     program can take it before Ray binds it. Ray's client server then dies just after ``ray start``
     said it was ready, and the head with it; that clash starts the head again on another picked port,
-    :data:`PORT_TRIES` starts in all (runtime/portpick's rule for tune and quickstart)."""
+    ``PORT_TRIES`` starts in all (runtime/portpick's ``retry_on_clash``, as for tune and quickstart)."""
     existing = load(state_dir)
     if existing and any(group_alive(n.pgid) for n in existing.nodes):
         raise OperationError(
@@ -124,21 +124,25 @@ def start(
     base = opts or RayOptions(num_cpus=1, num_gpus=0, object_store_bytes=100 * 1000 * 1000)
     if base.client_server_port is not None:  # the caller's port: a clash is theirs to solve
         return _start_nodes(state_dir, port, workers, base, base.client_server_port, timeout)
-    for _ in range(PORT_TRIES - 1):
-        # a free client-server port: Ray's fixed default (10001) clashes with any other Ray on the machine
-        client = free_port()
-        try:
-            return _start_nodes(state_dir, port, workers, base, client, timeout)
-        except OperationError as exc:
-            if not _client_port_clash(exc, client):
-                raise
-    return _start_nodes(state_dir, port, workers, base, free_port(), timeout)
+    # a free client-server port: Ray's fixed default (10001) clashes with any other Ray on the machine
+    cluster, _ = retry_on_clash(
+        free_port(),
+        lambda client: _start_nodes(state_dir, port, workers, base, client, timeout),
+        lambda _: free_port(),
+        _client_port_clash,
+        lambda taken, client, exc: None,
+    )
+    return cluster
 
 
-def _client_port_clash(exc: OperationError, client: int) -> bool:
+def _client_port_clash(exc: LlmdeckError, client: int) -> bool:
     """The head died because its client-server port was taken (Ray's log, quoted in ``exc``)."""
     text = exc.message
-    return f":{client}" in text and ("Address already in use" in text or "Failed to bind" in text)
+    return (
+        isinstance(exc, OperationError)
+        and f":{client}" in text
+        and ("Address already in use" in text or "Failed to bind" in text)
+    )
 
 
 def _start_nodes(
