@@ -102,7 +102,7 @@ def _up_command(group: typer.Typer) -> None:
         netcheck: str = NETCHECK_OPTION,
         as_json: bool = JSON_OPTION,
     ) -> None:
-        from llmdeck.cli.cluster_parts import request, show_up
+        from llmdeck.cli.cluster_parts import render_event, request, show_up
         from llmdeck.cluster.run import up
 
         if netcheck not in (None, "gloo", "nccl"):
@@ -114,7 +114,7 @@ def _up_command(group: typer.Typer) -> None:
         skip = {"ctx", "dry_run", "as_json", "netcheck"}
         req = request({k: v for k, v in locals().items() if k not in skip})
         settings = get_settings(ctx)
-        res = up(req, settings.state_dir, dry_run=dry_run)
+        res = up(req, settings.state_dir, dry_run=dry_run, events=render_event)
         show_up(res, None if dry_run else netcheck, settings, as_json=as_json)
 
 

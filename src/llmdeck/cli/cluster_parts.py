@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from llmdeck.cli.output import out_console
+from llmdeck.cli.output import err_console, out_console
 
 
 def _hf_cache(given: str | None) -> str | None:
@@ -128,6 +128,11 @@ def _object_store_bytes(values: dict[str, Any]) -> int:
         return int(values["object_store_mb"] * 1_000_000)
     local = is_local(values["head"]) and all(is_local(w) for w in values["worker"] or [])
     return 100_000_000 if local else DEFAULT_OBJECT_STORE_BYTES
+
+
+def render_event(event: Any) -> None:
+    """One step of ``cluster up`` (a picked port taken, the head started again) on stderr, as tune's."""
+    err_console().print(event.message, markup=False, highlight=False, soft_wrap=True)
 
 
 def print_up(res: Any) -> None:

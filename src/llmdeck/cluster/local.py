@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,6 +31,17 @@ from llmdeck.util.net import free_port
 from llmdeck.util.procgroup import signal_group
 
 READY_MARK = "block forever"
+
+
+class ClusterEvent(BaseModel):
+    """One step of ``cluster up`` worth telling, for the caller to render (the CLI: on stderr)."""
+
+    kind: str = Field(description="port_clash: a picked port was taken, the head started again.")
+    message: str
+    data: dict[str, int] = Field(default_factory=dict)
+
+
+ClusterEvents = Callable[[ClusterEvent], None]
 
 
 class LocalNode(BaseModel):
@@ -107,14 +119,21 @@ def _wait_ready(log: Path, pgid: int, timeout: float) -> None:
 
 
 def start(
-    state_dir: Path, *, port: int, workers: int = 1, opts: RayOptions | None = None, timeout: float = 120.0
+    state_dir: Path,
+    *,
+    port: int,
+    workers: int = 1,
+    opts: RayOptions | None = None,
+    timeout: float = 120.0,
+    events: ClusterEvents | None = None,
 ) -> LocalCluster:
     """Head + ``workers`` worker processes on 127.0.0.1; each waited for (bounded by ``timeout``).
 
     Ray's client-server port, when the caller gave none, is one llmdeck picked (``free_port``): another
     program can take it before Ray binds it. Ray's client server then dies just after ``ray start``
     said it was ready, and the head with it; that clash starts the head again on another picked port,
-    ``PORT_TRIES`` starts in all (runtime/portpick's ``retry_on_clash``, as for tune and quickstart)."""
+    ``PORT_TRIES`` starts in all (runtime/portpick's ``retry_on_clash``, as for tune and quickstart),
+    each told to ``events``."""
     existing = load(state_dir)
     if existing and any(group_alive(n.pgid) for n in existing.nodes):
         raise OperationError(
@@ -130,9 +149,22 @@ def start(
         lambda client: _start_nodes(state_dir, port, workers, base, client, timeout),
         lambda _: free_port(),
         _client_port_clash,
-        lambda taken, client, exc: None,
+        lambda taken, client, _: (events or _ignore)(_clash_event(taken, client)),
     )
     return cluster
+
+
+def _ignore(_: ClusterEvent) -> None:
+    return None
+
+
+def _clash_event(taken: int, client: int) -> ClusterEvent:
+    return ClusterEvent(
+        kind="port_clash",
+        message=f"Ray's client-server port {taken} was taken by another program before Ray bound it; "
+        f"starting the head again on port {client}",
+        data={"port": taken, "next_port": client},
+    )
 
 
 def _client_port_clash(exc: LlmdeckError, client: int) -> bool:

@@ -132,7 +132,11 @@ def check_nodes(req: ClusterRequest) -> None:
             )
 
 
-def up(req: ClusterRequest, state_dir: Path, *, dry_run: bool = False) -> ClusterUp:
+def up(
+    req: ClusterRequest, state_dir: Path, *, dry_run: bool = False, events: local.ClusterEvents | None = None
+) -> ClusterUp:
+    """The cluster ``req`` names: started here (all nodes local), over ssh, or only rendered (dry run);
+    ``events`` hears what a local start did on the way (a picked port taken, started again)."""
     check_nodes(req)
     net = check_link(req.net) if req.net.interface or req.net.hcas else []
     failed = [f for f in net if f.severity == "fail"]
@@ -144,7 +148,7 @@ def up(req: ClusterRequest, state_dir: Path, *, dry_run: bool = False) -> Cluste
     expected = 1 + len(req.workers)
     t0 = time.monotonic()
     if req.all_local and not dry_run:
-        return _up_local(req, state_dir, net)
+        return _up_local(req, state_dir, net, events)
     commands = render(req)
     address = f"{req.head_ip or ssh_host(req.head)}:{req.ray.port}"
     if dry_run:
@@ -182,14 +186,16 @@ def up(req: ClusterRequest, state_dir: Path, *, dry_run: bool = False) -> Cluste
     )
 
 
-def _up_local(req: ClusterRequest, state_dir: Path, net: list[NetFinding]) -> ClusterUp:
+def _up_local(
+    req: ClusterRequest, state_dir: Path, net: list[NetFinding], events: local.ClusterEvents | None
+) -> ClusterUp:
     """Real Ray processes here: 1 CPU and no GPU a node unless asked, waited for until all are alive."""
     t0 = time.monotonic()
     expected = 1 + len(req.workers)
     gpus = req.ray.num_gpus if req.ray.num_gpus is not None else 0
     opts = req.ray.model_copy(update={"num_cpus": req.ray.num_cpus or 1, "num_gpus": gpus})
     cluster = local.start(
-        state_dir, port=req.ray.port, workers=len(req.workers), opts=opts, timeout=req.timeout
+        state_dir, port=req.ray.port, workers=len(req.workers), opts=opts, timeout=req.timeout, events=events
     )
     try:
         status = local.wait_nodes(cluster, expected, timeout=req.timeout)
