@@ -150,18 +150,21 @@ class Settings(BaseSettings):
         """The folder exists, or can be made: its first existing ancestor is a folder, not a file."""
         p = value.expanduser()
         try:  # a folder above it that this user may not enter: exists() raises (it had been a crash)
-            if p.exists() and not p.is_dir():
-                raise ValueError(f"{str(value)!r} is a file, not a folder")
+            file_there = p.exists() and not p.is_dir()
             parent = p
             while not parent.exists() and parent != parent.parent:
                 parent = parent.parent
         except OSError as exc:
             raise ValueError(f"{str(value)!r} cannot be looked at ({exc.strerror or exc})") from exc
-        if not parent.is_dir():
-            raise ValueError(f"{str(parent)!r} is a file, so no folder can be made under it")
-        why = _cannot_make_under(parent, must_make=parent != p)
-        if why and not _FOLDERS_LENIENT.get():  # read-only, not writable: a reader can still use it
-            raise ValueError(f"{str(parent)!r} is {why}")
+        if file_there:
+            why = f"{str(value)!r} is a file, not a folder"
+        elif not parent.is_dir():  # HOME a file: nothing can be made there, nor anything read
+            why = f"{str(parent)!r} is a file, so no folder can be made under it"
+        else:
+            said = _cannot_make_under(parent, must_make=parent != p)
+            why = f"{str(parent)!r} is {said}" if said else ""
+        if why and not _FOLDERS_LENIENT.get():  # a reader finds nothing recorded there, and says so
+            raise ValueError(why)
         return p
 
     @field_validator("state_dir", "cache_dir", "models_dir")

@@ -58,9 +58,37 @@ def _version_callback(value: bool) -> None:
 # Commands that write nothing under llmdeck's folders: a read-only or missing HOME (no state folder
 # can be made) had stopped them all with exit 2, doctor included, whose job is to say what is wrong.
 # They run; doctor reports the folder as a finding. Every other command still stops with that error.
+# A group's command is named with its group ("keys list"): the root callback runs before click knows
+# which command of the group was asked, so it lets the group's load pass and the group's callback
+# (_writers_need_folders) stops its other commands with the error, as the root does.
 WRITES_NO_STATE = frozenset(
     {"doctor", "status", "logs", "plan", "models", "recommend", "check", "connect", "report"}
+    | {"keys list", "gateway status"}
 )
+
+
+def _groups_with_readers() -> frozenset[str]:
+    return frozenset(name.split()[0] for name in WRITES_NO_STATE if " " in name)
+
+
+def _writers_need_folders(ctx: typer.Context) -> None:
+    """A group's command not in WRITES_NO_STATE (``keys create``, ``gateway up``): the folder error that
+    the root let pass for the group's readers stops it, exit 2 with the same message as before."""
+    settings = ctx.find_root().obj
+    error = getattr(settings, "folder_error", None)
+    if error is not None and f"{ctx.info_name} {ctx.invoked_subcommand}" not in WRITES_NO_STATE:
+        raise error
+
+
+def _guard_group_writers(app: typer.Typer) -> None:
+    """:func:`_writers_need_folders` as the callback of each group that has a reader in WRITES_NO_STATE."""
+    groups = _groups_with_readers()
+    for group in app.registered_groups:
+        sub = group.typer_instance
+        if sub is not None and sub.info.name in groups:
+            if sub.registered_callback is not None:  # pragma: no cover - a programming error
+                raise RuntimeError(f"the {sub.info.name} group has its own callback")
+            sub.callback()(_writers_need_folders)
 
 
 def build_app() -> typer.Typer:
@@ -84,11 +112,13 @@ def build_app() -> typer.Typer:
         from llmdeck.settings import load_settings
 
         if not any(_HELP_ASKED):  # `llmdeck CMD --help` prints the help whatever LLMDECK_* hold
-            ctx.obj = load_settings(writes=ctx.invoked_subcommand not in WRITES_NO_STATE)
+            sub = ctx.invoked_subcommand
+            ctx.obj = load_settings(writes=sub not in WRITES_NO_STATE | _groups_with_readers())
 
     for name in COMMAND_MODULES:
         module = importlib.import_module(f"llmdeck.cli.{name}")
         module.register(app)
+    _guard_group_writers(app)
     _reflow_app_help(app)
     return app
 

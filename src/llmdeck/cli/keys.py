@@ -65,6 +65,10 @@ def _print_table(rows: list[dict[str, Any]], path: Path) -> None:
             _utc_minute(str(r["created_at"])),
         )
     out_console().print(table)
+    if not rows:  # an empty table alone had not said whether the file was read at all
+        out_console().print(
+            "No keys recorded yet; `llmdeck keys create NAME` makes one.", markup=False, highlight=False
+        )
 
 
 def _show_secret(
