@@ -256,7 +256,7 @@ def keep_run(ws: Path, logs: Path, keep_dir: Path | None, run: TaskRun) -> None:
 
     dest = keep_dir / f"{run.task}-{run.repeat}"
     clear_made_dir(dest, "kept eval workspace")  # refuses a folder llmdeck did not make
-    mark_made(dest, "kept eval workspace")
+    mark_made(dest, "kept eval workspace", private=True)  # the agent's output: it ran with the key
     shutil.copytree(ws, dest / "workspace", symlinks=True, dirs_exist_ok=True)
     shutil.copytree(logs, dest / "logs", dirs_exist_ok=True)
     seal_made(dest)

@@ -165,8 +165,10 @@ def keep_log(name: str, number: int, settings: Settings, out_dir: Path, since: f
     src = settings.logs_dir / f"{name}.log"
     if not src.is_file() or src.stat().st_mtime < since:
         return None
+    from llmdeck.util.localfile import make_dirs
+
     dest = out_dir / "logs" / f"trial-{number:03d}.log"
-    dest.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(dest.parent, 0o700)  # an engine log, as the state's: an --out the user made may be 0755
     shutil.copyfile(src, dest)
     return str(dest.relative_to(out_dir))
 

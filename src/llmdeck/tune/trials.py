@@ -100,7 +100,7 @@ def open_out_dir(out: Path, header: TrialsHeader, *, resume: bool) -> tuple[Tria
             f"--out {out} is a folder of other files, not a tune's.", hint="Pick a new or empty folder."
         )
     try:
-        mark_made(out, MADE_WHAT)
+        mark_made(out, MADE_WHAT, private=True)  # the trials' engine logs go there (logs/)
         write_header(path, header)
     except OSError as exc:  # a file on the way (--out notes.txt/sub), /proc, a read-only disk
         raise UsageError(

@@ -10,7 +10,8 @@ One helper for every file llmdeck writes where the user chose the path (``connec
 - an existing file keeps its mode (and owner, where we may); a read-only file (no write bit) is
   refused with exit 2, never chmod-ed;
 - a new file gets the usual mode (0666 less the umask), or 0600 with ``secret=True``; a folder made
-  for it 0755 less the umask (never writable by group or others, even under ``umask 000``);
+  for it 0755 less the umask (never writable by group or others, even under ``umask 000``), 0700 for
+  a secret (a client config with a key: no one else lists it, as llmdeck's state);
 - a path that cannot be written (a folder, a read-only parent, a file in the way of a parent) is a
   :class:`llmdeck.errors.UsageError` (exit 2) naming the path; a full disk is an
   :class:`llmdeck.errors.OperationError` (exit 1).
@@ -115,7 +116,7 @@ def atomic_write_bytes(path: Path, data: bytes, *, secret: bool = False) -> None
     else:
         mode = SECRET_MODE if secret else _umask_mode()
     try:
-        make_dirs(target.parent, 0o755)  # a results folder llmdeck makes: never group/world-writable
+        make_dirs(target.parent, 0o700 if secret else 0o755)  # never group/world-writable
         _sweep_dead_writers(target)
         tmp_prefix = f".{target.name}.{_TMP_TAG}{os.getpid()}-"  # whose it is: see _sweep_dead_writers
         fd, tmp = tempfile.mkstemp(prefix=tmp_prefix, suffix=".tmp", dir=target.parent)

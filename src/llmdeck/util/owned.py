@@ -24,10 +24,19 @@ MADE_MARKER = ".llmdeck-made"
 MADE_KIND = "llmdeck-made"
 
 
-def mark_made(dir: Path, what: str) -> None:
+def mark_made(dir: Path, what: str, *, private: bool = False) -> None:
     """Create ``dir`` (if needed) and write the marker saying llmdeck made it, for ``what``; its list
-    of the files llmdeck wrote stays empty until :func:`seal_made`."""
-    dir.mkdir(parents=True, exist_ok=True)
+    of the files llmdeck wrote stays empty until :func:`seal_made`.
+
+    ``private``: what goes there can hold a secret (a server's log, an agent's output with its key in
+    reach): each folder made is 0700, as llmdeck's state, even under ``umask 000``; otherwise (a model,
+    specs) as ``mkdir -p`` makes it. A folder that exists is left as it is."""
+    if private:
+        from llmdeck.util.localfile import make_dirs
+
+        make_dirs(dir, 0o700)
+    else:
+        dir.mkdir(parents=True, exist_ok=True)
     now = datetime.now(UTC).isoformat()
     body = {"kind": MADE_KIND, "what": what, "created": now, "files": [], "kept": _files_in(dir)}
     (dir / MADE_MARKER).write_text(json.dumps(body) + "\n", encoding="utf-8")
