@@ -57,8 +57,25 @@ def test_status_runs_with_a_home_that_is_a_file_too(
     assert (code, json.loads(out)) == (0, []), err
 
 
+@pytest.mark.parametrize("args", [["cluster", "status"], ["cluster", "logs"]])
+def test_cluster_readers_say_no_cluster_as_on_an_empty_state(
+    homeless: str, args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What they say with nothing recorded anywhere (exit 2, how to start one), not the folder error."""
+    code, out, err = run_cli(args, capsys)
+    assert out == "" and code == 2 and "No cluster started by llmdeck" in err, err
+    assert "LLMDECK_STATE_DIR is not set" not in err
+
+
 @pytest.mark.parametrize(
-    "args", [["keys", "create", "alice"], ["keys", "revoke", "alice"], ["gateway", "up"], ["gateway", "down"]]
+    "args",
+    [
+        ["keys", "create", "alice"],
+        ["keys", "revoke", "alice"],
+        ["gateway", "up"],
+        ["gateway", "down"],
+        ["cluster", "up", "--local"],
+    ],
 )
 def test_the_groups_writers_keep_their_exit_2(
     homeless: str, args: list[str], capsys: pytest.CaptureFixture[str]

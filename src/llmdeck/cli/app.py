@@ -63,7 +63,7 @@ def _version_callback(value: bool) -> None:
 # (_writers_need_folders) stops its other commands with the error, as the root does.
 WRITES_NO_STATE = frozenset(
     {"doctor", "status", "logs", "plan", "models", "recommend", "check", "connect", "report"}
-    | {"keys list", "gateway status"}
+    | {"keys list", "gateway status", "cluster status", "cluster logs"}
 )
 
 
