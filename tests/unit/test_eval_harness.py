@@ -48,6 +48,9 @@ elif mode == "slow":
 elif mode == "replay":  # a real client's output (FAKE_REPLAY), then it lingers FAKE_SLEEP seconds
     print(open(os.environ["FAKE_REPLAY"]).read(), flush=True)
     time.sleep(float(os.environ.get("FAKE_SLEEP", "0")))
+elif mode == "leak":  # a tool call that echoes the environment: the key, and a token in KEY=VALUE form
+    print("$ env\nARGV=" + " ".join(sys.argv[1:]) + "\nHF_TOKEN=hf_abcdefghijklmnopqrstuvwx", flush=True)
+    print("key in use: " + sys.argv[sys.argv.index("--openai-api-key") + 1], file=sys.stderr, flush=True)
 elif mode == "idle":  # a client that starts, talks to no model and exits 0
     pass
 elif mode == "hang":
@@ -141,6 +144,22 @@ def test_a_solving_agent_scores_1_and_everything_is_recorded(
     kept = tmp_path / "keep" / "fix-intervals-1"
     assert (kept / "workspace" / "intervals" / "merge.py").is_file()
     assert "Tokens: 1.2k sent" in (kept / "logs" / "agent-stdout-1.txt").read_text()
+
+
+def test_secrets_the_agent_prints_are_not_kept(
+    fake_vllm_server: str, fake_agent: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent runs with the server's key in its argv or environment: what it prints (a `printenv`, an
+    error quoting its config) went into the result file and its page as it came."""
+    monkeypatch.setenv("FAKE_AGENT", "leak")
+    key = "sk-llmdeck-0123456789abcdef"
+    result, out = _run(fake_vllm_server, fake_agent, tmp_path, api_key=key)
+    agent = result.runs[0].agent
+    shown = " ".join(e.text for e in agent.transcript) + agent.stderr_tail
+    assert "ARGV=" in shown and "key in use: <redacted>" in agent.stderr_tail, shown
+    saved = out.read_text(encoding="utf-8")
+    for secret in (key, "hf_abcdefghijklmnopqrstuvwx"):
+        assert secret not in shown and secret not in saved
 
 
 def test_the_turn_limit_stops_the_agent(

@@ -132,3 +132,22 @@ def event_of(state: StreamState, line: str, t: float) -> dict[str, Any] | None:
             note(state, t, "text", line.rstrip("\n"))
         return None
     return ev if isinstance(ev, dict) else None
+
+
+SHORTEST_KEY = 6  # a shorter "key" (a test's "x") would blank the same letters all through a transcript
+
+
+def scrub_secrets(run: AgentRun, api_key: str | None) -> None:
+    """What the agent printed, with the server's key (which the agent had in its environment: a tool
+    call's ``printenv`` shows it) and other secrets in text (``HF_TOKEN=…``, bearer tokens) hidden: the
+    transcript and stderr tail are kept in the result file and its page."""
+    from llmdeck.util.redact import REDACTED, redact_text
+
+    def scrub(text: str) -> str:
+        if api_key and len(api_key) >= SHORTEST_KEY:
+            text = text.replace(api_key, REDACTED)
+        return redact_text(text)
+
+    for entry in run.transcript:
+        entry.text = scrub(entry.text)
+    run.stderr_tail = scrub(run.stderr_tail)

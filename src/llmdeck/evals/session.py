@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from llmdeck.errors import OperationError
+from llmdeck.evals.agentbase import scrub_secrets
 from llmdeck.evals.agents import (
     AgentSetup,
     StreamState,
@@ -207,6 +208,7 @@ async def run_agent(
                 break  # no session to send a follow-up to
     finally:
         run.wall_s = round(time.monotonic() - t0, 3)
+        scrub_secrets(run, setup.api_key)
     return run
 
 
