@@ -70,6 +70,8 @@ def test_a_tune_out_folder_and_its_logs_are_0700(tmp_path: Path) -> None:
     mine.mkdir(mode=0o755)
     assert keep_log("tuned", 1, settings, mine, time.time() - 60) == "logs/trial-001.log"
     assert (_mode(mine), _mode(mine / "logs")) == (0o755, 0o700)
+    copy = mine / "logs" / "trial-001.log"
+    assert _mode(copy) == 0o600 and copy.read_text(encoding="utf-8").startswith("INFO non-default")
 
 
 @pytest.mark.usefixtures("umask_000")

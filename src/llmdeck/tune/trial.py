@@ -160,6 +160,7 @@ def _keep_log(rec: TrialRecord, name: str, settings: Settings, out_dir: Path, si
 def keep_log(name: str, number: int, settings: Settings, out_dir: Path, since: float) -> str | None:
     """The trial's engine log, copied into the tune's folder (the next start rotates the server's);
     None when this trial wrote none (a start refused before the launch leaves the last one's)."""
+    import os
     import shutil
 
     src = settings.logs_dir / f"{name}.log"
@@ -169,7 +170,10 @@ def keep_log(name: str, number: int, settings: Settings, out_dir: Path, since: f
 
     dest = out_dir / "logs" / f"trial-{number:03d}.log"
     make_dirs(dest.parent, 0o700)  # an engine log, as the state's: an --out the user made may be 0755
-    shutil.copyfile(src, dest)
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # 0600 as the original: copyfile's
+    os.fchmod(fd, 0o600)  # copy was 0644 (0666 under umask 000); a copy a resumed run replaces too
+    with os.fdopen(fd, "wb") as sink, src.open("rb") as source:
+        shutil.copyfileobj(source, sink)
     return str(dest.relative_to(out_dir))
 
 
