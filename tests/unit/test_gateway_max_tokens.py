@@ -211,9 +211,9 @@ def test_a_vllm_that_counts_the_cap_against_the_prompt_and_cannot_count_gets_the
             assert r.status_code == 400 and r.content == REFUSED[path]
             assert "x-llmdeck-max-tokens-lowered" not in r.headers
     # messages: lowered, then as sent (not probed yet: as sent, lowered to what its 400 named, as sent);
-    # chat: lowered, as sent
+    # chat: the backend known to count the cap by then, /tokenize asked first (404), then sent as written
     messages = [CONTEXT, ASK] if fake.advertise else [ASK, CONTEXT, ASK]
-    assert [b["max_tokens"] for b in fake.bodies] == [*messages, CONTEXT, ASK]
+    assert [b["max_tokens"] for b in fake.bodies] == [*messages, ASK]
     warned = [r for r in caplog.records if "counts the output cap against" in r.getMessage()]
     assert len(warned) == 1 and warned[0].levelno == logging.WARNING
 

@@ -30,6 +30,17 @@ prompt passed 33.5k tokens, and compacted on those words, half the context unuse
 * A count that fails (no answer within the gateway's timeouts, an error, no number): the 400 is relayed;
   for a cap the gateway lowered itself the request is sent as the client wrote it instead (the cap's own
   refusal, not an overflow that is none).
+* Counted first (``count_first``): on a backend known to count the cap (``reserves_cap``, its
+  ``max_model_len`` known) a request whose cap is sure to be refused is counted before its first send and
+  sent once, fitted, not refused first (Claude Code sends its 32000 on every request: each paid the
+  refused send, +61 ms of TTFT on an H100, evidence/device/outcap). Sure: the cap to send (a cap over the
+  context is sent as the context, outcap) leaves the prompt no room; or the prompt's tokens are at least
+  the request body's bytes over the most bytes per token this backend's counts have shown
+  (``bytes_per_token``) and the cap leaves fewer. A body of more bytes per token than any counted (JSON
+  the template drops, base64) gets a floor over its tokens: one count it did not need, which raises the
+  ratio for the next. A request whose cap fits is sent once, uncounted; a count that fails sends the
+  request as the client wrote it (vLLM's own answer relayed); a prompt over the context is sent as today
+  (the cap as the context) and vLLM's overflow 400 relayed, not counted again.
 """
 
 from __future__ import annotations
@@ -44,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from llmdeck.gateway.outcap import CONTEXT, cap_field, message_of
+from llmdeck.gateway.surfaces import lacks_surface
 
 if TYPE_CHECKING:
     from llmdeck.gateway.routing import BackendState
@@ -138,6 +150,8 @@ async def count_prompt(client: httpx.AsyncClient, state: BackendState, up: Upstr
     path, body = asked
     if path in state.no_count:
         return None
+    if served := state.model_name():  # the backend's name (the request has the client's alias before
+        body["model"] = served  # content_for sets it: count_first counts before that)
     headers = {"content-type": "application/json"}
     if state.backend.api_key:
         headers["authorization"] = f"Bearer {state.backend.api_key}"
@@ -154,7 +168,7 @@ async def count_prompt(client: httpx.AsyncClient, state: BackendState, up: Upstr
     except (httpx.HTTPError, TimeoutError, ValueError, AttributeError, RecursionError) as exc:
         log.warning("counting a prompt on %s failed: %s", state.backend.label, str(exc)[:200] or "timed out")
         return None
-    if r.status_code in (404, 405):  # no such endpoint (a proxy in between, another server): asked no more
+    if lacks_surface(r.status_code, r.content):  # no such endpoint (a proxy in between): asked no more
         state.no_count.add(path)
         log.warning(
             "backend %s has no %s (HTTP %d): its prompts are not counted, and a cap it refuses for the "
@@ -167,6 +181,8 @@ async def count_prompt(client: httpx.AsyncClient, state: BackendState, up: Upstr
     if not isinstance(number, int) or isinstance(number, bool) or number < 0:
         log.warning("counting a prompt on %s failed: HTTP %d", state.backend.label, r.status_code)
         return None
+    if number > 0:  # what count_first's floor divides by: the most bytes a counted token took
+        state.bytes_per_token = max(state.bytes_per_token, len(up.body) / number)
     return number
 
 
@@ -174,21 +190,20 @@ async def fit(client: httpx.AsyncClient, state: BackendState, up: Upstream, repl
     """Whether a backend's 400 calls for the request once more with its cap fitted to the prompt's room
     (``up.fit`` says the cap to send, or ``AS_SENT``); False: the 400 is relayed."""
     sent = up.lowered.to if up.lowered is not None else None
-    context = reserved_context(up.api, up.json_body, sent, reply) if up.fit is None else None
+    fresh = up.fit is None and up.counted is None  # counted first (count_first): its 400 is relayed
+    context = reserved_context(up.api, up.json_body, sent, reply) if fresh else None
     if context is None:
         return False
     if not state.reserves_cap:
         state.reserves_cap = True
         log.warning(
             "backend %s counts the output cap against the prompt's room (vLLM < 0.32 does): on a request "
-            "refused for it, the prompt is counted and the cap lowered to the room left (%s)",
+            "refused for it, the prompt is counted and the cap lowered to the room left (%s); from now on a "
+            "cap sure to be refused is counted before it is sent",
             state.backend.label,
             "x-llmdeck-max-tokens-lowered",
         )
-    t0 = time.perf_counter()
-    prompt = await count_prompt(client, state, up)
-    outcome = "failed" if prompt is None else "over" if prompt >= context else "fits"
-    up.counted = (outcome, (time.perf_counter() - t0) * 1000)
+    prompt = await _counted(client, state, up, context)
     if prompt is None:
         up.fit = AS_SENT if up.lowered is not None else None
         return up.fit is not None
@@ -196,3 +211,45 @@ async def fit(client: httpx.AsyncClient, state: BackendState, up: Upstream, repl
         return False
     up.fit = context - prompt
     return True
+
+
+async def _counted(client: httpx.AsyncClient, state: BackendState, up: Upstream, context: int) -> int | None:
+    """count_prompt, its outcome and time kept for the access log and metrics (``up.counted``)."""
+    t0 = time.perf_counter()
+    prompt = await count_prompt(client, state, up)
+    outcome = "failed" if prompt is None else "over" if prompt >= context else "fits"
+    up.counted, up.counted_on = (outcome, (time.perf_counter() - t0) * 1000), state.url
+    return prompt
+
+
+def refused_for_room(state: BackendState, up: Upstream) -> bool:
+    """Whether this request's cap is sure to be refused for the prompt's room on this backend, before it
+    is sent (count_first): the cap to send leaves no room, or less than the prompt's floor of tokens."""
+    context, body = state.max_model_len, up.json_body
+    if not state.reserves_cap or context is None or body is None or up.fit is not None:
+        return False
+    name = cap_field(up.api, body)
+    cap = body.get(name) if name is not None else None
+    if not isinstance(cap, int) or isinstance(cap, bool) or cap <= 0 or not countable(state, up.api, body):
+        return False
+    sent = min(cap, context)  # outcap sends a cap over the context as the context
+    floor = int(len(up.body) / state.bytes_per_token) if state.bytes_per_token > 0 else 0
+    return sent >= context or sent + floor > context
+
+
+async def count_first(client: httpx.AsyncClient, state: BackendState, up: Upstream) -> None:
+    """A request whose cap this backend is sure to refuse for the prompt's room, counted before its first
+    send: ``up.fit`` the room left (or ``AS_SENT``: the count failed); a prompt over the context keeps
+    no fit (sent as before: vLLM answers its overflow). What was counted on another backend (the one
+    tried first failed) is counted again here."""
+    if up.counted_on is not None and up.counted_on != state.url:
+        up.fit, up.counted, up.counted_on = None, None, None
+    if up.counted is not None or not refused_for_room(state, up):
+        return
+    context = state.max_model_len
+    assert context is not None  # refused_for_room: known
+    prompt = await _counted(client, state, up, context)
+    if prompt is None:
+        up.fit = AS_SENT
+    elif prompt < context:
+        up.fit = context - prompt

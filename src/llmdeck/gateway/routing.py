@@ -50,6 +50,7 @@ class BackendState:
     noted: set[tuple[str, int]] = field(default_factory=set)  # outcap.note's: (api, cap) said in the log
     reserves_cap: bool = False  # it counts an output cap against the prompt's room (outcap.retry)
     no_count: set[str] = field(default_factory=set)  # its count endpoints that answered 404 (roomcap)
+    bytes_per_token: float = 0.0  # the most request-body bytes per prompt token it counted (roomcap)
     seen: dict[str, object] = field(default_factory=dict)  # what told its server apart (server_is)
 
     @property
@@ -100,7 +101,7 @@ class BackendState:
                 self.backend.label,
                 "started again" if what == "record" else "its /v1/models entry changed",
             )
-        self.reserves_cap, self.max_model_len = False, None
+        self.reserves_cap, self.max_model_len, self.bytes_per_token = False, None, 0.0
         self.noted.clear()
         self.no_count.clear()
 

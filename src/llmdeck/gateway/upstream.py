@@ -14,7 +14,7 @@ import httpx
 
 from llmdeck.errors import InternalError
 from llmdeck.gateway.outcap import Lowered, lowered, note
-from llmdeck.gateway.roomcap import countable
+from llmdeck.gateway.roomcap import count_first, countable
 from llmdeck.gateway.routing import BackendState
 
 OFF_LOOP_BYTES = 1 << 20  # a body parsed and encoded again in a thread, not on the event loop
@@ -48,6 +48,7 @@ class Upstream:
     tries: int = 0  # sent again for a 400 about its output cap (outcap.retry, roomcap.fit)
     fit: int | None = None  # the cap fitted to the prompt's room (roomcap.fit; AS_SENT: the client's)
     counted: tuple[str, float] | None = None  # roomcap's count of the prompt: outcome, milliseconds
+    counted_on: str | None = None  # the backend (URL) whose count ``fit`` and ``counted`` are
 
     def cap_note(self) -> tuple[str, str | None]:
         """What the access log adds about the output cap (`` lowered=32000->16373 count=fits:4.2ms``)
@@ -98,6 +99,7 @@ async def open_upstream(client: httpx.AsyncClient, state: BackendState, up: Upst
     headers.append((b"accept-encoding", b"identity"))
     if state.backend.api_key:
         headers.append((b"authorization", f"Bearer {state.backend.api_key}".encode()))
+    await count_first(client, state, up)  # a cap sure to be refused for the prompt's room: fitted first
     big = len(up.body) > OFF_LOOP_BYTES  # 30 MB took 1.6 s to encode: every other client waited
     content = await asyncio.to_thread(up.content_for, state) if big else up.content_for(state)
     request = client.build_request(
