@@ -6,7 +6,9 @@
 # with the cap it sends (32000), a cap over the context and a prompt over it, sent
 #   - direct to vLLM,
 #   - through this checkout's gateway (after), and
-#   - through the gateway of .gpu/old-src (before: `git archive 19725dc src | tar -x -C .gpu/old-src`),
+#   - through the gateway of .gpu/old-src (before: `git archive 7d5673e src | tar -x -C .gpu/old-src`, the
+#     gateway before roomcap.count_first: every cap that cannot fit refused once, counted, sent again;
+#     run2 was against 19725dc, before any output-cap work),
 # each with `messages: {fold_system: true}` (vLLM 0.22 refuses Claude Code's second system message).
 #   bash evidence/device/outcap_gpu.sh      # ~6 min; writes $OUT/outcap.tgz -> evidence/device/outcap/
 set -uo pipefail
@@ -45,7 +47,7 @@ done
 stamp "probe: direct, after, before"
 PYTHONPATH=$NEW timeout 400 "$PY" evidence/device/outcap_probe.py --url $URL --model $MODEL --alias coder \
   --gateway after=http://127.0.0.1:4000 --gateway before=http://127.0.0.1:4001 --repeat 5 \
-  --out "$D/outcap.json" 2>&1 | tee "$D/probe.txt"
+  --vllm-log /root/vllm-$MODEL-$PORT.log --out "$D/outcap.json" 2>&1 | tee "$D/probe.txt"
 for side in after before; do
   [ $side = after ] && P=$NEW || P=$OLD
   LLMDECK_STATE_DIR=$W/$side/state PYTHONPATH=$P "$PY" -m llmdeck gateway down > /dev/null 2>&1
