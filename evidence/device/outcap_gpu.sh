@@ -46,8 +46,12 @@ done
 
 stamp "probe: direct, after, before"
 PYTHONPATH=$NEW timeout 400 "$PY" evidence/device/outcap_probe.py --url $URL --model $MODEL --alias coder \
-  --gateway after=http://127.0.0.1:4000 --gateway before=http://127.0.0.1:4001 --repeat 5 \
+  --gateway after=http://127.0.0.1:4000 --gateway before=http://127.0.0.1:4001 --repeat ${REPEAT:-9} \
   --vllm-log /root/vllm-$MODEL-$PORT.log --out "$D/outcap.json" 2>&1 | tee "$D/probe.txt"
+stamp "interleaved A/B (before, after), ${ROUNDS:-30} rounds"
+PYTHONPATH=$NEW timeout 300 "$PY" evidence/device/outcap_ab.py --url $URL --model $MODEL --alias coder \
+  --a before=http://127.0.0.1:4001 --b after=http://127.0.0.1:4000 --rounds ${ROUNDS:-30} \
+  --out "$D/ab.json" 2>&1 | tee "$D/ab.txt"
 for side in after before; do
   [ $side = after ] && P=$NEW || P=$OLD
   LLMDECK_STATE_DIR=$W/$side/state PYTHONPATH=$P "$PY" -m llmdeck gateway down > /dev/null 2>&1
