@@ -58,7 +58,7 @@ def test_a_model_restarted_outside_is_not_evicted_by_its_ttl_while_it_loads(
         _restart(mgr, "a", engine.pid, ready=False)
         fake.up.discard("a")  # the restart stopped the old engine
         await asyncio.sleep(0.6)  # past the TTL, the new server still loading
-        assert ("stop", "a") not in fake.calls and a.state == "running"
+        assert ("stop", "a") not in fake.calls and a.state == "starting"  # loading, as a start of its own
         _restart(mgr, "a", engine.pid, ready=True)
         for _ in range(40):  # adopted at the next check (then idle again past its TTL: evicted, rightly)
             if any(e.kind == "adopted" for e in mgr.events.newest()):
@@ -125,3 +125,98 @@ def test_a_managed_model_started_again_is_learnt_again(
         assert await serve() is state and not state.reserves_cap and state.max_model_len is None
 
     run(go)
+
+
+def test_requests_for_a_model_restarted_outside_wait_as_for_a_start_of_the_gateways(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: Any
+) -> None:
+    """Before: the manager still counted the model as running, so requests went to the loading server
+    (a 502 "cannot connect", relayed). Now they wait in its queue as for a start of the gateway's own:
+    after budget.queue.wait_s the same 503 model_not_ready with Retry-After; once ready they are let in."""
+    from starlette.responses import JSONResponse
+
+    from llmdeck.gateway import outside
+    from llmdeck.gateway.metrics import GatewayMetrics
+    from llmdeck.gateway.ondemand import acquire_route
+    from llmdeck.gateway.proxy import RequestCtx
+    from llmdeck.gateway.routing import Router
+    from test_gateway_manager import _loaded
+
+    fake = FakeLifecycle(monkeypatch)
+    _real_engines_run(monkeypatch, fake)
+    monkeypatch.setattr(outside, "POLL_S", 0.05)
+    loaded, settings = _loaded(tmp_path, {"a": ""}, "{memory_gib: 5, queue: {wait_s: 0.5}}")
+    mgr, router = ModelManager(loaded, settings), Router(loaded)
+
+    async def go() -> None:
+        a = _model(mgr, "a")
+        assert await mgr.acquire(a) is None
+        mgr.release(a)
+        _restart(mgr, "a", engine.pid, ready=False)
+        fake.up.discard("a")  # the restart stopped the old engine
+        ctx = RequestCtx(GatewayMetrics(), "POST", "/v1/chat/completions", route="a")
+        answer = await acquire_route(mgr, router, router.routes["a"], ctx)
+        assert isinstance(answer, JSONResponse) and answer.status_code == 503
+        assert answer.headers["Retry-After"] == "10" and "x-should-retry" not in answer.headers
+        assert b"model_not_ready" in answer.body
+        assert b"was not ready within 0.5 s (it is starting" in answer.body  # as for a start of its own
+        assert a.state == "starting" and "started again outside the gateway" in (a.progress or "")
+        waiting = asyncio.create_task(mgr.acquire(a))
+        await asyncio.sleep(0.1)
+        assert not waiting.done() and a.waiting == 1
+        _restart(mgr, "a", engine.pid, ready=True)
+        assert await waiting is None
+        assert a.state == "running" and a.record is not None and a.record.pid == engine.pid
+        mgr.release(a)
+
+    run(go)
+    assert fake.calls == [("start", "a")]  # no start of the gateway's own, no stop
+
+
+def test_a_model_loading_outside_is_not_evicted_while_an_idle_one_can_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: Any
+) -> None:
+    """Before: the loading model counted as running and idle; the least recently used, it was evicted
+    for another model, i.e. `llmdeck down` of the server still loading (its memory not settled). Now
+    the idle one goes; with no other to evict the start is refused, the 503 saying why."""
+    fake = FakeLifecycle(monkeypatch)
+    _real_engines_run(monkeypatch, fake)
+    mgr = _manager(tmp_path, {"a": "", "b": "", "c": ""}, "{memory_gib: 7}")  # two of 3.2 GiB fit
+
+    async def go() -> None:
+        a, b, c = (_model(mgr, n) for n in "abc")
+        for m in (a, c):  # a used first: the least recently used
+            assert await mgr.acquire(m) is None
+            mgr.release(m)
+        _restart(mgr, "a", engine.pid, ready=False)
+        fake.up.discard("a")
+        assert await mgr.acquire(b) is None
+        mgr.release(b)
+        assert ("stop", "c") in fake.calls and ("stop", "a") not in fake.calls
+        assert a.state == "starting"
+
+    run(go)
+    assert ("stop", "a") not in fake.calls
+
+
+def test_another_model_that_only_a_loading_one_could_make_room_for_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: Any
+) -> None:
+    """The loading model is the only one that could go: the other is refused with a 503 naming it."""
+    fake = FakeLifecycle(monkeypatch)
+    _real_engines_run(monkeypatch, fake)
+    mgr = _manager(tmp_path, {"a": "", "b": ""})
+
+    async def go() -> None:
+        a, b = _model(mgr, "a"), _model(mgr, "b")
+        assert await mgr.acquire(a) is None
+        mgr.release(a)
+        _restart(mgr, "a", engine.pid, ready=False)
+        fake.up.discard("a")
+        refusal = await mgr.acquire(b)
+        assert refusal is not None and refusal.status == 503 and refusal.code == "insufficient_memory"
+        assert "a (3.20 GiB, loading: started again outside the gateway) would have to go" in refusal.message
+        assert a.state == "starting" and b.state == "stopped"
+
+    run(go)
+    assert fake.calls == [("start", "a")]

@@ -22,6 +22,7 @@ what the config asks for, and a failed wake is stopped and started afresh (the m
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -131,6 +132,12 @@ def unload_ollama(model: str) -> None:
 
 def alive_record(name: str, settings: Any) -> ServerRecord | None:
     """A live server of that name left from an earlier gateway run, to adopt instead of restarting."""
+    record = live_record(name, settings)
+    return record if record is not None and record.ready_at is not None else None
+
+
+def live_record(name: str, settings: Any) -> ServerRecord | None:
+    """A live server of that name, ready or still loading (`llmdeck restart NAME`'s new start)."""
     from llmdeck.runtime.engine_state import is_alive
     from llmdeck.runtime.state import StateStore
 
@@ -141,7 +148,19 @@ def alive_record(name: str, settings: Any) -> ServerRecord | None:
         record = store.load(name)
     except LlmdeckError:
         return None
-    return record if is_alive(record) and record.ready_at is not None else None
+    return record if is_alive(record) else None
+
+
+def record_sig(name: str, settings: Any) -> tuple[int, int] | None:
+    """The record file's identity now (inode, mtime), None when there is none: every save of a record
+    (a new start's, its ready time) changes it, so a request asks no more than a stat while it holds."""
+    from llmdeck.runtime.state import StateStore
+
+    try:
+        st = os.stat(StateStore(settings.servers_dir).path(name))
+    except (OSError, LlmdeckError):
+        return None
+    return st.st_ino, st.st_mtime_ns
 
 
 def successor(record: ServerRecord, settings: Any) -> ServerRecord | None:

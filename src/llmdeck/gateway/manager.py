@@ -18,7 +18,9 @@
   are measured (the peak replaces the plan's estimate; the log says by how much it differed).
 * A model's server started anew outside the gateway (`llmdeck restart NAME` keeps it the gateway's) is
   adopted once ready, never stopped as the old engine's leftover; a start finds one ready and adopts it.
-  While it loads its idle TTL does not stop it, and a sleeping model's new server (awake) gets no wake.
+  While it loads the model counts as starting (:mod:`llmdeck.gateway.outside`): requests wait for it as
+  for a start of the gateway's own, it is not evicted, its idle TTL does not stop it, and a sleeping
+  model's new server (awake) gets no wake.
 """
 
 from __future__ import annotations
@@ -36,9 +38,8 @@ from llmdeck.gateway.config import LoadedConfig
 from llmdeck.gateway.events import EventLog
 from llmdeck.gateway.managed import Budget
 from llmdeck.gateway.model_state import ManagedModel, budget_status
+from llmdeck.gateway.outside import OutsideStarts
 from llmdeck.gateway.refusals import Refusal, StartFailed, retrieve
-from llmdeck.gateway.room import RoomMaker
-from llmdeck.runtime.state import ServerRecord
 
 log = logging.getLogger("llmdeck.gateway.models")
 
@@ -46,7 +47,7 @@ TICK_S = 1.0
 MEASURE_EVERY_S = 5.0
 
 
-class ModelManager(RoomMaker):
+class ModelManager(OutsideStarts):
     """Every managed model of a config, keyed by its backend URL."""
 
     def __init__(self, loaded: LoadedConfig, settings: Any) -> None:
@@ -68,7 +69,7 @@ class ModelManager(RoomMaker):
 
     async def acquire(self, model: ManagedModel) -> Refusal | None:
         """Wait until ``model`` serves (starting it when needed); None: go ahead (call ``release``)."""
-        if model.state == "running" and not model.queue:
+        if model.state == "running" and not model.queue and not await self._loads_anew(model):
             model.inflight += 1
             model.touch()
             return None
@@ -152,7 +153,11 @@ class ModelManager(RoomMaker):
 
     async def _bring_up(self, model: ManagedModel) -> None:
         try:
-            await self._bring_up_locked(model)
+            found = await self._follow(model)  # started anew outside the gateway (`llmdeck restart`)
+            if found == "adopted":
+                self._grant(model)
+            elif found == "none" or not model.unwaited:  # it ended unready: started here if still wanted
+                await self._bring_up_locked(model)
         finally:
             model.stop_asked = False
 
@@ -171,8 +176,7 @@ class ModelManager(RoomMaker):
                 model.fail(refusal.message, mark=refusal.code == "model_start_failed")
                 raise StartFailed(refusal)
             if model.state == "sleeping":
-                if not await self._restarted(model, wait_s=self.budget.queue.wait_s):  # awake: no wake call
-                    await self._wake(model)
+                await self._wake(model)
             else:
                 await self._start(model)
             self._grant(model)
@@ -198,6 +202,7 @@ class ModelManager(RoomMaker):
             self.events.add("failed", model.name, text)
             raise StartFailed(Refusal(503, text, "model_start_failed", 10)) from exc
         model.running(record, time.monotonic() - t0)
+        model.record_sig = lifecycle.record_sig(model.name, self.settings)
         log.info("started %s in %.1f s at %s", model.name, model.start_seconds or 0, model.url)
         self.events.add("ready", model.name, f"started in {model.start_seconds or 0:.1f} s")
         await self._measure(model)
@@ -223,21 +228,6 @@ class ModelManager(RoomMaker):
 
     # ---- measuring, TTL, lifespan -----------------------------------------------------------
 
-    async def _measure(self, model: ManagedModel) -> None:
-        value = await self._measure_now(model)
-        if value is not None and model.state == "running":
-            first = model.measured is None
-            model.measured = max(value, model.measured or 0)
-            if first:
-                planned = model.backend.planned.bytes
-                log.info(
-                    "footprint %s: measured %s, planned %s (%+.0f%%)",
-                    model.name,
-                    gib(value),
-                    gib(planned),
-                    (value - planned) / planned * 100 if planned else 0.0,
-                )
-
     async def _check(self, model: ManagedModel) -> None:
         """A running model whose engine died (on its own, by the watchdog, or stopped by `llmdeck down`:
         the note in its log) is stopped (its record cleared); else measured."""
@@ -258,47 +248,6 @@ class ModelManager(RoomMaker):
             return
         await self._measure(model)
 
-    async def _successor(self, model: ManagedModel, newer: ServerRecord) -> None:
-        """Its engine was started anew outside the gateway: adopted once ready (a start that fails
-        leaves no record; the next check then finds it gone); one at another URL is not this route's."""
-        if newer.base_url != model.url:
-            log.warning("model %s was started again at %s, not at %s: not adopted", model.name,
-                        newer.base_url, model.url)  # fmt: skip
-            self.events.add("exited", model.name, f"started again at {newer.base_url}: not adopted")
-            model.stopped()
-        elif newer.ready_at is not None:
-            await self._adopt(model, newer, "started again outside the gateway")
-
-    async def _restarted(self, model: ManagedModel, *, wait_s: float = 0.0) -> bool:
-        """Its server was started anew outside the gateway (`llmdeck restart NAME`) since its record was
-        read: adopted once ready (``_successor``; a loading one waited for up to ``wait_s``); True when
-        there is such a start, ready or loading."""
-        record = model.record
-        newer = await asyncio.to_thread(lifecycle.successor, record, self.settings) if record else None
-        if record is None or newer is None:
-            return False
-        deadline = time.monotonic() + wait_s
-        while newer.ready_at is None and newer.base_url == model.url and time.monotonic() < deadline:
-            await asyncio.sleep(TICK_S)
-            newer = await asyncio.to_thread(lifecycle.successor, record, self.settings) or newer
-        await self._successor(model, newer)
-        return True
-
-    async def _adopt(self, model: ManagedModel, record: ServerRecord, how: str) -> None:
-        model.running(record, None)
-        log.info("adopted %s: %s, running at %s (pid %s)", model.name, how, model.url, record.pid)
-        self.events.add("adopted", model.name, f"{how} (pid {record.pid})")
-        await self._measure(model)
-
-    async def _adopt_live(self, model: ManagedModel, how: str, *, own: bool = False) -> bool:
-        """Adopt a live, ready server of the model's name at its URL (``own``: only one the gateway
-        started, e.g. one `llmdeck restart NAME` started anew while the model counted as stopped)."""
-        record = await asyncio.to_thread(lifecycle.alive_record, model.name, self.settings)
-        if record is None or record.base_url != model.url or (own and record.started_by != "gateway"):
-            return False
-        await self._adopt(model, record, how)
-        return True
-
     async def startup(self) -> None:
         """Adopt live servers of the configured names (an earlier gateway's), start the loop."""
         for model in self.models.values():
@@ -316,6 +265,8 @@ class ModelManager(RoomMaker):
                     for model in list(self.models.values()):
                         if model.state == "running":
                             await self._check(model)
+                        elif model.state == "starting" and model.outside and not model.bringing_up:
+                            await self._settle_outside(model)
                         elif model.state in {"stopped", "failed"} and not model.bringing_up:
                             await self._adopt_live(model, "started again outside the gateway", own=True)
 

@@ -43,6 +43,8 @@ class ManagedModel:
     task: asyncio.Task[None] | None = field(default=None, repr=False)
     asked: bool = False  # a start or wake asked from the dashboard: it waits out residencies, as a request
     stop_asked: bool = False  # the dashboard stopped its start (before the launch, or the engine stopped)
+    outside: bool = False  # starting: a start outside the gateway (`llmdeck restart NAME`) loads it
+    record_sig: tuple[int, int] | None = None  # its record file when read (a new start's save changes it)
 
     @property
     def name(self) -> str:
@@ -121,6 +123,8 @@ class ManagedModel:
             blocked = "keep: true"
         elif self.backend.group is not None and self.backend.group == starting.backend.group:
             blocked = f"same group {self.backend.group!r} as {starting.name}"
+        elif self.state == "starting" and self.outside:
+            blocked = "loading: started again outside the gateway"
         elif self.state in {"starting", "stopping"}:
             blocked = self.state
         last = self.last_used or 0.0
@@ -158,15 +162,18 @@ class ManagedModel:
         self.start_seconds = seconds
         self.last_error = None
         self.failed_at = None
+        self.outside = False
         self.ready()
 
     def stopped(self) -> None:
         self.state = "stopped"
         self.record = None
         self.measured_sleeping = None
+        self.outside = False
 
     def fail(self, text: str, *, mark: bool) -> None:
         self.last_error = text
+        self.outside = False
         if mark:
             self.record = None
             self.state = "failed"

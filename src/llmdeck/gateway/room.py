@@ -154,6 +154,21 @@ class RoomMaker:
         log.info("stopped %s (%s): %s", model.name, why, outcome)
         self.events.add("stopped", model.name, why)
 
+    async def _measure(self, model: ManagedModel) -> None:
+        value = await self._measure_now(model)
+        if value is not None and model.state == "running":
+            first = model.measured is None
+            model.measured = max(value, model.measured or 0)
+            if first:
+                planned = model.backend.planned.bytes
+                log.info(
+                    "footprint %s: measured %s, planned %s (%+.0f%%)",
+                    model.name,
+                    gib(value),
+                    gib(planned),
+                    (value - planned) / planned * 100 if planned else 0.0,
+                )
+
     async def _measure_now(self, model: ManagedModel) -> int | None:
         from llmdeck.gateway.footprint import measure
 

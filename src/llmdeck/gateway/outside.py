@@ -1,0 +1,154 @@
+"""A managed model's server started anew outside the gateway (`llmdeck restart NAME`): followed, adopted.
+
+`llmdeck restart NAME` of a gateway model stops its engine and starts another, still the gateway's. While
+that start loads, the model counts as ``starting``, as if the gateway had started it: its requests wait in
+its queue (``budget.queue.wait_s``, then 503 ``model_not_ready`` with Retry-After; they had been sent to
+the loading server, a 502 "cannot connect"), it is not evicted for another model (its memory is not
+settled: an idle one goes instead, else the other model is refused and told why), and its idle TTL does not
+stop it. Once ready it is adopted. A start that ends before it is ready (its record gone) leaves the model
+stopped; requests still waiting for it get a start of the gateway's own.
+
+Found at a request (its record file changed since it was read: one stat per request), when an eviction
+counts what the models hold, and at the manager's checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Literal
+
+from llmdeck.gateway import lifecycle
+from llmdeck.gateway.budget import Tenant
+from llmdeck.gateway.model_state import ManagedModel
+from llmdeck.gateway.refusals import Refusal, StartFailed
+from llmdeck.gateway.room import RoomMaker
+from llmdeck.runtime.state import ServerRecord
+
+log = logging.getLogger("llmdeck.gateway.models")
+
+POLL_S = 1.0  # how often a start outside the gateway is asked whether it is ready
+AGAIN = "started again outside the gateway"
+
+
+class OutsideStarts(RoomMaker):
+    """The manager's side of starts it did not make (:class:`llmdeck.gateway.manager.ModelManager`)."""
+
+    async def _tenants(self, starting: ManagedModel) -> list[Tenant]:
+        """What the models hold, once every running one restarted outside and loading counts as starting
+        (it is not evicted: its memory is not settled)."""
+        for model in list(self.models.values()):
+            if model is not starting:
+                await self._loads_anew(model)
+        return await super()._tenants(starting)
+
+    async def _newer(self, model: ManagedModel) -> ServerRecord | None:
+        """Its server started anew outside the gateway at its URL, ready or loading; else None."""
+        if model.record is not None:
+            newer = await asyncio.to_thread(lifecycle.successor, model.record, self.settings)
+        else:
+            newer = await asyncio.to_thread(lifecycle.live_record, model.name, self.settings)
+        return newer if newer is not None and newer.base_url == model.url else None
+
+    async def _loads_anew(self, model: ManagedModel) -> bool:
+        """A running model whose server was started anew outside the gateway and still loads: it counts
+        as starting from now on (True). A ready one is adopted. Asked only when its record file changed."""
+        sig = lifecycle.record_sig(model.name, self.settings)
+        if model.state != "running" or sig == model.record_sig:
+            return False
+        model.record_sig = sig
+        newer = await self._newer(model)
+        if newer is None or model.state != "running":
+            return False
+        if newer.ready_at is not None:
+            await self._adopt(model, newer, AGAIN)
+            return False
+        self._loading(model, newer)
+        return True
+
+    def _loading(self, model: ManagedModel, newer: ServerRecord) -> None:
+        if not model.outside:
+            log.info(
+                "model %s was %s (pid %s): loading; its requests wait for it", model.name, AGAIN, newer.pid
+            )
+            self.events.add("start", model.name, f"{AGAIN} (pid {newer.pid}): loading")
+        model.state, model.outside = "starting", True
+        model.progress = f"{AGAIN} (pid {newer.pid}): loading"
+
+    async def _follow(self, model: ManagedModel) -> Literal["adopted", "none", "ended"]:
+        """A bring-up's first step: a start outside the gateway (ready or loading) is waited for, up to
+        the model's start timeout, and adopted; "none" when there is none, "ended" when it ended unready."""
+        newer = await self._newer(model)
+        if newer is None:
+            if not model.outside:
+                return "none"
+            self._ended(model)  # it ended before this look
+            return "ended"
+        limit = model.backend.start_timeout_s or self.settings.ready_timeout_s
+        deadline = time.monotonic() + limit
+        while newer.ready_at is None:
+            self._loading(model, newer)
+            if time.monotonic() > deadline:
+                text = f"Model {model.name!r} was {AGAIN} and was not ready within {limit:g} s."
+                model.fail(text, mark=True)
+                self.events.add("failed", model.name, text)
+                raise StartFailed(Refusal(503, text, "model_start_failed", 10))
+            await asyncio.sleep(POLL_S)
+            if (newer := await self._newer(model)) is None:
+                self._ended(model)
+                return "ended"
+        await self._adopt(model, newer, AGAIN)
+        return "adopted"
+
+    def _ended(self, model: ManagedModel) -> None:
+        log.warning("model %s: its start outside the gateway ended before it was ready", model.name)
+        self.events.add("exited", model.name, "its start outside the gateway ended before it was ready")
+        model.stopped()
+
+    async def _settle_outside(self, model: ManagedModel) -> None:
+        """The manager's check of a model loading outside that no request waits for: adopted once ready."""
+        newer = await self._newer(model)
+        if newer is None:
+            self._ended(model)
+        elif newer.ready_at is not None:
+            await self._adopt(model, newer, AGAIN)
+
+    async def _successor(self, model: ManagedModel, newer: ServerRecord) -> None:
+        """Its engine was started anew outside the gateway: adopted once ready (a start that fails
+        leaves no record; the next check then finds it gone); one at another URL is not this route's."""
+        if newer.base_url != model.url:
+            log.warning("model %s was started again at %s, not at %s: not adopted", model.name,
+                        newer.base_url, model.url)  # fmt: skip
+            self.events.add("exited", model.name, f"started again at {newer.base_url}: not adopted")
+            model.stopped()
+        elif newer.ready_at is not None:
+            await self._adopt(model, newer, AGAIN)
+        else:
+            self._loading(model, newer)
+
+    async def _restarted(self, model: ManagedModel) -> bool:
+        """Its server was started anew outside the gateway since its record was read (``_successor``:
+        adopted when ready, else loading); True when there is such a start."""
+        record = model.record
+        newer = await asyncio.to_thread(lifecycle.successor, record, self.settings) if record else None
+        if newer is None:
+            return False
+        await self._successor(model, newer)
+        return True
+
+    async def _adopt(self, model: ManagedModel, record: ServerRecord, how: str) -> None:
+        model.running(record, None)
+        model.record_sig = lifecycle.record_sig(model.name, self.settings)
+        log.info("adopted %s: %s, running at %s (pid %s)", model.name, how, model.url, record.pid)
+        self.events.add("adopted", model.name, f"{how} (pid {record.pid})")
+        await self._measure(model)
+
+    async def _adopt_live(self, model: ManagedModel, how: str, *, own: bool = False) -> bool:
+        """Adopt a live, ready server of the model's name at its URL (``own``: only one the gateway
+        started, e.g. one `llmdeck restart NAME` started anew while the model counted as stopped)."""
+        record = await asyncio.to_thread(lifecycle.alive_record, model.name, self.settings)
+        if record is None or record.base_url != model.url or (own and record.started_by != "gateway"):
+            return False
+        await self._adopt(model, record, how)
+        return True
