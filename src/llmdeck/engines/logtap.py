@@ -9,13 +9,16 @@ pointed into a shifted file, skipping or repeating lines).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
+from llmdeck.util.interrupts import interrupts_held
 from llmdeck.util.redact import redact_text
 
 MAX_LINE = 1 << 20  # a line without end is taken as it is past this
@@ -55,8 +58,12 @@ class CommandTap:
 
     def __init__(self, argv: Sequence[str], path: Path) -> None:
         self.path, self.pending, self.seen, self.ended = path, b"", False, False
-        self.proc = subprocess.Popen(
-            list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        self.proc = subprocess.Popen(  # its own group: a wrapper's children end with it (closed in one kill)
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         assert self.proc.stdout is not None
         self.fd = self.proc.stdout.fileno()
@@ -99,7 +106,23 @@ class CommandTap:
 
         Caught up: its output has paused for a moment after it began (``docker logs -f`` prints what the
         container logged so far in one go); a follower that prints nothing is waited on a few seconds at
-        most. A quick start had otherwise been done before the follower printed a line, its log empty."""
+        most. A quick start had otherwise been done before the follower printed a line, its log empty.
+
+        The follower is always reaped, its whole group killed: an interrupt while it catches up (a second
+        Ctrl-C, a SIGTERM) had left `docker logs -f` running until the container went, and the reaping
+        itself is shielded from another signal (:func:`~llmdeck.util.interrupts.interrupts_held`); one
+        that came then is raised once it is done, unless an interrupt is on its way already."""
+        held: list[int] = []
+        try:
+            rest = self._catch_up()
+        finally:
+            with interrupts_held("closing the log tap") as held:
+                self._reap()
+        if held:
+            signal.raise_signal(held[0])
+        return rest
+
+    def _catch_up(self) -> list[str]:
         deadline, quiet_at, rest = time.monotonic() + CLOSE_LIMIT_S, None, []
         while not self.ended and time.monotonic() < deadline:
             raw, got = self._read()
@@ -114,9 +137,11 @@ class CommandTap:
         if self.pending:
             rest += self._keep([self.pending])
             self.pending = b""
-        if self.proc.poll() is None:
-            self.proc.kill()
+        return rest
+
+    def _reap(self) -> None:
+        with contextlib.suppress(OSError):  # the group is gone already
+            os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
         assert self.proc.stdout is not None
         self.proc.stdout.close()
-        return rest

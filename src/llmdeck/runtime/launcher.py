@@ -272,10 +272,10 @@ def wait_ready(
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     from llmdeck.util.deadline import deadline_transport
 
-    tap = engine_of(record).tap_log(record)  # a container's: `docker logs -f` into the log file
-    feed = (lambda: [on_line(line) for line in tap.take()]) if on_line is not None else tap.take
     failed: str | None = None
+    tap = engine_of(record).tap_log(record)  # a container's: `docker logs -f` into the log file
     try:  # each poll bounded as a whole (2 s), even against something trickling on the port
+        feed = (lambda: [on_line(line) for line in tap.take()]) if on_line is not None else tap.take
         with httpx.Client(timeout=2.0, headers=headers, transport=deadline_transport()) as client:
             while True:
                 feed()
