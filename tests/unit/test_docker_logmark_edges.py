@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from llmdeck.engines.docker import DockerCLI
-from llmdeck.engines.docker.logmark import Mark, MarkLock, append_lines, begin, forget, mark_path
+from llmdeck.engines.docker.logmark import Mark, MarkLock, Place, append_lines, begin, forget, mark_path
 from llmdeck.engines.docker.logsave import save_rest
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import StartStopped
@@ -47,10 +47,10 @@ def test_the_taps_start_up_copy_stops_at_its_bound_and_the_save_takes_the_rest(t
     mark = begin(log, "# llmdeck: header\n")
     line = b"x" * 99
     first = [(f"2026-11-29T20:35:11.{i:09d}Z", line) for i in range(1, 6)]
-    mark = append_lines(log, first, mark, max_bytes=1000)
-    assert mark == Mark(first[-1][0], 1)
+    place = Place(mark)
+    assert append_lines(log, first, place, max_bytes=1000) == Mark(first[-1][0], 1)
     more = [(f"2026-11-29T20:35:12.{i:09d}Z", line) for i in range(1, 6)]
-    assert append_lines(log, more, mark, max_bytes=1000) is None  # past its share: it copies no more
+    assert append_lines(log, more, place, max_bytes=1000) is None  # past its share: it copies no more
     text = log.read_text()
     assert text.count("x" * 99) == 5 and "the rest is saved by `down`" in text
     rest = "".join(f"{ts} {'y' * 99}\n" for ts, _ in [*first, *more])
@@ -84,7 +84,7 @@ def test_a_tap_after_its_mark_was_removed_copies_nothing_and_leaves_no_mark(tmp_
     log = tmp_path / "d.log"
     mark = begin(log, "# llmdeck: header\n")
     mark_path(log).unlink()
-    assert append_lines(log, [(TS, b"late")], mark) is None
+    assert append_lines(log, [(TS, b"late")], Place(mark)) is None
     assert not mark_path(log).exists()
     assert log.read_text() == "# llmdeck: header\n"
 
@@ -326,3 +326,31 @@ def test_down_of_a_ready_container_notes_who_stopped_it_after_the_log_it_saves(
     [stop] = [i for i, line in enumerate(lines) if " stopping: `llmdeck down`" in line]
     assert "later line 00002" in "\n".join(lines[:stop])
     assert stop == len(lines) - 1
+
+
+T1, T2, T3 = (f"2026-11-29T20:35:11.00000000{i}Z" for i in (1, 2, 3))
+
+
+@pytest.mark.parametrize(
+    ("copied", "docker"),
+    [
+        ([(T1, b"a"), (T1, b"b")], [(T1, b"a"), (T1, b"b"), (T1, b"c"), (T2, b"d")]),  # a burst: one stamp
+        ([(T1, b"a")], [(T1, b"a"), (T1, b"b"), (T1, b"c"), (T2, b"d")]),
+        ([(T1, b"a"), (T2, b"b"), (T1, b"c")], [(T1, b"a"), (T2, b"b"), (T1, b"c"), (T3, b"d")]),
+        ([(T1, b"a"), (T2, b"b")], [(T1, b"a"), (T2, b"b"), (T1, b"c"), (T3, b"d")]),
+    ],
+    ids=["burst-end", "burst-start", "stamp-again-after-the-other-stream", "before-it"],
+)
+def test_lines_with_the_same_timestamp_at_the_mark_are_saved_once(
+    tmp_path: Path, copied: list[tuple[str, bytes]], docker: list[tuple[str, bytes]]
+) -> None:
+    """Docker stamps stdout and stderr with two readers: lines of one nanosecond come in a burst, and a
+    line of the other stream can come between two of them. The mark said "the Nth line in a row with
+    that stamp", and a stamp seen again after the other stream's line met the mark at its first run: the
+    save copied the lines between a second time. Now the mark counts every line with its stamp."""
+    log = tmp_path / "d.log"
+    mark = append_lines(log, copied, Place(begin(log, "# llmdeck: header\n")))
+    assert mark is not None
+    out = "".join(f"{ts} {text.decode()}\n" for ts, text in docker)
+    save_rest(log, "d", header="# llmdeck: header\n", cli=_answer(out))
+    assert log.read_text() == "# llmdeck: header\n" + "".join(f"{t.decode()}\n" for _, t in docker)

@@ -3,7 +3,7 @@
 A docker server's log file holds docker's log of the container in two parts: the start-up, appended by
 the readiness tap (``docker logs -f -t``) as it comes, and the rest, saved by ``down``
 (:mod:`.logsave`) before ``docker rm`` takes docker's copy with the container. The file's
-:class:`Mark` (docker's timestamp of the last line copied, and how many lines in a row had that same
+:class:`Mark` (docker's timestamp of the last line copied, and how many lines so far had that same
 timestamp) is kept beside it, in ``NAME.log.mark`` with the log's inode, under a lock that every writer
 of docker's lines takes: each line is copied once, whoever copies it. The tap copies at most
 :data:`TAP_BYTES` (half a log's bound: `down` saves the rest, bounded); the mark goes with the server's
@@ -39,6 +39,7 @@ PART = 16 * 1024  # docker keeps a longer line in parts of this size, each with 
 LONG_CUT = -(-MAX_LINE // (PART + STAMP_LEN)) * (PART + STAMP_LEN)  # a docker stamp of a long line
 # what the tap copies of a start-up at most: half the bound of a log, the save's half left to `down`
 TAP_BYTES = MAX_LOG_BYTES // 2 - 1024
+RECENT = 256  # the stamps a Place counts lines for
 
 
 def unstamp(raw: bytes) -> tuple[str, bytes]:
@@ -71,17 +72,35 @@ def stamped_cut(pending: bytes) -> int:
 
 @dataclass(frozen=True)
 class Mark:
-    """The last line copied: docker's timestamp of it ("" before any) and its place in the run of lines
-    that share that timestamp (1 for the first)."""
+    """The last line copied: docker's timestamp of it ("" before any) and its place among the lines that
+    share that timestamp (1 for the first), counted in docker's order whether in a row or not."""
 
     ts: str = ""
     n: int = 0
 
-    def then(self, ts: str) -> Mark:
-        """The mark once a line stamped ``ts`` is copied too (a line without a stamp moves nothing)."""
-        if not ts:
-            return self
-        return Mark(ts, self.n + 1) if ts == self.ts else Mark(ts, 1)
+
+class Place:
+    """Where a reader of docker's lines stands: the :class:`Mark` of the last stamped line.
+
+    Every line with a stamp is counted, not only a run of them: docker stamps stdout and stderr with two
+    readers, so a line of the other stream can come between two lines of the same nanosecond (a burst);
+    "the Nth in a row" then named two lines, and a save that met the first copied the lines between
+    twice. Counts are kept for the :data:`RECENT` stamps seen last (docker's order runs back by
+    microseconds); a save, reading from a second before the mark, sees every line with its stamp."""
+
+    def __init__(self, mark: Mark | None = None) -> None:
+        self.mark = mark or Mark()
+        self.counts: dict[str, int] = {self.mark.ts: self.mark.n} if self.mark.ts else {}
+
+    def step(self, ts: str) -> Mark:
+        """The mark once a line stamped ``ts`` is read too (a line without a stamp moves nothing)."""
+        if ts:
+            n = self.counts.pop(ts, 0) + 1  # to the end: the least recently seen stamp goes first
+            self.counts[ts] = n
+            if len(self.counts) > RECENT:
+                del self.counts[next(iter(self.counts))]
+            self.mark = Mark(ts, n)
+        return self.mark
 
 
 def mark_path(log_path: Path) -> Path:
@@ -153,19 +172,19 @@ def forget(log_path: Path) -> None:
 
 
 def append_lines(
-    log_path: Path, lines: Sequence[tuple[str, bytes]], mark: Mark, *, max_bytes: int = TAP_BYTES
+    log_path: Path, lines: Sequence[tuple[str, bytes]], at: Place, *, max_bytes: int = TAP_BYTES
 ) -> Mark | None:
     """``lines`` (stamped, in docker's order) appended to the log (redacted) if the file's copy still
-    ends at ``mark``; the new mark, or None when the caller copies no more: another command copied
-    docker's log since (a `down` saved it while the start was awaited), the mark went with the record,
-    or the file would pass ``max_bytes`` (the rest is then left to the save, which bounds it: the tap's
-    copy had grown without bound through a start-up that logged in a loop)."""
+    ends at ``at`` (moved along them); the new mark, or None when the caller copies no more: another
+    command copied docker's log since (a `down` saved it while the start was awaited), the mark went
+    with the record, or the file would pass ``max_bytes`` (the rest is then left to the save, which
+    bounds it: the tap's copy had grown without bound through a start-up that logged in a loop)."""
     try:
         lock = MarkLock(log_path, create=False)  # a mark removed with its record is not made again
     except FileNotFoundError:
         return None
     with lock:
-        if lock.read() != mark:
+        if lock.read() != at.mark:
             return None
         if lines:
             text = redact_text("\n".join(line.decode("utf-8", errors="replace") for _, line in lines))
@@ -176,9 +195,9 @@ def append_lines(
             with open(log_path, "ab") as fh:
                 fh.write(data)
             for ts, _ in lines:
-                mark = mark.then(ts)
-            lock.write(mark)
-    return mark
+                at.step(ts)
+            lock.write(at.mark)
+    return at.mark
 
 
 def _size(n: int) -> str:
@@ -191,13 +210,13 @@ class StampedTap(CommandTap):
 
     def __init__(self, argv: Sequence[str], path: Path, mark: Mark) -> None:
         super().__init__(argv, path)
-        self.mark: Mark | None = mark
+        self.at, self.copying = Place(mark), True
 
     def _cut(self, pending: bytes) -> int:
         return stamped_cut(pending)
 
     def _keep(self, raw: list[bytes]) -> list[str]:
         lines = [unstamp(line) for line in raw]
-        if self.mark is not None and lines:
-            self.mark = append_lines(self.path, lines, self.mark)
+        if self.copying and lines:
+            self.copying = append_lines(self.path, lines, self.at) is not None
         return [text.decode("utf-8", errors="replace") for _, text in lines]

@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from llmdeck.engines.docker.logmark import Mark, MarkLock, unstamp
+from llmdeck.engines.docker.logmark import Mark, MarkLock, Place, unstamp
 from llmdeck.engines.logfiles import LOG_MODE
 from llmdeck.engines.logkeeper import MAX_LOG_BYTES
 from llmdeck.util.redact import redact_text
@@ -93,14 +93,14 @@ def _spool(lines: Iterator[bytes], mark: Mark | None, spool: IO[bytes]) -> Spool
     stamped after the mark are kept until the mark is met (docker no longer had it: they are what it
     has); met, what came before is dropped."""
     got = Spooled(mark=mark or Mark(), found=mark is None or not mark.ts)
-    pos, taking, size = Mark(), got.found, 0
+    pos, taking, size = Place(), got.found, 0
     batch: list[bytes] = []
     for raw in lines:
         ts, text = unstamp(raw)
-        pos = pos.then(ts)
+        pos.step(ts)
         if not ts:  # docker's own words (an error) have no stamp
             got.tail.append(raw[:2000].decode("utf-8", errors="replace"))
-        if not got.found and pos == mark:
+        if not got.found and pos.mark == mark:
             got.found, taking, batch, size = True, False, [], 0
             spool.seek(0)
             spool.truncate()
@@ -114,7 +114,7 @@ def _spool(lines: Iterator[bytes], mark: Mark | None, spool: IO[bytes]) -> Spool
                 _write(spool, batch, got)
                 batch, size = [], 0
     _write(spool, batch, got)
-    got.mark = pos if pos.ts else got.mark
+    got.mark = pos.mark if pos.mark.ts else got.mark
     return got
 
 
