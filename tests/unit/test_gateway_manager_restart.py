@@ -6,6 +6,7 @@ the restarted server is a real process (`sleep 60`) with its record on disk, as 
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from llmdeck.engines.process import identify
-from llmdeck.gateway import manager
+from llmdeck.gateway import lifecycle, manager
 from llmdeck.gateway.manager import ModelManager
 from llmdeck.runtime.state import ServerRecord, StateStore
 from test_gateway_manager import FakeLifecycle, _manager, _model, _real_engines_run, _sleepy, run
@@ -217,6 +218,91 @@ def test_another_model_that_only_a_loading_one_could_make_room_for_is_refused(
         assert refusal is not None and refusal.status == 503 and refusal.code == "insufficient_memory"
         assert "a (3.20 GiB, loading: started again outside the gateway) would have to go" in refusal.message
         assert a.state == "starting" and b.state == "stopped"
+
+    run(go)
+    assert fake.calls == [("start", "a")]
+
+
+def _note_restart(log: Path, name: str, pid: int) -> None:
+    """What `llmdeck restart NAME` (process ``pid``) notes in the server's log before it stops the engine."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as fh:
+        fh.write(f"# llmdeck: 2026-01-01T00:01:00+00:00 stopping: `llmdeck restart {name}` (pid {pid})\n")
+
+
+def test_a_request_between_the_restarts_stop_and_its_new_start_waits_for_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: Any
+) -> None:
+    """`llmdeck restart NAME` stops the engine and removes its record, then lets the memory settle and
+    runs the preflight before its new start saves a record: seconds with no server. A request then was
+    sent to the stopped engine (a 502). Now the restart's note in the log (its command still running)
+    makes the model starting: the request waits, as for a start of the gateway's own."""
+    from llmdeck.gateway import outside
+    from test_gateway_manager import _loaded
+
+    fake = FakeLifecycle(monkeypatch)
+    _real_engines_run(monkeypatch, fake)
+    monkeypatch.setattr(outside, "POLL_S", 0.05)
+    loaded, settings = _loaded(tmp_path, {"a": ""}, "{memory_gib: 5, queue: {wait_s: 0.5}}")
+    mgr = ModelManager(loaded, settings)
+    store = StateStore(settings.servers_dir)
+
+    async def go() -> None:
+        a = _model(mgr, "a")
+        assert await mgr.acquire(a) is None and a.record is not None
+        mgr.release(a)
+        a.record.log_path = tmp_path / "a.log"
+        store.save(a.record)  # the gateway's start, on disk as the runtime saves it
+        a.record_sig = lifecycle.record_sig("a", settings)
+        _note_restart(a.record.log_path, "a", os.getpid())  # this test stands for the restart command
+        store.path("a").unlink()
+        fake.up.discard("a")
+        refusal = await mgr.acquire(a)
+        assert refusal is not None and refusal.code == "model_not_ready" and refusal.retry_after_s == 10
+        assert a.state == "starting" and "stopped by `llmdeck restart a`" in (a.progress or "")
+        waiting = asyncio.create_task(mgr.acquire(a))
+        _restart(mgr, "a", engine.pid, ready=False)
+        await asyncio.sleep(0.2)
+        assert not waiting.done()
+        _restart(mgr, "a", engine.pid, ready=True)
+        assert await waiting is None and a.record is not None and a.record.pid == engine.pid
+        mgr.release(a)
+
+    run(go)
+    assert fake.calls == [("start", "a")]
+
+
+def test_a_start_of_the_gateways_stopped_by_a_restart_is_followed_not_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: Any
+) -> None:
+    """`llmdeck restart NAME` while the gateway's own start of it loaded: that start ended "stopped by
+    `llmdeck restart NAME`", and its requests got 503 model_start_failed (no retry; the model marked
+    failed for budget.queue.failed_retry_s) while the restart's start loaded. Now that start is followed
+    and adopted once ready, and the requests are let in."""
+    from llmdeck.errors import StartStopped
+    from llmdeck.gateway import outside
+
+    fake = FakeLifecycle(monkeypatch)
+    _real_engines_run(monkeypatch, fake)
+    monkeypatch.setattr(outside, "POLL_S", 0.05)
+    mgr = _manager(tmp_path, {"a": ""})
+
+    def stopped_by_restart(backend: Any, settings: Any, *_: Any) -> ServerRecord:
+        fake.calls.append(("start", backend.name))
+        _note_restart(settings.logs_dir / "a.log", "a", os.getpid())
+        raise StartStopped("Server 'a' was stopped by `llmdeck restart a` before it was ready.")
+
+    monkeypatch.setattr(lifecycle, "start", stopped_by_restart)
+
+    async def go() -> None:
+        a = _model(mgr, "a")
+        waiting = asyncio.create_task(mgr.acquire(a))
+        await asyncio.sleep(0.2)
+        assert not waiting.done() and a.state == "starting" and a.outside
+        _restart(mgr, "a", engine.pid, ready=True)
+        assert await waiting is None
+        assert a.state == "running" and a.record is not None and a.record.pid == engine.pid
+        mgr.release(a)
 
     run(go)
     assert fake.calls == [("start", "a")]

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -149,6 +151,22 @@ def live_record(name: str, settings: Any) -> ServerRecord | None:
     except LlmdeckError:
         return None
     return record if is_alive(record) else None
+
+
+RESTART_NOTE = re.compile(r"`llmdeck restart (?P<name>[^`]+)` \(pid (?P<pid>\d+)\)")
+
+
+def restarting(name: str, log_path: Path) -> int | None:
+    """The pid of a `llmdeck restart NAME` that stopped this server (its note in the log) and runs still:
+    its new start is on its way (the memory settles, the preflight runs) though no record says so yet."""
+    from llmdeck.engines.logfiles import who_stopped
+    from llmdeck.engines.process import pid_alive
+
+    found = RESTART_NOTE.fullmatch(who_stopped(log_path) or "")
+    if found is None or found["name"] != name:
+        return None
+    pid = int(found["pid"])
+    return pid if pid_alive(pid) else None
 
 
 def record_sig(name: str, settings: Any) -> tuple[int, int] | None:

@@ -32,6 +32,7 @@ import time
 from typing import Any
 
 from llmdeck.engines.logfiles import who_stopped
+from llmdeck.errors import StartStopped
 from llmdeck.gateway import lifecycle
 from llmdeck.gateway.budget import gib
 from llmdeck.gateway.config import LoadedConfig
@@ -196,6 +197,8 @@ class ModelManager(OutsideStarts):
             if model.stop_asked:
                 after = f"after {time.monotonic() - t0:.1f} s"
                 raise StartFailed(self._stopped_start(model, after)) from exc
+            if isinstance(exc, StartStopped) and await self._restarted_start(model):
+                return  # `llmdeck restart NAME` stopped this start for its own, adopted once ready
             text = f"Model {model.name!r} failed to start: {lifecycle.diagnosis(exc)}"
             log.error("start %s failed after %.1f s: %s", model.name, time.monotonic() - t0, text)
             model.fail(text, mark=True)
@@ -236,6 +239,8 @@ class ModelManager(OutsideStarts):
             newer = await asyncio.to_thread(lifecycle.successor, record, self.settings)
             if newer is not None:  # `llmdeck restart NAME` started it anew: never stopped from here
                 await self._successor(model, newer)
+                return
+            if await self._stopped_for_restart(model, record.log_path):  # its new start comes: waited for
                 return
             trip = await asyncio.to_thread(lifecycle.watchdog_trip, model.name, self.settings)
             who = None if trip else await asyncio.to_thread(who_stopped, record.log_path)

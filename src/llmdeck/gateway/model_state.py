@@ -45,6 +45,7 @@ class ManagedModel:
     stop_asked: bool = False  # the dashboard stopped its start (before the launch, or the engine stopped)
     outside: bool = False  # starting: a start outside the gateway (`llmdeck restart NAME`) loads it
     record_sig: tuple[int, int] | None = None  # its record file when read (a new start's save changes it)
+    restart_pid: int | None = None  # starting: the `llmdeck restart NAME` whose new start it waits for
 
     @property
     def name(self) -> str:
@@ -162,18 +163,18 @@ class ManagedModel:
         self.start_seconds = seconds
         self.last_error = None
         self.failed_at = None
-        self.outside = False
+        self.outside, self.restart_pid = False, None
         self.ready()
 
     def stopped(self) -> None:
         self.state = "stopped"
         self.record = None
         self.measured_sleeping = None
-        self.outside = False
+        self.outside, self.restart_pid = False, None
 
     def fail(self, text: str, *, mark: bool) -> None:
         self.last_error = text
-        self.outside = False
+        self.outside, self.restart_pid = False, None
         if mark:
             self.record = None
             self.state = "failed"

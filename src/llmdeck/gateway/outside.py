@@ -8,6 +8,11 @@ settled: an idle one goes instead, else the other model is refused and told why)
 stop it. Once ready it is adopted. A start that ends before it is ready (its record gone) leaves the model
 stopped; requests still waiting for it get a start of the gateway's own.
 
+The restart's own seconds between its stop and its new record (the memory settles, the preflight runs) are
+part of it: the note it leaves in the old server's log (``stopping: `llmdeck restart NAME` (pid N)``), while
+that command runs, makes the model starting too, and a start of the gateway's own that the restart stopped
+is followed, not failed.
+
 Found at a request (its record file changed since it was read: one stat per request), when an eviction
 counts what the models hold, and at the manager's checks.
 """
@@ -17,8 +22,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from pathlib import Path
 from typing import Literal
 
+from llmdeck.engines.process import pid_alive
 from llmdeck.gateway import lifecycle
 from llmdeck.gateway.budget import Tenant
 from llmdeck.gateway.model_state import ManagedModel
@@ -58,36 +65,59 @@ class OutsideStarts(RoomMaker):
         if model.state != "running" or sig == model.record_sig:
             return False
         model.record_sig = sig
-        newer = await self._newer(model)
-        if newer is None or model.state != "running":
+        newer, record = await self._newer(model), model.record
+        if model.state != "running":
             return False
+        if newer is None:  # no new start yet: a `llmdeck restart NAME` that stopped it brings one soon
+            return record is not None and await self._stopped_for_restart(model, record.log_path)
         if newer.ready_at is not None:
             await self._adopt(model, newer, AGAIN)
             return False
         self._loading(model, newer)
         return True
 
-    def _loading(self, model: ManagedModel, newer: ServerRecord) -> None:
+    def _loading(self, model: ManagedModel, newer: ServerRecord | None) -> None:
+        if newer is not None:
+            what = f"{AGAIN} (pid {newer.pid}): loading"
+        else:
+            what = f"stopped by `llmdeck restart {model.name}` (pid {model.restart_pid}): its new start comes"
         if not model.outside:
-            log.info(
-                "model %s was %s (pid %s): loading; its requests wait for it", model.name, AGAIN, newer.pid
-            )
-            self.events.add("start", model.name, f"{AGAIN} (pid {newer.pid}): loading")
-        model.state, model.outside = "starting", True
-        model.progress = f"{AGAIN} (pid {newer.pid}): loading"
+            log.info("model %s was %s; its requests wait for it", model.name, what)
+            self.events.add("start", model.name, what)
+        model.state, model.outside, model.progress = "starting", True, what
+
+    def _restarting(self, model: ManagedModel) -> bool:
+        """The `llmdeck restart NAME` that stopped its server runs still: its new start is on its way."""
+        return model.restart_pid is not None and pid_alive(model.restart_pid)
+
+    async def _stopped_for_restart(self, model: ManagedModel, log_path: Path) -> bool:
+        """Its server was stopped by a `llmdeck restart NAME` that runs still (the note in its log): the
+        model counts as starting (True) until that new start is ready or the restart ends without it."""
+        pid = await asyncio.to_thread(lifecycle.restarting, model.name, log_path)
+        if pid is None:
+            return False
+        model.restart_pid = pid
+        self._loading(model, None)
+        return True
+
+    async def _restarted_start(self, model: ManagedModel) -> bool:
+        """A start of the gateway's own that `llmdeck restart NAME` stopped: its new start is followed
+        and adopted (True), not a failure."""
+        log_path = self.settings.logs_dir / f"{model.name}.log"
+        return await self._stopped_for_restart(model, log_path) and await self._follow(model) == "adopted"
 
     async def _follow(self, model: ManagedModel) -> Literal["adopted", "none", "ended"]:
         """A bring-up's first step: a start outside the gateway (ready or loading) is waited for, up to
         the model's start timeout, and adopted; "none" when there is none, "ended" when it ended unready."""
         newer = await self._newer(model)
-        if newer is None:
+        if newer is None and not self._restarting(model):
             if not model.outside:
                 return "none"
             self._ended(model)  # it ended before this look
             return "ended"
         limit = model.backend.start_timeout_s or self.settings.ready_timeout_s
         deadline = time.monotonic() + limit
-        while newer.ready_at is None:
+        while newer is None or newer.ready_at is None:
             self._loading(model, newer)
             if time.monotonic() > deadline:
                 text = f"Model {model.name!r} was {AGAIN} and was not ready within {limit:g} s."
@@ -95,7 +125,7 @@ class OutsideStarts(RoomMaker):
                 self.events.add("failed", model.name, text)
                 raise StartFailed(Refusal(503, text, "model_start_failed", 10))
             await asyncio.sleep(POLL_S)
-            if (newer := await self._newer(model)) is None:
+            if (newer := await self._newer(model)) is None and not self._restarting(model):
                 self._ended(model)
                 return "ended"
         await self._adopt(model, newer, AGAIN)
@@ -110,7 +140,8 @@ class OutsideStarts(RoomMaker):
         """The manager's check of a model loading outside that no request waits for: adopted once ready."""
         newer = await self._newer(model)
         if newer is None:
-            self._ended(model)
+            if not self._restarting(model):
+                self._ended(model)
         elif newer.ready_at is not None:
             await self._adopt(model, newer, AGAIN)
 
