@@ -48,7 +48,9 @@ def test_the_detached_spawn_is_written_once() -> None:
     that a stop saves (engines/docker/logrun.py) run in a group of their own so that a timeout ends every
     process of it. The docker client's commands (engines/docker/cli.py, runtime/attach.py's stop of an
     attached container) run in a session of their own so that a second Ctrl-C to the terminal's group
-    does not kill the `docker stop` of a clean-up. util/leash.py's watcher is in a session of its own
+    does not kill the `docker stop` of a clean-up; the readiness tap's `docker logs -f`
+    (engines/logtap.py) is in one too, so that its close can end its whole group even when an interrupt
+    comes in the middle of it. util/leash.py's watcher is in a session of its own
     so that a signal to the command's group (timeout -s KILL, a closed terminal) does not end it before
     it stops the group it watches."""
     spawns = sorted(
@@ -61,6 +63,7 @@ def test_the_detached_spawn_is_written_once() -> None:
         "doctor/stack.py",
         "engines/docker/cli.py",
         "engines/docker/logrun.py",
+        "engines/logtap.py",
         "engines/process.py",
         "evals/session.py",
         "evals/verifier.py",
