@@ -97,8 +97,12 @@ def test_soak_keeps_every_stream_in_flight_at_the_fake_server(tmp_path: Path) ->
         out = asyncio.run(gateway_soak.soak(backend, None, backend, a))
     assert out["failed"] == 0 and out["ok"] == 8
     assert out["completion_tokens"] == {"30": out["ok"]}
-    busy = [c for c in out["concurrency"] if c["t"] > 0.2]
-    assert busy and all(c["client"] == 8 and c["server"] == 8 for c in busy)
+    # from the first sample with all 8 in flight on (on a loaded machine the client's count lags its
+    # first bytes past 0.3 s: a fixed 0.2 s start had failed there), every stream stays in flight
+    samples = out["concurrency"]
+    start = next((i for i, c in enumerate(samples) if c["client"] == 8), len(samples))
+    busy = samples[start:]
+    assert len(busy) >= 2 and all(c["client"] == 8 and c["server"] == 8 for c in busy), samples
 
 
 def test_gateway_keeps_every_stream_open_to_the_fake_server(tmp_path: Path) -> None:
