@@ -46,6 +46,7 @@ class ManagedModel:
     outside: bool = False  # starting: a start outside the gateway (`llmdeck restart NAME`) loads it
     record_sig: tuple[int, int] | None = None  # its record file when read (a new start's save changes it)
     restart_pid: int | None = None  # starting: the `llmdeck restart NAME` whose new start it waits for
+    look: asyncio.Task[None] | None = field(default=None, repr=False)  # outside.py's look at its record
 
     @property
     def name(self) -> str:

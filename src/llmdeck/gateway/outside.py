@@ -29,7 +29,7 @@ from llmdeck.engines.process import pid_alive
 from llmdeck.gateway import lifecycle
 from llmdeck.gateway.budget import Tenant
 from llmdeck.gateway.model_state import ManagedModel
-from llmdeck.gateway.refusals import Refusal, StartFailed
+from llmdeck.gateway.refusals import Refusal, StartFailed, retrieve
 from llmdeck.gateway.room import RoomMaker
 from llmdeck.runtime.state import ServerRecord
 
@@ -60,21 +60,32 @@ class OutsideStarts(RoomMaker):
 
     async def _loads_anew(self, model: ManagedModel) -> bool:
         """A running model whose server was started anew outside the gateway and still loads: it counts
-        as starting from now on (True). A ready one is adopted. Asked only when its record file changed."""
-        sig = lifecycle.record_sig(model.name, self.settings)
-        if model.state != "running" or sig == model.record_sig:
-            return False
-        model.record_sig = sig
+        as starting from now on (True). A ready one is adopted. Asked only when its record file changed;
+        a request that comes while that look is under way waits for it (it had been let in: the first
+        request had noted the change, the model still "running"), then finds the model as it left it."""
+        look = model.look
+        if look is None or look.done():
+            sig = lifecycle.record_sig(model.name, self.settings)
+            if model.state != "running" or sig == model.record_sig:
+                return False
+            model.record_sig = sig
+            look = model.look = asyncio.create_task(self._look(model))
+            look.add_done_callback(retrieve)  # every request that waited for it hung up: not left unread
+        await asyncio.shield(look)  # one waiter's cancel (its client hung up) is not the others'
+        return model.state != "running"
+
+    async def _look(self, model: ManagedModel) -> None:
+        """What :meth:`_loads_anew` found: a start outside (adopted, or loading: starting), or none."""
         newer, record = await self._newer(model), model.record
         if model.state != "running":
-            return False
+            return
         if newer is None:  # no new start yet: a `llmdeck restart NAME` that stopped it brings one soon
-            return record is not None and await self._stopped_for_restart(model, record.log_path)
-        if newer.ready_at is not None:
+            if record is not None:
+                await self._stopped_for_restart(model, record.log_path)
+        elif newer.ready_at is not None:
             await self._adopt(model, newer, AGAIN)
-            return False
-        self._loading(model, newer)
-        return True
+        else:
+            self._loading(model, newer)
 
     def _loading(self, model: ManagedModel, newer: ServerRecord | None) -> None:
         if newer is not None:
