@@ -162,6 +162,23 @@ def test_secrets_the_agent_prints_are_not_kept(
         assert secret not in shown and secret not in saved
 
 
+def test_the_key_in_the_clients_words_on_an_unreachable_model_is_not_kept() -> None:
+    """A client that could not reach the model says so in its own words, kept as ``unreached.message``
+    (and the run's error, its sentence): a client quoting its config there ("Incorrect API key provided:
+    KEY") had put the key in the result file and its page, though the transcript's copy was hidden."""
+    from llmdeck.evals.agentbase import scrub_secrets
+    from llmdeck.evals.results import AgentRun, ModelUnreached, TranscriptEntry
+
+    key = "sk-llmdeck-0123456789abcdef"
+    said = f"AuthenticationError: Incorrect API key provided: {key}"
+    run = AgentRun(client="aider", unreached=ModelUnreached(kind="auth", status=401, message=said))
+    run.transcript.append(TranscriptEntry(t_s=0.1, prompt=0, kind="text", text=said))
+    scrub_secrets(run, key)
+    assert run.unreached is not None and key not in run.unreached.sentence()
+    assert run.unreached.message.startswith("AuthenticationError: Incorrect API key")
+    assert key not in run.model_dump_json()
+
+
 def test_the_turn_limit_stops_the_agent(
     fake_vllm_server: str, fake_agent: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

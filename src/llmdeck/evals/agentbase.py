@@ -140,7 +140,8 @@ SHORTEST_KEY = 6  # a shorter "key" (a test's "x") would blank the same letters 
 def scrub_secrets(run: AgentRun, api_key: str | None) -> None:
     """What the agent printed, with the server's key (which the agent had in its environment: a tool
     call's ``printenv`` shows it) and other secrets in text (``HF_TOKEN=…``, bearer tokens) hidden: the
-    transcript and stderr tail are kept in the result file and its page."""
+    transcript, the stderr tail and the client's words on an unreached model (the run's error) are kept
+    in the result file and its page."""
     from llmdeck.util.redact import REDACTED, redact_text
 
     def scrub(text: str) -> str:
@@ -151,3 +152,5 @@ def scrub_secrets(run: AgentRun, api_key: str | None) -> None:
     for entry in run.transcript:
         entry.text = scrub(entry.text)
     run.stderr_tail = scrub(run.stderr_tail)
+    if run.unreached is not None:
+        run.unreached.message = scrub(run.unreached.message)
