@@ -22,7 +22,6 @@ what the config asks for, and a failed wake is stopped and started afresh (the m
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -173,12 +172,12 @@ def record_sig(name: str, settings: Any) -> tuple[int, int] | None:
     """The record file's identity now (inode, mtime), None when there is none: every save of a record
     (a new start's, its ready time) changes it, so a request asks no more than a stat while it holds."""
     from llmdeck.runtime.state import StateStore
+    from llmdeck.util.localfile import file_stamp
 
     try:
-        st = os.stat(StateStore(settings.servers_dir).path(name))
-    except (OSError, LlmdeckError):
+        return file_stamp(StateStore(settings.servers_dir).path(name))
+    except LlmdeckError:  # a name no record can have
         return None
-    return st.st_ino, st.st_mtime_ns
 
 
 def successor(record: ServerRecord, settings: Any) -> ServerRecord | None:
