@@ -10,7 +10,9 @@ request, not only on the first (+61 ms of TTFT on an H100, evidence/device/outca
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -152,6 +154,24 @@ def test_a_cap_under_the_context_is_counted_first_when_the_prompts_bytes_say_it_
         r = _post(url, "/v1/messages", {"max_tokens": cap, "messages": messages})
         assert r.status_code == 200 and "x-llmdeck-max-tokens-lowered" not in r.headers
         assert _sent(fake, before) == (1, 0) and fake.caps[-1] == cap
+
+
+def test_an_inline_image_does_not_teach_the_bytes_per_token(fake: FakeVllm031Counts, url: str) -> None:
+    """A pasted screenshot (Claude Code sends it inline, base64: ~400 kB for some hundreds of tokens) had
+    raised the backend's bytes per token to thousands: every text prompt's floor fell to a few tokens, and
+    a cap under the context was refused first again, until the backend started again. Now a body with
+    inline media is counted (its floor says so) but teaches no ratio; the next long prompt is counted
+    first as before the image."""
+    room = CONTEXT - TOKENS[("messages", "LONG")]
+    assert _post(url, "/v1/messages", {"max_tokens": 8000, "messages": LONG}).status_code == 200  # taught
+    png = base64.b64encode(os.urandom(300_000)).decode()  # the bytes a screenshot weighs
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}}
+    shot = [{"role": "user", "content": [image, {"type": "text", "text": "Say hi."}]}]
+    assert _post(url, "/v1/messages", {"max_tokens": 100, "messages": shot}).status_code == 200
+    before = _mark(fake)
+    r = _post(url, "/v1/messages", {"max_tokens": 8000, "messages": LONG})
+    assert r.status_code == 200 and r.headers["x-llmdeck-max-tokens-lowered"] == f"8000->{room}"
+    assert _sent(fake, before) == (1, 1), "refused first: the image's bytes per token hid the floor"
 
 
 def test_a_prompt_over_the_context_counted_first_gets_vllms_overflow_400_once(

@@ -37,8 +37,10 @@ prompt passed 33.5k tokens, and compacted on those words, half the context unuse
   context is sent as the context, outcap) leaves the prompt no room; or the prompt's tokens are at least
   the request body's bytes over the most bytes per token this backend's counts have shown
   (``bytes_per_token``) and the cap leaves fewer. A body of more bytes per token than any counted (JSON
-  the template drops, base64) gets a floor over its tokens: one count it did not need, which raises the
-  ratio for the next. A request whose cap fits is sent once, uncounted; a count that fails sends the
+  the template drops) gets a floor over its tokens: one count it did not need, which raises the ratio
+  for the next; a body with media inline (base64, audio data) is counted so too but teaches no ratio (a
+  screenshot's hundreds of kB for some hundreds of tokens had lowered every later text prompt's floor
+  to a few tokens). A request whose cap fits is sent once, uncounted; a count that fails sends the
   request as the client wrote it (vLLM's own answer relayed); a prompt over the context is sent as today
   (the cap as the context) and vLLM's overflow 400 relayed, not counted again.
 """
@@ -181,9 +183,15 @@ async def count_prompt(client: httpx.AsyncClient, state: BackendState, up: Upstr
     if not isinstance(number, int) or isinstance(number, bool) or number < 0:
         log.warning("counting a prompt on %s failed: HTTP %d", state.backend.label, r.status_code)
         return None
-    if number > 0:  # what count_first's floor divides by: the most bytes a counted token took
-        state.bytes_per_token = max(state.bytes_per_token, len(up.body) / number)
+    if number > 0 and not _inline_media(up.body):  # count_first's floor divides by the most bytes a
+        state.bytes_per_token = max(state.bytes_per_token, len(up.body) / number)  # text token took
     return number
+
+
+def _inline_media(body: bytes) -> bool:
+    """A body with media inline (an image or a file as base64, audio data): hundreds of kB for some
+    hundreds of tokens. Its ratio would teach a floor of a few tokens for every text prompt after it."""
+    return b"base64" in body or b'"input_audio"' in body
 
 
 async def fit(client: httpx.AsyncClient, state: BackendState, up: Upstream, reply: bytes) -> bool:
