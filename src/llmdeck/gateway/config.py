@@ -107,7 +107,13 @@ class Timeouts(_Strict):
     connect_s: float = Field(5.0, gt=0, le=600)
     first_byte_s: float = Field(30.0, gt=0, le=3600, description="Streamed request: until the headers.")
     response_s: float = Field(600.0, gt=0, le=7200, description="Non-streamed request: the whole answer.")
-    idle_s: float = Field(300.0, gt=0, le=3600, description="A stream's longest silence between chunks.")
+    idle_s: float = Field(
+        300.0,
+        gt=0,
+        le=3600,
+        description="A stream's longest silence between chunks; also the longest a client may leave a reply "
+        "unread (then its connection is closed and its backend request ended).",
+    )
 
 
 class Health(_Strict):

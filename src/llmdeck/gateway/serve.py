@@ -93,7 +93,9 @@ def run(config: Path, host: str, port: int, *, insecure: bool, log_file: Path | 
     server = uvicorn.Server(
         uvicorn.Config(
             app,
-            http=head_timeout_protocol(),  # a connection that never sends a whole head is closed
+            # a connection that never sends a whole head is closed, and one whose client leaves the
+            # reply unread for the idle timeout (a stopped process: its socket never times out)
+            http=head_timeout_protocol(stall_s=loaded.config.timeouts.idle_s),
             host=host,
             port=port,
             access_log=False,
