@@ -85,9 +85,10 @@ def _guard_group_writers(app: typer.Typer) -> None:
     groups = _groups_with_readers()
     for group in app.registered_groups:
         sub = group.typer_instance
-        if sub is not None and sub.info.name in groups:
+        name = group.name or (sub.info.name if sub is not None else None)  # add_typer(name=) or Typer(name=)
+        if sub is not None and name in groups:
             if sub.registered_callback is not None:  # pragma: no cover - a programming error
-                raise RuntimeError(f"the {sub.info.name} group has its own callback")
+                raise RuntimeError(f"the {name} group has its own callback")
             sub.callback()(_writers_need_folders)
 
 
