@@ -75,3 +75,35 @@ def test_a_wrong_answer_on_a_reused_connection_is_not_sent_again() -> None:
     thread.join(5)
     listener.close()
     assert "bad HTTP status line" in said and len(requests) == 2
+
+
+def test_a_refused_connection_says_so_at_every_address() -> None:
+    """The gateway sends a request again only when its connection was refused (nothing was sent): the
+    ConnectError's cause says so, also where asyncio words refusals at several addresses (``localhost``:
+    ::1 and 127.0.0.1) as one plain OSError; another failure to connect does not."""
+    import errno
+
+    from llmdeck.client.transport import _refused
+    from llmdeck.util.net import free_port
+
+    async def connect(url: str) -> BaseException:
+        async with httpx.AsyncClient(transport=LeanTransport(), timeout=5) as client:
+            try:
+                await client.get(url)
+            except httpx.ConnectError as exc:
+                return exc
+        raise AssertionError("connected")
+
+    for host in ("127.0.0.1", "localhost"):
+        exc = asyncio.run(connect(f"http://{host}:{free_port()}/v1/models"))
+        assert isinstance(exc.__cause__, ConnectionRefusedError), (host, exc.__cause__)
+    both = OSError(
+        "Multiple exceptions: [Errno 111] Connect call failed ('::1', 9, 0, 0), "
+        "[Errno 111] Connect call failed ('127.0.0.1', 9)"
+    )
+    assert isinstance(_refused(both), ConnectionRefusedError)
+    mixed = OSError(
+        "Multiple exceptions: [Errno 99] Cannot assign requested address, "
+        "[Errno 111] Connect call failed ('127.0.0.1', 9)"
+    )
+    assert _refused(mixed) is None and _refused(OSError(errno.EHOSTUNREACH, "No route to host")) is None

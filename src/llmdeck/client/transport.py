@@ -11,6 +11,8 @@ the same errors as with the default transport. Keep-alive connections are pooled
 from __future__ import annotations
 
 import asyncio
+import errno
+import re
 import ssl
 from collections.abc import AsyncIterator
 from typing import Any
@@ -247,6 +249,18 @@ def _framing(method: str, status: int, headers: list[tuple[bytes, bytes]]) -> tu
     return False, int(declared), close
 
 
+def _refused(exc: OSError) -> ConnectionRefusedError | None:
+    """Every address of the host refused the connection (nothing listens at the port: a server stopped
+    or not up yet; nothing was sent, so a retry is safe): the ConnectError's cause says so. asyncio
+    words refusals at several addresses (``localhost``: ::1 and 127.0.0.1) as one plain OSError."""
+    if isinstance(exc, ConnectionRefusedError):
+        return exc
+    codes = re.findall(r"\[Errno (\d+)\]", str(exc)) if str(exc).startswith("Multiple exceptions") else []
+    if codes and all(int(code) == errno.ECONNREFUSED for code in codes):
+        return ConnectionRefusedError(errno.ECONNREFUSED, str(exc))
+    return None
+
+
 class LeanTransport(httpx.AsyncBaseTransport):
     """HTTP/1.1 (http and https) with keep-alive pooling; no compression, no HTTP/2, no proxies."""
 
@@ -273,7 +287,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
         except TimeoutError as exc:
             raise httpx.ConnectTimeout(f"connecting to {host}:{port} timed out") from exc
         except OSError as exc:
-            raise httpx.ConnectError(str(exc) or type(exc).__name__) from exc
+            raise httpx.ConnectError(str(exc) or type(exc).__name__) from _refused(exc) or exc
         return proto
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:

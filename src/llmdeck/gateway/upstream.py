@@ -24,11 +24,12 @@ TOO_DEEP = "The request body nests too deeply to pass on (JSON arrays or objects
 class UpstreamFailure(InternalError):
     """A backend that gave no reply (the gateway tries the next one, or answers ``status``).
 
-    ``reason`` is a metrics label; ``detail`` says it in words (no exception class names)."""
+    ``reason`` is a metrics label; ``detail`` says it in words (no exception class names); ``refused``:
+    the connection was refused (nothing listens there now: nothing was sent, a retry is safe)."""
 
-    def __init__(self, status: int, reason: str, detail: str) -> None:
+    def __init__(self, status: int, reason: str, detail: str, *, refused: bool = False) -> None:
         super().__init__(detail)
-        self.status, self.reason, self.detail = status, reason, detail
+        self.status, self.reason, self.detail, self.refused = status, reason, detail, refused
 
 
 @dataclass
@@ -117,7 +118,9 @@ async def open_upstream(client: httpx.AsyncClient, state: BackendState, up: Upst
         raise late from exc
     except httpx.HTTPError as exc:  # in words (the 502, the status's last_error): no exception class names
         what = "cannot connect" if isinstance(exc, httpx.ConnectError) else "the connection broke"
-        raise UpstreamFailure(502, "connect_error", (f"{what} ({exc})" if str(exc) else what)[:200]) from exc
+        refused = isinstance(exc, httpx.ConnectError) and isinstance(exc.__cause__, ConnectionRefusedError)
+        words = (f"{what} ({exc})" if str(exc) else what)[:200]
+        raise UpstreamFailure(502, "connect_error", words, refused=refused) from exc
     await _refuse_web_page(resp)
     return resp
 
