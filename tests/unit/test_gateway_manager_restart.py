@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -306,3 +307,68 @@ def test_a_start_of_the_gateways_stopped_by_a_restart_is_followed_not_failed(
 
     run(go)
     assert fake.calls == [("start", "a")]
+
+
+def test_a_request_in_the_restarts_stop_gap_is_sent_again_and_waits_for_the_new_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: Any
+) -> None:
+    """`llmdeck restart NAME` stops the engine (its port closes), then removes its record: in between the
+    model still counts as running, and a request then was sent to the stopped engine: a 502 "cannot
+    connect", relayed at once. Now the refused connection is tried again, the model acquired again: once
+    the record is gone the model counts as starting, the request waits for the restart's new start and
+    is served there. The gateway runs for real (uvicorn); the engine's HTTP side is a FAKE upstream
+    (tests/gateway_fakes.py) stopped and started again on the model's port."""
+    import threading
+
+    import httpx
+
+    from gateway_fakes import FakeOpenAIUpstream, UvicornThread
+    from llmdeck.engines.spec import LaunchSpec
+    from llmdeck.gateway import outside
+    from llmdeck.gateway.app import build_app
+    from llmdeck.gateway.config import parse_config
+    from llmdeck.settings import Settings
+    from llmdeck.util.net import free_port
+
+    fake = FakeLifecycle(monkeypatch)
+    _real_engines_run(monkeypatch, fake)
+    monkeypatch.setattr(outside, "POLL_S", 0.05)
+    port = free_port()
+    spec = LaunchSpec(name="a", engine="cpu", model=str(tmp_path / "m"), port=port)
+    (tmp_path / "a.json").write_text(spec.model_dump_json(), encoding="utf-8")
+    settings = Settings(state_dir=tmp_path / "st")
+    text = (
+        "routes:\n  - {model: a, backends: [{spec: a.json, min_resident_s: 0}]}\n"
+        "budget: {memory_gib: 5, queue: {wait_s: 20}}\n"
+        "timeouts: {connect_s: 3, first_byte_s: 5, response_s: 5, idle_s: 5}\n"
+        "health: {interval_s: 60, timeout_s: 0.5}\n"
+    )
+    loaded = parse_config(text, source=tmp_path / "gw.yaml", settings=settings)
+    chat = {"model": "a", "messages": [{"role": "user", "content": "hi"}]}
+    upstream = FakeOpenAIUpstream()
+    app = build_app(loaded, settings=settings)
+    with UvicornThread(app) as gw:
+        with UvicornThread(upstream.app, port=port):
+            assert httpx.post(f"{gw.url}/v1/chat/completions", json=chat, timeout=10).status_code == 200
+            mgr = app.state.gateway.manager
+            a = _model(mgr, "a")
+            a.record.log_path = tmp_path / "a.log"
+            StateStore(settings.servers_dir).save(a.record)  # the gateway's start, on disk
+            a.record_sig = lifecycle.record_sig("a", settings)
+            _note_restart(a.record.log_path, "a", os.getpid())  # this test stands for the restart command
+        fake.up.discard("a")  # the engine stopped; its record is still there
+        got: list[httpx.Response] = []
+        post = lambda: got.append(httpx.post(f"{gw.url}/v1/chat/completions", json=chat, timeout=30))  # noqa: E731
+        thread = threading.Thread(target=post, daemon=True)
+        thread.start()
+        time.sleep(0.6)
+        assert not got, got[0].text  # before: a 502 at once
+        StateStore(settings.servers_dir).path("a").unlink()  # the restart's stop is through
+        time.sleep(0.6)
+        assert not got and a.state == "starting"
+        with UvicornThread(upstream.app, port=port):
+            _restart(mgr, "a", engine.pid, ready=True)  # the restart's new start, ready
+            thread.join(15)
+            assert got and got[0].status_code == 200, got and got[0].text
+    assert len(upstream.bodies) == 2
+    assert fake.calls == [("start", "a"), ("stop", "a")]  # no start of its own; stopped at its shutdown

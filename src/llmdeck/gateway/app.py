@@ -30,19 +30,17 @@ from llmdeck.gateway.keys import KeyRing, KeyStore
 from llmdeck.gateway.limits import RateLimiter
 from llmdeck.gateway.manager import ModelManager
 from llmdeck.gateway.metrics import GatewayMetrics
-from llmdeck.gateway.proxy import DROP_REQUEST, RequestCtx, all_down, forward, openai_error
-from llmdeck.gateway.request_body import GONE, hung_up, no_such_endpoint, parse_body, path_problem, read_body
+from llmdeck.gateway.proxy import RequestCtx, openai_error
+from llmdeck.gateway.request_body import GONE, no_such_endpoint, parse_body, path_problem, read_body
 from llmdeck.gateway.routing import Router, RouteState
+from llmdeck.gateway.send import send
 from llmdeck.gateway.surfaces import (
     ResponseIds,
     api_of,
-    asks_stream,
     reshape_error,
     response_id_of,
-    rewrite_for,
 )
 from llmdeck.gateway.ui_app import ui_routes
-from llmdeck.gateway.upstream import Upstream
 
 
 @dataclass
@@ -308,43 +306,7 @@ async def _proxy_api(request: Request, api: str) -> Response:
             "rate_limit_exceeded",
             **{"Retry-After": str(wait)},
         )
-    return await _send(st, request, ctx, route, parsed, raw)
-
-
-async def _send(
-    st: GatewayState,
-    request: Request,
-    ctx: RequestCtx,
-    route: RouteState,
-    body: dict[str, Any] | None,
-    raw: bytes,
-) -> Response:
-    route.requests += 1
-    if st.manager is not None:
-        from llmdeck.gateway.ondemand import acquire_route
-
-        picked = await acquire_route(st.manager, st.router, route, ctx, gone=lambda: hung_up(request))
-        if isinstance(picked, JSONResponse):
-            return picked
-        route = picked
-    assert st.client is not None
-    if (down := await all_down(st.client, st.router, route, ctx, st.loaded.config.health)) is not None:
-        return down
-    if body is not None:
-        rewrite_for(ctx.api, body, route.route)
-    if ctx.api == "responses":
-        ctx.ids = st.ids
-    headers = [(k, v) for k, v in request.headers.raw if k.decode("latin-1").lower() not in DROP_REQUEST]
-    timeouts = st.loaded.config.timeouts
-    streaming = asks_stream(body.get("stream")) if body else request.query_params.get("stream") == "true"
-    path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-    first_byte_s = timeouts.first_byte_s if streaming else timeouts.response_s
-    up = Upstream(
-        request.method, path, headers, raw, first_byte_s, body, timeouts.response_s, streaming, ctx.api
-    )
-    ctx.gauge = st.metrics.in_flight.labels(ctx.route)
-    ctx.gauge.inc()
-    return await forward(st.client, route, up, ctx)
+    return await send(st, request, ctx, route, parsed, raw)
 
 
 def _pick_by_id(

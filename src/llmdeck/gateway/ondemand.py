@@ -70,3 +70,25 @@ async def acquire_route(
         state.server_is("record", started(model.record))
     state.mark_up()  # it answered its readiness check just now (or serves already)
     return RouteState(route.route, [state])
+
+
+def reacquire(
+    manager: ModelManager,
+    router: Router,
+    route: RouteState,
+    ctx: RequestCtx,
+    gone: Callable[[], Awaitable[None]] | None = None,
+) -> Callable[[], Awaitable[RouteState | JSONResponse]] | None:
+    """How a request acquires its model again when its server refused the connection (retry.py): the
+    lease given back, then acquired anew, so `llmdeck restart NAME` under way (its stop through, the
+    model starting) is waited for as a start. None for a route without managed models."""
+    if not route_models(manager, route):
+        return None
+
+    async def again() -> RouteState | JSONResponse:
+        if ctx.on_finish is not None:
+            ctx.on_finish()
+            ctx.on_finish = None
+        return await acquire_route(manager, router, route, ctx, gone)
+
+    return again

@@ -26,6 +26,7 @@ from llmdeck.gateway.metrics import GatewayMetrics
 from llmdeck.gateway.outcap import client_error, retry
 from llmdeck.gateway.refusals import NO_RETRY
 from llmdeck.gateway.relay import DROP_RESPONSE, Relay, RelayResponse
+from llmdeck.gateway.retry import Retry, Tried
 from llmdeck.gateway.roomcap import fit
 from llmdeck.gateway.routing import BackendState, Router, RouteState
 from llmdeck.gateway.surfaces import (
@@ -135,12 +136,49 @@ def _log_path(path: str) -> str:
     return safe_line(path)
 
 
-async def forward(client: httpx.AsyncClient, route: RouteState, up: Upstream, ctx: RequestCtx) -> Response:
-    """Try the route's backends in order until one answers; relay its reply."""
-    failures: list[str] = []
-    last: UpstreamFailure | None = None
+async def forward(
+    client: httpx.AsyncClient, route: RouteState, up: Upstream, ctx: RequestCtx, retry: Retry | None = None
+) -> Response:
+    """Try the route's backends in order until one answers; relay its reply. Backends that refused the
+    connection (nothing was sent) are tried again (``retry``: a short wait, a managed model acquired
+    again) before the 502; marked down only then (and probed again soon)."""
+    tried = Tried()
     ctx.upstream = up
     candidates = route.candidates()
+    while True:
+        answer = await _first_answer(client, route, candidates, up, ctx, tried)
+        if answer is None and retry is not None and (refused := tried.refused_now()):
+            again = await retry.again(route, refused)
+            if isinstance(again, RouteState):
+                candidates = again.candidates()
+                continue
+            answer = again  # the model's refusal (acquired again), or None: the 502 below
+        break
+    tried.settle(ctx, retry)
+    if answer is not None:
+        return answer
+    route.errors += 1
+    last = tried.last
+    status = last.status if last is not None else 502
+    ctx.finish(status, "no_backend")
+    return openai_error(
+        status,
+        f"No backend of model {ctx.route!r} answered: " + "; ".join(tried.failures.values()) + ".",
+        "upstream_error",
+        "upstream_unavailable",
+        **(NO_RETRY if _waited_whole(last, up) else {}),
+    )
+
+
+async def _first_answer(
+    client: httpx.AsyncClient,
+    route: RouteState,
+    candidates: list[BackendState],
+    up: Upstream,
+    ctx: RequestCtx,
+    tried: Tried,
+) -> Response | None:
+    """The reply of the first of ``candidates`` that answers (or the gateway's answer); None: none did."""
     for i, state in enumerate(candidates):
         state.outstanding += 1
         state.requests += 1
@@ -149,11 +187,7 @@ async def forward(client: httpx.AsyncClient, route: RouteState, up: Upstream, ct
             resp = await open_upstream(client, state, up)
         except UpstreamFailure as failure:
             state.outstanding -= 1
-            state.mark_down(failure.detail)
-            ctx.metrics.errors.labels(ctx.route, state.backend.label, failure.reason).inc()
-            ctx.metrics.backend_up.labels(state.backend.label).set(0)
-            failures.append(f"{state.backend.label}: {failure.detail}")
-            last = failure
+            tried.failed(state, failure, ctx)
             continue
         except UnsendableBody as bad:
             state.outstanding -= 1
@@ -168,31 +202,35 @@ async def forward(client: httpx.AsyncClient, route: RouteState, up: Upstream, ct
             state.outstanding -= 1
             ctx.finish(499, "client_disconnected")
             raise
+        tried.answered(state)
         if resp.status_code == 503 and i + 1 < len(candidates):  # overloaded or starting: try the next
             await resp.aclose()
             state.outstanding -= 1
-            failures.append(f"{state.backend.label}: HTTP 503")
+            tried.failures[state.url] = f"{state.backend.label}: HTTP 503"
             continue
-        if (missing := await _missing_surface(resp, state, ctx)) is not None:
-            return missing
-        if overflow_candidate(ctx.api, resp.status_code, resp.headers):
-            state.mark_up()  # it answered
-            return await _bad_request(client, route, resp, state, up, ctx)
-        if 300 <= resp.status_code < 400 and resp.headers.get("location"):
-            return await _redirected(resp, state, ctx)
-        state.mark_up()
-        ctx.backend = state.backend.label
-        return _marked(RelayResponse(Relay(resp, state, ctx, up.whole_s, opened, streamed=up.stream)), up)
-    route.errors += 1
-    status = last.status if last is not None else 502
-    ctx.finish(status, "no_backend")
-    return openai_error(
-        status,
-        f"No backend of model {ctx.route!r} answered: " + "; ".join(failures) + ".",
-        "upstream_error",
-        "upstream_unavailable",
-        **(NO_RETRY if _waited_whole(last, up) else {}),
-    )
+        return await _answered(client, route, resp, state, up, ctx, opened)
+    return None
+
+
+async def _answered(
+    client: httpx.AsyncClient,
+    route: RouteState,
+    resp: httpx.Response,
+    state: BackendState,
+    up: Upstream,
+    ctx: RequestCtx,
+    opened: float,
+) -> Response:
+    if (missing := await _missing_surface(resp, state, ctx)) is not None:
+        return missing
+    if overflow_candidate(ctx.api, resp.status_code, resp.headers):
+        state.mark_up()  # it answered
+        return await _bad_request(client, route, resp, state, up, ctx)
+    if 300 <= resp.status_code < 400 and resp.headers.get("location"):
+        return await _redirected(resp, state, ctx)
+    state.mark_up()
+    ctx.backend = state.backend.label
+    return _marked(RelayResponse(Relay(resp, state, ctx, up.whole_s, opened, streamed=up.stream)), up)
 
 
 def _waited_whole(last: UpstreamFailure | None, up: Upstream) -> bool:

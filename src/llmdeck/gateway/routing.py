@@ -2,10 +2,11 @@
 
 A backend is marked down when a request to it fails before the first byte, dies mid-stream or two health
 probes in a row fail (``GET /v1/models``, which also tells its served model name and max_model_len); it is
-marked up again by the next probe that answers. The gateway probes every backend before it serves: one
-that fails that first probe is down from the start (it was never seen up; a "healthy" it never earned
-would be a guess). Until its first probe or reply a backend shows as unchecked (``healthy: null``), e.g.
-a model on demand that is not running; it is still tried. When every backend of a route is down, a
+marked up again by the next probe that answers (one that refused a request's connection, a server
+restarting, is probed each second till it does: ``soon``). The gateway probes every backend before it
+serves: one that fails that first probe is down from the start (it was never seen up; a "healthy" it never
+earned would be a guess). Until its first probe or reply a backend shows as unchecked (``healthy: null``),
+e.g. a model on demand that is not running; it is still tried. When every backend of a route is down, a
 request re-probes them at once (``recheck``): one that answers is used (so a recovered server serves
 before the next periodic probe), else the request gets a 503 at once instead of waiting on a dead peer.
 """
@@ -29,6 +30,7 @@ from llmdeck.util.jsonsafe import loads as json_loads
 from llmdeck.util.redact import redact_url
 
 log = logging.getLogger("llmdeck.gateway")
+QUICK_S = 1.0  # how often a backend that refused a connection is probed till it answers (soon)
 MAX_MODEL_LEN = 1 << 40  # a backend's max_model_len past this (or not a positive integer) is not shown
 
 
@@ -164,6 +166,7 @@ class Router:
         self.backends: dict[str, BackendState] = {}
         self.routes: dict[str, RouteState] = {}
         self._rechecks: dict[str, asyncio.Future[None]] = {}  # url -> the re-probe requests share
+        self._soon: dict[str, float] = {}  # url -> when it refused a connection (soon; monotonic)
         for route in loaded.routes:
             states = [self.backends.setdefault(b.url, BackendState(b)) for b in route.backends]
             self.routes[route.alias] = RouteState(route, states)
@@ -261,11 +264,29 @@ class Router:
         finally:
             self._rechecks.pop(state.url, None)
 
+    def soon(self, state: BackendState) -> None:
+        """A backend that refused a request's connection (a server restarting): probed each second till
+        it answers (for one health interval at most), not out of rotation till the next round."""
+        self._soon[state.url] = time.monotonic()
+
     async def health_loop(self, client: httpx.AsyncClient, interval_s: float, timeout_s: float) -> None:
+        due = time.monotonic() + interval_s
         while True:
-            await asyncio.sleep(interval_s)
+            await asyncio.sleep(max(0.0, min(QUICK_S, due - time.monotonic())))
             with contextlib.suppress(Exception):
-                await self.probe_all(client, timeout_s)
+                if time.monotonic() >= due:
+                    due = time.monotonic() + interval_s
+                    await self.probe_all(client, timeout_s)
+                await self._probe_soon(client, interval_s, timeout_s)
+
+    async def _probe_soon(self, client: httpx.AsyncClient, interval_s: float, timeout_s: float) -> None:
+        now = time.monotonic()
+        for url, since in list(self._soon.items()):
+            state = self.backends.get(url)
+            if state is None or state.healthy or now - since >= interval_s or self.skip_probe(state):
+                del self._soon[url]
+        states = [self.backends[url] for url in self._soon]
+        await asyncio.gather(*(self.probe(client, s, timeout_s) for s in states))
 
     def snapshot(self) -> list[dict[str, Any]]:
         return [

@@ -1,0 +1,57 @@
+"""One request on its way to a backend: its managed model acquired (waited for while it starts), the
+all-down check, the upstream request built, forwarded; a refused connection tried again (retry.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from llmdeck.gateway.proxy import DROP_REQUEST, RequestCtx, all_down, forward
+from llmdeck.gateway.request_body import hung_up
+from llmdeck.gateway.retry import MOST_S, Retry
+from llmdeck.gateway.routing import RouteState
+from llmdeck.gateway.surfaces import asks_stream, rewrite_for
+from llmdeck.gateway.upstream import Upstream
+
+if TYPE_CHECKING:
+    from llmdeck.gateway.app import GatewayState
+
+
+async def send(
+    st: GatewayState,
+    request: Request,
+    ctx: RequestCtx,
+    route: RouteState,
+    body: dict[str, Any] | None,
+    raw: bytes,
+) -> Response:
+    route.requests += 1
+    timeouts = st.loaded.config.timeouts
+    retry = Retry(st.router, min(timeouts.connect_s, MOST_S))
+    if st.manager is not None:
+        from llmdeck.gateway.ondemand import acquire_route, reacquire
+
+        retry.reacquire = reacquire(st.manager, st.router, route, ctx, gone=lambda: hung_up(request))
+        picked = await acquire_route(st.manager, st.router, route, ctx, gone=lambda: hung_up(request))
+        if isinstance(picked, JSONResponse):
+            return picked
+        route = picked
+    assert st.client is not None
+    if (down := await all_down(st.client, st.router, route, ctx, st.loaded.config.health)) is not None:
+        return down
+    if body is not None:
+        rewrite_for(ctx.api, body, route.route)
+    if ctx.api == "responses":
+        ctx.ids = st.ids
+    headers = [(k, v) for k, v in request.headers.raw if k.decode("latin-1").lower() not in DROP_REQUEST]
+    streaming = asks_stream(body.get("stream")) if body else request.query_params.get("stream") == "true"
+    path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    first_byte_s = timeouts.first_byte_s if streaming else timeouts.response_s
+    up = Upstream(
+        request.method, path, headers, raw, first_byte_s, body, timeouts.response_s, streaming, ctx.api
+    )
+    ctx.gauge = st.metrics.in_flight.labels(ctx.route)
+    ctx.gauge.inc()
+    return await forward(st.client, route, up, ctx, retry)
