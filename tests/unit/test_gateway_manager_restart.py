@@ -372,3 +372,83 @@ def test_a_request_in_the_restarts_stop_gap_is_sent_again_and_waits_for_the_new_
             assert got and got[0].status_code == 200, got and got[0].text
     assert len(upstream.bodies) == 2
     assert fake.calls == [("start", "a"), ("stop", "a")]  # no start of its own; stopped at its shutdown
+
+
+def test_a_dashboard_stop_ends_a_start_made_outside_the_gateway(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: Any
+) -> None:
+    """The dashboard offered "stop" for a model loading after `llmdeck restart NAME` and did nothing: the
+    request kept waiting, the model was adopted once ready (and the stop left asked, ending the model's
+    next start of the gateway's at once). Now the new server (the gateway's: `restart` keeps it so) is
+    stopped as the gateway stops its own, once the restart's stop is through and its record saved; the
+    waiting request gets 503 model_start_stopped; the next request starts the model."""
+    from llmdeck.gateway import outside
+    from llmdeck.gateway.ui_actions import begin
+    from test_gateway_manager import _loaded
+
+    fake = FakeLifecycle(monkeypatch)
+    _real_engines_run(monkeypatch, fake)
+    monkeypatch.setattr(outside, "POLL_S", 0.05)
+    loaded, settings = _loaded(tmp_path, {"a": ""}, "{memory_gib: 5, queue: {wait_s: 10}}")
+    mgr = ModelManager(loaded, settings)
+    store = StateStore(settings.servers_dir)
+
+    async def go() -> None:
+        a = _model(mgr, "a")
+        assert await mgr.acquire(a) is None and a.record is not None
+        mgr.release(a)
+        a.record.log_path = tmp_path / "a.log"
+        store.save(a.record)
+        a.record_sig = lifecycle.record_sig("a", settings)
+        _note_restart(a.record.log_path, "a", os.getpid())  # this test stands for the restart command
+        store.path("a").unlink()
+        fake.up.discard("a")
+        waiting = asyncio.create_task(mgr.acquire(a))
+        await asyncio.sleep(0.2)
+        assert a.state == "starting" and a.outside
+        begin(mgr, a, "stop", set())  # in the restart's gap: no new server yet to stop
+        await asyncio.sleep(0.2)
+        assert not waiting.done() and ("stop", "a") not in fake.calls
+        _restart(mgr, "a", engine.pid, ready=False)  # the restart's new start, loading
+        refusal = await asyncio.wait_for(waiting, 2)
+        assert refusal is not None and refusal.code == "model_start_stopped", refusal
+        assert "stopped from the dashboard while it loaded" in refusal.message
+        assert a.state == "stopped" and not a.stop_asked and fake.calls[-1] == ("stop", "a")
+        store.path("a").unlink()  # (the fake's stop leaves the record)
+        assert await mgr.acquire(a) is None and a.state == "running"  # started again: not failed
+        mgr.release(a)
+
+    run(go)
+    assert fake.calls == [("start", "a"), ("stop", "a"), ("start", "a")]
+
+
+def test_a_dashboard_stop_ends_an_outside_start_no_request_waits_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: Any
+) -> None:
+    """No request waits, so no start task of the manager's follows it: the stop is one of its own."""
+    from llmdeck.gateway import outside
+    from llmdeck.gateway.ui_actions import begin
+    from llmdeck.gateway.ui_state import actions_for
+
+    fake = FakeLifecycle(monkeypatch)
+    _real_engines_run(monkeypatch, fake)
+    monkeypatch.setattr(outside, "POLL_S", 0.05)
+    mgr = _manager(tmp_path, {"a": ""})
+
+    async def go() -> None:
+        a = _model(mgr, "a")
+        assert await mgr.acquire(a) is None
+        mgr.release(a)
+        _restart(mgr, "a", engine.pid, ready=False)
+        fake.up.discard("a")
+        assert await mgr._loads_anew(a) and a.state == "starting" and not a.bringing_up
+        assert actions_for(a) == ["stop"]
+        begin(mgr, a, "stop", set())
+        for _ in range(40):
+            if a.state == "stopped":
+                break
+            await asyncio.sleep(0.05)
+        assert a.state == "stopped" and not a.stop_asked and actions_for(a) == ["start"]
+
+    run(go)
+    assert fake.calls == [("start", "a"), ("stop", "a")]

@@ -14,7 +14,8 @@ that command runs, makes the model starting too, and a start of the gateway's ow
 is followed, not failed.
 
 Found at a request (its record file changed since it was read: one stat per request), when an eviction
-counts what the models hold, and at the manager's checks.
+counts what the models hold, and at the manager's checks. A stop from the dashboard while such a start
+loads stops it (`llmdeck down NAME`: its server is the gateway's), as it stops a start of the gateway's.
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ class OutsideStarts(RoomMaker):
             return "ended"
         limit = model.backend.start_timeout_s or self.settings.ready_timeout_s
         deadline = time.monotonic() + limit
-        while newer is None or newer.ready_at is None:
+        while (newer is None or newer.ready_at is None) and not model.stop_asked:
             self._loading(model, newer)
             if time.monotonic() > deadline:
                 text = f"Model {model.name!r} was {AGAIN} and was not ready within {limit:g} s."
@@ -139,8 +140,23 @@ class OutsideStarts(RoomMaker):
             if (newer := await self._newer(model)) is None and not self._restarting(model):
                 self._ended(model)
                 return "ended"
+        if model.stop_asked:
+            raise StartFailed(await self._stop_outside(model))
+        assert newer is not None
         await self._adopt(model, newer, AGAIN)
         return "adopted"
+
+    async def _stop_outside(self, model: ManagedModel) -> Refusal:
+        """The dashboard stopped the model's start made outside the gateway: its new server is the
+        gateway's (`llmdeck restart NAME` keeps it so), stopped as the gateway stops its own (`llmdeck
+        down NAME`), once the restart saved its record (its stop's seconds are waited out); the model is
+        stopped, its waiting requests get 503 model_start_stopped."""
+        while (newer := await self._newer(model)) is None and self._restarting(model):
+            await asyncio.sleep(POLL_S)
+        outcome = "no server left to stop"
+        if newer is not None:
+            outcome = await asyncio.to_thread(lifecycle.stop, model.name, self.settings)
+        return self._stopped_start(model, f"while it loaded, started again outside the gateway ({outcome})")
 
     def _ended(self, model: ManagedModel) -> None:
         log.warning("model %s: its start outside the gateway ended before it was ready", model.name)

@@ -44,18 +44,23 @@ def begin(manager: ModelManager, model: ManagedModel, action: Action, tasks: set
     log.info("dashboard: %s %s", action, model.name)
     if action == "stop" and model.state in {"starting", "stopped", "failed"}:
         model.stop_asked = True  # the start's own task ends it (manager._stopped_start): no lock to wait for
+        if model.outside and not model.bringing_up:  # loading outside the gateway, no request waits: a
+            _bring_up(manager, model)  # bring-up follows it, and stops it (outside._stop_outside)
         return
     if action in {"start", "wake"}:
-        task = model.task
-        if task is None or task.done():  # the manager's own start: a request that joins it gets its
+        if not model.bringing_up:  # the manager's own start: a request that joins it gets its
             model.asked = True  # failure's words (the diagnosis), and a residency is waited out
-            task = model.task = asyncio.create_task(manager._bring_up(model))
-            task.add_done_callback(retrieve)
-            task.add_done_callback(lambda _task: setattr(model, "asked", False))
+            _bring_up(manager, model).add_done_callback(lambda _task: setattr(model, "asked", False))
         return
     job = asyncio.create_task(_stop(manager, model) if action == "stop" else _sleep(manager, model))
     tasks.add(job)
     job.add_done_callback(tasks.discard)
+
+
+def _bring_up(manager: ModelManager, model: ManagedModel) -> asyncio.Task[None]:
+    task = model.task = asyncio.create_task(manager._bring_up(model))
+    task.add_done_callback(retrieve)
+    return task
 
 
 async def _stop(manager: ModelManager, model: ManagedModel) -> None:
