@@ -312,12 +312,13 @@ def test_a_start_of_the_gateways_stopped_by_a_restart_is_followed_not_failed(
 def test_a_request_in_the_restarts_stop_gap_is_sent_again_and_waits_for_the_new_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: Any
 ) -> None:
-    """`llmdeck restart NAME` stops the engine (its port closes), then removes its record: in between the
-    model still counts as running, and a request then was sent to the stopped engine: a 502 "cannot
-    connect", relayed at once. Now the refused connection is tried again, the model acquired again: once
-    the record is gone the model counts as starting, the request waits for the restart's new start and
-    is served there. The gateway runs for real (uvicorn); the engine's HTTP side is a FAKE upstream
-    (tests/gateway_fakes.py) stopped and started again on the model's port."""
+    """`llmdeck restart NAME` stops the engine (its port closes at once; the stop lasts up to its 20 s
+    grace while requests it took stay open), then removes its record: in between the model still counted
+    as running, and a request then was sent to the stopping engine: a 502 "cannot connect", relayed at
+    once. Now the refused connection makes the gateway look for the restart's note in the engine's log:
+    the model counts as starting, the request waits for the restart's new start and is served there.
+    The gateway runs for real (uvicorn); the engine's HTTP side is a FAKE upstream (tests/gateway_fakes.py)
+    stopped and started again on the model's port."""
     import threading
 
     import httpx
@@ -356,15 +357,16 @@ def test_a_request_in_the_restarts_stop_gap_is_sent_again_and_waits_for_the_new_
             StateStore(settings.servers_dir).save(a.record)  # the gateway's start, on disk
             a.record_sig = lifecycle.record_sig("a", settings)
             _note_restart(a.record.log_path, "a", os.getpid())  # this test stands for the restart command
-        fake.up.discard("a")  # the engine stopped; its record is still there
         got: list[httpx.Response] = []
         post = lambda: got.append(httpx.post(f"{gw.url}/v1/chat/completions", json=chat, timeout=30))  # noqa: E731
         thread = threading.Thread(target=post, daemon=True)
         thread.start()
-        time.sleep(0.6)
+        time.sleep(3.5)  # its port closed, its record still there past the connect timeout (3 s): the
+        # old engine's stop can last its grace period (20 s) while requests it took stay open
         assert not got, got[0].text  # before: a 502 at once
+        assert a.state == "starting" and "stopped by `llmdeck restart a`" in (a.progress or "")
         StateStore(settings.servers_dir).path("a").unlink()  # the restart's stop is through
-        time.sleep(0.6)
+        time.sleep(0.3)
         assert not got and a.state == "starting"
         with UvicornThread(upstream.app, port=port):
             _restart(mgr, "a", engine.pid, ready=True)  # the restart's new start, ready

@@ -13,7 +13,7 @@ from llmdeck.gateway.manager import ModelManager
 from llmdeck.gateway.model_state import ManagedModel
 from llmdeck.gateway.proxy import RequestCtx, openai_error
 from llmdeck.gateway.request_body import GONE
-from llmdeck.gateway.routing import Router, RouteState
+from llmdeck.gateway.routing import BackendState, Router, RouteState
 
 # the order a route's managed backends are tried in when none is running: a wake beats a start
 _PREFERENCE = {"running": 0, "sleeping": 1, "starting": 2, "stopped": 3, "stopping": 4, "failed": 5}
@@ -78,17 +78,20 @@ def reacquire(
     route: RouteState,
     ctx: RequestCtx,
     gone: Callable[[], Awaitable[None]] | None = None,
-) -> Callable[[], Awaitable[RouteState | JSONResponse]] | None:
+) -> Callable[[list[BackendState]], Awaitable[RouteState | JSONResponse]] | None:
     """How a request acquires its model again when its server refused the connection (retry.py): the
-    lease given back, then acquired anew, so `llmdeck restart NAME` under way (its stop through, the
-    model starting) is waited for as a start. None for a route without managed models."""
+    lease given back, then acquired anew, so `llmdeck restart NAME` under way (its note in the stopped
+    server's log: the model starting) is waited for as a start. None for a route without managed models."""
     if not route_models(manager, route):
         return None
 
-    async def again() -> RouteState | JSONResponse:
+    async def again(refused: list[BackendState]) -> RouteState | JSONResponse:
         if ctx.on_finish is not None:
             ctx.on_finish()
             ctx.on_finish = None
+        for state in refused:
+            if (model := manager.get(state.url)) is not None:
+                await manager.refused(model)
         return await acquire_route(manager, router, route, ctx, gone)
 
     return again

@@ -88,6 +88,13 @@ class OutsideStarts(RoomMaker):
         else:
             self._loading(model, newer)
 
+    async def refused(self, model: ManagedModel) -> None:
+        """Its server refused a request's connection: one a `llmdeck restart NAME` is stopping (the note
+        in its log, the restart running) counts as starting from now, its record not gone yet (the old
+        engine's stop lasts up to its grace period while requests it took are still open)."""
+        if model.state == "running" and model.record is not None:
+            await self._stopped_for_restart(model, model.record.log_path)
+
     def _loading(self, model: ManagedModel, newer: ServerRecord | None) -> None:
         if newer is not None:
             what = f"{AGAIN} (pid {newer.pid}): loading"

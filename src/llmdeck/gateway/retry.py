@@ -4,9 +4,10 @@ A refused connection means nothing listens at the backend's port now and nothing
 restart NAME` between its stop and its new start (or a `server:` or URL backend restarted by hand), so a
 retry is always safe (a reset after the request went out, or a timeout, is not retried). The proxy tries
 the route's other backends first, as for any failure; when none answered, the backends that refused are
-tried again every ``STEP_S`` for at most the connect timeout (``timeouts.connect_s``, ``MOST_S`` at most),
-a managed model acquired again first (a restart under way is waited for as a start: the model counts as
-starting once the restart's stop is through). Only then the 502, its words as before.
+tried again every ``STEP_S`` till the connect timeout (``timeouts.connect_s``, ``MOST_S`` at most) after
+the backend's first refusal, a managed model acquired again first: a restart under way (its note in the
+stopped server's log) makes it starting, and the request waits for the new start as for a start of the
+gateway's own. Only then the 502, its words as before.
 
 A backend that refused is marked down when the request is through and did not get its answer there (not
 at the first refusal: requests alongside would get the all-down 503 at once), and probed again each
@@ -40,19 +41,19 @@ class Retry:
 
     router: Router
     within_s: float
-    reacquire: Callable[[], Awaitable[RouteState | Response]] | None = None
-    _deadline: float | None = None
+    reacquire: Callable[[list[BackendState]], Awaitable[RouteState | Response]] | None = None
 
     async def again(self, route: RouteState, refused: list[BackendState]) -> RouteState | Response | None:
-        """What to try next after a short wait; None when the time for retries is up."""
+        """What to try next after a short wait; None when the time for retries is up: ``within_s`` after
+        the backends' first refusal, the same for every request (a dead backend holds no request longer,
+        and once one gives up the backend is down: the next get the all-down 503 at once)."""
         now = time.monotonic()
-        if self._deadline is None:
-            self._deadline = now + self.within_s
-        if now + STEP_S > self._deadline:
+        since = min(s.refused_at or now for s in refused)
+        if now + STEP_S > since + self.within_s:
             return None
         await asyncio.sleep(STEP_S)
         if self.reacquire is not None:
-            return await self.reacquire()
+            return await self.reacquire(refused)
         return RouteState(route.route, refused)
 
 
@@ -70,6 +71,7 @@ class Tried:
         self.failures[state.url] = f"{state.backend.label}: {failure.detail}"
         self.last = failure
         if failure.refused:  # marked down when the request is through (settle), not now
+            state.refused_at = state.refused_at or time.monotonic()
             self.refused[state.url] = (state, failure)
             self._new.append(state)
         else:

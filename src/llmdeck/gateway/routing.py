@@ -48,6 +48,7 @@ class BackendState:
     max_model_len: int | None = None
     checked_at: float | None = None  # the last probe's (or reply's) time; None: never checked
     down_at: float | None = None  # when it was last marked down (a check before that is no news)
+    refused_at: float | None = None  # monotonic: its first refused connection since it last answered
     probe_failures: int = 0
     noted: set[tuple[str, int]] = field(default_factory=set)  # outcap.note's: (api, cap) said in the log
     reserves_cap: bool = False  # it counts an output cap against the prompt's room (outcap.retry)
@@ -84,6 +85,7 @@ class BackendState:
         self.healthy = True
         self.probe_failures = 0
         self.checked_at = time.time()
+        self.refused_at = None
 
     def server_is(self, what: str, ident: object) -> None:
         """What tells the server behind this backend apart now (``what``: "record", its pid and start,
