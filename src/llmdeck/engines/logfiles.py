@@ -69,10 +69,21 @@ def header_line(argv: Sequence[str]) -> str:
 
 
 def note_stop(log_path: Path, who: str) -> None:
-    """``# llmdeck: <time> stopping: <who>`` appended to a server's log before its engine is signalled:
-    a start waiting for that engine then says who stopped it (it had said "exited before it was
-    ready; no known cause"), and the log tells why the server ended."""
-    note(log_path, f"stopping: {who}")
+    """``# llmdeck: <time> stopping: <who> (pid <this process>)`` appended to a server's log before its
+    engine is signalled: a start waiting for that engine then says who stopped it (it had said "exited
+    before it was ready; no known cause"), and the log tells why the server ended
+    (:func:`stopper` reads it back)."""
+    note(log_path, f"stopping: {who} (pid {os.getpid()})")
+
+
+def stopper(log_path: Path) -> tuple[str, int] | None:
+    """Who stopped the server (the ``who`` of :func:`note_stop`) and the pid of the process that did,
+    from the log's last note; None when none did, or the note has no pid."""
+    said = who_stopped(log_path) or ""
+    who, sep, pid = said.rpartition(" (pid ")
+    if not sep or not pid.endswith(")") or not pid[:-1].isdigit():
+        return None
+    return who, int(pid[:-1])
 
 
 def note(log_path: Path, text: str) -> None:

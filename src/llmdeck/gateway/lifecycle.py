@@ -22,7 +22,6 @@ what the config asks for, and a failed wake is stopped and started afresh (the m
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -152,20 +151,17 @@ def live_record(name: str, settings: Any) -> ServerRecord | None:
     return record if is_alive(record) else None
 
 
-RESTART_NOTE = re.compile(r"`llmdeck restart (?P<name>[^`]+)` \(pid (?P<pid>\d+)\)")
-
-
 def restarting(name: str, log_path: Path) -> int | None:
     """The pid of a `llmdeck restart NAME` that stopped this server (its note in the log) and runs still:
     its new start is on its way (the memory settles, the preflight runs) though no record says so yet."""
-    from llmdeck.engines.logfiles import who_stopped
+    from llmdeck.engines.logfiles import stopper
     from llmdeck.engines.process import pid_alive
+    from llmdeck.runtime.launcher import restart_who
 
-    found = RESTART_NOTE.fullmatch(who_stopped(log_path) or "")
-    if found is None or found["name"] != name:
+    found = stopper(log_path)
+    if found is None or found[0] != restart_who(name):
         return None
-    pid = int(found["pid"])
-    return pid if pid_alive(pid) else None
+    return found[1] if pid_alive(found[1]) else None
 
 
 def record_sig(name: str, settings: Any) -> tuple[int, int] | None:

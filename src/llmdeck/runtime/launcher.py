@@ -317,6 +317,12 @@ def _ready(client: httpx.Client, record: ServerRecord) -> bool:
 # ---- stop / status --------------------------------------------------------------------------
 
 
+def restart_who(name: str) -> str:
+    """How `llmdeck restart NAME` names itself in the log of the server it stops (the gateway reads it
+    back: gateway/lifecycle.restarting)."""
+    return f"`llmdeck restart {name}`"
+
+
 def down(name: str, settings: Settings, *, grace_s: float = 20.0, who: str = "`llmdeck down`") -> str:
     """Stop a server gracefully, then hard; forget its record (its logs stay). ``who``: noted in its
     log first, for a start still waiting for it to say (and the log to tell) who stopped it; after the
@@ -327,10 +333,10 @@ def down(name: str, settings: Settings, *, grace_s: float = 20.0, who: str = "`l
     # a ready container's log is saved by its stop: the note follows it (a waiting start needs it first)
     after = engine_of(record).containerized and record.ready_at is not None
     if not after:
-        note_stop(record.log_path, f"{who} (pid {os.getpid()})")
+        note_stop(record.log_path, who)
     outcome = stop_engine(record, grace_s=grace_s)
     if after:
-        note_stop(record.log_path, f"{who} (pid {os.getpid()})")
+        note_stop(record.log_path, who)
     # a stale record too (its pid another program's, never signalled); a newer start's record is kept
     start_gate.forget_own(store, record, settings)
     return outcome

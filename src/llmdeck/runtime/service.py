@@ -379,7 +379,7 @@ def restart(
         spec = changed_spec(spec, changes)
     launcher.validate_spec(spec)  # before the stop: a model moved away had left it stopped, unstartable
     clock.emit("stopping", f"stopping {record.name} …")
-    outcome = launcher.down(record.name, settings, who=f"`llmdeck restart {name}`")  # "stale": left alone
+    outcome = launcher.down(record.name, settings, who=launcher.restart_who(name))  # "stale": left alone
     freed = wait_memory_settles()
     clock.emit("memory", f"memory settled: MemAvailable {fmt_gib(freed)}", available_bytes=freed)
     if options.unload_ollama:
