@@ -5,7 +5,8 @@ each small SSE chunk. This transport plugs into ``httpx.AsyncClient(transport=..
 with a plain ``asyncio.Protocol``: bytes are appended to a buffer, chunked framing is cut with
 ``bytes.find``, and the read timeout is one timer re-armed only when it fires. It raises httpx's
 own exceptions (ConnectError, ConnectTimeout, ReadTimeout, RemoteProtocolError), so callers see
-the same errors as with the default transport. Keep-alive connections are pooled per host.
+the same errors as with the default transport. Keep-alive connections are pooled per host (64 idle
+at most, each closed after 4 s idle: idlepool.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+
+from llmdeck.client.idlepool import EXPIRY_S, MOST, IdlePool
 
 _HEAD_CAP = 64 << 10  # status line and headers
 _LINE_CAP = 64 << 10  # a chunk-size line, the trailer
@@ -33,6 +36,7 @@ class _Conn(asyncio.Protocol):
         self.eof = False
         self.waiter: asyncio.Future[None] | None = None
         self.last = loop.time()
+        self.idle_since = self.last  # when it went back to the pool (idlepool.py)
         self.timeout: float | None = None
         self._timer: asyncio.TimerHandle | None = None
         self.paused = False  # reading paused: the reader is _HIGH_WATER behind
@@ -264,13 +268,13 @@ def _refused(exc: OSError) -> ConnectionRefusedError | None:
 class LeanTransport(httpx.AsyncBaseTransport):
     """HTTP/1.1 (http and https) with keep-alive pooling; no compression, no HTTP/2, no proxies."""
 
-    def __init__(self) -> None:
-        self._idle: dict[tuple[str, str, int], list[_Conn]] = {}
+    def __init__(self, most_idle: int = MOST, idle_expiry_s: float = EXPIRY_S) -> None:
+        self._idle: IdlePool[_Conn] = IdlePool(most_idle, idle_expiry_s)  # capped, expiring (idlepool.py)
         self._ssl: ssl.SSLContext | None = None
 
     def _release(self, key: tuple[str, str, int], conn: _Conn) -> None:
         conn.timeout = None
-        self._idle.setdefault(key, []).append(conn)
+        self._idle.put(key, conn)
 
     async def _connect(self, key: tuple[str, str, int], timeout: float | None) -> _Conn:
         scheme, host, port = key
@@ -303,14 +307,8 @@ class LeanTransport(httpx.AsyncBaseTransport):
         head.append(b"\r\n")
         payload = b"".join(head) + body
         for attempt in range(2):
-            idle = self._idle.get(key)
-            conn = None
-            while idle:
-                c = idle.pop()
-                if c.usable:
-                    conn = c
-                    break
-                c.close()
+            # the second try connects afresh: another pooled connection may be as stale as the first
+            conn = self._idle.take(key) if attempt == 0 else None
             reused = conn is not None
             if conn is None:
                 conn = await self._connect(key, timeouts.get("connect"))
@@ -363,7 +361,4 @@ class LeanTransport(httpx.AsyncBaseTransport):
         return raw
 
     async def aclose(self) -> None:
-        for conns in self._idle.values():
-            for c in conns:
-                c.close()
-        self._idle.clear()
+        self._idle.close()
