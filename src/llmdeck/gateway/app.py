@@ -30,8 +30,8 @@ from llmdeck.gateway.keys import KeyRing, KeyStore
 from llmdeck.gateway.limits import RateLimiter
 from llmdeck.gateway.manager import ModelManager
 from llmdeck.gateway.metrics import GatewayMetrics
-from llmdeck.gateway.proxy import RequestCtx, openai_error
-from llmdeck.gateway.request_body import GONE, no_such_endpoint, parse_body, path_problem, read_body
+from llmdeck.gateway.proxy import GONE, RequestCtx, openai_error
+from llmdeck.gateway.request_body import no_such_endpoint, parse_body, path_problem, read_body
 from llmdeck.gateway.routing import Router, RouteState
 from llmdeck.gateway.send import send
 from llmdeck.gateway.surfaces import (

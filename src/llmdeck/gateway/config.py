@@ -114,6 +114,13 @@ class Timeouts(_Strict):
         description="A stream's longest silence between chunks; also the longest a client may leave a reply "
         "unread (then its connection is closed and its backend request ended).",
     )
+    restart_wait_s: float = Field(
+        900.0,
+        ge=0,
+        le=7200,
+        description="How long a request waits for a `server:` backend that `llmdeck restart` brings back "
+        "(0: a 503 at once).",
+    )
 
 
 class Health(_Strict):
@@ -347,7 +354,9 @@ def _resolve_backend(
         label=redact_text(redact_url(target_text.strip())),  # shown in logs, errors, /gateway/status
         served_model=spec.model or target.model,
         api_key=pinned_key or _stored_key(record, settings),
-        follow=None if record is None else Follow(record.name, settings.servers_dir, spec.model, pinned_key),
+        follow=None
+        if record is None
+        else Follow(record.name, settings.servers_dir, spec.model, pinned_key, settings.logs_dir),
     )
 
 

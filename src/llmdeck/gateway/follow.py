@@ -27,6 +27,7 @@ class Follow:
     servers_dir: Path  # where its record lives
     model: str | None = None  # `model:` as the config pinned it (None: the record's served name)
     api_key: str | None = None  # the key `api_key_env` gave (None: the key the server was started with)
+    logs_dir: Path | None = None  # where its log is: a restart's note in it (comeback.py)
 
 
 def started(record: ServerRecord) -> str:

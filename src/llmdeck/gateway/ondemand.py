@@ -11,8 +11,7 @@ from starlette.responses import JSONResponse
 from llmdeck.gateway.follow import started
 from llmdeck.gateway.manager import ModelManager
 from llmdeck.gateway.model_state import ManagedModel
-from llmdeck.gateway.proxy import RequestCtx, openai_error
-from llmdeck.gateway.request_body import GONE
+from llmdeck.gateway.proxy import GONE, RequestCtx, openai_error
 from llmdeck.gateway.routing import BackendState, Router, RouteState
 
 # the order a route's managed backends are tried in when none is running: a wake beats a start

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +40,7 @@ from llmdeck.gateway.upstream import UnsendableBody, Upstream, UpstreamFailure, 
 from llmdeck.util.safetext import safe_line
 
 access_log = logging.getLogger("llmdeck.gateway.access")
+GONE = 499  # the status logged for a client that hung up (nginx's)
 
 # Not forwarded upstream: hop-by-hop headers, the client's gateway key, what httpx sets itself.
 DROP_REQUEST = frozenset(
@@ -246,8 +247,10 @@ async def all_down(
     route: RouteState,
     ctx: RequestCtx,
     health: Health,
+    back: Callable[[], Awaitable[bool | None]] | None = None,
 ) -> JSONResponse | None:
-    """Every backend of the route is known down and a probe now finds none up: a 503 at once.
+    """Every backend of the route is known down and a probe now finds none up: a 503 at once, unless
+    ``back`` (comeback.waiter) waits till one that is being restarted answers (True).
 
     Not worth a try: a request to a dead peer would hang until its timeout (a whole answer's, 600 s by
     default, for a silent one). Down means a failed probe or request; a backend never checked (a model
@@ -256,6 +259,11 @@ async def all_down(
         return None
     if await router.recheck(client, route.backends, health.timeout_s):
         return None
+    if back is not None and (came := await back()):
+        return None
+    if back is not None and came is None:  # the client hung up while it waited
+        ctx.finish(GONE, "client_disconnected")
+        return openai_error(GONE, "The client hung up while its backend restarted.", "invalid_request_error")
     route.errors += 1
     ctx.finish(503, "backend_down")
     why = "; ".join(f"{b.backend.label}: {b.last_error or 'down'}" for b in route.backends)

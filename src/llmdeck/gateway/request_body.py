@@ -13,7 +13,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
-from llmdeck.gateway.proxy import RequestCtx, openai_error
+from llmdeck.gateway.proxy import GONE, RequestCtx, openai_error
 from llmdeck.gateway.surfaces import api_of, reshape_error
 from llmdeck.gateway.upstream import OFF_LOOP_BYTES, TOO_DEEP
 from llmdeck.util.jsonsafe import NotJsonNumberError, TooDeepError, TooLongNumberError
@@ -22,7 +22,6 @@ from llmdeck.util.safetext import is_unsafe
 
 MAX_BODY_BYTES = 32 << 20
 NOT_JSON_TYPES = frozenset({"application/x-www-form-urlencoded", "application/octet-stream"})
-GONE = 499  # the status logged for a client that hung up (nginx's)
 
 
 def too_large(limit: int) -> JSONResponse:

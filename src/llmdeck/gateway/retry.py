@@ -7,7 +7,8 @@ the route's other backends first, as for any failure; when none answered, the ba
 tried again every ``STEP_S`` till the connect timeout (``timeouts.connect_s``, ``MOST_S`` at most) after
 the backend's first refusal, a managed model acquired again first: a restart under way (its note in the
 stopped server's log) makes it starting, and the request waits for the new start as for a start of the
-gateway's own. Only then the 502, its words as before.
+gateway's own. A `server:` backend that `llmdeck restart NAME` brings back is tried so, a look a second,
+for ``timeouts.restart_wait_s`` (comeback.py). Only then the 502, its words as before.
 
 A backend that refused is marked down when the request is through and did not get its answer there (not
 at the first refusal: requests alongside would get the all-down 503 at once), and probed again each
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from starlette.responses import Response
 
+from llmdeck.gateway.comeback import POLL_S, any_back
 from llmdeck.gateway.routing import BackendState, Router, RouteState
 from llmdeck.gateway.upstream import UpstreamFailure
 
@@ -41,6 +43,7 @@ class Retry:
 
     router: Router
     within_s: float
+    restart_wait_s: float = 0.0  # a `server:` backend being restarted is waited for this long (comeback.py)
     reacquire: Callable[[list[BackendState]], Awaitable[RouteState | Response]] | None = None
 
     async def again(self, route: RouteState, refused: list[BackendState]) -> RouteState | Response | None:
@@ -49,9 +52,12 @@ class Retry:
         and once one gives up the backend is down: the next get the all-down 503 at once)."""
         now = time.monotonic()
         since = min(s.refused_at or now for s in refused)
+        step = STEP_S
         if now + STEP_S > since + self.within_s:
-            return None
-        await asyncio.sleep(STEP_S)
+            if now + POLL_S > since + self.restart_wait_s or not await any_back(refused):
+                return None
+            step = POLL_S  # its server is coming back (`llmdeck restart`): waited for, a look a second
+        await asyncio.sleep(step)
         if self.reacquire is not None:
             return await self.reacquire(refused)
         return RouteState(route.route, refused)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from llmdeck.gateway import comeback
 from llmdeck.gateway.proxy import DROP_REQUEST, RequestCtx, all_down, forward
 from llmdeck.gateway.request_body import hung_up
 from llmdeck.gateway.retry import MOST_S, Retry
@@ -29,7 +30,7 @@ async def send(
 ) -> Response:
     route.requests += 1
     timeouts = st.loaded.config.timeouts
-    retry = Retry(st.router, min(timeouts.connect_s, MOST_S))
+    retry = Retry(st.router, min(timeouts.connect_s, MOST_S), timeouts.restart_wait_s)
     if st.manager is not None:
         from llmdeck.gateway.ondemand import acquire_route, reacquire
 
@@ -39,7 +40,11 @@ async def send(
             return picked
         route = picked
     assert st.client is not None
-    if (down := await all_down(st.client, st.router, route, ctx, st.loaded.config.health)) is not None:
+    health, gone = st.loaded.config.health, lambda: hung_up(request)
+    back = comeback.waiter(
+        st.client, st.router, route.backends, health.timeout_s, timeouts.restart_wait_s, gone
+    )
+    if (down := await all_down(st.client, st.router, route, ctx, health, back)) is not None:
         return down
     if body is not None:
         rewrite_for(ctx.api, body, route.route)

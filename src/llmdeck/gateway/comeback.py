@@ -1,0 +1,128 @@
+"""A `server:` backend that `llmdeck restart NAME` brings back: its requests wait for it, not a 503.
+
+`llmdeck restart NAME` stops the server and starts it again: ~35 s on the CPU engine, minutes for a big
+model on a GPU. A request in that gap had got the all-down 503 (`backend_down`) at once, or the 502 once
+the refused-connection retries (retry.py, 5 s) were up, and the SDKs' two retries were spent long before
+the server was back. Now, while the backend's server is coming back, a request waits for it, probing each
+second, for ``timeouts.restart_wait_s`` at most (900 s, as a model on demand's queue; 0: the 503 at
+once), and is sent when it answers. Coming back means:
+
+* a `llmdeck restart NAME` that stopped it runs still (its note in the stopped server's log, as the
+  models on demand read it: gateway/outside.py), the seconds before its new record;
+* or a start of it is alive and not ready yet (its record: the new start loads).
+
+A restart that ends without a server (its start failed), a server that is up but does not answer, or a
+client that hangs up ends the wait at once. A `url:` backend has no record to follow: unchanged. What is
+read (the record, the log's last note) is read again once a second per server, however many requests
+wait, or at once when either file changed (two stats a request to a backend that is down).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from llmdeck.errors import LlmdeckError
+
+if TYPE_CHECKING:
+    import httpx
+
+    from llmdeck.gateway.config import ResolvedBackend
+    from llmdeck.gateway.follow import Follow
+    from llmdeck.gateway.routing import BackendState, Router
+
+log = logging.getLogger("llmdeck.gateway")
+
+POLL_S = 1.0  # between looks (and probes) while a server comes back
+Stamp = tuple[tuple[int, int] | None, tuple[int, int] | None]  # the record's and the log's (file_stamp)
+_seen: dict[str, tuple[float, Stamp, bool]] = {}  # server's record path -> (when looked, stamp, back)
+
+
+def coming_back(backend: ResolvedBackend) -> bool:
+    """Whether the backend's llmdeck server is on its way back (a restart runs, or a start loads)."""
+    follow = backend.follow
+    if follow is None:
+        return False
+    from llmdeck.gateway.lifecycle import restarting
+    from llmdeck.runtime.engine_state import is_alive
+    from llmdeck.runtime.state import StateStore
+
+    store = StateStore(follow.servers_dir)
+    try:
+        record = store.load(follow.server) if store.path(follow.server).exists() else None
+    except LlmdeckError:
+        record = None
+    if record is not None and is_alive(record):
+        return record.ready_at is None  # loading; a ready one answers its probe (or is not coming back)
+    if follow.logs_dir is None:
+        return False
+    return restarting(follow.server, follow.logs_dir / f"{follow.server}.log") is not None
+
+
+async def any_back(states: list[BackendState]) -> bool:
+    """Whether one of these backends is coming back; looked at once a second per server at most."""
+    now, found = time.monotonic(), False
+    for state in states:
+        follow = state.backend.follow
+        if follow is None:
+            continue
+        key = str(follow.servers_dir / follow.server)
+        when, stamp, back = _seen.get(key, (0.0, (None, None), False))
+        if (fresh := _stamp(follow)) != stamp or now - when >= POLL_S:
+            was, back = back, await asyncio.to_thread(coming_back, state.backend)
+            _seen[key] = (now, fresh, back)
+            if back and not was:
+                log.info(
+                    "backend %s: its server is being restarted; its requests wait for it", state.backend.label
+                )
+        found = found or back
+    return found
+
+
+def _stamp(follow: Follow) -> Stamp:
+    """The record's and the log's identity now: a restart writes one of them (its note, its record)."""
+    from llmdeck.runtime.state import StateStore
+    from llmdeck.util.localfile import file_stamp
+
+    log_path = follow.logs_dir / f"{follow.server}.log" if follow.logs_dir is not None else None
+    record = file_stamp(StateStore(follow.servers_dir).path(follow.server))
+    return record, file_stamp(log_path) if log_path is not None else None
+
+
+def waiter(
+    client: httpx.AsyncClient,
+    router: Router,
+    states: list[BackendState],
+    probe_timeout_s: float,
+    wait_s: float,
+    gone: Callable[[], Awaitable[None]],
+) -> Callable[[], Awaitable[bool | None]]:
+    """The all-down check's last step (proxy.all_down): wait while a backend comes back; True once one
+    answers its probe, False (the 503) when none is coming back or the time is up, None when the client
+    hung up meanwhile (``gone`` returns then)."""
+
+    async def back() -> bool:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline and await any_back(states):
+            await asyncio.sleep(POLL_S)
+            if await router.recheck(client, states, probe_timeout_s):
+                return True
+        return False
+
+    async def wait() -> bool | None:
+        if wait_s <= 0:
+            return False
+        waiting, watch = asyncio.ensure_future(back()), asyncio.ensure_future(gone())
+        try:
+            await asyncio.wait({waiting, watch}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.cancel()
+        if waiting.done():
+            return waiting.result()
+        waiting.cancel()
+        return None
+
+    return wait
