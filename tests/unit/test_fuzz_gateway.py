@@ -64,6 +64,12 @@ CASES = [
     )
     for name, (_text, line, word) in CONFIGS.items()
 ]
+# nested past Python's stack (PyYAML composes recursively): was "internal error: RecursionError"
+CASES.append(
+    case(
+        "gateway:config-nested-too-deep", "gateway up --config {tmp}/deep.yaml", 2, "deep.yaml", "too deeply"
+    )
+)
 # `keys create --models` with no alias in it: refused, never stored as "every model"; an alias no route
 # could have (an escape sequence, over 200 characters): the config's rule, refused
 KEY_MODELS = {
@@ -94,6 +100,7 @@ def gateway_inputs(fuzz_env: dict[str, str]) -> dict[str, str]:
     (tmp / "binary.json").write_bytes(bytes(range(256)))
     (tmp / "list.json").write_text("[1, 2]")
     (tmp / "no_model.json").write_text(json.dumps({"name": "a"}))
+    (tmp / "deep.yaml").write_text(HEAD + "    backends: " + "[" * 50_000 + "]" * 50_000 + "\n")
     for name, (text, _line, _word) in CONFIGS.items():
         (tmp / f"{name}.yaml").write_text(text)
     return fuzz_env

@@ -68,6 +68,11 @@ class MarkedDocument:
             ) from exc
         except yaml.YAMLError as exc:
             raise ConfigError(f"{source}: not valid YAML ({exc}).", hint="Fix the YAML syntax.") from exc
+        except RecursionError:  # PyYAML composes recursively: `routes: [[[[...` past the stack
+            raise ConfigError(
+                f"{source}: the YAML nests too deeply (lists or mappings inside each other) to read.",
+                hint="Fix the file: a gateway config nests a few levels (routes, backends, defaults).",
+            ) from None
 
     def line_of(self, loc: Sequence[str | int]) -> int:
         """The 1-based line of the deepest node on ``loc`` that exists (missing keys: their parent)."""
