@@ -166,6 +166,7 @@ def _eval_tasks(tmp: Path) -> dict[str, str]:
     specs: dict[str, dict[str, bytes | None]] = {
         "toml-broken": {"task.toml": b"x = [\n"},
         "toml-not-utf8": {"task.toml": b"\xff\xfe"},
+        "toml-too-deep": {"task.toml": b"x = " + b"[" * 100_000 + b"]" * 100_000 + b"\n"},
         "toml-wrong-type": {"task.toml": b'[agent]\nmax_turns = "lots"\n'},
         "toml-negative": {"task.toml": b"[verifier]\ntimeout_sec = -1\n"},
         "no-instruction": {"task.toml": b""},
@@ -206,6 +207,14 @@ def _eval_tasks(tmp: Path) -> dict[str, str]:
 EVAL_TASK_CASES = [
     case("eval:task-toml-broken", "eval -c opencode --task {task_toml_broken}", 2, "task.toml", "TOML"),
     case("eval:task-toml-not-utf8", "eval -c opencode --task {task_toml_not_utf8}", 2, "task.toml"),
+    # tomllib recurses per level: was "internal error: RecursionError"
+    case(
+        "eval:task-toml-too-deep",
+        "eval -c opencode --task {task_toml_too_deep}",
+        2,
+        "task.toml",
+        "too deeply",
+    ),
     case("eval:task-toml-wrong-type", "eval -c opencode --task {task_toml_wrong_type}", 2, "max_turns"),
     case("eval:task-toml-negative", "eval -c opencode --task {task_toml_negative}", 2, "timeout_sec"),
     case("eval:task-no-instruction", "eval -c opencode --task {task_no_instruction}", 2, "instruction.md"),

@@ -36,6 +36,10 @@ def read_task_folder(root: Path, model: type[M]) -> tuple[M, str, list[str]]:
         config = model.model_validate(tomllib.loads(read_regular_text(toml_path, MAX_TASK_FILE_BYTES)))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{toml_path} cannot be read as TOML ({exc}).", hint=LAYOUT_HINT) from exc
+    except RecursionError:  # tomllib parses arrays and inline tables recursively: x = [[[[...
+        raise ConfigError(
+            f"{toml_path} cannot be read as TOML (it nests too deeply).", hint=LAYOUT_HINT
+        ) from None
     except ValidationError as exc:
         raise ConfigError(f"{toml_path}: {_problem(exc)}.", hint=LAYOUT_HINT) from exc
     for part in ("instruction.md", "workspace", "tests"):
