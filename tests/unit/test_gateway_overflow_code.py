@@ -69,3 +69,38 @@ def test_other_400s_and_other_apis_are_relayed_as_they_came(tmp_path: Path) -> N
     assert with_overflow_code("responses", 500, RESPONSES_400) is None
     assert with_overflow_code("responses", 400, b"not json") is None
     assert with_overflow_code("responses", 400, b'{"error": "a string"}') is None
+
+
+DEEP = b"[" * 5000 + b"]" * 5000  # nested past Python's JSON decoder (RecursionError, no ValueError)
+CHAT = ("/v1/chat/completions", {"model": "a", "messages": [{"role": "user", "content": "x"}]})
+MESSAGES = ("/v1/messages", {"model": "a", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]})
+
+
+@pytest.mark.parametrize(
+    ("status", "api", "want"),
+    [
+        ("400 Bad Request", CHAT, 400),
+        ("400 Bad Request", MESSAGES, 400),
+        ("500 Oops", MESSAGES, 500),
+        ("404 Not Found", MESSAGES, 501),
+    ],
+)
+def test_a_backend_error_nested_too_deep_is_still_an_answer(
+    tmp_path: Path, status: str, api: tuple[str, dict[str, Any]], want: int
+) -> None:
+    """A backend's error body nested past the decoder had made the gateway answer a bare-text "Internal
+    Server Error" 500 (a RecursionError out of the reply's parse, a traceback in its log); it is now
+    relayed as the backend sent it (a 404 on /v1/messages: the surface is missing, 501)."""
+    r = through_gateway(tmp_path, reply(status, DEEP), *api)
+    assert r.status_code == want, r.text[:300]
+    assert r.content == DEEP or r.json()["error"]["message"]
+
+
+def test_a_responses_stream_event_nested_too_deep_is_skipped() -> None:
+    """The stream's response.created is read to end a broken stream in its terms; one nested past the
+    decoder had raised RecursionError out of the relay."""
+    from llmdeck.gateway.surfaces import ResponsesTrail
+
+    trail = ResponsesTrail()
+    trail.feed(b'data: {"type": "response.created", "sequence_number": 0, "response": ' + DEEP + b"}\n\n")
+    assert trail.response is None and trail.last_seq == 0

@@ -35,6 +35,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from llmdeck.util.jsonsafe import loads as json_loads
+
 if TYPE_CHECKING:
     from llmdeck.gateway.routing import BackendState
 
@@ -120,8 +122,8 @@ def client_error(api: str, status: int, reply: bytes) -> bytes | None:
 
 
 def message_of(reply: bytes) -> str | None:
-    try:
-        return str(json.loads(reply)["error"]["message"])
+    try:  # a reply nested past the decoder's depth is no message (was a RecursionError: a bare 500)
+        return str(json_loads(reply)["error"]["message"])
     except (ValueError, KeyError, TypeError):
         return None
 

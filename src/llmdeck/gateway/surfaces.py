@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse
 
 from llmdeck.gateway.merge import rewrite_request
 from llmdeck.gateway.outcap import CONTEXT
+from llmdeck.util.jsonsafe import loads as json_loads
 
 Api = Literal["chat", "completions", "messages", "count_tokens", "responses", "response_id", "other"]
 
@@ -160,7 +161,7 @@ def lacks_surface(status: int, body: bytes) -> bool:
     if status not in (404, 405):
         return False
     try:
-        obj = json.loads(body)
+        obj = json_loads(body)  # a backend's body: nested too deep is a ValueError here
     except ValueError:
         return True  # "404 page not found" (Ollama), an HTML page
     if not isinstance(obj, dict):
@@ -186,7 +187,7 @@ def with_overflow_code(api: str, status: int, body: bytes) -> bytes | None:
     if status != 400 or api not in ("chat", "completions", "responses"):
         return None
     try:
-        obj = json.loads(body)
+        obj = json_loads(body)
         error = obj["error"]
         if not CONTEXT.search(str(error["message"])) or error.get("code") == "context_length_exceeded":
             return None
@@ -255,7 +256,7 @@ class ResponsesTrail:
             for line in events.splitlines():
                 if line.startswith(b"data:") and b"response.created" in line:
                     with contextlib.suppress(ValueError, TypeError, AttributeError):
-                        obj = json.loads(line[5:]).get("response")
+                        obj = json_loads(line[5:]).get("response")
                         self.response = obj if isinstance(obj, dict) else None
 
     def numbered(self, event: dict[str, Any]) -> dict[str, Any]:
