@@ -180,6 +180,39 @@ def _silent(conn: socket.socket, path: str) -> None:
     time.sleep(3600)
 
 
+DEEP_ARGS = "[" * 5000 + "]" * 5000  # nested past Python's JSON decoder: RecursionError, no ValueError
+
+
+def _deep_tool_args(conn: socket.socket, path: str) -> None:
+    """Every chat request answered with a tool call whose arguments nest past the decoder (streamed
+    when asked); /v1/messages likewise, as a tool_use whose streamed input is that string."""
+    if path.startswith("/v1/models"):
+        _json(conn, 200, MODELS_OK)
+        return
+    fn = {"name": "get_weather", "arguments": DEEP_ARGS}
+    if path.startswith("/v1/messages"):
+        events = [
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t"}},
+            {"type": "content_block_delta", "index": 0, "delta": {"partial_json": DEEP_ARGS}},
+            {"type": "content_block_stop", "index": 0},
+        ]
+        _reply(conn, 200, "".join(f"data: {json.dumps(e)}\n\n" for e in events), "text/event-stream")
+    elif path.endswith(STREAM_MARK):
+        call = {"index": 0, "id": "c1", "type": "function", "function": fn}
+        delta = {"id": "x", "choices": [{"index": 0, "delta": {"tool_calls": [call]}}]}
+        end = {"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
+        events = "".join(f"data: {json.dumps(e)}\n\n" for e in (delta, end))
+        _reply(conn, 200, events + "data: [DONE]\n\n", "text/event-stream")
+    else:
+        message = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": fn}],
+        }
+        choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+        _json(conn, 200, {**CHAT_OK, "choices": [choice]})
+
+
 def _non_http(conn: socket.socket, path: str) -> None:
     conn.sendall(b"\x00\xff\xfeSSH-2.0-OpenSSH_9.6 definitely not HTTP\r\n\r\n")
 
@@ -253,6 +286,8 @@ FAKES: dict[str, Callable[[socket.socket, str], None]] = {
             else _json(c, 500, {})
         )
     ),
+    # tool calls whose arguments nest past the JSON decoder
+    "fake_deep_tool_args_server": _health_ok_else(_deep_tool_args),
     # answers /v1/models well, fails everything else: for input errors found after the first question
     "fake_models_only_server": _health_ok_else(
         lambda c, p: _json(c, 200, MODELS_OK) if p.startswith("/v1/models") else _json(c, 500, {})

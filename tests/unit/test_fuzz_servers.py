@@ -318,3 +318,21 @@ def test_connect_refuses_a_model_id_that_is_not_utf8(
         code, out, err, _ = run_main([*argv, url], capsys)
     assert code == 0, err
     assert "OPENAI_MODEL=fake\n" in out and "\ufffd" not in out
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("client", ["openai", "opencode", "claude-code"])
+def test_check_reads_tool_arguments_nested_too_deep_as_not_json(
+    client: str, fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """fake_deep_tool_args_server: a tool call's arguments nested past the JSON decoder had ended check
+    as "internal error: RecursionError ... This is a bug in llmdeck"; they are arguments that do not
+    parse, as any other: the tool probes say so."""
+    import json
+
+    with running("fake_deep_tool_args_server") as url:
+        code, out, err, _ = run_main(["check", url, "--timeout", "3", "--client", client, "--json"], capsys)
+    assert code in (0, 1), err
+    assert "internal error" not in err.lower() and "RecursionError" not in err + out, err
+    probes = {p["id"]: p for p in json.loads(out)["probes"]}
+    assert probes["tool_auto"]["status"] == "fail", probes["tool_auto"]

@@ -8,7 +8,6 @@ a streamed tool call parse the way the client parses it, does thinking show up w
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 import httpx
@@ -36,6 +35,7 @@ from llmdeck.checks.traffic import (
     smallest_tool,
     tokenize_body,
 )
+from llmdeck.util.jsonsafe import loads as json_loads
 
 TITLES = {
     "client_context": "client's base prompt fits, with room to work",
@@ -189,7 +189,7 @@ def probe_client_tool_stream(ctx: ProbeContext, rec: Recording) -> Outcome:
         return Outcome("inconclusive", f"The stream carried no tool call {forced}.")
     call = calls[0]
     try:
-        json.loads(call["arguments"])
+        json_loads(call["arguments"])
     except ValueError:
         return Outcome(
             "inconclusive",

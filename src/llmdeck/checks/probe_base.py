@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from llmdeck.checks.http import Http, Reply
 from llmdeck.checks.results import Exchange, ServerFacts, Status
+from llmdeck.util.jsonsafe import loads as json_loads
 
 # vLLM's own words (vllm/entrypoints/openai/.../online_renderer.py, v0.22-v0.32).
 AUTO_TOOL_ERROR = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
@@ -218,7 +218,7 @@ def _valid_call(call: dict[str, Any]) -> bool:
     if not isinstance(fn, dict) or fn.get("name") not in TOOL_NAMES:
         return False
     try:
-        args = json.loads(fn.get("arguments") or "")
+        args = json_loads(fn.get("arguments") or "")
     except (TypeError, ValueError):
         return False
     return isinstance(args, dict)

@@ -8,13 +8,13 @@ result back) is kept apart from the model's ("inconclusive").
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from llmdeck.checks.http import Reply
 from llmdeck.checks.probe_base import TOOLS, Outcome, ProbeContext
 from llmdeck.checks.surfaces_stream import parse_messages_stream, parse_responses_stream
 from llmdeck.checks.traffic import Recording
+from llmdeck.util.jsonsafe import loads as json_loads
 
 MESSAGES = "/v1/messages"
 RESPONSES = "/v1/responses"
@@ -249,7 +249,7 @@ def _json_args(arguments: Any) -> str:
     """
     if isinstance(arguments, str):
         try:
-            json.loads(arguments)
+            json_loads(arguments)
         except ValueError:
             return TOOL_ARGS
         return arguments

@@ -9,9 +9,10 @@ tool input JSON-parsed at ``content_block_stop``), ``message_delta`` (stop_reaso
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from llmdeck.util.jsonsafe import loads as json_loads
 
 
 @dataclass
@@ -51,7 +52,7 @@ def parse_messages_stream(chunks: list[dict[str, Any]]) -> MessagesStream:
             if block.get("type") == "tool_use":
                 try:
                     raw = block["partial"] or "{}"
-                    tool_input = json.loads(raw) if block["partial"] else block.get("input") or {}
+                    tool_input = json_loads(raw) if block["partial"] else block.get("input") or {}
                 except ValueError:  # read on: a stop_reason max_tokens says it was cut
                     got.bad_input = f"tool_use input is not JSON: {raw[:80]!r}"
                     continue
