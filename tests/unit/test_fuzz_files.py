@@ -118,8 +118,14 @@ BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
         ("x" * (2 << 20), "limit"),
         (b"\xff\xfe\x00models", "UTF-8"),
         ("models: [\n", "not acceptable YAML"),
+        # were internal errors: ValueError out of PyYAML's int() and date constructors
+        ("models:\n  - name: a\n    size: " + "1" * 5000 + "\n", "more than 4,300 digits"),
+        ("models:\n  - name: a\n    size: 2024-13-45\n", "month must be in 1..12"),
     ],
-    ids=[f"models:catalog-{k}" for k in ("alias-bomb", "deep-nesting", "too-big", "not-utf8", "broken")],
+    ids=[
+        f"models:catalog-{k}"
+        for k in ("alias-bomb", "deep-nesting", "too-big", "not-utf8", "broken", "huge-int", "no-such-date")
+    ],
 )
 def test_catalog_yaml_limits(text: str | bytes, says: str) -> None:
     from llmdeck.errors import ConfigError

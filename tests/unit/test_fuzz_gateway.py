@@ -70,6 +70,11 @@ CASES.append(
         "gateway:config-nested-too-deep", "gateway up --config {tmp}/deep.yaml", 2, "deep.yaml", "too deeply"
     )
 )
+# values PyYAML resolves but cannot build (ValueError, no YAMLError): were internal errors
+CASES += [
+    case("gateway:config-int-of-5000-digits", "gateway up --config {tmp}/bigint.yaml", 2, "4,300 digits"),
+    case("gateway:config-date-that-is-none", "gateway up --config {tmp}/baddate.yaml", 2, "month must be"),
+]
 # `keys create --models` with no alias in it: refused, never stored as "every model"; an alias no route
 # could have (an escape sequence, over 200 characters): the config's rule, refused
 KEY_MODELS = {
@@ -100,6 +105,8 @@ def gateway_inputs(fuzz_env: dict[str, str]) -> dict[str, str]:
     (tmp / "binary.json").write_bytes(bytes(range(256)))
     (tmp / "list.json").write_text("[1, 2]")
     (tmp / "no_model.json").write_text(json.dumps({"name": "a"}))
+    (tmp / "bigint.yaml").write_text(_cfg("{spec: a.json, ttl_s: " + "1" * 5000 + "}"))
+    (tmp / "baddate.yaml").write_text(_cfg("{spec: a.json, ttl_s: 2024-13-45}"))
     (tmp / "deep.yaml").write_text(HEAD + "    backends: " + "[" * 50_000 + "]" * 50_000 + "\n")
     for name, (text, _line, _word) in CONFIGS.items():
         (tmp / f"{name}.yaml").write_text(text)

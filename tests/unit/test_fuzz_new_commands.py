@@ -167,6 +167,7 @@ def _eval_tasks(tmp: Path) -> dict[str, str]:
         "toml-broken": {"task.toml": b"x = [\n"},
         "toml-not-utf8": {"task.toml": b"\xff\xfe"},
         "toml-too-deep": {"task.toml": b"x = " + b"[" * 100_000 + b"]" * 100_000 + b"\n"},
+        "toml-huge-int": {"task.toml": b"[agent]\nmax_turns = " + b"1" * 5000 + b"\n"},
         "toml-wrong-type": {"task.toml": b'[agent]\nmax_turns = "lots"\n'},
         "toml-negative": {"task.toml": b"[verifier]\ntimeout_sec = -1\n"},
         "no-instruction": {"task.toml": b""},
@@ -214,6 +215,10 @@ EVAL_TASK_CASES = [
         2,
         "task.toml",
         "too deeply",
+    ),
+    # tomllib's int() past Python's 4,300-digit cap: a ValueError, no TOMLDecodeError
+    case(
+        "eval:task-toml-huge-int", "eval -c opencode --task {task_toml_huge_int}", 2, "task.toml", "too long"
     ),
     case("eval:task-toml-wrong-type", "eval -c opencode --task {task_toml_wrong_type}", 2, "max_turns"),
     case("eval:task-toml-negative", "eval -c opencode --task {task_toml_negative}", 2, "timeout_sec"),

@@ -36,12 +36,11 @@ def read_task_folder(root: Path, model: type[M]) -> tuple[M, str, list[str]]:
         config = model.model_validate(tomllib.loads(read_regular_text(toml_path, MAX_TASK_FILE_BYTES)))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{toml_path} cannot be read as TOML ({exc}).", hint=LAYOUT_HINT) from exc
-    except RecursionError:  # tomllib parses arrays and inline tables recursively: x = [[[[...
-        raise ConfigError(
-            f"{toml_path} cannot be read as TOML (it nests too deeply).", hint=LAYOUT_HINT
-        ) from None
     except ValidationError as exc:
         raise ConfigError(f"{toml_path}: {_problem(exc)}.", hint=LAYOUT_HINT) from exc
+    except (RecursionError, ValueError) as exc:  # x = [[[[... (tomllib recurses); an int of 5,000 digits
+        why = "it nests too deeply" if isinstance(exc, RecursionError) else "a number too long to read"
+        raise ConfigError(f"{toml_path} cannot be read as TOML ({why}).", hint=LAYOUT_HINT) from None
     for part in ("instruction.md", "workspace", "tests"):
         if not (root / part).exists():
             raise ConfigError(f"The eval task {root} has no {part}.", hint=LAYOUT_HINT)

@@ -18,7 +18,7 @@ import yaml
 
 from llmdeck.errors import ConfigError
 from llmdeck.util.localfile import read_regular_text
-from llmdeck.util.safeyaml import UniqueKeyLoader
+from llmdeck.util.safeyaml import UniqueKeyLoader, unreadable_value
 
 MAX_CONFIG_BYTES = 16 << 20  # a gateway config is a few KB; more is not a config
 HELP = "(see `llmdeck gateway up --help`)"
@@ -68,6 +68,11 @@ class MarkedDocument:
             ) from exc
         except yaml.YAMLError as exc:
             raise ConfigError(f"{source}: not valid YAML ({exc}).", hint="Fix the YAML syntax.") from exc
+        except ValueError as exc:  # `ttl_s: 2024-13-45` (a date that is none), an int of 5,000 digits
+            raise ConfigError(
+                f"{source}: not valid YAML (it holds {unreadable_value(exc)}).",
+                hint="Fix that value (a number of seconds or GiB, or text in quotes).",
+            ) from exc
         except RecursionError:  # PyYAML composes recursively: `routes: [[[[...` past the stack
             raise ConfigError(
                 f"{source}: the YAML nests too deeply (lists or mappings inside each other) to read.",

@@ -87,3 +87,15 @@ def load_limited(text: str | bytes, source: str, *, max_bytes: int = MAX_BYTES) 
         raise ConfigError(f"{source} is not acceptable YAML: {exc}.", hint=hint) from exc
     except RecursionError as exc:  # pragma: no cover - MAX_DEPTH stops it first
         raise ConfigError(f"{source} is nested too deeply.", hint=hint) from exc
+    except ValueError as exc:  # a value PyYAML's constructors cannot build (no YAMLError)
+        raise ConfigError(
+            f"{source} is not acceptable YAML: it holds {unreadable_value(exc)}.", hint=hint
+        ) from exc
+
+
+def unreadable_value(exc: ValueError) -> str:
+    """What a scalar PyYAML resolves but cannot build is, in words: an int of more than 4,300 digits
+    (Python's cap on int(), which names sys.set_int_max_str_digits), a date that is none (2024-13-45)."""
+    if "integer string conversion" in str(exc):
+        return "a whole number of more than 4,300 digits"
+    return f"a value that cannot be read ({exc}; quote it if it is text)"
