@@ -70,6 +70,16 @@ CASES.append(
         "gateway:config-nested-too-deep", "gateway up --config {tmp}/deep.yaml", 2, "deep.yaml", "too deeply"
     )
 )
+# `keys revoke` of a name not there: what to do was missing (a file that does not exist read "known: none")
+CASES += [
+    case(
+        "keys:revoke-unknown-name",
+        "keys revoke nobody --keys-file {tmp}/keys.json",
+        2,
+        "'nobody'",
+        "does not exist",
+    ),
+]
 # values PyYAML resolves but cannot build (ValueError, no YAMLError): were internal errors
 CASES += [
     case("gateway:config-int-of-5000-digits", "gateway up --config {tmp}/bigint.yaml", 2, "4,300 digits"),

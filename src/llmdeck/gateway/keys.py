@@ -236,7 +236,11 @@ class KeyStore:
         kept = [k for k in data.keys if k.name != name]
         if len(kept) == len(data.keys):
             known = ", ".join(k.name for k in data.keys) or "none"
-            raise NotRunningError(f"No key named {name!r} in {self.path} (known: {known}).")
+            what = f" (known: {known})" if self.path.exists() else ": that file does not exist"
+            raise NotRunningError(
+                f"No key named {name!r} in {self.path}{what}.",
+                hint="Give a name `llmdeck keys list` shows, or the gateway's keys file with --keys-file.",
+            )
         data.keys = kept
         self.save(data)
 
