@@ -16,6 +16,7 @@ server does: it names nothing that could be wrong, and scripts run it to make su
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from pathlib import Path
 
@@ -125,6 +126,10 @@ def _tune_folders(tmp: Path) -> dict[str, str]:
     (newer / "trials.jsonl").write_text(
         json.dumps({"kind": "llmdeck.tune.trials", "schema_version": 99}) + "\n"
     )
+    fifo = tmp / "t-fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / "trials.jsonl")
+    names["t_fifo"] = str(fifo)
     for key, path in [("garbage", garbage), ("binary", binary), ("foreign", foreign)]:
         names[f"t_{key}"] = str(path)
     names |= {"t_dir_trials": str(dir_trials), "t_newer": str(newer)}
@@ -304,6 +309,10 @@ FILE_CASES = [
     # compact JSON (no space after the colon): was taken for a bench file ("not a bench result")
     case("report:eval-compact-json", "report {eval_compact}", 2, "{eval_compact}", "eval result"),
     case("report:eval-older-schema", "report {eval_old}", 2, "{eval_old}", "eval schema version 0"),
+    # were "[Errno 22] it is a named pipe (FIFO), not a regular file: '...'. Pick another --out." and
+    # "'utf-8' codec can't decode byte 0xff in position 0: invalid start byte"
+    case("report:tune-trials-a-fifo", "report {t_fifo}", 2, "named pipe", "the folder a tune wrote"),
+    case("report:tune-trials-binary", "report {t_binary}", 2, "not UTF-8 text (byte 0xff at offset 0)"),
     # a trials file is read as one now (report reads tune folders back): its half header is named
     case(
         "report:tune-trials",

@@ -36,8 +36,12 @@ def _lines(path: Path) -> list[str]:
     try:
         text = read_bytes(path).decode("utf-8")  # gzipped or not
     except (OSError, InflateError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)  # no "[Errno 22] ..."
+        if isinstance(exc, UnicodeDecodeError):
+            why = f"it is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})"
         raise ResultFileError(
-            f"Cannot read the trials file {path}: {exc}.", hint="Pick another --out."
+            f"Cannot read the trials file {path}: {why}.",
+            hint="Pick another --out folder (or, for `report`, the folder a tune wrote).",
         ) from exc
     lines = text.split("\n")
     if lines and lines[-1] != "":
