@@ -306,3 +306,13 @@ def test_a_commands_output_that_is_not_utf8_is_read_replaced(tmp_path: Path) -> 
     fake.chmod(0o755)
     done = stack.run_command([str(fake)])
     assert done.returncode == 0 and done.stdout.startswith("ok ")
+
+
+def test_hf_home_that_is_a_file_fails(tmp_path: Path) -> None:
+    """HF_HOME=<a file> had been "ok hf": every download and the docker engine's mount of it then failed."""
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    found = env_probes.probe_hf({"HF_HOME": str(a_file), "HF_HUB_CACHE": str(a_file / "hub")})
+    assert _ids(found) == ["hf", "hf-home-not-a-folder", "hf-hub-cache-not-a-folder"]
+    assert all(f.status == "fail" for f in found[1:]) and "is under" in found[2].message
+    assert _ids(env_probes.probe_hf({"HF_HOME": str(tmp_path / "new" / "hf")})) == ["hf"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Mapping
+from pathlib import Path
 
 from llmdeck.doctor.model import DoctorFinding
 from llmdeck.util.redact import redact_text, redact_url
@@ -44,6 +45,7 @@ def probe_hf(env: Mapping[str, str], *, has_hf_transfer: bool | None = None) -> 
                 fix="Set it to a full URL (`export HF_ENDPOINT=https://hf-mirror.com`) or unset it.",
             )
         )
+    out += _hf_folders(env)
     if offline:
         out.append(
             DoctorFinding(
@@ -67,6 +69,31 @@ def probe_hf(env: Mapping[str, str], *, has_hf_transfer: bool | None = None) -> 
                     message="HF_HUB_ENABLE_HF_TRANSFER=1 (seed 000's download line) but the hf_transfer "
                     "package is not installed in this Python.",
                     fix="`pip install hf_transfer`, or unset HF_HUB_ENABLE_HF_TRANSFER.",
+                )
+            )
+    return out
+
+
+def _hf_folders(env: Mapping[str, str]) -> list[DoctorFinding]:
+    """HF_HOME / HF_HUB_CACHE that is a file, or under one: huggingface_hub cannot cache a download
+    there, and `up --engine docker` mounts HF_HOME as a folder (docker refuses a file)."""
+    out = []
+    for var in ("HF_HOME", "HF_HUB_CACHE"):
+        value = env.get(var)
+        if not value:
+            continue
+        path = Path(value).expanduser()
+        blocker = next((p for p in (path, *path.parents) if p.exists()), None)
+        if blocker is not None and not blocker.is_dir():
+            where = "is a file" if blocker == path else f"is under {blocker}, which is a file"
+            out.append(
+                DoctorFinding(
+                    id=f"{var.lower().replace('_', '-')}-not-a-folder",
+                    area="hf",
+                    status="fail",
+                    message=f"{var}={value} {where}, not a folder: no model can be downloaded or cached "
+                    "there, and the docker engine cannot mount it.",
+                    fix=f"Point {var} at a folder (unset: ~/.cache/huggingface), or move that file away.",
                 )
             )
     return out
