@@ -76,6 +76,8 @@ def make_inputs(tmp: Path) -> dict[str, str]:
     (tmp / "null.json").write_text("null")
     (tmp / "a_file").write_text("I am a file, not a folder\n")
     (tmp / "catalog.yaml").write_text("models: []\n")
+    (tmp / "prompt_number.jsonl").write_text('{"prompt": 5}\n')
+    (tmp / "messages_empty.jsonl").write_text('{"messages": []}\n')
     return {
         "tmp": str(tmp),
         "folder": str(tmp / "folder"),
@@ -97,6 +99,8 @@ def make_inputs(tmp: Path) -> dict[str, str]:
         "blocked": str(tmp / "a_file" / "out.json"),  # a file is in the way of the parent folder
         "a_file": str(tmp / "a_file"),
         "catalog": str(tmp / "catalog.yaml"),
+        "prompt_number": str(tmp / "prompt_number.jsonl"),
+        "messages_empty": str(tmp / "messages_empty.jsonl"),
     }
 
 

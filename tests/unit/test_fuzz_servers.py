@@ -117,6 +117,9 @@ AFTER_MODELS = [
     ("bench:prompts-folder", ["--prompts", "{folder}"], "{folder}"),
     ("bench:prompts-binary", ["--prompts", "{binary}"], "{binary}"),
     ("bench:prompts-empty", ["--prompts", "{empty}"], "{empty}"),
+    # were sent: the prompt as str(5) == "5"; no message at all (HTTP 400 for every request, exit 1)
+    ("bench:prompts-a-number", ["--prompts", "{prompt_number}"], '{prompt_number}:1: "prompt" is 5'),
+    ("bench:prompts-no-message", ["--prompts", "{messages_empty}"], '{messages_empty}:1: "messages"'),
     ("bench:model-not-served", ["--model", "other"], "other"),
 ]
 

@@ -262,9 +262,18 @@ def _check_row(row: dict[str, Any], where: str) -> None:
             hint='Write e.g. "max_tokens": 256, or leave it out.',
         )
     msgs = row.get("messages")
-    if "messages" in row and not (isinstance(msgs, list) and all(isinstance(m, dict) for m in msgs)):
+    if "messages" not in row:  # a prompt that is no text had been sent as str() of it: "5", "None", "[1, 2]"
+        prompt = row.get("prompt")
+        if not (isinstance(prompt, str) and prompt.strip()):
+            raise ConfigError(
+                f'{where}: "prompt" is {json.dumps(prompt)[:60]}, not text to send.',
+                hint='Write "prompt": "your text", or "messages": [{"role": "user", "content": "..."}].',
+            )
+    elif not (isinstance(msgs, list) and msgs and all(isinstance(m, dict) for m in msgs)) or not all(
+        isinstance(m.get("role"), str) for m in msgs
+    ):  # an empty list or a message without a role: the server refuses every request with HTTP 400
         raise ConfigError(
-            f'{where}: "messages" is not a list of objects.',
+            f'{where}: "messages" is not a list of messages (objects, each with a "role").',
             hint='Write "messages": [{"role": "user", "content": "..."}].',
         )
 
