@@ -179,3 +179,28 @@ def test_bad_gateway_record(c: Case, fuzz_env: dict[str, str], tmp_path: Path, f
         record.write_bytes(content if isinstance(content, bytes) else content.encode())
     err = fuzz_run(c, fuzz_env)
     assert "Error" not in err  # no exception class names
+
+
+def test_a_config_whose_aliases_expand_past_any_config_is_refused(tmp_path: Path) -> None:
+    """gateway:config-billion-laughs — 1 KB of aliases inside aliases in a route's defaults had loaded
+    (exit 0, the gateway up): its first request then serialized 10^9 values into the backend's body."""
+    from llmdeck.errors import ConfigError
+    from llmdeck.gateway.config import parse_config
+    from llmdeck.settings import Settings
+
+    lines = [
+        HEAD + "    backends: ['http://127.0.0.1:9']\n    defaults:",
+        "      l0: &a0 [x, x, x, x, x, x, x, x, x, x]",
+    ]
+    lines += [f"      l{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
+    with pytest.raises(ConfigError) as info:
+        parse_config(
+            "\n".join(lines) + "\n", source=tmp_path / "g.yaml", settings=Settings(state_dir=tmp_path)
+        )
+    assert "g.yaml: the YAML expands to more than 100,000 values" in info.value.render()
+    # a shared block used a few times is fine
+    text = HEAD + "    backends: ['http://127.0.0.1:9']\n    defaults: &d {max_tokens: 5}\n"
+    text += "  - model: b\n    backends: ['http://127.0.0.1:9']\n    defaults: *d\n"
+    assert (
+        len(parse_config(text, source=tmp_path / "g.yaml", settings=Settings(state_dir=tmp_path)).routes) == 2
+    )

@@ -21,6 +21,7 @@ from llmdeck.util.localfile import read_regular_text
 from llmdeck.util.safeyaml import UniqueKeyLoader, unreadable_value
 
 MAX_CONFIG_BYTES = 16 << 20  # a gateway config is a few KB; more is not a config
+MAX_VALUES = 100_000  # values once aliases are expanded: a config has hundreds; a "billion laughs" has 10^9
 HELP = "(see `llmdeck gateway up --help`)"
 
 
@@ -79,6 +80,13 @@ class MarkedDocument:
                 hint="Fix the file: a gateway config nests a few levels (routes, backends, defaults).",
             ) from None
 
+        if _more_values_than(self.data, MAX_VALUES):  # each request's body would carry them (merge.py)
+            raise ConfigError(
+                f"{source}: the YAML expands to more than {MAX_VALUES:,} values (aliases inside aliases: "
+                "*name of an &name that holds more *names).",
+                hint="Write the values out, or nest fewer aliases: a gateway config holds a few hundred.",
+            )
+
     def line_of(self, loc: Sequence[str | int]) -> int:
         """The 1-based line of the deepest node on ``loc`` that exists (missing keys: their parent)."""
         node = self.root
@@ -95,6 +103,23 @@ class MarkedDocument:
 
     def where(self, loc: Sequence[str | int]) -> str:
         return f"{self.source}:{self.line_of(loc)}"
+
+
+def _more_values_than(data: Any, limit: int) -> bool:
+    """Whether ``data`` holds more than ``limit`` values counted as written out (a shared list, an alias,
+    counts at each place): stops counting past ``limit``, so a billion laughs costs ``limit`` steps."""
+    stack, seen = [data], 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def _child(node: yaml.Node, part: str | int) -> yaml.Node | None:
