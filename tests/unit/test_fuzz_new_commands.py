@@ -210,6 +210,8 @@ def _eval_tasks(tmp: Path) -> dict[str, str]:
     return names
 
 
+BENCH_RESULT = str(ROOT / "evidence" / "tune" / "agent-sessions-cpu-bench.json")  # a real bench result
+
 EVAL_TASK_CASES = [
     case("eval:task-toml-broken", "eval -c opencode --task {task_toml_broken}", 2, "task.toml", "TOML"),
     case("eval:task-toml-not-utf8", "eval -c opencode --task {task_toml_not_utf8}", 2, "task.toml"),
@@ -297,6 +299,7 @@ def _result_files(tmp: Path) -> dict[str, str]:
         )
         + "\n",
         "nc_other.jsonl": '{"a": 1}\nNCCL INFO hello\n',
+        "vllm_as_list.json": "[]",
     }
     for name, text in files.items():
         (tmp / name).write_text(text)
@@ -313,6 +316,13 @@ FILE_CASES = [
     # "'utf-8' codec can't decode byte 0xff in position 0: invalid start byte"
     case("report:tune-trials-a-fifo", "report {t_fifo}", 2, "named pipe", "the folder a tune wrote"),
     case("report:tune-trials-binary", "report {t_binary}", 2, "not UTF-8 text (byte 0xff at offset 0)"),
+    # were "...: : Input should be a valid dictionary or instance of VllmBenchResult" (a class named)
+    case(
+        "report:against-a-list",
+        ["report", BENCH_RESULT, "--against", "{vllm_as_list}"],
+        2,
+        ": [] is not a JSON object",
+    ),
     # a trials file is read as one now (report reads tune folders back): its half header is named
     case(
         "report:tune-trials",

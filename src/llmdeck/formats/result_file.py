@@ -68,7 +68,10 @@ def first_problem(exc: ValidationError) -> str:
     """``where: what`` of a validation error's first problem, for a one-line message."""
     first = exc.errors()[0]
     where = ".".join(str(x) for x in first.get("loc", ()))
-    return f"{where}: {str(first.get('msg')).removeprefix('Value error, ')}"
+    what = str(first.get("msg")).removeprefix("Value error, ")
+    if first.get("type") in ("model_type", "dict_type"):  # "... or instance of VllmBenchResult": a class
+        what = f"{json.dumps(first.get('input'))[:40]} is not a JSON object"
+    return f"{where}: {what}" if where else what  # the top level has no location (was ": : ...")
 
 
 def load_versioned(path: Path, model: type[M], kind: str, version: int, noun: str, command: str) -> M:
