@@ -36,6 +36,17 @@ CONFIGS: dict[str, tuple[str, int, str]] = {
     "group-empty": (_cfg("{spec: a.json, group: ''}"), 3, "group"),
     "keep-text": (_cfg("{spec: a.json, keep: perhaps}"), 3, "keep"),
     "backend-unknown-key": (_cfg("{spec: a.json, tll_s: 5}"), 3, "tll_s"),
+    # were "Input should be a valid dictionary or instance of BackendSpec" (a Python class named)
+    "backend-a-number": (
+        _cfg("5"),
+        3,
+        "backends[0]: Input should be a valid string or Input should be a valid dictionary.",
+    ),
+    "timeouts-a-list": (
+        _cfg("{spec: a.json}") + "timeouts: [1]\n",
+        4,
+        "timeouts: Input should be a valid dictionary.",
+    ),
     "lifecycle-on-a-url": (_cfg("{url: 'http://127.0.0.1:9', min_resident_s: 5}"), 3, "min_resident_s"),
     "budget-negative": (_cfg("{spec: a.json}", "  memory_gib: -1\n"), 5, "budget.memory_gib"),
     "budget-text": (_cfg("{spec: a.json}", "  memory_gib: lots\n"), 5, "budget.memory_gib"),

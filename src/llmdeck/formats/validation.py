@@ -94,6 +94,8 @@ def explain(exc: ValidationError, root: type[BaseModel], limit: int = 5) -> list
         if err["type"] == "extra_forbidden":
             keys = ", ".join(model.model_fields)
             message = f"not a key here (the keys here: {keys})"
+        elif err["type"] == "model_type":  # "... or instance of Route": a Python class, not the file's words
+            message = "Input should be a valid dictionary"
         else:
             message = str(err["msg"]).removeprefix("Value error, ")  # a validator's own words, as written
         messages = merged.setdefault(loc, [])
