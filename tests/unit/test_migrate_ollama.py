@@ -147,6 +147,7 @@ def test_unreachable_and_garbled_exit_1(tmp_path: Path, capsys: pytest.CaptureFi
     t0 = time.monotonic()
     code, _, err = _migrate(f"http://127.0.0.1:{free_port()}", tmp_path / "a", capsys, "--timeout", "2")
     assert code == 1 and "Cannot reach Ollama" in err and time.monotonic() - t0 < 10
+    assert "Connection refused" in err and "ConnectError" not in err  # words, not httpx's class
     assert not (tmp_path / "a").exists()  # nothing written for an Ollama that is not there
     for path, body, words in [
         ("/api/tags", b"<html>not ollama</html>", "not JSON"),

@@ -88,7 +88,7 @@ def _request(method: str, url: str, body: dict[str, Any] | None, limit: float) -
         raise
     except httpx.HTTPError as exc:
         raise EndpointError(
-            f"Cannot reach Ollama at {url} ({exc.__class__.__name__}: {exc}).",
+            f"Cannot reach Ollama at {url} ({str(exc) or 'no reason given'}).",  # no httpx class named
             hint="Start Ollama (`ollama serve`), or pass its URL with --ollama (default "
             "http://127.0.0.1:11434).",
         ) from exc

@@ -118,7 +118,7 @@ def ollama_unload(model: str, base_url: str = OLLAMA_URL, *, timeout_s: float = 
             read_capped(resp.iter_bytes(), url, what="Ollama")
     except (httpx.HTTPError, BodyTooLarge) as exc:
         raise EndpointError(
-            f"Ollama at {url} did not unload {model!r} ({exc.__class__.__name__}: {exc}).",
+            f"Ollama at {url} did not unload {model!r} ({str(exc) or 'no reason given'}).",
             hint=f"Try by hand: {ollama_unload_command(model, url)}  "
             f"(or `ollama stop {shlex.quote(model)}`).",
         ) from exc
