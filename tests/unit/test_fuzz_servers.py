@@ -339,3 +339,16 @@ def test_check_reads_tool_arguments_nested_too_deep_as_not_json(
     assert "internal error" not in err.lower() and "RecursionError" not in err + out, err
     probes = {p["id"]: p for p in json.loads(out)["probes"]}
     assert probes["tool_auto"]["status"] == "fail", probes["tool_auto"]
+
+
+def test_launch_on_a_server_too_small_names_launch_in_its_advice(
+    fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server of 4096 tokens cannot hold claude-code's base prompt: `launch` ended with "then run this
+    `llmdeck connect claude-code` command again", a command the user had not run."""
+    with running("fake_models_only_server") as url:
+        code, _out, err, elapsed = run_main(
+            ["launch", "claude-code", url, "--dry-run", "--timeout", "3"], capsys
+        )
+    needles = ("cannot hold claude-code", "--max-model-len 32768", "`llmdeck launch claude-code`")
+    assert_clean_failure(code, err, elapsed, want=1, needles=needles, seconds=30)

@@ -55,8 +55,8 @@ def apply_client_limits(client: str, info: ServeInfo) -> ServeInfo:
             f"{info.base_url} cannot hold {rec.label}'s base prompt: {budget_words(b)} ({how}). "
             f"{rec.client} would be refused with HTTP 400 and retry; no configuration was written.",
             hint=f"Restart the server with --max-model-len {need} or more (an llmdeck server: "
-            f"`llmdeck restart NAME -- --max-model-len {need}`), then run this `llmdeck connect {client}` "
-            "command again.",
+            f"`llmdeck restart NAME -- --max-model-len {need}`), then run `llmdeck connect {client}` (or "
+            f"`llmdeck launch {client}`) again.",  # both read the server's limits here
         )
     words = f"{rec.label}: context {b.context}, output {b.output} written; {budget_words(b)} ({how})."
     if not b.ok:
