@@ -38,6 +38,27 @@ def test_plan_refuses_the_same_image(capsys: pytest.CaptureFixture[str]) -> None
     assert code == 2 and "is not an image name" in err and "-v/:/x vllm" not in out
 
 
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ("--max-num-seqs abc", "--max-num-seqs needs a whole number, got 'abc'"),
+        ("--max-num-seqs=0", "--max-num-seqs 0 is out of range"),
+        ("--max-num-sequences 8", "has a --max-num-sequences flag"),
+        ("--kv-cache-dtype fp9", "'fp9' is not one of vLLM's choices"),
+        ("--hf-overrides {nope", "is not valid JSON"),
+    ],
+)
+def test_a_candidate_vllm_would_refuse_is_refused_before_the_baseline(
+    tmp_path: Path, given: str, says: str
+) -> None:
+    """It had been taken as given: the tune ran the baseline trial (minutes) and only then started this
+    candidate's server, which died at once on the value or the flag."""
+    with pytest.raises(UsageError) as info:
+        _request(tmp_path, candidates=[given])
+    assert f"--candidate {given!r}: " in info.value.message and says in info.value.message
+    _request(tmp_path, candidates=["--max-num-seqs 8 --max-num-batched-tokens 4096 --enable-prefix-caching"])
+
+
 @pytest.mark.parametrize("given", ["--max-num-seqs 8 --api-key sk-cand-77", "--hf-token=hf_cand77"])
 def test_a_secret_in_a_candidate_is_refused_not_written(tmp_path: Path, given: str) -> None:
     """`--candidate '--api-key K'` kept K in the request: the trials file's header, the trial's args

@@ -48,8 +48,26 @@ def _candidates(given: list[str]) -> list[list[str]]:
         if not args or not args[0].startswith("-"):
             raise UsageError(f"--candidate {text!r} holds no vLLM flags.", hint=_CAND_HINT)
         _no_secret(args)
+        _check_flags(text, args)
         out.append(args)
     return out
+
+
+def _check_flags(text: str, args: list[str]) -> None:
+    """The values and names `llmdeck plan` checks: a candidate's trial had started only after the
+    baseline's (minutes), to die at once on '--max-num-seqs abc' or a misspelt flag."""
+    from llmdeck.plan.flags import parse_vllm_flags
+    from llmdeck.plan.lint_cli import lint_flag_names
+
+    try:
+        flags = parse_vllm_flags(args)
+        flags.check_values()
+    except UsageError as exc:
+        raise UsageError(f"--candidate {text!r}: {exc.message}", hint=exc.hint or _CAND_HINT) from exc
+    unknown = [f for f in lint_flag_names(flags, None) if f.rule == "flag-unknown"]
+    if unknown:
+        fix = f"Write {unknown[0].fix} instead." if unknown[0].fix else _CAND_HINT
+        raise UsageError(f"--candidate {text!r}: {unknown[0].message}", hint=fix)
 
 
 def _no_secret(args: list[str]) -> None:
