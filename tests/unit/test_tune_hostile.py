@@ -68,3 +68,19 @@ def test_a_secret_in_a_candidate_is_refused_not_written(tmp_path: Path, given: s
         _request(tmp_path, candidates=[given])
     said = f"{info.value} {info.value.hint}"
     assert "a secret" in said and "after `--`" in said and "77" not in said
+
+
+def test_a_misspelt_flag_after_dashes_is_refused_once_not_per_trial(tmp_path: Path) -> None:
+    """`tune ... -- --max-num-sequences 8` ran the whole space, each trial "rejected by plan:
+    flag-unknown" (13 lines), then exit 1; the same flag is in every trial, so it is exit 2 up front."""
+    from llmdeck.settings import Settings
+    from llmdeck.tune.request import make_request
+
+    settings = Settings(state_dir=tmp_path / "s", cache_dir=tmp_path / "c")
+    with pytest.raises(UsageError) as info:
+        make_request(
+            settings, model="Qwen3-0.6B", spec_file=None, workload="agent", prompts=None, slo="ttft_p99=2s",
+            budget="10m", trials=2, extra_args=["--max-num-sequences", "8"],
+            spec_overrides={"engine": "venv"}, load={}, options={"machine": "h200"},
+        )  # fmt: skip
+    assert "The vLLM flags after `--`: " in info.value.message and "--max-num-seqs" in str(info.value.hint)

@@ -48,14 +48,15 @@ def _candidates(given: list[str]) -> list[list[str]]:
         if not args or not args[0].startswith("-"):
             raise UsageError(f"--candidate {text!r} holds no vLLM flags.", hint=_CAND_HINT)
         _no_secret(args)
-        _check_flags(text, args)
+        _check_flags(f"--candidate {text!r}", args)
         out.append(args)
     return out
 
 
-def _check_flags(text: str, args: list[str]) -> None:
+def _check_flags(label: str, args: list[str]) -> None:
     """The values and names `llmdeck plan` checks: a candidate's trial had started only after the
-    baseline's (minutes), to die at once on '--max-num-seqs abc' or a misspelt flag."""
+    baseline's (minutes), to die at once on '--max-num-seqs abc'; a misspelt flag after `--` had every
+    trial "rejected by plan" one by one."""
     from llmdeck.plan.flags import parse_vllm_flags
     from llmdeck.plan.lint_cli import lint_flag_names
 
@@ -63,11 +64,11 @@ def _check_flags(text: str, args: list[str]) -> None:
         flags = parse_vllm_flags(args)
         flags.check_values()
     except UsageError as exc:
-        raise UsageError(f"--candidate {text!r}: {exc.message}", hint=exc.hint or _CAND_HINT) from exc
+        raise UsageError(f"{label}: {exc.message}", hint=exc.hint or _CAND_HINT) from exc
     unknown = [f for f in lint_flag_names(flags, None) if f.rule == "flag-unknown"]
     if unknown:
         fix = f"Write {unknown[0].fix} instead." if unknown[0].fix else _CAND_HINT
-        raise UsageError(f"--candidate {text!r}: {unknown[0].message}", hint=fix)
+        raise UsageError(f"{label}: {unknown[0].message}", hint=fix)
 
 
 def _no_secret(args: list[str]) -> None:
@@ -113,6 +114,8 @@ def make_request(
     targets = parse_slo_targets(slo)
     budget_s = parse_budget_s(budget)
     kind = check_workload(workload, prompts)
+    if extra_args:
+        _check_flags("The vLLM flags after `--`", list(extra_args))
     if model is None and spec_file is None:
         raise UsageError("Nothing to tune: give MODEL (a folder or a catalog name) or --spec FILE.", hint=_EX)
     base, secrets = _base_spec(settings, model, spec_file, spec_overrides, extra_args)
