@@ -84,3 +84,14 @@ def test_a_misspelt_flag_after_dashes_is_refused_once_not_per_trial(tmp_path: Pa
             spec_overrides={"engine": "venv"}, load={}, options={"machine": "h200"},
         )  # fmt: skip
     assert "The vLLM flags after `--`: " in info.value.message and "--max-num-seqs" in str(info.value.hint)
+
+
+def test_a_flag_no_known_vllm_has_and_nothing_resembles_is_left_to_the_trials(tmp_path: Path) -> None:
+    """A name no release in the table has and no known flag resembles may be a newer vLLM's (plan's lint
+    warns, it does not refuse): tune takes it, as `up` and `plan` do; a misspelling (a near name) is the
+    exit 2 above."""
+    from llmdeck.tune.request import _check_flags
+
+    _check_flags("--candidate", ["--some-flag-of-a-later-vllm", "1"])
+    with pytest.raises(UsageError):
+        _check_flags("--candidate", ["--max-num-seqz", "4"])

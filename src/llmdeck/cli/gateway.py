@@ -30,8 +30,9 @@ UP_HELP = """Start the gateway in the background (or --attach) and wait until it
 The config (YAML) lists routes: an alias, its backends (URLs or llmdeck server names), request fields
 filled in where absent (defaults) and replaced (override). A backend named by its server follows it:
 while `llmdeck restart NAME` brings it back, its requests wait for it (timeouts.restart_wait_s, 900 s),
-and with a new key, port or served name the gateway uses them from its next health probe. Without a keys file the gateway is open and binds 127.0.0.1; a non-loopback --host without
-keys is refused unless --insecure.
+and with a new key, port or served name the gateway uses them from its next health probe. Without a
+keys file the gateway is open and binds 127.0.0.1; a non-loopback --host without keys is refused unless
+--insecure.
 
 Example config:
 

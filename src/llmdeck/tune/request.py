@@ -65,7 +65,7 @@ def _check_flags(label: str, args: list[str]) -> None:
         flags.check_values()
     except UsageError as exc:
         raise UsageError(f"{label}: {exc.message}", hint=exc.hint or _CAND_HINT) from exc
-    unknown = [f for f in lint_flag_names(flags, None) if f.rule == "flag-unknown"]
+    unknown = [f for f in lint_flag_names(flags, None) if f.rule == "flag-unknown" and f.severity == "error"]
     if unknown:
         fix = f"Write {unknown[0].fix} instead." if unknown[0].fix else _CAND_HINT
         raise UsageError(f"{label}: {unknown[0].message}", hint=fix)
