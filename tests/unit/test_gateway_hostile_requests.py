@@ -100,16 +100,20 @@ def test_a_whole_answer_slower_than_the_idle_and_first_byte_times_is_waited_for(
         (b'{"model": "a", "messages": [], "temperature": NaN}', "NaN, which is no JSON number"),
         (b'{"model": "a", "messages": [], "max_tokens": Infinity}', "Infinity, which is no JSON number"),
         (b'{"model": "a", "max_tokens": ' + b"9" * 5000 + b"}", "over 4,300 digits"),
+        # read as infinity, and written to the backend as `Infinity` (no JSON) once the body was rewritten
+        (b'{"model": "a", "messages": [], "max_tokens": 1e999}', "1e999, a number past a 64-bit float"),
+        (b'{"model": "a", "messages": [], "temperature": -2.5E+400}', "-2.5E+400, a number past"),
         # over 1 MiB: parsed in a thread, the same answers
         (b'{"model": "a", "pad": "' + b"x" * (2 << 20) + b'", "top_p": -Infinity}', "-Infinity"),
         (b'{"model": "a", "deep": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nests too deeply"),
     ],
-    ids=["nan", "infinity", "5000-digits", "big-with-infinity", "big-and-deep"],
+    ids=["nan", "infinity", "5000-digits", "1e999", "minus-2.5e400", "big-with-infinity", "big-and-deep"],
 )
 def test_a_body_python_reads_but_json_has_not_is_a_400_in_words(
     tmp_path: Path, body: bytes, words: str
 ) -> None:
-    """NaN/Infinity had been passed on to the backend; a 5000-digit number was 'not valid JSON'."""
+    """NaN/Infinity had been passed on to the backend; a 5000-digit number was 'not valid JSON'; 1e999
+    reached it as `Infinity`."""
     with stack(tmp_path, FAST) as (gw, up):
         r = httpx.post(f"{gw}/v1/chat/completions", content=body, timeout=20)
     assert r.status_code == 400 and words in r.json()["error"]["message"] and not up.bodies

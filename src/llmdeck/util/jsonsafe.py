@@ -6,6 +6,7 @@ like any other malformed JSON."""
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from llmdeck.errors import InternalError
@@ -41,11 +42,23 @@ def _refuse_constant(name: str) -> Any:
     raise NotJsonNumberError(f"{name}, which is no JSON number", "", 0)
 
 
+def _finite(text: str) -> float:
+    """A JSON number past a double's range (``1e999``) is read as infinity, and written out again as
+    ``Infinity``, which no JSON parser takes: refused as NaN and Infinity are."""
+    value = float(text)
+    if math.isinf(value):
+        raise NotJsonNumberError(f"{text[:40]}, a number past a 64-bit float's range", "", 0)
+    return value
+
+
 def loads(text: str | bytes, *, strict_numbers: bool = False) -> Any:
-    """``json.loads``; ``strict_numbers``: NaN/Infinity raise ``NotJsonNumberError`` (a client's
-    request passed on to a server that may take them for numbers)."""
+    """``json.loads``; ``strict_numbers``: NaN, Infinity and a number past a float's range (``1e999``)
+    raise ``NotJsonNumberError`` (a client's request passed on to a server that may take them for
+    numbers, or written out again by the gateway as ``Infinity``)."""
     try:
-        return json.loads(text, parse_constant=_refuse_constant) if strict_numbers else json.loads(text)
+        if strict_numbers:
+            return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite)
+        return json.loads(text)
     except RecursionError:
         doc = text if isinstance(text, str) else ""
         raise TooDeepError("the JSON is nested too deep to read", doc, 0) from None
