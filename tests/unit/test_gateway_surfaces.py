@@ -25,7 +25,7 @@ from gateway_surface_fakes import FakeSurfacesUpstream
 from llmdeck.gateway.app import build_app
 from llmdeck.gateway.config import parse_config
 from llmdeck.gateway.keys import KeyStore
-from llmdeck.gateway.metrics import UsageSniffer
+from llmdeck.gateway.metrics import END_MARKERS, UsageSniffer
 from llmdeck.settings import Settings
 from repo_paths import ROOT
 
@@ -488,3 +488,14 @@ def test_fold_system_leaves_a_body_it_cannot_fold_as_sent(system: Any, content: 
     before = repr(body)
     fold_system_messages(body)
     assert repr(body) == before
+
+
+@pytest.mark.parametrize("marker", [m.decode() for m in END_MARKERS])
+def test_every_end_marker_ends_the_stream_for_the_sniffer(marker: str) -> None:
+    """UsageSniffer.feed looks for three words before the exact markers (a per-chunk saving): every marker
+    must hold one of them, or a stream that ended would count as aborted at a client's hang-up."""
+    sniffer = UsageSniffer(sse=True)
+    sniffer.feed(b'data: {"x": 1}\n\n')
+    assert not sniffer.completed
+    sniffer.feed(marker.encode() + b"\n\n")
+    assert sniffer.completed

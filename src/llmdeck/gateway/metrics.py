@@ -177,7 +177,10 @@ class UsageSniffer:
     def feed(self, chunk: bytes) -> None:
         if self.sse and not self.completed:
             seen = self._end + chunk
-            self.completed = any(m in seen for m in END_MARKERS)
+            # three scans in C first; the exact markers only where one of their words is (per chunk:
+            # 1.5 us, was 3 us for the five markers through a generator)
+            maybe = b"[DONE]" in seen or b"completed" in seen or b"message_stop" in seen
+            self.completed = maybe and any(m in seen for m in END_MARKERS)
             self._end = seen[-64:]
         if not self.sse:
             self._size += len(chunk)

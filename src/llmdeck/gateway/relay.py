@@ -109,8 +109,9 @@ class Relay:
         return {k: v for k, v in self.resp.headers.items() if k.lower() not in drop}
 
     async def _next(self, chunks: AsyncIterator[bytes]) -> bytes:
-        left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
-        async with asyncio.timeout(left):
+        if self.deadline is None:  # a stream: no whole-reply deadline (its idle timeout is the transport's);
+            return await anext(chunks)  # a timeout context per chunk was ~6% of the relay's CPU
+        async with asyncio.timeout(max(0.0, self.deadline - time.monotonic())):
             return await anext(chunks)
 
     async def chunks(self) -> AsyncIterator[bytes]:
