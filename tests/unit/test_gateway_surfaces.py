@@ -499,3 +499,33 @@ def test_every_end_marker_ends_the_stream_for_the_sniffer(marker: str) -> None:
     assert not sniffer.completed
     sniffer.feed(marker.encode() + b"\n\n")
     assert sniffer.completed
+
+
+@pytest.mark.parametrize(
+    ("data", "end"),
+    [
+        (b"data: 1\n\n", 9),  # whole events: the fast path
+        (b"data: 1\n\ndata: 2", 9),  # a part of the next held back
+        (b"data: 1\r\n\r\ndata: 2", 11),
+        (b"data: 1\r\rdata: 2\r", 9),
+        (b"data: 1\r\n\n", 10),  # CRLF then an LF blank line: an end too
+        (b"data: 1\n", 0),
+        (b"", 0),
+    ],
+)
+def test_event_end_finds_the_last_whole_event(data: bytes, end: int) -> None:
+    from llmdeck.gateway.relay import event_end
+
+    assert event_end(data) == end
+
+
+def test_the_responses_trail_numbers_after_the_last_event_it_saw() -> None:
+    """The trail reads the last sequence_number only when a broken stream is ended."""
+    from llmdeck.gateway.surfaces import ResponsesTrail
+
+    trail = ResponsesTrail()
+    for n in range(3):
+        trail.feed(f'event: x\ndata: {{"type": "x", "sequence_number": {n}}}\n\n'.encode())
+    trail.feed(b": a comment, no number\n\n")
+    assert trail.numbered({"type": "error"})["sequence_number"] == 3
+    assert trail.numbered({"type": "response.failed"})["sequence_number"] == 4
