@@ -177,3 +177,32 @@ def test_a_state_folder_on_a_read_only_or_full_disk_is_a_clean_error(
     monkeypatch.setattr(Path, "mkdir", cannot)
     code, _out, stderr, elapsed = run_main(["keys", "create", "alice"], capsys)
     assert_clean_failure(code, stderr, elapsed, want=want, needles=(needle, "gateway"), seconds=20)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b"{bad", "not JSON, or not a gateway record"),
+        (b"\xff\xfe", "not UTF-8 text"),
+        (None, "it is a named pipe (FIFO), not a regular file"),
+    ],
+    ids=["status:gateway-record-not-json", "status:gateway-record-not-utf8", "status:gateway-record-a-fifo"],
+)
+def test_an_unreadable_gateway_record_does_not_hide_the_servers(
+    content: bytes | None, says: str, fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A gateway record that cannot be read had made `status` exit 2, the servers' table unshown; now the
+    servers are listed and a warning says what is wrong with the record and what to do (exit 0, as for an
+    unreadable server record)."""
+    state = Path(fuzz_env["tmp"]) / "state"
+    _record(state, "other", pid=2**22 + 12346)  # no such process: dead
+    path = state / "gateway" / "gateway.json"
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path) if content is None else path.write_bytes(content)
+    for argv in (["status"], ["status", "--json"]):
+        code, out, err, _ = run_main(argv, capsys)
+        flat = " ".join(err.split())
+        assert code == 0 and "other" in out, (out, err)
+        assert f"warning: The gateway record {path} is unreadable ({says}). Delete {path}" in flat, flat
+        assert "ValidationError" not in flat and "internal error" not in flat

@@ -185,9 +185,20 @@ def gateway_models(settings: Any) -> dict[str, Any] | None:
     return {k: data[k] for k in keys if k in data}
 
 
-def print_gateway_models(settings: Any) -> bool:
+def gateway_models_or_warn(settings: Any) -> dict[str, Any] | None:
+    """For `llmdeck status`: :func:`gateway_models`, but a gateway record that cannot be read is a warning
+    on stderr (what is wrong, what to do) and no models: it had made `status` exit 2, its servers unshown."""
+    from llmdeck.errors import NotRunningError
+
+    try:
+        return gateway_models(settings)
+    except NotRunningError as exc:
+        err_console().print(f"warning: {exc.render()}", markup=False, highlight=False)
+        return None
+
+
+def print_gateway_models(data: dict[str, Any] | None) -> bool:
     """For `llmdeck status`: the running gateway's models on demand (True when there were any)."""
-    data = gateway_models(settings)
     if data is None:
         return False
     _print_models(data)

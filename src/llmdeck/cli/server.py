@@ -212,17 +212,18 @@ def status_cmd(
     statuses = status(settings, name)
     if not name:
         _warn_unreadable(settings)
-    from llmdeck.cli.gateway import gateway_models, print_gateway_models  # its models on demand
+    from llmdeck.cli.gateway import gateway_models_or_warn, print_gateway_models  # its models on demand
     from llmdeck.cli.status_url import print_records
 
     if as_json:  # the list as before; an object {servers, gateway} only while a gateway has models
-        gateway = None if name else gateway_models(settings)
+        gateway = None if name else gateway_models_or_warn(settings)
         print_json(statuses if gateway is None else {"servers": statuses, "gateway": gateway})
         return
     print_records(statuses, False)
-    if not print_gateway_models(settings) and not statuses:
+    gateway = gateway_models_or_warn(settings)
+    if not print_gateway_models(gateway) and not statuses:
         err_console().print("No llmdeck servers. Start one with `llmdeck up --model DIR`.")
-    print_pool(settings, None if name else gateway_models(settings))
+    print_pool(settings, None if name else gateway)
 
 
 def logs_cmd(

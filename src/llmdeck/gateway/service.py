@@ -40,7 +40,7 @@ from llmdeck.util.net import bind_hint, bind_problem, validate_port
 GATEWAY_RECORD_SCHEMA_VERSION = 1
 MAX_RECORD_BYTES = 1 << 20
 PID_MAX = 2**31 - 1  # any pid os.kill takes; 0, a negative or a larger one is not a record
-_WHY = {"UnicodeDecodeError": "not UTF-8 text", "ValidationError": "not a gateway record (or not JSON)"}
+_WHY = {"UnicodeDecodeError": "not UTF-8 text", "ValidationError": "not JSON, or not a gateway record"}
 
 
 class GatewayRecord(BaseModel):
