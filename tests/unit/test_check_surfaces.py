@@ -348,3 +348,18 @@ def test_claude_codes_own_cap_set_up_by_hand_warns_where_the_server_refuses_it()
 def test_a_client_that_sends_no_cap_of_its_own_has_nothing_to_refuse() -> None:
     assert rec("codex").max_tokens is None
     assert probe_client_own_cap(ctx_for(not_found), rec("codex")).status == "not_applicable"
+
+
+def test_a_request_error_with_no_text_is_said_in_words() -> None:
+    """A FAKE server whose connection breaks with an httpx error of no text: the probe had said "The
+    request failed: ." (`exc or ...` never falls back: an exception is always true)."""
+    from llmdeck.checks.probes import run_probe
+
+    def broken(request: httpx.Request) -> httpx.Response:
+        raise httpx.RemoteProtocolError("")
+
+    result = run_probe(ctx_for(broken), "chat")
+    assert result.status == "fail"
+    assert (
+        result.summary == "The request failed: the server closed the connection or broke the HTTP exchange."
+    )

@@ -12,6 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import httpx
 import pytest
 
 from llmdeck.client import (
@@ -384,3 +385,26 @@ def test_llamacpp_servers_slot_context_is_its_max_model_len() -> None:
     assert reported_max_model_len({"id": "m", "max_model_len": 8192, "meta": {"n_ctx": 4096}}, "u") == 8192
     with pytest.raises(MalformedStreamError, match=r'reports meta\.n_ctx "lots"'):
         reported_max_model_len({"id": "m", "meta": {"n_ctx": "lots"}}, "http://h/v1/models")
+
+
+@pytest.mark.parametrize(
+    ("exc", "says"),
+    [
+        (httpx.RemoteProtocolError(""), "dropped mid-response (the server closed the connection or broke"),
+        (httpx.ReadError(""), "dropped mid-response (the connection failed while the reply was read)"),
+        (httpx.TooManyRedirects(""), "failed: too many redirects."),
+        (httpx.DecodingError(""), "failed: the reply could not be decoded."),
+        (httpx.ConnectError(""), "Cannot connect to http://h/v1 (connection refused)."),
+    ],
+    ids=["protocol", "read", "redirects", "decoding", "connect"],
+)
+def test_an_httpx_error_with_no_text_is_said_in_words(exc: Exception, says: str) -> None:
+    """`{exc or type(exc).__name__}` never fell back (an exception is always true): an httpx error with an
+    empty message had printed "()" or "failed: ."; now its kind is said in words, never its class name."""
+    from llmdeck.client.httpmap import _map_httpx_errors
+
+    with pytest.raises(EndpointError) as info, _map_httpx_errors("http://h/v1"):
+        raise exc
+    message = info.value.message
+    assert says in message and "()" not in message and ": ." not in message, message
+    assert type(exc).__name__ not in message

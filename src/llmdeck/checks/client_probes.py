@@ -35,6 +35,7 @@ from llmdeck.checks.traffic import (
     smallest_tool,
     tokenize_body,
 )
+from llmdeck.client.httpmap import http_failure_words
 from llmdeck.util.jsonsafe import loads as json_loads
 
 TITLES = {
@@ -336,7 +337,8 @@ def run_client_probes(ctx: ProbeContext) -> list[ProbeResult]:
             except httpx.TimeoutException as exc:
                 outcome = timed_out(ctx, exc, required)
             except httpx.HTTPError as exc:
-                outcome = Outcome("fail", f"The request failed: {exc or 'the connection broke'}.")
+                why = http_failure_words(exc, "the connection broke")  # `exc or ...` had printed ""
+                outcome = Outcome("fail", f"The request failed: {why}.")
         if probe_id == "client_context" and outcome.status == "fail":
             too_big = not outcome.data.get("first_request_fits", True)
         results.append(_result(ctx, probe_id, outcome, required))

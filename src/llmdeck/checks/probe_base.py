@@ -88,7 +88,7 @@ def timed_out(ctx: ProbeContext, exc: Exception, required: bool, probe_id: str =
     run, each to wait again; for another, inconclusive (and the last probe run where the caller chose
     its probes: ``stop_on_timeout``; after a short generation, ``stuck``: only the probes the client
     needs are still run, the first of them to fail the same way or to show the server recovered)."""
-    why = f"The request timed out ({exc or 'no reply in time'})"
+    why = f"The request timed out ({str(exc).strip() or 'no reply in time'})"
     limit = ctx.http.timeout
     if required or ctx.stop_on_timeout:  # the next request would wait the same way
         ctx.blocked = f"the server did not answer a request within {limit:g} s"

@@ -49,6 +49,7 @@ from llmdeck.checks.probes_tools import (
     probe_tool_result,
 )
 from llmdeck.checks.results import ProbeResult
+from llmdeck.client.httpmap import http_failure_words
 from llmdeck.errors import EndpointError
 
 __all__ = [
@@ -121,7 +122,8 @@ def run_probe(ctx: ProbeContext, probe_id: str) -> ProbeResult:
             ctx.blocked = ctx.incomplete = exc.message.rstrip(".")
             outcome = Outcome("inconclusive", exc.message)
         except httpx.HTTPError as exc:
-            outcome = Outcome("fail", f"The request failed: {exc or 'the connection broke'}.")
+            why = http_failure_words(exc, "the connection broke")  # `exc or ...` had printed ""
+            outcome = Outcome("fail", f"The request failed: {why}.")
     return ProbeResult(
         id=probe_id,
         title=TITLES[probe_id],

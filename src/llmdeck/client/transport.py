@@ -291,7 +291,7 @@ class LeanTransport(httpx.AsyncBaseTransport):
         except TimeoutError as exc:
             raise httpx.ConnectTimeout(f"connecting to {host}:{port} timed out") from exc
         except OSError as exc:
-            raise httpx.ConnectError(str(exc) or type(exc).__name__) from _refused(exc) or exc
+            raise httpx.ConnectError(str(exc) or "the connection could not be made") from _refused(exc) or exc
         return proto
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
