@@ -78,6 +78,8 @@ def make_inputs(tmp: Path) -> dict[str, str]:
     (tmp / "catalog.yaml").write_text("models: []\n")
     (tmp / "prompt_number.jsonl").write_text('{"prompt": 5}\n')
     (tmp / "messages_empty.jsonl").write_text('{"messages": []}\n')
+    (tmp / "message_no_content.jsonl").write_text('{"prompt": "hi"}\n{"messages": [{"role": "user"}]}\n')
+    (tmp / "content_number.jsonl").write_text('{"messages": [{"role": "user", "content": 5}]}\n')
     return {
         "tmp": str(tmp),
         "folder": str(tmp / "folder"),
@@ -101,6 +103,8 @@ def make_inputs(tmp: Path) -> dict[str, str]:
         "catalog": str(tmp / "catalog.yaml"),
         "prompt_number": str(tmp / "prompt_number.jsonl"),
         "messages_empty": str(tmp / "messages_empty.jsonl"),
+        "message_no_content": str(tmp / "message_no_content.jsonl"),
+        "content_number": str(tmp / "content_number.jsonl"),
     }
 
 

@@ -120,6 +120,18 @@ AFTER_MODELS = [
     # were sent: the prompt as str(5) == "5"; no message at all (HTTP 400 for every request, exit 1)
     ("bench:prompts-a-number", ["--prompts", "{prompt_number}"], '{prompt_number}:1: "prompt" is 5'),
     ("bench:prompts-no-message", ["--prompts", "{messages_empty}"], '{messages_empty}:1: "messages"'),
+    # a user message with no content, or a number for it: vLLM sends the first as empty text, refuses the
+    # second (HTTP 400 for every request); both are refused up front naming the line and the message
+    (
+        "bench:prompts-message-no-content",
+        ["--prompts", "{message_no_content}"],
+        '{message_no_content}:2: message 1 ("role": "user") has no "content"',
+    ),
+    (
+        "bench:prompts-content-a-number",
+        ["--prompts", "{content_number}"],
+        '{content_number}:1: message 1 ("role": "user") has 5 for its "content"',
+    ),
     ("bench:model-not-served", ["--model", "other"], "other"),
 ]
 

@@ -392,3 +392,23 @@ def test_stdout_on_a_full_disk_is_a_failed_write_not_a_traceback(
     code, _, err = run_cli(args, capsys)
     assert code == 1 and "Cannot write the output: No space left on device" in err
     assert "internal error" not in err and "Traceback" not in err
+
+
+def test_a_prompts_file_past_the_cap_is_refused_not_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`bench/tune --prompts` had read the file whole (`read_bytes`, no cap); now it reads through
+    read_regular with a bound and says what to do (the cap made small here to keep the test light)."""
+    from llmdeck.bench import workloads
+    from llmdeck.errors import UsageError
+
+    monkeypatch.setattr(workloads, "MAX_PROMPTS_BYTES", 1000)
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "hi"}\n' * 100)
+    with pytest.raises(UsageError) as info:
+        workloads.read_prompt_rows(prompts)
+    said = info.value.render()
+    assert f"--prompts {prompts} cannot be read (it is 1,700 bytes, more than the 1,000" in said, said
+    assert "head -n" in said
+    prompts.write_text('{"prompt": "hi"}\n' * 10)
+    assert len(workloads.read_prompt_rows(prompts)) == 10

@@ -27,6 +27,7 @@ import numpy as np
 from llmdeck.bench.result_schema import ScenarioSpec
 from llmdeck.errors import ConfigError, ModelPathError, UsageError
 from llmdeck.util.jsonsafe import loads as _json_loads
+from llmdeck.util.localfile import FileTooLargeError, read_regular
 
 
 @dataclass
@@ -276,8 +277,27 @@ def _check_row(row: dict[str, Any], where: str) -> None:
             f'{where}: "messages" is not a list of messages (objects, each with a "role").',
             hint='Write "messages": [{"role": "user", "content": "..."}].',
         )
+    else:
+        _check_contents(msgs, where)
 
 
+def _check_contents(msgs: list[dict[str, Any]], where: str) -> None:
+    """Each message's "content" is text or a list of parts: vLLM refuses every request whose content is
+    a number or null (HTTP 400), and a message other than the assistant's with none at all is no OpenAI
+    request (vLLM sends it as empty text). Only an assistant's may be left out or null (a tool call)."""
+    for i, m in enumerate(msgs, 1):
+        content, role = m.get("content"), m["role"]
+        if isinstance(content, str | list) or (role == "assistant" and content is None):
+            continue
+        who = f'message {i} ("role": {json.dumps(role)[:40]})'
+        said = "no" if "content" not in m else f"{json.dumps(content)[:60]} for its"
+        raise ConfigError(
+            f'{where}: {who} has {said} "content", not text or a list of parts.',
+            hint='Write {"role": "user", "content": "your text"} (only an assistant\'s may go without).',
+        )
+
+
+MAX_PROMPTS_BYTES = 256 << 20  # 256 MiB of prompts: each line is held as a parsed object for the run
 PROMPTS_HINT = 'Pass --prompts FILE.jsonl with one {"prompt": "..."} or {"messages": [...]} per line.'
 
 
@@ -286,16 +306,21 @@ def read_prompt_rows(path: Path) -> list[dict[str, Any]]:
     (`tune` reads them up front too, so a bad file is refused before any server starts.) A path that
     is no regular file (missing, a folder, a pipe, a device) is a UsageError, never read."""
     if not Path(path).is_file():
-        from llmdeck.errors import UsageError
-
         raise UsageError(f"--prompts {path} is not a file.", hint=PROMPTS_HINT)
     rows: list[dict[str, Any]] = []
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
+    try:  # bounded, and never opened blocking: a pipe put there after the check is not waited on
+        text = read_regular(Path(path), MAX_PROMPTS_BYTES).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"{path} is not a UTF-8 text file ({exc.reason} at byte {exc.start}).",
             hint='Pass a JSONL file: one {"prompt": "..."} per line.',
+        ) from exc
+    except OSError as exc:  # too large (had been read whole), no longer a file, unreadable
+        raise UsageError(
+            f"--prompts {path} cannot be read ({exc.strerror or 'an I/O error'}).",
+            hint="Keep the prompts the run needs (e.g. `head -n 10000 FILE > fewer.jsonl`)."
+            if isinstance(exc, FileTooLargeError)
+            else PROMPTS_HINT,
         ) from exc
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
