@@ -100,3 +100,16 @@ def test_internal_errors_reaching_the_cli_are_reported_as_bugs(
     assert done.value.code == 1
     assert "internal error: NotAnswering: http://127.0.0.1:9/health" in err and "bug" in err
     assert NotAnswering("u").render() == "NotAnswering: u" and issubclass(NotAnswering, InternalError)
+
+
+def test_a_broken_reply_that_reaches_the_cli_is_said_in_words() -> None:
+    """An httpx error that reached the CLI unmapped had read "(RemoteProtocolError: )": its class name and
+    an empty message; now its kind in words."""
+    import httpx
+
+    from llmdeck.cli.failures import known_failure
+
+    err = known_failure(httpx.RemoteProtocolError(""))
+    assert err.message == (
+        "The reply broke off or never finished (the server closed the connection or broke the HTTP exchange)."
+    )

@@ -555,3 +555,23 @@ def test_hub_files_reads_sizes_and_the_lfs_hashes(monkeypatch: pytest.MonkeyPatc
     assert files is not None
     assert files.sizes == {"model.safetensors": 10, "config.json": 5}
     assert files.sha256 == {"model.safetensors": "ab" * 32}  # lower-cased, as hashlib writes it
+
+
+def test_other_download_failures_are_said_in_words_not_python_classes() -> None:
+    """The last case of map_hub_error had read "failed: ReadError: ..." (and "failed: ReadError: ." for
+    one with no text); a full disk had said to check the network."""
+    import errno
+
+    import httpx
+
+    from llmdeck.fetch.hub import map_hub_error
+
+    err = map_hub_error(httpx.ReadError(""), "acme/thing", "http://mirror.local", None)
+    assert err.message == (
+        "Downloading acme/thing from http://mirror.local failed: "
+        "the connection failed while the reply was read."
+    )
+    full = OSError(errno.ENOSPC, "No space left on device")
+    err = map_hub_error(full, "acme/thing", "http://mirror.local", None)
+    assert "failed: the disk is full" in err.message and "Free some disk space" in err.render()
+    assert "OSError" not in err.render() and "network" not in err.render()

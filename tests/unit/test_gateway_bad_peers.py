@@ -373,3 +373,21 @@ def test_a_reply_head_no_http_server_sends_is_a_502_in_words(
         assert httpx.get(f"{gw}/health").status_code == 200
     err = capfd.readouterr().err
     assert "Traceback" not in err and "Exception in ASGI application" not in err
+
+
+def test_sleep_wake_and_start_failures_are_said_in_words_not_python_classes() -> None:
+    """Models on demand: a refused /sleep had read "(HTTPStatusError: Client error '404 Not Found' for
+    url ... For more information check: https://developer.mozilla.org/...)", a post-wake probe answered
+    with garbage "(UnicodeDecodeError: ...)", a start that raised "RuntimeError: ..." (the 503's words)."""
+    from fake_servers import running
+    from llmdeck.errors import OperationError
+    from llmdeck.gateway import lifecycle
+
+    with running("fake_404_server") as url, pytest.raises(OperationError) as info:
+        lifecycle.sleep(url, 1)
+    assert info.value.message == f"vLLM at {url} refused POST /sleep?level=1 (HTTP 404)."
+    with running("fake_garbage_server") as url, pytest.raises(OperationError) as info:
+        lifecycle.probe(url, "fake")
+    assert info.value.message == f"the post-wake probe to {url} failed (its reply is not JSON)"
+    assert lifecycle.diagnosis(RuntimeError("the engine folder vanished")) == "the engine folder vanished"
+    assert lifecycle.diagnosis(RuntimeError()) == "an unexpected error (the gateway log has more)"

@@ -35,3 +35,14 @@ def test_replies_of_the_wrong_shape_are_failed_requests_not_a_traceback() -> Non
     assert report.requests and not any(r.ok for r in report.requests)
     assert all("whole number of tokens" in (r.error or "") for r in report.requests)
     assert all(r.prompt_tokens is None for r in report.requests)
+
+
+def test_a_peer_that_hangs_up_is_said_in_words_not_a_python_class() -> None:
+    """A server that closes without a reply: the request's error had read "ReadError: no whole reply in
+    time" (httpx's class name in the warm-up report, and a timeout that was none)."""
+    with running("fake_closing_server") as url:
+        report = _warm(url, 10.0)
+    assert report.requests and not any(r.ok for r in report.requests)
+    for r in report.requests:
+        assert r.error and "Error" not in r.error and "in time" not in r.error, r.error
+        assert "connection" in r.error or "disconnected" in r.error, r.error

@@ -40,12 +40,13 @@ def _is_http_error(exc: Exception) -> bool:
 
 
 def _http_failure(exc: Exception) -> Any:
+    from llmdeck.client.httpmap import http_failure_words  # httpx is loaded already: exc is one of its
     from llmdeck.errors import EndpointError
 
     request = getattr(exc, "_request", None)
     where = f" from {request.url}" if request is not None else ""
     return EndpointError(
-        f"The reply{where} broke off or never finished ({type(exc).__name__}: {exc}).",
+        f"The reply{where} broke off or never finished ({http_failure_words(exc, 'the connection broke')}).",
         hint="Check that the server is healthy (`llmdeck status`, `llmdeck logs`), then run again.",
     )
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 from llmdeck import __version__
 from llmdeck.errors import DownloadError, LlmdeckError, MissingDependencyError, UsageError
 from llmdeck.fetch.guards import HubFiles, hub_files, refuse_files_not_from_the_hub, refuse_nothing_matched
-from llmdeck.fetch.hubreply import check_hub_reply, not_a_hub, received
+from llmdeck.fetch.hubreply import check_hub_reply, not_a_hub, other_failure, received
 from llmdeck.fetch.verify import MIRROR_HINT, VerifyReport, verify_download
 from llmdeck.util.http import BodyTooLarge, NotAnswering
 from llmdeck.util.pagecache import drop_files
@@ -194,10 +194,7 @@ def map_hub_error(exc: BaseException, repo_id: str, endpoint: str, revision: str
         )
     if isinstance(exc, json.JSONDecodeError):  # a later question of the hub's client answered by a page
         return not_a_hub(endpoint, repo_id, f"a reply that is not JSON: {received(exc.doc.encode())}")
-    return DownloadError(
-        f"Downloading {repo_id} from {endpoint} failed: {type(exc).__name__}: {exc}",
-        hint="Check the network, then run the same command again: whole files are kept. " + MIRROR_HINT,
-    )
+    return other_failure(exc, repo_id, endpoint)
 
 
 def _ask_first(

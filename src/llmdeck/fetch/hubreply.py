@@ -1,11 +1,11 @@
 """An endpoint that answers, but not as a Hugging Face hub: a router's or proxy's login page, a web
 server's index, an API of something else. huggingface_hub would stop on it with a bare
 ``JSONDecodeError``; here it is one :class:`DownloadError` (exit 1) that says what came back and to
-check ``--endpoint`` / ``HF_ENDPOINT``."""
+check ``--endpoint`` / ``HF_ENDPOINT``. And any other failure of a download, in words."""
 
 from __future__ import annotations
 
-from llmdeck.errors import DownloadError
+from llmdeck.errors import DownloadError, LlmdeckError
 from llmdeck.fetch.verify import MIRROR_HINT
 from llmdeck.util.jsonsafe import loads as json_loads
 
@@ -49,3 +49,23 @@ def check_hub_reply(endpoint: str, repo_id: str, status: int, body: bytes) -> No
         raise not_a_hub(endpoint, repo_id, f"HTTP 200 with {received(body)}") from None
     if not isinstance(data, dict):
         raise not_a_hub(endpoint, repo_id, f"HTTP 200 with JSON that is not an object ({_start(body)!r})")
+
+
+def other_failure(exc: BaseException, repo_id: str, endpoint: str) -> LlmdeckError:
+    """A download's failure no other case of map_hub_error names, in words (no Python class name: it
+    had read "failed: ReadError: ..."); a full disk says so, not "check the network"."""
+    import errno
+
+    from llmdeck.client.httpmap import http_failure_words
+
+    why = http_failure_words(exc).splitlines()[0][:300]
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DownloadError(
+            f"Downloading {repo_id} from {endpoint} failed: the disk is full ({why}).",
+            hint="Free some disk space (or pass --local-dir on another disk), then run the same command "
+            "again: whole files are kept.",
+        )
+    return DownloadError(
+        f"Downloading {repo_id} from {endpoint} failed: {why}.",
+        hint="Check the network, then run the same command again: whole files are kept. " + MIRROR_HINT,
+    )

@@ -28,6 +28,7 @@ from typing import Any
 
 import httpx
 
+from llmdeck.client.httpmap import http_failure_words
 from llmdeck.errors import LlmdeckError, OperationError, ServerStartError
 from llmdeck.gateway.managed import ManagedBackend
 from llmdeck.runtime.state import ServerRecord
@@ -70,8 +71,9 @@ def start(
 
 def diagnosis(exc: BaseException) -> str:
     """The runtime's words for a failed start: its message, its fix, and the log's error lines."""
-    if not isinstance(exc, LlmdeckError):
-        return f"{type(exc).__name__}: {exc}"
+    if not isinstance(exc, LlmdeckError):  # its class for the log only; the 503 and the events say words
+        log.info("the start's failure was a %s", type(exc).__name__)
+        return http_failure_words(exc, "an unexpected error (the gateway log has more)")
     text = exc.render().replace("the log tail below (whole log: ", "the log (")
     if isinstance(exc, ServerStartError) and exc.log_tail and "no known cause" in exc.message:
         lines = [ln.strip() for ln in exc.log_tail.splitlines() if ln.strip()]
@@ -243,7 +245,7 @@ def probe(url: str, model: str, api_key: str | None = None) -> float:
             f"the post-wake probe to {url} got no whole reply within {PROBE_TIMEOUT_S:g} s and 1 MiB"
         ) from exc
     except (httpx.HTTPError, ValueError) as exc:
-        raise OperationError(f"the post-wake probe to {url} failed ({type(exc).__name__}: {exc})") from exc
+        raise OperationError(f"the post-wake probe to {url} failed ({_failure_words(exc)})") from exc
     why = _probe_problem(resp.status_code, data)
     if why:
         raise OperationError(f"the post-wake probe to {url} answered wrong: {why}")
@@ -298,7 +300,17 @@ def _post(url: str, path: str, body: dict[str, Any] | None) -> None:
             read_capped(resp.iter_bytes(), url + path, cap=PROBE_MAX_BYTES)
     except (httpx.HTTPError, BodyTooLarge) as exc:
         raise OperationError(
-            f"vLLM at {url} refused POST {path} ({type(exc).__name__}: {str(exc)[:200]}).",
+            f"vLLM at {url} refused POST {path} ({_failure_words(exc)}).",
             hint="Sleep mode needs --enable-sleep-mode and VLLM_SERVER_DEV_MODE=1 (the gateway adds both "
             "for `sleep_level:` backends) and a GPU build of vLLM.",
         ) from exc
+
+
+def _failure_words(exc: Exception) -> str:
+    """A request to the engine that failed, in words (no Python class name): HTTP N for a status (not
+    httpx's paragraph with its documentation link), "not JSON" for a reply that is none."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return f"HTTP {exc.response.status_code}"
+    if isinstance(exc, ValueError):  # the probe's reply: not JSON, or JSON nested past the reader's depth
+        return "its reply is not JSON"
+    return http_failure_words(exc)[:200]

@@ -165,7 +165,10 @@ async def _one(
             failed = await (_send_streamed if stream else _send_plain)(client, body, req, start)
     except (httpx.HTTPError, ValueError, BodyTooLarge, TimeoutError) as exc:
         req.ok = False
-        req.error = f"{exc.__class__.__name__}: {str(exc) or 'no whole reply in time'}"
+        from llmdeck.client.httpmap import http_failure_words  # words, no Python class name
+
+        late = "no whole reply in time"  # asyncio's TimeoutError: the request as a whole ran past the limit
+        req.error = late if isinstance(exc, TimeoutError) else http_failure_words(exc, late)
         return req
     if failed is not None:
         return failed
