@@ -198,8 +198,8 @@ def test_a_password_in_the_ollama_url_is_shown_and_stored_redacted(
 
 def test_mapping_prefers_the_gguf_precision() -> None:
     from llmdeck.catalog.entries import load_catalog
-    from llmdeck.migrate.mapping import canonical, map_model
-    from llmdeck.migrate.ollama_api import OllamaModelInfo, parse_parameters
+    from llmdeck.migrate.mapping import map_model
+    from llmdeck.migrate.ollama_api import OllamaModelInfo, canonical, parse_parameters
 
     cat = load_catalog()
 
@@ -281,3 +281,38 @@ def test_a_compressed_reply_is_refused_not_inflated(
     with fake_servers.running("fake_gzip_bomb_server") as url:
         code, _, err = _migrate(url, tmp_path / "m", capsys, "--timeout", "5")
     assert code == 1 and "compressed" in err and "Traceback" not in err
+
+
+def test_names_that_differ_in_case_are_one_model_and_negative_sizes_are_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ollama's names are case-insensitive (types/model/name.go: EqualFold): `qwen3:30b-a3b` and
+    `QWEN3:30B-A3B` (documented tags entries renamed; an older Ollama kept both) had become two specs,
+    two servers of the same weights; a ps entry of -1 bytes and -1 tokens had been shown as
+    "-0.0 GiB while loaded" and "context: -1". Now: one spec whose routes answer both spellings, and
+    the loaded model matched whatever case ps spells it in, its size and context unknown."""
+    import yaml
+
+    entry = fixture("api_tags.docs.json")["models"][0]
+    lower, upper = copy.deepcopy(entry), copy.deepcopy(entry)
+    lower["name"] = lower["model"] = "qwen3:30b-a3b"
+    upper["name"] = upper["model"] = "QWEN3:30B-A3B"
+    ps = copy.deepcopy(fixture("api_ps.docs.json")["models"][0])
+    ps.update(name="QWEN3:30B-A3B", model="QWEN3:30B-A3B", size=-1, size_vram=-1, context_length=-1)
+    state = FakeOllama(tags={"models": [lower, upper]}, ps={"models": [ps]}, shows={})
+    with running(state) as (url, _):
+        code, stdout, stderr = _migrate(url, tmp_path / "m", capsys, "--json")
+    assert code == 0, stderr
+    (m,) = json.loads(stdout)["migrated"]
+    assert m["aliases"] == ["qwen3:30b-a3b", "QWEN3:30B-A3B"]
+    doc = yaml.safe_load((tmp_path / "m" / "gateway.yaml").read_text())
+    assert [(r["model"], r["backends"][0]["spec"]) for r in doc["routes"]] == [
+        ("qwen3:30b-a3b", m["spec_file"]),
+        ("QWEN3:30B-A3B", m["spec_file"]),
+    ]
+    assert sorted(p.name for p in (tmp_path / "m").glob("ollama-*.json")) == [m["spec_file"]]
+    changes = {c["what"]: c["ollama"] for c in m["changes"]}
+    assert changes["memory"] == "loaded (Ollama gave no size)"
+    assert changes["context"].startswith("Ollama's default")
+    (loaded,) = json.loads(stdout)["loaded"]
+    assert loaded["bytes"] is None and loaded["vram_bytes"] is None

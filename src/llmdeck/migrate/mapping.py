@@ -12,7 +12,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from llmdeck.catalog.entries import Catalog, CatalogEntry
-from llmdeck.migrate.ollama_api import OllamaModelInfo
+from llmdeck.migrate.ollama_api import OllamaModelInfo, canonical
 
 _LOW_BIT = ("nvfp4", "awq", "fp8", "mxfp4", None)
 _EIGHT_BIT = ("fp8", None, "mxfp4", "nvfp4", "awq")
@@ -26,12 +26,6 @@ class Mapping(BaseModel):
     entry: CatalogEntry | None = None
     alternatives: list[str] = Field(default_factory=list, description="Other builds of the same model.")
     why: str = Field("", description="Why this build (or why there is none).")
-
-
-def canonical(name: str) -> str:
-    """Ollama's own rule: a name without a tag is ``name:latest``; case does not matter."""
-    name = name.strip().lower()
-    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
 
 
 def preference(quantization_level: str | None) -> tuple[str | None, ...]:

@@ -42,6 +42,9 @@ class OllamaModelInfo(BaseModel):
     loaded_vram_bytes: int | None = None
     expires_at: str | None = Field(None, description="/api/ps: when keep-alive unloads it.")
     show_error: str | None = Field(None, description="Why /api/show gave nothing, if it did not.")
+    also_named: list[str] = Field(
+        default_factory=list, description="The same model's other spellings in /api/tags (case aside)."
+    )
 
     @property
     def thinks(self) -> bool:
@@ -135,11 +138,19 @@ def parse_parameters(text: str) -> dict[str, str]:
     return out
 
 
+def canonical(name: str) -> str:
+    """Ollama's own rule: a name without a tag is ``name:latest``; case does not matter."""
+    name = name.strip().lower()
+    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
+
+
 def _int(value: Any) -> int | None:
+    """A count or size Ollama gives (bytes, tokens): a whole number, never negative (``-1`` had been
+    shown as "context: -1" and "-0.0 GiB while loaded")."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value
+        return value if value >= 0 else None
     if isinstance(value, str) and value.strip().isdigit():
         return int(value.strip())
     return None
@@ -204,10 +215,22 @@ def apply_show(info: OllamaModelInfo, show: dict[str, Any]) -> None:
         info.parameter_size = info.parameter_size or _text(details, "parameter_size")
 
 
+def _one_per_model(models: list[OllamaModelInfo]) -> list[OllamaModelInfo]:
+    """One entry per Ollama model: names that differ in case alone are one model to Ollama (its names are
+    case-insensitive), so the later spellings join the first one's ``also_named`` (they had become two
+    specs and two servers of the same weights)."""
+    out: dict[str, OllamaModelInfo] = {}
+    for m in models:
+        first = out.setdefault(canonical(m.name), m)
+        if first is not m and m.name not in (first.name, *first.also_named):
+            first.also_named.append(m.name)
+    return list(out.values())
+
+
 def _apply_ps(models: list[OllamaModelInfo], ps: list[dict[str, Any]]) -> None:
-    by_name = {m.name: m for m in models}
+    by_name = {canonical(m.name): m for m in models}  # ps may spell a model as another client did
     for entry in ps:
-        m = by_name.get(str(entry.get("name") or entry.get("model") or ""))
+        m = by_name.get(canonical(str(entry.get("name") or entry.get("model") or "")))
         if m is None:
             continue
         m.loaded = True
@@ -231,6 +254,7 @@ def read_inventory(base_url: str, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> Ol
             models.append(_from_tags(t))
         except _BadField as exc:
             raise _not_expected(f"{url}/api/tags", str(t.get("name") or t.get("model") or "?"), exc) from None
+    models = _one_per_model(models)
     ps = _models_of(_get_object(f"{url}/api/ps", timeout_s), f"{url}/api/ps")
     silent: str | None = None
     for m in models:

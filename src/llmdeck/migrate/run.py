@@ -15,8 +15,8 @@ from typing import Any
 
 from llmdeck.catalog.entries import Catalog, CatalogEntry, load_catalog
 from llmdeck.errors import AlreadyExistsError, LlmdeckError, OperationError
-from llmdeck.migrate.mapping import Mapping, canonical, map_model
-from llmdeck.migrate.ollama_api import OllamaInventory, OllamaModelInfo, read_inventory
+from llmdeck.migrate.mapping import Mapping, map_model
+from llmdeck.migrate.ollama_api import OllamaInventory, OllamaModelInfo, canonical, read_inventory
 from llmdeck.migrate.results import (
     Change,
     LoadedModel,
@@ -70,7 +70,9 @@ def _changes(info: OllamaModelInfo, entry: CatalogEntry, plan: Any) -> list[Chan
         ),
         Change(
             what="memory",
-            ollama=f"{info.loaded_bytes / 2**30:.1f} GiB while loaded" if info.loaded_bytes else "not loaded",
+            ollama=f"{info.loaded_bytes / 2**30:.1f} GiB while loaded"
+            if info.loaded_bytes
+            else ("loaded (Ollama gave no size)" if info.loaded else "not loaded"),
             vllm=f"{plan.memory.requested_gib:.1f} GiB from the start (weights "
             f"{plan.memory.weights_gib:.1f} GiB + KV cache {plan.memory.available_kv_gib:.1f} GiB)",
             note="vLLM reserves its KV cache up front; the gateway stops idle models to make room.",
@@ -140,10 +142,7 @@ def _migrate_one(
     if not plan.memory.fits:
         err = plan.fit_error()
         return None, None, f"{entry.name} does not fit {plan.machine.name}: {err.message if err else '?'}"
-    aliases = [m.ollama.name]
-    if canonical(m.ollama.name).endswith(":latest"):
-        bare = m.ollama.name.rsplit(":", 1)[0] if ":" in m.ollama.name else m.ollama.name
-        aliases = sorted({bare, f"{bare}:latest"}, key=len)
+    aliases = _aliases(m.ollama)
     mem = plan.memory
     migrated = MigratedModel(
         ollama_name=m.ollama.name,
@@ -168,6 +167,17 @@ def _migrate_one(
         changes=_changes(m.ollama, entry, plan),
     )
     return migrated, plan, ""
+
+
+def _aliases(info: OllamaModelInfo) -> list[str]:
+    """The names a client may send for the model: each spelling /api/tags gave, and for a ``:latest`` one
+    the bare name too."""
+    out: list[str] = []
+    for name in [info.name, *info.also_named]:
+        bare = name.rsplit(":", 1)[0] if ":" in name else name
+        forms = [bare, f"{bare}:latest"] if canonical(name).endswith(":latest") else [name]
+        out += [f for f in forms if f not in out]
+    return out
 
 
 def gateway_document(models: list[MigratedModel], catalog: Catalog) -> dict[str, Any]:
