@@ -127,3 +127,20 @@ def test_a_full_disk_during_the_backup_leaves_no_empty_backup(
         connect_client("opencode", info(), file=path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["opencode.json"]
     assert path.read_text() == '{"theme": "dark"}'
+
+
+@pytest.mark.parametrize(
+    ("client", "name", "text"),
+    [("opencode", "opencode.json", "[1, 2]"), ("continue", "config.yaml", "- a list\n")],
+)
+def test_a_file_of_the_wrong_shape_given_with_file_is_not_told_to_use_file(
+    tmp_path: Path, client: str, name: str, text: str
+) -> None:
+    """A JSON array or a YAML list given with --file had been answered "Fix the file or use --file."."""
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info_:
+        connect_client(client, info(), file=path)
+    assert str(path) in info_.value.message and "--file" not in info_.value.render()
+    assert info_.value.hint == "Fix the file, or use --print and paste the block yourself."
+    assert path.read_text() == text

@@ -412,3 +412,13 @@ def test_a_prompts_file_past_the_cap_is_refused_not_read_whole(
     assert "head -n" in said
     prompts.write_text('{"prompt": "hi"}\n' * 10)
     assert len(workloads.read_prompt_rows(prompts)) == 10
+
+
+def test_a_broken_config_names_its_file_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`plan DIR` and `plan DIR/config.json` had said "The config.json of DIR/config.json lacks ..."."""
+    d = model(tmp_path, text=json.dumps({"architectures": ["LlamaForCausalLM"], "hidden_size": 64}))
+    for target in (d, d / "config.json"):
+        code, _out, err = run_cli(["plan", str(target)], capsys)
+        flat = " ".join(err.split())
+        assert code == 2 and f"error: {d / 'config.json'} lacks num_hidden_layers" in flat, flat
+        assert "config.json of" not in flat

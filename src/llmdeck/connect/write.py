@@ -110,6 +110,11 @@ def _parse_json(text: str) -> Any:
     return data
 
 
+# --file had been the advice even with --file given (and for aider's metadata file, which --file does not
+# name): --print fits every case
+_NOT_MERGED_HINT = "Fix the file, or use --print and paste the block yourself."
+
+
 def read_json(path: Path) -> dict[str, Any]:
     text = read_text_file(path)
     if text is None:
@@ -126,7 +131,7 @@ def read_json(path: Path) -> dict[str, Any]:
             hint="Use --print and paste the block yourself, or --file to write a separate file.",
         ) from exc
     if not isinstance(data, dict):
-        raise ConfigError(f"{path} holds JSON that is not an object.", hint="Fix the file or use --file.")
+        raise ConfigError(f"{path} holds JSON that is not an object.", hint=_NOT_MERGED_HINT)
     return data
 
 
@@ -178,7 +183,7 @@ def parse_yaml(text: str | None, path: Path) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path} holds YAML that is not a mapping.", hint="Fix the file or use --file.")
+        raise ConfigError(f"{path} holds YAML that is not a mapping.", hint=_NOT_MERGED_HINT)
     return data
 
 

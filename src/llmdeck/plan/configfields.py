@@ -10,7 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from llmdeck.errors import ConfigError
-from llmdeck.plan.configread import fill_library_defaults, text_section, validate_fields, validate_sizes
+from llmdeck.plan.configread import (
+    config_named,
+    fill_library_defaults,
+    text_section,
+    validate_fields,
+    validate_sizes,
+)
 
 # vllm 0.22.0 transformers_utils/model_arch_config_convertor.py:220-244 (is_deepseek_mla).
 MLA_MODEL_TYPES = {
@@ -74,8 +80,7 @@ def layer_kinds(t: dict[str, Any], n_layers: int, source: str) -> list[str]:
         raw = ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(n_layers)]
     if raw and len(raw) != n_layers:
         raise ConfigError(
-            f"The config.json of {source} lists {len(raw)} layer_types for {n_layers} layers "
-            "(field layer_types).",
+            f"{config_named(source)} lists {len(raw)} layer_types for {n_layers} layers (field layer_types).",
             hint="The file looks truncated or edited; re-download config.json.",
         )
     out = []
@@ -186,7 +191,7 @@ def prepare_config(
     cfg: Any, source: str, overrides: dict[str, Any] | None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     if not isinstance(cfg, dict):
-        raise ConfigError(f"The config.json of {source} is not a JSON object.", hint="Re-download it.")
+        raise ConfigError(f"{config_named(source)} is not a JSON object.", hint="Re-download it.")
     validate_fields(cfg, source)
     if overrides:
         cfg = {**cfg, **overrides}

@@ -18,6 +18,14 @@ from typing import Any
 
 from llmdeck.errors import ConfigError
 
+
+def config_named(source: str) -> str:
+    """How an error names the config it read, to start its sentence: the file's path when ``source`` is
+    one (``/m/config.json``), else "The config.json of SOURCE" (a bundled catalog config). "The
+    config.json of /m/config.json" had named the file twice."""
+    return source if source.endswith(".json") else f"The config.json of {source}"
+
+
 # Sizes that must be positive whole numbers when present (the first four are required).
 REQUIRED_SIZES = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 OPTIONAL_SIZES = (
@@ -176,7 +184,7 @@ def validate_sizes(t: dict[str, Any], source: str, *, require: bool = True) -> N
     missing = [k for k in REQUIRED_SIZES if t.get(k) is None]
     if missing and require:
         raise ConfigError(
-            f"The config.json of {src} lacks {', '.join(where + k for k in missing)}, so llmdeck cannot "
+            f"{config_named(src)} lacks {', '.join(where + k for k in missing)}, so llmdeck cannot "
             "size the model (is it a decoder-only language model, and is the file complete?).",
             hint="Check the file against the model's page on Hugging Face, or re-download config.json.",
         )
@@ -184,13 +192,13 @@ def validate_sizes(t: dict[str, Any], source: str, *, require: bool = True) -> N
     if problem:
         key, why = problem
         raise ConfigError(
-            f"The config.json of {src} is not a usable model config: field {where}{key} {why}.",
+            f"{config_named(src)} is not a usable model config: field {where}{key} {why}.",
             hint=f"Fix {key} (compare with the model's page on Hugging Face) or re-download config.json.",
         )
     for key in ("layer_types", "mlp_only_layers"):
         if key in t and t[key] is not None and not isinstance(t[key], list):
             raise ConfigError(
-                f"The config.json of {src}: field {where}{key} is {json.dumps(t[key])[:60]}, not a list.",
+                f"{config_named(src)}: field {where}{key} is {json.dumps(t[key])[:60]}, not a list.",
                 hint="Re-download config.json.",
             )
 
@@ -259,7 +267,7 @@ def validate_fields(cfg: dict[str, Any], source: str) -> None:
         if problem:
             key, why = problem
             raise ConfigError(
-                f"The config.json of {source} is not a usable model config: field {where}{key} {why}.",
+                f"{config_named(source)} is not a usable model config: field {where}{key} {why}.",
                 hint=f"Fix {key} (compare with the model's page on Hugging Face) or re-download config.json.",
             )
 

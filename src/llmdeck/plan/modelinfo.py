@@ -36,6 +36,7 @@ from llmdeck.plan.configfields import (
     prepare_config,
     vision_params_estimate,
 )
+from llmdeck.plan.configread import config_named
 from llmdeck.plan.quant import QuantizationInfo, parse_quantization
 from llmdeck.plan.rope import YARN_PRESCALED_SINCE, DerivedLength, derive_max_len
 from llmdeck.plan.versions import at_least
@@ -263,7 +264,7 @@ def _quantization(qc: Any, quant_file: dict[str, Any] | None, source: str) -> Qu
     except (TypeError, ValueError, AttributeError) as exc:
         problem = f"its {where} has a field of the wrong shape ({exc})"
     raise ConfigError(
-        f"The config.json of {source} is not a usable model config: {problem}.",
+        f"{config_named(source)} is not a usable model config: {problem}.",
         hint="Re-download the model's config files; compare them with the model's page on Hugging Face.",
     )
 
@@ -336,7 +337,7 @@ def facts_from_config(
         )
     except (TypeError, ValueError) as exc:
         raise ConfigError(
-            f"The config.json of {source} has a field of the wrong type ({exc}).",
+            f"{config_named(source)} has a field of the wrong type ({exc}).",
             hint="Re-download config.json; llmdeck reads numbers where the model card promises numbers.",
         ) from exc
 

@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from llmdeck.errors import ConfigError
-from llmdeck.plan.configread import MAX_CONTEXT_LEN
+from llmdeck.plan.configread import MAX_CONTEXT_LEN, config_named
 
 LEN_KEYS = (
     "max_position_embeddings",
@@ -79,7 +79,7 @@ def _rope_list(t: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _bad_rope(field: str, name: str, value: Any, source: str, expected: str) -> ConfigError:
-    where = f"The config.json of {source}" if source else "The config"
+    where = config_named(source) if source else "The config"
     return ConfigError(
         f"{where} is not a usable model config: field {field}.{name} is {json.dumps(value)[:60]}, "
         f"{expected}.",
