@@ -82,7 +82,7 @@ def bench(
     ),
     workload: str | None = typer.Option(None, "--workload", help="What to send (default: random)."),
     prompts: Path | None = typer.Option(
-        None, "--prompts", help="JSONL prompt file (implies --workload jsonl)."
+        None, "--prompts", help="JSONL prompt file, 256 MiB at most (implies --workload jsonl)."
     ),
     endpoint: str = typer.Option("completions", "--endpoint", help="completions or chat (multi-turn: chat)."),
     input_len: int = typer.Option(512, "--input-len", min=1, help="Prompt tokens (shared-prefix: suffix)."),
