@@ -146,3 +146,21 @@ def test_a_url_backend_is_not_waited_for(tmp_path: Path) -> None:
     from llmdeck.gateway.config import ResolvedBackend
 
     assert coming_back(ResolvedBackend(url="http://127.0.0.1:9", label="x", served_model=None)) is False
+
+
+def test_a_client_that_hangs_up_during_the_wait_is_not_sent_when_the_server_is_back(tmp_path: Path) -> None:
+    """The refused connection is tried again a look a second while the restart runs: a client that left
+    meanwhile ends those tries (before: its request was sent to the server once back, a generation for
+    nobody, for up to restart_wait_s)."""
+    port, upstream = free_port(), FakeOpenAIUpstream()
+    first = UvicornThread(upstream.app, port=port).__enter__()
+    with gateway(tmp_path, port) as (gw, settings):
+        assert httpx.post(f"{gw}/v1/chat/completions", json=CHAT, timeout=10).status_code == 200
+        _restarting(settings)
+        first.__exit__(None, None, None)
+        with contextlib.suppress(httpx.TimeoutException):  # the client gives up after 3.5 s
+            httpx.post(f"{gw}/v1/chat/completions", json=CHAT, timeout=3.5)
+        time.sleep(1.5)  # the gateway's next look sees the hang-up
+        with UvicornThread(upstream.app, port=port):
+            time.sleep(3.0)
+    assert len(upstream.bodies) == 1

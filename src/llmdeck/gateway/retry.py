@@ -45,6 +45,7 @@ class Retry:
     within_s: float
     restart_wait_s: float = 0.0  # a `server:` backend being restarted is waited for this long (comeback.py)
     reacquire: Callable[[list[BackendState]], Awaitable[RouteState | Response]] | None = None
+    gone: Callable[[], Awaitable[None]] | None = None  # returns when the client hangs up
 
     async def again(self, route: RouteState, refused: list[BackendState]) -> RouteState | Response | None:
         """What to try next after a short wait; None when the time for retries is up: ``within_s`` after
@@ -57,10 +58,22 @@ class Retry:
             if now + POLL_S > since + self.restart_wait_s or not await any_back(refused):
                 return None
             step = POLL_S  # its server is coming back (`llmdeck restart`): waited for, a look a second
-        await asyncio.sleep(step)
+        if await self._left_within(step):  # a request nobody waits for is not sent when the server is back
+            return None
         if self.reacquire is not None:
             return await self.reacquire(refused)
         return RouteState(route.route, refused)
+
+    async def _left_within(self, seconds: float) -> bool:
+        """Wait ``seconds``; True when the client hung up meanwhile."""
+        if self.gone is None:
+            await asyncio.sleep(seconds)
+            return False
+        watch = asyncio.ensure_future(self.gone())
+        done, _ = await asyncio.wait({watch}, timeout=seconds)
+        if not done:
+            watch.cancel()
+        return bool(done)
 
 
 @dataclass

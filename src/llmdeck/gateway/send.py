@@ -30,17 +30,18 @@ async def send(
 ) -> Response:
     route.requests += 1
     timeouts = st.loaded.config.timeouts
-    retry = Retry(st.router, min(timeouts.connect_s, MOST_S), timeouts.restart_wait_s)
+    gone = lambda: hung_up(request)  # noqa: E731 - one name for the three waits that watch the client
+    retry = Retry(st.router, min(timeouts.connect_s, MOST_S), timeouts.restart_wait_s, gone=gone)
     if st.manager is not None:
         from llmdeck.gateway.ondemand import acquire_route, reacquire
 
-        retry.reacquire = reacquire(st.manager, st.router, route, ctx, gone=lambda: hung_up(request))
-        picked = await acquire_route(st.manager, st.router, route, ctx, gone=lambda: hung_up(request))
+        retry.reacquire = reacquire(st.manager, st.router, route, ctx, gone=gone)
+        picked = await acquire_route(st.manager, st.router, route, ctx, gone=gone)
         if isinstance(picked, JSONResponse):
             return picked
         route = picked
     assert st.client is not None
-    health, gone = st.loaded.config.health, lambda: hung_up(request)
+    health = st.loaded.config.health
     back = comeback.waiter(
         st.client, st.router, route.backends, health.timeout_s, timeouts.restart_wait_s, gone
     )
