@@ -556,3 +556,27 @@ def test_a_probe_that_prints_no_version_is_no_version(tmp_path: Path) -> None:
         "/x/python", run=lambda a: subprocess.CompletedProcess(a, 0, "0.17.0rc1.dev12+g1\n", "")
     )
     assert ok == ("0.17.0rc1.dev12+g1", "")
+
+
+def test_an_odd_api_ps_reply_gives_unknowns_not_a_crash() -> None:
+    """Whatever answers on Ollama's port: a size that is a list had been a TypeError out of doctor and
+    preflight; a number for expires_at or text for context_length a ValidationError (Ollama 'unreachable');
+    -1 a negative size. Each is unknown now, and the model is still seen."""
+    odd = {
+        "models": [
+            {"name": "a", "size": [1], "size_vram": -1, "expires_at": 5, "context_length": "big",
+             "details": {"parameter_size": 7, "quantization_level": ["Q4"]}},
+            {"name": "b", "size": True, "details": "none"},
+            "not a model",
+        ]
+    }  # fmt: skip
+    with FakeOllamaServer(odd) as fake:
+        status = ollama_ps(fake.url)
+    assert status.reachable, status.error
+    assert [(m.name, m.size, m.size_vram, m.context_length) for m in status.models] == [
+        ("a", 0, 0, None),
+        ("b", 0, 0, None),
+    ]
+    assert status.models[0].expires_at is None and status.models[0].parameter_size is None
+    with FakeOllamaServer({"models": {"a": 1}}) as fake:
+        assert ollama_ps(fake.url).models == []

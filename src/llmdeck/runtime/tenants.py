@@ -50,24 +50,35 @@ class OllamaStatus(BaseModel):
         return sum(m.size for m in self.models)
 
 
+def _count(value: Any) -> int | None:
+    """A size or count from Ollama: a whole number, never negative; anything else (a list, text, -1) is
+    unknown. ``int(m.get("size"))`` on ``[1]`` had been a TypeError that ended doctor and preflight."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def parse_ollama_ps(data: Any) -> list[OllamaModel]:
-    """Parse the JSON body of ``GET /api/ps``."""
+    """Parse the JSON body of ``GET /api/ps``; a field of the wrong type is unknown, not an error."""
     models = data.get("models") if isinstance(data, dict) else None
     out: list[OllamaModel] = []
-    for m in models or []:
+    for m in models if isinstance(models, list) else []:
         if not isinstance(m, dict):
             continue
-        details = m.get("details") or {}
+        given = m.get("details")
+        details: dict[str, Any] = given if isinstance(given, dict) else {}
         out.append(
             OllamaModel(
                 name=str(m.get("name") or m.get("model") or "?"),
                 model=str(m.get("model") or m.get("name") or ""),
-                size=int(m.get("size") or 0),
-                size_vram=int(m.get("size_vram") or 0),
-                expires_at=m.get("expires_at"),
-                context_length=m.get("context_length"),
-                parameter_size=details.get("parameter_size") if isinstance(details, dict) else None,
-                quantization_level=details.get("quantization_level") if isinstance(details, dict) else None,
+                size=_count(m.get("size")) or 0,
+                size_vram=_count(m.get("size_vram")) or 0,
+                expires_at=_text(m.get("expires_at")),
+                context_length=_count(m.get("context_length")),
+                parameter_size=_text(details.get("parameter_size")),
+                quantization_level=_text(details.get("quantization_level")),
             )
         )
     return out
