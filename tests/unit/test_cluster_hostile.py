@@ -125,3 +125,28 @@ def test_a_saved_row_of_another_backend_is_not_judged(
     saved.write_text(text.replace('"backend": "gloo"', '"backend": "[bold red]X"'), "utf-8")
     code, out, err = run_cli(["cluster", "netcheck", "--result", str(saved)], capsys)
     assert code == 2 and "is not an all-reduce row" in err and "backend" in err and out == ""
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "words"),
+    [
+        ("remote.json", b"\xff\xfe{", "not UTF-8 text"),
+        ("remote.json", b'{"kind": 5}', "not JSON, or not a cluster record"),
+        ("local.json", b"[1, 2]", "not JSON, or not a cluster record"),
+    ],
+)
+def test_a_bad_cluster_record_is_said_in_words_not_a_class_name(
+    name: str,
+    data: bytes,
+    words: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """It had said "unreadable (ValidationError)" or "(UnicodeDecodeError)"."""
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path))
+    (tmp_path / "cluster").mkdir()
+    (tmp_path / "cluster" / name).write_bytes(data)
+    code, _, err = run_cli(["cluster", "status"], capsys)
+    flat = " ".join(err.split())
+    assert code == 2 and f"is unreadable ({words})" in flat and "Error" not in flat, flat

@@ -27,6 +27,7 @@ from llmdeck.cluster.raystatus import RayStatus, parse_ray_status
 from llmdeck.errors import LlmdeckError, MissingDependencyError, NotRunningError, OperationError
 from llmdeck.runtime.portpick import retry_on_clash
 from llmdeck.util.atomic import atomic_write_json
+from llmdeck.util.localfile import read_regular_text
 from llmdeck.util.net import free_port
 from llmdeck.util.procgroup import signal_group
 
@@ -77,15 +78,27 @@ def state_file(state_dir: Path) -> Path:
     return state_dir / "cluster" / "local.json"
 
 
+RECORD_BYTES = 1 << 20  # a cluster record is a few hundred bytes
+
+
+def record_problem(exc: Exception) -> str:
+    """Why a cluster record cannot be read, in words (it had said "ValidationError")."""
+    if isinstance(exc, UnicodeDecodeError):
+        return "not UTF-8 text"
+    if isinstance(exc, OSError):
+        return exc.strerror or "it cannot be read"
+    return "not JSON, or not a cluster record"
+
+
 def load(state_dir: Path) -> LocalCluster | None:
     path = state_file(state_dir)
     if not path.is_file():
         return None
-    try:
-        return LocalCluster.model_validate_json(path.read_text("utf-8"))
+    try:  # bounded, never a blocking open (a pipe put there after the check)
+        return LocalCluster.model_validate_json(read_regular_text(path, RECORD_BYTES))
     except (OSError, ValueError) as exc:  # was: None, as if no cluster ran (its Ray kept running)
         raise NotRunningError(
-            f"The record of the local Ray cluster, {path}, is unreadable ({type(exc).__name__}); the Ray "
+            f"The record of the local Ray cluster, {path}, is unreadable ({record_problem(exc)}); the Ray "
             "processes it listed may still run.",
             hint="Stop them (`ps -eo pgid,args | grep 'ray start'`, then kill -- -PGID), then delete "
             f"{path}.",

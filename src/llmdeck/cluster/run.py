@@ -21,6 +21,7 @@ from llmdeck.cluster.netenv import NetFinding, NetSpec, check_link
 from llmdeck.cluster.raystatus import RayStatus, parse_ray_status
 from llmdeck.errors import CheckFailedError, NotRunningError, OperationError, UsageError
 from llmdeck.util.atomic import atomic_write_json
+from llmdeck.util.localfile import read_regular_text
 
 
 class ClusterRequest(BaseModel):
@@ -227,12 +228,12 @@ def load_remote(state_dir: Path) -> RemoteRecord | None:
     path = remote_file(state_dir)
     if not path.is_file():
         return None
-    try:
-        return RemoteRecord.model_validate_json(path.read_text("utf-8"))
+    try:  # bounded, never a blocking open (a pipe put there after the check)
+        return RemoteRecord.model_validate_json(read_regular_text(path, local.RECORD_BYTES))
     except (OSError, ValueError) as exc:  # was: None, as if no cluster ran (its nodes kept running)
         raise NotRunningError(
-            f"The record of the Ray cluster, {path}, is unreadable ({type(exc).__name__}); its nodes may "
-            "still run Ray.",
+            f"The record of the Ray cluster, {path}, is unreadable ({local.record_problem(exc)}); its nodes "
+            "may still run Ray.",
             hint=f"Stop Ray on each node (`ray stop` there), then delete {path}.",
         ) from exc
 
