@@ -85,7 +85,9 @@ def test_a_backend_that_stays_away_gets_the_same_502_after_the_connect_timeout(t
         error = r.json()["error"]
         assert error["code"] == "upstream_unavailable" and error["message"].count("cannot connect") == 1
         backend = httpx.get(f"{gw}/gateway/status").json()["routes"][0]["backends"][0]
-        assert backend["healthy"] is False and backend["failures"] == 2  # one a request, not one a try
+        # one a request, not one a try (~24 tries); the probe each second after a give-up (Router.soon) may
+        # have found it away once more by now
+        assert backend["healthy"] is False and 2 <= backend["failures"] <= 3, backend
         t0 = time.monotonic()
         r = httpx.post(f"{gw}/v1/chat/completions", json=CHAT, timeout=10)
         assert r.status_code == 503 and r.json()["error"]["code"] == "backend_down"
