@@ -25,8 +25,6 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from llmdeck.errors import LlmdeckError
-
 if TYPE_CHECKING:
     import httpx
 
@@ -46,16 +44,9 @@ def coming_back(backend: ResolvedBackend) -> bool:
     follow = backend.follow
     if follow is None:
         return False
-    from llmdeck.gateway.lifecycle import restarting
-    from llmdeck.runtime.engine_state import is_alive
-    from llmdeck.runtime.state import StateStore
+    from llmdeck.gateway.lifecycle import live_in, restarting
 
-    store = StateStore(follow.servers_dir)
-    try:
-        record = store.load(follow.server) if store.path(follow.server).exists() else None
-    except LlmdeckError:
-        record = None
-    if record is not None and is_alive(record):
+    if (record := live_in(follow.servers_dir, follow.server)) is not None:
         return record.ready_at is None  # loading; a ready one answers its probe (or is not coming back)
     if follow.logs_dir is None:
         return False
@@ -84,12 +75,11 @@ async def any_back(states: list[BackendState]) -> bool:
 
 def _stamp(follow: Follow) -> Stamp:
     """The record's and the log's identity now: a restart writes one of them (its note, its record)."""
-    from llmdeck.runtime.state import StateStore
+    from llmdeck.gateway.lifecycle import record_stamp
     from llmdeck.util.localfile import file_stamp
 
     log_path = follow.logs_dir / f"{follow.server}.log" if follow.logs_dir is not None else None
-    record = file_stamp(StateStore(follow.servers_dir).path(follow.server))
-    return record, file_stamp(log_path) if log_path is not None else None
+    return record_stamp(follow.servers_dir, follow.server), file_stamp(log_path) if log_path else None
 
 
 def waiter(

@@ -140,10 +140,15 @@ def alive_record(name: str, settings: Any) -> ServerRecord | None:
 
 def live_record(name: str, settings: Any) -> ServerRecord | None:
     """A live server of that name, ready or still loading (`llmdeck restart NAME`'s new start)."""
+    return live_in(settings.servers_dir, name)
+
+
+def live_in(servers_dir: Path, name: str) -> ServerRecord | None:
+    """:func:`live_record` in a servers folder (a `server:` backend's, gateway/comeback.py)."""
     from llmdeck.runtime.engine_state import is_alive
     from llmdeck.runtime.state import StateStore
 
-    store = StateStore(settings.servers_dir)
+    store = StateStore(servers_dir)
     if not store.path(name).exists():
         return None
     try:
@@ -169,11 +174,16 @@ def restarting(name: str, log_path: Path) -> int | None:
 def record_sig(name: str, settings: Any) -> tuple[int, int] | None:
     """The record file's identity now (inode, mtime), None when there is none: every save of a record
     (a new start's, its ready time) changes it, so a request asks no more than a stat while it holds."""
+    return record_stamp(settings.servers_dir, name)
+
+
+def record_stamp(servers_dir: Path, name: str) -> tuple[int, int] | None:
+    """:func:`record_sig` in a servers folder."""
     from llmdeck.runtime.state import StateStore
     from llmdeck.util.localfile import file_stamp
 
     try:
-        return file_stamp(StateStore(settings.servers_dir).path(name))
+        return file_stamp(StateStore(servers_dir).path(name))
     except LlmdeckError:  # a name no record can have
         return None
 
