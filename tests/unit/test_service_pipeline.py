@@ -180,3 +180,47 @@ def test_a_start_asked_to_stop_before_its_launch_launches_nothing(tmp_path: Path
     with pytest.raises(StartStopped):
         service.start(spec, settings, service.UpOptions.bare(stop_when=lambda: True))
     assert not settings.servers_dir.exists() or not list(settings.servers_dir.glob("*.json"))
+
+
+FAKE_SLEEPING_ENGINE = """#!/bin/sh
+# fake_sleeping_engine: stands in for the venv's python; answers the version probe, then never serves
+if [ "$1" = "-c" ]; then echo "0.32.0"; exit 0; fi
+exec sleep 600
+"""
+
+
+def test_ctrl_c_while_the_engine_is_spawned_stops_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C the moment the engine was spawned and recorded (before `up` followed it): the KeyboardInterrupt
+    had left start() with the engine running on, its record kept, and no "stopped" said (seen as a flaky
+    `up --attach` signal test). Now the signal is held through the spawn and raised where it stops it."""
+    import os
+    import signal
+
+    from llmdeck.engines.process import pid_alive
+    from llmdeck.runtime import service
+
+    engine = tmp_path / "fake_sleeping_engine.sh"
+    engine.write_text(FAKE_SLEEPING_ENGINE)
+    engine.chmod(0o755)
+    settings, spec = _venv_spec(tmp_path, "spawned", engine)
+    real = launcher.start_background
+    started: list[Any] = []
+
+    def then_ctrl_c(*args: Any, **kwargs: Any) -> Any:
+        started.append(real(*args, **kwargs))
+        os.kill(os.getpid(), signal.SIGINT)  # the user's Ctrl-C, right after the record is saved
+        return started[-1]
+
+    monkeypatch.setattr(launcher, "start_background", then_ctrl_c)
+    events: list[Any] = []
+    options = service.UpOptions.bare(timeout_s=30)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            service.start(spec, settings, options, service.EventClock(events.append))
+        pid = started[0].pid
+        assert not pid_alive(pid), "the engine spawned at the Ctrl-C runs on"
+        assert not (settings.servers_dir / "spawned.json").exists(), "its record is left behind"
+        assert [e.kind for e in events][-2:] == ["failed", "stopped"], [e.message for e in events]
+    finally:
+        if started and pid_alive(started[0].pid):
+            launcher.stop_engine(started[0], grace_s=1)

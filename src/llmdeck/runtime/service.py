@@ -12,16 +12,23 @@ to ready. ``down`` and ``status`` complete the API.
 
 from __future__ import annotations
 
-import time
+import contextlib
+import signal
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, Field
 
+from llmdeck.engines import get as get_engine
 from llmdeck.engines.secrets import split_secrets
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import PortInUseError, StartStopped, UsageError
 from llmdeck.runtime import launcher, start_gate
+from llmdeck.runtime.events import EventClock as EventClock
+from llmdeck.runtime.events import EventKind as EventKind
+from llmdeck.runtime.events import Events as Events
+from llmdeck.runtime.events import ServiceEvent as ServiceEvent
+from llmdeck.runtime.events import ignore as _ignore
 from llmdeck.runtime.host import wait_memory_settles
 from llmdeck.runtime.launch_plan import LaunchPlan
 from llmdeck.runtime.launcher import ValidatedSpec
@@ -32,37 +39,6 @@ from llmdeck.runtime.watchdog import StartupWatchdog, WatchdogConfig
 from llmdeck.settings import Settings
 from llmdeck.util.interrupts import interrupts_held
 from llmdeck.util.units import GIB, fmt_gib
-
-EventKind = Literal[
-    "preflight",
-    "starting",
-    "log",
-    "phase",
-    "ready",
-    "failed",
-    "stopping",
-    "stopped",
-    "memory",
-    "tenants",
-    "warmup",
-    "image",
-]
-
-
-class ServiceEvent(BaseModel):
-    """One step of a service call, for the caller to render (or record)."""
-
-    kind: EventKind
-    message: str
-    seconds: float | None = Field(None, description="Since the call began.")
-    data: dict[str, Any] = Field(default_factory=dict)
-
-
-Events = Callable[[ServiceEvent], None]
-
-
-def _ignore(_: ServiceEvent) -> None:
-    return None
 
 
 class UpOptions(BaseModel):
@@ -90,15 +66,6 @@ class UpOptions(BaseModel):
     def bare(cls, **kw: Any) -> UpOptions:
         """The start alone: no preflight, no unified sizing, no watchdog (test fixtures, scripts)."""
         return cls(preflight=False, size_by_bytes=False, watchdog=None, **kw)
-
-
-class EventClock:
-    def __init__(self, events: Events) -> None:
-        self.t0 = time.monotonic()
-        self.events = events
-
-    def emit(self, kind: EventKind, message: str, **data: Any) -> None:
-        self.events(ServiceEvent(kind=kind, message=message, seconds=time.monotonic() - self.t0, data=data))
 
 
 def preflight(
@@ -217,16 +184,44 @@ def start(
     _stop_asked(spec.name, options)
     asked = None if sized is checked else split_secrets(checked.spec)[0]  # recorded for a restart
     clock.emit("starting", f"starting {spec.name} ({spec.engine}): {spec.model} on port {spec.port}")
-    record = launcher.start_background(
-        sized,
-        settings,
-        options.started_by,
-        leashed=options.leashed,
-        progress=lambda line: clock.emit("image", line),  # a container's image pulled
-        sized_from=asked,
+    hold: contextlib.AbstractContextManager[list[int]] = (  # a container's image pull stays interruptible
+        contextlib.nullcontext([])
+        if get_engine(spec.engine).containerized
+        else interrupts_held("starting the engine")
     )
-    clock.emit("log", f"log: {record.log_path}", path=str(record.log_path))
+    with hold as held:
+        record = launcher.start_background(
+            sized,
+            settings,
+            options.started_by,
+            leashed=options.leashed,
+            progress=lambda line: clock.emit("image", line),  # a container's image pulled
+            sized_from=asked,
+        )
+    try:  # a signal that came while the engine was spawned and recorded is raised here, where it stops it
+        for signum in held:
+            signal.raise_signal(signum)
+        clock.emit("log", f"log: {record.log_path}", path=str(record.log_path))
+    except BaseException as exc:
+        _stop_started(record, settings, clock, exc)
+        raise
     return record
+
+
+def _stop_started(record: ServerRecord, settings: Settings, clock: EventClock, exc: BaseException) -> None:
+    """The engine of a start that failed or was interrupted, stopped (a second Ctrl-C cannot cut it short)."""
+    why = str(exc) or (
+        "interrupted (Ctrl-C)"
+        if isinstance(exc, KeyboardInterrupt)
+        else "stopped by a signal"
+        if not isinstance(exc, Exception)
+        else "an unexpected error"
+    )
+    with interrupts_held("stopping the engine"):  # a second Ctrl-C had left it running
+        clock.emit("failed", f"{record.name} did not become ready: {why}")
+        outcome = launcher.stop_engine(record, grace_s=10)
+        start_gate.forget_own(StateStore(settings.servers_dir), record, settings)  # a newer one's stays
+        clock.emit("stopped", f"engine stopped ({outcome}); its log stays at {record.log_path}")
 
 
 def await_ready(
@@ -252,14 +247,7 @@ def await_ready(
             on_poll=_poller(record.name, options, watchdog),
         )
     except BaseException as exc:
-        why = str(exc) or (
-            "interrupted (Ctrl-C)" if isinstance(exc, KeyboardInterrupt) else type(exc).__name__
-        )
-        with interrupts_held("stopping the engine"):  # a second Ctrl-C had left it running
-            clock.emit("failed", f"{record.name} did not become ready: {why}")
-            outcome = launcher.stop_engine(record, grace_s=10)
-            start_gate.forget_own(StateStore(settings.servers_dir), record, settings)  # a newer one's stays
-            clock.emit("stopped", f"engine stopped ({outcome}); its log stays at {record.log_path}")
+        _stop_started(record, settings, clock, exc)
         raise
     clock.emit("ready", f"ready: {record.served_model_name} at {record.base_url}/v1", url=record.base_url)
     _guard(record, settings, options, clock)
