@@ -56,14 +56,19 @@ typecheck: $(STAMP)
 # (marked `integration`); tests/e2e drives the real agent binaries end to end (marked `integration` and
 # `e2e`). `-m "not integration"` over all of tests/ still picks the quick tests of every folder.
 # tests/unit runs in 4 pytest-xdist workers (441 s -> 164 s on 2 cores: most of its time is waiting on
-# deadlines, silent peers and subprocesses); integration and e2e run one at a time, because they share the
-# host on purpose (preflight sees the other vLLM servers, unified sizing reads live memory: tried with 2
-# workers, 14 of 118 failed on exactly that).
+# deadlines, silent peers and subprocesses). Integration and e2e run in 2 workers, a test file each
+# (`--dist loadfile`): a CPU vLLM start is two single-threaded Python imports one after the other, so one
+# lane left a core idle (54% of 2 cores busy on average). The workers share one state dir and start each
+# session server once (tests/conftest.py; the controller stops them at the end). A test that reads live
+# memory (marked `serial`) runs after them, alone. Serial 1,133 s -> 781 s + 46 s on this 2-core box.
+INTEGRATION := $(BIN)/pytest tests/integration tests/e2e -q -n 2 --dist loadfile -m "not serial" --durations=30
+SERIAL      := $(BIN)/pytest tests/integration tests/e2e -q -m serial --durations=5
 unit: $(STAMP) bytecode
 	$(BIN)/pytest tests/unit -q -n 4 --durations=15
 
 integration: $(STAMP) llamacpp browser bytecode
-	$(BIN)/pytest tests/integration tests/e2e -q --durations=30
+	$(INTEGRATION)
+	$(SERIAL)
 
 # llmdeck's own modules compiled once (seconds; only changed files). Where PYTHONDONTWRITEBYTECODE is
 # set (this CI's machines set it), Python never writes them, so every `python -m llmdeck` the tests
@@ -93,7 +98,8 @@ test: $(STAMP) llamacpp browser bytecode
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 	$(BIN)/pytest tests/unit -q -n 4 --durations=15
-	$(BIN)/pytest tests/integration tests/e2e -q --durations=30
+	$(INTEGRATION)
+	$(SERIAL)
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache

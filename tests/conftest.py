@@ -24,7 +24,15 @@ from typing import Any
 
 import pytest
 
-from engine_helpers import AGENT_FLAGS, CAPPED_CONTEXT, OUTPUT_CAP, cpu_engine
+from engine_helpers import (
+    AGENT_FLAGS,
+    CAPPED_CONTEXT,
+    OUTPUT_CAP,
+    XDIST_WORKER,
+    cpu_engine,
+    running,
+    started_once,
+)
 from repo_paths import ROOT
 
 # A suite started in the background (`cmd &`, nohup) inherits SIGINT *ignored*, and every child then
@@ -103,8 +111,10 @@ def session_settings(tmp_path_factory: pytest.TempPathFactory) -> object:
     """Settings isolated from the user's own state (servers, logs) for the whole session."""
     from llmdeck.settings import Settings
 
-    base = tmp_path_factory.mktemp("llmdeck-state")
-    return Settings(state_dir=base / "state", cache_dir=ROOT / ".cache" / "engine-cache")
+    base = tmp_path_factory.getbasetemp()
+    if XDIST_WORKER:  # a worker's basetemp is <the run's>/popen-gwN: the run's is shared by its workers
+        base = base.parent
+    return Settings(state_dir=base / "llmdeck-state" / "state", cache_dir=ROOT / ".cache" / "engine-cache")
 
 
 def _start_pair(settings: object, model_dir: Path) -> tuple[object, object]:
@@ -153,16 +163,37 @@ def _cpu_servers(
         pytest.skip("LLMDECK_SKIP_INTEGRATION is set")
     from llmdeck.runtime.service import down
 
-    tools, plain = _start_pair(session_settings, tiny_model_dir)
+    with started_once(session_settings, "ci-pair"):
+        tools, plain = running(session_settings, "ci-tools"), running(session_settings, "ci-plain")
+        if tools is None or plain is None:
+            tools, plain = _start_pair(session_settings, tiny_model_dir)
     try:
         yield (
             RunningServer(tools, session_settings, tiny_model_dir),
             RunningServer(plain, session_settings, tiny_model_dir),
         )
     finally:
-        for rec in (tools, plain):
+        for rec in () if XDIST_WORKER else (tools, plain):  # a worker's: pytest_sessionfinish stops them
             with contextlib.suppress(Exception):
                 down(rec.name, session_settings)  # type: ignore[attr-defined,arg-type]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """pytest-xdist's controller, once every worker is done: stop the servers the workers shared (each
+    worker leaves the session servers it started running, for the other worker)."""
+    if XDIST_WORKER or not session.config.pluginmanager.hasplugin("dsession"):
+        return
+    state = session.config._tmp_path_factory.getbasetemp() / "llmdeck-state" / "state"  # type: ignore[attr-defined]
+    if not (state / "servers").is_dir():
+        return
+    from llmdeck.runtime.service import down
+    from llmdeck.runtime.state import StateStore
+    from llmdeck.settings import Settings
+
+    settings = Settings(state_dir=state, cache_dir=ROOT / ".cache" / "engine-cache")
+    for record in StateStore(settings.servers_dir).list():
+        with contextlib.suppress(Exception):
+            down(record.name, settings)
 
 
 @pytest.fixture

@@ -34,9 +34,46 @@ def cpu_engine(settings: object, name: str, model_dir: Path, vllm_args: list[str
         name=name, engine="cpu", model=str(model_dir), served_model_name="tiny-qwen3", port=free_port(),
         vllm_args=vllm_args,
     )  # fmt: skip
-    record = up(spec, settings, UpOptions.bare(timeout_s=600))  # type: ignore[arg-type]
+    with started_once(settings, name):
+        record = running(settings, name) or up(spec, settings, UpOptions.bare(timeout_s=600))  # type: ignore[arg-type]
     try:
         yield record
     finally:
-        with contextlib.suppress(Exception):
-            down(record.name, settings)  # type: ignore[arg-type]
+        if not XDIST_WORKER:  # under pytest-xdist another worker may still use it: the controller stops it
+            with contextlib.suppress(Exception):
+                down(record.name, settings)  # type: ignore[arg-type]
+
+
+# Under pytest-xdist (`make integration` runs two workers) each worker has its own session, so a
+# session server would start once per worker. The workers share one state dir instead (conftest's
+# session_settings): the first worker to need a server starts it under a lock, the others wait on the
+# lock and then read its record, and the controller stops them all when every worker is done
+# (conftest's pytest_sessionfinish).
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+
+
+@contextlib.contextmanager
+def started_once(settings: object, key: str) -> Iterator[None]:
+    """Held while session server(s) ``key`` start, so that one worker of the run starts them."""
+    import fcntl
+
+    state_dir = Path(settings.state_dir)  # type: ignore[attr-defined]
+    state_dir.mkdir(parents=True, exist_ok=True)
+    with (state_dir / f"{key}.lock").open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def running(settings: object, name: str) -> Any:
+    """The record of server ``name`` when another worker of the run started it and it is alive, else None."""
+    from llmdeck.runtime.engine_state import is_alive
+    from llmdeck.runtime.state import StateStore
+
+    try:
+        record = StateStore(settings.servers_dir).load(name)  # type: ignore[attr-defined]
+    except Exception:
+        return None
+    return record if is_alive(record) else None

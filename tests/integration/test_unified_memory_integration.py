@@ -28,7 +28,7 @@ import pytest
 
 from llmdeck.util.units import GIB, MIB
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.serial]
 
 HOG = """
 import sys
