@@ -25,6 +25,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from llmdeck.gateway.hangup import HUNG_UP, Gone, unless_gone
+
 if TYPE_CHECKING:
     import httpx
 
@@ -88,7 +90,7 @@ def waiter(
     states: list[BackendState],
     probe_timeout_s: float,
     wait_s: float,
-    gone: Callable[[], Awaitable[None]],
+    gone: Gone,
 ) -> Callable[[], Awaitable[bool | None]]:
     """The all-down check's last step (proxy.all_down): wait while a backend comes back; True once one
     answers its probe, False (the 503) when none is coming back or the time is up, None when the client
@@ -105,14 +107,7 @@ def waiter(
     async def wait() -> bool | None:
         if wait_s <= 0:
             return False
-        waiting, watch = asyncio.ensure_future(back()), asyncio.ensure_future(gone())
-        try:
-            await asyncio.wait({waiting, watch}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            watch.cancel()
-        if waiting.done():
-            return waiting.result()
-        waiting.cancel()
-        return None
+        answer = await unless_gone(back(), gone)
+        return None if answer is HUNG_UP else answer
 
     return wait

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 
 from starlette.responses import JSONResponse
 
 from llmdeck.gateway.follow import started
+from llmdeck.gateway.hangup import HUNG_UP, unless_gone
 from llmdeck.gateway.manager import ModelManager
 from llmdeck.gateway.model_state import ManagedModel
 from llmdeck.gateway.proxy import GONE, RequestCtx, openai_error
@@ -43,20 +42,10 @@ async def acquire_route(
     if not models:
         return route
     model = pick(models)
-    waiting = asyncio.ensure_future(manager.acquire(model))
-    watch = asyncio.ensure_future(gone()) if gone is not None else None
-    try:
-        await asyncio.wait({waiting, *([watch] if watch else [])}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        if watch is not None:
-            watch.cancel()
-    if not waiting.done():
-        waiting.cancel()  # its ticket goes back (ModelManager._wait_turn)
-        with contextlib.suppress(asyncio.CancelledError):
-            await waiting
+    refusal = await unless_gone(manager.acquire(model), gone)  # hung up: its ticket went back
+    if refusal is HUNG_UP:
         ctx.finish(GONE, "client_disconnected")
         return openai_error(GONE, "The client hung up while its model was starting.", "invalid_request_error")
-    refusal = waiting.result()
     if refusal is not None:
         route.errors += 1
         manager.events.add("refused", model.name, refusal.message, refusal.code)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from starlette.responses import Response
 
 from llmdeck.gateway.comeback import POLL_S, any_back
+from llmdeck.gateway.hangup import HUNG_UP, Gone, unless_gone
 from llmdeck.gateway.routing import BackendState, Router, RouteState
 from llmdeck.gateway.upstream import UpstreamFailure
 
@@ -45,7 +46,7 @@ class Retry:
     within_s: float
     restart_wait_s: float = 0.0  # a `server:` backend being restarted is waited for this long (comeback.py)
     reacquire: Callable[[list[BackendState]], Awaitable[RouteState | Response]] | None = None
-    gone: Callable[[], Awaitable[None]] | None = None  # returns when the client hangs up
+    gone: Gone | None = None  # returns when the client hangs up
 
     async def again(self, route: RouteState, refused: list[BackendState]) -> RouteState | Response | None:
         """What to try next after a short wait; None when the time for retries is up: ``within_s`` after
@@ -66,14 +67,7 @@ class Retry:
 
     async def _left_within(self, seconds: float) -> bool:
         """Wait ``seconds``; True when the client hung up meanwhile."""
-        if self.gone is None:
-            await asyncio.sleep(seconds)
-            return False
-        watch = asyncio.ensure_future(self.gone())
-        done, _ = await asyncio.wait({watch}, timeout=seconds)
-        if not done:
-            watch.cancel()
-        return bool(done)
+        return await unless_gone(asyncio.sleep(seconds), self.gone) is HUNG_UP
 
 
 @dataclass
