@@ -618,3 +618,32 @@ def test_a_request_let_in_before_its_key_was_revoked_ends_in_the_totals_only(
     totals = sample_routes(st.metrics)["a"]
     assert (totals.requests, totals.prompt, totals.completion) == (2, 7, 3)
     assert totals.ttft[float("inf")] == 1
+
+
+def test_an_alias_in_another_case_is_its_route_unless_two_share_it(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Ollama matches model names in any case (a client's config may say `Qwen3:30B` for `qwen3:30b`): the
+    gateway's routes do too, after the exact name, and the request counts under the route's own alias. Two
+    aliases that differ in case alone keep their exact names only (which one was meant is not guessed)."""
+    store = KeyStore(tmp_path / "keys.json")
+    alice, bob = store.create("alice", models=["qwen3:30b"]), store.create("bob")
+    with fake() as up:
+        url_ = up.url  # type: ignore[attr-defined]
+        cfg = (
+            f"routes:\n  - model: qwen3:30b\n    backends: ['{url_}']\n"
+            f"  - model: Coder\n    backends: ['{url_}']\n  - model: coder\n    backends: ['{url_}']\n"
+            "keys_file: keys.json\n" + FAST
+        )
+        with gateway(cfg, settings, tmp_path) as gw:
+            url, h_alice = f"{gw}/v1/chat/completions", {"Authorization": f"Bearer {alice}"}
+            assert httpx.post(url, json=chat("Qwen3:30B"), headers=h_alice).status_code == 200
+            assert up.bodies[-1]["model"] == "fake-served"
+            metrics = httpx.get(f"{gw}/metrics", headers=h_alice).text
+            assert 'route="qwen3:30b"' in metrics and "Qwen3:30B" not in metrics
+            h_bob = {"Authorization": f"Bearer {bob}"}
+            assert httpx.post(url, json=chat("coder"), headers=h_bob).status_code == 200
+            missing = httpx.post(url, json=chat("CODER"), headers=h_bob)
+            assert (
+                missing.status_code == 404 and "'CODER' does not exist" in missing.json()["error"]["message"]
+            )

@@ -343,6 +343,8 @@ def _pick_route(st: GatewayState, body: dict[str, Any] | None, caller: Caller) -
             "model_missing",
         )
     route = st.router.get(alias)
+    if body is not None and route is not None and route.route.alias != alias:  # in another case:
+        body["model"] = alias = route.route.alias  # the route's own spelling, for keys, metrics, the backend
     shown = alias if len(alias) <= 200 else alias[:200] + "…"  # a client's 200 kB name is not echoed back
     if route is None:
         return openai_error(

@@ -172,9 +172,19 @@ class Router:
         for route in loaded.routes:
             states = [self.backends.setdefault(b.url, BackendState(b)) for b in route.backends]
             self.routes[route.alias] = RouteState(route, states)
+        folds: dict[str, list[str]] = {}
+        for alias in self.routes:
+            folds.setdefault(alias.casefold(), []).append(alias)
+        self._folded = {fold: names[0] for fold, names in folds.items() if len(names) == 1}
 
     def get(self, alias: str) -> RouteState | None:
-        return self.routes.get(alias)
+        """The route of ``alias``; else of the one alias it names in another case (Ollama matches model
+        names so: `Qwen3:30B` is `qwen3:30b` there, and a client's config may say either)."""
+        exact = self.routes.get(alias)
+        if exact is not None:
+            return exact
+        other = self._folded.get(alias.casefold())
+        return self.routes[other] if other is not None else None
 
     def max_model_len(self, alias: str) -> int | None:
         state = self.routes.get(alias)
