@@ -7,6 +7,7 @@ A registry that cannot be reached skips the test that needed the client, saying 
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import subprocess
 import sys
@@ -29,16 +30,20 @@ def npm_client(package: str, version: str, client: str, binary: str, *, exact: b
 
     prefix = CLIENTS_DIR / client
     exe = prefix / "node_modules" / ".bin" / binary
-    if exe.exists() and (not exact or client_version(exe) == version):
-        return exe
-    if shutil.which("npm") is None:
-        pytest.skip("npm is not installed: cannot install the real client")
-    res = subprocess.run(
-        ["npm", "install", "--prefix", str(prefix), f"{package}@{version}"],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    CLIENTS_DIR.mkdir(parents=True, exist_ok=True)
+    # one install at a time per client: `make integration`'s two workers may both want it at once
+    with (CLIENTS_DIR / f"{client}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if exe.exists() and (not exact or client_version(exe) == version):
+            return exe
+        if shutil.which("npm") is None:
+            pytest.skip("npm is not installed: cannot install the real client")
+        res = subprocess.run(
+            ["npm", "install", "--prefix", str(prefix), f"{package}@{version}"],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
     if res.returncode != 0 or not exe.exists():
         pytest.skip(f"npm could not install {package}@{version} (registry unreachable?): {res.stderr[-400:]}")
     return exe

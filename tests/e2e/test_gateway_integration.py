@@ -24,7 +24,6 @@ from llmdeck.gateway.app import build_app
 from llmdeck.gateway.config import parse_config
 from llmdeck.gateway.keys import KeyStore
 from llmdeck.runtime.status import scrape_live_metrics
-from repo_paths import ROOT
 
 # integration (the real CPU engine) and e2e (the real agent binaries): tests/e2e
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
@@ -245,17 +244,15 @@ def test_backend_killed_mid_stream(cpu_server: Any, tiny_model_dir: Path, tmp_pa
         down("ci-victim", settings)
 
 
-def _opencode() -> str | None:
-    import shutil
+def _opencode() -> str:
+    """OPENCODE_BIN, or opencode at the version its traffic was recorded from (installed when missing:
+    in `make integration`'s two workers no other test is sure to have installed it first)."""
+    from real_clients import npm_recorded
 
-    for candidate in (
-        os.environ.get("OPENCODE_BIN"),
-        shutil.which("opencode"),
-        str(ROOT / ".cache/clients/opencode/node_modules/.bin/opencode"),
-    ):
-        if candidate and Path(candidate).exists():
-            return candidate
-    return None
+    given = os.environ.get("OPENCODE_BIN")
+    return (
+        given if given and Path(given).exists() else str(npm_recorded("opencode-ai", "opencode", "opencode"))
+    )
 
 
 def _run_opencode(binary: str, home: Path, model: str) -> subprocess.CompletedProcess[str]:
@@ -282,8 +279,6 @@ def test_opencode_through_the_gateway(
     from cli_helpers import run_cli
 
     binary = _opencode()
-    if binary is None:
-        pytest.skip("opencode (npm opencode-ai) is not installed; set OPENCODE_BIN")
     key = KeyStore(tmp_path / "keys.json").create("opencode")
     text = (
         f"routes:\n  - model: tiny-agent\n    backends: [{capped_server.name}]\n"
