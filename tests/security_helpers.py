@@ -101,12 +101,27 @@ def run_llmdeck(tmp: Path, *args: str, timeout: float = 60) -> subprocess.Comple
     )
 
 
+# The tiny model's sizes, all given: preflight's plan then never asks transformers for a default (a ~6 s
+# import in every `llmdeck up` these fakes start: 5.5 -> 1.0 CPU s each).
+FAKE_QWEN3_CONFIG = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "model_type": "qwen3",
+    "max_position_embeddings": 4096,
+    "hidden_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+    "vocab_size": 151936,
+    "tie_word_embeddings": True,
+}
+
+
 def fake_model_dir(tmp: Path) -> Path:
     """A folder that passes llmdeck's model-folder check (config.json only): no weights needed."""
     d = tmp / "model"
     d.mkdir(exist_ok=True)
-    config = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "max_position_embeddings": 4096}
-    (d / "config.json").write_text(json.dumps(config))
+    (d / "config.json").write_text(json.dumps(FAKE_QWEN3_CONFIG))
     return d
 
 

@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from repo_paths import ROOT
+from security_helpers import FAKE_QWEN3_CONFIG
 
 FAKE_NEVER_READY_ENGINE = """#!/bin/sh
 # fake_never_ready_engine: answers llmdeck's vLLM version probe, then never becomes ready
@@ -42,8 +43,7 @@ def _start(
     engine.chmod(0o755)
     model = tmp / "model"
     model.mkdir(exist_ok=True)
-    config = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "max_position_embeddings": 4096}
-    (model / "config.json").write_text(json.dumps(config))
+    (model / "config.json").write_text(json.dumps(FAKE_QWEN3_CONFIG))
     env = {k: v for k, v in os.environ.items() if not k.startswith("LLMDECK_")}
     env.update(LLMDECK_STATE_DIR=str(tmp / "state"), PYTHONPATH=str(ROOT / "src"), COLUMNS="200")
     from llmdeck.util.net import free_port
