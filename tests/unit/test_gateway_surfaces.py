@@ -216,8 +216,8 @@ def test_response_ids_route_back_to_their_backend(settings: Settings, tmp_path: 
                 r.read()
             first = next(m.group(1) for m in [re.search(r'"id": "(resp_\w+)"', r.text)] if m)
             owner = "one" if first.startswith("resp_one") else "two"
-            for _ in range(3):
-                follow = {"model": "both", "input": "y", "previous_response_id": first}
+            for name in ("both", "Both", "Both", "Both"):  # the alias in another case follows it too
+                follow = {"model": name, "input": "y", "previous_response_id": first}
                 served = httpx.post(f"{gw}/v1/responses", json=follow).json()["model"]
                 assert served == owner
     by_id = [(m, p) for m, p, *_ in two.requests if p.startswith(f"/v1/responses/{rid}")]

@@ -324,8 +324,16 @@ def _pick_by_id(
         return None
     alias, url = known
     route = st.router.get(alias)
-    if route is None or not caller.may_use(alias) or (body is not None and body.get("model") != alias):
+    asked = body.get("model") if body is not None else alias
+    if (
+        route is None
+        or not caller.may_use(alias)
+        or not isinstance(asked, str)
+        or st.router.get(asked) is not route
+    ):
         return None
+    if body is not None:
+        body["model"] = alias  # the route's own spelling (the client's may differ in case)
     state = st.router.backends.get(url)
     return RouteState(route.route, [state]) if state is not None else route
 
