@@ -202,16 +202,18 @@ def test_ctrl_c_while_the_engine_is_spawned_stops_it(tmp_path: Path, monkeypatch
     engine = tmp_path / "fake_sleeping_engine.sh"
     engine.write_text(FAKE_SLEEPING_ENGINE)
     engine.chmod(0o755)
+    from llmdeck.runtime import start_gate
+
     settings, spec = _venv_spec(tmp_path, "spawned", engine)
-    real = launcher.start_background
+    real = start_gate.keep_record
     started: list[Any] = []
 
-    def then_ctrl_c(*args: Any, **kwargs: Any) -> Any:
-        started.append(real(*args, **kwargs))
-        os.kill(os.getpid(), signal.SIGINT)  # the user's Ctrl-C, right after the record is saved
-        return started[-1]
+    def then_ctrl_c(store: Any, record: Any, *args: Any) -> None:
+        real(store, record, *args)
+        started.append(record)
+        os.kill(os.getpid(), signal.SIGINT)  # the user's Ctrl-C, the moment the record is saved
 
-    monkeypatch.setattr(launcher, "start_background", then_ctrl_c)
+    monkeypatch.setattr(start_gate, "keep_record", then_ctrl_c)
     events: list[Any] = []
     options = service.UpOptions.bare(timeout_s=30)
     try:
@@ -224,3 +226,30 @@ def test_ctrl_c_while_the_engine_is_spawned_stops_it(tmp_path: Path, monkeypatch
     finally:
         if started and pid_alive(started[0].pid):
             launcher.stop_engine(started[0], grace_s=1)
+
+
+def test_ctrl_c_while_another_start_holds_the_lock_is_not_held(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The signals are held from the spawn to the record only: a Ctrl-C while `up` waits for another
+    start's lock (up to a minute) ends it at once, nothing spawned."""
+    import signal
+    import threading
+    import time
+
+    from llmdeck.runtime import service, start_gate
+    from llmdeck.util.filelock import exclusive
+
+    monkeypatch.setattr(start_gate, "START_LOCK_S", 10.0)
+    engine = tmp_path / "fake_sleeping_engine.sh"
+    engine.write_text(FAKE_SLEEPING_ENGINE)
+    engine.chmod(0o755)
+    settings, spec = _venv_spec(tmp_path, "waits", engine)
+    timer = threading.Timer(0.5, lambda: signal.raise_signal(signal.SIGINT))
+    with exclusive(settings.servers_dir / ".start.lock", timeout_s=5, what="another start"):
+        t0 = time.monotonic()
+        timer.start()
+        with pytest.raises(KeyboardInterrupt):
+            service.start(spec, settings, service.UpOptions.bare(timeout_s=30))
+        assert time.monotonic() - t0 < 3, "the Ctrl-C waited for the start lock"
+    assert not (settings.servers_dir / "waits.json").exists()

@@ -10,9 +10,11 @@ diagnosis, if the process dies.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -144,11 +146,13 @@ def start_background(
     leashed: bool = False,
     progress: Callable[[str], None] | None = None,
     sized_from: LaunchSpec | None = None,
+    spawning: AbstractContextManager[object] | None = None,
 ) -> ServerRecord:
     """Spawn the engine detached, its output in the log; return the saved record (not yet ready).
     ``leashed``: a foreground start, stopped when this process dies, even by SIGKILL (util.leash).
     ``progress``: what the start says while it prepares (a container's image pulled); ``sized_from``:
-    the spec as asked, when unified sizing changed it (recorded for a restart).
+    the spec as asked, when unified sizing changed it (recorded for a restart); ``spawning``: entered
+    from a local engine's spawn to its saved record (the service holds the signals there).
 
     ``checked`` was validated and its port checked (:func:`validate`): neither is done again here.
     Secrets (``--api-key``, ``HF_TOKEN`` …) reach the engine through its environment only; the record,
@@ -172,24 +176,25 @@ def start_background(
         start_gate.forget_dead(store, spec.name)
         start_gate.refuse_a_port_taken_by_a_start(store, spec)
         start_gate.rotate(log_path)
-        with open_log(log_path, argv) as log:
-            pid, _ = engine.start(spec, log=log, env={**os.environ, **env_set}, secrets=secrets)
-        assert pid is not None
-        logkeeper.spawn(pid, log_path)  # the log bounded while the server runs
-        if leashed:
-            engine.leash(pid, None)
-        record = ServerRecord(
-            name=spec.name,
-            spec=spec,
-            argv=argv,
-            env=env_set,
-            pid=pid,
-            process=identify(pid),
-            log_path=log_path,
-            started_by=started_by,
-            sized_from=sized_from,
-        )
-        start_gate.keep_record(store, record, secrets, engine)
+        with spawning or contextlib.nullcontext():
+            with open_log(log_path, argv) as log:
+                pid, _ = engine.start(spec, log=log, env={**os.environ, **env_set}, secrets=secrets)
+            assert pid is not None
+            logkeeper.spawn(pid, log_path)  # the log bounded while the server runs
+            if leashed:
+                engine.leash(pid, None)
+            record = ServerRecord(
+                name=spec.name,
+                spec=spec,
+                argv=argv,
+                env=env_set,
+                pid=pid,
+                process=identify(pid),
+                log_path=log_path,
+                started_by=started_by,
+                sized_from=sized_from,
+            )
+            start_gate.keep_record(store, record, secrets, engine)
     return record
 
 

@@ -12,14 +12,12 @@ to ready. ``down`` and ``status`` complete the API.
 
 from __future__ import annotations
 
-import contextlib
 import signal
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from llmdeck.engines import get as get_engine
 from llmdeck.engines.secrets import split_secrets
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import PortInUseError, StartStopped, UsageError
@@ -184,20 +182,18 @@ def start(
     _stop_asked(spec.name, options)
     asked = None if sized is checked else split_secrets(checked.spec)[0]  # recorded for a restart
     clock.emit("starting", f"starting {spec.name} ({spec.engine}): {spec.model} on port {spec.port}")
-    hold: contextlib.AbstractContextManager[list[int]] = (  # a container's image pull stays interruptible
-        contextlib.nullcontext([])
-        if get_engine(spec.engine).containerized
-        else interrupts_held("starting the engine")
+    # the signals that came from the engine's spawn to its record, held (not while the start lock is
+    # awaited, nor while a container's image is pulled)
+    held: list[int] = []
+    record = launcher.start_background(
+        sized,
+        settings,
+        options.started_by,
+        leashed=options.leashed,
+        progress=lambda line: clock.emit("image", line),  # a container's image pulled
+        sized_from=asked,
+        spawning=interrupts_held("starting the engine", held),
     )
-    with hold as held:
-        record = launcher.start_background(
-            sized,
-            settings,
-            options.started_by,
-            leashed=options.leashed,
-            progress=lambda line: clock.emit("image", line),  # a container's image pulled
-            sized_from=asked,
-        )
     try:  # a signal that came while the engine was spawned and recorded is raised here, where it stops it
         for signum in held:
             signal.raise_signal(signum)

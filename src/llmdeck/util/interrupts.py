@@ -22,11 +22,12 @@ HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @contextlib.contextmanager
-def interrupts_held(doing: str) -> Iterator[list[int]]:
+def interrupts_held(doing: str, held: list[int] | None = None) -> Iterator[list[int]]:
     """Run the block with SIGINT, SIGTERM and SIGHUP held (the signals that came, in order, are the
-    yielded list); ``doing`` says what is finishing (``stopping the engine``). Main thread only: a
-    signal handler can only be set there, and elsewhere the block simply runs."""
-    held: list[int] = []
+    yielded list: ``held`` when given, for a caller that hands the block to another function); ``doing``
+    says what is finishing (``stopping the engine``). Main thread only: a signal handler can only be set
+    there, and elsewhere the block simply runs."""
+    held = [] if held is None else held
     if threading.current_thread() is not threading.main_thread():
         yield held
         return
