@@ -647,3 +647,28 @@ def test_an_alias_in_another_case_is_its_route_unless_two_share_it(
             assert (
                 missing.status_code == 404 and "'CODER' does not exist" in missing.json()["error"]["message"]
             )
+
+
+def test_the_sdks_models_retrieve_gets_the_alias(settings: Settings, tmp_path: Path) -> None:
+    """`GET /v1/models/{model}` (the OpenAI SDK's `models.retrieve`; Ollama answers it too) had gone to the
+    catch-all and, with several routes, got a 400 asking for the body's `model`. Now: the alias's entry (in
+    any case, a name with slashes too), a 404 for one the key may not use or that does not exist."""
+    import openai
+
+    store = KeyStore(tmp_path / "keys.json")
+    alice = store.create("alice", models=["Qwen/Qwen3-8B"])
+    with fake() as up:
+        url_ = up.url  # type: ignore[attr-defined]
+        cfg = (
+            f"routes:\n  - model: Qwen/Qwen3-8B\n    backends: ['{url_}']\n"
+            f"  - model: b\n    backends: ['{url_}']\nkeys_file: keys.json\n" + FAST
+        )
+        with gateway(cfg, settings, tmp_path) as gw:
+            client = openai.OpenAI(base_url=f"{gw}/v1", api_key=alice, max_retries=0)
+            model = client.models.retrieve("qwen/qwen3-8b")
+            assert (model.id, model.object, model.owned_by) == ("Qwen/Qwen3-8B", "model", "llmdeck")
+            for name in ("b", "nope"):
+                with pytest.raises(openai.NotFoundError) as info:
+                    client.models.retrieve(name)
+                assert "does not exist here (models: Qwen/Qwen3-8B)" in str(info.value)
+            assert httpx.get(f"{gw}/v1/models/b").status_code == 401  # no key: as /v1/models

@@ -110,6 +110,7 @@ def build_app(loaded: LoadedConfig, *, insecure: bool = False, settings: Any = N
         Route("/metrics", _metrics, methods=["GET"]),
         Route("/gateway/status", _status, methods=["GET"]),
         Route("/v1/models", _models, methods=["GET"]),
+        Route("/v1/models/{model:path}", _model, methods=["GET"]),
         Route("/v1/{path:path}", _proxy, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
         Route("/tokenize", _proxy, methods=["POST"]),  # vLLM's, used by `llmdeck check` / `connect`
         Route("/detokenize", _proxy, methods=["POST"]),
@@ -244,24 +245,42 @@ async def _models(request: Request) -> Response:
     caller = _authenticate(request, st)
     if isinstance(caller, JSONResponse):
         return _logged(request, caller)
-    created = int(st.started_at)
-    data = []
-    for alias in st.router.routes:
-        if caller.may_use(alias):
-            entry: dict[str, Any] = {
-                "id": alias,
-                "object": "model",
-                "created": created,
-                "owned_by": "llmdeck",
-            }
-            if (max_len := st.router.max_model_len(alias)) is not None:
-                entry["max_model_len"] = max_len
-            data.append(entry)
+    data = [_model_entry(st, alias) for alias in st.router.routes if caller.may_use(alias)]
     return _logged(request, JSONResponse({"object": "list", "data": data}), caller.name)
 
 
+async def _model(request: Request) -> Response:
+    """``GET /v1/models/{model}``: OpenAI's retrieve (the SDKs' ``models.retrieve``; Ollama answers it
+    too), which vLLM does not serve: the alias's entry, or a 404 in the API's shape."""
+    st = _state(request)
+    caller = _authenticate(request, st)
+    if isinstance(caller, JSONResponse):
+        return _logged(request, caller)
+    asked = str(request.path_params["model"])
+    route = st.router.get(asked)
+    if route is None or not caller.may_use(route.route.alias):
+        allowed = ", ".join(a for a in st.router.routes if caller.may_use(a)) or "none"
+        shown = asked if len(asked) <= 200 else asked[:200] + "…"
+        said = f"The model {shown!r} does not exist here (models: {allowed})."
+        missing = openai_error(404, said, "invalid_request_error", "model_not_found")
+        return _logged(request, missing, caller.name)
+    return _logged(request, JSONResponse(_model_entry(st, route.route.alias)), caller.name)
+
+
+def _model_entry(st: GatewayState, alias: str) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "id": alias,
+        "object": "model",
+        "created": int(st.started_at),
+        "owned_by": "llmdeck",
+    }
+    if (max_len := st.router.max_model_len(alias)) is not None:
+        entry["max_model_len"] = max_len
+    return entry
+
+
 async def _proxy(request: Request) -> Response:
-    """Every /v1/* request but /v1/models; the gateway's own errors in the API's shape."""
+    """Every /v1/* request but /v1/models[/MODEL]; the gateway's own errors in the API's shape."""
     api = api_of(request.url.path)
     bad = path_problem(request)
     resp = _logged(request, bad) if bad is not None else await _proxy_api(request, api)
