@@ -487,3 +487,14 @@ def test_gateway_status_shows_an_alias_with_markup_as_written(capsys: pytest.Cap
     _print_status({"state": "running", "url": "http://127.0.0.1:4000", "routes": [route]})
     out = capsys.readouterr().out
     assert "[red]x[/red]" in out and "[bold]b[/bold]" in out and "[red]s[/red]" in out
+
+
+def test_safe_text_escapes_exactly_what_is_unsafe_says_for_every_code_point() -> None:
+    """safe_text checks a string with one regex (a page's SVG charts went through it a character at a
+    time in Python: seconds a page); every code point, alone and inside text, is shown as is_unsafe says."""
+    from llmdeck.util.safetext import escape_char, is_unsafe, safe_text
+
+    for code in range(0x110000):
+        ch = chr(code)
+        want = escape_char(ch) if is_unsafe(ch) else ch
+        assert safe_text(ch) == want and safe_text(f"a{ch}b") == f"a{want}b", hex(code)
