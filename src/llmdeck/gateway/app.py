@@ -116,22 +116,20 @@ def build_app(loaded: LoadedConfig, *, insecure: bool = False, settings: Any = N
         Route("/detokenize", _proxy, methods=["POST"]),
         *ui_routes(),  # the dashboard: /ui, /ui/api/state, its actions (ui_app.py)
     ]
-    middleware = []
-    if loaded.config.cors is not None:
-        from starlette.middleware.cors import CORSMiddleware
-
-        middleware.append(
-            Middleware(
-                CORSMiddleware,
-                allow_origins=loaded.config.cors.allow_origins,
-                allow_methods=["*"],
-                allow_headers=["*"],
-            )
-        )
     handlers = {404: no_such_endpoint, 405: no_such_endpoint}
-    app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan, exception_handlers=handlers)
+    app = Starlette(routes=routes, middleware=_cors(loaded), lifespan=lifespan, exception_handlers=handlers)
     app.state.gateway = state
     return app
+
+
+def _cors(loaded: LoadedConfig) -> list[Middleware]:
+    """The CORS middleware when the config asks for it (a browser page on another origin)."""
+    if loaded.config.cors is None:
+        return []
+    from starlette.middleware.cors import CORSMiddleware
+
+    origins = loaded.config.cors.allow_origins
+    return [Middleware(CORSMiddleware, allow_origins=origins, allow_methods=["*"], allow_headers=["*"])]
 
 
 def _attach_manager(state: GatewayState, settings: Any) -> None:
