@@ -672,3 +672,23 @@ def test_the_sdks_models_retrieve_gets_the_alias(settings: Settings, tmp_path: P
                     client.models.retrieve(name)
                 assert "does not exist here (models: Qwen/Qwen3-8B)" in str(info.value)
             assert httpx.get(f"{gw}/v1/models/b").status_code == 401  # no key: as /v1/models
+
+
+def test_cors_answers_a_browsers_preflight_only_when_configured(settings: Settings, tmp_path: Path) -> None:
+    """`cors: {allow_origins: [...]}` lets a page on that origin call the gateway; without it no CORS
+    header is sent (a browser then refuses the page's request, as it should)."""
+    ask = {"Origin": "http://app.local", "Access-Control-Request-Method": "POST"}
+    with fake() as up:
+        base = f"routes:\n  - model: a\n    backends: ['{up.url}']\n" + FAST  # type: ignore[attr-defined]
+        with gateway(base + "cors:\n  allow_origins: ['http://app.local']\n", settings, tmp_path) as gw:
+            pre = httpx.options(f"{gw}/v1/chat/completions", headers=ask)
+            assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == "http://app.local"
+            other = httpx.options(
+                f"{gw}/v1/chat/completions", headers={**ask, "Origin": "http://evil.example"}
+            )
+            assert "access-control-allow-origin" not in other.headers
+        with gateway(base, settings, tmp_path) as gw:
+            sent = httpx.post(
+                f"{gw}/v1/chat/completions", json=chat(), headers={"Origin": "http://app.local"}
+            )
+            assert sent.status_code == 200 and "access-control-allow-origin" not in sent.headers
