@@ -60,7 +60,8 @@ typecheck: $(STAMP)
 # (`--dist loadfile`): a CPU vLLM start is two single-threaded Python imports one after the other, so one
 # lane left a core idle (54% of 2 cores busy on average). The workers share one state dir and start each
 # session server once (tests/conftest.py; the controller stops them at the end). A test that reads live
-# memory (marked `serial`) runs after them, alone. Serial 1,133 s -> 781 s + 46 s on this 2-core box.
+# memory (marked `serial`) runs after them, alone. On this 2-core box, fresh clones: serial 1,133 s;
+# in lanes 971 s + 45 s and 746 s + 33 s (two runs: the shared machines are noisy).
 INTEGRATION := $(BIN)/pytest tests/integration tests/e2e -q -n 2 --dist loadfile -m "not serial" --durations=30
 SERIAL      := $(BIN)/pytest tests/integration tests/e2e -q -m serial --durations=5
 unit: $(STAMP) bytecode
