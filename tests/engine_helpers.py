@@ -52,28 +52,16 @@ def cpu_engine(settings: object, name: str, model_dir: Path, vllm_args: list[str
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
 
 
-@contextlib.contextmanager
-def started_once(settings: object, key: str) -> Iterator[None]:
+def started_once(settings: object, key: str) -> contextlib.AbstractContextManager[None]:
     """Held while session server(s) ``key`` start, so that one worker of the run starts them."""
-    import fcntl
+    from llmdeck.util.filelock import exclusive
 
-    state_dir = Path(settings.state_dir)  # type: ignore[attr-defined]
-    state_dir.mkdir(parents=True, exist_ok=True)
-    with (state_dir / f"{key}.lock").open("w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    lock = Path(settings.state_dir) / f"{key}.lock"  # type: ignore[attr-defined]
+    return exclusive(lock, timeout_s=1800, what=f"start of the session's {key} server")
 
 
 def running(settings: object, name: str) -> Any:
     """The record of server ``name`` when another worker of the run started it and it is alive, else None."""
-    from llmdeck.runtime.engine_state import is_alive
-    from llmdeck.runtime.state import StateStore
+    from llmdeck.gateway.lifecycle import live_in
 
-    try:
-        record = StateStore(settings.servers_dir).load(name)  # type: ignore[attr-defined]
-    except Exception:
-        return None
-    return record if is_alive(record) else None
+    return live_in(settings.servers_dir, name)  # type: ignore[attr-defined]

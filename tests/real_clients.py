@@ -7,7 +7,6 @@ A registry that cannot be reached skips the test that needed the client, saying 
 
 from __future__ import annotations
 
-import fcntl
 import shutil
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from llmdeck.util.filelock import exclusive
 from repo_paths import ROOT
 
 CLIENTS_DIR = ROOT / ".cache" / "clients"
@@ -30,10 +30,8 @@ def npm_client(package: str, version: str, client: str, binary: str, *, exact: b
 
     prefix = CLIENTS_DIR / client
     exe = prefix / "node_modules" / ".bin" / binary
-    CLIENTS_DIR.mkdir(parents=True, exist_ok=True)
     # one install at a time per client: `make integration`'s two workers may both want it at once
-    with (CLIENTS_DIR / f"{client}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with exclusive(CLIENTS_DIR / f"{client}.lock", timeout_s=1800, what=f"install of {client}"):
         if exe.exists() and (not exact or client_version(exe) == version):
             return exe
         if shutil.which("npm") is None:

@@ -257,11 +257,8 @@ async def _model(request: Request) -> Response:
     asked = str(request.path_params["model"])
     route = st.router.get(asked)
     if route is None or not caller.may_use(route.route.alias):
-        allowed = ", ".join(a for a in st.router.routes if caller.may_use(a)) or "none"
-        shown = asked if len(asked) <= 200 else asked[:200] + "…"
-        said = f"The model {shown!r} does not exist here (models: {allowed})."
-        missing = openai_error(404, said, "invalid_request_error", "model_not_found")
-        return _logged(request, missing, caller.name)
+        allowed = [a for a in st.router.routes if caller.may_use(a)]
+        return _logged(request, _no_such_model(asked, allowed), caller.name)
     return _logged(request, JSONResponse(_model_entry(st, route.route.alias)), caller.name)
 
 
@@ -314,6 +311,8 @@ async def _proxy_api(request: Request, api: str) -> Response:
         ctx.finish(route.status_code, "refused")
         return route
     ctx.route = route.route.alias
+    if isinstance(parsed, dict) and isinstance(parsed.get("model"), str):
+        parsed["model"] = route.route.alias  # the route's own spelling (a client's may differ in case)
     if (wait := st.limiter.check(caller.name, caller.rpm)) is not None:
         ctx.finish(429, "rate_limited")
         return openai_error(
@@ -349,8 +348,6 @@ def _pick_by_id(
         or st.router.get(asked) is not route
     ):
         return None
-    if body is not None:
-        body["model"] = alias  # the route's own spelling (the client's may differ in case)
     state = st.router.backends.get(url)
     return RouteState(route.route, [state]) if state is not None else route
 
@@ -368,21 +365,20 @@ def _pick_route(st: GatewayState, body: dict[str, Any] | None, caller: Caller) -
             "model_missing",
         )
     route = st.router.get(alias)
-    if body is not None and route is not None and route.route.alias != alias:  # in another case:
-        body["model"] = alias = route.route.alias  # the route's own spelling, for keys, metrics, the backend
-    shown = alias if len(alias) <= 200 else alias[:200] + "…"  # a client's 200 kB name is not echoed back
     if route is None:
-        return openai_error(
-            404,
-            f"The model {shown!r} does not exist here (models: {', '.join(allowed)}).",
-            "invalid_request_error",
-            "model_not_found",
-        )
+        return _no_such_model(alias, allowed)
+    alias = route.route.alias  # the route's own spelling (the client's may differ in case)
     if not caller.may_use(alias):
         return openai_error(
             403,
-            f"Key {caller.name!r} may not use model {shown!r} (allowed: {', '.join(allowed) or 'none'}).",
+            f"Key {caller.name!r} may not use model {alias!r} (allowed: {', '.join(allowed) or 'none'}).",
             "permission_error",
             "model_not_allowed",
         )
     return route
+
+
+def _no_such_model(asked: str, allowed: list[str]) -> JSONResponse:
+    shown = asked if len(asked) <= 200 else asked[:200] + "…"  # a client's 200 kB name is not echoed back
+    said = f"The model {shown!r} does not exist here (models: {', '.join(allowed) or 'none'})."
+    return openai_error(404, said, "invalid_request_error", "model_not_found")
