@@ -5,7 +5,8 @@ Anthropic's ``/v1/messages`` (+ ``/count_tokens``) and OpenAI's ``/v1/responses`
 applied per API: surfaces.py), ``/v1/responses/{id}`` (to the backend that made the id), any other ``/v1/*``
 and vLLM's ``/tokenize``, ``/detokenize`` passed through (routed by their ``model``), ``/`` and ``/health``
 (no key: clients probe them), ``/metrics`` and ``/gateway/status`` (from loopback, or with a valid key),
-the dashboard ``/ui`` and its JSON ``/ui/api/state`` (ui_app.py). Every request gets an access-log line.
+the dashboard ``/ui`` and its JSON ``/ui/api/state`` (ui_app.py), Ollama's native ``/api/*``
+(ollama_app.py). Every request gets an access-log line.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from llmdeck.gateway.keys import KeyRing, KeyStore
 from llmdeck.gateway.limits import RateLimiter
 from llmdeck.gateway.manager import ModelManager
 from llmdeck.gateway.metrics import GatewayMetrics
+from llmdeck.gateway.ollama_app import ollama_routes
 from llmdeck.gateway.proxy import GONE, RequestCtx, openai_error
 from llmdeck.gateway.request_body import no_such_endpoint, parse_body, path_problem, read_body
 from llmdeck.gateway.routing import Router, RouteState
@@ -115,6 +117,7 @@ def build_app(loaded: LoadedConfig, *, insecure: bool = False, settings: Any = N
         Route("/tokenize", _proxy, methods=["POST"]),  # vLLM's, used by `llmdeck check` / `connect`
         Route("/detokenize", _proxy, methods=["POST"]),
         *ui_routes(),  # the dashboard: /ui, /ui/api/state, its actions (ui_app.py)
+        *ollama_routes(),  # Ollama's native /api/* (ollama_app.py)
     ]
     handlers = {404: no_such_endpoint, 405: no_such_endpoint}
     app = Starlette(routes=routes, middleware=_cors(loaded), lifespan=lifespan, exception_handlers=handlers)
@@ -298,8 +301,17 @@ async def _proxy_api(request: Request, api: str) -> Response:
         ctx.finish(parsed.status_code, "client_disconnected" if parsed.status_code == GONE else "bad_request")
         return parsed
     assert isinstance(raw, bytes)
-    route = _pick_by_id(st, path, parsed, caller) or _pick_route(st, parsed, caller)
-    if api == "response_id" and isinstance(route, JSONResponse) and route.status_code == 400:
+    return await dispatch(request, ctx, caller, parsed, raw)
+
+
+async def dispatch(
+    request: Request, ctx: RequestCtx, caller: Caller, body: dict[str, Any] | None, raw: bytes, path: str = ""
+) -> Response:
+    """A parsed request to its route's backend (``path``: another endpoint than the client's, send.py)."""
+    st = _state(request)
+    path = path or request.url.path
+    route = _pick_by_id(st, path, body, caller) or _pick_route(st, body, caller)
+    if ctx.api == "response_id" and isinstance(route, JSONResponse) and route.status_code == 400:
         route = openai_error(
             404,
             f"This gateway did not hand out the response id {response_id_of(path)[:200]!r} (or forgot it: it "
@@ -311,8 +323,8 @@ async def _proxy_api(request: Request, api: str) -> Response:
         ctx.finish(route.status_code, "refused")
         return route
     ctx.route = route.route.alias
-    if isinstance(parsed, dict) and isinstance(parsed.get("model"), str):
-        parsed["model"] = route.route.alias  # the route's own spelling (a client's may differ in case)
+    if isinstance(body, dict) and isinstance(body.get("model"), str):
+        body["model"] = route.route.alias  # the route's own spelling (a client's may differ in case)
     if (wait := st.limiter.check(caller.name, caller.rpm)) is not None:
         ctx.finish(429, "rate_limited")
         return openai_error(
@@ -322,7 +334,7 @@ async def _proxy_api(request: Request, api: str) -> Response:
             "rate_limit_exceeded",
             **{"Retry-After": str(wait)},
         )
-    return await send(st, request, ctx, route, parsed, raw)
+    return await send(st, request, ctx, route, body, raw, None if path == request.url.path else path)
 
 
 def _pick_by_id(

@@ -76,6 +76,11 @@ async def parse_body(raw: bytes, request: Request) -> dict[str, Any] | JSONRespo
     kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if not raw or kind.startswith("multipart/") or kind in NOT_JSON_TYPES:
         return None
+    return await parse_json_object(raw)
+
+
+async def parse_json_object(raw: bytes) -> dict[str, Any] | JSONResponse:
+    """``raw`` as a JSON object, or the 400 that says what it is instead."""
     try:
         if len(raw) > OFF_LOOP_BYTES:
             body = await asyncio.to_thread(json_loads, raw, strict_numbers=True)

@@ -27,7 +27,10 @@ async def send(
     route: RouteState,
     body: dict[str, Any] | None,
     raw: bytes,
+    path: str | None = None,
 ) -> Response:
+    """``path``: the endpoint to send a JSON body to, when it is not the client's (Ollama's /api/chat
+    goes to /v1/chat/completions: ollama_app.py); the client's Content-Type then is not passed on."""
     route.requests += 1
     timeouts = st.loaded.config.timeouts
     gone = lambda: hung_up(request)  # noqa: E731 - one name for the three waits that watch the client
@@ -51,9 +54,13 @@ async def send(
         rewrite_for(ctx.api, body, route.route)
     if ctx.api == "responses":
         ctx.ids = st.ids
-    headers = [(k, v) for k, v in request.headers.raw if k.decode("latin-1").lower() not in DROP_REQUEST]
+    drop = DROP_REQUEST if path is None else DROP_REQUEST | {"content-type"}
+    headers = [(k, v) for k, v in request.headers.raw if k.decode("latin-1").lower() not in drop]
+    if path is not None:
+        headers.append((b"content-type", b"application/json"))  # curl -d says a form
     streaming = asks_stream(body.get("stream")) if body else request.query_params.get("stream") == "true"
-    path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    if path is None:
+        path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
     first_byte_s = timeouts.first_byte_s if streaming else timeouts.response_s
     up = Upstream(
         request.method, path, headers, raw, first_byte_s, body, timeouts.response_s, streaming, ctx.api

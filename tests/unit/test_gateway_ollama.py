@@ -1,0 +1,205 @@
+"""Ollama's native API on the gateway: requests rewritten as OpenAI's, real vLLM 0.32 replies (recorded from
+the CPU engine: tests/fixtures/gateway/vllm-0.32-*) rewritten as Ollama's, and the routes against a tiny
+FAKE OpenAI upstream (tests/gateway_fakes.py) driven by Ollama's own Python client. The real vLLM behind
+the gateway: tests/integration/test_gateway_ollama_integration.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import ollama
+import pytest
+
+from llmdeck.gateway.ollama_replies import NdjsonStream, whole_reply
+from llmdeck.gateway.ollama_shapes import OllamaRequestError, chat_body, generate_body
+from llmdeck.settings import Settings
+from repo_paths import TEST_FIXTURES
+from test_gateway_proxy import FAST, fake, gateway
+
+GW = TEST_FIXTURES / "gateway"
+
+
+def _lines(kind: Any, name: str) -> list[dict[str, Any]]:
+    stream = NdjsonStream(kind, "m", 0.0)
+    raw = (GW / name).read_bytes()
+    out = b"".join(stream.feed(raw[i : i + 7]) for i in range(0, len(raw), 7)) + stream.end()  # cut anywhere
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_chat_body_in_openai_terms() -> None:
+    body = chat_body(
+        {
+            "model": "m",
+            "messages": [
+                {"role": "user", "content": "weather?", "images": ["iVBORw0KGgo="]},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"function": {"name": "a", "arguments": {"x": 1}}},
+                    {"function": {"name": "b", "arguments": {}}},
+                ]},
+                {"role": "tool", "content": "B", "tool_name": "b"},
+                {"role": "tool", "content": "A"},
+            ],
+            "options": {"num_predict": -1, "num_ctx": 8192, "repeat_penalty": 1.1, "top_k": 20,
+                        "stop": ["x"]},
+            "format": {"type": "object"},
+            "think": False,
+        }
+    )  # fmt: skip
+    msgs = body["messages"]
+    assert msgs[0]["content"][1]["image_url"]["url"] == "data:image/png;base64,iVBORw0KGgo="
+    calls = msgs[1]["tool_calls"]
+    assert calls[0]["function"]["arguments"] == '{"x": 1}' and calls[1]["id"] == "call_1_1"
+    assert msgs[2]["tool_call_id"] == "call_1_1"  # by its tool_name
+    assert msgs[3]["tool_call_id"] == "call_1_0"  # no name: the oldest call still open
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}  # Ollama's default
+    assert "max_tokens" not in body and "num_ctx" not in body  # -1: no limit; runtime options: vLLM's flags
+    assert body["repetition_penalty"] == 1.1 and body["top_k"] == 20 and body["stop"] == ["x"]
+    assert body["response_format"]["json_schema"]["schema"] == {"type": "object"}
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+    # Ollama's Python client sends `"tools": []` with every chat; vLLM refuses an empty list (a 400)
+    assert "tools" not in chat_body({"model": "m", "messages": [], "tools": []})
+
+
+def test_generate_body() -> None:
+    kind, body = generate_body({"model": "m", "prompt": "hi", "system": "be brief", "stream": False,
+                                "options": {"num_predict": 5}, "format": "json",
+                                "think": "high"})  # fmt: skip
+    assert kind == "generate" and body["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "hi"},
+    ]
+    assert body["max_tokens"] == 5 and body["stream"] is False and "stream_options" not in body
+    assert body["response_format"] == {"type": "json_object"} and body["reasoning_effort"] == "high"
+    assert generate_body({"model": "m", "prompt": "Once", "raw": True}) == (
+        "raw",
+        {"model": "m", "prompt": "Once", "stream": True, "stream_options": {"include_usage": True}},
+    )
+
+
+@pytest.mark.parametrize(
+    ("req", "said"),
+    [
+        ({"messages": "hi"}, "`messages` must be a list"),
+        ({"messages": [{"content": "x"}]}, "messages[0] must be an object with a `role`"),
+        ({"messages": [], "stream": "yes"}, "`stream` must be true or false"),
+        ({"messages": [], "tools": {}}, "`tools` must be a list"),
+        ({"messages": [], "format": "yaml"}, '`format` must be "json" or a JSON schema'),
+        ({"messages": [], "think": "max"}, "`think` must be"),
+        ({"messages": [], "options": [1]}, "`options` must be an object"),
+        ({"messages": [{"role": "user", "content": 5}]}, "messages[0].content` must be text"),
+        ({"messages": [{"role": "user", "images": "abc"}]}, "`images` must be a list"),
+        ({"messages": [{"role": "assistant", "tool_calls": [{}]}]}, "tool_calls[0] must have a `function`"),
+    ],
+)
+def test_chat_requests_that_cannot_be_served_say_why(req: dict[str, Any], said: str) -> None:
+    with pytest.raises(OllamaRequestError, match=None) as exc:
+        chat_body({"model": "m", **req})
+    assert said in str(exc.value)
+
+
+@pytest.mark.parametrize("field", ["suffix", "template", "context"])
+def test_generate_fields_without_an_openai_counterpart_are_refused(field: str) -> None:
+    with pytest.raises(OllamaRequestError) as exc:
+        generate_body({"model": "m", "prompt": "x", field: "def f():" if field != "context" else [1, 2]})
+    assert field in str(exc.value)
+
+
+def test_a_real_stream_of_text_becomes_ollamas_lines() -> None:
+    lines = _lines("chat", "vllm-0.32-chat-stream-content.sse")
+    text = "".join(line["message"]["content"] for line in lines)
+    assert text == "(sockfd-successtrecht Unfortunately amplitude市场的"
+    assert all(line["done"] is False for line in lines[:-1]) and lines[-1]["done"] is True
+    last = lines[-1]
+    assert last["done_reason"] == "length" and last["prompt_eval_count"] == 15 and last["eval_count"] == 6
+    assert last["total_duration"] >= last["eval_duration"] >= 0 and "prompt_eval_duration" in last
+
+
+def test_reasoning_arrives_as_thinking_and_raw_as_response() -> None:
+    lines = _lines("chat", "vllm-0.32-chat-stream-reasoning.sse")
+    assert "".join(x["message"].get("thinking", "") for x in lines).startswith("(sockfd-success")
+    assert all(x["message"]["content"] == "" for x in lines)
+    raw = _lines("raw", "vllm-0.32-completions-stream.sse")
+    assert "".join(x["response"] for x in raw) == "(sockfd distratrecht Unfortunately"
+    assert raw[-1]["eval_count"] == 4
+
+
+def test_tool_calls_come_whole_with_an_object_for_arguments() -> None:
+    lines = _lines("chat", "vllm-0.32-chat-stream-tool.sse")
+    calls = [c for x in lines for c in x["message"].get("tool_calls", [])]
+    # vLLM 0.32's arguments here are the JSON text '""' (no object): kept as text, not dropped
+    assert calls == [{"function": {"name": "get_weather", "arguments": {"arguments": '""'}}}]
+    assert lines[-1]["done"] is True and lines[-1]["done_reason"] == "stop"
+    whole = json.loads(whole_reply("chat", "m", (GW / "vllm-0.32-chat-tool.json").read_bytes(), 0.0))
+    assert whole["message"]["tool_calls"] == calls and whole["eval_count"] == 27 and whole["done"] is True
+
+
+def test_a_stream_error_event_ends_the_stream_in_ollamas_shape() -> None:
+    stream = NdjsonStream("chat", "m", 0.0)
+    said = {"error": {"message": "The backend stopped mid-stream: boom.", "code": "stream_broken"}}
+    event = b"data: " + json.dumps(said).encode() + b"\n\n"
+    out = stream.feed(event) + stream.end()
+    assert [json.loads(x) for x in out.splitlines()] == [{"error": "The backend stopped mid-stream: boom."}]
+
+
+# ---- the routes, driven by Ollama's own Python client (ollama 0.6.3) against a FAKE OpenAI upstream ----
+
+
+def test_ollamas_client_through_the_gateway(tmp_path: Path) -> None:
+    settings = Settings(state_dir=tmp_path / "state")
+    with fake() as up:
+        cfg = f"routes:\n  - model: qwen3:8b\n    backends: ['{up.url}']\n" + FAST  # type: ignore[attr-defined]
+        with gateway(cfg, settings, tmp_path) as gw:
+            client = ollama.Client(host=gw, timeout=10)
+            reply = client.chat(model="Qwen3:8B", messages=[{"role": "user", "content": "hi"}], stream=False)
+            assert reply.message.content == "hi" and reply.done and reply.eval_count == 2
+            sent = up.bodies[-1]
+            assert sent["model"] == "fake-served" and sent["stream"] is False
+            parts = list(client.generate(model="qwen3:8b", prompt="hi", stream=True))
+            assert "".join(p.response or "" for p in parts) == "firstsecond" and parts[-1].done
+            assert [m.model for m in client.list().models] == ["qwen3:8b"]
+            assert client.show("qwen3:8b").capabilities == ["completion", "tools"]
+            assert client.ps().models[0].model == "qwen3:8b"  # probed healthy
+            with pytest.raises(ollama.ResponseError) as exc:
+                client.chat(model="llama3", messages=[{"role": "user", "content": "hi"}])
+            assert exc.value.status_code == 404
+            assert "llama3" in exc.value.error and "qwen3:8b" in exc.value.error
+            with pytest.raises(ollama.ResponseError) as exc:
+                client.pull("llama3")
+            assert exc.value.status_code == 501 and "llmdeck fetch" in exc.value.error
+            assert httpx.get(f"{gw}/api/version").json()["version"]
+            r = httpx.get(f"{gw}/api/chat")
+            assert r.status_code == 405 and r.json() == {"error": "GET is not allowed on /api/chat; POST it."}
+
+
+def test_curl_style_requests_and_loading(tmp_path: Path) -> None:
+    """The seed's `curl -d` sends a form content type: still read as JSON, and sent on as JSON. A request
+    with no prompt is Ollama's "load the model": answered without a backend call. Keys apply."""
+    settings = Settings(state_dir=tmp_path / "state")
+    with fake() as up:
+        cfg = f"routes:\n  - model: m\n    backends: ['{up.url}']\n" + FAST  # type: ignore[attr-defined]
+        with gateway(cfg, settings, tmp_path) as gw:
+            form = {"Content-Type": "application/x-www-form-urlencoded"}
+            body = json.dumps({"model": "m:latest", "prompt": "hi", "stream": False})  # Ollama's `m`
+            r = httpx.post(f"{gw}/api/generate", content=body, headers=form)
+            assert r.status_code == 200 and r.json()["response"] == "hi", r.text
+            assert up.headers[-1]["content-type"] == "application/json"
+            sent = len(up.bodies)
+            r = httpx.post(f"{gw}/api/generate", json={"model": "m", "keep_alive": 0})
+            assert r.json()["done_reason"] == "unload" and len(up.bodies) == sent
+            r = httpx.post(f"{gw}/api/chat", json={"model": "m", "messages": []})
+            assert r.json()["done_reason"] == "load" and r.json()["message"]["content"] == ""
+            r = httpx.post(f"{gw}/api/chat", content=b"{nope")
+            assert r.status_code == 400 and r.json() == {"error": "The request body is not valid JSON."}
+            r = httpx.post(f"{gw}/api/generate", json={"model": "m", "prompt": "x", "suffix": "y"})
+            assert r.status_code == 400 and "fill-in-the-middle" in r.json()["error"]
+        from llmdeck.gateway.keys import KeyStore
+
+        key = KeyStore(tmp_path / "keys.json").create("ci")
+        with gateway(cfg + "keys_file: keys.json\n", settings, tmp_path) as gw:
+            r = httpx.get(f"{gw}/api/tags")
+            assert r.status_code == 401 and "API key" in r.json()["error"]
+            ok = ollama.Client(host=gw, headers={"Authorization": f"Bearer {key}"})
+            assert [m.model for m in ok.list().models] == ["m"]
