@@ -188,7 +188,8 @@ def test_curl_style_requests_and_loading(tmp_path: Path) -> None:
             assert up.headers[-1]["content-type"] == "application/json"
             sent = len(up.bodies)
             r = httpx.post(f"{gw}/api/generate", json={"model": "m", "keep_alive": 0})
-            assert r.json()["done_reason"] == "unload" and len(up.bodies) == sent
+            assert r.status_code == 400 and "llmdeck down NAME" in r.json()["error"]  # not its to stop
+            assert len(up.bodies) == sent
             r = httpx.post(f"{gw}/api/chat", json={"model": "m", "messages": []})
             assert r.json()["done_reason"] == "load" and r.json()["message"]["content"] == ""
             r = httpx.post(f"{gw}/api/chat", content=b"{nope")
@@ -203,3 +204,36 @@ def test_curl_style_requests_and_loading(tmp_path: Path) -> None:
             assert r.status_code == 401 and "API key" in r.json()["error"]
             ok = ollama.Client(host=gw, headers={"Authorization": f"Bearer {key}"})
             assert [m.model for m in ok.list().models] == ["m"]
+
+
+def test_keep_alive_0_stops_a_model_on_demand_and_a_load_starts_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The seed frees Ollama's memory with `keep_alive: 0`; said to the gateway it frees a model on demand
+    (the eviction path: drained, then stopped), and a request with no prompt starts it again."""
+    import asyncio
+
+    from llmdeck.gateway.ui_actions import keep_alive
+    from test_gateway_manager import FakeLifecycle, _manager, _model, run
+
+    fake = FakeLifecycle(monkeypatch)
+    mgr = _manager(tmp_path, {"a": ""}, "{memory_gib: 10}")
+
+    async def go() -> None:
+        a, tasks = _model(mgr, "a"), set[Any]()
+        assert await mgr.acquire(a) is None and a.state == "running"
+        mgr.release(a)
+        assert keep_alive(mgr, a, True, tasks, "ollama") == "stop"
+        await asyncio.gather(*tasks)
+        assert a.state == "stopped" and keep_alive(mgr, a, True, tasks, "ollama") is None  # nothing to do
+        assert keep_alive(mgr, a, False, tasks, "ollama") == "start"
+        await asyncio.wait_for(a.task, 10)
+        assert a.state == "running"
+
+    run(go)
+    assert [c for c in fake.calls if c[0] in ("start", "stop")] == [
+        ("start", "a"),
+        ("stop", "a"),
+        ("start", "a"),
+    ]
+    assert any(e.kind == "stopped" and e.reason == "ollama" for e in mgr.events.newest())

@@ -195,9 +195,10 @@ async def _serve(request: Request, endpoint: str) -> Response:
         ctx.finish(asked.status_code, "client_disconnected" if asked.status_code == GONE else "bad_request")
         return asked
     kind, alias, req, body = asked
-    if _loads_only(kind, body):  # Ollama's "load this model" (no prompt): nothing to send
-        ctx.finish(200)
-        return JSONResponse(_loaded(kind, alias, req))
+    if _loads_only(kind, body):  # Ollama's "load this model" (no prompt; keep_alive 0: unload it)
+        loaded = _load(st, kind, alias, req)
+        ctx.finish(loaded.status_code, "" if loaded.status_code == 200 else "refused")
+        return loaded
     ctx.api = "completions" if kind == "raw" else "chat"
     from llmdeck.gateway.app import dispatch
 
@@ -233,10 +234,37 @@ def _loads_only(kind: Kind, body: dict[str, Any]) -> bool:
     return not messages or (kind == "generate" and messages[-1].get("content") == "")
 
 
-def _loaded(kind: Kind, alias: str, req: dict[str, Any]) -> dict[str, Any]:
-    reason = "unload" if req.get("keep_alive") in (0, "0", "0s", "0m") else "load"
-    head = {"model": alias, "created_at": now_iso(), "done": True, "done_reason": reason}
-    return head | ({"message": {"role": "assistant", "content": ""}} if kind == "chat" else {"response": ""})
+def _load(st: GatewayState, kind: Kind, alias: str, req: dict[str, Any]) -> JSONResponse:
+    """Load (wake or start) or unload (sleep or stop) the alias's models on demand; answered at once, as
+    the dashboard's actions are (a request for the model waits for its start as any request does)."""
+    unload = req.get("keep_alive") in (0, "0", "0s", "0m")
+    route = st.router.routes[alias]
+    manager = st.manager
+    models = [m for b in route.backends if manager is not None and (m := manager.get(b.url)) is not None]
+    if unload and not models:
+        return error(
+            400,
+            f"{alias!r} is served by a server this gateway does not start (a URL or `server:` backend), so "
+            "it cannot unload it: stop it with `llmdeck down NAME`. The gateway loads and unloads models "
+            "on demand (launch-spec backends).",
+        )
+    if models:
+        from llmdeck.gateway.ui_actions import keep_alive
+        from llmdeck.gateway.ui_app import _context
+
+        for model in models:
+            keep_alive(manager, model, unload, _context(st).tasks, _WHY)  # type: ignore[arg-type]
+    head = {
+        "model": alias,
+        "created_at": now_iso(),
+        "done": True,
+        "done_reason": "unload" if unload else "load",
+    }
+    reply = {"message": {"role": "assistant", "content": ""}} if kind == "chat" else {"response": ""}
+    return JSONResponse(head | reply)
+
+
+_WHY = "on an Ollama client's request (keep_alive)"
 
 
 def _reply(resp: Response, kind: Kind, model: str, stream: bool, started: float) -> Response:

@@ -35,13 +35,16 @@ def find(manager: ModelManager, name: str) -> ManagedModel | None:
     return next((m for m in manager.models.values() if m.name == name), None)
 
 
-def begin(manager: ModelManager, model: ManagedModel, action: Action, tasks: set[Any]) -> None:
-    """Start ``action`` in the background, or raise :class:`ActionRefused` saying why it cannot."""
+def begin(
+    manager: ModelManager, model: ManagedModel, action: Action, tasks: set[Any], why: str = WHY
+) -> None:
+    """Start ``action`` in the background, or raise :class:`ActionRefused` saying why it cannot.
+    ``why``: the reason the events and the log give (the dashboard, or an Ollama client's keep_alive)."""
     allowed = actions_for(model)
     if action not in allowed:
         can = ", ".join(allowed) or "nothing until it settles"
         raise ActionRefused(f"Model {model.name!r} is {model.state}: {action} does not apply (now: {can}).")
-    log.info("dashboard: %s %s", action, model.name)
+    log.info("%s %s (%s)", action, model.name, why)
     if action == "stop" and model.state in {"starting", "stopped", "failed"}:
         model.stop_asked = True  # the start's own task ends it (manager._stopped_start): no lock to wait for
         if model.outside and not model.bringing_up:  # loading outside the gateway, no request waits: a
@@ -52,7 +55,7 @@ def begin(manager: ModelManager, model: ManagedModel, action: Action, tasks: set
             model.asked = True  # failure's words (the diagnosis), and a residency is waited out
             _bring_up(manager, model).add_done_callback(lambda _task: setattr(model, "asked", False))
         return
-    job = asyncio.create_task(_stop(manager, model) if action == "stop" else _sleep(manager, model))
+    job = asyncio.create_task(_stop(manager, model, why) if action == "stop" else _sleep(manager, model, why))
     tasks.add(job)
     job.add_done_callback(tasks.discard)
 
@@ -63,7 +66,23 @@ def _bring_up(manager: ModelManager, model: ManagedModel) -> asyncio.Task[None]:
     return task
 
 
-async def _stop(manager: ModelManager, model: ManagedModel) -> None:
+def keep_alive(
+    manager: ModelManager, model: ManagedModel, unload: bool, tasks: set[Any], why: str
+) -> Action | None:
+    """Ollama's load (a request with no prompt) and unload (``keep_alive: 0``) of a model on demand:
+    unload sleeps it where it can sleep, else stops it; load wakes or starts it. What it began (None:
+    nothing to do, e.g. already stopped, or settling)."""
+    can = actions_for(model)
+    wanted: Action = (
+        ("sleep" if "sleep" in can else "stop") if unload else ("wake" if "wake" in can else "start")
+    )
+    if wanted not in can:
+        return None
+    begin(manager, model, wanted, tasks, why)
+    return wanted
+
+
+async def _stop(manager: ModelManager, model: ManagedModel, why: str) -> None:
     async with manager._lock:
         if model.state == "running":
             model.state = "stopping"
@@ -71,10 +90,10 @@ async def _stop(manager: ModelManager, model: ManagedModel) -> None:
             while model.inflight > 0 and asyncio.get_running_loop().time() < deadline:
                 await asyncio.sleep(0.2)
         if model.state in {"stopping", "sleeping"}:
-            await manager._stop(model, WHY)
+            await manager._stop(model, why)
 
 
-async def _sleep(manager: ModelManager, model: ManagedModel) -> None:
+async def _sleep(manager: ModelManager, model: ManagedModel, why: str) -> None:
     async with manager._lock:
         if model.state == "running" and model.backend.sleep_level:
-            await manager._evict(model, WHY)
+            await manager._evict(model, why)
