@@ -94,13 +94,10 @@ def _token_event(path: str, i: int, fin: str | None, t0: float) -> bytes:
             "sequence_number": i,
         }
         return _sse("response.output_text.delta", delta)
-    data = (
-        b"data: "
-        + json.dumps(
-            {"id": f"{t0:.6f}", "choices": [{"index": 0, "text": " tok", "finish_reason": fin}]}
-        ).encode()
-        + b"\n\n"
-    )
+    choice: dict[str, object] = {"index": 0, "text": " tok", "finish_reason": fin}
+    if path == "/v1/chat/completions":
+        choice = {"index": 0, "delta": {"content": " tok"}, "finish_reason": fin}
+    data = b"data: " + json.dumps({"id": f"{t0:.6f}", "choices": [choice]}).encode() + b"\n\n"
     return b"%x\r\n%s\r\n" % (len(data), data)
 
 

@@ -14,6 +14,8 @@ benchmarks/_stream.py); events are the data events with tokens (not [DONE], not 
 or OpenAI Responses (``POST /v1/responses``, ``store: false``) streams instead (benchmarks/_surfaces.py: TTFT
 to the first token-bearing event, ok = the API's last event); ``--no-litellm`` leaves LiteLLM out (its
 proxy needs a provider of that API configured), so the output has ``direct`` and ``llmdeck`` only.
+``--api ollama`` sends Ollama's ``/api/chat`` (newline-delimited JSON) to llmdeck, and to the backend
+directly the chat completion the gateway makes of it (vLLM serves no Ollama API): the translation's cost.
 ``--poll-ui 2`` adds ``llmdeck+ui``: the same gateway while the dashboard's ``/ui/api/state`` is polled
 every 2 s, and the CPU one poll costs it (benchmarks/_ui_poll.py; the result's ``ui`` section).
 
@@ -53,7 +55,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _pin import affinity, omp_bind, parse_cpus, tree_affinity  # noqa: E402
 from _stream import OUTCOMES, one  # noqa: E402
-from _surfaces import PATHS, body_for, one_api  # noqa: E402
+from _surfaces import PATHS, body_for, one_api, one_ollama  # noqa: E402
 from _ui_poll import poll_cost, polled, ui_summary, ui_table  # noqa: E402
 
 from llmdeck.gateway.keys import KeyStore  # noqa: E402
@@ -106,8 +108,10 @@ def cpu_seconds(pid: int) -> float:
     return total
 
 
-async def load(base: str, model: str, key: str | None, a: argparse.Namespace, n: int) -> dict[str, Any]:
-    api = getattr(a, "api", "completions")
+async def load(
+    base: str, model: str, key: str | None, a: argparse.Namespace, n: int, api: str = ""
+) -> dict[str, Any]:
+    api = api or getattr(a, "api", "completions")
     body = body_for(api, model, "hello " * a.prompt_words, a.max_tokens)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     sem = asyncio.Semaphore(a.concurrency)
@@ -122,8 +126,10 @@ async def load(base: str, model: str, key: str | None, a: argparse.Namespace, n:
 
         async def run() -> dict[str, Any]:
             async with sem:
-                if api == "completions":
-                    return await one(client, f"{base}/v1/completions", body, headers)
+                if api in ("completions", "chat"):
+                    return await one(client, base + PATHS[api], body, headers)
+                if api == "ollama":
+                    return await one_ollama(client, base + PATHS[api], body, headers)
                 return await one_api(client, base + PATHS[api], body, headers, api)
 
         t0 = time.perf_counter()
@@ -205,7 +211,7 @@ async def measure(tg: dict[str, Any], a: argparse.Namespace) -> dict[str, list[d
     runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     for name in names:  # warm-up: connections, lazy imports, first-request paths
         base, model, key, _ = tg[name]
-        await load(base, model, key, a, min(a.concurrency, 8))
+        await load(base, model, key, a, min(a.concurrency, 8), _api(a, name))
     for rnd in range(a.rounds):
         order = names[rnd % len(names) :] + names[: rnd % len(names)]
         for name in order:
@@ -215,7 +221,7 @@ async def measure(tg: dict[str, Any], a: argparse.Namespace) -> dict[str, list[d
             if name == "llmdeck+ui":
                 run = await polled(load(base, model, key, a, n), base, key, a.poll_ui)
             else:
-                run = await load(base, model, key, a, n)
+                run = await load(base, model, key, a, n, _api(a, name))
             run["proxy_cpu_s"] = cpu_seconds(pid) - cpu0 if pid else None
             run["round"] = rnd
             runs[name].append(run)
@@ -228,6 +234,12 @@ async def measure(tg: dict[str, Any], a: argparse.Namespace) -> dict[str, list[d
         base, _, key, pid = tg["llmdeck"]
         runs["_poll_cost"] = [await poll_cost(base, key, pid, cpu_seconds)]
     return runs
+
+
+def _api(a: argparse.Namespace, name: str) -> str:
+    """The API a target is sent: vLLM serves no Ollama API, so with ``--api ollama`` direct is sent the
+    chat completion the gateway makes of the Ollama request."""
+    return "chat" if a.api == "ollama" and name == "direct" else str(a.api)
 
 
 def summarize(runs: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]]:
@@ -423,9 +435,10 @@ def main() -> None:
     )
     p.add_argument(
         "--api",
-        choices=["completions", "messages", "responses"],
+        choices=["completions", "messages", "responses", "ollama"],
         default="completions",
-        help="the streamed API: /v1/completions, Anthropic's /v1/messages or OpenAI's /v1/responses",
+        help="the streamed API: /v1/completions, Anthropic's /v1/messages, OpenAI's /v1/responses, or "
+        "Ollama's /api/chat through llmdeck (direct: the chat completion the gateway makes of it)",
     )
     p.add_argument("--no-litellm", action="store_true", help="measure direct and llmdeck only")
     p.add_argument(
