@@ -237,3 +237,18 @@ def test_keep_alive_0_stops_a_model_on_demand_and_a_load_starts_it(
         ("start", "a"),
     ]
     assert any(e.kind == "stopped" and e.reason == "ollama" for e in mgr.events.newest())
+
+
+def test_a_client_that_hangs_up_mid_stream_ends_the_backends_stream(tmp_path: Path) -> None:
+    """The rewritten stream keeps the relay's disconnect watch: the backend's request is closed (vLLM then
+    aborts the generation), not left generating for nobody."""
+    settings = Settings(state_dir=tmp_path / "state")
+    with fake("hold") as up:
+        cfg = f"routes:\n  - model: m\n    backends: ['{up.url}']\n" + FAST  # type: ignore[attr-defined]
+        with gateway(cfg, settings, tmp_path) as gw:
+            body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+            with httpx.stream("POST", f"{gw}/api/chat", json=body, timeout=5) as r:
+                first = json.loads(next(r.iter_lines()))
+                assert first["message"]["content"] == "first" and first["done"] is False
+            assert up.finished.wait(5)
+    assert up.outcome == "client_gone"
