@@ -10,13 +10,16 @@ import typer
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
 
 GATEWAY_HELP = """One OpenAI-compatible endpoint in front of the box's servers: aliases, API keys, per-model
-defaults, replicas, metrics; and models started on demand within a memory budget (launch specs).
+defaults, replicas, metrics; and models started on demand within a memory budget (launch specs). It also
+speaks Anthropic's Messages, OpenAI's Responses and Ollama's own API (/api/chat, /api/generate, /api/tags).
 
 Examples:
 
   llmdeck gateway up --config gateway.yaml             # 127.0.0.1:4000, in the background
 
   llmdeck gateway up --config gateway.yaml --host 0.0.0.0   # the LAN: needs keys (or --insecure)
+
+  llmdeck gateway up --config gateway.yaml --port 11434     # where Ollama's clients look by default
 
   llmdeck gateway status --json                      # also: each model on demand, its memory, queue
 

@@ -33,7 +33,7 @@ Examples:
 
   llmdeck migrate ollama --out mig --force --unload     # replace an earlier migration, unload Ollama
 
-  llmdeck gateway up --config mig/gateway.yaml --port 4000   # then point clients at :4000/v1
+  llmdeck gateway up --config mig/gateway.yaml --port 4000   # clients: :4000/v1, or :4000 for Ollama's API
 """
 
 
