@@ -152,8 +152,10 @@ def targets(backend: str, model: str, a: argparse.Namespace, tmp: Path) -> Itera
     """direct, llmdeck and litellm: name -> (base URL, model, key, pid)."""
     keys = KeyStore(tmp / "keys.json")
     ld_key = keys.create("bench")
+    # Ollama's options have no ignore_eos: the route's defaults give the chat completion the one direct sends
+    same = "    defaults: {ignore_eos: true}\n" if getattr(a, "api", "") == "ollama" else ""
     (tmp / "gw.yaml").write_text(
-        f"routes:\n  - model: bench\n    backends: ['{backend}']\nkeys_file: keys.json\n"
+        f"routes:\n  - model: bench\n    backends: ['{backend}']\n{same}keys_file: keys.json\n"
     )
     (tmp / "litellm.yaml").write_text(
         f"model_list:\n  - model_name: bench\n    litellm_params:\n      model: openai/{model}\n"

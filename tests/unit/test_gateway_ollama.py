@@ -252,3 +252,14 @@ def test_a_client_that_hangs_up_mid_stream_ends_the_backends_stream(tmp_path: Pa
                 assert first["message"]["content"] == "first" and first["done"] is False
             assert up.finished.wait(5)
     assert up.outcome == "client_gone"
+
+
+@pytest.mark.parametrize("kind", ["chat", "generate"])
+def test_the_streams_template_writes_what_the_dict_writer_does(kind: Any) -> None:
+    from llmdeck.gateway.ollama_replies import _line, _piece
+
+    stream = NdjsonStream(kind, 'q"3\\', 0.0)
+    stream._now = b"T"
+    for text, thinking in (('a"b\n\x00', ""), ("", "thinking ü ✓"), ("x", "y")):
+        want = json.loads(_line(_piece(kind, 'q"3\\', text, thinking, done=False)))
+        assert json.loads(stream._text_line(text, thinking)) == want | {"created_at": "T"}

@@ -17,6 +17,10 @@ from llmdeck.gateway.ollama_shapes import Kind, calls_in, counts, done_reason, e
 WHOLE_LIMIT = 64 << 20  # a whole reply read to be rewritten: a backend's endless body is cut off here
 
 
+def _json(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
 def _line(obj: dict[str, Any]) -> bytes:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
 
@@ -68,6 +72,8 @@ class NdjsonStream:
         self.tools: dict[int, dict[str, Any]] = {}
         self.ended = False
         self._held = b""
+        self._head = b'{"model":' + _json(model) + b',"created_at":"'
+        self._now = b""  # one created_at per chunk of events (a line each is most of a chunk's cost)
 
     def feed(self, chunk: bytes) -> bytes:
         data = self._held + chunk
@@ -76,6 +82,7 @@ class NdjsonStream:
             self._held = data
             return b""
         self._held = data[cut:].lstrip(b"\r\n")
+        self._now = now_iso().encode()
         out = [self._event(event) for event in data[:cut].replace(b"\r\n", b"\n").split(b"\n\n")]
         return b"".join(out)
 
@@ -113,7 +120,16 @@ class NdjsonStream:
             return b""
         if self.first is None:
             self.first = time.perf_counter()
-        return _line(_piece(self.kind, self.model, text, thinking, done=False))
+        return self._text_line(text, thinking)
+
+    def _text_line(self, text: str, thinking: str) -> bytes:
+        """What ``_line(_piece(…, done=False))`` writes, from a template: the stream's hot path."""
+        more = b',"thinking":' + _json(thinking) if thinking else b""
+        if self.kind == "chat":
+            body = b'","message":{"role":"assistant","content":' + _json(text) + more + b'},"done":false}\n'
+        else:
+            body = b'","response":' + _json(text) + more + b',"done":false}\n'
+        return self._head + self._now + body
 
     def end(self) -> bytes:
         """The last line (once): the tool calls, if any, then ``done`` with the reason and the figures."""
