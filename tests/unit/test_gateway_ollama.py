@@ -263,3 +263,43 @@ def test_the_streams_template_writes_what_the_dict_writer_does(kind: Any) -> Non
     for text, thinking in (('a"b\n\x00', ""), ("", "thinking ü ✓"), ("x", "y")):
         want = json.loads(_line(_piece(kind, 'q"3\\', text, thinking, done=False)))
         assert json.loads(stream._text_line(text, thinking)) == want | {"created_at": "T"}
+
+
+def test_embed_requests_and_vllms_recorded_embeddings_reply() -> None:
+    from llmdeck.gateway.ollama_replies import embed_reply
+    from llmdeck.gateway.ollama_shapes import embed_body
+
+    body = embed_body({"model": "m", "input": ["a", "b"], "dimensions": 64}, "embed")
+    assert body == {"model": "m", "input": ["a", "b"], "truncate_prompt_tokens": -1, "dimensions": 64}
+    assert "truncate_prompt_tokens" not in embed_body(
+        {"model": "m", "input": "a", "truncate": False}, "embed"
+    )
+    assert embed_body({"model": "m", "prompt": "a"}, "embeddings") == {"model": "m", "input": "a"}
+    for bad, said in (({"input": [1]}, "`input` must be text"), ({"input": "a", "dimensions": "8"}, "whole")):
+        with pytest.raises(OllamaRequestError, match=said):
+            embed_body({"model": "m", **bad}, "embed")
+    recorded = (GW / "vllm-0.32-embeddings.json").read_bytes()  # CPU vLLM 0.32, --runner pooling
+    vectors = [d["embedding"] for d in json.loads(recorded)["data"]]
+    reply = json.loads(embed_reply("embed", "m", recorded, 0.0))
+    assert reply["embeddings"] == vectors and len(vectors) == 2 and reply["prompt_eval_count"] == 3
+    assert json.loads(embed_reply("embeddings", "m", recorded, 0.0)) == {"embedding": vectors[0]}
+
+
+def test_ollamas_embed_through_the_gateway(tmp_path: Path) -> None:
+    from gateway_fakes import fake_raw_reply
+
+    recorded = (GW / "vllm-0.32-embeddings.json").read_bytes()
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(recorded)
+    with fake_raw_reply(head + recorded) as url:  # a FAKE backend answering vLLM's recorded reply
+        cfg = f"routes:\n  - model: nomic-embed-text\n    backends: ['{url}']\n" + FAST
+        with gateway(cfg, Settings(state_dir=tmp_path / "state"), tmp_path) as gw:
+            reply = ollama.Client(host=gw, timeout=10).embed(model="nomic-embed-text", input=["a", "b"])
+    assert [len(v) for v in reply.embeddings] == [128, 128] and reply.prompt_eval_count == 3
+
+
+def test_a_backend_without_embeddings_is_told_in_words() -> None:
+    from llmdeck.gateway.surfaces import api_of, missing_surface_message
+
+    assert api_of("/v1/embeddings") == "embeddings"
+    said = missing_surface_message("embeddings", "http://b:8000")
+    assert said is not None and "--runner pooling" in said and "upgrade" not in said

@@ -1,12 +1,13 @@
 """Ollama's native API on the gateway, so a client written for Ollama needs only the new address.
 
 ``/api/chat`` and ``/api/generate`` (streamed as Ollama streams, newline-delimited JSON, unless
-``"stream": false``) go through the same path as ``/v1/chat/completions``: keys, aliases (in any case;
+``"stream": false``), ``/api/embed`` and ``/api/embeddings`` go through the same path as the OpenAI API's
+``/v1/chat/completions`` and ``/v1/embeddings``: keys, aliases (in any case;
 ``NAME:latest`` is ``NAME``), rate limits, models started on demand, retries, metrics, the access log.
 ``/api/tags`` and ``/api/ps`` list the aliases a key may use (``ps``: those running now),
 ``/api/show`` one alias (its context length, what it can do), ``/api/version`` the Ollama API level
 these shapes follow. What manages Ollama's own model store (``pull``, ``push``, ``create``, ``copy``,
-``delete``) and embeddings answer 501 with what to do instead. Errors are Ollama's ``{"error": "…"}``.
+``delete``) answer 501 with what to do instead. Errors are Ollama's ``{"error": "…"}``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from llmdeck.gateway.ollama_shapes import (
     Kind,
     OllamaRequestError,
     chat_body,
+    embed_body,
     error_message,
     generate_body,
     now_iso,
@@ -45,8 +47,6 @@ _UNSERVED = {
     "create": "a model is a launch spec in the gateway config (`llmdeck migrate ollama` writes them)",
     "copy": "a second name for a model is an alias in the gateway config",
     "delete": "remove the alias from the gateway config; the weights are in the Hugging Face cache",
-    "embed": "embeddings are not served through Ollama's API here; use /v1/embeddings on an embedding model",
-    "embeddings": "embeddings are not served through Ollama's API here; use /v1/embeddings",
     "blobs": "models are vLLM builds: fetch one with `llmdeck fetch MODEL`",
 }
 
@@ -63,6 +63,8 @@ def ollama_routes() -> list[Route]:
         Route("/api/show", _show, methods=["POST"]),
         Route("/api/chat", _chat, methods=["POST"]),
         Route("/api/generate", _generate, methods=["POST"]),
+        Route("/api/embed", _embed, methods=["POST"]),
+        Route("/api/embeddings", _embeddings, methods=["POST"]),
         Route("/api/{path:path}", _unserved, methods=["GET", "POST", "PUT", "DELETE", "HEAD"]),
     ]
 
@@ -182,6 +184,14 @@ async def _generate(request: Request) -> Response:
     return await _serve(request, "generate")
 
 
+async def _embed(request: Request) -> Response:
+    return await _serve(request, "embed")
+
+
+async def _embeddings(request: Request) -> Response:
+    return await _serve(request, "embeddings")
+
+
 async def _serve(request: Request, endpoint: str) -> Response:
     started = time.perf_counter()
     st, caller = _caller(request)
@@ -199,13 +209,22 @@ async def _serve(request: Request, endpoint: str) -> Response:
         loaded = _load(st, kind, alias, req)
         ctx.finish(loaded.status_code, "" if loaded.status_code == 200 else "refused")
         return loaded
-    ctx.api = "completions" if kind == "raw" else "chat"
+    ctx.api, path = _ENDPOINTS[kind]
     from llmdeck.gateway.app import dispatch
 
-    path = "/v1/completions" if kind == "raw" else "/v1/chat/completions"
     raw = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()  # what roomcap measures
     resp = await dispatch(request, ctx, caller, body, raw, path)
-    return _reply(resp, kind, alias, bool(body["stream"]), started)
+    return _reply(resp, kind, alias, bool(body.get("stream")), started)
+
+
+# the API (its route defaults, metrics label) and the endpoint each kind of Ollama request is sent to
+_ENDPOINTS = {
+    "chat": ("chat", "/v1/chat/completions"),
+    "generate": ("chat", "/v1/chat/completions"),
+    "raw": ("completions", "/v1/completions"),
+    "embed": ("embeddings", "/v1/embeddings"),
+    "embeddings": ("embeddings", "/v1/embeddings"),
+}
 
 
 async def _translated(
@@ -221,6 +240,9 @@ async def _translated(
     try:
         if endpoint == "chat":
             return "chat", alias, req, chat_body(req | {"model": alias})
+        if endpoint in ("embed", "embeddings"):
+            kind: Kind = "embed" if endpoint == "embed" else "embeddings"
+            return kind, alias, req, embed_body(req | {"model": alias}, kind)
         kind, body = generate_body(req | {"model": alias})
     except OllamaRequestError as exc:
         return error(400, str(exc))
@@ -228,6 +250,8 @@ async def _translated(
 
 
 def _loads_only(kind: Kind, body: dict[str, Any]) -> bool:
+    if kind in ("embed", "embeddings"):
+        return body["input"] in ("", [])
     if kind == "raw":
         return not body.get("prompt")
     messages = body.get("messages") or []
@@ -260,8 +284,16 @@ def _load(st: GatewayState, kind: Kind, alias: str, req: dict[str, Any]) -> JSON
         "done": True,
         "done_reason": "unload" if unload else "load",
     }
-    reply = {"message": {"role": "assistant", "content": ""}} if kind == "chat" else {"response": ""}
-    return JSONResponse(head | reply)
+    return JSONResponse(head | _EMPTY[kind])
+
+
+_EMPTY: dict[str, dict[str, Any]] = {  # what a load's reply carries, as Ollama's does for each endpoint
+    "chat": {"message": {"role": "assistant", "content": ""}},
+    "generate": {"response": ""},
+    "raw": {"response": ""},
+    "embed": {"embeddings": []},
+    "embeddings": {"embedding": []},
+}
 
 
 _WHY = "on an Ollama client's request (keep_alive)"

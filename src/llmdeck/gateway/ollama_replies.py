@@ -46,7 +46,9 @@ def _thinking(part: dict[str, Any]) -> str:
 
 
 def whole_reply(kind: Kind, model: str, body: bytes, started: float) -> bytes:
-    """A whole OpenAI reply (chat completion, or completion for ``raw``) as Ollama's one JSON object."""
+    """A whole OpenAI reply (chat completion, completion for ``raw``, embeddings) as Ollama's one object."""
+    if kind in ("embed", "embeddings"):
+        return embed_reply(kind, model, body, started)
     try:
         data = json.loads(body)
         choice = data["choices"][0]
@@ -59,6 +61,22 @@ def whole_reply(kind: Kind, model: str, body: bytes, started: float) -> bytes:
     extra |= counts(data.get("usage"), started, None)
     calls = calls_in(msg.get("tool_calls"))
     return _line(_piece(kind, model, text, _thinking(msg), tool_calls=calls, **extra))
+
+
+def embed_reply(kind: Kind, model: str, body: bytes, started: float) -> bytes:
+    """OpenAI's embeddings list as ``/api/embed``'s ``embeddings`` (in the inputs' order) or
+    ``/api/embeddings``' one ``embedding``."""
+    try:
+        data = json.loads(body)
+        items = sorted(data["data"], key=lambda item: item.get("index", 0))
+        vectors = [item["embedding"] for item in items]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return _line({"error": "The backend's reply was no embeddings list: " + error_message(body, 200)})
+    if kind == "embeddings":
+        return _line({"embedding": vectors[0] if vectors else []})
+    figures = counts(data.get("usage"), started, None)
+    figures.pop("eval_count", None)
+    return _line({"model": model, "embeddings": vectors, **figures})
 
 
 class NdjsonStream:

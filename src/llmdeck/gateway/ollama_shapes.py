@@ -20,7 +20,9 @@ from typing import Any, Literal
 
 from llmdeck.errors import UsageError
 
-Kind = Literal["chat", "generate", "raw"]  # raw: /api/generate with ``raw: true`` (OpenAI completions)
+# raw: /api/generate with ``raw: true`` (OpenAI completions); embed: /api/embed; embeddings: the older
+# /api/embeddings (one prompt, one vector)
+Kind = Literal["chat", "generate", "raw", "embed", "embeddings"]
 
 # Ollama's sampling options as vLLM names them (vLLM takes top_k, min_p and repetition_penalty too)
 _OPTIONS = {
@@ -87,6 +89,26 @@ def generate_body(req: dict[str, Any]) -> tuple[Kind, dict[str, Any]]:
         messages.append({"role": "system", "content": _text(req["system"], "system")})
     messages.append({"role": "user", "content": _content(prompt, req.get("images"))})
     return "generate", _common(req, {"model": req["model"], "messages": messages})
+
+
+def embed_body(req: dict[str, Any], kind: Kind) -> dict[str, Any]:
+    """``/api/embed`` (``input``: text or a list of texts) or ``/api/embeddings`` (``prompt``) as an OpenAI
+    embeddings body. Ollama cuts an input longer than the context unless ``truncate: false``; vLLM
+    refuses one unless asked to cut it (``truncate_prompt_tokens: -1``: to its max_model_len)."""
+    if kind == "embeddings":
+        return {"model": req["model"], "input": _text(req.get("prompt"), "prompt")}
+    given = req.get("input", "")
+    texts = [given] if isinstance(given, str) else given
+    if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+        raise _bad("`input` must be text or a list of texts.")
+    body: dict[str, Any] = {"model": req["model"], "input": given}
+    if req.get("truncate", True) is not False:
+        body["truncate_prompt_tokens"] = -1
+    if req.get("dimensions") is not None:
+        if not isinstance(req["dimensions"], int) or isinstance(req["dimensions"], bool):
+            raise _bad("`dimensions` must be a whole number.")
+        body["dimensions"] = req["dimensions"]
+    return body
 
 
 def _common(req: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:

@@ -32,7 +32,9 @@ from llmdeck.gateway.merge import rewrite_request
 from llmdeck.gateway.outcap import CONTEXT
 from llmdeck.util.jsonsafe import loads as json_loads
 
-Api = Literal["chat", "completions", "messages", "count_tokens", "responses", "response_id", "other"]
+Api = Literal[
+    "chat", "completions", "messages", "count_tokens", "responses", "response_id", "embeddings", "other"
+]
 
 _PATHS: dict[str, Api] = {
     "/v1/chat/completions": "chat",
@@ -40,6 +42,7 @@ _PATHS: dict[str, Api] = {
     "/v1/messages": "messages",
     "/v1/messages/count_tokens": "count_tokens",
     "/v1/responses": "responses",
+    "/v1/embeddings": "embeddings",
 }
 # a route's generic field names, as each API spells them
 _RENAME: dict[str, dict[str, str]] = {
@@ -136,6 +139,12 @@ def fold_system_messages(body: dict[str, Any]) -> None:
 
 
 def missing_surface_message(api: str, backend: str) -> str | None:
+    if api == "embeddings":  # no upgrade brings them to a chat model
+        return (
+            f"The backend {backend} serves no embeddings (it answered 404/405 on /v1/embeddings): vLLM "
+            "serves them for an embedding model (`vllm serve MODEL --runner pooling`); route this alias "
+            "to such a server."
+        )
     what = _MISSING.get(api)
     if what is None:
         return None
