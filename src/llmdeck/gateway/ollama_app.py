@@ -202,9 +202,11 @@ async def _serve(request: Request, endpoint: str) -> Response:
     ctx.key = caller.name
     asked = await _translated(request, st, caller, endpoint)
     if isinstance(asked, JSONResponse):
-        ctx.finish(asked.status_code, "client_disconnected" if asked.status_code == GONE else "bad_request")
+        status = asked.status_code
+        ctx.finish(status, {GONE: "client_disconnected", 404: "refused"}.get(status, "bad_request"))
         return asked
     kind, alias, req, body = asked
+    ctx.route = alias
     if _loads_only(kind, body):  # Ollama's "load this model" (no prompt; keep_alive 0: unload it)
         loaded = _load(st, kind, alias, req)
         ctx.finish(loaded.status_code, "" if loaded.status_code == 200 else "refused")
