@@ -76,7 +76,7 @@ class CommandTap:
         got, raw = 0, []
         while got < TAKE_CAP:
             try:
-                chunk = os.read(self.fd, 65536)
+                chunk = os.read(self.fd, min(65536, TAKE_CAP - got))  # TAKE_CAP, not one read past it
             except BlockingIOError:
                 break
             if not chunk:  # the container stopped: `docker logs -f` ends
