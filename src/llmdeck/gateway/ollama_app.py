@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 # The Ollama release whose API these shapes follow (its clients gate features on it: tools, thinking)
 OLLAMA_API_VERSION = "0.13.0"
-_UNSERVED = {
+_UNSERVED = {  # Ollama's model store: what to do instead
     "pull": "models are vLLM builds: fetch one with `llmdeck fetch MODEL` and name it in the gateway config",
     "push": "llmdeck serves models; it does not publish them",
     "create": "a model is a launch spec in the gateway config (`llmdeck migrate ollama` writes them)",
@@ -51,8 +51,8 @@ _UNSERVED = {
 }
 
 
-_SERVED = {"chat": "POST it", "generate": "POST it", "show": "POST it", "tags": "GET it", "ps": "GET it",
-           "version": "GET it"}  # fmt: skip
+_SERVED = {"chat": "POST it", "generate": "POST it", "show": "POST it", "embed": "POST it",
+           "embeddings": "POST it", "tags": "GET it", "ps": "GET it", "version": "GET it"}  # fmt: skip
 
 
 def ollama_routes() -> list[Route]:
