@@ -303,3 +303,20 @@ def test_a_backend_without_embeddings_is_told_in_words() -> None:
     assert api_of("/v1/embeddings") == "embeddings"
     said = missing_surface_message("embeddings", "http://b:8000")
     assert said is not None and "--runner pooling" in said and "upgrade" not in said
+
+
+def test_a_backend_that_dies_mid_stream_ends_ollamas_stream_with_an_error_line(tmp_path: Path) -> None:
+    """Ollama ends a failed stream with a line ``{"error": …}``, which its clients raise; a stream that just
+    stopped would read as a reply without its end."""
+    from gateway_fakes import fake_dying_stream_server
+
+    with fake_dying_stream_server() as url:  # a FAKE backend: two events, then its socket closes
+        cfg = f"routes:\n  - model: m\n    backends: ['{url}']\n" + FAST
+        with gateway(cfg, Settings(state_dir=tmp_path / "state"), tmp_path) as gw:
+            parts: list[Any] = []
+            with pytest.raises(ollama.ResponseError) as exc:
+                say = [{"role": "user", "content": "hi"}]
+                for part in ollama.Client(host=gw, timeout=10).chat(model="m", messages=say, stream=True):
+                    parts.append(part)
+    assert [p.message.content for p in parts] == ["part0", "part1"]
+    assert "The backend stopped mid-stream" in exc.value.error
