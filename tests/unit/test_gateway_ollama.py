@@ -320,3 +320,32 @@ def test_a_backend_that_dies_mid_stream_ends_ollamas_stream_with_an_error_line(t
                     parts.append(part)
     assert [p.message.content for p in parts] == ["part0", "part1"]
     assert "The backend stopped mid-stream" in exc.value.error
+
+
+def test_ps_shows_a_model_on_demand_with_its_memory_and_expiry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The seed checks `curl /api/ps` for what holds memory: a model on demand shows the bytes it holds and,
+    with a ttl_s, when it goes if idle; a stopped one is not listed."""
+    from llmdeck.gateway.app import GatewayState
+    from llmdeck.gateway.keys import KeyRing, KeyStore
+    from llmdeck.gateway.manager import ModelManager
+    from llmdeck.gateway.ollama_app import ps_entry
+    from llmdeck.gateway.routing import Router
+    from test_gateway_manager import FakeLifecycle, _loaded, _model, run
+
+    FakeLifecycle(monkeypatch)
+    loaded, settings = _loaded(tmp_path, {"a": ", ttl_s: 600"}, "{memory_gib: 10}")
+    mgr = ModelManager(loaded, settings)
+    st = GatewayState(loaded, Router(loaded), KeyRing(KeyStore(tmp_path / "keys.json")), manager=mgr)
+    assert ps_entry(st, "a") is None  # not started yet
+
+    async def go() -> None:
+        a = _model(mgr, "a")
+        assert await mgr.acquire(a) is None
+        mgr.release(a)
+
+    run(go)
+    entry = ps_entry(st, "a")
+    assert entry is not None and entry["size"] == entry["size_vram"] == _model(mgr, "a").held("unified")
+    assert entry["size"] > 0 and entry["expires_at"] > entry["modified_at"]

@@ -122,18 +122,27 @@ async def _ps(request: Request) -> Response:
     st, caller = _caller(request)
     if isinstance(caller, JSONResponse):
         return _logged(request, caller)
-    models = []
-    for alias, route in st.router.routes.items():
-        if caller.may_use(alias) and any(_running(st, b) for b in route.backends):
-            models.append(_entry(st, alias, _iso(st.started_at)) | {"expires_at": "0001-01-01T00:00:00Z"})
-    return _logged(request, JSONResponse({"models": models}), caller.name)
+    found = (ps_entry(st, alias) for alias in st.router.routes if caller.may_use(alias))
+    return _logged(request, JSONResponse({"models": [e for e in found if e is not None]}), caller.name)
 
 
-def _running(st: GatewayState, backend: Any) -> bool:
-    model = st.manager.get(backend.url) if st.manager is not None else None
-    if model is not None:
-        return bool(model.state == "running")
-    return backend.healthy is True and backend.checked_at is not None
+def ps_entry(st: GatewayState, alias: str) -> dict[str, Any] | None:
+    """``/api/ps``'s entry for an alias with a backend running now (None: none is): a model on demand
+    adds the memory it holds (``size``, ``size_vram``: the budget's one pool) and, with a ``ttl_s``, when
+    it will be stopped if idle (``expires_at``); a server it does not start counts when healthy."""
+    running, held, expires = False, 0, 0.0
+    for backend in st.router.routes[alias].backends:
+        model = st.manager.get(backend.url) if st.manager is not None else None
+        if model is None:
+            running = running or (backend.healthy is True and backend.checked_at is not None)
+        elif model.state == "running":
+            running, held = True, held + model.held(st.manager.budget.kind)  # type: ignore[union-attr]
+            if model.backend.ttl_s and model.last_used:
+                expires = max(expires, model.last_used + model.backend.ttl_s)
+    if not running:
+        return None
+    entry = _entry(st, alias, _iso(st.started_at)) | {"size": held, "size_vram": held}
+    return entry | ({"expires_at": _iso(expires)} if expires else {})
 
 
 async def _show(request: Request) -> Response:
