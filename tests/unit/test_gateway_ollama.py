@@ -170,6 +170,17 @@ def test_ollamas_client_through_the_gateway(tmp_path: Path) -> None:
                 client.pull("llama3")
             assert exc.value.status_code == 501 and "llmdeck fetch" in exc.value.error
             assert httpx.get(f"{gw}/api/version").json()["version"]
+            # llmdeck's own Ollama detection (doctor, up's preflight, the budget's tenants, migrate) must
+            # not take the gateway on Ollama's port for Ollama: its models would be counted twice, or
+            # unloaded with keep_alive 0 (the gateway's own models stopped)
+            from llmdeck.errors import EndpointError
+            from llmdeck.migrate.ollama_api import read_inventory
+            from llmdeck.runtime.tenants import ollama_ps
+
+            status = ollama_ps(gw)
+            assert not status.reachable and not status.models and "llmdeck's gateway" in (status.error or "")
+            with pytest.raises(EndpointError, match="is llmdeck's gateway"):
+                read_inventory(gw)
             r = httpx.get(f"{gw}/api/chat")
             assert r.status_code == 405 and r.json() == {"error": "GET is not allowed on /api/chat; POST it."}
 

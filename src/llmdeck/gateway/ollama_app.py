@@ -35,6 +35,7 @@ from llmdeck.gateway.ollama_shapes import (
 from llmdeck.gateway.proxy import GONE, RequestCtx
 from llmdeck.gateway.relay import RelayResponse
 from llmdeck.gateway.request_body import parse_json_object, read_body
+from llmdeck.runtime.tenants import GATEWAY_MARK
 
 if TYPE_CHECKING:
     from llmdeck.gateway.app import Caller, GatewayState
@@ -93,7 +94,7 @@ def _logged(request: Request, resp: Response, key: str = "-") -> Response:
 
 
 async def _version(request: Request) -> Response:
-    return _logged(request, JSONResponse({"version": OLLAMA_API_VERSION}))
+    return _logged(request, JSONResponse({"version": OLLAMA_API_VERSION, GATEWAY_MARK: True}))
 
 
 def _details() -> dict[str, Any]:
@@ -115,7 +116,7 @@ async def _tags(request: Request) -> Response:
         return _logged(request, caller)
     since = _iso(st.started_at)
     models = [_entry(st, a, since) for a in st.router.routes if caller.may_use(a)]
-    return _logged(request, JSONResponse({"models": models}), caller.name)
+    return _logged(request, JSONResponse({"models": models, GATEWAY_MARK: True}), caller.name)
 
 
 async def _ps(request: Request) -> Response:
@@ -123,7 +124,8 @@ async def _ps(request: Request) -> Response:
     if isinstance(caller, JSONResponse):
         return _logged(request, caller)
     found = (ps_entry(st, alias) for alias in st.router.routes if caller.may_use(alias))
-    return _logged(request, JSONResponse({"models": [e for e in found if e is not None]}), caller.name)
+    models = [e for e in found if e is not None]
+    return _logged(request, JSONResponse({"models": models, GATEWAY_MARK: True}), caller.name)
 
 
 def ps_entry(st: GatewayState, alias: str) -> dict[str, Any] | None:

@@ -117,6 +117,14 @@ def _get_object(url: str, limit: float) -> dict[str, Any]:
 
 
 def _models_of(data: dict[str, Any], url: str) -> list[dict[str, Any]]:
+    from llmdeck.runtime.tenants import GATEWAY_MARK
+
+    if data.get(GATEWAY_MARK):
+        raise EndpointError(
+            f"{url} is llmdeck's gateway (it speaks Ollama's API for Ollama's clients), not Ollama: there "
+            "is nothing there to migrate.",
+            hint="Pass Ollama's own URL with --ollama (if the gateway holds Ollama's port, stop it first).",
+        )
     models = data.get("models")
     if models is None:
         models = []

@@ -21,6 +21,9 @@ from llmdeck.runtime.host import NvmlReport as NvmlReport
 from llmdeck.runtime.host import nvml_snapshot as nvml_snapshot
 
 OLLAMA_URL = "http://127.0.0.1:11434"
+# in what llmdeck's gateway answers on Ollama's API (gateway/ollama_app.py): it is no Ollama to count or
+# unload (its models are llmdeck's own, started on Ollama's port for Ollama's clients)
+GATEWAY_MARK = "llmdeck_gateway"
 
 
 # ---- Ollama ---------------------------------------------------------------------------------
@@ -96,7 +99,10 @@ def ollama_ps(base_url: str = OLLAMA_URL, *, timeout_s: float = 1.5) -> OllamaSt
         status, body = bounded_get(f"{url}/api/ps", limit=timeout_s)
         if status != 200:
             raise ValueError(f"HTTP {status}")
-        return OllamaStatus(url=url, reachable=True, models=parse_ollama_ps(loads(body)))
+        data = loads(body)
+        if isinstance(data, dict) and data.get(GATEWAY_MARK):
+            return OllamaStatus(url=url, reachable=False, error="llmdeck's gateway answers there, not Ollama")
+        return OllamaStatus(url=url, reachable=True, models=parse_ollama_ps(data))
     except (httpx.HTTPError, ValueError, NotAnswering, BodyTooLarge, Redirected) as exc:
         return OllamaStatus(url=url, reachable=False, error=f"{exc.__class__.__name__}: {exc}")
 
