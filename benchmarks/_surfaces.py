@@ -6,7 +6,7 @@ TTFT is client send to the first token-bearing event (Messages: ``content_block_
 ``response.*.delta``, reasoning included), complete (``ok``) is HTTP 200 and the API's last event
 (``message_stop``; ``response.completed``). Events are the token-bearing ones. vLLM's Messages API has no
 ``ignore_eos``: a reply may stop before ``max_tokens`` (TTFT, the figure compared, does not depend on it).
-Ollama's stream is newline-delimited JSON (``one_ollama``): TTFT to the first line with text, complete at
+Ollama's stream is newline-delimited JSON (a line an event): TTFT to the first line with text, complete at
 ``"done": true``.
 """
 
@@ -72,11 +72,23 @@ def body_for(api: str, model: str, prompt: str, max_tokens: int) -> dict[str, An
     }
 
 
-def _is_token_event(api: str, event: bytes) -> bool:
+def _events(api: str, data: bytes) -> tuple[list[bytes], bytes]:
+    """The whole events (Ollama: lines) in ``data``, and the rest (an event not ended yet)."""
+    parts = data.split(b"\n") if api == "ollama" else data.replace(b"\r\n", b"\n").split(b"\n\n")
+    return parts[:-1], parts[-1]
+
+
+def _kind(api: str, event: bytes) -> str | None:
+    """ "token" (an event with text), "done" (the API's last event), or None."""
+    if api == "ollama":
+        part = json.loads(event) if event.strip() else {}
+        return "done" if part.get("done") else "token" if part.get("message", {}).get("content") else None
     head = event.split(b"\n", 1)[0]
     if api == "messages":
-        return head == b"event: content_block_delta"
-    return head.startswith(b"event: response.") and head.endswith(b".delta")
+        token = head == b"event: content_block_delta"
+    else:
+        token = head.startswith(b"event: response.") and head.endswith(b".delta")
+    return "token" if token else "done" if event.startswith(_DONE[api]) else None
 
 
 async def one_api(
@@ -91,14 +103,14 @@ async def one_api(
                 await r.aread()
                 return {"ok": False, "outcome": "http_status", "status": r.status_code}
             async for chunk in r.aiter_raw():
-                parts = (pending + chunk).replace(b"\r\n", b"\n").split(b"\n\n")
-                pending = parts.pop()
+                parts, pending = _events(api, pending + chunk)
                 for ev in parts:
-                    if _is_token_event(api, ev):
+                    kind = _kind(api, ev)
+                    if kind == "token":
                         events += 1
                         if ttft is None:
                             ttft = time.perf_counter() - t0
-                    elif ev.startswith(_DONE[api]):
+                    elif kind == "done":
                         done = True
     except httpx.HTTPError as exc:
         return {"ok": False, "outcome": "cut", "error": type(exc).__name__, "events": events}
@@ -111,33 +123,3 @@ async def one_api(
         "completion_tokens": None,
         "total": time.perf_counter() - t0,
     }
-
-
-async def one_ollama(
-    client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]
-) -> dict[str, Any]:
-    """One streamed ``/api/chat``: its lines read as Ollama's clients read them."""
-    t0 = time.perf_counter()
-    ttft = None
-    events, pending, done = 0, b"", False
-    try:
-        async with client.stream("POST", url, json=body, headers=headers) as r:
-            if r.status_code != 200:
-                await r.aread()
-                return {"ok": False, "outcome": "http_status", "status": r.status_code}
-            async for chunk in r.aiter_raw():
-                lines = (pending + chunk).split(b"\n")
-                pending = lines.pop()
-                for line in lines:
-                    part = json.loads(line)
-                    if part.get("done"):
-                        done = True
-                    elif part.get("message", {}).get("content"):
-                        events += 1
-                        if ttft is None:
-                            ttft = time.perf_counter() - t0
-    except httpx.HTTPError as exc:
-        return {"ok": False, "outcome": "cut", "error": type(exc).__name__, "events": events}
-    outcome = "ok" if done and ttft is not None else "cut"
-    return {"ok": outcome == "ok", "outcome": outcome, "ttft": ttft, "events": events,
-            "completion_tokens": None, "total": time.perf_counter() - t0}  # fmt: skip

@@ -55,7 +55,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _pin import affinity, omp_bind, parse_cpus, tree_affinity  # noqa: E402
 from _stream import OUTCOMES, one  # noqa: E402
-from _surfaces import PATHS, body_for, one_api, one_ollama  # noqa: E402
+from _surfaces import PATHS, body_for, one_api  # noqa: E402
 from _ui_poll import poll_cost, polled, ui_summary, ui_table  # noqa: E402
 
 from llmdeck.gateway.keys import KeyStore  # noqa: E402
@@ -128,8 +128,6 @@ async def load(
             async with sem:
                 if api in ("completions", "chat"):
                     return await one(client, base + PATHS[api], body, headers)
-                if api == "ollama":
-                    return await one_ollama(client, base + PATHS[api], body, headers)
                 return await one_api(client, base + PATHS[api], body, headers, api)
 
         t0 = time.perf_counter()
