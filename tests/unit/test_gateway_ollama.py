@@ -360,3 +360,24 @@ def test_ps_shows_a_model_on_demand_with_its_memory_and_expiry(
     entry = ps_entry(st, "a")
     assert entry is not None and entry["size"] == entry["size_vram"] == _model(mgr, "a").held("unified")
     assert entry["size"] > 0 and entry["expires_at"] > entry["modified_at"]
+
+
+@pytest.mark.parametrize("status", [200, 400])
+def test_a_backend_reply_nested_too_deep_is_an_answer_not_a_dropped_connection(
+    tmp_path: Path, status: int
+) -> None:
+    """A hostile backend's JSON nested past Python's decoder (a RecursionError, no ValueError) had ended
+    the request with a traceback and a broken connection; now it is an Ollama error the client reads."""
+    from gateway_fakes import fake_raw_reply
+
+    deep = b'{"choices":[{"message":{"content":' + b"[" * 100_000 + b"]" * 100_000 + b"}}]}"
+    head = b"HTTP/1.1 %d X\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % (
+        status,
+        len(deep),
+    )
+    with fake_raw_reply(head + deep) as url:  # a FAKE hostile backend
+        cfg = f"routes:\n  - model: m\n    backends: ['{url}']\n" + FAST
+        with gateway(cfg, Settings(state_dir=tmp_path / "state"), tmp_path) as gw:
+            body = {"model": "m", "stream": False, "messages": [{"role": "user", "content": "x"}]}
+            r = httpx.post(f"{gw}/api/chat", json=body, timeout=10)
+    assert r.status_code == status and len(r.json()["error"]) < 2100

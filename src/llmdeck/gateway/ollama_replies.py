@@ -13,6 +13,7 @@ from typing import Any
 
 from llmdeck.client.replies import merge_tool_calls
 from llmdeck.gateway.ollama_shapes import Kind, calls_in, counts, done_reason, error_message, now_iso
+from llmdeck.util.jsonsafe import loads as json_loads
 
 WHOLE_LIMIT = 64 << 20  # a whole reply read to be rewritten: a backend's endless body is cut off here
 
@@ -22,7 +23,10 @@ def _json(value: Any) -> bytes:
 
 
 def _line(obj: dict[str, Any]) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    try:
+        return _json(obj) + b"\n"
+    except RecursionError:  # a backend's tool arguments nested past the encoder's depth
+        return _json({"error": "The backend's reply nests too deeply to pass on."}) + b"\n"
 
 
 def _piece(
@@ -50,7 +54,7 @@ def whole_reply(kind: Kind, model: str, body: bytes, started: float) -> bytes:
     if kind in ("embed", "embeddings"):
         return embed_reply(kind, model, body, started)
     try:
-        data = json.loads(body)
+        data = json_loads(body)
         choice = data["choices"][0]
     except (ValueError, KeyError, IndexError, TypeError):
         return _line({"error": "The backend's reply was no chat completion: " + error_message(body, 200)})
@@ -67,7 +71,7 @@ def embed_reply(kind: Kind, model: str, body: bytes, started: float) -> bytes:
     """OpenAI's embeddings list as ``/api/embed``'s ``embeddings`` (in the inputs' order) or
     ``/api/embeddings``' one ``embedding``."""
     try:
-        data = json.loads(body)
+        data = json_loads(body)
         items = sorted(data["data"], key=lambda item: item.get("index", 0))
         vectors = [item["embedding"] for item in items]
     except (ValueError, KeyError, TypeError, AttributeError):
@@ -111,7 +115,7 @@ class NdjsonStream:
         if payload == b"[DONE]":
             return self.end()
         try:
-            data = json.loads(payload)
+            data = json_loads(payload)
         except ValueError:
             return b""  # a comment or a keep-alive
         if not isinstance(data, dict):

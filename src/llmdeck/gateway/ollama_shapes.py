@@ -19,6 +19,8 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from llmdeck.errors import UsageError
+from llmdeck.gateway.outcap import message_of
+from llmdeck.util.jsonsafe import loads as json_loads
 
 # raw: /api/generate with ``raw: true`` (OpenAI completions); embed: /api/embed; embeddings: the older
 # /api/embeddings (one prompt, one vector)
@@ -225,7 +227,7 @@ def calls_in(calls: Any) -> list[dict[str, Any]]:
             continue
         raw = fn.get("arguments") or "{}"
         try:
-            args = json.loads(raw) if isinstance(raw, str) else raw
+            args = json_loads(raw) if isinstance(raw, str) else raw
         except ValueError:
             args = None
         if not isinstance(args, dict):  # Ollama's clients read an object: the text is kept, not lost
@@ -255,16 +257,13 @@ def counts(usage: Any, started: float, first: float | None) -> dict[str, int]:
 
 def error_message(body: bytes, status: int) -> str:
     """The words of an error reply (OpenAI's ``{"error": {"message"}}``, vLLM's older ``{"message"}``,
-    Ollama's ``{"error": "…"}``), else its text."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        data = None
-    if isinstance(data, dict):
-        err = data.get("error", data)
-        if isinstance(err, str):
-            return err
-        if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return str(err["message"])
-    text = body.decode("utf-8", "replace").strip()
-    return text[:2000] or f"HTTP {status}"
+    Ollama's ``{"error": "…"}``), else its text. A reply nested too deep is text too, not a crash."""
+    said = message_of(body)
+    if said is None:
+        try:
+            data = json_loads(body)
+        except ValueError:
+            data = None
+        found = data.get("error", data.get("message")) if isinstance(data, dict) else None
+        said = found if isinstance(found, str) else None
+    return said or body.decode("utf-8", "replace").strip()[:2000] or f"HTTP {status}"
