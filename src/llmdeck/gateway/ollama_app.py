@@ -114,7 +114,7 @@ async def _tags(request: Request) -> Response:
     st, caller = _caller(request)
     if isinstance(caller, JSONResponse):
         return _logged(request, caller)
-    since = _iso(st.started_at)
+    since = now_iso(st.started_at)
     models = [_entry(st, a, since) for a in st.router.routes if caller.may_use(a)]
     return _logged(request, JSONResponse({"models": models, GATEWAY_MARK: True}), caller.name)
 
@@ -143,8 +143,8 @@ def ps_entry(st: GatewayState, alias: str) -> dict[str, Any] | None:
                 expires = max(expires, model.last_used + model.backend.ttl_s)
     if not running:
         return None
-    entry = _entry(st, alias, _iso(st.started_at)) | {"size": held, "size_vram": held}
-    return entry | ({"expires_at": _iso(expires)} if expires else {})
+    entry = _entry(st, alias, now_iso(st.started_at)) | {"size": held, "size_vram": held}
+    return entry | ({"expires_at": now_iso(expires)} if expires else {})
 
 
 async def _show(request: Request) -> Response:
@@ -162,7 +162,7 @@ async def _show(request: Request) -> Response:
     if (max_len := st.router.max_model_len(alias)) is not None:
         info["llmdeck.context_length"] = max_len
     reply = {"modelfile": "", "parameters": "", "template": "", "details": _details(), "model_info": info,
-             "capabilities": ["completion", "tools"], "modified_at": _iso(st.started_at)}  # fmt: skip
+             "capabilities": ["completion", "tools"], "modified_at": now_iso(st.started_at)}  # fmt: skip
     return _logged(request, JSONResponse(reply), caller.name)
 
 
@@ -362,9 +362,3 @@ async def _unserved(request: Request) -> Response:
     if why is None:
         return _logged(request, error(404, f"No endpoint {request.url.path[:200]} here."))
     return _logged(request, error(501, f"llmdeck's gateway does not serve Ollama's /api/{what}: {why}."))
-
-
-def _iso(ts: float) -> str:
-    from datetime import UTC, datetime
-
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

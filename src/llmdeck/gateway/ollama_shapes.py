@@ -48,15 +48,11 @@ class OllamaRequestError(UsageError):
     """A request in Ollama's shape that cannot be served: the client is told why (HTTP 400)."""
 
 
-def _bad(message: str) -> OllamaRequestError:
-    return OllamaRequestError(message)
-
-
 def streams(req: dict[str, Any]) -> bool:
     """Ollama streams unless told not to (``"stream": false``)."""
     stream = req.get("stream", True)
     if stream is not None and not isinstance(stream, bool):
-        raise _bad("`stream` must be true or false.")
+        raise OllamaRequestError("`stream` must be true or false.")
     return stream is not False
 
 
@@ -64,11 +60,11 @@ def chat_body(req: dict[str, Any]) -> dict[str, Any]:
     """An ``/api/chat`` request as an OpenAI chat completions body."""
     messages = req.get("messages")
     if not isinstance(messages, list):
-        raise _bad('`messages` must be a list of messages ({"role": …, "content": …}).')
+        raise OllamaRequestError('`messages` must be a list of messages ({"role": …, "content": …}).')
     body: dict[str, Any] = {"model": req["model"], "messages": _messages(messages)}
     tools = req.get("tools")
     if tools is not None and not isinstance(tools, list):
-        raise _bad('`tools` must be a list of tools ({"type": "function", "function": …}).')
+        raise OllamaRequestError('`tools` must be a list of tools ({"type": "function", "function": …}).')
     if tools:  # Ollama's Python client sends `"tools": []` with every chat: vLLM refuses an empty list
         body["tools"] = tools
     return _common(req, body)
@@ -82,7 +78,7 @@ def generate_body(req: dict[str, Any]) -> tuple[Kind, dict[str, Any]]:
         ("context", "the deprecated `context` is not kept: send the conversation to /api/chat"),
     ):
         if req.get(field):
-            raise _bad(f"{why}.")
+            raise OllamaRequestError(f"{why}.")
     prompt = _text(req.get("prompt"), "prompt")
     if req.get("raw"):
         return "raw", _common(req, {"model": req["model"], "prompt": prompt})
@@ -102,13 +98,13 @@ def embed_body(req: dict[str, Any], kind: Kind) -> dict[str, Any]:
     given = req.get("input", "")
     texts = [given] if isinstance(given, str) else given
     if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-        raise _bad("`input` must be text or a list of texts.")
+        raise OllamaRequestError("`input` must be text or a list of texts.")
     body: dict[str, Any] = {"model": req["model"], "input": given}
     if req.get("truncate", True) is not False:
         body["truncate_prompt_tokens"] = -1
     if req.get("dimensions") is not None:
         if not isinstance(req["dimensions"], int) or isinstance(req["dimensions"], bool):
-            raise _bad("`dimensions` must be a whole number.")
+            raise OllamaRequestError("`dimensions` must be a whole number.")
         body["dimensions"] = req["dimensions"]
     return body
 
@@ -125,7 +121,7 @@ def _common(req: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
     elif think in _EFFORT:
         body["reasoning_effort"] = think
     elif think is not None:
-        raise _bad('`think` must be true, false, "low", "medium" or "high".')
+        raise OllamaRequestError('`think` must be true, false, "low", "medium" or "high".')
     return body
 
 
@@ -133,7 +129,9 @@ def _options(options: Any, body: dict[str, Any]) -> None:
     if options is None:
         return
     if not isinstance(options, dict):
-        raise _bad('`options` must be an object (e.g. {"temperature": 0.2, "num_predict": 256}).')
+        raise OllamaRequestError(
+            '`options` must be an object (e.g. {"temperature": 0.2, "num_predict": 256}).'
+        )
     for name, value in options.items():
         target = _OPTIONS.get(name)
         if target is None or value is None:
@@ -151,14 +149,14 @@ def _format(fmt: Any, body: dict[str, Any]) -> None:
     elif isinstance(fmt, dict):
         body["response_format"] = {"type": "json_schema", "json_schema": {"name": "format", "schema": fmt}}
     else:
-        raise _bad('`format` must be "json" or a JSON schema (an object).')
+        raise OllamaRequestError('`format` must be "json" or a JSON schema (an object).')
 
 
 def _text(value: Any, field: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise _bad(f"`{field}` must be text.")
+        raise OllamaRequestError(f"`{field}` must be text.")
     return value
 
 
@@ -167,7 +165,7 @@ def _content(text: str, images: Any) -> str | list[dict[str, Any]]:
     if not images:
         return text
     if not isinstance(images, list) or not all(isinstance(i, str) for i in images):
-        raise _bad("`images` must be a list of base64-encoded images.")
+        raise OllamaRequestError("`images` must be a list of base64-encoded images.")
     parts: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
     for data in images:
         kind = next((t for head, t in _IMAGE_TYPES.items() if data.startswith(head)), "image/png")
@@ -182,7 +180,9 @@ def _messages(messages: list[Any]) -> list[dict[str, Any]]:
     open_calls: list[tuple[str, str]] = []  # (id, function name) not answered yet
     for i, msg in enumerate(messages):
         if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
-            raise _bad(f"messages[{i}] must be an object with a `role` (system, user, assistant, tool).")
+            raise OllamaRequestError(
+                f"messages[{i}] must be an object with a `role` (system, user, assistant, tool)."
+            )
         item: dict[str, Any] = {"role": msg["role"]}
         item["content"] = _content(_text(msg.get("content"), f"messages[{i}].content"), msg.get("images"))
         if msg.get("tool_calls"):
@@ -199,12 +199,12 @@ def _messages(messages: list[Any]) -> list[dict[str, Any]]:
 
 def _calls_out(calls: Any, i: int, open_calls: list[tuple[str, str]]) -> list[dict[str, Any]]:
     if not isinstance(calls, list):
-        raise _bad(f"messages[{i}].tool_calls must be a list.")
+        raise OllamaRequestError(f"messages[{i}].tool_calls must be a list.")
     out = []
     for j, call in enumerate(calls):
         fn = call.get("function") if isinstance(call, dict) else None
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
-            raise _bad(f"messages[{i}].tool_calls[{j}] must have a `function` with a `name`.")
+            raise OllamaRequestError(f"messages[{i}].tool_calls[{j}] must have a `function` with a `name`.")
         args = fn.get("arguments") or {}
         call_id = call.get("id") if isinstance(call.get("id"), str) else f"call_{i}_{j}"
         text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
@@ -213,9 +213,10 @@ def _calls_out(calls: Any, i: int, open_calls: list[tuple[str, str]]) -> list[di
     return out
 
 
-def now_iso() -> str:
-    """Ollama's ``created_at``: UTC, microseconds, a ``Z``."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+def now_iso(ts: float | None = None) -> str:
+    """Ollama's times (``created_at``, ``modified_at``): UTC, microseconds, a ``Z``; now, or ``ts``."""
+    when = datetime.now(UTC) if ts is None else datetime.fromtimestamp(ts, UTC)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def calls_in(calls: Any) -> list[dict[str, Any]]:
