@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -102,9 +103,40 @@ def test_up_status_kill_restart_down(
     code, out, _ = cli(["logs", "life", "-n", "5"], capsys)
     assert code == 0 and out.strip()
 
-    code, out, _ = cli(["down", "life", "--json"], capsys)
+    # down --drain: a stream the server is running ends whole (vLLM's own stop had cut it mid-answer)
+    stream = _Stream(port)
+    code, out, err = cli(["down", "life", "--drain", "120", "--json"], capsys)
     assert code == 0 and json.loads(out)["life"] in {"stopped", "killed"}
+    assert "1 request(s) running" in err and "all finished after" in err, err
+    assert stream.finished(), stream.lines[-3:]
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
     code, _, err = cli(["down", "life"], capsys)
     assert code == 2 and "life" in err
+
+
+class _Stream:
+    """A long streamed completion, running (its first chunk came) once this is made."""
+
+    def __init__(self, port: int) -> None:
+        self.lines: list[str] = []
+        self._first = threading.Event()
+        self._thread = threading.Thread(target=self._read, args=(port,), daemon=True)
+        self._thread.start()
+        assert self._first.wait(60), "the stream never began"
+
+    def _read(self, port: int) -> None:
+        body = {"model": "life-tiny", "prompt": "hi", "max_tokens": 400, "ignore_eos": True, "stream": True}
+        try:
+            with httpx.stream("POST", f"http://127.0.0.1:{port}/v1/completions", json=body, timeout=120) as r:
+                for line in r.iter_lines():
+                    self.lines.append(line)
+                    self._first.set()
+        except httpx.HTTPError as exc:  # cut off: what the test reports
+            self.lines.append(f"cut off: {exc!r}")
+        self._first.set()
+
+    def finished(self) -> bool:
+        self._thread.join(120)
+        said = [x for x in self.lines if x]
+        return said[-1:] == ["data: [DONE]"] and any('"finish_reason":"length"' in x for x in said)

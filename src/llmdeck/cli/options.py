@@ -8,6 +8,7 @@ as each command's own), so that a flag name says one thing across the CLI:
 - ``--ready-timeout``: how long a start may take to become ready (up, restart, tune);
 - ``--task-timeout``: the agent's wall time on each eval task;
 - ``--step-timeout`` / ``--test-timeout``: the cluster commands' steps and the all-reduce test;
+- ``--drain``: how long a stop waits for the server's running requests to finish (down, restart);
 - ``--timeout-connect`` / ``--timeout-read`` / ``--timeout-total`` / ``--timeout-probe``: bench's and
   eval's bounds on a benchmark request and on the questions asked before a run.
 
@@ -34,6 +35,7 @@ TOTAL = "Limit (s) for each benchmark request as a whole"
 TASK = "Limit (s) for the agent's wall time on each task"
 STEP = "Limit (s) for each step"
 TEST = "Limit (s) for the whole test"
+DRAIN = "Limit (s) for the server's running requests to finish before it is stopped"
 
 MEANINGS: dict[str, str] = {
     "ready": READY,
@@ -45,6 +47,7 @@ MEANINGS: dict[str, str] = {
     "task": TASK,
     "step": STEP,
     "test": TEST,
+    "drain": DRAIN,
 }
 """Every timeout option's help begins with one of these (a command may append its own detail)."""
 
@@ -56,6 +59,7 @@ def _help(meaning: str, detail: str) -> str:
 
 
 _AT_LEAST_1_S = number(at_least=1, at_most=MAX_SECONDS)
+_SECONDS_OR_0 = number(at_least=0, at_most=MAX_SECONDS)
 
 
 def _seconds(default: float | None, names: tuple[str, ...], help_: str, **extra: Any) -> Any:
@@ -110,3 +114,8 @@ def netcheck_timeout(default: float, detail: str = "") -> Any:
     return typer.Option(
         default, "--test-timeout", "--timeout", callback=_AT_LEAST_1_S, help=_help(TEST, detail)
     )
+
+
+def drain_timeout(default: float, detail: str) -> Any:
+    """``--drain``: how long a stop waits for the server's running requests (0: it stops them now)."""
+    return typer.Option(default, "--drain", callback=_SECONDS_OR_0, help=_help(DRAIN, detail))

@@ -8,14 +8,17 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from llmdeck.cli.options import ready_timeout, request_timeout
+from llmdeck.cli.options import drain_timeout, ready_timeout, request_timeout
 from llmdeck.cli.output import JSON_OPTION, err_console, esc, get_settings, log_text, out_console, print_json
 from llmdeck.cli.server_parts import (
     BY_BYTES_HELP,
     RESERVE_HELP,
     UP_HELP,
     _up_options,
+    follow_tail,
     print_pool,
+    print_tail,
+    render_draining,
     say_ready,
     where,
 )
@@ -28,9 +31,6 @@ if TYPE_CHECKING:
     from llmdeck.settings import Settings
 
 READY_DEFAULT = " (default: LLMDECK_READY_TIMEOUT_S or 900)"
-
-
-TAIL_BYTES = 200_000  # what `logs` reads of the end of a log
 
 
 def _pick_name(settings: Settings, name: str | None) -> str:
@@ -148,23 +148,30 @@ def down_cmd(
     ctx: typer.Context,
     name: str = typer.Argument(None, help="Server name (optional when only one runs)."),
     all_: bool = typer.Option(False, "--all", help="Stop every llmdeck server."),
+    drain: float = drain_timeout(0.0, " (0: stop them now; with --all, all of them together)"),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Stop a server: SIGTERM, then SIGKILL after a grace period. Its log stays.
+
+    A request the server is running when it stops is cut off (a stream ends mid-answer); --drain S
+    waits up to S seconds for them to finish first (`restart` does, 60 s).
 
     Examples:
 
       llmdeck down demo
 
+      llmdeck down demo --drain 120
+
       llmdeck down --all --json
     """
-    from llmdeck.runtime.launcher import down_all
-    from llmdeck.runtime.service import down
+    from llmdeck.runtime.service import down, down_all
 
     settings = get_settings(ctx)
     if all_:
         _warn_unreadable(settings)
-    results = down_all(settings) if all_ else {(n := _pick_name(settings, name)): down(n, settings)}
+        results = down_all(settings, render_draining, drain_s=drain)
+    else:
+        results = {(n := _pick_name(settings, name)): down(n, settings, render_draining, drain_s=drain)}
     if as_json:
         print_json(results)
     elif not results:
@@ -269,40 +276,9 @@ def logs_cmd(
         sys.stdout.write(log_text(text if text.endswith("\n") or not text else text + "\n"))
         sys.stdout.flush()
     else:
-        _print_tail(log_path, lines)
+        print_tail(log_path, lines)
     if follow:
-        _follow(log_path, record)
-
-
-def _print_tail(log_path: Path, lines: int) -> None:
-    """The log file's last ``lines`` lines (of its last TAIL_BYTES), saying so when fewer are there."""
-    from llmdeck.runtime.launcher import read_tail
-
-    text = read_tail(log_path, TAIL_BYTES)
-    shown = text.splitlines()[-lines:]
-    sys.stdout.write(log_text("\n".join(shown) + "\n"))
-    sys.stdout.flush()
-    if len(shown) < lines and log_path.stat().st_size > TAIL_BYTES:
-        err_console().print(
-            f"(the last {TAIL_BYTES // 1000} KB of {log_path} only: {len(shown)} lines)",
-            markup=False,
-            highlight=False,
-        )
-
-
-def _follow(log_path: Path, record: Any) -> None:
-    """`logs -f`: print what the log gains until the server exits or Ctrl-C (a server's own follower:
-    the log file, or `docker logs -f`; a log with no record: the file until Ctrl-C)."""
-    from llmdeck.engines.logfiles import follow
-    from llmdeck.runtime.engine_state import follow_log
-
-    try:
-        for text in follow(log_path, None) if record is None else follow_log(record):
-            sys.stdout.write(log_text(text))
-            sys.stdout.flush()
-    except KeyboardInterrupt as exc:  # Ctrl-C is how a follow ends: exit 0
-        if type(exc) is not KeyboardInterrupt:  # SIGTERM / SIGHUP (the CLI's Terminated): 143 / 129
-            raise
+        follow_tail(log_path, record)
 
 
 def restart_cmd(
@@ -313,12 +289,15 @@ def restart_cmd(
     unload_ollama: bool = typer.Option(
         False, "--unload-ollama", help="Unload the models Ollama keeps loaded before starting."
     ),
+    drain: float = drain_timeout(60.0, " (0: stop them now)"),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """The safe restart: stop, wait for memory to come back, check tenants, start, follow to ready.
+    """The safe restart: let its requests finish, stop, wait for memory to come back, check tenants,
+    start, follow to ready.
 
     vLLM flags after `--` replace the same flags of the recorded start (the others stay as they
-    were); they are checked before the server is stopped.
+    were); they are checked before the server is stopped. The requests it is running are waited for
+    (--drain, 60 s at most); a gateway in front holds the ones that come later for the new start.
 
     Examples:
 
@@ -333,7 +312,10 @@ def restart_cmd(
     settings = get_settings(ctx)
     base = _up_options(settings, force=force, timeout_s=timeout)
     options = RestartOptions(
-        **base.model_dump(exclude={"watchdog"}), watchdog=base.watchdog, unload_ollama=unload_ollama
+        **base.model_dump(exclude={"watchdog"}),
+        watchdog=base.watchdog,
+        unload_ollama=unload_ollama,
+        drain_s=drain,
     )
     new = restart(_pick_name(settings, name), settings, options, events=render_event, changes=list(ctx.args))
     say_ready(

@@ -1,12 +1,15 @@
-"""Pieces of `llmdeck up`'s CLI: its help text, the event renderer and the options it builds."""
+"""Pieces of the server commands' CLI: `up`'s help text, the event renderer and the options it builds;
+`logs`' tail and follow."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
-from llmdeck.cli.output import err_console
+from llmdeck.cli.output import err_console, log_text
 
 if TYPE_CHECKING:
     from llmdeck.settings import Settings
@@ -35,6 +38,7 @@ bytes from live memory (--kv-cache-memory-bytes) and leaves a watchdog that stop
 MemAvailable falls under --watchdog-floor-gib.
 """
 RESERVE_HELP = "Unified memory: GiB kept for the OS when sizing the KV cache (LLMDECK_UNIFIED_RESERVE_GIB)."
+TAIL_BYTES = 200_000  # what `logs` reads of the end of a log
 BY_BYTES_HELP = "Unified memory: --kv-cache-memory-bytes from live memory, page cache dropped first."
 
 
@@ -48,6 +52,12 @@ def render_event(event: Any) -> None:
         )
     else:
         console.print(event.message, highlight=False, markup=False)
+
+
+def render_draining(event: Any) -> None:
+    """`down`'s events: only the wait for its requests (its outcome is the command's output)."""
+    if event.kind == "draining":
+        render_event(event)
 
 
 def _up_options(settings: Settings, **kw: Any) -> Any:
@@ -111,3 +121,34 @@ def say_ready(record: Any, text: str, *, as_json: bool) -> None:
             f"The server {record.name!r} is up at {record.base_url}/v1, but llmdeck {said}",
             hint=f"`llmdeck status {record.name} --json` shows it; `llmdeck down {record.name}` stops it.",
         ) from exc
+
+
+def print_tail(log_path: Path, lines: int) -> None:
+    """The log file's last ``lines`` lines (of its last TAIL_BYTES), saying so when fewer are there."""
+    from llmdeck.runtime.launcher import read_tail
+
+    text = read_tail(log_path, TAIL_BYTES)
+    shown = text.splitlines()[-lines:]
+    sys.stdout.write(log_text("\n".join(shown) + "\n"))
+    sys.stdout.flush()
+    if len(shown) < lines and log_path.stat().st_size > TAIL_BYTES:
+        err_console().print(
+            f"(the last {TAIL_BYTES // 1000} KB of {log_path} only: {len(shown)} lines)",
+            markup=False,
+            highlight=False,
+        )
+
+
+def follow_tail(log_path: Path, record: Any) -> None:
+    """`logs -f`: print what the log gains until the server exits or Ctrl-C (a server's own follower:
+    the log file, or `docker logs -f`; a log with no record: the file until Ctrl-C)."""
+    from llmdeck.engines.logfiles import follow
+    from llmdeck.runtime.engine_state import follow_log
+
+    try:
+        for text in follow(log_path, None) if record is None else follow_log(record):
+            sys.stdout.write(log_text(text))
+            sys.stdout.flush()
+    except KeyboardInterrupt as exc:  # Ctrl-C is how a follow ends: exit 0
+        if type(exc) is not KeyboardInterrupt:  # SIGTERM / SIGHUP (the CLI's Terminated): 143 / 129
+            raise

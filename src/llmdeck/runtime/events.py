@@ -16,6 +16,7 @@ EventKind = Literal[
     "phase",
     "ready",
     "failed",
+    "draining",
     "stopping",
     "stopped",
     "memory",

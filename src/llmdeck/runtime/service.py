@@ -22,6 +22,7 @@ from llmdeck.engines.secrets import split_secrets
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import PortInUseError, StartStopped, UsageError
 from llmdeck.runtime import launcher, start_gate
+from llmdeck.runtime.drain import let_all_finish, let_finish
 from llmdeck.runtime.events import EventClock as EventClock
 from llmdeck.runtime.events import EventKind as EventKind
 from llmdeck.runtime.events import Events as Events
@@ -326,16 +327,28 @@ def warm_up(record: ServerRecord, settings: Settings, clock: EventClock) -> None
     clock.emit("warmup", report.summary())
 
 
-def down(name: str, settings: Settings, events: Events = _ignore, who: str = "`llmdeck down`") -> str:
+def down(
+    name: str, settings: Settings, events: Events = _ignore, who: str = "`llmdeck down`", drain_s: float = 0.0
+) -> str:
+    """Stop ``name``; with ``drain_s``, after its requests finish (at most that long: runtime/drain.py)."""
     clock = EventClock(events)
+    if drain_s > 0:
+        let_finish(StateStore(settings.servers_dir).load(name), drain_s, clock)
     clock.emit("stopping", f"stopping {name} …")
     outcome = launcher.down(name, settings, who=who)  # who: noted in its log
     clock.emit("stopped", f"{name}: {outcome}", outcome=outcome)
     return outcome
 
 
+def down_all(settings: Settings, events: Events = _ignore, drain_s: float = 0.0) -> dict[str, str]:
+    """Stop every recorded server; with ``drain_s``, after their requests finish (that long, all told)."""
+    let_all_finish(settings.servers_dir, drain_s, EventClock(events))
+    return launcher.down_all(settings)
+
+
 class RestartOptions(UpOptions):
     unload_ollama: bool = Field(False, description="Unload the models Ollama keeps loaded before starting.")
+    drain_s: float = Field(60.0, ge=0, description="Wait this long at most for its requests to finish.")
 
 
 def restart(
@@ -362,6 +375,7 @@ def restart(
 
         spec = changed_spec(spec, changes)
     launcher.validate_spec(spec)  # before the stop: a model moved away had left it stopped, unstartable
+    let_finish(record, options.drain_s, clock)
     clock.emit("stopping", f"stopping {record.name} …")
     outcome = launcher.down(record.name, settings, who=launcher.restart_who(name))  # "stale": left alone
     freed = wait_memory_settles()
@@ -371,7 +385,7 @@ def restart(
         if unloaded:
             clock.emit("tenants", f"unloaded Ollama models: {', '.join(unloaded)}", models=unloaded)
     exclude = (record.pid,) if record.pid and outcome != "stale" else ()
-    dump = options.model_dump(exclude={"unload_ollama", "exclude_pids"})  # stop_when is not dumped
+    dump = options.model_dump(exclude={"unload_ollama", "exclude_pids", "drain_s"})  # not stop_when
     dump["started_by"] = record.started_by  # the gateway's stays its own: `gateway down` stops it
     up_options = UpOptions(**dump, exclude_pids=exclude, stop_when=options.stop_when)
     new = start(spec, settings, up_options, clock)

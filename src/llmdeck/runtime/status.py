@@ -59,7 +59,7 @@ def probe_state(record: ServerRecord) -> ServerState:
     return "unhealthy"
 
 
-def scrape_live_metrics(base_url: str) -> dict[str, float] | None:
+def scrape_live_metrics(base_url: str, limit_s: float = 5.0) -> dict[str, float] | None:
     """Running/waiting requests and KV-cache usage (0-1) from ``/metrics``, summed over engines.
 
     vLLM, SGLang and llama.cpp names are understood (llmdeck.client.prom); None when the server
@@ -69,7 +69,7 @@ def scrape_live_metrics(base_url: str) -> dict[str, float] | None:
     from llmdeck.util.http import METRICS_CAP, BodyTooLarge, NotAnswering, Redirected, bounded_get
 
     try:
-        status, body = bounded_get(f"{base_url}/metrics", limit=5.0, cap=METRICS_CAP)
+        status, body = bounded_get(f"{base_url}/metrics", limit=limit_s, cap=METRICS_CAP)
     except (httpx.HTTPError, NotAnswering, BodyTooLarge, Redirected):
         return None
     if status != 200:

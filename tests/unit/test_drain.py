@@ -1,0 +1,150 @@
+"""`down --drain` / `restart`: a stop waits for the server's running requests (runtime/drain.py).
+
+The loop with a scripted reader; the reading of a real vLLM 0.22 /metrics page (its two gauges set to
+requests in flight) from a tiny FAKE metrics server; the events the CLI prints. The real engine's
+side (a stream that ends whole) is tests/integration/test_lifecycle_cpu.py.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from http_fakes import JsonHandler
+from llmdeck.engines.spec import LaunchSpec
+from llmdeck.runtime import drain as drain_mod
+from llmdeck.runtime.drain import drain, in_flight, let_finish
+from llmdeck.runtime.events import EventClock, ServiceEvent
+from llmdeck.runtime.state import ServerRecord
+from repo_paths import SHARED
+
+PAGE = SHARED / "fixtures" / "vllm-0.22.0-h200" / "metrics-qwen3-0.6b-after.txt"
+
+
+def _record(tmp_path: Path, port: int = 8000, ready: bool = True) -> ServerRecord:
+    spec = LaunchSpec(name="d", model="/models/m", port=port)
+    return ServerRecord(
+        name="d", spec=spec, argv=[], pid=1234, log_path=tmp_path / "d.log",
+        ready_at=datetime.now(UTC) if ready else None,
+    )  # fmt: skip
+
+
+def _reader(counts: list[int | None]) -> tuple[list[str], object]:
+    asked: list[str] = []
+
+    def read(url: str) -> int | None:
+        asked.append(url)
+        return counts.pop(0) if len(counts) > 1 else counts[0]
+
+    return asked, read
+
+
+@pytest.fixture(autouse=True)
+def _fast_poll(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(drain_mod, "POLL_S", 0.01)
+
+
+def test_waits_till_the_requests_are_done(tmp_path: Path) -> None:
+    asked, read = _reader([2, 2, 1, 0])
+    seen: list[int] = []
+    done = drain(_record(tmp_path), 5.0, seen.append, read=read)  # type: ignore[arg-type]
+    assert done.busy == 2 and done.left == 0 and seen == [2]
+    assert asked == ["http://127.0.0.1:8000"] * 4
+
+
+def test_gives_up_at_the_limit_and_says_how_many_are_cut(tmp_path: Path) -> None:
+    _, read = _reader([3])
+    t0 = time.monotonic()
+    done = drain(_record(tmp_path), 0.2, read=read)  # type: ignore[arg-type]
+    assert done.busy == 3 and done.left == 3
+    assert 0.2 <= time.monotonic() - t0 < 2 and 0.2 <= done.waited_s < 2
+
+
+@pytest.mark.parametrize("counts", [[0], [None], [2, None]], ids=["idle", "no metrics", "died meanwhile"])
+def test_nothing_left_to_wait_for_ends_it_at_once(tmp_path: Path, counts: list[int | None]) -> None:
+    _, read = _reader(counts)
+    done = drain(_record(tmp_path), 30.0, read=read)  # type: ignore[arg-type]
+    assert done.left == 0 and done.waited_s < 5
+
+
+def test_a_server_not_ready_or_no_limit_is_not_read(tmp_path: Path) -> None:
+    asked, read = _reader([5])
+    assert drain(_record(tmp_path, ready=False), 30.0, read=read).busy is None  # type: ignore[arg-type]
+    assert drain(_record(tmp_path), 0.0, read=read).busy is None  # type: ignore[arg-type]
+    assert asked == []
+
+
+class _FakeMetrics(JsonHandler):
+    """A tiny FAKE vLLM metrics endpoint: the real 0.22 page with its two request gauges set."""
+
+    running, waiting = 0, 0
+
+    def do_GET(self) -> None:
+        page = PAGE.read_text()
+        for gauge, value in (("running", self.running), ("waiting", self.waiting)):
+            line = f'vllm:num_requests_{gauge}{{engine="0",model_name="qwen3-0.6b"}}'
+            assert f"{line} 0.0" in page
+            page = page.replace(f"{line} 0.0", f"{line} {value}.0")
+        data = page.encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def metrics_url() -> Iterator[str]:
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _FakeMetrics)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_in_flight_reads_running_and_waiting_from_the_page(metrics_url: str) -> None:
+    _FakeMetrics.running, _FakeMetrics.waiting = 3, 2
+    assert in_flight(metrics_url) == 5
+    _FakeMetrics.running, _FakeMetrics.waiting = 0, 0
+    assert in_flight(metrics_url) == 0
+
+
+def test_in_flight_is_none_where_nothing_answers() -> None:
+    from llmdeck.util.net import free_port
+
+    assert in_flight(f"http://127.0.0.1:{free_port()}") is None
+
+
+def test_let_finish_says_what_it_waited_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, read = _reader([2, 1, 0])
+    monkeypatch.setattr(drain_mod, "in_flight", read)
+    events: list[ServiceEvent] = []
+    done = let_finish(_record(tmp_path), 10.0, EventClock(events.append))
+    assert done.left == 0
+    assert [e.kind for e in events] == ["draining", "draining"]
+    assert "2 request(s) running; waiting up to 10 s" in events[0].message
+    assert "all finished after" in events[1].message and events[1].data["busy"] == 2
+
+    _, read = _reader([4])
+    monkeypatch.setattr(drain_mod, "in_flight", read)
+    events.clear()
+    let_finish(_record(tmp_path), 0.1, EventClock(events.append))
+    assert "4 still running, cut by the stop" in events[-1].message
+
+
+def test_a_wedged_server_costs_one_short_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It accepts the connection and never answers (what a restart is often for): no wait beyond one read."""
+    import socket
+
+    monkeypatch.setattr(drain_mod, "READ_S", 0.3)
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        t0 = time.monotonic()
+        done = drain(_record(tmp_path, port=silent.getsockname()[1]), 60.0)
+    assert done.busy is None and time.monotonic() - t0 < 3
