@@ -14,7 +14,7 @@ import ollama
 import pytest
 
 from llmdeck.gateway.ollama_replies import NdjsonStream, whole_reply
-from llmdeck.gateway.ollama_shapes import OllamaRequestError, chat_body, generate_body
+from llmdeck.gateway.ollama_shapes import OllamaRequestError, capabilities, chat_body, generate_body
 from llmdeck.settings import Settings
 from repo_paths import TEST_FIXTURES
 from test_gateway_proxy import FAST, fake, gateway
@@ -381,3 +381,48 @@ def test_a_backend_reply_nested_too_deep_is_an_answer_not_a_dropped_connection(
             body = {"model": "m", "stream": False, "messages": [{"role": "user", "content": "x"}]}
             r = httpx.post(f"{gw}/api/chat", json=body, timeout=10)
     assert r.status_code == status and len(r.json()["error"]) < 2100
+
+
+@pytest.mark.parametrize(
+    ("flag_lists", "expected"),
+    [
+        ([], ["completion", "tools"]),  # a URL backend: its flags are not known
+        ([["--max-model-len", "4096"]], ["completion"]),
+        ([["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]], ["completion", "tools"]),
+        ([["--reasoning-parser=qwen3", "--enable-auto-tool-choice"]], ["completion", "tools", "thinking"]),
+        ([["--runner", "pooling", "--convert", "embed"]], ["embedding"]),
+        ([["--convert", "embed"]], ["embedding"]),
+        ([["--enable-auto-tool-choice"], []], ["completion"]),  # what every backend can do
+        ([["--max-model-len"]], ["completion"]),  # flags llmdeck cannot read: the least is claimed
+    ],
+)
+def test_capabilities_follow_the_servers_flags(flag_lists: list[list[str]], expected: list[str]) -> None:
+    assert capabilities(flag_lists) == expected
+
+
+def test_show_reads_the_capabilities_of_a_model_on_demand(tmp_path: Path) -> None:
+    """A model the gateway starts: its launch spec's flags say what it can do (it had claimed tools for
+    every model, an embedding one too, and an editor offered it for agent work)."""
+    from starlette.testclient import TestClient
+
+    from llmdeck.engines.spec import LaunchSpec
+    from llmdeck.gateway.app import build_app
+    from llmdeck.gateway.config import parse_config
+
+    settings = Settings(state_dir=tmp_path / "st")
+    args = {
+        "chat": ["--enable-auto-tool-choice", "--reasoning-parser", "qwen3"],
+        "emb": ["--runner", "pooling"],
+    }
+    lines = ["routes:"]
+    for i, (name, vllm_args) in enumerate(args.items()):
+        spec = LaunchSpec(
+            name=name, engine="cpu", model=str(tmp_path / "m"), port=9100 + i, vllm_args=vllm_args
+        )
+        (tmp_path / f"{name}.json").write_text(spec.model_dump_json(), encoding="utf-8")
+        lines.append(f"  - {{model: {name}, backends: [{{spec: {name}.json}}]}}")
+    text = "\n".join([*lines, "budget: {memory_gib: 10}"]) + "\n"
+    loaded = parse_config(text, source=tmp_path / "gw.yaml", settings=settings)
+    client = TestClient(build_app(loaded, settings=settings))  # no lifespan: nothing is started
+    said = {m: client.post("/api/show", json={"model": m}).json()["capabilities"] for m in args}
+    assert said == {"chat": ["completion", "tools", "thinking"], "emb": ["embedding"]}

@@ -26,6 +26,7 @@ from llmdeck.gateway.ollama_replies import NdjsonStream, error_reply, whole
 from llmdeck.gateway.ollama_shapes import (
     Kind,
     OllamaRequestError,
+    capabilities,
     chat_body,
     embed_body,
     error_message,
@@ -161,9 +162,24 @@ async def _show(request: Request) -> Response:
     info: dict[str, Any] = {"general.architecture": "llmdeck"}
     if (max_len := st.router.max_model_len(alias)) is not None:
         info["llmdeck.context_length"] = max_len
+    can = capabilities(_flags(st, alias))
     reply = {"modelfile": "", "parameters": "", "template": "", "details": _details(), "model_info": info,
-             "capabilities": ["completion", "tools"], "modified_at": now_iso(st.started_at)}  # fmt: skip
+             "capabilities": can, "modified_at": now_iso(st.started_at)}  # fmt: skip
     return _logged(request, JSONResponse(reply), caller.name)
+
+
+def _flags(st: GatewayState, alias: str) -> list[list[str]]:
+    """The vLLM flags of the alias's backends that llmdeck starts or follows (a URL's are not known)."""
+    from llmdeck.gateway.lifecycle import live_in
+
+    found = []
+    for state in st.router.routes[alias].backends:
+        backend, follow = state.backend, state.backend.follow
+        if backend.managed is not None:
+            found.append(list(backend.managed.spec.vllm_args))
+        elif follow is not None and (record := live_in(follow.servers_dir, follow.server)) is not None:
+            found.append(list(record.spec.vllm_args))
+    return found
 
 
 def _alias(st: GatewayState, asked: Any, caller: Caller) -> str | JSONResponse:

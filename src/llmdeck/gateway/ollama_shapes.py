@@ -268,3 +268,37 @@ def error_message(body: bytes, status: int) -> str:
         found = data.get("error", data.get("message")) if isinstance(data, dict) else None
         said = found if isinstance(found, str) else None
     return said or body.decode("utf-8", "replace").strip()[:2000] or f"HTTP {status}"
+
+
+_CAPABILITIES = ("completion", "tools", "thinking", "embedding")  # Ollama's names, in its order
+UNKNOWN_CAPABILITIES = ["completion", "tools"]  # a backend whose flags are not known (a URL)
+
+
+def capabilities(flag_lists: list[list[str]]) -> list[str]:
+    """``/api/show``'s ``capabilities`` of a model served with these vLLM flags (one list a backend):
+    what every backend can do. Clients pick a model for tool calls or embeddings by them (ollama-python's
+    issue #494, ellmer's `models_ollama()`): ``tools`` only with ``--enable-auto-tool-choice`` (vLLM
+    refuses a request's tools without it), ``thinking`` with ``--reasoning-parser``; a pooling runner
+    embeds only."""
+    if not flag_lists:
+        return list(UNKNOWN_CAPABILITIES)
+    found = set.intersection(*(_capabilities(flags) for flags in flag_lists))
+    return [c for c in _CAPABILITIES if c in found]
+
+
+def _capabilities(args: list[str]) -> set[str]:
+    from llmdeck.errors import LlmdeckError
+    from llmdeck.plan.flags import parse_vllm_flags
+
+    try:
+        flags = parse_vllm_flags(args)
+    except LlmdeckError:  # flags the server took though llmdeck cannot read them: the least is claimed
+        return {"completion"}
+    if flags.get("runner") == "pooling" or flags.get("convert") == "embed" or flags.get("task") == "embed":
+        return {"embedding"}
+    found = {"completion"}
+    if flags.get_bool("enable-auto-tool-choice"):
+        found.add("tools")
+    if isinstance(flags.get("reasoning-parser"), str):
+        found.add("thinking")
+    return found
