@@ -121,6 +121,14 @@ def test_in_flight_is_none_where_nothing_answers() -> None:
 
 
 def test_let_finish_says_what_it_waited_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmdeck.runtime import engine_state
+
+    asked, read = _reader([5])
+    monkeypatch.setattr(drain_mod, "in_flight", read)
+    monkeypatch.setattr(engine_state, "is_alive", lambda record: False)  # a stale or dead record
+    assert let_finish(_record(tmp_path), 10.0, EventClock(print)).busy is None
+    assert asked == []
+    monkeypatch.setattr(engine_state, "is_alive", lambda record: True)
     _, read = _reader([2, 1, 0])
     monkeypatch.setattr(drain_mod, "in_flight", read)
     events: list[ServiceEvent] = []

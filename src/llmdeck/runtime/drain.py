@@ -67,7 +67,12 @@ def drain(
 
 
 def let_finish(record: ServerRecord, limit_s: float, clock: EventClock) -> Drained:
-    """:func:`drain`, saying what is waited for and how it ended (``draining`` events)."""
+    """:func:`drain`, saying what is waited for and how it ended (``draining`` events). A stale record
+    (its pid another program's now) is not read: what answers on its port is not its server."""
+    from llmdeck.runtime.engine_state import is_alive
+
+    if limit_s <= 0 or not is_alive(record):
+        return Drained(busy=None)
 
     def busy(n: int) -> None:
         clock.emit("draining", f"{record.name}: {n} request(s) running; waiting up to {limit_s:g} s", busy=n)
