@@ -164,3 +164,29 @@ def test_a_client_that_hangs_up_during_the_wait_is_not_sent_when_the_server_is_b
         with UvicornThread(upstream.app, port=port):
             time.sleep(3.0)
     assert len(upstream.bodies) == 1
+
+
+def test_a_server_ready_between_two_looks_is_asked_once_more_not_given_the_503(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seen under load (evidence/lifecycle/drain): the wait's probe failed just before the new start was
+    ready; at the next look it was ready, so no longer 'coming back', and the waiting requests got the
+    503 after 29 s, 4 ms before the backend answered. Now the wait asks once more before the 503."""
+    import asyncio
+
+    from llmdeck.gateway import comeback
+
+    looks = iter([True, False])  # coming back, then ready (its record says so)
+    probes = iter([False, True])  # the first probe is too early; it answers at the next
+
+    async def any_back(states: object) -> bool:
+        return next(looks)
+
+    class Router:
+        async def recheck(self, *args: object) -> bool:
+            return next(probes)
+
+    monkeypatch.setattr(comeback, "any_back", any_back)
+    monkeypatch.setattr(comeback, "POLL_S", 0.01)
+    wait = comeback.waiter(None, Router(), [], 0.5, 30.0, asyncio.Event().wait)  # type: ignore[arg-type]
+    assert asyncio.run(wait()) is True

@@ -97,12 +97,18 @@ def waiter(
     hung up meanwhile (``gone`` returns then)."""
 
     async def back() -> bool:
-        deadline = time.monotonic() + wait_s
+        deadline, waited = time.monotonic() + wait_s, False
         while time.monotonic() < deadline and await any_back(states):
+            waited = True
             await asyncio.sleep(POLL_S)
             if await router.recheck(client, states, probe_timeout_s):
                 return True
-        return False
+        if not waited:
+            return False
+        # no longer coming back: it may be back (ready since the last probe, which it had failed): asked
+        # once more, a second on (a 503 had ended a 29 s wait while the restarted server was ready)
+        await asyncio.sleep(POLL_S)
+        return await router.recheck(client, states, probe_timeout_s)
 
     async def wait() -> bool | None:
         if wait_s <= 0:
