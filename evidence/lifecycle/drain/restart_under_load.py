@@ -1,6 +1,6 @@
 """`llmdeck restart` while agent-like clients stream through the gateway: how many answers are cut.
 
-Each client sends a streamed completion (120 tokens) through `llmdeck gateway`, reads it to its end, "runs
+Each client sends a streamed completion (400 tokens) through `llmdeck gateway`, reads it to its end, "runs
 a tool" (THINK_S), and sends the next; a request is whole when its stream ends with a finish reason and
 `[DONE]`. Some seconds in, `llmdeck restart` runs with the --drain given; the clients go on till a few
 seconds after it returns. Printed: each request's outcome (whole, cut: the stream ended without its end,
@@ -19,8 +19,14 @@ from collections import Counter
 
 import httpx
 
-URL, NAME, CLIENTS, THINK_S, DRAIN_S = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
-BODY = {"model": "coder", "prompt": "def main():", "max_tokens": 120, "ignore_eos": True, "stream": True}
+URL, NAME, CLIENTS, THINK_S, DRAIN_S = (
+    sys.argv[1],
+    sys.argv[2],
+    int(sys.argv[3]),
+    float(sys.argv[4]),
+    sys.argv[5],
+)
+BODY = {"model": "coder", "prompt": "def main():", "max_tokens": 400, "ignore_eos": True, "stream": True}
 outcomes: list[tuple[float, str]] = []
 stop = threading.Event()
 t0 = time.monotonic()
@@ -41,7 +47,8 @@ def one(client: httpx.Client) -> str:
 def agent() -> None:
     with httpx.Client(timeout=httpx.Timeout(900, connect=10)) as client:
         while not stop.is_set():
-            outcomes.append((time.monotonic() - t0, one(client)))
+            said = one(client)
+            outcomes.append((time.monotonic() - t0, said))  # when it ended
             time.sleep(THINK_S)
 
 
@@ -58,10 +65,17 @@ time.sleep(6)
 stop.set()
 for t in threads:
     t.join()
-print(f"clients {CLIENTS}, think {THINK_S:g} s, restart --drain {DRAIN_S}: ran {began:.1f}-{ended:.1f} s, "
-      f"exit {said.returncode}")
+print(
+    f"clients {CLIENTS}, think {THINK_S:g} s, restart --drain {DRAIN_S}: ran {began:.1f}-{ended:.1f} s, "
+    f"exit {said.returncode}"
+)
 for line in said.stderr.splitlines():
-    if "request(s)" in line or "finished" in line or "cut by" in line or line.startswith(("stopping", "ready")):
+    if (
+        "request(s)" in line
+        or "finished" in line
+        or "cut by" in line
+        or line.startswith(("stopping", "ready"))
+    ):
         print("  restart:", line.strip())
 during = [o for t, o in outcomes if began <= t <= ended + 1]
 print("  requests:", dict(Counter(o for _, o in outcomes)), "| ending while it ran:", dict(Counter(during)))
