@@ -31,6 +31,7 @@ c = ollama.Client(host="http://127.0.0.1:18872", timeout=120)
 print("version:", httpx.get("http://127.0.0.1:18872/api/version").json())
 print("tags:", [(m.model, m.details.format) for m in c.list().models])
 print("show qwen3:8b:", c.show("qwen3:8b").modelinfo, c.show("qwen3:8b").capabilities)
+print("show nomic-embed-text:", c.show("nomic-embed-text").capabilities)
 print("ps:", [(m.model, m.context_length) for m in c.ps().models])
 ref = httpx.post("http://127.0.0.1:18872/v1/chat/completions", json={"model": "qwen3:8b", "max_tokens": 8,
       "temperature": 0, "messages": [{"role": "user", "content": "Say hi."}]}).json()
