@@ -213,7 +213,7 @@ def _record(log: Path) -> Any:
 def test_logs_follow_redacts_a_secret_split_across_reads(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import llmdeck.cli.server as server_cli
+    import llmdeck.cli.server_parts as server_cli
     import llmdeck.engines.logfiles as logfiles
     from llmdeck.engines.base import Engine
 
@@ -230,7 +230,7 @@ def test_logs_follow_redacts_a_secret_split_across_reads(
 
     monkeypatch.setattr(logfiles, "time", SimpleNamespace(sleep=fake_sleep))
     monkeypatch.setattr(Engine, "is_alive", lambda self, record: len(sleeps) <= len(parts))
-    server_cli._follow(log, _record(log))
+    server_cli.follow_tail(log, _record(log))
     out = capsys.readouterr().out
     assert "old line" not in out  # only what the log gained
     assert "FOLLOW" not in out and "--api-key <redacted> \\x1b[2J\n" in out
@@ -242,7 +242,7 @@ def test_logs_follow_waits_for_a_log_moved_away_and_reads_a_rotated_one_from_its
 ) -> None:
     """`logs -f` had been an internal error (FileNotFoundError) when the log was missing or moved while
     followed; a log rotated under it (smaller than what was read) is read from its start."""
-    import llmdeck.cli.server as server_cli
+    import llmdeck.cli.server_parts as server_cli
     import llmdeck.engines.logfiles as logfiles
     from llmdeck.engines.base import Engine
 
@@ -258,7 +258,7 @@ def test_logs_follow_waits_for_a_log_moved_away_and_reads_a_rotated_one_from_its
     monkeypatch.setattr(logfiles, "time", SimpleNamespace(sleep=fake_sleep))
     monkeypatch.setattr(Engine, "is_alive", lambda self, record: len(sleeps) <= len(steps))
     steps[:] = [lambda: log.write_text("new log line\n"), lambda: None]
-    server_cli._follow(log, _record(log))  # missing at the start: it waits, then reads it whole
+    server_cli.follow_tail(log, _record(log))  # missing at the start: it waits, then reads it whole
     log.write_text("a long first line of the first log\n")
     sleeps.clear()
     steps[:] = [
@@ -267,7 +267,7 @@ def test_logs_follow_waits_for_a_log_moved_away_and_reads_a_rotated_one_from_its
         lambda: log.write_text("new log line\n"),  # made again, shorter: read from its start
         lambda: None,
     ]
-    server_cli._follow(log, _record(log))
+    server_cli.follow_tail(log, _record(log))
     assert capsys.readouterr().out.count("new log line") == 2
 
 
