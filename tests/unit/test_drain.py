@@ -156,3 +156,34 @@ def test_a_wedged_server_costs_one_short_read(tmp_path: Path, monkeypatch: pytes
         t0 = time.monotonic()
         done = drain(_record(tmp_path, port=silent.getsockname()[1]), 60.0)
     assert done.busy is None and time.monotonic() - t0 < 3
+
+
+def test_down_waits_for_the_requests_by_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`llmdeck down NAME` with no flag: the server's running request is waited for (then the stop)."""
+    import subprocess
+
+    from cli_helpers import run_cli
+    from llmdeck.runtime.state import StateStore
+    from llmdeck.settings import Settings
+
+    settings = Settings(state_dir=tmp_path / "state")
+    proc = subprocess.Popen(["sleep", "60"], start_new_session=True)  # the "engine", stopped by the down
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _FakeMetrics)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        ours = {"pid": proc.pid, "argv": ["sleep", "60"]}  # its command line: the record's own process
+        record = _record(tmp_path, port=srv.server_address[1]).model_copy(update=ours)
+        StateStore(settings.servers_dir).save(record)
+        _FakeMetrics.running = 1
+        threading.Timer(0.5, lambda: setattr(_FakeMetrics, "running", 0)).start()
+        monkeypatch.setenv("LLMDECK_STATE_DIR", str(settings.state_dir))
+        code, out, err = run_cli(["down", "d"], capsys)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        proc.kill()
+    assert code == 0, err
+    assert "d: 1 request(s) running; waiting up to 20 s" in err and "all finished after" in err, err
+    assert out.strip() in {"d: stopped", "d: killed"}

@@ -148,19 +148,19 @@ def down_cmd(
     ctx: typer.Context,
     name: str = typer.Argument(None, help="Server name (optional when only one runs)."),
     all_: bool = typer.Option(False, "--all", help="Stop every llmdeck server."),
-    drain: float = drain_timeout(0.0, " (0: stop them now; with --all, all of them together)"),
+    drain: float = drain_timeout(20.0, " (0: stop them now; with --all, all of them together)"),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Stop a server: SIGTERM, then SIGKILL after a grace period. Its log stays.
+    """Stop a server: let its requests finish, SIGTERM, then SIGKILL after a grace period. Its log stays.
 
-    A request the server is running when it stops is cut off (a stream ends mid-answer); --drain S
-    waits up to S seconds for them to finish first (`restart` does, 60 s).
+    The requests the server is running are waited for (--drain, 20 s at most): vLLM's own stop cuts
+    them mid-answer, then holds their connections till the 20 s grace kills it.
 
     Examples:
 
       llmdeck down demo
 
-      llmdeck down demo --drain 120
+      llmdeck down demo --drain 0        # now: what runs is cut
 
       llmdeck down --all --json
     """

@@ -1,4 +1,4 @@
-"""Let a server's requests finish before it is stopped (`llmdeck restart`, `llmdeck down --drain S`).
+"""Let a server's requests finish before it is stopped (`llmdeck restart`: 60 s at most; `down`: 20 s).
 
 A stop sends the engine SIGTERM. vLLM (0.32, measured on the CPU engine: `evidence/lifecycle/drain/`)
 then ends its engine at once: a request it was running never ends, a stream stops mid-answer with no
