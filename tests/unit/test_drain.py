@@ -187,3 +187,16 @@ def test_down_waits_for_the_requests_by_default(
     assert code == 0, err
     assert "d: 1 request(s) running; waiting up to 20 s" in err and "all finished after" in err, err
     assert out.strip() in {"d: stopped", "d: killed"}
+
+
+def test_a_restarts_drain_notes_its_stop_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The note a gateway reads to hold new requests (gateway/comeback.drained) comes before the wait."""
+    from llmdeck.engines.logfiles import stopper
+    from llmdeck.runtime import engine_state
+
+    monkeypatch.setattr(engine_state, "is_alive", lambda record: True)
+    seen: list[object] = []
+    monkeypatch.setattr(drain_mod, "in_flight", lambda url: seen.append(stopper(tmp_path / "d.log")) or 0)
+    (tmp_path / "d.log").write_text("# llmdeck: starting\n")
+    let_finish(_record(tmp_path), 5.0, EventClock(print), who="`llmdeck restart d`")
+    assert seen and seen[0] is not None and seen[0][0] == "`llmdeck restart d`"  # type: ignore[index]

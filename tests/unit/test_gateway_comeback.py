@@ -30,20 +30,24 @@ CHAT = {"model": "a", "messages": [{"role": "user", "content": "hi"}]}
 
 
 @contextlib.contextmanager
-def gateway(tmp_path: Path, port: int, restart_wait_s: float = 30) -> Iterator[tuple[str, Settings]]:
-    """A gateway whose one route's backend is the llmdeck server `coder` (its record, at ``port``)."""
+def gateway(
+    tmp_path: Path, port: int, restart_wait_s: float = 30, interval_s: float = 60, **record: object
+) -> Iterator[tuple[str, Settings]]:
+    """A gateway whose one route's backend is the llmdeck server `coder` (its record, at ``port``;
+    ``record``: more of it, a live pid)."""
     settings = Settings(state_dir=tmp_path / "state")
     spec = LaunchSpec(name="coder", engine="cpu", model=str(tmp_path), port=port, served_model_name="coder")
     log_path = settings.logs_dir / "coder.log"
     log_path.parent.mkdir(parents=True)
     log_path.write_text("# llmdeck: starting\n")
+    fields: dict[str, object] = {"argv": ["x"], **record}
     StateStore(settings.servers_dir).save(
-        ServerRecord(name="coder", spec=spec, argv=["x"], log_path=log_path)
+        ServerRecord(name="coder", spec=spec, log_path=log_path, **fields)  # type: ignore[arg-type]
     )
     text = (
         "routes:\n  - model: a\n    backends:\n      - server: coder\n"
         f"timeouts: {{connect_s: 2, first_byte_s: 5, response_s: 5, restart_wait_s: {restart_wait_s}}}\n"
-        "health: {interval_s: 60, timeout_s: 0.5}\n"  # no health round during a test
+        f"health: {{interval_s: {interval_s}, timeout_s: 0.5}}\n"  # 60: no health round during a test
     )
     loaded = parse_config(text, source=tmp_path / "gateway.yaml", settings=settings)
     with UvicornThread(build_app(loaded)) as server:
@@ -190,3 +194,35 @@ def test_a_server_ready_between_two_looks_is_asked_once_more_not_given_the_503(
     monkeypatch.setattr(comeback, "POLL_S", 0.01)
     wait = comeback.waiter(None, Router(), [], 0.5, 30.0, asyncio.Event().wait)  # type: ignore[arg-type]
     assert asyncio.run(wait()) is True
+
+
+def test_new_requests_wait_while_a_restart_lets_the_running_ones_finish(tmp_path: Path) -> None:
+    """`llmdeck restart` notes its stop, then lets the server's running requests finish (runtime/drain.py)
+    while the server still answers: requests sent from then on had gone to it too, so steady traffic kept
+    it busy till the drain's limit cut what ran. Now its next health round holds the backend down, and a
+    new request waits for the new start (here: the old upstream stopped, a new one on its port)."""
+    from datetime import UTC, datetime
+
+    port, old, new = free_port(), FakeOpenAIUpstream(), FakeOpenAIUpstream()
+    engine = subprocess.Popen(["sleep", "120"], start_new_session=True)  # the live server's process
+    first = UvicornThread(old.app, port=port).__enter__()
+    live = {"pid": engine.pid, "argv": ["sleep", "120"], "ready_at": datetime.now(UTC)}
+    try:
+        with gateway(tmp_path, port, interval_s=0.3, **live) as (gw, settings):
+            assert httpx.post(f"{gw}/v1/chat/completions", json=CHAT, timeout=10).status_code == 200
+            _restarting(settings)  # the restart's note; its drain runs, the server answers still
+            time.sleep(1.5)  # a health round or more
+            status = httpx.get(f"{gw}/gateway/status").json()["routes"][0]["backends"][0]
+            assert status["healthy"] is False and "being restarted" in status["last_error"], status
+            thread, got, _ = _post_in_thread(f"{gw}/v1/chat/completions")
+            time.sleep(2.0)
+            assert thread.is_alive() and len(old.bodies) == 1, got and got[0].text  # held, not sent
+            first.__exit__(None, None, None)  # the restart stops it
+            engine.kill()
+            (settings.logs_dir / "coder.log").write_text("# llmdeck: starting\n")  # its new start's log
+            with UvicornThread(new.app, port=port):
+                thread.join(15)
+                assert got and got[0].status_code == 200, got[0].text
+    finally:
+        engine.kill()
+    assert len(old.bodies) == 1 and len(new.bodies) == 1

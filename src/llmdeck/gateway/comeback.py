@@ -46,12 +46,34 @@ def coming_back(backend: ResolvedBackend) -> bool:
     follow = backend.follow
     if follow is None:
         return False
-    from llmdeck.gateway.lifecycle import live_in, restarting
+    from llmdeck.gateway.lifecycle import live_in
 
-    if (record := live_in(follow.servers_dir, follow.server)) is not None:
-        return record.ready_at is None  # loading; a ready one answers its probe (or is not coming back)
-    if follow.logs_dir is None:
+    if (record := live_in(follow.servers_dir, follow.server)) is not None and record.ready_at is None:
+        return True  # its new start loads
+    return restart_stopping(backend)  # a ready one answers its probe, unless a restart is stopping it
+
+
+def drained(backend: ResolvedBackend) -> bool:
+    """Whether a `llmdeck restart` lets the backend's running server finish its requests before it stops
+    it (runtime/drain.py): the server answers still, but new requests are held for the new start (the
+    probe keeps the backend down). Once it is stopped its probes fail as they did."""
+    if backend.follow is None:
         return False
+    from llmdeck.gateway.lifecycle import live_in
+
+    record = live_in(backend.follow.servers_dir, backend.follow.server)
+    return record is not None and record.ready_at is not None and restart_stopping(backend)
+
+
+def restart_stopping(backend: ResolvedBackend) -> bool:
+    """Whether a `llmdeck restart` is stopping the backend's server (its note in the server's log, its
+    process alive): letting the requests it runs finish first (runtime/drain.py), or stopped, its new
+    start not recorded yet."""
+    follow = backend.follow
+    if follow is None or follow.logs_dir is None:
+        return False
+    from llmdeck.gateway.lifecycle import restarting
+
     return restarting(follow.server, follow.logs_dir / f"{follow.server}.log") is not None
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import httpx
 
+from llmdeck.gateway.comeback import drained
 from llmdeck.gateway.config import LoadedConfig, ResolvedBackend, ResolvedRoute
 from llmdeck.gateway.follow import current
 from llmdeck.util.http import IDENTITY, JSON_CAP, BodyTooLarge, aread_capped, failure_words
@@ -30,6 +31,7 @@ from llmdeck.util.jsonsafe import loads as json_loads
 from llmdeck.util.redact import redact_url
 
 log = logging.getLogger("llmdeck.gateway")
+HELD = "its server is being restarted (`llmdeck restart`): new requests wait for its new start"
 QUICK_S = 1.0  # how often a backend that refused a connection is probed till it answers (soon)
 MAX_MODEL_LEN = 1 << 40  # a backend's max_model_len past this (or not a positive integer) is not shown
 
@@ -195,6 +197,11 @@ class Router:
 
     async def probe(self, client: httpx.AsyncClient, state: BackendState, timeout_s: float) -> None:
         state.follow_server()
+        if state.backend.follow is not None and await asyncio.to_thread(drained, state.backend):
+            if state.healthy or state.last_error != HELD:  # once, not a failure a round
+                state.mark_down(HELD)
+            state.checked_at = time.time()
+            return
         headers = {"Authorization": f"Bearer {state.backend.api_key}"} if state.backend.api_key else {}
         headers.update(IDENTITY)
         url = f"{state.url}/v1/models"

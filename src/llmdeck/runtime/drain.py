@@ -66,13 +66,18 @@ def drain(
     return Drained(busy=busy, left=now or 0, waited_s=round(time.monotonic() - t0, 2))
 
 
-def let_finish(record: ServerRecord, limit_s: float, clock: EventClock) -> Drained:
+def let_finish(record: ServerRecord, limit_s: float, clock: EventClock, who: str | None = None) -> Drained:
     """:func:`drain`, saying what is waited for and how it ended (``draining`` events). A stale record
-    (its pid another program's now) is not read: what answers on its port is not its server."""
+    (its pid another program's now) is not read: what answers on its port is not its server. ``who``
+    (a restart) is noted in its log first, as the stop's note: a gateway in front holds the requests
+    that come from then on for the new start (gateway/comeback.py), so steady traffic ends too."""
+    from llmdeck.engines.logfiles import note_stop
     from llmdeck.runtime.engine_state import is_alive
 
     if limit_s <= 0 or not is_alive(record):
         return Drained(busy=None)
+    if who is not None:
+        note_stop(record.log_path, who)
 
     def busy(n: int) -> None:
         clock.emit("draining", f"{record.name}: {n} request(s) running; waiting up to {limit_s:g} s", busy=n)

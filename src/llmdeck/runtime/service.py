@@ -375,7 +375,7 @@ def restart(
 
         spec = changed_spec(spec, changes)
     launcher.validate_spec(spec)  # before the stop: a model moved away had left it stopped, unstartable
-    let_finish(record, options.drain_s, clock)
+    let_finish(record, options.drain_s, clock, who=launcher.restart_who(name))
     clock.emit("stopping", f"stopping {record.name} …")
     outcome = launcher.down(record.name, settings, who=launcher.restart_who(name))  # "stale": left alone
     freed = wait_memory_settles()
