@@ -200,3 +200,24 @@ def test_a_restarts_drain_notes_its_stop_first(tmp_path: Path, monkeypatch: pyte
     (tmp_path / "d.log").write_text("# llmdeck: starting\n")
     let_finish(_record(tmp_path), 5.0, EventClock(print), who="`llmdeck restart d`")
     assert seen and seen[0] is not None and seen[0][0] == "`llmdeck restart d`"  # type: ignore[index]
+
+
+def test_a_restart_stopped_during_its_drain_leaves_no_stop_in_the_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while it waits: the server runs on; its log must not name the restart as who stopped it
+    (a later crash's diagnosis would say so), nor a gateway go on holding its requests."""
+    from llmdeck.engines.logfiles import stopper, who_stopped
+    from llmdeck.runtime import engine_state
+
+    def interrupted(url: str) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engine_state, "is_alive", lambda record: True)
+    monkeypatch.setattr(drain_mod, "in_flight", interrupted)
+    log = tmp_path / "d.log"
+    log.write_text("# llmdeck: 2026-12-06T00:00:00+00:00 starting: vllm serve\n")
+    with pytest.raises(KeyboardInterrupt):
+        let_finish(_record(tmp_path), 5.0, EventClock(print), who="`llmdeck restart d`")
+    assert "kept running: `llmdeck restart d` ended" in log.read_text()
+    assert who_stopped(log) is None and stopper(log) is None

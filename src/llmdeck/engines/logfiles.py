@@ -107,8 +107,8 @@ def stopped_by(log_text: str) -> str | None:
     who = None
     for line in log_text.splitlines():
         if line.startswith("# llmdeck: "):
-            if " starting: " in line:
-                who = None  # an earlier start's stop is not this one's
+            if " starting: " in line or " kept running: " in line:
+                who = None  # an earlier start's stop is not this one's; a restart cut short stopped none
             elif " stopping: " in line:
                 who = line.split(" stopping: ", 1)[1].strip()
     return who

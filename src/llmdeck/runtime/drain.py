@@ -71,7 +71,7 @@ def let_finish(record: ServerRecord, limit_s: float, clock: EventClock, who: str
     (its pid another program's now) is not read: what answers on its port is not its server. ``who``
     (a restart) is noted in its log first, as the stop's note: a gateway in front holds the requests
     that come from then on for the new start (gateway/comeback.py), so steady traffic ends too."""
-    from llmdeck.engines.logfiles import note_stop
+    from llmdeck.engines.logfiles import note, note_stop
     from llmdeck.runtime.engine_state import is_alive
 
     if limit_s <= 0 or not is_alive(record):
@@ -82,7 +82,12 @@ def let_finish(record: ServerRecord, limit_s: float, clock: EventClock, who: str
     def busy(n: int) -> None:
         clock.emit("draining", f"{record.name}: {n} request(s) running; waiting up to {limit_s:g} s", busy=n)
 
-    done = drain(record, limit_s, busy)
+    try:
+        done = drain(record, limit_s, busy)
+    except BaseException:  # Ctrl-C: the server runs on, and its log must not say who stopped it
+        if who is not None:
+            note(record.log_path, f"kept running: {who} ended before it stopped the server")
+        raise
     if done.busy:
         left = f"{done.left} still running, cut by the stop" if done.left else "all finished"
         clock.emit("draining", f"{record.name}: {left} after {done.waited_s:.1f} s", **done.model_dump())
