@@ -73,6 +73,15 @@ def test_nothing_left_to_wait_for_ends_it_at_once(tmp_path: Path, counts: list[i
     assert done.left == 0 and done.waited_s < 5
 
 
+def test_a_restarts_drain_lasts_long_enough_for_a_gateway_to_hold_new_requests(tmp_path: Path) -> None:
+    """Idle at first, then a request a gateway sent before its look held the backend: waited for too."""
+    asked, read = _reader([0, 0, 1, 1, 0])
+    seen: list[int] = []
+    done = drain(_record(tmp_path), 5.0, seen.append, at_least_s=0.2, read=read)  # type: ignore[arg-type]
+    assert done.busy == 1 and done.left == 0 and seen == [1] and len(asked) >= 5
+    assert done.waited_s >= 0.2
+
+
 def test_a_server_not_ready_or_no_limit_is_not_read(tmp_path: Path) -> None:
     asked, read = _reader([5])
     assert drain(_record(tmp_path, ready=False), 30.0, read=read).busy is None  # type: ignore[arg-type]

@@ -199,8 +199,9 @@ def test_a_server_ready_between_two_looks_is_asked_once_more_not_given_the_503(
 def test_new_requests_wait_while_a_restart_lets_the_running_ones_finish(tmp_path: Path) -> None:
     """`llmdeck restart` notes its stop, then lets the server's running requests finish (runtime/drain.py)
     while the server still answers: requests sent from then on had gone to it too, so steady traffic kept
-    it busy till the drain's limit cut what ran. Now its next health round holds the backend down, and a
-    new request waits for the new start (here: the old upstream stopped, a new one on its port)."""
+    it busy till the drain's limit (or came just as it stopped) and were cut. Now a request a second or
+    more after the note finds the backend held, and waits for the new start (here: the old upstream
+    stopped, a new one on its port). No health round runs in this test: the request's own look holds it."""
     from datetime import UTC, datetime
 
     port, old, new = free_port(), FakeOpenAIUpstream(), FakeOpenAIUpstream()
@@ -208,15 +209,15 @@ def test_new_requests_wait_while_a_restart_lets_the_running_ones_finish(tmp_path
     first = UvicornThread(old.app, port=port).__enter__()
     live = {"pid": engine.pid, "argv": ["sleep", "120"], "ready_at": datetime.now(UTC)}
     try:
-        with gateway(tmp_path, port, interval_s=0.3, **live) as (gw, settings):
+        with gateway(tmp_path, port, **live) as (gw, settings):
             assert httpx.post(f"{gw}/v1/chat/completions", json=CHAT, timeout=10).status_code == 200
             _restarting(settings)  # the restart's note; its drain runs, the server answers still
-            time.sleep(1.5)  # a health round or more
-            status = httpx.get(f"{gw}/gateway/status").json()["routes"][0]["backends"][0]
-            assert status["healthy"] is False and "being restarted" in status["last_error"], status
+            time.sleep(1.1)  # the backend is looked at once a second at most
             thread, got, _ = _post_in_thread(f"{gw}/v1/chat/completions")
             time.sleep(2.0)
             assert thread.is_alive() and len(old.bodies) == 1, got and got[0].text  # held, not sent
+            status = httpx.get(f"{gw}/gateway/status").json()["routes"][0]["backends"][0]
+            assert status["healthy"] is False and "being restarted" in status["last_error"], status
             first.__exit__(None, None, None)  # the restart stops it
             engine.kill()
             (settings.logs_dir / "coder.log").write_text("# llmdeck: starting\n")  # its new start's log

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("llmdeck.gateway")
 
 POLL_S = 1.0  # between looks (and probes) while a server comes back
+HELD = "its server is being restarted (`llmdeck restart`): new requests wait for its new start"
+_looked: dict[str, float] = {}  # a `server:` backend's URL -> when hold_drained last looked at it
 Stamp = tuple[tuple[int, int] | None, tuple[int, int] | None]  # the record's and the log's (file_stamp)
 _seen: dict[str, tuple[float, Stamp, bool]] = {}  # server's record path -> (when looked, stamp, back)
 
@@ -51,6 +53,21 @@ def coming_back(backend: ResolvedBackend) -> bool:
     if (record := live_in(follow.servers_dir, follow.server)) is not None and record.ready_at is None:
         return True  # its new start loads
     return restart_stopping(backend)  # a ready one answers its probe, unless a restart is stopping it
+
+
+async def hold_drained(states: list[BackendState]) -> None:
+    """Before a request is sent: a `server:` backend whose restart lets it finish its requests
+    (:func:`drained`) is marked down, so the request waits for the new start (the all-down check's
+    wait). Looked at once a second a backend at most, by the request that comes then (~1 ms); the
+    restart's drain lasts long enough for that look (runtime/drain.py's HOLD_S)."""
+    now = time.monotonic()
+    for state in states:
+        if state.backend.follow is None or not state.healthy or now - _looked.get(state.url, 0.0) < POLL_S:
+            continue
+        _looked[state.url] = now
+        if await asyncio.to_thread(drained, state.backend):
+            state.mark_down(HELD)
+            state.checked_at = time.time()
 
 
 def drained(backend: ResolvedBackend) -> bool:

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from llmdeck.gateway.comeback import drained
+from llmdeck.gateway.comeback import HELD, drained
 from llmdeck.gateway.config import LoadedConfig, ResolvedBackend, ResolvedRoute
 from llmdeck.gateway.follow import current
 from llmdeck.util.http import IDENTITY, JSON_CAP, BodyTooLarge, aread_capped, failure_words
@@ -31,7 +31,6 @@ from llmdeck.util.jsonsafe import loads as json_loads
 from llmdeck.util.redact import redact_url
 
 log = logging.getLogger("llmdeck.gateway")
-HELD = "its server is being restarted (`llmdeck restart`): new requests wait for its new start"
 QUICK_S = 1.0  # how often a backend that refused a connection is probed till it answers (soon)
 MAX_MODEL_LEN = 1 << 40  # a backend's max_model_len past this (or not a positive integer) is not shown
 

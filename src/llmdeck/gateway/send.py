@@ -48,6 +48,7 @@ async def send(
     back = comeback.waiter(
         st.client, st.router, route.backends, health.timeout_s, timeouts.restart_wait_s, gone
     )
+    await comeback.hold_drained(route.backends)  # a restart letting its requests finish: wait for it
     if (down := await all_down(st.client, st.router, route, ctx, health, back)) is not None:
         return down
     if body is not None:

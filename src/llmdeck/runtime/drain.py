@@ -26,6 +26,7 @@ from llmdeck.runtime.state import ServerRecord, StateStore
 from llmdeck.runtime.status import scrape_live_metrics
 
 POLL_S = 0.25
+HOLD_S = 2.5  # a restart's drain lasts this long at least: a gateway looks each second (comeback.py)
 READ_S = 2.0  # a wedged server (it accepts, never answers) costs one such read: nothing is waited for
 
 
@@ -50,19 +51,24 @@ def drain(
     limit_s: float,
     on_busy: Callable[[int], None] = lambda _: None,
     *,
+    at_least_s: float = 0.0,
     read: Callable[[str], int | None] | None = None,
 ) -> Drained:
-    """Wait (at most ``limit_s``) till ``record``'s server runs no request; ``on_busy(n)`` once, when
-    it has some at the start. Returns at once for a server not ready or whose metrics cannot be read."""
+    """Wait (at most ``limit_s``) till ``record``'s server runs no request, and ``at_least_s`` has passed
+    (requests a gateway sent before it held them reach the engine meanwhile); ``on_busy(n)`` once, when
+    it has some. Returns at once for a server not ready or whose metrics cannot be read."""
     t0, read = time.monotonic(), read or in_flight
     if limit_s <= 0 or record.ready_at is None:
         return Drained(busy=None)
     busy = now = read(record.base_url)
     if busy:
         on_busy(busy)
-    while now and time.monotonic() - t0 < limit_s:
+    while now is not None and (now or time.monotonic() - t0 < at_least_s) and time.monotonic() - t0 < limit_s:
         time.sleep(min(POLL_S, max(0.0, limit_s - (time.monotonic() - t0))))
         now = read(record.base_url)
+        if now and not busy:
+            busy = now
+            on_busy(now)
     return Drained(busy=busy, left=now or 0, waited_s=round(time.monotonic() - t0, 2))
 
 
@@ -82,8 +88,8 @@ def let_finish(record: ServerRecord, limit_s: float, clock: EventClock, who: str
     def busy(n: int) -> None:
         clock.emit("draining", f"{record.name}: {n} request(s) running; waiting up to {limit_s:g} s", busy=n)
 
-    try:
-        done = drain(record, limit_s, busy)
+    try:  # noted: a gateway's next look (a second at most) holds new requests; sent ones are waited for
+        done = drain(record, limit_s, busy, at_least_s=HOLD_S if who is not None else 0.0)
     except BaseException:  # Ctrl-C: the server runs on, and its log must not say who stopped it
         if who is not None:
             note(record.log_path, f"kept running: {who} ended before it stopped the server")
