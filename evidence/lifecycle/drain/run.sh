@@ -21,5 +21,5 @@ run 1 1 60
 echo "== two agents"
 run 2 1 0
 run 2 1 60
-echo "== three clients with no pause (steady load): the gateway holds new requests from its next health round (10 s)"
+echo "== three clients with no pause (steady load): the gateway holds new requests while the server drains"
 run 3 0 60
