@@ -78,8 +78,10 @@ def drained(backend: ResolvedBackend) -> bool:
         return False
     from llmdeck.gateway.lifecycle import live_in
 
+    if not restart_stopping(backend):  # the log's last note first (~1 ms): the record's look may ask docker
+        return False
     record = live_in(backend.follow.servers_dir, backend.follow.server)
-    return record is not None and record.ready_at is not None and restart_stopping(backend)
+    return record is not None and record.ready_at is not None
 
 
 def restart_stopping(backend: ResolvedBackend) -> bool:
