@@ -31,9 +31,9 @@ READ_S = 2.0  # a wedged server (it accepts, never answers) costs one such read:
 
 
 class Drained(BaseModel):
-    """What a drain found: the requests at its start and those still running when it gave up."""
+    """What a drain found: the requests it waited for and those still running when it gave up."""
 
-    busy: int | None = Field(description="Requests running or waiting at the start; None: not readable.")
+    busy: int | None = Field(description="Requests running or waiting when first seen; None: not readable.")
     left: int = Field(0, description="Still running or waiting when the limit ran out (they are cut).")
     waited_s: float = 0.0
 
