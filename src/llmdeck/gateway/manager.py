@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from typing import Any
 
@@ -45,6 +46,7 @@ from llmdeck.gateway.refusals import Refusal, StartFailed, retrieve
 log = logging.getLogger("llmdeck.gateway.models")
 
 TICK_S = 1.0
+MIN_IDLE_S = 1.0  # keep_alive 0 (Ollama's unload after the request): a request on its way is not beaten
 MEASURE_EVERY_S = 5.0
 
 
@@ -277,16 +279,23 @@ class ModelManager(OutsideStarts):
 
     async def _expire(self) -> None:
         for model in self.models.values():
-            ttl = model.backend.ttl_s
-            if not ttl or model.state != "running" or model.busy() or model.idle_s() < ttl:
+            limit = model.idle_limit()
+            if limit is None or math.isinf(limit) or model.state != "running" or model.busy():
+                continue
+            if model.idle_s() < (limit if model.keep_alive_s is None else max(limit, MIN_IDLE_S)):
                 continue
             if self._lock.locked():
                 return  # a start is under way: look again on the next tick
             async with self._lock:
                 # a server started anew (still loading, or not adopted yet) is not the idle one: kept
                 if model.state == "running" and not model.busy() and not await self._restarted(model):
-                    log.info("evict %s: idle %.0f s, past its ttl_s %g", model.name, model.idle_s(), ttl)
-                    await self._evict(model, f"after ttl_s {ttl:g}")
+                    how = (
+                        f"ttl_s {limit:g}"
+                        if model.keep_alive_s is None
+                        else f"keep_alive {limit:g} s (Ollama's)"
+                    )
+                    log.info("evict %s: idle %.0f s, past its %s", model.name, model.idle_s(), how)
+                    await self._evict(model, f"after {how}")
 
     async def shutdown(self) -> None:
         """Stop the loop and every model this gateway runs (as llama-swap does on exit)."""

@@ -47,6 +47,7 @@ class ManagedModel:
     record_sig: tuple[int, int] | None = None  # its record file when read (a new start's save changes it)
     restart_pid: int | None = None  # starting: the `llmdeck restart NAME` whose new start it waits for
     look: asyncio.Task[None] | None = field(default=None, repr=False)  # outside.py's look at its record
+    keep_alive_s: float | None = None  # an Ollama client's keep_alive (ollama_keepalive.py), till its stop
 
     @property
     def name(self) -> str:
@@ -80,6 +81,11 @@ class ManagedModel:
 
     def idle_s(self) -> float:
         return time.time() - self.last_used if self.last_used is not None else float("inf")
+
+    def idle_limit(self) -> float | None:
+        """Seconds idle after which it is stopped (or put to sleep): the last Ollama request's
+        ``keep_alive`` where one was given, else its route's ``ttl_s``; None: only to make room."""
+        return self.keep_alive_s if self.keep_alive_s is not None else self.backend.ttl_s
 
     def busy(self) -> bool:
         return self.inflight > 0 or self.waiting > 0
@@ -172,6 +178,7 @@ class ManagedModel:
         self.record = None
         self.measured_sleeping = None
         self.outside, self.restart_pid = False, None
+        self.keep_alive_s = None
 
     def fail(self, text: str, *, mark: bool) -> None:
         self.last_error = text
@@ -205,6 +212,7 @@ class ManagedModel:
             "start_seconds": round(self.start_seconds, 1) if self.start_seconds else None,
             "keep": self.backend.keep,
             "ttl_s": self.backend.ttl_s,
+            "keep_alive_s": -1 if self.keep_alive_s == float("inf") else self.keep_alive_s,
             "group": self.backend.group,
             "sleep_level": self.backend.sleep_level,
             "min_resident_s": self.backend.min_resident_s,

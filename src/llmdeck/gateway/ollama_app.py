@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from llmdeck.gateway.ollama_keepalive import keep_alive_s
 from llmdeck.gateway.ollama_replies import NdjsonStream, error_reply, whole
 from llmdeck.gateway.ollama_shapes import (
     Kind,
@@ -140,8 +142,9 @@ def ps_entry(st: GatewayState, alias: str) -> dict[str, Any] | None:
             running = running or (backend.healthy is True and backend.checked_at is not None)
         elif model.state == "running":
             running, held = True, held + model.held(st.manager.budget.kind)  # type: ignore[union-attr]
-            if model.backend.ttl_s and model.last_used:
-                expires = max(expires, model.last_used + model.backend.ttl_s)
+            limit = model.idle_limit()
+            if limit is not None and not math.isinf(limit) and model.last_used:
+                expires = max(expires, model.last_used + limit)
     if not running:
         return None
     entry = _entry(st, alias, now_iso(st.started_at)) | {"size": held, "size_vram": held}
@@ -234,6 +237,7 @@ async def _serve(request: Request, endpoint: str) -> Response:
         return asked
     kind, alias, req, body = asked
     ctx.route = alias
+    _hold(st, alias, keep_alive_s(req.get("keep_alive")))  # checked by _translated
     if _loads_only(kind, body):  # Ollama's "load this model" (no prompt; keep_alive 0: unload it)
         loaded = _load(st, kind, alias, req)
         ctx.finish(loaded.status_code, "" if loaded.status_code == 200 else "refused")
@@ -267,6 +271,7 @@ async def _translated(
     if isinstance(alias, JSONResponse):
         return alias
     try:
+        keep_alive_s(req.get("keep_alive"))
         if endpoint == "chat":
             return "chat", alias, req, chat_body(req | {"model": alias})
         if endpoint in ("embed", "embeddings"):
@@ -290,7 +295,7 @@ def _loads_only(kind: Kind, body: dict[str, Any]) -> bool:
 def _load(st: GatewayState, kind: Kind, alias: str, req: dict[str, Any]) -> JSONResponse:
     """Load (wake or start) or unload (sleep or stop) the alias's models on demand; answered at once, as
     the dashboard's actions are (a request for the model waits for its start as any request does)."""
-    unload = req.get("keep_alive") in (0, "0", "0s", "0m")
+    unload = keep_alive_s(req.get("keep_alive")) == 0
     route = st.router.routes[alias]
     manager = st.manager
     models = [m for b in route.backends if manager is not None and (m := manager.get(b.url)) is not None]
@@ -314,6 +319,15 @@ def _load(st: GatewayState, kind: Kind, alias: str, req: dict[str, Any]) -> JSON
         "done_reason": "unload" if unload else "load",
     }
     return JSONResponse(head | _EMPTY[kind])
+
+
+def _hold(st: GatewayState, alias: str, seconds: float | None) -> None:
+    """The request's ``keep_alive`` on the alias's models on demand: their idle limit till the next
+    Ollama request or their stop (None: their route's ``ttl_s`` again)."""
+    for backend in st.router.routes[alias].backends:
+        if st.manager is not None and (model := st.manager.get(backend.url)) is not None:
+            model.keep_alive_s = seconds
+            model.touch()  # its request is on its way: idle from now (0: stopped after the reply)
 
 
 _EMPTY: dict[str, dict[str, Any]] = {  # what a load's reply carries, as Ollama's does for each endpoint

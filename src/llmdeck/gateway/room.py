@@ -121,7 +121,7 @@ class RoomMaker:
     async def _evict(self, model: ManagedModel, why: str) -> None:
         """Stop taking requests, let the ones in flight finish (bounded), then sleep or stop."""
         previous = model.state
-        model.state = "stopping"
+        model.state, model.keep_alive_s = "stopping", None  # a keep_alive lasts till the model goes
         deadline = time.monotonic() + self.budget.queue.wait_s
         while model.inflight > 0 and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
