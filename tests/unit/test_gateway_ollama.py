@@ -383,6 +383,9 @@ def test_a_backend_reply_nested_too_deep_is_an_answer_not_a_dropped_connection(
     assert r.status_code == status and len(r.json()["error"]) < 2100
 
 
+_LMO = ["--language-model-only"]
+
+
 @pytest.mark.parametrize(
     ("flag_lists", "expected"),
     [
@@ -397,7 +400,42 @@ def test_a_backend_reply_nested_too_deep_is_an_answer_not_a_dropped_connection(
     ],
 )
 def test_capabilities_follow_the_servers_flags(flag_lists: list[list[str]], expected: list[str]) -> None:
-    assert capabilities(flag_lists) == expected
+    assert capabilities([(flags, False) for flags in flag_lists]) == expected
+
+
+@pytest.mark.parametrize(
+    ("backends", "expected"),
+    [
+        ([([], True)], ["completion", "vision"]),
+        ([(["--enable-auto-tool-choice"], True)], ["completion", "vision", "tools"]),
+        ([(_LMO, True)], ["completion"]),  # the vision tower is not loaded
+        ([(["--limit-mm-per-prompt", '{"image": 0}'], True)], ["completion"]),
+        ([(["--limit-mm-per-prompt", '{"image": 0, "video": 0}'], True)], ["completion"]),
+        ([(["--limit-mm-per-prompt", "image=0"], True)], ["completion"]),  # the older form
+        ([(["--limit-mm-per-prompt", '{"image": 2}'], True)], ["completion", "vision"]),
+        ([(["--limit-mm-per-prompt", '{"image": 0.5}'], True)], ["completion", "vision"]),
+        ([([], True), ([], False)], ["completion"]),  # one backend cannot see images
+        ([(["--runner", "pooling"], True)], ["embedding"]),
+    ],
+)
+def test_vision_for_a_vision_tower_not_turned_off(
+    backends: list[tuple[list[str], bool]], expected: list[str]
+) -> None:
+    assert capabilities(backends) == expected
+
+
+def test_a_vision_tower_is_read_from_the_model_folder(tmp_path: Path) -> None:
+    from llmdeck.formats.model_folder import has_vision_tower
+
+    (tmp_path / "vl").mkdir()
+    (tmp_path / "vl" / "config.json").write_text('{"vision_config": {"depth": 2}, "text_config": {}}')
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "config.json").write_text('{"hidden_size": 8}')
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "config.json").write_text("{not json")
+    found = {name: has_vision_tower(str(tmp_path / name)) for name in ("vl", "text", "bad", "none")}
+    assert found == {"vl": True, "text": False, "bad": False, "none": False}
+    assert not has_vision_tower("Qwen/Qwen2.5-VL-7B-Instruct")  # a hub name: not known, not claimed
 
 
 def test_show_reads_the_capabilities_of_a_model_on_demand(tmp_path: Path) -> None:
@@ -413,16 +451,22 @@ def test_show_reads_the_capabilities_of_a_model_on_demand(tmp_path: Path) -> Non
     args = {
         "chat": ["--enable-auto-tool-choice", "--reasoning-parser", "qwen3"],
         "emb": ["--runner", "pooling"],
+        "vl": [],  # its folder's config.json has a vision_config
     }
+    (tmp_path / "vl").mkdir()
+    (tmp_path / "vl" / "config.json").write_text('{"vision_config": {"depth": 2}}', encoding="utf-8")
     lines = ["routes:"]
     for i, (name, vllm_args) in enumerate(args.items()):
-        spec = LaunchSpec(
-            name=name, engine="cpu", model=str(tmp_path / "m"), port=9100 + i, vllm_args=vllm_args
-        )
+        model = tmp_path / ("vl" if name == "vl" else "m")
+        spec = LaunchSpec(name=name, engine="cpu", model=str(model), port=9100 + i, vllm_args=vllm_args)
         (tmp_path / f"{name}.json").write_text(spec.model_dump_json(), encoding="utf-8")
         lines.append(f"  - {{model: {name}, backends: [{{spec: {name}.json}}]}}")
     text = "\n".join([*lines, "budget: {memory_gib: 10}"]) + "\n"
     loaded = parse_config(text, source=tmp_path / "gw.yaml", settings=settings)
     client = TestClient(build_app(loaded, settings=settings))  # no lifespan: nothing is started
     said = {m: client.post("/api/show", json={"model": m}).json()["capabilities"] for m in args}
-    assert said == {"chat": ["completion", "tools", "thinking"], "emb": ["embedding"]}
+    assert said == {
+        "chat": ["completion", "tools", "thinking"],
+        "emb": ["embedding"],
+        "vl": ["completion", "vision"],
+    }

@@ -218,3 +218,15 @@ def has_chat_template(model_dir: Path) -> bool:
         return "chat_template" in _json_loads(read_regular_text(tok_config, MAX_INDEX_BYTES))
     except (OSError, ValueError, TypeError):
         return False
+
+
+def has_vision_tower(model: str) -> bool:
+    """A local model folder whose config.json has a ``vision_config`` (Qwen-VL, Gemma 3, Llama 4, ...);
+    False for a hub name or a folder whose config cannot be read (not claimed where not known)."""
+    from llmdeck.errors import LlmdeckError
+
+    config = Path(model).expanduser() / "config.json"
+    try:
+        return config.is_file() and isinstance(read_model_config(config).get("vision_config"), dict)
+    except (LlmdeckError, OSError):
+        return False

@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from llmdeck.formats.model_folder import has_vision_tower
 from llmdeck.gateway.ollama_keepalive import keep_alive_s
 from llmdeck.gateway.ollama_replies import NdjsonStream, error_reply, whole
 from llmdeck.gateway.ollama_shapes import (
@@ -171,17 +172,19 @@ async def _show(request: Request) -> Response:
     return _logged(request, JSONResponse(reply), caller.name)
 
 
-def _flags(st: GatewayState, alias: str) -> list[list[str]]:
-    """The vLLM flags of the alias's backends that llmdeck starts or follows (a URL's are not known)."""
+def _flags(st: GatewayState, alias: str) -> list[tuple[list[str], bool]]:
+    """The vLLM flags of the alias's backends that llmdeck starts or follows (a URL's are not known), each
+    with whether its model (a local folder) carries a vision tower."""
     from llmdeck.gateway.lifecycle import live_in
 
     found = []
     for state in st.router.routes[alias].backends:
         backend, follow = state.backend, state.backend.follow
-        if backend.managed is not None:
-            found.append(list(backend.managed.spec.vllm_args))
-        elif follow is not None and (record := live_in(follow.servers_dir, follow.server)) is not None:
-            found.append(list(record.spec.vllm_args))
+        spec = backend.managed.spec if backend.managed is not None else None
+        if spec is None and follow is not None and (record := live_in(follow.servers_dir, follow.server)):
+            spec = record.spec
+        if spec is not None:
+            found.append((list(spec.vllm_args), has_vision_tower(spec.model)))
     return found
 
 
