@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.llmdeck-installed
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: quickstart test setup lint typecheck unit integration browser clean llamacpp docs bytecode
+.PHONY: quickstart test lint typecheck unit integration browser clean llamacpp docs bytecode
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -69,7 +69,7 @@ SERIAL      := $(BIN)/pytest tests/integration tests/e2e -q -m serial --duration
 unit: $(STAMP) bytecode
 	$(BIN)/pytest tests/unit -q -n 4 --durations=15
 
-integration: setup
+integration: $(STAMP) llamacpp browser bytecode
 	$(INTEGRATION)
 	$(SERIAL)
 
@@ -96,15 +96,7 @@ browser:
 		fi; \
 	fi
 
-# make test's set-up: the three installs depend on nothing of each other, so they run side by side
-# (make -j3): the llama.cpp build (CPU-bound, ~5 min on 2 cores) beside llmdeck's pip install and
-# chromium's apt-get, which mostly wait on downloads and the disk. (`make -j` given to `make test`
-# itself is not needed: the set-up asks for it.)
-setup:
-	@$(MAKE) --no-print-directory -j3 $(STAMP) llamacpp browser
-	@$(MAKE) --no-print-directory bytecode
-
-test: setup
+test: $(STAMP) llamacpp browser bytecode
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/lint-imports
 	$(BIN)/mypy

@@ -7,10 +7,15 @@ seconds after it returns. Printed: each request's outcome (whole, cut: the strea
 or an HTTP error) and what the restart said.
 
     python restart_under_load.py GATEWAY_URL SERVER_NAME CLIENTS THINK_S DRAIN_S
+
+LLMDECK (default .venv/bin/llmdeck) is the command that restarts; MAX_TOKENS (default 400) each answer's
+length (the GPU run, evidence/device/drain_gpu.sh, asks for more: the H200 writes 400 tokens in ~2 s).
 """
 
 from __future__ import annotations
 
+import os
+import shlex
 import subprocess
 import sys
 import threading
@@ -26,7 +31,9 @@ URL, NAME, CLIENTS, THINK_S, DRAIN_S = (
     float(sys.argv[4]),
     sys.argv[5],
 )
-BODY = {"model": "coder", "prompt": "def main():", "max_tokens": 400, "ignore_eos": True, "stream": True}
+TOKENS = int(os.environ.get("MAX_TOKENS", "400"))
+BODY = {"model": "coder", "prompt": "def main():", "max_tokens": TOKENS, "ignore_eos": True, "stream": True}
+LLMDECK = shlex.split(os.environ.get("LLMDECK", ".venv/bin/llmdeck"))
 outcomes: list[tuple[float, str]] = []
 stop = threading.Event()
 t0 = time.monotonic()
@@ -58,7 +65,7 @@ for t in threads:
 time.sleep(6)
 began = time.monotonic() - t0
 said = subprocess.run(
-    [".venv/bin/llmdeck", "restart", NAME, "--drain", DRAIN_S], capture_output=True, text=True, check=False
+    [*LLMDECK, "restart", NAME, "--drain", DRAIN_S], capture_output=True, text=True, check=False
 )
 ended = time.monotonic() - t0
 time.sleep(6)
