@@ -308,3 +308,20 @@ def test_the_dashboard_shows_the_switch_within_10_s(gw: dict[str, Any], tmp_path
             time.sleep(2.5)
             page.screenshot(Path(shot))
     print("dashboard lag after each event (s):", lag)
+
+
+def test_ollamas_keep_alive_0_stops_the_model_after_its_reply(gw: dict[str, Any]) -> None:
+    """Ollama's Python client's chat with `keep_alive=0` (the seed's way to free Ollama's memory, said with
+    a prompt): the real engine answers, then the gateway stops the model on demand within seconds."""
+    import ollama
+
+    running = [m for m, e in _status(gw).items() if e["state"] == "running" and m in ("gw-a", "gw-b")]
+    assert running, _status(gw)
+    say = [{"role": "user", "content": "Say hi."}]
+    client = ollama.Client(host=gw["url"], timeout=300)
+    said = client.chat(
+        model=running[0].removeprefix("gw-"), messages=say, keep_alive=0, options={"num_predict": 8}
+    )
+    assert said.done and said.eval_count
+    _wait_state(gw, running[0], "stopped", 30)
+    assert "past its keep_alive 0 s (Ollama's)" in gw["log"].read_text(encoding="utf-8")
