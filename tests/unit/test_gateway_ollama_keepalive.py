@@ -39,6 +39,9 @@ from test_gateway_manager import FakeLifecycle, _loaded, _manager, _model, run
         ("-1", FOREVER),
         ("-5m", FOREVER),
         (" 10m ", 600.0),
+        (1e300, FOREVER),  # past any date /api/ps can write
+        ("99999999999h", FOREVER),
+        ("1" * 60, FOREVER),
     ],
 )
 def test_keep_alive_is_read_as_ollama_reads_it(value: Any, seconds: float | None) -> None:

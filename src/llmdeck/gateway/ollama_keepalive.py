@@ -20,6 +20,7 @@ from typing import Any
 from llmdeck.gateway.ollama_shapes import OllamaRequestError
 
 FOREVER = math.inf  # a negative keep_alive: never stopped for being idle
+_LONGEST_S = 100 * 365 * 86400.0  # longer is FOREVER (Ollama's int64 nanoseconds end at ~292 years)
 _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
 _NUMBER = re.compile(r"[+-]?(\d+(?:\.\d*)?|\.\d+)")
@@ -41,7 +42,7 @@ def keep_alive_s(value: Any) -> float | None:
         return _from_text(value)
     if not math.isfinite(value):
         raise OllamaRequestError(f"{_WHAT}; got {value!r}.")
-    return FOREVER if value < 0 else float(int(value))  # whole seconds, as Ollama's int(t)
+    return _bounded(FOREVER if value < 0 else float(int(value)))  # whole seconds, as Ollama's int(t)
 
 
 def _from_text(text: str) -> float:
@@ -49,10 +50,15 @@ def _from_text(text: str) -> float:
     if len(body) > _MAX_TEXT or not body:
         raise OllamaRequestError(f"{_WHAT}; got {text[:_MAX_TEXT]!r}.")
     if _NUMBER.fullmatch(body):  # "300", "-1": seconds (Go's parser wants a unit; clients send these)
-        return FOREVER if body.startswith("-") else float(int(float(body)))
+        return FOREVER if body.startswith("-") else _bounded(float(int(float(body))))
     sign, rest = (-1.0, body[1:]) if body[0] == "-" else (1.0, body.lstrip("+"))
     parts = _PART.findall(rest)
     if not parts or "".join(n + u for n, u in parts) != rest:
         raise OllamaRequestError(f"{_WHAT}; got {text!r}.")
     seconds = sum(float(n) * _UNITS[u] for n, u in parts)
-    return FOREVER if sign < 0 and seconds > 0 else seconds
+    return FOREVER if sign < 0 and seconds > 0 else _bounded(seconds)
+
+
+def _bounded(seconds: float) -> float:
+    """A limit past any date /api/ps could write is no limit."""
+    return FOREVER if seconds > _LONGEST_S else seconds
