@@ -280,10 +280,13 @@ def test_repeat_runs_each_scenario_with_fresh_prompts_and_reports_the_range(
     assert [s["spec"]["name"] for s in scs] == ["random-300-8#1", "random-300-8#2"]
     assert scs[0]["spec"]["seed"] != scs[1]["spec"]["seed"]
     assert all(s["status"] == "done" and s["metrics"]["completed"] == 3 for s in scs)
-    # different prompts per run: the server's prefix cache (on by default) found nothing to reuse in
-    # run 2; the same 300-token prompts would have hit on their two full 128-token blocks (85%, as
-    # measured with the seed held fixed)
-    assert scs[1]["server_metrics"]["prefix_cache_hit_rate_pct"] == 0
+    # different prompts per run: the server's prefix cache (on by default) found nothing of run 1's to
+    # reuse in run 2; the same 300-token prompts would have hit on their two full 128-token blocks (85%, as
+    # measured with the seed held fixed). The rate is the server's, and the server is shared with the
+    # other lane's tests: their requests in the same seconds count too (seen on a fresh clone, where 0 had
+    # been asserted: 21.7% = 256 of 1,180 tokens, run 2's three prompts and one more of ~295 tokens whose
+    # two blocks were cached), so the bound is far below 85%, not 0.
+    assert scs[1]["server_metrics"]["prefix_cache_hit_rate_pct"] < 50
     [su] = data["repeats"]
     assert su["scenario"] == "random-300-8" and su["runs_measured"] == 2 and su["runs_planned"] == 2
     ttfts = [s["metrics"]["ttft_ms"]["mean"] for s in scs]
