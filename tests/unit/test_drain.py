@@ -93,10 +93,15 @@ class _FakeMetrics(JsonHandler):
     """A tiny FAKE vLLM metrics endpoint: the real 0.22 page with its two request gauges set."""
 
     running, waiting = 0, 0
+    busy_reads = 0  # > 0: that many pages say one request is running, then `running` again
 
     def do_GET(self) -> None:
         page = PAGE.read_text()
-        for gauge, value in (("running", self.running), ("waiting", self.waiting)):
+        running = self.running
+        if _FakeMetrics.busy_reads > 0:  # counted, not timed: a loaded machine reads late, not wrong
+            _FakeMetrics.busy_reads -= 1
+            running = 1
+        for gauge, value in (("running", running), ("waiting", self.waiting)):
             line = f'vllm:num_requests_{gauge}{{engine="0",model_name="qwen3-0.6b"}}'
             assert f"{line} 0.0" in page
             page = page.replace(f"{line} 0.0", f"{line} {value}.0")
@@ -185,14 +190,15 @@ def test_down_waits_for_the_requests_by_default(
         ours = {"pid": proc.pid, "argv": ["sleep", "60"]}  # its command line: the record's own process
         record = _record(tmp_path, port=srv.server_address[1]).model_copy(update=ours)
         StateStore(settings.servers_dir).save(record)
-        _FakeMetrics.running = 1
-        threading.Timer(0.5, lambda: setattr(_FakeMetrics, "running", 0)).start()
+        _FakeMetrics.busy_reads = 2  # two pages with the request running, then none (a timer that
+        # ended it 0.5 s after the start had ended it before `down` first read, on a loaded machine)
         monkeypatch.setenv("LLMDECK_STATE_DIR", str(settings.state_dir))
         code, out, err = run_cli(["down", "d"], capsys)
     finally:
         srv.shutdown()
         srv.server_close()
         proc.kill()
+        _FakeMetrics.busy_reads = 0
     assert code == 0, err
     assert "d: 1 request(s) running; waiting up to 20 s" in err and "all finished after" in err, err
     assert out.strip() in {"d: stopped", "d: killed"}
