@@ -38,6 +38,22 @@ def test_evicts_least_recently_used_idle_first() -> None:
     assert [t.name for t in decide("x", 4 * GIB, 10 * GIB, tenants).evict] == ["old"]  # no more than needed
 
 
+def test_an_ollama_keep_alive_orders_eviction_as_ollama_does() -> None:
+    """Ollama's scheduler unloads the shortest keep_alive first and a negative one last
+    (findRunnerToUnload); models no Ollama client gave one go first, least recently used first."""
+    inf = float("inf")
+    tenants = [
+        Tenant("pinned", 2 * GIB, last_used=1.0, keep_s=inf),  # keep_alive -1, the least recently used
+        Tenant("hour", 2 * GIB, last_used=2.0, keep_s=3600.0),
+        Tenant("minute", 2 * GIB, last_used=900.0, keep_s=60.0),
+        Tenant("plain", 2 * GIB, last_used=950.0),
+        Tenant("busy", 2 * GIB, busy=True, last_used=3.0),
+    ]
+    d = decide("x", 10 * GIB, 10 * GIB, tenants)
+    assert [t.name for t in d.evict] == ["plain", "minute", "hour", "pinned", "busy"]
+    assert [t.name for t in decide("x", 4 * GIB, 10 * GIB, tenants).evict] == ["plain", "minute"]
+
+
 def test_busy_models_go_after_idle_ones_and_ollama_after_ours() -> None:
     tenants = [
         Tenant("ollama:llama3", 2 * GIB, kind="ollama"),

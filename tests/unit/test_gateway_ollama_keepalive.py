@@ -82,6 +82,27 @@ def test_the_idle_stop_follows_the_last_keep_alive(tmp_path: Path, monkeypatch: 
     assert any("keep_alive 2 s" in r for r in said) and any("ttl_s 60" in r for r in said), said
 
 
+def test_a_model_kept_by_keep_alive_is_evicted_last(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Room for a third model: the one an Ollama client pinned (-1) stays though least recently used."""
+    fake = FakeLifecycle(monkeypatch)
+    mgr = _manager(tmp_path, {"a": "", "b": "", "c": ""}, "{memory_gib: 7}")  # two 3.2 GiB fit, not three
+
+    async def go() -> None:
+        for name in ("a", "b"):
+            m = _model(mgr, name)
+            assert await mgr.acquire(m) is None
+            mgr.release(m)
+        a, b, c = _model(mgr, "a"), _model(mgr, "b"), _model(mgr, "c")
+        a.keep_alive_s = FOREVER
+        a.last_used, b.last_used = time.time() - 60, time.time()
+        assert await mgr.acquire(c) is None
+        mgr.release(c)
+        assert (a.state, b.state, c.state) == ("running", "stopped", "running")
+
+    run(go)
+    assert [c for c in fake.calls if c[0] == "stop"] == [("stop", "b")]
+
+
 def test_ollama_routes_set_the_keep_alive_and_ps_tells_when_it_ends(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

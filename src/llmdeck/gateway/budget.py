@@ -39,6 +39,7 @@ class Tenant:
     last_used: float = 0.0
     blocked: str | None = None  # why it may not be evicted ("keep: true", …), None when it may
     resident_s: float = 0.0  # > 0: within its minimum residency and in use for this many seconds more
+    keep_s: float = 0.0  # an Ollama client's keep_alive (inf: -1, "keep it"); 0 where none was given
 
 
 @dataclass
@@ -58,8 +59,11 @@ class Decision:
         return self.capacity - self.held + sum(t.bytes for t in self.evict) - self.need
 
 
-def _order(t: Tenant) -> tuple[bool, bool, float]:
-    return (t.busy, t.kind == "ollama", t.last_used)
+def _order(t: Tenant) -> tuple[bool, bool, float, float]:
+    """Eviction order: idle before busy, ours before Ollama's, then the shortest keep_alive first as
+    Ollama's own scheduler unloads (server/sched.go findRunnerToUnload: sorted by session duration, a
+    negative one last), then the least recently used."""
+    return (t.busy, t.kind == "ollama", t.keep_s, t.last_used)
 
 
 def decide(name: str, need: int, capacity: int, tenants: list[Tenant]) -> Decision:

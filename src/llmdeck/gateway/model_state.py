@@ -137,7 +137,13 @@ class ManagedModel:
             blocked = self.state
         last = self.last_used or 0.0
         return Tenant(
-            self.name, held, busy=self.busy(), last_used=last, blocked=blocked, resident_s=self.resident_s()
+            self.name,
+            held,
+            busy=self.busy(),
+            last_used=last,
+            blocked=blocked,
+            resident_s=self.resident_s(),
+            keep_s=max(self.keep_alive_s or 0.0, 0.0),
         )
 
     def woke(self, level: int, seconds: float, probe_s: float) -> None:
