@@ -424,8 +424,14 @@ def test_vision_for_a_vision_tower_not_turned_off(
     assert capabilities(backends) == expected
 
 
-def test_a_vision_tower_is_read_from_the_model_folder(tmp_path: Path) -> None:
+def test_a_vision_tower_is_read_from_the_model_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from llmdeck.formats.model_folder import has_vision_tower
+
+    for var in ("HF_HUB_CACHE", "HF_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no HF cache: a hub name is not known
 
     (tmp_path / "vl").mkdir()
     (tmp_path / "vl" / "config.json").write_text('{"vision_config": {"depth": 2}, "text_config": {}}')
@@ -436,6 +442,22 @@ def test_a_vision_tower_is_read_from_the_model_folder(tmp_path: Path) -> None:
     found = {name: has_vision_tower(str(tmp_path / name)) for name in ("vl", "text", "bad", "none")}
     assert found == {"vl": True, "text": False, "bad": False, "none": False}
     assert not has_vision_tower("Qwen/Qwen2.5-VL-7B-Instruct")  # a hub name: not known, not claimed
+
+
+def test_a_hub_names_vision_tower_is_read_from_the_hf_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`llmdeck fetch` (or vLLM itself) put the model in the HF cache: its snapshot's config tells."""
+    from llmdeck.formats.model_folder import has_vision_tower
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    for repo, config in (("Qwen/Qwen2.5-VL-7B-Instruct", '{"vision_config": {}}'), ("Qwen/Qwen3-8B", "{}")):
+        snap = tmp_path / "hub" / ("models--" + repo.replace("/", "--")) / "snapshots" / "abc123"
+        snap.mkdir(parents=True)
+        (snap / "config.json").write_text(config)
+    assert has_vision_tower("Qwen/Qwen2.5-VL-7B-Instruct")
+    assert not has_vision_tower("Qwen/Qwen3-8B") and not has_vision_tower("Qwen/not-fetched")
+    assert not has_vision_tower("a/b/c") and not has_vision_tower("../x")
 
 
 def test_show_reads_the_capabilities_of_a_model_on_demand(tmp_path: Path) -> None:

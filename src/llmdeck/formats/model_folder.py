@@ -221,11 +221,16 @@ def has_chat_template(model_dir: Path) -> bool:
 
 
 def has_vision_tower(model: str) -> bool:
-    """A local model folder whose config.json has a ``vision_config`` (Qwen-VL, Gemma 3, Llama 4, ...);
-    False for a hub name or a folder whose config cannot be read (not claimed where not known)."""
+    """A model whose config.json has a ``vision_config`` (Qwen-VL, Gemma 3, Llama 4, ...): a local
+    folder, or a hub name's newest snapshot in the HF cache (where vLLM reads it from); False where the
+    config is not there or cannot be read (not claimed where not known)."""
     from llmdeck.errors import LlmdeckError
+    from llmdeck.util.hfpaths import find_in_hf_cache
 
-    config = Path(model).expanduser() / "config.json"
+    folder = Path(model).expanduser()
+    if not folder.is_dir() and model.count("/") == 1:  # "org/name": the hub's, if it was fetched
+        folder = find_in_hf_cache(model) or folder
+    config = folder / "config.json"
     try:
         return config.is_file() and isinstance(read_model_config(config).get("vision_config"), dict)
     except (LlmdeckError, OSError):
