@@ -236,3 +236,48 @@ def test_a_restart_stopped_during_its_drain_leaves_no_stop_in_the_log(
         let_finish(_record(tmp_path), 5.0, EventClock(print), who="`llmdeck restart d`")
     assert "kept running: `llmdeck restart d` ended" in log.read_text()
     assert who_stopped(log) is None and stopper(log) is None
+
+
+@pytest.mark.parametrize(
+    ("args", "seconds"),
+    [
+        ([], 0.0),
+        (["--shutdown-timeout", "30"], 30.0),
+        (["--shutdown-timeout=45"], 45.0),
+        (["--shutdown_timeout", "12"], 12.0),
+        (
+            ["--shutdown-timeout", "5", "--max-model-len", "8192", "--shutdown-timeout", "90"],
+            90.0,
+        ),  # last wins
+        (["--shutdown-timeout", "0"], 0.0),
+        (["--shutdown-timeout", "-5"], 0.0),
+        (["--shutdown-timeout", "abc"], 0.0),
+        (["--shutdown-timeout", "nan"], 0.0),
+        (["--shutdown-timeout", "1e30"], 86_400.0),
+        (["--shutdown-timeout"], 0.0),
+    ],
+)
+def test_vllms_own_drain_is_read_from_the_flags(args: list[str], seconds: float) -> None:
+    from llmdeck.engines.argv import own_drain_s
+
+    assert own_drain_s(LaunchSpec(name="d", model="/models/m", vllm_args=args)) == seconds
+
+
+@pytest.mark.parametrize(("args", "grace"), [([], 20.0), (["--shutdown-timeout", "60"], 80.0)])
+def test_the_stop_waits_out_vllms_own_drain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], grace: float
+) -> None:
+    """vLLM given --shutdown-timeout 60 lets its requests finish for 60 s after SIGTERM: the SIGKILL comes
+    after that and its teardown (20 s), not at llmdeck's usual 20 s, which cut the answers it was draining."""
+    from llmdeck.runtime import launcher
+    from llmdeck.runtime.state import StateStore
+    from llmdeck.settings import Settings
+
+    settings = Settings(state_dir=tmp_path / "state")
+    record = _record(tmp_path)
+    record = record.model_copy(update={"spec": record.spec.model_copy(update={"vllm_args": args})})
+    StateStore(settings.servers_dir).save(record)
+    asked: list[float] = []
+    monkeypatch.setattr(launcher, "stop_engine", lambda rec, grace_s: asked.append(grace_s) or "stopped")
+    assert launcher.down("d", settings) == "stopped"
+    assert asked == [grace]

@@ -104,3 +104,24 @@ def local_argv(spec: LaunchSpec) -> list[str]:
     if engine.containerized:
         raise ValueError(f"engine {spec.engine!r} does not run as a local process")
     return engine.argv(spec)
+
+
+SHUTDOWN_FLAGS = ("--shutdown-timeout", "--shutdown_timeout")
+DRAIN_CAP_S = 86_400.0
+
+
+def own_drain_s(spec: LaunchSpec) -> float:
+    """vLLM's own drain on SIGTERM (``--shutdown-timeout N``, 0.22 and later; argparse's last one wins):
+    its running requests get N s to finish before it tears down. 0 where not given or not a number
+    (vLLM refuses to start on that)."""
+    args, value = list(spec.vllm_args), None
+    for i, arg in enumerate(args):
+        if arg in SHUTDOWN_FLAGS and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(tuple(f + "=" for f in SHUTDOWN_FLAGS)):
+            value = arg.split("=", 1)[1]
+    try:
+        seconds = float(value) if value is not None else 0.0
+    except ValueError:
+        return 0.0
+    return min(seconds, DRAIN_CAP_S) if seconds > 0 else 0.0  # NaN and negatives: none

@@ -24,6 +24,7 @@ import httpx
 
 from llmdeck.engines import get as get_engine
 from llmdeck.engines import logkeeper
+from llmdeck.engines.argv import own_drain_s
 from llmdeck.engines.logfiles import note_stop, open_log, read_tail, rotate_log, stopped_by, who_stopped
 from llmdeck.engines.process import identify
 from llmdeck.engines.secrets import split_secrets
@@ -328,8 +329,12 @@ def restart_who(name: str) -> str:
     return f"`llmdeck restart {name}`"
 
 
+TEARDOWN_S = 20.0  # after vLLM's own drain (--shutdown-timeout): its teardown, before a SIGKILL
+
+
 def down(name: str, settings: Settings, *, grace_s: float = 20.0, who: str = "`llmdeck down`") -> str:
-    """Stop a server gracefully, then hard; forget its record (its logs stay). ``who``: noted in its
+    """Stop a server gracefully, then hard (after ``grace_s``, or the engine's own ``--shutdown-timeout``
+    and its teardown where that is longer); forget its record (its logs stay). ``who``: noted in its
     log first, for a start still waiting for it to say (and the log to tell) who stopped it; after the
     stop for a ready container (the stop saves its log: the note had come before a day's lines)."""
     store = StateStore(settings.servers_dir)
@@ -339,7 +344,8 @@ def down(name: str, settings: Settings, *, grace_s: float = 20.0, who: str = "`l
     after = engine_of(record).containerized and record.ready_at is not None
     if not after:
         note_stop(record.log_path, who)
-    outcome = stop_engine(record, grace_s=grace_s)
+    own = own_drain_s(record.spec)  # the engine's own drain: killing at 20 s had cut it short
+    outcome = stop_engine(record, grace_s=max(grace_s, own + TEARDOWN_S) if own else grace_s)
     if after:
         note_stop(record.log_path, who)
     # a stale record too (its pid another program's, never signalled); a newer start's record is kept
