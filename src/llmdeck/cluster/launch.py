@@ -12,9 +12,9 @@ from pathlib import Path
 
 from llmdeck.cluster import local
 from llmdeck.cluster.run import load_remote
+from llmdeck.engines.argv import flag_value as _flag_value
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import NotRunningError, UsageError
-from llmdeck.runtime.unified import flag_value as _flag_value
 
 BACKEND_FLAG = "--distributed-executor-backend"
 

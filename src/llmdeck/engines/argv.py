@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from llmdeck.engines.spec import LaunchSpec
@@ -110,16 +111,23 @@ SHUTDOWN_FLAGS = ("--shutdown-timeout", "--shutdown_timeout")
 DRAIN_CAP_S = 86_400.0
 
 
-def own_drain_s(spec: LaunchSpec) -> float:
-    """vLLM's own drain on SIGTERM (``--shutdown-timeout N``, 0.22 and later; argparse's last one wins):
-    its running requests get N s to finish before it tears down. 0 where not given or not a number
-    (vLLM refuses to start on that)."""
-    args, value = list(spec.vllm_args), None
+def flag_value(args: Sequence[str], *names: str) -> str | None:
+    """The value of the flag ``names`` spell (``--flag V`` or ``--flag=V``) in ``args``; the last one
+    given, as vLLM's argparse reads them; None when absent or with no value after it."""
+    value = None
     for i, arg in enumerate(args):
-        if arg in SHUTDOWN_FLAGS and i + 1 < len(args):
-            value = args[i + 1]
-        elif arg.startswith(tuple(f + "=" for f in SHUTDOWN_FLAGS)):
-            value = arg.split("=", 1)[1]
+        for name in names:
+            if arg == name and i + 1 < len(args):
+                value = args[i + 1]
+            elif arg.startswith(name + "="):
+                value = arg.split("=", 1)[1]
+    return value
+
+
+def own_drain_s(spec: LaunchSpec) -> float:
+    """vLLM's own drain on SIGTERM (``--shutdown-timeout N``, 0.22 and later): its running requests get
+    N s to finish before it tears down. 0 where not given or not a number (vLLM refuses to start on that)."""
+    value = flag_value(spec.vllm_args, *SHUTDOWN_FLAGS)
     try:
         seconds = float(value) if value is not None else 0.0
     except ValueError:

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from llmdeck.engines.argv import flag_value
 from llmdeck.errors import EndpointError
 from llmdeck.runtime.host import GpuInfo as GpuInfo  # re-exported: GPUs live in runtime.host now
 from llmdeck.runtime.host import GpuProcess as GpuProcess
@@ -165,26 +166,16 @@ class InferenceProcess(BaseModel):
     cmdline: str = ""
 
 
-def _flag(argv: list[str], *names: str) -> str | None:
-    for i, arg in enumerate(argv):
-        for name in names:
-            if arg == name and i + 1 < len(argv):
-                return argv[i + 1]
-            if arg.startswith(name + "="):
-                return arg.split("=", 1)[1]
-    return None
-
-
 def classify_cmdline(argv: list[str]) -> tuple[ServerKind, int | None, str | None] | None:
     """(kind, port, model) when ``argv`` is an inference server, else None."""
     if not argv:
         return None
     base = [os.path.basename(a) for a in argv[:4]]
     joined = " ".join(argv)
-    port_text = _flag(argv, "--port")
+    port_text = flag_value(argv, "--port")
     port = int(port_text) if port_text and port_text.isdigit() else None
     if "vllm.entrypoints" in joined or ("vllm" in base and "serve" in argv[:5]):
-        model = _flag(argv, "--model")
+        model = flag_value(argv, "--model")
         if model is None and "serve" in argv:
             i = argv.index("serve")
             if i + 1 < len(argv) and not argv[i + 1].startswith("-"):
@@ -192,9 +183,9 @@ def classify_cmdline(argv: list[str]) -> tuple[ServerKind, int | None, str | Non
         # vLLM's EngineCore / worker children share the cmdline: only the API server listens
         return "vllm", port or 8000, model
     if any(b in {"llama-server", "llama-server.exe"} for b in base):
-        return "llama.cpp", port or 8080, _flag(argv, "-m", "--model")
+        return "llama.cpp", port or 8080, flag_value(argv, "-m", "--model")
     if "sglang.launch_server" in joined:
-        return "sglang", port or 30000, _flag(argv, "--model-path", "--model")
+        return "sglang", port or 30000, flag_value(argv, "--model-path", "--model")
     return None
 
 

@@ -33,6 +33,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from llmdeck.engines import get as get_engine
+from llmdeck.engines.argv import flag_value
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import OperationError
 from llmdeck.plan.machine import GB10_CEILING
@@ -90,15 +91,6 @@ class KvSizing(BaseModel):
             f"{self.tenants_starting / GIB:.2f} GiB{cap}; the start will leave ≈{self.leaves_free / GIB:.2f} "
             "GiB free"
         )
-
-
-def flag_value(args: list[str], flag: str) -> str | None:
-    for i, arg in enumerate(args):
-        if arg == flag and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-    return None
 
 
 def without_flag(args: list[str], flag: str) -> list[str]:
