@@ -154,7 +154,8 @@ def down_cmd(
     """Stop a server: let its requests finish, SIGTERM, then SIGKILL after a grace period. Its log stays.
 
     The requests the server is running are waited for (--drain, 20 s at most): vLLM's own stop cuts
-    them mid-answer, then holds their connections till the 20 s grace kills it.
+    them mid-answer, then holds their connections till the 20 s grace kills it. A server started with
+    vLLM's own drain (`-- --shutdown-timeout N`, vLLM 0.22+) gets N s and 20 s more before the kill.
 
     Examples:
 
