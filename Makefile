@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	touch $(STAMP)
 
 # llama.cpp's server (llama-cpp-python, pinned), the Ollama-like engine of `bench --compare`'s CI test,
-# in a venv of its own (its FastAPI stack stays out of llmdeck's). It compiles llama.cpp: ~5 min on 2
+# in a venv of its own (its FastAPI stack stays out of llmdeck's). It compiles llama.cpp: ~3 min on 2
 # cores the first time, then pip's wheel cache makes it seconds. LLAVA_BUILD=OFF leaves out the
 # multimodal library (mtmd, loaded only by image chat handlers): one clean build each here, 6 min 10 s
 # -> 4 min 52 s, and the CI test passes on it. llama.cpp's `common` library (its tools' argument, chat
