@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from llmdeck.engines.process import identify, spawn_detached, stop_process_group
 
@@ -106,3 +107,27 @@ def test_ready_means_this_engines_own_processes_listen_on_its_port(tmp_path: Pat
         assert _listens(record(free_port())) is False
     finally:
         proc.kill()
+
+
+def test_ctrl_c_during_the_grace_kills_the_group_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that does not end on SIGTERM (vLLM draining for its --shutdown-timeout, or holding its
+    connections): Ctrl-C while `down` waits out the grace had left it SIGTERMed and running."""
+    from llmdeck.engines import process
+
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True)\n"
+    code += "time.sleep(300)"
+    leader = spawn_detached([sys.executable, "-c", code], subprocess.PIPE, os.environ)
+    assert leader.stdout is not None and leader.stdout.readline()  # its handler is set
+    identity = identify(leader.pid)
+
+    def ctrl_c(pid: int) -> None:  # the first look in the grace: the user presses Ctrl-C
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(process, "_reap", ctrl_c)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            stop_process_group(leader.pid, grace_s=60, identity=identity)
+        assert leader.wait(10) == -signal.SIGKILL
+    finally:
+        if leader.poll() is None:
+            leader.kill()

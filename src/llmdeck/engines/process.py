@@ -144,12 +144,16 @@ def _stop_group(
         return "gone"
     signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        _reap(pid)
-        if not pid_alive(pid):
-            _kill_leftovers(pgid)
-            return "stopped"
-        time.sleep(0.2)
+    try:
+        while time.monotonic() < deadline:
+            _reap(pid)
+            if not pid_alive(pid):
+                _kill_leftovers(pgid)
+                return "stopped"
+            time.sleep(0.2)
+    except KeyboardInterrupt:  # Ctrl-C in the grace (up to --shutdown-timeout + 20 s): killed now, not left
+        signal_group(pgid, signal.SIGKILL)  # SIGTERMed, where vLLM may hold its connections for good
+        raise
     if pid_owner(pid, identity, argv) != "ours":
         return "stopped"
     signal_group(pgid, signal.SIGKILL)
