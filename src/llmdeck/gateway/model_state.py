@@ -143,7 +143,7 @@ class ManagedModel:
             last_used=last,
             blocked=blocked,
             resident_s=self.resident_s(),
-            keep_s=max(self.keep_alive_s or 0.0, 0.0),
+            keep_s=self.keep_alive_s or 0.0,  # never negative: -1 is FOREVER
         )
 
     def woke(self, level: int, seconds: float, probe_s: float) -> None:

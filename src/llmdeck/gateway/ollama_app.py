@@ -240,9 +240,10 @@ async def _serve(request: Request, endpoint: str) -> Response:
         return asked
     kind, alias, req, body = asked
     ctx.route = alias
-    _hold(st, alias, keep_alive_s(req.get("keep_alive")))  # checked by _translated
+    keep = keep_alive_s(req.get("keep_alive"))  # checked by _translated
+    _hold(st, alias, keep)
     if _loads_only(kind, body):  # Ollama's "load this model" (no prompt; keep_alive 0: unload it)
-        loaded = _load(st, kind, alias, req)
+        loaded = _load(st, kind, alias, unload=keep == 0)
         ctx.finish(loaded.status_code, "" if loaded.status_code == 200 else "refused")
         return loaded
     ctx.api, path = _ENDPOINTS[kind]
@@ -295,10 +296,9 @@ def _loads_only(kind: Kind, body: dict[str, Any]) -> bool:
     return not messages or (kind == "generate" and messages[-1].get("content") == "")
 
 
-def _load(st: GatewayState, kind: Kind, alias: str, req: dict[str, Any]) -> JSONResponse:
+def _load(st: GatewayState, kind: Kind, alias: str, *, unload: bool) -> JSONResponse:
     """Load (wake or start) or unload (sleep or stop) the alias's models on demand; answered at once, as
     the dashboard's actions are (a request for the model waits for its start as any request does)."""
-    unload = keep_alive_s(req.get("keep_alive")) == 0
     route = st.router.routes[alias]
     manager = st.manager
     models = [m for b in route.backends if manager is not None and (m := manager.get(b.url)) is not None]

@@ -7,8 +7,8 @@ Open WebUI's model settings) to pin a model or to free its memory at once.
 
 In the gateway it sets a model on demand's idle limit in place of its route's ``ttl_s``, until the next
 Ollama request for it (one without the field gives the route's back) or its stop; requests through the
-OpenAI API leave it as it is. It decides when an idle model is stopped (or put to sleep), not whether a
-model may be evicted to make room for another.
+OpenAI API leave it as it is. It decides when an idle model is stopped (or put to sleep), and the order in
+which idle models are evicted to make room (budget.py), not whether one may be.
 """
 
 from __future__ import annotations
