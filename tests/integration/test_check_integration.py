@@ -172,5 +172,17 @@ def test_cli_exit_codes_and_json(cpu_server: Any, cpu_server_plain: Any, tmp_pat
     assert bad.returncode == 1
     assert "NOT READY" in bad.stdout and "tool_auto" in bad.stdout
     assert "Traceback" not in bad.stderr
+    # what failed, checked again alone (--probe): still failing here; on the server with the tool parser
+    # it and a client's own probe (continue's request fits this server; cline's does not) pass
+    plain = cpu_server_plain.base_url
+    again = run_cli("check", plain, "-c", "cline", "--probe", "tool_auto", tmp_path=tmp_path)
+    assert again.returncode == 1 and "(only tool_auto asked for): tool_auto failed" in again.stdout
+    fixed = run_cli(
+        "check", cpu_server.base_url, "-c", "continue", "--probe", "tool_auto", "--probe", "client_request",
+        "--json", tmp_path=tmp_path,
+    )  # fmt: skip
+    assert fixed.returncode == 0, fixed.stderr
+    ran = [p["id"] for p in json.loads(fixed.stdout)["probes"]]
+    assert ran == ["health", "api_key", "models", "tool_auto", "client_request"]
     usage = run_cli("check", "ftp://nowhere", tmp_path=tmp_path)
     assert usage.returncode == 2 and "Traceback" not in usage.stderr

@@ -305,8 +305,15 @@ def _result(ctx: ProbeContext, probe_id: str, outcome: Outcome, required: bool) 
     )
 
 
-def run_client_probes(ctx: ProbeContext) -> list[ProbeResult]:
-    """The recorded client's probes; for a client without a recording, one line that says so."""
+def client_probe_ids(client: str | None) -> list[str]:
+    """The ids of ``client``'s own probes, in the order they run (none without a recording)."""
+    rec = load_recording(client) if client is not None else None
+    return [] if rec is None else list(probes_for(rec))
+
+
+def run_client_probes(ctx: ProbeContext, only: set[str] | None = None) -> list[ProbeResult]:
+    """The recorded client's probes (``only``: these of them); for a client without a recording, one
+    line that says so."""
     if ctx.client is None:
         return []
     rec = load_recording(ctx.client)
@@ -322,6 +329,8 @@ def run_client_probes(ctx: ProbeContext) -> list[ProbeResult]:
     results: list[ProbeResult] = []
     too_big = False
     for probe_id, probe in probes_for(rec).items():
+        if only is not None and probe_id not in only:
+            continue
         ctx.evidence = []
         required = probe_id not in OPTIONAL and (
             probe_id not in ("client_thinking", "messages_thinking")
@@ -345,4 +354,4 @@ def run_client_probes(ctx: ProbeContext) -> list[ProbeResult]:
     return results
 
 
-__all__ = ["TITLES", "TURN_TOKENS", "run_client_probes"]
+__all__ = ["TITLES", "TURN_TOKENS", "client_probe_ids", "run_client_probes"]

@@ -77,6 +77,11 @@ class CheckReport(BaseModel):
     client: str | None = None
     server: ServerFacts
     probes: list[ProbeResult] = Field(default_factory=list)
+    only: list[str] | None = Field(
+        None,
+        description="The probes asked for (`check --probe`): only these ran, with health, api_key and "
+        "models, and `ready` speaks for them alone.",
+    )
     incomplete: str | None = Field(None, description="Why some probes did not run (the deadline passed).")
     error: str | None = Field(
         None, description="Why the check stopped before its verdict: the server is unreachable or silent."

@@ -66,6 +66,8 @@ def print_report(report: CheckReport, console: Console, *, verbose: bool = False
                     console.print(f"  got:  {redact_text(ex.received)}", markup=False, highlight=False)
     failed = report.failed_required
     who = report.client or "a plain OpenAI client"
+    if report.only:
+        who += f" (only {', '.join(report.only)} asked for)"
     if failed:
         names = ", ".join(p.id for p in failed)
         console.print(

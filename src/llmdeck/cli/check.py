@@ -41,6 +41,8 @@ Examples:
   llmdeck check http://127.0.0.1:8000 --client claude-code   # or --client codex
 
   llmdeck check http://gpu-box:8000 --deadline 300   # give up after 5 minutes in all
+
+  llmdeck check coder --client opencode --probe tool_auto --probe client_request   # these alone
 """
 
 
@@ -72,11 +74,19 @@ def check(
     deadline: float = typer.Option(
         900.0, "--deadline", callback=positive_seconds, help="Limit (s) for the whole check."
     ),
+    probe: list[str] | None = typer.Option(
+        None,
+        "--probe",
+        metavar="ID",
+        help="Run only this probe, by the id the report shows (repeat it for more): to check again what "
+        "failed, after a fix. health, api_key and models always run; the verdict speaks for these alone.",
+    ),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Also print every request and reply."),
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Probe an OpenAI-compatible server for what a client needs (see CHECK_HELP)."""
-    _check(ctx, target, client, model, api_key, long_context_tokens, timeout, deadline, verbose, json_out)
+    limits = (long_context_tokens, timeout, deadline)
+    _check(ctx, target, client, model, api_key, limits, probe or None, verbose, json_out)
 
 
 def _check(
@@ -85,20 +95,20 @@ def _check(
     client: str | None,
     model: str | None,
     api_key: str | None,
-    long_context_tokens: int | None,
-    timeout: float,
-    deadline: float,
+    limits: tuple[int | None, float, float],
+    probes: list[str] | None,
     verbose: bool,
     json_out: bool,
 ) -> None:
     from llmdeck.checks import print_report, run_checks
     from llmdeck.checks.clients import validate_client
-    from llmdeck.checks.run import CheckAborted
+    from llmdeck.checks.run import CheckAborted, select_probes
     from llmdeck.runtime.target import resolve_target
     from llmdeck.util.redact import redact_url
 
     settings = get_settings(ctx)
     client = validate_client(client)
+    select_probes(probes, client)  # a probe id that is not one: before the server is looked for
     tgt = resolve_target(target, settings)
     shown_url = redact_url(tgt.base_url)
     err = err_console()
@@ -114,9 +124,10 @@ def _check(
             model=model or tgt.model,
             api_key=api_key,
             settings=settings,
-            long_context_tokens=long_context_tokens,
-            timeout=timeout,
-            deadline_s=deadline,
+            probes=probes,
+            long_context_tokens=limits[0],
+            timeout=limits[1],
+            deadline_s=limits[2],
             on_probe=progress,
         )
     except CheckAborted as exc:
