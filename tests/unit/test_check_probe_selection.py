@@ -128,3 +128,14 @@ def test_an_id_that_is_no_probe_is_bad_input_before_any_request(
     hint = text.split("Pick from:", 1)[1]
     assert offered in hint and not_offered not in hint.split("(")[0]
     assert "Traceback" not in err and requests == []
+
+
+def test_a_failed_check_ends_with_the_command_that_checks_only_what_failed_again(
+    fake_chat_server: tuple[str, list[str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, _ = fake_chat_server
+    code, _, err = run_cli(["check", url + "/v1", "-c", "opencode", "-m", "m"], capsys)
+    text = " ".join(err.split())
+    assert code == 1 and "client_context failed" in text
+    again = f"`llmdeck check {url}/v1 --client opencode --model m --probe client_context`."
+    assert text.endswith("Then check only what failed again: " + again), text[-300:]

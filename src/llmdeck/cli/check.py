@@ -138,16 +138,21 @@ def _check(
         print_json(report)
     else:
         print_report(report, out_console(), verbose=verbose)
-    _raise_unless_ready(
-        report, shown_url, client, key_sent=bool(api_key if api_key is not None else settings.api_key)
-    )
+    again = ["llmdeck", "check", redact_url(target) if target and "://" in target else target or shown_url]
+    again += [*(["--client", client] if client else []), *(["--model", model] if model else [])]
+    key_sent = bool(api_key if api_key is not None else settings.api_key)
+    _raise_unless_ready(report, shown_url, client, key_sent=key_sent, again=again)
 
 
-def _raise_unless_ready(report: Any, shown_url: str, client: str | None, *, key_sent: bool) -> None:
+def _raise_unless_ready(
+    report: Any, shown_url: str, client: str | None, *, key_sent: bool, again: list[str]
+) -> None:
     """Exit 1 when a probe the client needs failed (an API key the server refused is called rejected,
-    a missing one missing), or when the deadline cut the check short."""
+    a missing one missing; otherwise the hint ends with the command that checks again only what
+    failed), or when the deadline cut the check short."""
     from llmdeck.client.errors import API_KEY_HINT
     from llmdeck.errors import CheckFailedError, UsageError
+    from llmdeck.util.shellquote import join
 
     if report.failed_required:
         names = ", ".join(p.id for p in report.failed_required)
@@ -161,6 +166,9 @@ def _raise_unless_ready(report: Any, shown_url: str, client: str | None, *, key_
         hint = first.fix or "Apply the fixes shown in the report, restart the server, and check again."
         if key_failed:
             hint = REJECTED_KEY_HINT if key_sent else API_KEY_HINT
+        else:
+            probes = [word for p in report.failed_required for word in ("--probe", p.id)]
+            hint = f"{hint.rstrip()} Then check only what failed again: `{join([*again, *probes])}`."
         raise CheckFailedError(
             f"{shown_url} is not ready for {client or 'a plain OpenAI client'}: {names} failed "
             f"(first, {first.id}: {summary}).",
