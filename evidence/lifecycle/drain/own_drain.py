@@ -6,6 +6,9 @@ stop killed the engine 20 s after its SIGTERM whatever the flag said. `--drain 0
 out, so only vLLM's drain is measured. The answer is ~30 s long on the CPU engine (3,000 tokens, ignore_eos).
 
     python own_drain.py MODEL_DIR PORT      # LLMDECK: the command (default .venv/bin/llmdeck)
+
+ENGINE (default `--engine cpu`) and VLLM_EXTRA (more vLLM flags) run it elsewhere: the GPU run
+(evidence/device/drain_gpu.sh) serves dummy weights with `--engine venv` on vLLM 0.22.
 """
 
 from __future__ import annotations
@@ -47,8 +50,10 @@ def stream() -> None:
 
 
 def main() -> None:
-    up = [*LLMDECK, "up", "--name", NAME, "--engine", "cpu", "--model", MODEL, "--served-model-name", "tiny"]
+    engine = shlex.split(os.environ.get("ENGINE", "--engine cpu"))
+    up = [*LLMDECK, "up", "--name", NAME, *engine, "--model", MODEL, "--served-model-name", "tiny"]
     up += ["--port", str(PORT), "--", "--max-model-len", "4096", "--shutdown-timeout", "60"]
+    up += shlex.split(os.environ.get("VLLM_EXTRA", ""))
     subprocess.run(up, check=True, capture_output=True, timeout=600)
     client = threading.Thread(target=stream)
     client.start()
