@@ -4,7 +4,7 @@
 # the stop cuts with the drain off (--drain 0: vLLM's own SIGTERM) and on (the default, 60 s). The CPU
 # run of the same script (evidence/lifecycle/drain/) was on vLLM 0.32; this is the release GPU users run.
 # Qwen3-0.6B's shape (dummy weights), --enforce-eager (a functional test: start-up halved), 3,000-token
-# answers (~10 s each on the H200, so a restart always lands inside some).
+# answers (~30 s each, eager, on the H100 of 2026-12-07: a restart always lands inside some).
 #   run  command: OUT=$OUT bash evidence/device/drain_gpu.sh     (~6-8 min; writes $OUT/drain/)
 #   (SKIP_RESTART=1: only vLLM's own drain, below; OWN=0: only the restarts)
 set -uo pipefail
