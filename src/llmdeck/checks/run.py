@@ -58,10 +58,8 @@ def run_checks(
     wanted, own = select_probes(asked, client)
     http = Http(base_url, key, timeout=timeout, deadline_s=deadline_s)
     facts = ServerFacts(base_url=base_url, model=model)
-    ctx = ProbeContext(
-        http=http, facts=facts, client=client, requested_model=model, long_context_tokens=long_context_tokens
-    )
-    ctx.stop_on_timeout = probes is not None
+    ctx = ProbeContext(http=http, facts=facts, client=client, requested_model=model)
+    ctx.long_context_tokens, ctx.stop_on_timeout = long_context_tokens, probes is not None
     report = CheckReport(client=client, server=facts, only=asked)
     try:
         for probe_id in PROBE_ORDER:
