@@ -165,6 +165,8 @@ def test_an_inline_image_does_not_teach_the_bytes_per_token(fake: FakeVllm031Cou
     room = CONTEXT - TOKENS[("messages", "LONG")]
     assert _post(url, "/v1/messages", {"max_tokens": 8000, "messages": LONG}).status_code == 200  # taught
     png = base64.b64encode(os.urandom(300_000)).decode()  # the bytes a screenshot weighs
+    # the FAKE reads a prompt naming LONG or HUGE as such: random base64 held one ~5% of the time
+    png = png.replace("LONG", "LoNG").replace("HUGE", "HuGE")
     image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}}
     shot = [{"role": "user", "content": [image, {"type": "text", "text": "Say hi."}]}]
     assert _post(url, "/v1/messages", {"max_tokens": 100, "messages": shot}).status_code == 200
