@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import typer
 
@@ -85,8 +85,14 @@ def check(
     json_out: bool = JSON_OPTION,
 ) -> None:
     """Probe an OpenAI-compatible server for what a client needs (see CHECK_HELP)."""
-    limits = (long_context_tokens, timeout, deadline)
+    limits = _Limits(long_context_tokens, timeout, deadline)
     _check(ctx, target, client, model, api_key, limits, probe or None, verbose, json_out)
+
+
+class _Limits(NamedTuple):
+    long_context_tokens: int | None
+    timeout: float
+    deadline: float
 
 
 def _check(
@@ -95,7 +101,7 @@ def _check(
     client: str | None,
     model: str | None,
     api_key: str | None,
-    limits: tuple[int | None, float, float],
+    limits: _Limits,
     probes: list[str] | None,
     verbose: bool,
     json_out: bool,
@@ -125,9 +131,9 @@ def _check(
             api_key=api_key,
             settings=settings,
             probes=probes,
-            long_context_tokens=limits[0],
-            timeout=limits[1],
-            deadline_s=limits[2],
+            long_context_tokens=limits.long_context_tokens,
+            timeout=limits.timeout,
+            deadline_s=limits.deadline,
             on_probe=progress,
         )
     except CheckAborted as exc:

@@ -97,8 +97,9 @@ def _raise_unless_readable(report: Any, timeout: float) -> None:
     """What the server serves could not be read: a --model it does not serve (exit 2), no answer to
     health, key or models, or a request with no reply (a configuration would leave the client hanging)."""
     from llmdeck.checks.probe_base import STUCK_HINT
+    from llmdeck.checks.run import ALWAYS
 
-    failed = [p for p in report.probes if p.id in {"health", "api_key", "models"} and p.status == "fail"]
+    failed = [p for p in report.probes if p.id in ALWAYS and p.status == "fail"]
     if failed and failed[0].data.get("model_not_served"):
         raise UsageError(failed[0].summary, hint=failed[0].fix)
     if failed:
