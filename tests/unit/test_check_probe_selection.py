@@ -139,3 +139,24 @@ def test_a_failed_check_ends_with_the_command_that_checks_only_what_failed_again
     assert code == 1 and "client_context failed" in text
     again = f"`llmdeck check {url}/v1 --client opencode --model m --probe client_context`."
     assert text.endswith("Then check only what failed again: " + again), text[-300:]
+
+
+def test_when_health_fails_the_command_is_the_whole_check_again(capsys: pytest.CaptureFixture[str]) -> None:
+    """The probes after a failed health are skipped, not passed: checking health alone would say READY.
+    (The `--probe api_key` it had printed was also mangled by the secrets' redaction.)"""
+    handler: Any = type("FakeUnhealthyServer", (FakeChatServer,), {"requests": [], "do_GET": _not_found})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        code, _, err = run_cli(["check", url, "-c", "opencode"], capsys)
+    finally:
+        server.shutdown()
+        server.server_close()
+    text = " ".join(err.split())
+    assert code == 1 and "health" in text and "--probe" not in text and "<redacted>" not in text
+    assert text.endswith(f"Then check again: `llmdeck check {url} --client opencode`."), text[-300:]
+
+
+def _not_found(self: FakeChatServer) -> None:
+    self._json(404, {"detail": "Not Found"})

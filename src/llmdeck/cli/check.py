@@ -158,7 +158,6 @@ def _raise_unless_ready(
     failed), or when the deadline cut the check short."""
     from llmdeck.client.errors import API_KEY_HINT
     from llmdeck.errors import CheckFailedError, UsageError
-    from llmdeck.util.shellquote import join
 
     if report.failed_required:
         names = ", ".join(p.id for p in report.failed_required)
@@ -173,8 +172,7 @@ def _raise_unless_ready(
         if key_failed:
             hint = REJECTED_KEY_HINT if key_sent else API_KEY_HINT
         else:
-            probes = [word for p in report.failed_required for word in ("--probe", p.id)]
-            hint = f"{hint.rstrip()} Then check only what failed again: `{join([*again, *probes])}`."
+            hint = f"{hint.rstrip()} {_check_again(report.failed_required, again)}"
         raise CheckFailedError(
             f"{shown_url} is not ready for {client or 'a plain OpenAI client'}: {names} failed "
             f"(first, {first.id}: {summary}).",
@@ -182,3 +180,15 @@ def _raise_unless_ready(
         )
     if report.incomplete:
         raise CheckFailedError(f"{report.incomplete}; the probes left were skipped.", hint=DEADLINE_HINT)
+
+
+def _check_again(failed: list[Any], again: list[str]) -> str:
+    """The command that checks again what failed: those probes alone, or the whole check when health,
+    api_key or models failed (the probes after them were skipped, not passed)."""
+    from llmdeck.checks.run import ALWAYS
+    from llmdeck.util.shellquote import join
+
+    if any(p.id in ALWAYS for p in failed):
+        return f"Then check again: `{join(again)}`."
+    probes = [word for p in failed for word in ("--probe", p.id)]
+    return f"Then check only what failed again: `{join([*again, *probes])}`."
