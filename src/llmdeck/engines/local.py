@@ -55,6 +55,11 @@ class CpuEngine(LocalProcessEngine):
     def argv(self, spec: LaunchSpec, *, secret_env: Sequence[str] = ()) -> list[str]:
         return cpu_argv(spec)
 
+    def added_args(self, spec: LaunchSpec) -> list[str]:
+        from llmdeck.engines.cpu_dtype import float32_flags
+
+        return float32_flags(spec.model, spec.vllm_args)
+
     def env(self, spec: LaunchSpec, cache_dir: Path) -> dict[str, str]:
         return {**common_env(spec), **cpu_env(spec, cache_dir), **spec.env}
 

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 def request_for_spec(spec: LaunchSpec, machine: str = "auto", **fields: Any) -> PlanRequest:
     """The PlanRequest of ``spec``: its model (``~`` expanded), engine (as the planner sees it), image
-    and flags, and for an engine sized by a variable (the CPU engine's KV space) that budget;
+    and flags (with those the engine adds: the CPU engine's ``--dtype float32``), and for an engine
+    sized by a variable (the CPU engine's KV space) that budget;
     ``fields`` set or override the rest (``vllm_version``, ``workload``, ``model`` …)."""
     from pathlib import Path
 
@@ -30,7 +31,7 @@ def request_for_spec(spec: LaunchSpec, machine: str = "auto", **fields: Any) -> 
         "machine": machine,
         "engine": engine.plans_as,
         "image": spec.image,
-        "vllm_args": list(spec.vllm_args),
+        "vllm_args": [*engine.added_args(spec), *spec.vllm_args],
     }
     if engine.kv_budget_env is not None:
         given = spec.env.get(engine.kv_budget_env)
