@@ -67,6 +67,8 @@ def test_unreadable_cpuinfo_or_model_keeps_vllms_choice(
     monkeypatch.setattr(cpu_dtype, "CPUINFO", AVX2)
     assert cpu_dtype.float32_flags(str(tmp_path / "missing"), []) == []
     assert cpu_dtype.float32_flags("Qwen/Qwen3-0.6B", []) == []
+    monkeypatch.setenv("HOME", str(tmp_path))  # ~ is the user's home, as preflight and the planner read it
+    assert cpu_dtype.float32_flags("~/m", []) == ["--dtype", "float32"]
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "config.json").write_text('{"torch_dtype": "float32"')  # cut short

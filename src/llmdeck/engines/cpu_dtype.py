@@ -46,7 +46,7 @@ def stored_float32(model: str) -> bool:
     from llmdeck.errors import LlmdeckError
     from llmdeck.formats.model_folder import read_model_config
 
-    folder = Path(model)
+    folder = Path(model).expanduser()
     if not (folder / "config.json").is_file():
         return False
     try:
