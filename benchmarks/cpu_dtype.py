@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -29,9 +26,7 @@ from typing import Any
 
 import httpx
 import psutil
-
-ROOT = Path(__file__).resolve().parents[1]
-MODEL = ROOT / ".cache" / "test-tiny"
+from _abba import MODEL, ROOT, abba, host, need_tiny_model
 
 
 def _tree_cpu(pid: int) -> float:
@@ -97,15 +92,10 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu_dtype.json")
     args = ap.parse_args()
-    if not (MODEL / "config.json").is_file():
-        sys.exit(f"{MODEL} is missing: run the tests once (`make unit`) to make the tiny model.")
-    runs: list[dict[str, Any]] = []
+    need_tiny_model()
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(state_dir=Path(tmp) / "state", cache_dir=ROOT / ".cache" / "engine-cache")
-        for r in range(args.rounds):
-            for kind in ("llmdeck", "auto", "auto", "llmdeck"):
-                runs.append(_one(kind, settings, args) | {"round": r})
-                print(json.dumps(runs[-1]), flush=True)
+        runs = abba("llmdeck", "auto", args.rounds, lambda kind: _one(kind, settings, args))
     summary = {
         kind: {
             key: statistics.median(x[key] for x in runs if x["kind"] == kind)
@@ -116,12 +106,7 @@ def main() -> None:
     result = {
         "schema_version": 1,
         "created_at": datetime.now(UTC).isoformat(),
-        "host": {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "native_bf16": native_bf16(_read_cpuinfo(CPUINFO)),
-        },
+        "host": host(native_bf16=native_bf16(_read_cpuinfo(CPUINFO))),
         "model": "tiny random-weight float32 Qwen3 (.cache/test-tiny)",
         "load": {"requests": args.requests, "concurrency": args.concurrency, "max_tokens": 64},
         "runs": runs,

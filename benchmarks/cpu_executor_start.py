@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -26,9 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _abba import MODEL, ROOT, abba, host, need_tiny_model
 
-ROOT = Path(__file__).resolve().parents[1]
-MODEL = ROOT / ".cache" / "test-tiny"
 LLMDECK = [sys.executable, "-m", "llmdeck"]
 
 
@@ -70,14 +68,9 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=18190)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "cpu_executor_start.json")
     args = ap.parse_args()
-    if not (MODEL / "config.json").is_file():
-        sys.exit(f"{MODEL} is missing: run the tests once (`make unit`) to make the tiny model.")
-    runs: list[dict[str, Any]] = []
+    need_tiny_model()
     with tempfile.TemporaryDirectory() as tmp:
-        for r in range(args.rounds):
-            for kind in ("uni", "mp", "mp", "uni"):
-                runs.append(_one(kind, args.port, Path(tmp)) | {"round": r})
-                print(json.dumps(runs[-1]), flush=True)
+        runs = abba("uni", "mp", args.rounds, lambda kind: _one(kind, args.port, Path(tmp)))
     summary = {}
     for kind in ("uni", "mp"):
         ok = [x for x in runs if x["kind"] == kind and x["ok"]]
@@ -90,11 +83,7 @@ def main() -> None:
     result = {
         "schema_version": 1,
         "created_at": datetime.now(UTC).isoformat(),
-        "host": {
-            "platform": platform.platform(),
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-        },
+        "host": host(),
         "model": "tiny random-weight Qwen3 (.cache/test-tiny)",
         "runs": runs,
         "summary": summary,
