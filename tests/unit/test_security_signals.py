@@ -101,9 +101,33 @@ def test_stop_process_group_checks_identity_before_signalling(
     assert ident is not None and ident.cmdline == ["sleep", "300"]
     wrong = ProcessIdentity(create_time=ident.create_time - 100, cmdline=ident.cmdline)
     assert pid_owner(unrelated_sleep.pid, wrong) == "other"
+    assert ident.since_boot is not None  # Linux: the start tick is what is compared
+    wrong = ident.model_copy(update={"since_boot": ident.since_boot - 100})  # same clock time, another start
+    assert pid_owner(unrelated_sleep.pid, wrong) == "other"
     assert stop_process_group(unrelated_sleep.pid, grace_s=1, identity=wrong) == "stale"
     assert unrelated_sleep.poll() is None
     # the process llmdeck really started (its identity matches) is stopped
+    assert pid_owner(unrelated_sleep.pid, ident) == "ours"
+    assert stop_process_group(unrelated_sleep.pid, grace_s=5, identity=ident) == "stopped"
+    assert unrelated_sleep.wait(5) is not None
+
+
+def test_a_clock_step_after_the_start_does_not_make_a_live_server_a_stranger(
+    unrelated_sleep: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel's boot time follows the wall clock: in a clean clone's `make test` it moved 31 s
+    mid-run (a paused VM resynced), every running server's psutil create_time with it, and `down`
+    judged the servers another program's: it forgot them running (~3 GB each). The start tick is
+    compared instead."""
+    import psutil._pslinux as pslinux
+
+    from llmdeck.engines.process import identify, pid_owner, stop_process_group
+
+    ident = identify(unrelated_sleep.pid)
+    assert ident is not None
+    stepped = pslinux.boot_time() + 31
+    monkeypatch.setattr(pslinux, "boot_time", lambda: stepped)
+    assert abs(psutil.Process(unrelated_sleep.pid).create_time() - ident.create_time) > 30  # as it was seen
     assert pid_owner(unrelated_sleep.pid, ident) == "ours"
     assert stop_process_group(unrelated_sleep.pid, grace_s=5, identity=ident) == "stopped"
     assert unrelated_sleep.wait(5) is not None

@@ -2,9 +2,9 @@
 gracefully then hard.
 
 A saved pid is not proof: after the server died the system may give its pid to another program.
-At launch llmdeck records what identifies the process (:class:`ProcessIdentity`: psutil's
-``create_time`` and the command line); :func:`pid_owner` checks it, and nothing is signalled unless
-the pid is still the process llmdeck started.
+At launch llmdeck records what identifies the process (:class:`ProcessIdentity`: its start time
+since boot, psutil's ``create_time`` and the command line); :func:`pid_owner` checks it, and nothing
+is signalled unless the pid is still the process llmdeck started.
 """
 
 from __future__ import annotations
@@ -25,9 +25,14 @@ from llmdeck.util import leash
 from llmdeck.util.procgroup import signal_group
 
 Owner = Literal["ours", "gone", "other"]
-# create_time is derived from boot time and the start tick: stable for one process, different for
-# any later process that reuses the pid (which cannot start before the first one ended).
+# create_time is the boot time plus the start tick: different for any later process that reuses the
+# pid (which cannot start before the first one ended), but it moves with the boot time, which the
+# kernel derives from the wall clock: when the clock is stepped (a VM paused and resynced, NTP at
+# start-up) every running process's create_time moves with it. In a clean clone's `make test` here it
+# moved 31 s in mid-run, every live server then looked like another program, and `down` forgot them
+# running. The start tick itself (since_boot) never moves: it is what is compared where it was read.
 CREATE_TIME_TOLERANCE_S = 0.5
+SINCE_BOOT_TOLERANCE_S = 0.05  # the tick is exact; its unit is 1/CLK_TCK (0.01 s)
 
 
 def spawn_detached(
@@ -59,6 +64,20 @@ class ProcessIdentity(BaseModel):
 
     create_time: float
     cmdline: list[str]
+    since_boot: float | None = None  # seconds from boot to its start (/proc/PID/stat), where readable
+
+
+def since_boot(pid: int) -> float | None:
+    """Seconds from boot to ``pid``'s start: /proc/PID/stat's ``starttime`` tick, which no clock step
+    moves (None off Linux, or when the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("utf-8", "replace")
+        # the command name (field 2) is in parentheses and may hold anything: count from after it
+        ticks = int(stat.rsplit(")", 1)[1].split()[19])
+        return ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def identify(pid: int) -> ProcessIdentity | None:
@@ -67,7 +86,9 @@ def identify(pid: int) -> ProcessIdentity | None:
 
     try:
         proc = psutil.Process(pid)
-        return ProcessIdentity(create_time=proc.create_time(), cmdline=redact_argv(proc.cmdline()))
+        return ProcessIdentity(
+            create_time=proc.create_time(), cmdline=redact_argv(proc.cmdline()), since_boot=since_boot(pid)
+        )
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return None
 
@@ -84,15 +105,25 @@ def pid_owner(pid: int | None, identity: ProcessIdentity | None, argv: Sequence[
     assert pid is not None
     try:
         proc = psutil.Process(pid)
-        if identity is not None:
-            same = abs(proc.create_time() - identity.create_time) <= CREATE_TIME_TOLERANCE_S
-        else:
+        if identity is None:
             same = bool(argv) and redact_argv(proc.cmdline()) == redact_argv(list(argv or []))
+        else:
+            same = _same_start(proc, identity)
     except (psutil.NoSuchProcess, psutil.ZombieProcess):
         return "gone"
     except psutil.AccessDenied:
         return "other"  # another user's process: certainly not one we started
     return "ours" if same else "other"
+
+
+def _same_start(proc: psutil.Process, identity: ProcessIdentity) -> bool:
+    """Whether ``proc`` started when the recorded process did: by the tick since boot where both are
+    known, else (a record of an older llmdeck, not Linux) by create_time."""
+    recorded = identity.since_boot
+    now = since_boot(proc.pid) if recorded is not None else None
+    if recorded is not None and now is not None:
+        return abs(now - recorded) <= SINCE_BOOT_TOLERANCE_S
+    return abs(proc.create_time() - identity.create_time) <= CREATE_TIME_TOLERANCE_S
 
 
 def pid_alive(pid: int | None) -> bool:

@@ -43,7 +43,9 @@ class ServerRecord(BaseModel):
     )
     pid: int | None = Field(None, gt=0, le=PID_MAX, description="The engine process (a positive pid).")
     process: ProcessIdentity | None = Field(
-        None, description="create_time and cmdline of the pid at launch: checked before any signal."
+        None,
+        description="start tick since boot, create_time and cmdline of the pid at launch: checked before any "
+        "signal.",
     )
     container_id: str | None = None
     sized_from: LaunchSpec | None = Field(
