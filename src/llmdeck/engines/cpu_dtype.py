@@ -61,13 +61,11 @@ def stored_float32(model: str) -> bool:
     return False
 
 
-def names_dtype(vllm_args: Sequence[str]) -> bool:
-    return any(a == DTYPE_FLAG or a.startswith(DTYPE_FLAG + "=") for a in vllm_args)
-
-
 def float32_flags(model: str, vllm_args: Sequence[str]) -> list[str]:
     """``--dtype float32`` for a float32 model on a CPU without bfloat16 instructions, else nothing."""
-    if names_dtype(vllm_args) or not stored_float32(model):
+    from llmdeck.engines.argv import names_flag
+
+    if names_flag(vllm_args, DTYPE_FLAG) or not stored_float32(model):
         return []
     if native_bf16(_read_cpuinfo(CPUINFO)) is not False:
         return []
