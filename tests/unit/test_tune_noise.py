@@ -1,6 +1,7 @@
 """`llmdeck tune`'s adaptive repeats (llmdeck.tune.noise) on synthetic trial results, no engine: when
-two configs are told apart, the re-measure loop (order, cap, failed re-runs, budget), the "within noise"
-verdict and its simplest-config rule, in the JSON result, the CLI's words and the page."""
+two configs are told apart, the re-measure loop (order, cap, failed re-runs, budget) and --confirm's
+re-runs, the "within noise" verdict and its simplest-config rule, in the JSON result, the CLI's words
+and the page."""
 
 from __future__ import annotations
 
@@ -159,6 +160,48 @@ def test_search_recheck_runs_the_rounds_through_the_runner() -> None:
     ]  # fmt: skip
     d = decide(records, 3)
     assert d is not None and not d.within_noise and d.chosen == 2
+
+
+def test_search_confirm_reruns_the_leader_and_the_defaults_through_the_runner(tmp_path: Path) -> None:
+    """--confirm 1 through the runner: the leader, then vLLM's defaults, once more each with their own
+    params; the result's best rests on both of its runs. (The CPU integration test ran --confirm on the
+    real engine: one more start in make test for the same runner call every trial makes.)"""
+    from llmdeck.tune.outputs import write_outputs
+    from llmdeck.tune.schema import Dimension
+    from llmdeck.tune.search import _confirm
+    from llmdeck.tune.trials import TRIALS_NAME
+
+    truth = {1: [1.0, 0.9], 2: [1.5, 1.4]}
+    req = _req(confirm=1, max_repeats=1)  # adaptive repeats off, as the CPU test had them
+    records = [_rec(1, {}, truth[1][:1], origin="default"), _rec(2, SEARCHED, truth[2][:1])]
+
+    class FakeRunner:  # stands in for search.Runner: no server, the runs come from `truth`
+        def __init__(self) -> None:
+            self.req = req
+
+        def events(self, ev: TuneEvent) -> None:
+            pass
+
+        def one(self, n: int, params: dict[str, ParamValue], origin: Origin, repeat_of: int) -> TrialRecord:
+            return _rec(n, params, truth[repeat_of][1:], origin, repeat_of=repeat_of)
+
+    runner: Any = FakeRunner()
+    assert _confirm(runner, records, time.monotonic())
+    assert [(r.origin, r.repeat_of, r.params) for r in records[2:]] == [
+        ("confirm", 2, SEARCHED),
+        ("confirm", 1, {}),
+    ]
+    assert _confirm(runner, records, time.monotonic()) and len(records) == 4  # each config re-runs once
+    for r in records:
+        r.args = ["--max-num-seqs", "4", "--enable-prefix-caching"] if r.params else []
+    space = [
+        Dimension(name="max-num-seqs", values=[1, 4]),
+        Dimension(name="enable-prefix-caching", values=[True]),
+    ]
+    header = TrialsHeader(fingerprint=req.fingerprint(), request=req, space=space)
+    (tmp_path / TRIALS_NAME).write_text(header.model_dump_json() + "\n")
+    result = write_outputs(req, header, records, tmp_path, resumed=0, ran=4, stopped_by="trials")
+    assert result.best is not None and result.best.number == 2 and sorted(result.best_runs) == [1.4, 1.5]
 
 
 def test_within_noise_reaches_the_json_the_spec_and_the_page(tmp_path: Path) -> None:
