@@ -13,8 +13,9 @@ import httpx
 import ollama
 import pytest
 
+from llmdeck.gateway.capabilities import capabilities
 from llmdeck.gateway.ollama_replies import NdjsonStream, whole_reply
-from llmdeck.gateway.ollama_shapes import OllamaRequestError, capabilities, chat_body, generate_body
+from llmdeck.gateway.ollama_shapes import OllamaRequestError, chat_body, generate_body
 from llmdeck.settings import Settings
 from repo_paths import TEST_FIXTURES
 from test_gateway_proxy import FAST, fake, gateway
@@ -492,3 +493,37 @@ def test_show_reads_the_capabilities_of_a_model_on_demand(tmp_path: Path) -> Non
         "emb": ["embedding"],
         "vl": ["completion", "vision"],
     }
+
+
+def test_a_url_backend_says_what_it_can_in_its_config(tmp_path: Path) -> None:
+    """A URL's vLLM flags are not known: `capabilities:` in its config entry is what /api/show says (a
+    server without a tool parser had been shown with `tools`, and an Ollama client sent it tools);
+    without it, `completion, tools`. On a `spec:` or `server:` backend, or with a name Ollama does not
+    use, the config is refused naming the line."""
+    from starlette.testclient import TestClient
+
+    from llmdeck.errors import ConfigError
+    from llmdeck.gateway.app import build_app
+    from llmdeck.gateway.config import parse_config
+
+    settings = Settings(state_dir=tmp_path / "st")
+    text = """routes:
+  - {model: plain, backends: [{url: "http://127.0.0.1:9", capabilities: [completion, thinking, completion]}]}
+  - {model: guess, backends: ["http://127.0.0.1:10"]}
+"""
+    loaded = parse_config(text, source=tmp_path / "gw.yaml", settings=settings)
+    client = TestClient(build_app(loaded, settings=settings))  # no lifespan: nothing is probed
+    said = {m: client.post("/api/show", json={"model": m}).json()["capabilities"] for m in ("plain", "guess")}
+    assert said == {"plain": ["completion", "thinking"], "guess": ["completion", "tools"]}
+    (tmp_path / "s.json").write_text('{"name": "s", "engine": "cpu", "model": "/m"}', encoding="utf-8")
+    url, budget = "url: 'http://127.0.0.1:9'", "budget: {memory_gib: 9}"
+    bad = {
+        "on a spec": "  - {model: s, backends: [{spec: s.json, capabilities: [tools]}]}\n" + budget,
+        "a name Ollama does not use": "  - {model: p, backends: [{" + url + ", capabilities: [chat]}]}",
+        "empty": "  - {model: p, backends: [{" + url + ", capabilities: []}]}",
+    }
+    for why, route in bad.items():
+        with pytest.raises(ConfigError) as exc:
+            parse_config("routes:\n" + route + "\n", source=tmp_path / "gw.yaml", settings=settings)
+        assert "gw.yaml:2" in exc.value.message, (why, exc.value.message)
+        assert "capabilities" in exc.value.message, (why, exc.value.message)

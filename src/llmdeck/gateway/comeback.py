@@ -30,7 +30,7 @@ from llmdeck.gateway.hangup import HUNG_UP, Gone, unless_gone
 if TYPE_CHECKING:
     import httpx
 
-    from llmdeck.gateway.config import ResolvedBackend
+    from llmdeck.gateway.backend_config import ResolvedBackend
     from llmdeck.gateway.follow import Follow
     from llmdeck.gateway.routing import BackendState, Router
 

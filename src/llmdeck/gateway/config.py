@@ -22,21 +22,17 @@ Example::
 
 from __future__ import annotations
 
-import dataclasses
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from llmdeck.errors import ConfigError, LlmdeckError
+from llmdeck.errors import ConfigError
 from llmdeck.formats.gateway_yaml import MarkedDocument, format_loc, parse_gateway_yaml, read_gateway_text
-from llmdeck.gateway.follow import Follow
+from llmdeck.gateway.backend_config import ResolvedBackend, resolve_backend
 from llmdeck.gateway.keys import MAX_RPM, alias_problem
-from llmdeck.gateway.managed import Budget, ManagedBackend, check_managed, resolve_kind, resolve_managed
-from llmdeck.util.net import local_url
-from llmdeck.util.redact import api_key_problem, redact_text, redact_url
+from llmdeck.gateway.managed import Budget, check_managed, resolve_kind
 from llmdeck.util.shellquote import quote
 
 GATEWAY_CONFIG_SCHEMA_VERSION = 1
@@ -64,6 +60,9 @@ class BackendSpec(_Strict):
         None, ge=0, le=3600, description="spec: not evicted for another this long after ready while used."
     )
     model: str | None = Field(None, description="The backend's served model name (default: learned).")
+    capabilities: list[Literal["completion", "embedding", "vision", "tools", "thinking"]] | None = Field(
+        None, min_length=1, description="url: what Ollama's /api/show says it can (else completion, tools)."
+    )
     api_key_env: str | None = Field(None, description="Environment variable with the backend's API key.")
 
 
@@ -141,16 +140,6 @@ class GatewayConfig(_Strict):
     health: Health = Field(default_factory=Health)
     cors: Cors | None = None
     budget: Budget = Field(default_factory=Budget)
-
-
-@dataclass(frozen=True)
-class ResolvedBackend:
-    url: str  # base URL without /v1
-    label: str  # what the config said (a server name or the URL)
-    served_model: str | None
-    api_key: str | None = field(default=None, repr=False)
-    managed: ManagedBackend | None = None  # a launch spec the gateway starts on demand
-    follow: Follow | None = None  # a `server:` backend: its record is re-read (gateway/follow.py)
 
 
 @dataclass
@@ -272,8 +261,9 @@ def _resolve_route(
     i: int, route: Route, doc: MarkedDocument, settings: Any, source: Path, config: GatewayConfig
 ) -> ResolvedRoute:
     backends = [
-        _resolve_backend(b, doc, ("routes", i, "backends", j), settings, source, config)
+        resolve_backend(spec, doc, ("routes", i, "backends", j), settings, source, config.budget)
         for j, b in enumerate(route.backends)
+        for spec in [BackendSpec(url=b) if isinstance(b, str) else b]
     ]
     kinds = {b.managed is not None for b in backends}
     if len(kinds) > 1:
@@ -290,100 +280,3 @@ def _resolve_route(
         override=route.override,
         per_api=per_api,
     )
-
-
-def _resolve_managed(
-    spec: BackendSpec, doc: MarkedDocument, loc: tuple[str | int, ...], source: Path, config: GatewayConfig
-) -> ResolvedBackend:
-    managed = resolve_managed(spec, doc, loc, source, config.budget)
-    api_key = _api_key(spec, doc, loc)
-    if api_key is not None:  # the server it starts requires the key; the gateway sends it
-        launch = managed.spec.model_copy(update={"env": {**managed.spec.env, "VLLM_API_KEY": api_key}})
-        managed = dataclasses.replace(managed, spec=launch)
-    return ResolvedBackend(
-        url=local_url(managed.spec.host, managed.spec.port),
-        label=managed.name,
-        served_model=spec.model or managed.spec.effective_served_name,
-        api_key=api_key,
-        managed=managed,
-    )
-
-
-def _resolve_backend(
-    entry: str | BackendSpec,
-    doc: MarkedDocument,
-    loc: tuple[str | int, ...],
-    settings: Any,
-    source: Path,
-    config: GatewayConfig,
-) -> ResolvedBackend:
-    from llmdeck.runtime.target import resolve_target
-
-    spec = BackendSpec(url=entry) if isinstance(entry, str) else entry
-    given = [k for k in ("url", "server", "spec") if getattr(spec, k)]
-    if len(given) != 1:
-        raise ConfigError(
-            f"{doc.where(loc)}: a backend needs exactly one of `url:`, `server:` or `spec:`"
-            + (f" (it has {', '.join(given)})." if given else "."),
-            hint="Write a URL (http://127.0.0.1:8000), the name of a server from `llmdeck status`, or a "
-            "launch spec file from `llmdeck plan MODEL --spec-out FILE`.",
-        )
-    lifecycle = ("keep", "ttl_s", "group", "memory_gib", "sleep_level", "start_timeout_s", "min_resident_s")
-    if spec.spec:
-        return _resolve_managed(spec, doc, loc, source, config)
-    if extra := [k for k in lifecycle if k in spec.model_fields_set]:
-        raise ConfigError(
-            f"{doc.where((*loc, extra[0]))}: `{extra[0]}` applies to a `spec:` backend (one the gateway "
-            "starts), not to a running server.",
-            hint="Remove it, or name a launch spec with `spec:`.",
-        )
-    target_text = spec.url or spec.server
-    assert target_text is not None
-    try:
-        target = resolve_target(target_text.strip(), settings)
-    except LlmdeckError as exc:
-        raise ConfigError(f"{doc.where(loc)}: {exc.message}", hint=exc.hint) from exc
-    if spec.server and target.record is None:
-        raise ConfigError(
-            f"{doc.where(loc)}: `server: {spec.server}` looks like a URL.", hint="Use `url:` for URLs."
-        )
-    pinned_key = _api_key(spec, doc, loc)
-    record = target.record
-    return ResolvedBackend(
-        url=target.base_url,
-        label=redact_text(redact_url(target_text.strip())),  # shown in logs, errors, /gateway/status
-        served_model=spec.model or target.model,
-        api_key=pinned_key or _stored_key(record, settings),
-        follow=None
-        if record is None
-        else Follow(record.name, settings.servers_dir, spec.model, pinned_key, settings.logs_dir),
-    )
-
-
-def _stored_key(record: Any, settings: Any) -> str | None:
-    """A `server:` backend's own key, as llmdeck stored it when it started the server (`up -- --api-key
-    K`): without it every request and health probe had been a 401 unless `api_key_env` named it again."""
-    if record is None:
-        return None
-    from llmdeck.runtime.state import StateStore
-
-    return StateStore(settings.servers_dir).load_secrets(record.name).get("VLLM_API_KEY")
-
-
-def _api_key(spec: BackendSpec, doc: MarkedDocument, loc: tuple[str | int, ...]) -> str | None:
-    if not spec.api_key_env:
-        return None
-    api_key = os.environ.get(spec.api_key_env)
-    if not api_key:
-        raise ConfigError(
-            f"{doc.where(loc)}: the environment variable {spec.api_key_env} (the backend's API key) is "
-            "not set.",
-            hint=f"Export {spec.api_key_env} before `llmdeck gateway up`.",
-        )
-    why = api_key_problem(api_key)
-    if why:
-        raise ConfigError(
-            f"{doc.where(loc)}: the key in {spec.api_key_env} cannot be sent: {why}.",
-            hint=f"Export {spec.api_key_env} exactly as the backend has its key.",
-        )
-    return api_key

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from llmdeck.errors import LlmdeckError
 
 if TYPE_CHECKING:
-    from llmdeck.gateway.config import ResolvedBackend
+    from llmdeck.gateway.backend_config import ResolvedBackend
     from llmdeck.runtime.state import ServerRecord
 
 

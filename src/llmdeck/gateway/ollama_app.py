@@ -23,13 +23,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from llmdeck.formats.model_folder import has_vision_tower
+from llmdeck.gateway.capabilities import route_capabilities
 from llmdeck.gateway.ollama_keepalive import keep_alive_s
 from llmdeck.gateway.ollama_replies import NdjsonStream, error_reply, whole
 from llmdeck.gateway.ollama_shapes import (
     Kind,
     OllamaRequestError,
-    capabilities,
     chat_body,
     embed_body,
     error_message,
@@ -166,26 +165,10 @@ async def _show(request: Request) -> Response:
     info: dict[str, Any] = {"general.architecture": "llmdeck"}
     if (max_len := st.router.max_model_len(alias)) is not None:
         info["llmdeck.context_length"] = max_len
-    can = capabilities(_flags(st, alias))
+    can = route_capabilities(b.backend for b in st.router.routes[alias].backends)
     reply = {"modelfile": "", "parameters": "", "template": "", "details": _details(), "model_info": info,
              "capabilities": can, "modified_at": now_iso(st.started_at)}  # fmt: skip
     return _logged(request, JSONResponse(reply), caller.name)
-
-
-def _flags(st: GatewayState, alias: str) -> list[tuple[list[str], bool]]:
-    """The vLLM flags of the alias's backends that llmdeck starts or follows (a URL's are not known), each
-    with whether its model (a local folder) carries a vision tower."""
-    from llmdeck.gateway.lifecycle import live_in
-
-    found = []
-    for state in st.router.routes[alias].backends:
-        backend, follow = state.backend, state.backend.follow
-        spec = backend.managed.spec if backend.managed is not None else None
-        if spec is None and follow is not None and (record := live_in(follow.servers_dir, follow.server)):
-            spec = record.spec
-        if spec is not None:
-            found.append((list(spec.vllm_args), has_vision_tower(spec.model)))
-    return found
 
 
 def _alias(st: GatewayState, asked: Any, caller: Caller) -> str | JSONResponse:

@@ -14,7 +14,6 @@ the deprecated ``context`` are refused with the reason; Ollama's runtime options
 from __future__ import annotations
 
 import json
-import re
 import time
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -269,46 +268,3 @@ def error_message(body: bytes, status: int) -> str:
         found = data.get("error", data.get("message")) if isinstance(data, dict) else None
         said = found if isinstance(found, str) else None
     return said or body.decode("utf-8", "replace").strip()[:2000] or f"HTTP {status}"
-
-
-# Ollama's names, in the order its Model.Capabilities() adds them (server/images.go); its own `ollama launch`
-# gives OpenClaw and Codex image input for `vision` and reasoning for `thinking`
-_CAPABILITIES = ("completion", "embedding", "vision", "tools", "thinking")
-UNKNOWN_CAPABILITIES = ["completion", "tools"]  # a backend whose flags are not known (a URL)
-_NO_IMAGES = re.compile(r"""["']?image["']?\s*[:=]\s*0(?![\d.])""")  # --limit-mm-per-prompt '{"image": 0}'
-
-
-def capabilities(backends: list[tuple[list[str], bool]]) -> list[str]:
-    """``/api/show``'s ``capabilities`` of a model served with these vLLM flags, each with whether its
-    model carries a vision tower (one pair a backend): what every backend can do. Clients pick a model for
-    tool calls, images or embeddings by them (ollama-python's issue #494, ellmer's `models_ollama()`, Open
-    WebUI's image upload): ``tools`` only with ``--enable-auto-tool-choice`` (vLLM refuses a request's
-    tools without it), ``thinking`` with ``--reasoning-parser``, ``vision`` for a vision tower not turned
-    off (``--language-model-only``, ``--limit-mm-per-prompt`` with no image); a pooling runner embeds
-    only."""
-    if not backends:
-        return list(UNKNOWN_CAPABILITIES)
-    found = set.intersection(*(_capabilities(flags, vision) for flags, vision in backends))
-    return [c for c in _CAPABILITIES if c in found]
-
-
-def _capabilities(args: list[str], vision: bool) -> set[str]:
-    from llmdeck.errors import LlmdeckError
-    from llmdeck.plan.flags import parse_vllm_flags
-
-    try:
-        flags = parse_vllm_flags(args)
-    except LlmdeckError:  # flags the server took though llmdeck cannot read them: the least is claimed
-        return {"completion"}
-    if flags.get("runner") == "pooling" or flags.get("convert") == "embed" or flags.get("task") == "embed":
-        return {"embedding"}
-    found = {"completion"}
-    if flags.get_bool("enable-auto-tool-choice"):
-        found.add("tools")
-    if isinstance(flags.get("reasoning-parser"), str):
-        found.add("thinking")
-    limit = flags.get("limit-mm-per-prompt")
-    images_off = isinstance(limit, str) and _NO_IMAGES.search(limit) is not None
-    if vision and not flags.get_bool("language-model-only") and not images_off:
-        found.add("vision")
-    return found

@@ -23,8 +23,9 @@ from typing import Any
 
 import httpx
 
+from llmdeck.gateway.backend_config import ResolvedBackend
 from llmdeck.gateway.comeback import HELD, drained
-from llmdeck.gateway.config import LoadedConfig, ResolvedBackend, ResolvedRoute
+from llmdeck.gateway.config import LoadedConfig, ResolvedRoute
 from llmdeck.gateway.follow import current
 from llmdeck.util.http import IDENTITY, JSON_CAP, BodyTooLarge, aread_capped, failure_words
 from llmdeck.util.jsonsafe import loads as json_loads
