@@ -498,8 +498,8 @@ def test_show_reads_the_capabilities_of_a_model_on_demand(tmp_path: Path) -> Non
 def test_a_url_backend_says_what_it_can_in_its_config(tmp_path: Path) -> None:
     """A URL's vLLM flags are not known: `capabilities:` in its config entry is what /api/show says (a
     server without a tool parser had been shown with `tools`, and an Ollama client sent it tools);
-    without it, `completion, tools`. On a `spec:` or `server:` backend, or with a name Ollama does not
-    use, the config is refused naming the line."""
+    without it, `completion, tools` (each route its own, on one URL too). On a `spec:` or `server:`
+    backend, or with a name Ollama does not use, the config is refused naming the line."""
     from starlette.testclient import TestClient
 
     from llmdeck.errors import ConfigError
@@ -509,7 +509,7 @@ def test_a_url_backend_says_what_it_can_in_its_config(tmp_path: Path) -> None:
     settings = Settings(state_dir=tmp_path / "st")
     text = """routes:
   - {model: plain, backends: [{url: "http://127.0.0.1:9", capabilities: [completion, thinking, completion]}]}
-  - {model: guess, backends: ["http://127.0.0.1:10"]}
+  - {model: guess, backends: ["http://127.0.0.1:9"]}
 """
     loaded = parse_config(text, source=tmp_path / "gw.yaml", settings=settings)
     client = TestClient(build_app(loaded, settings=settings))  # no lifespan: nothing is probed

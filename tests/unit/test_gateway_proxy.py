@@ -400,6 +400,31 @@ def test_each_replica_gets_its_own_served_name(settings: Settings, tmp_path: Pat
     assert [b["model"] for b in first.bodies + second.bodies] == ["name-one", "name-two"]
 
 
+def test_two_routes_on_one_server_each_send_their_own_model(settings: Settings, tmp_path: Path) -> None:
+    """One vLLM serving a base model and a LoRA adapter (`--lora-modules sql=...`), a route each: the
+    routes share the server's state (health, load) but each sends its own `model:` (the first route's
+    had gone for both: the adapter's alias was answered by the base model, silently); a route without
+    one sends the name the server lists first."""
+    with fake() as up:
+        url = up.url  # type: ignore[attr-defined]
+        cfg = (
+            f"routes:\n  - {{model: base, backends: [{{url: '{url}', model: Qwen/Qwen3-8B}}]}}\n"
+            f"  - {{model: sql, backends: [{{url: '{url}', model: sql-lora}}]}}\n"
+            f"  - {{model: learned, backends: ['{url}']}}\n" + FAST
+        )
+        with gateway(cfg, settings, tmp_path) as gw:
+            for alias in ("sql", "base", "learned", "sql"):
+                r = httpx.post(f"{gw}/v1/chat/completions", json=chat(alias), timeout=10)
+                assert r.status_code == 200, r.text
+            status = httpx.get(f"{gw}/gateway/status", timeout=10).json()
+    assert [b["model"] for b in up.bodies] == ["sql-lora", "Qwen/Qwen3-8B", "fake-served", "sql-lora"]
+    shown = {r["model"]: r["backends"][0] for r in status["routes"]}
+    assert {alias: b["served_model"] for alias, b in shown.items()} == {
+        "base": "Qwen/Qwen3-8B", "sql": "sql-lora", "learned": "fake-served"
+    }  # fmt: skip
+    assert {b["requests"] for b in shown.values()} == {4}  # one server's state, shared
+
+
 def test_check_names_a_key_limited_to_other_aliases(
     settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

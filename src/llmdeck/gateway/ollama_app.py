@@ -165,7 +165,7 @@ async def _show(request: Request) -> Response:
     info: dict[str, Any] = {"general.architecture": "llmdeck"}
     if (max_len := st.router.max_model_len(alias)) is not None:
         info["llmdeck.context_length"] = max_len
-    can = route_capabilities(b.backend for b in st.router.routes[alias].backends)
+    can = route_capabilities(st.router.routes[alias].route.backends)  # its own: a URL may serve two
     reply = {"modelfile": "", "parameters": "", "template": "", "details": _details(), "model_info": info,
              "capabilities": can, "modified_at": now_iso(st.started_at)}  # fmt: skip
     return _logged(request, JSONResponse(reply), caller.name)

@@ -152,7 +152,7 @@ async def count_prompt(client: httpx.AsyncClient, state: BackendState, up: Upstr
     path, body = asked
     if path in state.no_count:
         return None
-    if served := state.model_name():  # the backend's name (the request has the client's alias before
+    if served := up.model_for(state):  # the backend's name (the request has the client's alias before
         body["model"] = served  # content_for sets it: count_first counts before that)
     headers = {"content-type": "application/json"}
     if state.backend.api_key:

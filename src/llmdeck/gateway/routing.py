@@ -313,7 +313,10 @@ class Router:
                 "model": alias,
                 "requests": st.requests,
                 "errors": st.errors,
-                "backends": [b.snapshot() for b in st.backends],
+                "backends": [
+                    {**b.snapshot(), "served_model": mine.served_model or b.served_model}
+                    for b, mine in zip(st.backends, st.route.backends, strict=True)
+                ],
             }
             for alias, st in self.routes.items()
         ]

@@ -66,6 +66,7 @@ async def send(
     up = Upstream(
         request.method, path, headers, raw, first_byte_s, body, timeouts.response_s, streaming, ctx.api
     )
+    up.served = {b.url: b.served_model for b in route.route.backends}
     ctx.gauge = st.metrics.in_flight.labels(ctx.route)
     ctx.gauge.inc()
     return await forward(st.client, route, up, ctx, retry)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -50,6 +50,16 @@ class Upstream:
     fit: int | None = None  # the cap fitted to the prompt's room (roomcap.fit; AS_SENT: the client's)
     counted: tuple[str, float] | None = None  # roomcap's count of the prompt: outcome, milliseconds
     counted_on: str | None = None  # the backend (URL) whose count ``fit`` and ``counted`` are
+    # each backend URL's served model as this route's config names it: two routes on one server (a base
+    # model and its LoRA adapter) share its state, not its name (the first route's had been sent for both)
+    served: dict[str, str | None] = field(default_factory=dict)
+
+    def model_for(self, state: BackendState) -> str | None:
+        """The model name this request goes to ``state`` with: the route's (None: the one the server
+        lists first), else the backend's."""
+        if self.served and state.url in self.served:
+            return self.served[state.url] or state.served_model
+        return state.model_name()
 
     def cap_note(self) -> tuple[str, str | None]:
         """What the access log adds about the output cap (`` lowered=32000->16373 count=fits:4.2ms``)
@@ -68,7 +78,7 @@ class Upstream:
         encoder's depth, or a lone surrogate in a string)."""
         if self.json_body is None:
             return self.body
-        served = state.model_name()
+        served = self.model_for(state)
         if served:
             self.json_body["model"] = served
         body, self.lowered = self.json_body, None
