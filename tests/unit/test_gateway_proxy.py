@@ -400,6 +400,35 @@ def test_each_replica_gets_its_own_served_name(settings: Settings, tmp_path: Pat
     assert [b["model"] for b in first.bodies + second.bodies] == ["name-one", "name-two"]
 
 
+def test_two_routes_on_one_server_share_its_key(
+    settings: Settings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key one route's entry names goes with every entry of that server (the first entry's, keyless,
+    had been sent for both: the keyed route's requests went without its key); two keys for one server
+    are refused naming both lines."""
+    from llmdeck.errors import ConfigError
+
+    monkeypatch.setenv("K_ONE", "sk-one")
+    monkeypatch.setenv("K_TWO", "sk-two")
+    with fake() as up:
+        url = up.url  # type: ignore[attr-defined]
+        cfg = (
+            f"routes:\n  - {{model: plain, backends: ['{url}']}}\n"
+            f"  - {{model: keyed, backends: [{{url: '{url}', api_key_env: K_ONE}}]}}\n" + FAST
+        )
+        with gateway(cfg, settings, tmp_path) as gw:
+            for alias in ("keyed", "plain"):
+                assert (
+                    httpx.post(f"{gw}/v1/chat/completions", json=chat(alias), timeout=10).status_code == 200
+                )
+    assert [h.get("authorization") for h in up.headers[-2:]] == ["Bearer sk-one"] * 2
+    two = cfg.replace("['" + url + "']", "[{url: '" + url + "', api_key_env: K_TWO}]")
+    with pytest.raises(ConfigError) as exc:
+        parse_config(two, source=tmp_path / "gw.yaml", settings=settings)
+    assert "gw.yaml:3" in exc.value.message and "gw.yaml:2" in exc.value.message, exc.value.message
+    assert "sk-" not in exc.value.message + str(exc.value.hint)
+
+
 def test_two_routes_on_one_server_each_send_their_own_model(settings: Settings, tmp_path: Path) -> None:
     """One vLLM serving a base model and a LoRA adapter (`--lora-modules sql=...`), a route each: the
     routes share the server's state (health, load) but each sends its own `model:` (the first route's

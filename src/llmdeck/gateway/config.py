@@ -22,6 +22,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -180,6 +181,7 @@ def parse_config(text: str, *, source: Path, settings: Any) -> LoadedConfig:
     routes = [
         _resolve_route(i, route, doc, settings, source, config) for i, route in enumerate(config.routes)
     ]
+    _share_server_keys(routes, doc)
     check_managed(
         [
             (b.managed, doc.where(("routes", i, "backends", j)))
@@ -192,6 +194,28 @@ def parse_config(text: str, *, source: Path, settings: Any) -> LoadedConfig:
     if config.keys_file is not None:
         _check_keys_file(keys_file, doc)
     return LoadedConfig(config=config, routes=routes, keys_file=keys_file, source=source)
+
+
+def _share_server_keys(routes: list[ResolvedRoute], doc: MarkedDocument) -> None:
+    """Routes that list one server (one URL) share its state, and so its key: a key one entry names goes
+    with every entry of that URL (else the first entry's, keyless, was sent for all: 401s, the server
+    marked down); two different keys for one server are refused."""
+    keys: dict[str, tuple[str, tuple[str | int, ...]]] = {}
+    for i, route in enumerate(routes):
+        for j, b in enumerate(route.backends):
+            loc = ("routes", i, "backends", j)
+            first = keys.setdefault(b.url, (b.api_key, loc)) if b.api_key is not None else None
+            if first is not None and first[0] != b.api_key:
+                raise ConfigError(
+                    f"{doc.where(loc)}: the server {b.label} is also the backend at {doc.where(first[1])}, "
+                    "with another key (`api_key_env`); one server takes one key.",
+                    hint="Name the same api_key_env in both entries, or in one of them.",
+                )
+    for route in routes:
+        route.backends = [
+            dataclasses.replace(b, api_key=keys[b.url][0]) if b.api_key is None and b.url in keys else b
+            for b in route.backends
+        ]
 
 
 def default_keys_file(settings: Any) -> Path:
