@@ -27,10 +27,7 @@ def capabilities(backends: list[tuple[list[str], bool]]) -> list[str]:
     tools without it), ``thinking`` with ``--reasoning-parser``, ``vision`` for a vision tower not turned
     off (``--language-model-only``, ``--limit-mm-per-prompt`` with no image); a pooling runner embeds
     only."""
-    if not backends:
-        return list(UNKNOWN_CAPABILITIES)
-    found = set.intersection(*(_capabilities(flags, vision) for flags, vision in backends))
-    return [c for c in _CAPABILITIES if c in found]
+    return _common([_capabilities(flags, vision) for flags, vision in backends])
 
 
 def _capabilities(args: list[str], vision: bool) -> set[str]:
@@ -57,7 +54,11 @@ def _capabilities(args: list[str], vision: bool) -> set[str]:
 
 def route_capabilities(backends: Iterable[ResolvedBackend]) -> list[str]:
     """What every backend of a route whose capabilities are known can do; none known: the assumed ones."""
-    known = [found for b in backends if (found := backend_capabilities(b)) is not None]
+    return _common([found for b in backends if (found := backend_capabilities(b)) is not None])
+
+
+def _common(known: list[set[str]]) -> list[str]:
+    """What every one of these can do, in Ollama's order; none known: the assumed ones."""
     if not known:
         return list(UNKNOWN_CAPABILITIES)
     found = set.intersection(*known)

@@ -196,6 +196,11 @@ def parse_config(text: str, *, source: Path, settings: Any) -> LoadedConfig:
     return LoadedConfig(config=config, routes=routes, keys_file=keys_file, source=source)
 
 
+def _long_form(entry: str | BackendSpec) -> BackendSpec:
+    """A backend given as a bare string is a URL."""
+    return BackendSpec(url=entry) if isinstance(entry, str) else entry
+
+
 def _share_server_keys(routes: list[ResolvedRoute], doc: MarkedDocument) -> None:
     """Routes that list one server (one URL) share its state, and so its key: a key one entry names goes
     with every entry of that URL (else the first entry's, keyless, was sent for all: 401s, the server
@@ -285,9 +290,8 @@ def _resolve_route(
     i: int, route: Route, doc: MarkedDocument, settings: Any, source: Path, config: GatewayConfig
 ) -> ResolvedRoute:
     backends = [
-        resolve_backend(spec, doc, ("routes", i, "backends", j), settings, source, config.budget)
+        resolve_backend(_long_form(b), doc, ("routes", i, "backends", j), settings, source, config.budget)
         for j, b in enumerate(route.backends)
-        for spec in [BackendSpec(url=b) if isinstance(b, str) else b]
     ]
     kinds = {b.managed is not None for b in backends}
     if len(kinds) > 1:

@@ -63,7 +63,12 @@ class BackendState:
         return self.backend.url
 
     def model_name(self) -> str | None:
-        return self.backend.served_model or self.served_model
+        return self.name_for(self.backend.served_model)
+
+    def name_for(self, configured: str | None) -> str | None:
+        """The model name a route's entry for this server sends: its `model:`, else the one the server
+        lists first (two routes on one server, a base model and its LoRA adapter, each send their own)."""
+        return configured or self.served_model
 
     def mark_down(self, reason: str) -> None:
         if self.healthy:
@@ -314,7 +319,7 @@ class Router:
                 "requests": st.requests,
                 "errors": st.errors,
                 "backends": [
-                    {**b.snapshot(), "served_model": mine.served_model or b.served_model}
+                    {**b.snapshot(), "served_model": b.name_for(mine.served_model)}
                     for b, mine in zip(st.backends, st.route.backends, strict=True)
                 ],
             }

@@ -58,7 +58,7 @@ class Upstream:
         """The model name this request goes to ``state`` with: the route's (None: the one the server
         lists first), else the backend's."""
         if self.served and state.url in self.served:
-            return self.served[state.url] or state.served_model
+            return state.name_for(self.served[state.url])
         return state.model_name()
 
     def cap_note(self) -> tuple[str, str | None]:
