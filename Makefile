@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.llmdeck-installed
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 
-.PHONY: quickstart test checks lint typecheck unit integration browser clean llamacpp docs bytecode
+.PHONY: quickstart test checks lint typecheck unit integration browser clean llamacpp docs bytecode clients
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -90,7 +90,7 @@ SERIAL      := $(BIN)/pytest tests/integration tests/e2e -q -m serial --duration
 unit: $(STAMP) bytecode
 	$(BIN)/pytest tests/unit -q -n 4 --durations=15
 
-integration: $(STAMP) llamacpp browser bytecode
+integration: $(STAMP) llamacpp browser bytecode clients
 	$(INTEGRATION)
 	$(SERIAL)
 
@@ -117,6 +117,15 @@ browser:
 		fi; \
 	fi
 
+# The real npm clients the e2e tests run (tests/real_clients.py, standard library only), at their recorded
+# versions into .cache/clients, beside llmdeck's install: that install keeps one core busy for a minute
+# and leaves the other idle. Five npm installs (~35 s one after the other, npm's cache warm) had run in
+# the integration lanes. Nothing here stops `make test`: a client not installed is installed or
+# skipped by the test that needs it.
+clients:
+	@mkdir -p .cache
+	-$(PYTHON) tests/real_clients.py > .cache/clients-install.log 2>&1
+
 # The static checks, after the install. `make test` runs them beside the llama.cpp build (and chromium's
 # install): the main install and mypy each keep one core busy, the build takes the other. Fresh clones
 # without pip's cache, 2 cores: the two installs 167 s + 152 s one after the other, 268 s side by side.
@@ -126,7 +135,7 @@ checks: $(STAMP)
 	$(BIN)/mypy
 
 test:
-	$(MAKE) --no-print-directory -j3 checks bytecode llamacpp browser
+	$(MAKE) --no-print-directory -j4 checks bytecode llamacpp browser clients
 	$(BIN)/pytest tests/unit -q -n 4 --durations=15
 	$(INTEGRATION)
 	$(SERIAL)

@@ -36,12 +36,12 @@ GATEWAY_LINE = re.compile(r"(POST|GET|HEAD) (/\S*) route=\S+ key=\S+ backend=\S+
 
 @pytest.fixture(scope="module")
 def claude_bin() -> Path:
-    return npm_recorded("@anthropic-ai/claude-code", "claude-code", "claude")
+    return npm_recorded("claude-code")
 
 
 @pytest.fixture(scope="module")
 def codex_bin() -> Path:
-    return npm_recorded("@openai/codex", "codex", "codex")
+    return npm_recorded("codex")
 
 
 @pytest.fixture(scope="module")

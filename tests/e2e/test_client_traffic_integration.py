@@ -42,12 +42,12 @@ def run_cli(*args: str, tmp_path: Path, timeout: float = 600) -> subprocess.Comp
 
 @pytest.fixture(scope="module")
 def opencode_bin() -> Path:
-    return npm_recorded("opencode-ai", "opencode", "opencode")
+    return npm_recorded("opencode")
 
 
 @pytest.fixture(scope="module")
 def cn_bin() -> Path:
-    return npm_recorded("@continuedev/cli", "continue", "cn")
+    return npm_recorded("continue")
 
 
 def client_logs(home: Path) -> str:

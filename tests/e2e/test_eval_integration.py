@@ -38,7 +38,7 @@ def test_real_opencode_through_the_harness(
     session_settings: Any,
     tmp_path: Path,
 ) -> None:
-    opencode = npm_recorded("opencode-ai", "opencode", "opencode")
+    opencode = npm_recorded("opencode")
     out, page = tmp_path / "eval.json", tmp_path / "eval.html"
     res = llmdeck(
         "eval", "--client", "opencode", "--task", "fix-intervals", "--server", capped_server.name,

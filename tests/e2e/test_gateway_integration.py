@@ -203,9 +203,7 @@ def _opencode() -> str:
     from real_clients import npm_recorded
 
     given = os.environ.get("OPENCODE_BIN")
-    return (
-        given if given and Path(given).exists() else str(npm_recorded("opencode-ai", "opencode", "opencode"))
-    )
+    return given if given and Path(given).exists() else str(npm_recorded("opencode"))
 
 
 def _run_opencode(binary: str, home: Path, model: str) -> subprocess.CompletedProcess[str]:

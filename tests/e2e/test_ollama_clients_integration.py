@@ -46,7 +46,7 @@ def _stop_hub(project: Path) -> Iterator[None]:
 def test_cline_speaks_ollamas_api_through_the_gateway(
     capped_server: Any, session_settings: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    cline = npm_recorded("cline", "cline", "cline")
+    cline = npm_recorded("cline")
     text = f"routes:\n  - model: qwen3:8b\n    backends: [{capped_server.base_url}]\n"
     loaded = parse_config(text, source=tmp_path / "gateway.yaml", settings=session_settings)
     home, project = tmp_path / "home", tmp_path / "project"
