@@ -189,7 +189,7 @@ def _cpu_servers(
                 down(rec.name, session_settings)  # type: ignore[attr-defined,arg-type]
 
 
-# The integration lanes (`--dist loadfile --no-loadscopereorder`, Makefile) take whole files in the
+# The integration lanes (`--dist loadfile --no-loadscope-reorder`, Makefile) take whole files in the
 # order collected. xdist's own order (files with the most tests first) left the one-test tune file,
 # ~130 s, for the end: for ~85 s one lane ran alone (a fresh clone's CPU samples, ~60% busy). The files
 # with the longest tests (a lane-time of 90-180 s each, fresh clones on 2 cores) go first, longest
