@@ -85,8 +85,7 @@ typecheck: $(STAMP)
 # session server once (tests/conftest.py; the controller stops them at the end). A test that reads live
 # memory (marked `serial`) runs after them, alone. On this 2-core box, fresh clones: serial 1,133 s;
 # in lanes 971 s + 45 s and 746 s + 33 s (two runs: the shared machines are noisy).
-INTEGRATION := $(BIN)/pytest tests/integration tests/e2e -q -n 2 --dist loadfile --no-loadscope-reorder \
-               -m "not serial" --durations=30
+INTEGRATION := $(BIN)/pytest tests/integration tests/e2e -q -n 2 --dist loadfile -m "not serial" --durations=30
 SERIAL      := $(BIN)/pytest tests/integration tests/e2e -q -m serial --durations=5
 unit: $(STAMP) bytecode
 	$(BIN)/pytest tests/unit -q -n 4 --durations=15

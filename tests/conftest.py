@@ -189,33 +189,6 @@ def _cpu_servers(
                 down(rec.name, session_settings)  # type: ignore[attr-defined,arg-type]
 
 
-# The integration lanes (`--dist loadfile --no-loadscope-reorder`, Makefile) take whole files in the
-# order collected. xdist's own order (files with the most tests first) left the one-test tune file,
-# ~130 s, for the end: for ~85 s one lane ran alone (a fresh clone's CPU samples, ~60% busy). The files
-# with the longest tests (a lane-time of 90-180 s each, fresh clones on 2 cores) go first, longest
-# first, so that a lane's last file is a short one; the others keep their order.
-LONGEST_FIRST = (
-    "test_gateway_models_integration.py",
-    "test_lifecycle_cpu.py",
-    "test_tune_integration.py",
-    "test_client_traffic_integration.py",
-    "test_check_surfaces_integration.py",
-    "test_bench_integration.py",
-    "test_check_integration.py",
-    "test_agents_e2e_integration.py",
-    "test_connect_clients.py",
-    "test_eval_clients_integration.py",
-    "test_ollama_clients_integration.py",
-    "test_gateway_integration.py",
-    "test_tune_ratesweep_cpu.py",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's own order kept
-
-
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """pytest-xdist's controller, once every worker is done: stop the servers the workers shared (each
     worker leaves the session servers it started running, for the other worker)."""

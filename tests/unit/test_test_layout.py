@@ -62,11 +62,3 @@ def test_no_test_counts_parents_from_its_own_file() -> None:
     ]
     assert offenders == [], "use repo_paths.ROOT / TEST_FIXTURES / SHARED"
     assert (ROOT / "pyproject.toml").is_file()
-
-
-def test_the_lanes_longest_first_files_exist() -> None:
-    """conftest's LONGEST_FIRST orders the integration lanes: a renamed file would silently drop out."""
-    from conftest import LONGEST_FIRST
-
-    present = set(_tests("integration")) | set(_tests("e2e"))
-    assert [n for n in LONGEST_FIRST if n not in present] == []
