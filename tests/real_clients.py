@@ -54,15 +54,19 @@ def recorded_version(client: str) -> str:
     return max(versions, key=_version_key)
 
 
+def binary_path(client: str) -> Path:
+    """Where the client's binary is once installed into .cache/clients."""
+    return CLIENTS_DIR / client / "node_modules" / ".bin" / NPM[client][1]
+
+
 def installed_version(client: str) -> str | None:
     """The version of the client's npm package in .cache/clients (its package.json), None if absent."""
-    package, binary = NPM[client]
-    prefix = CLIENTS_DIR / client / "node_modules"
+    package_json = CLIENTS_DIR / client / "node_modules" / NPM[client][0] / "package.json"
     try:
-        version = json.loads((prefix / package / "package.json").read_text(encoding="utf-8"))["version"]
+        version = json.loads(package_json.read_text(encoding="utf-8"))["version"]
     except (OSError, ValueError, KeyError):
         return None
-    return str(version) if (prefix / ".bin" / binary).exists() else None
+    return str(version) if binary_path(client).exists() else None
 
 
 def _npm_install(client: str, version: str) -> subprocess.CompletedProcess[str]:
@@ -78,7 +82,7 @@ def npm_client(client: str, version: str) -> Path:
 
     from llmdeck.util.filelock import exclusive
 
-    exe = CLIENTS_DIR / client / "node_modules" / ".bin" / NPM[client][1]
+    exe = binary_path(client)
     # one install at a time per client: `make integration`'s two workers may both want it at once
     with exclusive(CLIENTS_DIR / f"{client}.lock", timeout_s=1800, what=f"install of {client}"):
         if installed_version(client) == version:
