@@ -46,6 +46,37 @@ def test_a_crashed_leaders_engine_core_is_stopped_with_its_group() -> None:
             os.kill(child, signal.SIGKILL)
 
 
+@pytest.mark.parametrize("mark", ["0123456789abcdef", None], ids=["another-starts-mark", "no-mark-recorded"])
+def test_a_dead_leaders_group_id_taken_by_another_program_is_left_alone(mark: str | None) -> None:
+    """The recorded pid dead, its number taken by a program that led a group and exited (`a & b &` in
+    a script): `down` SIGKILLed that program's processes, found by the group id alone."""
+    script = "sleep 301 & sleep 302 & echo $$; exit 0"
+    other = subprocess.Popen(
+        ["bash", "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    assert other.stdout is not None
+    group = int(other.stdout.readline())
+    other.wait(10)
+    members = [p for p in psutil.process_iter(["pid"]) if _group_of(p.pid) == group]
+    assert len(members) == 2  # its leader gone, its two sleeps live on in its group
+    server = identify(os.getpid())
+    assert server is not None
+    recorded = server.model_copy(update={"group_mark": mark})
+    try:
+        assert stop_process_group(group, grace_s=1, identity=recorded) == "gone"
+        assert all(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in members)
+    finally:
+        for proc in members:
+            proc.kill()
+
+
+def _group_of(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
 def test_the_gateway_stops_only_the_servers_it_started(tmp_path: Path) -> None:
     """`gateway down` stopped every server named like one of its models: a user's own `llmdeck up --name
     coder` was killed and its record removed."""

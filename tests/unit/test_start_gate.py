@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from llmdeck.engines.process import identify
+from llmdeck.engines.process import identify, spawn_detached
 from llmdeck.engines.spec import LaunchSpec
 from llmdeck.errors import AlreadyExistsError
 from llmdeck.runtime import start_gate
@@ -42,9 +42,7 @@ def record_of(pid: int, tmp_path: Path) -> ServerRecord:
 def test_a_dead_leaders_surviving_group_is_stopped_before_the_next_start(tmp_path: Path) -> None:
     """`kill -9` of vLLM's API server leaves its EngineCore serving nothing and holding the memory (the
     GPU's, on a GPU): the next `up` of the name had dropped the record and started beside it."""
-    leader = subprocess.Popen(
-        [sys.executable, "-c", LEADER], stdout=subprocess.PIPE, text=True, start_new_session=True
-    )
+    leader = spawn_detached([sys.executable, "-c", LEADER], subprocess.PIPE, os.environ)  # as engines do
     assert leader.stdout is not None
     child = int(leader.stdout.readline())
     store = StateStore(tmp_path / "servers")
@@ -95,9 +93,7 @@ def test_up_clears_a_dead_servers_leftovers_before_preflight(
     config = ROOT / "src" / "llmdeck" / "catalog" / "data" / "configs" / "Qwen3-0.6B.config.json"
     (model / "config.json").write_text(config.read_text())
     settings = Settings(state_dir=tmp_path / "state", cache_dir=tmp_path / "cache")
-    leader = subprocess.Popen(
-        [sys.executable, "-c", LEADER], stdout=subprocess.PIPE, text=True, start_new_session=True
-    )
+    leader = spawn_detached([sys.executable, "-c", LEADER], subprocess.PIPE, os.environ)  # as engines do
     assert leader.stdout is not None
     child = int(leader.stdout.readline())
     StateStore(settings.servers_dir).save(record_of(leader.pid, tmp_path))

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
+import stat
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Literal
 
 import psutil
@@ -33,6 +35,9 @@ Owner = Literal["ours", "gone", "other"]
 # running. The start tick itself (since_boot) never moves: it is what is compared where it was read.
 CREATE_TIME_TOLERANCE_S = 0.5
 SINCE_BOOT_TOLERANCE_S = 0.05  # the tick is exact; its unit is 1/CLK_TCK (0.01 s)
+# set in the environment of every process llmdeck spawns, a new value each time, and inherited by what
+# it starts (vLLM's EngineCore, its workers): what makes a dead leader's group members its own
+GROUP_MARK = "LLMDECK_GROUP"
 
 
 def spawn_detached(
@@ -40,13 +45,13 @@ def spawn_detached(
 ) -> subprocess.Popen[bytes]:
     """Start ``argv`` in its own session (its own process group, so that it outlives this process and
     is stopped as a group), with no stdin, its stdout and stderr written to ``log`` (an open file, or
-    ``subprocess.DEVNULL``)."""
+    ``subprocess.DEVNULL``), marked (:data:`GROUP_MARK`, a new value) with what it starts."""
     return subprocess.Popen(
         list(argv),
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
-        env=dict(env),
+        env={**env, GROUP_MARK: secrets.token_hex(8)},
         start_new_session=True,
         close_fds=True,
     )
@@ -65,6 +70,8 @@ class ProcessIdentity(BaseModel):
     create_time: float
     cmdline: list[str]
     since_boot: float | None = None  # seconds from boot to its start (/proc/PID/stat), where readable
+    group_mark: str | None = None  # its GROUP_MARK (None: an older record, or its environment unreadable)
+    output: tuple[int, int] | None = None  # (device, inode) of its stdout or stderr: its log, a regular file
 
 
 def since_boot(pid: int) -> float | None:
@@ -87,7 +94,11 @@ def identify(pid: int) -> ProcessIdentity | None:
     try:
         proc = psutil.Process(pid)
         return ProcessIdentity(
-            create_time=proc.create_time(), cmdline=redact_argv(proc.cmdline()), since_boot=since_boot(pid)
+            create_time=proc.create_time(),
+            cmdline=redact_argv(proc.cmdline()),
+            since_boot=since_boot(pid),
+            group_mark=_mark_of(proc),
+            output=next(iter(_outputs(pid)), None),
         )
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return None
@@ -163,15 +174,16 @@ def _stop_group(
     if owner == "gone":
         _reap(pid)
         # the leader died (a crash, kill -9) but vLLM's engine core may live on in its group, holding
-        # the GPU's memory; a group id outlives no member and is never reused while one lives
-        _kill_leftovers(pid)
+        # the GPU's memory: those of the group that carry the leader's mark (a pid reused since by a
+        # program that led a group of its own and exited leaves that program's processes there)
+        _kill_leftovers(lambda: marked_members(pid, identity))
         return "gone"
     if owner == "other":
         return "stale"
     try:
         pgid = os.getpgid(pid)
-    except ProcessLookupError:
-        _kill_leftovers(pid)
+    except ProcessLookupError:  # it exited since it was seen ours: its group's id is not reused yet
+        _kill_leftovers(lambda: _group_members(pid))
         return "gone"
     signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
@@ -179,7 +191,7 @@ def _stop_group(
         while time.monotonic() < deadline:
             _reap(pid)
             if not pid_alive(pid):
-                _kill_leftovers(pgid)
+                _kill_leftovers(lambda: _group_members(pgid))
                 return "stopped"
             time.sleep(0.2)
     except KeyboardInterrupt:  # Ctrl-C in the grace (up to --shutdown-timeout + 20 s): killed now, not left
@@ -196,23 +208,61 @@ def _stop_group(
     return "killed"
 
 
-def _kill_leftovers(pgid: int, wait_s: float = 10.0) -> None:
-    """vLLM's engine core is a child process; make sure none of the group outlives the server. Waits
-    (``wait_s`` at most) until they have exited: the GPU's memory is back when this returns, before a
-    next start's preflight reads it."""
-    killed = _group_members(pgid)
+def _kill_leftovers(members: Callable[[], list[psutil.Process]], wait_s: float = 10.0) -> None:
+    """vLLM's engine core is a child process; make sure none of the group (``members``) outlives the
+    server. Waits (``wait_s`` at most) until they have exited: the GPU's memory is back when this
+    returns, before a next start's preflight reads it."""
+    killed = members()
     for proc in killed:
         with contextlib.suppress(psutil.Error):
             proc.kill()
     deadline = time.monotonic() + wait_s
     while killed and time.monotonic() < deadline:
         time.sleep(0.1)
-        killed = _group_members(pgid)
+        killed = members()
 
 
-def leftover_count(pgid: int) -> int:
-    """How many processes of group ``pgid`` still run (its leader dead: vLLM's engine core lives on)."""
-    return len(_group_members(pgid))
+def leftover_count(pgid: int, identity: ProcessIdentity | None) -> int:
+    """How many processes the dead leader ``pgid`` (recorded as ``identity``) left running in its group
+    (vLLM's engine core lives on): :func:`marked_members`."""
+    return len(marked_members(pgid, identity))
+
+
+def marked_members(pgid: int, identity: ProcessIdentity | None) -> list[psutil.Process]:
+    """The running processes of a dead leader's group that it started: they carry its mark, or write to
+    its log (vLLM's EngineCore sets its process title over its environment, and inherits the log as its
+    stdout). None where neither was recorded (a record of an older llmdeck): a group id is free again
+    once its leader and members are gone, and the pid's next owner may lead a group of its own and exit
+    (`a & b &` in a script), leaving processes there that are none of the server's."""
+    if identity is None or (identity.group_mark is None and identity.output is None):
+        return []
+    return [proc for proc in _group_members(pgid) if _started_by(proc, identity)]
+
+
+def _started_by(proc: psutil.Process, identity: ProcessIdentity) -> bool:
+    if identity.output is not None and identity.output in _outputs(proc.pid):
+        return True
+    return identity.group_mark is not None and _mark_of(proc) == identity.group_mark
+
+
+def _outputs(pid: int) -> list[tuple[int, int]]:
+    """(device, inode) of ``pid``'s stdout and stderr where they are regular files (a log: /dev/null and
+    pipes are shared by unrelated processes)."""
+    found = []
+    for fd in (1, 2):
+        with contextlib.suppress(OSError):
+            st = os.stat(f"/proc/{pid}/fd/{fd}")
+            if stat.S_ISREG(st.st_mode):
+                found.append((st.st_dev, st.st_ino))
+    return found
+
+
+def _mark_of(proc: psutil.Process) -> str | None:
+    """``proc``'s :data:`GROUP_MARK`, from the environment it was started with (None: unreadable)."""
+    try:
+        return proc.environ().get(GROUP_MARK)
+    except (psutil.Error, OSError):
+        return None
 
 
 def _group_members(pgid: int) -> list[psutil.Process]:

@@ -75,7 +75,7 @@ def forget_dead(store: StateStore, name: str, docker: DockerCLI | None = None) -
     if not refuse_running(store, name):
         return None
     record = store.load(name)
-    left = leftover_count(record.pid) if record.pid else 0  # its group: the id is the leader's pid
+    left = leftover_count(record.pid, record.process) if record.pid else 0  # its group: the leader's pid
     outcome = engine_of(record, docker).stop(record, grace_s=5.0)  # a reused pid is never signalled
     on_disk = _on_disk(store, name)  # a start that recorded its server meanwhile keeps its record
     if on_disk is not None and _same_start(on_disk, record):
