@@ -170,8 +170,9 @@ def test_make_tiny_end_to_end_json(tmp_path: Path, capsys: pytest.CaptureFixture
     """The real command, small and fast: 1 layer, --force over an existing dir, --json output."""
     target = tmp_path / "tiny"
     target.mkdir()
-    (target / ".llmdeck-made").write_text('{"kind": "llmdeck-made", "what": "tiny model"}')
-    (target / "old.bin").write_text("stale")  # a leftover of a make-tiny llmdeck started (marked)
+    marker = {"kind": "llmdeck-made", "what": "tiny model", "files": ["old.bin"]}
+    (target / ".llmdeck-made").write_text(json.dumps(marker))
+    (target / "old.bin").write_text("stale")  # what an earlier make-tiny wrote there (listed)
     code, out, err = run_cli(
         ["model", "make-tiny", str(target), "--force", "--layers", "1", "--seed", "3", "--json"], capsys
     )

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import run_cli
+from llmdeck.errors import AlreadyExistsError
 from security_helpers import FakeHostileModelsServer, serve
 
 
@@ -93,15 +94,50 @@ def test_a_marker_that_lists_paths_outside_its_folder_deletes_nothing_there(tmp_
     assert victim.read_text() == "keep"
 
 
-def test_a_marker_of_an_older_llmdeck_without_a_list_clears_the_folder(tmp_path: Path) -> None:
+def test_a_marker_of_an_older_llmdeck_without_a_list_deletes_nothing(tmp_path: Path) -> None:
+    """Nothing tells an older llmdeck's files from the user's added since: the whole folder had been
+    cleared (a hostile-input audit's find)."""
     from llmdeck.util.owned import MADE_MARKER, clear_made_dir
 
     made = tmp_path / "made"
     made.mkdir()
     (made / MADE_MARKER).write_text('{"kind": "llmdeck-made", "what": "x"}')
     (made / "old.bin").write_text("x")
-    clear_made_dir(made, "x")
-    assert sorted(p.name for p in made.iterdir()) == [MADE_MARKER]
+    with pytest.raises(AlreadyExistsError, match="older llmdeck"):
+        clear_made_dir(made, "x")
+    assert sorted(p.name for p in made.iterdir()) == [MADE_MARKER, "old.bin"]
+
+
+def test_a_legacy_tiny_marker_deletes_only_the_files_it_lists(tmp_path: Path) -> None:
+    """`make-tiny --force` in a folder of an older make-tiny (llmdeck-tiny.json, no .llmdeck-made) to
+    which the user had added an adapter and notes: both were deleted."""
+    from llmdeck.model.tiny import LEGACY_MARKERS
+    from llmdeck.util.owned import clear_made_dir
+
+    made = tmp_path / "legacy"
+    (made / "sub").mkdir(parents=True)
+    (made / "llmdeck-tiny.json").write_text('{"kind": "llmdeck-tiny", "files": ["config.json"]}')
+    (made / "config.json").write_text("{}")
+    (made / "my-lora.safetensors").write_text("USER DATA")
+    (made / "sub" / "notes.md").write_text("USER")
+    assert clear_made_dir(made, "tiny model", LEGACY_MARKERS) == ["my-lora.safetensors", "sub"]
+    assert (made / "sub" / "notes.md").read_text() == "USER"
+
+
+def test_a_listed_file_that_is_a_folder_now_is_refused_before_anything_is_deleted(tmp_path: Path) -> None:
+    from llmdeck.util.owned import clear_made_dir, mark_made, seal_made
+
+    made = tmp_path / "made"
+    mark_made(made, "x")
+    (made / "a.json").write_text("{}")
+    (made / "b.json").write_text("{}")
+    seal_made(made)
+    (made / "b.json").unlink()
+    (made / "b.json").mkdir()
+    (made / "b.json" / "p.txt").write_text("theirs")
+    with pytest.raises(AlreadyExistsError, match="is a folder now"):
+        clear_made_dir(made, "x")
+    assert (made / "a.json").exists() and (made / "b.json" / "p.txt").exists()
 
 
 def test_a_symlinked_marker_does_not_count(tmp_path: Path) -> None:

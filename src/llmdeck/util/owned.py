@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import stat
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -57,19 +56,32 @@ def _files_in(dir: Path) -> list[str]:
     return sorted(f for f in files if f != MADE_MARKER)
 
 
-def _made_files(dir: Path) -> list[Path] | None:
-    """The files the marker says llmdeck wrote (inside ``dir`` only); None for a marker without a list
-    (made by an llmdeck before lists were kept)."""
-    try:
-        listed = _json_loads((dir / MADE_MARKER).read_text("utf-8")).get("files")
-    except (OSError, ValueError, AttributeError):
-        return None
-    if not isinstance(listed, list):
+def _made_files(dir: Path, legacy_markers: Iterable[tuple[str, str]] = ()) -> list[Path] | None:
+    """The files the marker says llmdeck wrote (inside ``dir`` only): the list of :data:`MADE_MARKER`,
+    else that of a legacy marker (its ``files``, and the marker itself); None for a marker without a
+    list (made by an llmdeck before lists were kept)."""
+    listed = _listed(dir / MADE_MARKER)
+    for name, _kind in legacy_markers if listed is None else ():
+        listed = _listed(dir / name)
+        if listed is not None:
+            listed = [*listed, name]
+            break
+    if listed is None:
         return None
     safe = [
         f for f in listed if isinstance(f, str) and f and not f.startswith("/") and ".." not in f.split("/")
     ]
     return [dir / f for f in safe]
+
+
+def _listed(marker: Path) -> list[object] | None:
+    if marker.is_symlink():
+        return None
+    try:
+        listed = _json_loads(marker.read_text("utf-8")).get("files")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return listed if isinstance(listed, list) else None
 
 
 def is_made_by_llmdeck(dir: Path, legacy_markers: Iterable[tuple[str, str]] = ()) -> bool:
@@ -104,20 +116,25 @@ def refuse_unless_made(dir: Path, what: str, legacy_markers: Iterable[tuple[str,
 def clear_made_dir(dir: Path, what: str, legacy_markers: Iterable[tuple[str, str]] = ()) -> list[str]:
     """Delete what llmdeck wrote into a folder it made (checked again right here): the files its marker
     lists, and the folders they leave empty; symlinks are removed, never followed. Returns the names
-    kept (files the user added). A marker without a list (an older llmdeck's) clears the folder."""
+    kept (files the user added). A marker without a list (an older llmdeck's) is refused: nothing
+    there tells its files from the user's. So is a listed file that is a folder now (the user's)."""
     if not dir.is_dir():
         return []
     refuse_unless_made(dir, what, legacy_markers)
-    made = _made_files(dir)
+    made = _made_files(dir, legacy_markers)
     if made is None:
-        for child in dir.iterdir():
-            if child.name == MADE_MARKER:
-                continue
-            if child.is_dir() and not child.is_symlink():
-                shutil.rmtree(child)
-            else:
-                child.unlink()
-        return []
+        raise AlreadyExistsError(
+            f"{dir} was made by an older llmdeck, which did not list the files it wrote: llmdeck cannot "
+            f"tell them from files added since, so it deletes nothing there to make the {what}.",
+            hint=f"Pick a new directory for the {what}, or empty this one yourself.",
+        )
+    folders = [p for p in made if p.is_dir() and not p.is_symlink()]
+    if folders:
+        raise AlreadyExistsError(
+            f"{folders[0]} is a folder now, where llmdeck had written a file: it is not llmdeck's, and "
+            f"the {what} cannot be written over it.",
+            hint="Move that folder away yourself, or pick another directory.",
+        )
     for path in made:
         if path.is_symlink() or path.is_file():
             path.unlink()
