@@ -44,6 +44,18 @@ def test_pp_partition_is_get_pp_indices() -> None:
     assert sum(pp_partition(61, 8)) == 61
 
 
+@pytest.mark.parametrize("pp", [29, 10_000_000, 99_999_999_999])
+def test_more_stages_than_layers_is_a_plan_error(pp: int) -> None:
+    """Qwen3-0.6B has 28 layers: -pp 29 had divided by zero, 10^7 hung, 10^11 ran out of memory."""
+    from llmdeck.catalog.entries import load_catalog
+    from llmdeck.errors import PlanError
+    from llmdeck.plan.planner import PlanRequest, make_plan
+
+    req = PlanRequest(model="Qwen3-0.6B", machine="h200", vllm_args=["-pp", str(pp)])
+    with pytest.raises(PlanError, match="more than the model's 28 layers"):
+        make_plan(req, catalog=load_catalog(), machine=h200(), raise_if_impossible=False)
+
+
 def test_kv_heads_shard_then_replicate() -> None:
     llama = facts("llama-3.1-8b-instruct")  # 32 heads, 8 KV heads
     for tp, kv in [(1, 8), (2, 4), (8, 1), (16, 1)]:

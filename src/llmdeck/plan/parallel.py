@@ -27,6 +27,7 @@ import re
 
 from pydantic import BaseModel, Field
 
+from llmdeck.errors import PlanError
 from llmdeck.plan.configfields import NO_KV_TYPES
 from llmdeck.plan.kvlayout import LayerSpec, layer_specs
 from llmdeck.plan.kvspec import KVLayout, cdiv
@@ -142,6 +143,12 @@ def stage_bytes_per_block(
 def plan_stages(f: ModelFacts, s: ServeSettings, layout: KVLayout) -> ParallelPlan:
     """Weights and KV block size per stage (available memory is filled in by the memory plan)."""
     tp, pp = max(1, s.tensor_parallel_size), max(1, s.pipeline_parallel_size)
+    if pp > f.num_hidden_layers:  # stages of no layer: a division by zero, or a list of 10^11 stages
+        raise PlanError(
+            f"--pipeline-parallel-size {pp} is more than the model's {f.num_hidden_layers} layers: each "
+            "pipeline stage holds whole layers, so some stages would hold none.",
+            hint=f"Use --pipeline-parallel-size {f.num_hidden_layers} or less (as a rule: a stage per node).",
+        )
     specs = layer_specs(f, s, layout.kv_cache_dtype)
     kv_layers = [i for i, t in enumerate(f.types) if t not in NO_KV_TYPES][: len(specs)]
     stages: list[StagePlan] = []
