@@ -205,6 +205,23 @@ def test_logs_prints_the_log_as_data_with_secrets_redacted(
     assert "'api_key': ['<redacted>']" in out and "API key <redacted>" in out and "HF_TOKEN=<redacted>" in out
 
 
+def test_logs_of_a_server_whose_log_was_deleted_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The logs folder cleaned under a recorded server: an "internal error" (FileNotFoundError) had come."""
+    from llmdeck.engines.spec import LaunchSpec
+    from llmdeck.runtime.state import ServerRecord, StateStore
+
+    spec = LaunchSpec(name="gone", engine="cpu", model=str(tmp_path), port=18999)
+    log = tmp_path / "state" / "logs" / "gone.log"
+    StateStore(tmp_path / "state" / "servers").save(
+        ServerRecord(name="gone", spec=spec, argv=["x"], pid=None, log_path=log)
+    )
+    code, _out, err = run_cli(["logs", "gone"], capsys)
+    assert code == 1, err
+    assert f"There is no log at {log}" in err and "internal error" not in err
+
+
 def _record(log: Path) -> Any:
     """What `logs -f` follows: a local engine's server whose log is ``log`` (liveness patched)."""
     return SimpleNamespace(spec=SimpleNamespace(engine="cpu"), log_path=log)

@@ -125,8 +125,15 @@ def say_ready(record: Any, text: str, *, as_json: bool) -> None:
 
 def print_tail(log_path: Path, lines: int) -> None:
     """The log file's last ``lines`` lines (of its last TAIL_BYTES), saying so when fewer are there."""
+    from llmdeck.errors import OperationError
     from llmdeck.runtime.launcher import read_tail
 
+    if not log_path.exists():  # deleted or moved away since the server started (its logs folder cleaned)
+        raise OperationError(
+            f"There is no log at {log_path}: it was deleted or moved away after the server started.",
+            hint="The server's next start writes a new one (`llmdeck restart NAME`); `llmdeck status` shows "
+            "whether it runs.",
+        )
     text = read_tail(log_path, TAIL_BYTES)
     shown = text.splitlines()[-lines:]
     sys.stdout.write(log_text("\n".join(shown) + "\n"))
