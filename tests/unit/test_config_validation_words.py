@@ -41,6 +41,15 @@ def _message(tmp_path: Path, text: str) -> str:
             HEAD + "limits: {k: {rpm: 100000000000000000000}}\n",
             "limits.k.rpm: Input should be less than or equal",
         ),
+        # YAML's .nan / .inf had gone out in every request as "max_tokens": NaN (no JSON reader takes it)
+        (
+            HEAD + "    defaults: {max_tokens: .nan}\n",
+            "gw.yaml:4: routes[0].defaults: max_tokens is nan, which JSON cannot carry: give a finite number",
+        ),
+        (
+            HEAD + "    responses: {override: {extra: {a: [1, -.inf]}}}\n",
+            "routes[0].responses.override: extra.a.1 is -inf, which JSON cannot carry",
+        ),
         # a second `routes:` (or `defaults:`) had silently replaced the first
         (HEAD + HEAD.replace("a", "b"), "gw.yaml:4: not valid YAML (the key 'routes' is given twice in one"),
         (

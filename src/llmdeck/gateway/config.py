@@ -23,11 +23,12 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from llmdeck.errors import ConfigError
 from llmdeck.formats.gateway_yaml import MarkedDocument, format_loc, parse_gateway_yaml, read_gateway_text
@@ -41,6 +42,25 @@ GATEWAY_CONFIG_SCHEMA_VERSION = 1
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+def _json_numbers(fields: dict[str, Any]) -> dict[str, Any]:
+    """Request fields as JSON carries them: YAML's ``.nan`` / ``.inf`` had gone out in every request
+    (``"max_tokens": NaN``, which no JSON reader takes)."""
+
+    def walk(value: Any, where: str) -> None:
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{where} is {value}, which JSON cannot carry: give a finite number")
+        inner = dict(enumerate(value)) if isinstance(value, list) else value
+        for key, item in inner.items() if isinstance(inner, dict) else ():
+            walk(item, f"{where}.{key}")
+
+    for name, value in fields.items():
+        walk(value, name)
+    return fields
+
+
+RequestFields = Annotated[dict[str, Any], AfterValidator(_json_numbers)]
 
 
 class BackendSpec(_Strict):
@@ -70,8 +90,8 @@ class BackendSpec(_Strict):
 class ApiRewrite(_Strict):
     """One API's own defaults/override (replacing the route's, renamed, for that API)."""
 
-    defaults: dict[str, Any] = Field(default_factory=dict)
-    override: dict[str, Any] = Field(default_factory=dict)
+    defaults: RequestFields = Field(default_factory=dict)
+    override: RequestFields = Field(default_factory=dict)
     fold_system: bool = Field(
         False,
         description="messages: move `role: system` entries of `messages` into the top-level `system` "
@@ -84,8 +104,8 @@ class Route(_Strict):
 
     model: str = Field(..., min_length=1, description="The alias clients send as `model`.")
     backends: list[str | BackendSpec] = Field(..., min_length=1)
-    defaults: dict[str, Any] = Field(default_factory=dict, description="Request fields filled in if absent.")
-    override: dict[str, Any] = Field(default_factory=dict, description="Request fields always replaced.")
+    defaults: RequestFields = Field(default_factory=dict, description="Request fields filled in if absent.")
+    override: RequestFields = Field(default_factory=dict, description="Request fields always replaced.")
     messages: ApiRewrite | None = Field(None, description="/v1/messages: its own defaults/override.")
     responses: ApiRewrite | None = Field(None, description="/v1/responses: its own defaults/override.")
 
