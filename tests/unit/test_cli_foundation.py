@@ -152,11 +152,16 @@ def test_status_empty_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_debug_shows_traceback(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from llmdeck.errors import ModelPathError
-
+    """The traceback, then the message with its hint, the --json error and the exit code as without it
+    (a bad input had become exit 1, with no hint and no --json error)."""
     monkeypatch.setenv("LLMDECK_DEBUG", "1")
-    with pytest.raises(ModelPathError):
-        main(["up", "--model", "/nonexistent", "--engine", "cpu"])
+    with pytest.raises(SystemExit) as info:
+        main(["plan", "/nonexistent", "--json"])
+    out, err = capsys.readouterr()
+    assert info.value.code == 2
+    assert "Traceback (most recent call last)" in err and "llmdeck.errors.ModelPathError" in err
+    assert "error: /nonexistent does not exist, so it is not a folder. Pass a model folder" in err
+    assert json.loads(out)["error"]["exit_code"] == 2
 
 
 @pytest.fixture

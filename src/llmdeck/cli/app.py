@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+import traceback
 from typing import Any
 
 import typer
@@ -284,8 +285,10 @@ def _main(argv: list[str] | None) -> None:
         if isinstance(rv, int) and rv != 0:
             sys.exit(rv)
     except LlmdeckError as exc:
-        if _debug():
+        if _debug() and isinstance(exc, InternalError):
             raise
+        if _debug():  # the traceback, then the message, the --json error and the exit code as ever
+            traceback.print_exc()
         if isinstance(exc, InternalError):  # meant for a caller inside llmdeck: reaching here is a bug
             _print_internal(exc, argv)
         else:
@@ -312,9 +315,11 @@ def _main(argv: list[str] | None) -> None:
     except KeyboardInterrupt as exc:
         _interrupted(isinstance(exc, Terminated))
     except Exception as exc:  # an unexpected bug: one line, unless debugging
-        if _debug():
-            raise
         failure = known_failure(exc)  # no caller mapped it, but what it means is known
+        if _debug() and failure is None:
+            raise
+        if _debug():
+            traceback.print_exc()
         if failure is not None:
             _print_error(failure)
             _json_error(argv, type(failure).__name__, failure.exit_code, failure.render())
