@@ -458,6 +458,16 @@ def test_plot_without_matplotlib_is_a_clear_usage_error(
     assert info.value.exit_code == 2 and info.value.hint
 
 
+def test_plot_of_a_format_llmdeck_does_not_draw_is_a_usage_error(tmp_path: Path) -> None:
+    """`--plot x.txt`: matplotlib's ValueError had come out as an internal error."""
+    from llmdeck.bench.result_file import plot_result
+    from llmdeck.errors import UsageError
+
+    with pytest.raises(UsageError, match="llmdeck draws PNG, SVG or PDF, not 'txt'") as info:
+        plot_result(_result(), tmp_path / "x.txt")
+    assert info.value.exit_code == 2 and not (tmp_path / "x.txt").exists()
+
+
 # ---- report --against: a `vllm bench serve` result next to ours --------------------------------
 
 

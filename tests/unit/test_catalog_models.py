@@ -145,6 +145,18 @@ def test_a_user_catalog_size_that_no_model_has_is_refused(tmp_path: Path, size: 
         load_catalog([path])
 
 
+@pytest.mark.parametrize("context", ["0", "-1", "99999999999999"])
+def test_a_user_catalog_recommendation_of_no_context_is_refused(tmp_path: Path, context: str) -> None:
+    """`context: 0` had loaded, and `recommend` then died on it (an internal pydantic error)."""
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "models:\n  - {name: Mine, repo_id: me/mine}\nrecommendations:\n"
+        f"  - {{machine: h200, workload: multi-user, pick: Mine, context: {context}, why: x}}\n"
+    )
+    with pytest.raises(ConfigError, match=r"recommendations\.0\.context"):
+        load_catalog([path])
+
+
 def test_a_user_catalog_engine_no_llmdeck_has_and_a_misspelt_key_are_named(tmp_path: Path) -> None:
     """``engine: banana`` had been listed (and `recommend` died on it); a misspelt key was dropped."""
     path = tmp_path / "c.yaml"

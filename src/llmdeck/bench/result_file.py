@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from llmdeck.bench.result_schema import BENCH_RESULT_KIND, BENCH_SCHEMA_VERSION, BenchResult
-from llmdeck.errors import MissingDependencyError, ResultFileError
+from llmdeck.errors import MissingDependencyError, ResultFileError, UsageError
 from llmdeck.formats.result_file import first_problem, load_versioned, read_json_file
 
 # Numbers of a bench result that may be below zero: sample times relative to the run's start (a sample
@@ -69,8 +69,17 @@ def load_result(path: Path) -> BenchResult:
     return result
 
 
+PLOT_FORMATS = ("png", "svg", "pdf")  # what matplotlib writes that a later --plot knows as llmdeck's
+
+
 def plot_result(result: BenchResult, out: Path) -> None:
     """TTFT of each request over time (one series per scenario) and output tok/s per scenario."""
+    kind = Path(out).suffix.lstrip(".").lower() or "png"
+    if kind not in PLOT_FORMATS:  # matplotlib's ValueError had come out as an internal error
+        raise UsageError(
+            f"--plot {out}: llmdeck draws PNG, SVG or PDF, not {kind!r}.",
+            hint="Give --plot a name ending in .png, .svg or .pdf.",
+        )
     try:
         import matplotlib
 
@@ -106,6 +115,6 @@ def plot_result(result: BenchResult, out: Path) -> None:
 
     refuse_foreign_file(Path(out), "plot", is_plot)
     buf = io.BytesIO()
-    fig.savefig(buf, dpi=110, format=Path(out).suffix.lstrip(".").lower() or "png")
+    fig.savefig(buf, dpi=110, format=kind)
     plt.close(fig)
     atomic_write_bytes(Path(out), buf.getvalue())

@@ -72,7 +72,7 @@ class Recommendation(_Strict):
     machine: str
     workload: str
     pick: str
-    context: int
+    context: int = Field(..., gt=0, le=2**31 - 1, description="max_model_len of the pick (tokens).")
     alternatives: list[str] = Field(default_factory=list)
     why: str
 
