@@ -224,6 +224,20 @@ def test_key_ring_never_falls_open(tmp_path: Path) -> None:
     assert ring.enabled and ring.lookup(secret) is None
 
 
+def test_the_first_key_made_while_the_gateway_runs_open_closes_it(tmp_path: Path) -> None:
+    """`keys create` on an open gateway ("no restart needed", said its help) had left it answering
+    requests without a key till a restart, while nothing said so."""
+    store = KeyStore(tmp_path / "keys.json")
+    ring = KeyRing(store)
+    assert ring.enabled is False
+    secret = store.create("alice")
+    ring.refresh(force=True)
+    assert ring.enabled and ring.lookup(secret) is not None and ring.lookup("sk-other") is None
+    store.revoke("alice")
+    ring.refresh(force=True)
+    assert ring.enabled and ring.lookup(secret) is None  # no key left: still closed
+
+
 def test_a_revoke_within_one_mtime_tick_is_seen(tmp_path: Path) -> None:
     """The ring re-read the keys file only when its mtime changed: a revoke written within the same
     tick as the read (a script, or a coarse file system) left the revoked key working until the next

@@ -300,8 +300,10 @@ def _refuse_loose_mode(path: Path) -> None:
 class KeyRing:
     """The gateway's view of the keys file: re-read when it changes (checked at most once a second).
 
-    Keys are required when the file existed at start; a file deleted later leaves no key valid (the
-    gateway never falls open). A file made unreadable later keeps the keys last read, with a warning.
+    Keys are required once the file exists: at start, or from the re-read that finds it made (the first
+    `llmdeck keys create` on an open gateway had left it open till a restart, which nothing said). A
+    file deleted later leaves no key valid (the gateway never falls open). A file made unreadable later
+    keeps the keys last read, with a warning.
     """
 
     def __init__(self, store: KeyStore) -> None:
@@ -313,8 +315,8 @@ class KeyRing:
         self._stamp: tuple[int, int, int] | None = None  # the keys file's (inode, mtime_ns, size)
         self.keys: list[KeyRecord] = []
         self.on_gone: list[Callable[[set[str]], None]] = []  # told the names a re-read found gone
+        self.enabled = False
         self.refresh(force=True)
-        self.enabled = self._stamp is not None
 
     def refresh(self, *, force: bool = False) -> None:
         now = self._clock()
@@ -339,6 +341,12 @@ class KeyRing:
             logging.getLogger("llmdeck.gateway").warning("keys file not re-read: %s", exc.message)
             return
         self._stamp = stamp
+        if stamp is not None and not self.enabled:
+            self.enabled = True  # never off again
+            if not force:
+                import logging
+
+                logging.getLogger("llmdeck.gateway").warning("keys file made: keys are required from now on")
         gone = before - {k.name for k in self.keys}  # revoked (or the file deleted: every key)
         for tell in self.on_gone if gone else ():
             tell(gone)
