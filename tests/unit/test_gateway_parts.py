@@ -213,6 +213,19 @@ def test_a_keys_file_others_can_read_is_refused(tmp_path: Path) -> None:
     assert "chmod 600" in info.value.render()
 
 
+def test_a_file_that_is_no_keys_file_is_named_so_before_its_mode(tmp_path: Path) -> None:
+    """keys_file: /etc/passwd had been told to `chmod 600 /etc/passwd`; a 0600 `{"hello": 1}` had been
+    read as a keys file with no key (every request refused, the input error never named)."""
+    for text in ("root:x:0:0:root:/root:/bin/bash\n", '{"hello": 1}'):
+        path = tmp_path / "k.json"
+        path.write_text(text)
+        os.chmod(path, 0o644 if text.startswith("root") else 0o600)
+        with pytest.raises(ConfigError) as info:
+            KeyStore(path).load()
+        assert "is not a llmdeck keys file" in info.value.render()
+        assert "chmod" not in info.value.render()
+
+
 def test_key_ring_never_falls_open(tmp_path: Path) -> None:
     store = KeyStore(tmp_path / "keys.json")
     assert KeyRing(store).enabled is False  # no file: the gateway is open (and loopback-only)

@@ -77,7 +77,7 @@ class KeyRecord(BaseModel):
 
 class KeysFile(BaseModel):
     schema_version: int = KEYS_SCHEMA_VERSION
-    keys: list[KeyRecord] = Field(default_factory=list)
+    keys: list[KeyRecord] = Field(..., description="Every file llmdeck writes has it: `{}` is none of its.")
 
     @model_validator(mode="after")
     def _known_and_unique(self) -> KeysFile:
@@ -138,10 +138,9 @@ class KeyStore:
 
     def load(self) -> KeysFile:
         if not self.path.exists():
-            return KeysFile()
-        try:  # a folder, a FIFO or a device is refused before its mode is judged or it is opened
+            return KeysFile(keys=[])
+        try:  # a folder, a FIFO or a device is refused before it is opened
             check_regular(self.path)
-            _refuse_loose_mode(self.path)
             text = read_regular_text(self.path)
         except UnicodeDecodeError as exc:
             raise _not_keys(self.path, f"it is not UTF-8 text (byte {exc.start})") from exc
@@ -151,8 +150,8 @@ class KeyStore:
                 hint="Point --keys-file (or the gateway's keys_file) at a file `llmdeck keys create` made, "
                 "or at a path where none exists yet.",
             ) from exc
-        try:
-            return KeysFile.model_validate_json(text)
+        try:  # what it holds first: `chmod 600` is no advice for a file that is none of llmdeck's
+            data = KeysFile.model_validate_json(text)
         except ValidationError as exc:
             if (newer := _newer_version(self.path, text)) is not None:
                 raise newer from exc
@@ -169,6 +168,8 @@ class KeyStore:
             raise _not_keys(self.path, why) from exc
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise _not_keys(self.path, "it is not JSON") from exc
+        _refuse_loose_mode(self.path)
+        return data
 
     def _changing(self, *, make: bool) -> contextlib.AbstractContextManager[None]:
         """One `keys create`/`revoke` at a time on this file, from its read to its write: two at once had
