@@ -308,6 +308,35 @@ def test_a_commands_output_that_is_not_utf8_is_read_replaced(tmp_path: Path) -> 
     assert done.returncode == 0 and done.stdout.startswith("ok ")
 
 
+def test_the_vllm_probe_of_a_hung_python_stops_what_it_started_and_reads_any_bytes(tmp_path: Path) -> None:
+    """`doctor --python` on a wrapper that hangs: its child had lived on (subprocess.run killed the
+    wrapper alone); one that prints bytes that are not UTF-8 had ended in a UnicodeDecodeError."""
+    import time
+
+    import psutil
+
+    from llmdeck.runtime.preflight.vllm_version import probe_venv_vllm
+
+    marker = f"sleep 301.{os.getpid()}{time.monotonic_ns() % 1000}"
+    hung = tmp_path / "python"
+    hung.write_text(f"#!/bin/sh\n{marker} &\nsleep 300\n")
+    hung.chmod(0o755)
+    version, why = probe_venv_vllm(str(hung), timeout_s=1.0)
+    assert version is None and "took more than 1 s" in why
+    time.sleep(0.3)
+    left = [p for p in psutil.process_iter(["cmdline"]) if marker in " ".join(p.info["cmdline"] or [])]
+    assert not left, left
+    hung.write_text("#!/bin/sh\nprintf '\\377\\376 no vllm\\n' >&2\nexit 3\n")
+    assert probe_venv_vllm(str(hung), timeout_s=5.0) == (None, "\ufffd\ufffd no vllm")
+
+
+@pytest.mark.parametrize("image", ["bad image;rm", "-v/:/x", ""])
+def test_doctor_refuses_what_is_no_image_name(image: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`doctor --image 'bad image;rm'` had been judged (exit 0) where `plan` refuses it."""
+    code, _out, err = run_cli(["doctor", "--image", image], capsys)
+    assert code == 2 and "--image" in err
+
+
 def test_hf_home_that_is_a_file_fails(tmp_path: Path) -> None:
     """HF_HOME=<a file> had been "ok hf": every download and the docker engine's mount of it then failed."""
     a_file = tmp_path / "a_file"

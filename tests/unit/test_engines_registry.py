@@ -44,7 +44,8 @@ def test_no_engine_name_is_tested_outside_engines() -> None:
 def test_the_detached_spawn_is_written_once() -> None:
     """Engines, the gateway, the guard and the local Ray cluster start detached through
     engines.process.spawn_detached; evals/ talks to its sandboxed processes through pipes, and the local
-    all-reduce (cluster/netcheck.py), doctor's probe commands (doctor/stack.py) and the `docker logs`
+    all-reduce (cluster/netcheck.py), doctor's probe commands and the vLLM version probe of a venv
+    (util/procgroup.py's run_in_group, for doctor/stack.py and preflight) and the `docker logs`
     that a stop saves (engines/docker/logrun.py) run in a group of their own so that a timeout ends every
     process of it. The docker client's commands (engines/docker/cli.py, runtime/attach.py's stop of an
     attached container) run in a session of their own so that a second Ctrl-C to the terminal's group
@@ -60,7 +61,6 @@ def test_the_detached_spawn_is_written_once() -> None:
     )
     assert spawns == [
         "cluster/netcheck.py",
-        "doctor/stack.py",
         "engines/docker/cli.py",
         "engines/docker/logrun.py",
         "engines/logtap.py",
@@ -69,6 +69,7 @@ def test_the_detached_spawn_is_written_once() -> None:
         "evals/verifier.py",
         "runtime/attach.py",
         "util/leash.py",
+        "util/procgroup.py",
     ]
 
 

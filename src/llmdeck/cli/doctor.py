@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from llmdeck.cli.output import JSON_OPTION, err_console, get_settings, out_console, print_json
-from llmdeck.cli.validate import nonempty
+from llmdeck.cli.validate import image_name, nonempty
 
 MARKS = {"ok": "[green]  ok[/]", "warn": "[yellow]warn[/]", "fail": "[bold red]FAIL[/]"}
 
@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
             help="The venv Python whose vLLM you will serve with (default: this one).",
         ),
         image: str | None = typer.Option(
-            None, "--image", callback=nonempty, help="The Docker image you will serve with."
+            None, "--image", callback=image_name, help="The Docker image you will serve with."
         ),
         port: int | None = typer.Option(
             None, "--port", min=1, max=65535, help="The port a server will use (default LLMDECK_PORT)."

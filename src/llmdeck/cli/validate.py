@@ -92,6 +92,22 @@ def nonempty(value: str | None) -> str | None:
     return value
 
 
+def image_name(value: str | None) -> str | None:
+    """A typer callback: ``--image`` as a launch spec takes it (``plan`` refused 'bad image;rm' that
+    ``doctor`` had judged as an image)."""
+    from llmdeck.engines.spec import ImageName
+
+    value = nonempty(value)
+    if value is None:
+        return None
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        return TypeAdapter(ImageName).validate_python(value)
+    except ValidationError as exc:
+        raise typer.BadParameter(str(exc.errors()[0]["msg"]).removeprefix("Value error, ")) from exc
+
+
 def api_key(value: str | None) -> str | None:
     """An API key that an HTTP header can carry; the message never quotes it."""
     from llmdeck.util.redact import api_key_problem

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import shutil
-import signal
 import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -15,7 +13,7 @@ from llmdeck.runtime.host import NvmlReport
 from llmdeck.runtime.host import nvml_versions as nvml_versions  # re-exported: NVML lives in runtime.host
 from llmdeck.runtime.preflight import min_version_table, parse_version
 from llmdeck.runtime.preflight.vllm_version import GRANITE_HYBRID_ARCH, check_granite_layer_names
-from llmdeck.util.procgroup import signal_group
+from llmdeck.util.procgroup import run_in_group
 from llmdeck.util.shellquote import quote
 from llmdeck.util.units import fmt_gib
 
@@ -28,20 +26,11 @@ def run_command(argv: list[str]) -> subprocess.CompletedProcess[str]:
     """An external command with a bound: a hung `docker info` must not hang the doctor, and what it
     started goes with it (its own process group, killed whole: a child had outlived the doctor)."""
     try:
-        proc = subprocess.Popen(
-            argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
-            start_new_session=True,
-        )  # fmt: skip
+        return run_in_group(argv, COMMAND_TIMEOUT_S)
     except OSError as exc:
         return subprocess.CompletedProcess(argv, 127, "", str(exc))
-    try:
-        out, err = proc.communicate(timeout=COMMAND_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        signal_group(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):  # one that left the group keeps a pipe open
-            proc.communicate(timeout=2)
         return subprocess.CompletedProcess(argv, 124, "", f"no answer within {COMMAND_TIMEOUT_S:.0f} s")
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def probe_gpu(nvml: NvmlReport, versions: Mapping[str, str], *, has_nvidia_smi: bool) -> list[DoctorFinding]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 
 
 def signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -24,3 +25,21 @@ def group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def run_in_group(argv: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    """``argv`` in a session of its own, its output decoded (bytes that are not UTF-8 replaced); past
+    ``timeout_s`` its whole group is killed (a child it left had outlived the caller) and
+    :class:`subprocess.TimeoutExpired` raised. OSError when it cannot be started."""
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        signal_group(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):  # one that left the group keeps a pipe open
+            proc.communicate(timeout=2)
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)

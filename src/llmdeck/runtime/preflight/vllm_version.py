@@ -84,7 +84,11 @@ PROBE_TIMEOUT_S = 60.0
 
 
 def _run(argv: list[str], timeout_s: float = PROBE_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+    """In a group of its own, killed whole at the limit (a wrapper script's child had lived on), its
+    output read with bytes that are not UTF-8 replaced (they had ended the probe in a UnicodeDecodeError)."""
+    from llmdeck.util.procgroup import run_in_group
+
+    return run_in_group(argv, timeout_s)
 
 
 def probe_venv_vllm(
