@@ -186,6 +186,34 @@ def test_context_beyond_memory_exits_2_and_says_what_fits(capsys: pytest.Capture
     assert "--context" in err and "--gpu-memory-utilization 0." in err
 
 
+@pytest.mark.parametrize(
+    ("flag", "value", "advice"),
+    [
+        ("--max-num-seqs", "10000000", "a lower --max-num-seqs (now 10000000: its sampler takes"),
+        ("--max-num-batched-tokens", "100000000", "a lower --max-num-batched-tokens (now 100000000"),
+    ],
+)
+def test_overheads_the_flags_ask_for_name_the_flag(
+    flag: str, value: str, advice: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """5,660 GiB of overheads for a 0.6B model had been told to "Pick a smaller or quantized model".."""
+    code, _, err = run(["plan", "Qwen3-0.6B", "--machine", "h200", "--", flag, value], capsys)
+    assert code == 2 and advice in err and "smaller or quantized" not in err and ".." not in err
+
+
+def test_an_index_of_no_checkpoint_size_is_not_read_as_the_weights(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """total_size 1e308 had been planned as 9.3e298 GiB of weights ("does not fit")."""
+    bundled = ROOT / "src" / "llmdeck" / "catalog" / "data" / "configs" / "Qwen3-0.6B.config.json"
+    (tmp_path / "config.json").write_text(bundled.read_text())
+    index = {"metadata": {"total_size": 1e308}, "weight_map": {}}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps(index))
+    code, out, err = run(["plan", str(tmp_path), "--machine", "h200", "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["memory"]["weights_gib"] < 2
+
+
 def test_conflicting_context_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(
         ["plan", "Qwen3-0.6B", "--machine", "h200", "--context", "8192", "--", "--max-model-len", "4096"],

@@ -30,6 +30,7 @@ MAX_CONFIG_VALUES = 200_000  # every value a transformers config copy and dump w
 MAX_CONFIG_DEPTH = 64  # real configs nest 3-4 levels; json.loads recurses once per level
 MAX_INDEX_BYTES = 256 << 20  # a safetensors index or tokenizer config: MBs for the largest models
 MAX_TOKENIZER_LENGTH = 1 << 40  # beyond any context; transformers' "no limit" is 1e30
+MAX_CHECKPOINT_BYTES = 1 << 50  # 1 PiB: the largest checkpoints are a few TB; beyond, an index is corrupt
 REFETCH = "Check the file, or run `llmdeck fetch REPO_ID --config-only` for the model's real config.json."
 
 
@@ -161,7 +162,7 @@ def read_index_total_size(model_dir: Path) -> int | None:
         try:
             data = _json_loads(read_regular_text(index, MAX_INDEX_BYTES))
             size = data.get("metadata", {}).get("total_size")
-            if isinstance(size, int | float) and size > 0:
+            if isinstance(size, int | float) and 0 < size <= MAX_CHECKPOINT_BYTES:  # 1e308: no size from it
                 return int(size)
         except (OSError, ValueError, AttributeError):  # not UTF-8, not JSON: no size from it
             return None

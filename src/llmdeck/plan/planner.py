@@ -23,6 +23,7 @@ from llmdeck.plan.lint import Finding, LintContext, lint
 from llmdeck.plan.machine import GB10_CEILING, MachineProfile, get_machine
 from llmdeck.plan.memory import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryPlan, ServeSettings
 from llmdeck.plan.modelinfo import ModelFacts
+from llmdeck.plan.no_fit import no_fit_error
 from llmdeck.plan.quant import online_quantization
 from llmdeck.plan.resolve import LONE_CONFIG_MODEL, ResolvedModel, find_local_copy, resolve_model
 from llmdeck.plan.runner import default_async_scheduling
@@ -100,7 +101,7 @@ class Plan(BaseModel):
         if self.memory.fits:
             return None
         name = self.catalog_entry.name if self.catalog_entry else self.model.name
-        return _impossible(self.memory, self.facts, name)
+        return no_fit_error(self.memory, name)
 
 
 # ---- settings -----------------------------------------------------------------------------------
@@ -254,33 +255,6 @@ def _flags_on_facts(facts: ModelFacts, flags: VllmFlags) -> ModelFacts:
 # ---- the plan -----------------------------------------------------------------------------------
 
 
-def _impossible(memory: MemoryPlan, facts: ModelFacts, model: str) -> PlanError:
-    if memory.available_kv_gib <= 0:
-        msg = (
-            f"{model} does not fit: weights {memory.weights_gib:.2f} GiB plus overheads "
-            f"{memory.overhead.total_gib:.2f} GiB exceed the {memory.requested_gib:.2f} GiB that "
-            f"--gpu-memory-utilization {memory.gpu_memory_utilization} gives on {memory.machine} "
-            f"({memory.total_gib} GiB)."
-        )
-    else:
-        msg = (
-            f"A {memory.max_model_len}-token context does not fit: one request needs "
-            f"{memory.capacity.blocks_per_request} KV blocks but {memory.available_kv_gib:.2f} "
-            "GiB of KV cache holds "
-            f"{memory.capacity.num_blocks} on {memory.machine} at --gpu-memory-utilization "
-            f"{memory.gpu_memory_utilization}."
-        )
-    options = []
-    if memory.max_context_one_request > 0:
-        options.append(f"--context {memory.max_context_one_request} fits at this utilization")
-    if memory.utilization_for_context is not None:
-        options.append(f"--gpu-memory-utilization {memory.utilization_for_context} would hold this context")
-    hint = (
-        "; ".join(options) if options else "Pick a smaller or quantized model, or a machine with more memory."
-    )
-    return PlanError(msg + " What would fit instead: " + hint + ".", hint=None)
-
-
 def _target_vllm(req: PlanRequest, image: str | None, catalog: Catalog) -> tuple[str | None, str, str | None]:
     """(target vLLM version, where it came from, the image's upper bound when only that is known)."""
     if req.vllm_version:
@@ -332,7 +306,7 @@ def make_plan(
     )
     findings = lint(ctx, target_source=source)
     if raise_if_impossible and not memory.fits:
-        raise _impossible(memory, facts, ctx.model_name)
+        raise no_fit_error(memory, ctx.model_name)
     spec = build_spec(req, resolved, flags, image)
     return Plan(
         request=req,
