@@ -254,6 +254,27 @@ def test_a_generation_that_gets_no_reply_ends_the_check_at_once(
     assert len(waited) <= 1 and all(p.required and p.status == "fail" for p in waited), waited
 
 
+def test_a_request_the_deadline_cuts_short_names_the_deadline(
+    fake_silent_generation_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`check --deadline 3` on a server that never answers a generation: the report had blamed a
+    120 s --timeout that did not run out ("raise --timeout"), and said READY."""
+    from llmdeck.checks.table import print_report
+    from llmdeck.cli.output import out_console
+
+    report = run_checks(
+        fake_silent_generation_server, client=None, model=None, api_key=None, settings=_settings(tmp_path),
+        timeout=120, deadline_s=3,
+    )  # fmt: skip
+    chat = report.probe("chat")
+    assert chat.status == "inconclusive" and "within its 3 s deadline" in chat.summary
+    assert "120 s" not in chat.summary and not report.ready
+    assert report.incomplete is not None and "3 s deadline" in report.incomplete
+    print_report(report, out_console())
+    out = capsys.readouterr().out
+    assert "NOT CHECKED for a plain OpenAI client" in out and "READY for" not in out.replace("NOT ", "")
+
+
 class _BusyHandler(_Handler):
     """FakeBusyProxy: a proxy answering 429 with an HTML page and Retry-After to everything."""
 

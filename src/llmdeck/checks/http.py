@@ -136,6 +136,12 @@ class Http:
             "port, then run the check again; `llmdeck status` lists the servers llmdeck started.",
         )
 
+    def deadline_passed(self) -> str | None:
+        """What to say when the check's deadline has passed (a request it cut short), else None."""
+        if self.deadline is None or time.monotonic() < self.deadline - 0.05:
+            return None
+        return f"The check of {self.base_url} did not finish within its {self.deadline_s:g} s deadline"
+
     def _limit(self, timeout: float | None) -> float:
         """Seconds this request may take: its timeout, cut to what is left of the deadline."""
         limit = timeout if timeout is not None else self.timeout

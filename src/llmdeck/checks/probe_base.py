@@ -88,6 +88,9 @@ def timed_out(ctx: ProbeContext, exc: Exception, required: bool, probe_id: str =
     run, each to wait again; for another, inconclusive (and the last probe run where the caller chose
     its probes: ``stop_on_timeout``; after a short generation, ``stuck``: only the probes the client
     needs are still run, the first of them to fail the same way or to show the server recovered)."""
+    if (passed := ctx.http.deadline_passed()) is not None:  # cut by --deadline, not by --timeout
+        ctx.blocked = ctx.incomplete = passed
+        return Outcome("inconclusive", passed + ".", data={"timed_out": True})
     why = f"The request timed out ({str(exc).strip() or 'no reply in time'})"
     limit = ctx.http.timeout
     if required or ctx.stop_on_timeout:  # the next request would wait the same way

@@ -73,5 +73,9 @@ def print_report(report: CheckReport, console: Console, *, verbose: bool = False
         console.print(
             f"[bold red]NOT READY[/] for {markup_data(who)}: {markup_data(names)} failed.", highlight=False
         )
+    elif report.incomplete is not None or report.error is not None:  # it had said READY, the check cut short
+        why = report.incomplete or "the check ended before its probes ran"
+        line = f"[bold yellow]NOT CHECKED[/] for {markup_data(who)}: {markup_data(why)}."
+        console.print(line, highlight=False)
     else:
         console.print(f"[bold green]READY[/] for {markup_data(who)}.", highlight=False)
