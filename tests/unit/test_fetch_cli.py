@@ -163,6 +163,31 @@ def test_offline_mode_warns_and_maps_to_exit_2(
     assert "offline mode is on" in err and "unset HF_HUB_OFFLINE TRANSFORMERS_OFFLINE" in err
 
 
+def test_offline_mode_with_a_folder_of_other_files_is_named_as_offline(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """huggingface_hub, offline, hands back a non-empty --local-dir as it is: that had been reported as
+    the network's fault ("Cannot reach ... Check the network"), exit 1."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda repo_id, **kw: str(kw["local_dir"]))
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "f.txt").write_text("mine")
+    code, _, err = run_cli(["fetch", "Qwen/Qwen3-0.6B", "--config-only", "--local-dir", str(folder)], capsys)
+    assert code == 2 and "offline mode is on" in err and "Check the network" not in err
+    assert (folder / "f.txt").read_text() == "mine"
+
+
+def test_a_local_dir_that_is_a_symlink_loop_is_bad_input(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """It had been downloaded into, and failed as a network error ("Symlink loop ... Check the network")."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    code, _, err = run_cli(["fetch", "Qwen/Qwen3-0.6B", "--local-dir", str(tmp_path / "a")], capsys)
+    assert code == 2 and "is a symlink that leads to no folder" in err
+
+
 def test_proxy_warning_on_stderr(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:

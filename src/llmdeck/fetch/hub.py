@@ -21,7 +21,7 @@ from llmdeck import __version__
 from llmdeck.errors import DownloadError, LlmdeckError, MissingDependencyError, UsageError
 from llmdeck.fetch.guards import HubFiles, hub_files, refuse_files_not_from_the_hub, refuse_nothing_matched
 from llmdeck.fetch.hubreply import check_hub_reply, not_a_hub, other_failure, received
-from llmdeck.fetch.verify import MIRROR_HINT, VerifyReport, verify_download
+from llmdeck.fetch.verify import MIRROR_HINT, OFFLINE_VARS, VerifyReport, offline_error, verify_download
 from llmdeck.util.http import BodyTooLarge, NotAnswering
 from llmdeck.util.pagecache import drop_files
 from llmdeck.util.redact import redact_url
@@ -46,7 +46,6 @@ CONFIG_ONLY_PATTERNS: tuple[str, ...] = (
     "*.safetensors.index.json",
 )
 _ENDPOINT_HINT = "Check --endpoint (or HF_ENDPOINT): it should be the hub or a mirror. "
-OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
 REPO_ID_RE = re.compile(rf"^(?:{_NAME}/)?{_NAME}$")
@@ -170,11 +169,12 @@ def map_hub_error(exc: BaseException, repo_id: str, endpoint: str, revision: str
     if isinstance(exc, hub_errors.HFValidationError):
         return UsageError(f"{repo_id!r} is not a valid repo id: {exc}", hint="Use owner/name.")
     if isinstance(exc, hub_errors.LocalEntryNotFoundError):
+        if (offline := offline_error(repo_id)) is not None:
+            return offline
         if "HF_HUB_OFFLINE" in str(exc) or "outgoing traffic has been disabled" in str(exc):
             return UsageError(
-                f"Cannot download {repo_id}: Hugging Face offline mode is on (HF_HUB_OFFLINE or "
-                "TRANSFORMERS_OFFLINE) and no complete copy is on disk.",
-                hint=f"Unset them before fetching: `unset {' '.join(OFFLINE_VARS)}`.",
+                f"Cannot download {repo_id}: Hugging Face offline mode is on, and no whole copy is on disk.",
+                hint=f"Unset its variables before fetching: `unset {' '.join(OFFLINE_VARS)}`.",
             )
         return DownloadError(
             f"Cannot reach {endpoint} to download {repo_id}, and no complete copy is on disk "
@@ -313,6 +313,8 @@ def _target(local_dir: Path | None, models_dir: Path, repo_id: str) -> Path:
     target = Path(local_dir).expanduser() if local_dir else default_local_dir(models_dir, repo_id)
     if target.exists() and not target.is_dir():
         raise UsageError(f"--local-dir {target} exists and is not a directory.", hint="Pick a folder.")
+    if target.is_symlink() and not target.exists():  # a loop, or a link to nothing: not the network's doing
+        raise UsageError(f"--local-dir {target} is a symlink that leads to no folder.", hint="Pick a folder.")
     return target
 
 

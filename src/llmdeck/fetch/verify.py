@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from llmdeck.errors import DownloadError
+from llmdeck.errors import DownloadError, UsageError
 from llmdeck.fetch.guards import HubFiles
 from llmdeck.formats.model_folder import read_index_weight_map
 from llmdeck.formats.safetensors import SafetensorsHeaderError, read_safetensors_header
@@ -42,6 +42,21 @@ class VerifyReport(BaseModel):
     sha256_checked: int = Field(0, description="files whose sha256 was compared with the hub's (--checksum)")
     no_weights: bool = Field(False, description="a full fetch whose folder holds no weight file at all")
     notes: list[str] = Field(default_factory=list)
+
+
+OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
+def offline_error(repo_id: str) -> UsageError | None:
+    """The error of a fetch in Hugging Face's offline mode (set in this environment, as huggingface_hub
+    read it), else None."""
+    if not any((os.environ.get(v) or "").strip().upper() in {"1", "ON", "YES", "TRUE"} for v in OFFLINE_VARS):
+        return None
+    return UsageError(
+        f"Cannot download {repo_id}: Hugging Face offline mode is on (HF_HUB_OFFLINE or "
+        "TRANSFORMERS_OFFLINE) and no complete copy is on disk.",
+        hint=f"Unset them before fetching: `unset {' '.join(OFFLINE_VARS)}`.",
+    )
 
 
 MIRROR_HINT = (
@@ -177,6 +192,8 @@ def verify_download(
         # huggingface_hub, when the hub cannot be reached, hands back any non-empty --local-dir as
         # it is ("Returning existing local_dir"): that is no copy of the model (nor of its config)
         held = "no config.json" if no_config else "no model weights"
+        if (offline := offline_error(repo_id)) is not None:  # not the network's doing: it had said so
+            raise offline
         raise DownloadError(
             f"Cannot reach {endpoint} to download {repo_id}, and {target} holds {held} "
             "(huggingface_hub handed back the folder as it was, without downloading anything).",
