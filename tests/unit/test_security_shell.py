@@ -18,8 +18,12 @@ from llmdeck.engines.docker import docker_run_argv, render_shell
 from llmdeck.engines.spec import LaunchSpec
 from security_helpers import HOSTILE_IDS, FakeHostileModelsServer, llmdeck_cmd, run_llmdeck, serve
 
+# ESC and BEL: `connect --print` had written them as the text \x1b inside single quotes, which an
+# eval set as another model id than the one served
+CONTROL_ID = "m\x1b[31m$(touch PWNED)\x07"
 
-@pytest.fixture(params=HOSTILE_IDS)
+
+@pytest.fixture(params=(*HOSTILE_IDS, CONTROL_ID))
 def fake_hostile_models_server(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
     """(URL, the model id it serves), for each hostile id."""
     handler = type("FakeHostileModelsServer", (FakeHostileModelsServer,), {"model_id": request.param})

@@ -143,12 +143,12 @@ def _binary(name: str, bin_path: str | None, preview: bool) -> tuple[str, str | 
 
 def _shell_line(shown: dict[str, Any]) -> str:
     """``env -u X K='v' … argv``: what would run, shell-quoted, with secrets already redacted."""
-    import shlex
+    from llmdeck.util.shellquote import quote
 
     words = ["env"]
     for name in shown["unset"]:
         words += ["-u", name]
-    words += [f"{k}={shlex.quote(str(v))}" for k, v in shown["env"].items()]
-    words += [shlex.quote(a) for a in shown["argv"]]
+    words += [f"{k}={quote(str(v))}" for k, v in shown["env"].items()]
+    words += [quote(a) for a in shown["argv"]]
     files = "".join(f"# writes {path} (llmdeck's, 0600)\n" for path in shown["files"])
     return files + " ".join(words)

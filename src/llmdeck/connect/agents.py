@@ -52,11 +52,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 from pathlib import Path
 from typing import Any
 
 from llmdeck.connect.configs import ServeInfo
+from llmdeck.util.shellquote import quote  # ESC in a model id as $'\x1b': the same word back
 
 PACKAGES: dict[str, str] = {
     "claude-code": "npm install -g @anthropic-ai/claude-code@2.1.332",
@@ -99,7 +99,7 @@ def claude_env(info: ServeInfo, thinking: str = "server", small_model: str | Non
 
 def export_lines(env: dict[str, str]) -> str:
     """``export K='v'`` lines (shell-quoted: a server's model id is data); an empty value is ``unset``."""
-    lines = [f"unset {k}" if v == "" else f"export {k}={shlex.quote(v)}" for k, v in env.items()]
+    lines = [f"unset {k}" if v == "" else f"export {k}={quote(v)}" for k, v in env.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -235,7 +235,7 @@ def cline_auth_argv(info: ServeInfo, key: str | None = None) -> list[str]:
 def cline_auth_command(info: ServeInfo) -> str:
     """The command for a note (stderr): the key as ``"$LLMDECK_API_KEY"``, never the secret itself."""
     argv = cline_auth_argv(info)
-    words = [shlex.quote(a) for a in argv]
+    words = [quote(a) for a in argv]
     if info.api_key:
         words[5] = '"$LLMDECK_API_KEY"'
     return " ".join(words)

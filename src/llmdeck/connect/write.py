@@ -201,8 +201,12 @@ def merged_env_text(path: Path, values: dict[str, str]) -> str:
 
 
 def env_line(key: str, value: str, *, export: bool = False) -> str:
-    """``KEY='value'``: the value shell-quoted (a model id from a server is data, never code)."""
-    return f"{'export ' if export else ''}{key}={shlex.quote(value)}"
+    """``KEY='value'``: the value shell-quoted (a model id from a server is data, never code); for a shell
+    (``export``) a control character as ANSI-C ``$'\x1b'``, which pastes back as the same value (it had
+    been the text ``\x1b`` in single quotes); a .env file's line as dotenv readers take it."""
+    from llmdeck.util.shellquote import quote
+
+    return f"export {key}={quote(value)}" if export else f"{key}={shlex.quote(value)}"
 
 
 def merge_env(lines: list[str], values: dict[str, str]) -> list[str]:
