@@ -145,6 +145,28 @@ def test_a_user_catalog_size_that_no_model_has_is_refused(tmp_path: Path, size: 
         load_catalog([path])
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        'architectures:\n  FooArch: {min_vllm: "not-a-version", evidence: x}\n',
+        'images:\n  - {image: "weird/image:1", vllm: "banana", evidence: x}\n',
+    ],
+)
+def test_a_user_catalog_version_that_is_no_version_is_refused(tmp_path: Path, text: str) -> None:
+    """min_vllm "not-a-version" had turned the architecture's version lint off, in silence."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"is no vLLM version: write it as 0\.22\.0"):
+        load_catalog([path])
+
+
+def test_a_catalog_folder_with_no_catalog_file_is_refused(tmp_path: Path) -> None:
+    """A misspelt folder (or catalogs saved as .json) had been taken with none of the user's models."""
+    (tmp_path / "readme.txt").write_text("hi")
+    with pytest.raises(ConfigError, match=r"holds no \.yaml or \.yml file"):
+        load_catalog([tmp_path])
+
+
 @pytest.mark.parametrize("context", ["0", "-1", "99999999999999"])
 def test_a_user_catalog_recommendation_of_no_context_is_refused(tmp_path: Path, context: str) -> None:
     """`context: 0` had loaded, and `recommend` then died on it (an internal pydantic error)."""

@@ -257,11 +257,15 @@ def test_bad_setting(c: Case, fuzz_env: dict[str, str], fuzz_run: FuzzRun) -> No
 def test_a_yaml_catalog_path_is_a_path_not_json(
     fuzz_env: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """LLMDECK_CATALOG_PATHS=a.yaml (was: a JSON parse error dumped by pydantic-settings)."""
-    monkeypatch.setenv("LLMDECK_CATALOG_PATHS", fuzz_env["catalog"] + os.pathsep + fuzz_env["folder"])
+    """LLMDECK_CATALOG_PATHS=a.yaml (was: a JSON parse error dumped by pydantic-settings); a folder
+    beside it that holds no catalog file is named (it had been taken in silence)."""
+    monkeypatch.setenv("LLMDECK_CATALOG_PATHS", fuzz_env["catalog"])
     code, out, err, _ = run_main(["models", "--json"], capsys)
     assert code == 0, err
     assert "Qwen3" in out
+    monkeypatch.setenv("LLMDECK_CATALOG_PATHS", fuzz_env["catalog"] + os.pathsep + fuzz_env["folder"])
+    code, out, err, _ = run_main(["models", "--json"], capsys)
+    assert code == 2 and "holds no .yaml or .yml file" in err
 
 
 @pytest.mark.timeout(120)

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from llmdeck.errors import ConfigError, UnknownModelError, UsageError
 from llmdeck.formats.launch_spec import EngineKind
@@ -56,15 +57,26 @@ class CatalogEntry(_Strict):
     catalog_file: str | None = None
 
 
+def _version(value: str | None) -> str | None:
+    """A vLLM release as the catalog writes it (0.22.0, v0.10.1.1): "banana" had turned the lint of
+    the release an architecture needs off, in silence."""
+    if value is not None and not re.fullmatch(r"v?\d+(\.\d+){1,3}", value.strip()):
+        raise ValueError(f"{value!r} is no vLLM version: write it as 0.22.0")
+    return value
+
+
+Version = Annotated[str, AfterValidator(_version)]
+
+
 class ArchitectureInfo(_Strict):
-    min_vllm: str
+    min_vllm: Version
     evidence: str
 
 
 class ImageInfo(_Strict):
     image: str
-    vllm: str | None = None
-    below: str | None = None
+    vllm: Version | None = None
+    below: Version | None = None
     evidence: str
 
 
@@ -202,7 +214,13 @@ def _user_files(paths: list[Path]) -> list[Path]:
     for p in paths:
         p = Path(p).expanduser()
         if p.is_dir():
-            files.extend(sorted([*p.glob("*.yaml"), *p.glob("*.yml")]))
+            found = sorted([*p.glob("*.yaml"), *p.glob("*.yml")])
+            if not found:  # a misspelt folder had been taken in silence, with none of the user's models
+                raise ConfigError(
+                    f"The catalog folder {p} (from LLMDECK_CATALOG_PATHS) holds no .yaml or .yml file.",
+                    hint="Point LLMDECK_CATALOG_PATHS at the folder of your catalog files, or at the file.",
+                )
+            files.extend(found)
         elif p.exists():  # a file, or a pipe or device that the read refuses, saying which
             files.append(p)
         else:
