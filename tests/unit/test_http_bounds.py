@@ -574,6 +574,9 @@ def test_fetch_stops_at_once_on_ctrl_c_while_a_file_downloads(tmp_path: Path, si
         ("http://bad host:8000", "'bad host' is not an IP address"),
         ("ftp://127.0.0.1:21", "http:// or https://"),
         ("http://:8000", "names no host"),
+        # had been taken as a server's (or a gateway backend's) URL
+        ("http://127.0.0.1:8000/v1 ; rm -rf ~", "its path holds a space or a control character"),
+        ("http://127.0.0.1:8000/v1\x1b[2J", "its path holds a space or a control character"),
     ],
 )
 def test_parse_http_url_rejects_what_cannot_be_a_server(url: str, says: str) -> None:

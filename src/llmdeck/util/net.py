@@ -124,6 +124,8 @@ def _url_problem(raw: str) -> str:
         return f"the port {port_text!r} is not a number between 1 and 65535"
     if port is not None and not 1 <= port <= 65535:
         return f"the port {port} is not between 1 and 65535"
+    if any(ch.isspace() or not ch.isprintable() for ch in parts.path):  # "/v1 ; rm -rf ~" had been taken
+        return "its path holds a space or a control character (a URL writes a space as %20)"
     return ""
 
 
