@@ -134,3 +134,31 @@ def test_an_empty_model_is_refused_before_the_server_is_read(capsys: pytest.Capt
     for flag in ("--model", "--small-model"):
         code, _out, err = run_cli(["launch", "claude-code", DEAD, "--bin", "/bin/true", flag, " "], capsys)
         assert code == 2 and f"{flag} is empty" in err and "reading" not in err, err
+
+
+def test_a_launchs_folder_goes_once_its_client_has_exited(tmp_path: Path) -> None:
+    """Claude Code's settings (the key in their env block) had stayed under <state>/launch/ after the
+    client exited, until a later launch pruned them: `launch` execs the client, so a watcher it leaves
+    removes the folder once that process (the pid, with its start tick) has ended."""
+    import subprocess
+    import sys
+    import threading
+
+    from llmdeck.connect.launch_sweep import start_tick, sweep
+
+    folder = tmp_path / "launch" / "claude-code" / "42"
+    folder.mkdir(parents=True)
+    (folder / "settings.json").write_text('{"env": {"ANTHROPIC_AUTH_TOKEN": "sk-x"}}')
+    client = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.6)"])
+    tick = start_tick(client.pid)
+    assert tick is not None
+    watcher = threading.Thread(target=sweep, args=(client.pid, tick, folder, 0.05))
+    watcher.start()
+    try:
+        threading.Event().wait(0.3)
+        assert (folder / "settings.json").exists()  # the client still runs: its settings stay
+        client.wait(10)  # reaped, or left a zombie: both are an end
+    finally:
+        watcher.join(10)
+    assert not folder.exists()
+    assert start_tick(client.pid) is None or start_tick(client.pid) != tick

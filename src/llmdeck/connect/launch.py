@@ -206,9 +206,21 @@ def write_files(plan: LaunchPlan) -> None:
         atomic_write_text(target, json.dumps(content, indent=2, ensure_ascii=False) + "\n", secret=True)
 
 
+def _sweep_after(plan: LaunchPlan) -> None:
+    """This launch's folder removed once the client (this pid, after the exec) has exited."""
+    from llmdeck.connect.launch_sweep import start_tick
+    from llmdeck.engines.process import spawn_module
+
+    tick = start_tick(os.getpid())
+    if plan.files and tick is not None:  # off Linux the next launch's prune removes it
+        folder = str(Path(next(iter(plan.files))).parent)
+        spawn_module("llmdeck.connect.launch_sweep", [str(os.getpid()), tick, folder])
+
+
 def exec_client(plan: LaunchPlan) -> None:
     """Replace this process with the client (its exit status is then the command's)."""
     write_files(plan)
+    _sweep_after(plan)
     try:
         os.execve(plan.argv[0], plan.argv, plan.child_env())
     except OSError as exc:  # no #! line, an interpreter that is not there, no permission
