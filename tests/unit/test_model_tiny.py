@@ -43,6 +43,12 @@ def test_force_never_wipes_a_folder_with_subfolders(
     assert (tmp_path / "src" / "main.py").is_file()
 
 
+def test_make_tiny_into_an_empty_path_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """'' had been taken as the current folder (where other commands refuse an empty path)."""
+    code, _out, err = run_cli(["model", "make-tiny", ""], capsys)
+    assert code == 2 and "an empty value is not allowed" in err
+
+
 def test_make_tiny_into_a_file_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     target = tmp_path / "afile"
     target.write_text("x")

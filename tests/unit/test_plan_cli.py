@@ -214,6 +214,16 @@ def test_an_index_of_no_checkpoint_size_is_not_read_as_the_weights(
     assert json.loads(out)["memory"]["weights_gib"] < 2
 
 
+def test_a_context_beyond_any_flag_is_named_as_context(capsys: pytest.CaptureFixture[str]) -> None:
+    """It had been refused in --max-model-len's words, a flag the user had not written."""
+    from llmdeck.cli.plan import MAX_CONTEXT
+    from llmdeck.plan.flags import MAX_FLAG_INT
+
+    assert MAX_CONTEXT == MAX_FLAG_INT
+    code, _, err = run(["plan", "Qwen3-0.6B", "--machine", "h200", "--context", str(MAX_CONTEXT + 1)], capsys)
+    assert code == 2 and "--context" in err and "--max-model-len" not in err
+
+
 def test_conflicting_context_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(
         ["plan", "Qwen3-0.6B", "--machine", "h200", "--context", "8192", "--", "--max-model-len", "4096"],

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from llmdeck.cli.output import JSON_OPTION, err_console, out_console, print_json
-from llmdeck.cli.validate import number
+from llmdeck.cli.validate import nonempty, number
 
 
 def register(app: typer.Typer) -> None:
@@ -20,7 +20,12 @@ def register(app: typer.Typer) -> None:
 
     @model_app.command("make-tiny")
     def make_tiny(
-        dir: Path = typer.Argument(..., help="Directory to write the model into (created if missing)."),
+        dir: str = typer.Argument(
+            ...,
+            callback=nonempty,
+            metavar="DIR",
+            help="Directory to write the model into (created if missing).",
+        ),
         force: bool = typer.Option(
             False, "--force", help="Replace a model llmdeck made in DIR (a folder of your files is refused)."
         ),
@@ -47,7 +52,9 @@ def register(app: typer.Typer) -> None:
         from llmdeck.model.tiny import make_tiny_model
 
         err_console().print(f"Making a tiny Qwen3 model in {dir} ...", highlight=False, markup=False)
-        info = make_tiny_model(dir, force=force, layers=layers, hidden=hidden, seed=seed, eos_bias=eos_bias)
+        info = make_tiny_model(
+            Path(dir), force=force, layers=layers, hidden=hidden, seed=seed, eos_bias=eos_bias
+        )
         if json_out:
             print_json(info)
             return

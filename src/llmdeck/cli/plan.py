@@ -14,6 +14,7 @@ from llmdeck.cli.validate import ForwardingCommand, nonempty, number
 from llmdeck.cli.validate import host as host_check
 
 MAX_CONCURRENCY = 1_000_000
+MAX_CONTEXT = 1 << 40  # plan.flags.MAX_FLAG_INT: beyond it the error had named --max-model-len, not --context
 """The most --concurrency a plan takes: far above any server's max_num_seqs (a 20-digit value had been
 planned and printed as asked for, exit 0).
 """
@@ -192,7 +193,9 @@ def plan_cmd(
     ctx: typer.Context,
     model: str = typer.Argument(..., help="Catalog name, HF repo id, or local model folder."),
     machine: str = typer.Option("auto", "--machine", help="dgx-spark | h200 | auto (read this machine)."),
-    context: int | None = typer.Option(None, "--context", min=1, help="--max-model-len (tokens)."),
+    context: int | None = typer.Option(
+        None, "--context", min=1, max=MAX_CONTEXT, help="--max-model-len (tokens)."
+    ),
     concurrency: int = typer.Option(
         1, "--concurrency", min=1, max=MAX_CONCURRENCY, help="Full-context requests to hold."
     ),
