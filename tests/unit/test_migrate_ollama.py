@@ -151,6 +151,7 @@ def test_unreachable_and_garbled_exit_1(tmp_path: Path, capsys: pytest.CaptureFi
     assert not (tmp_path / "a").exists()  # nothing written for an Ollama that is not there
     for path, body, words in [
         ("/api/tags", b"<html>not ollama</html>", "not JSON"),
+        ("/api/tags", b"[" * 200_000 + b"]" * 200_000, "JSON nested deeper than any reply"),  # "not JSON"
         ("/api/tags", b'{"models": {"a": 1}}', "not a list"),
         ("/api/ps", b"[1, 2]", "not Ollama's list"),
     ]:

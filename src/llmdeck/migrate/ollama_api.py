@@ -71,7 +71,7 @@ def _request(method: str, url: str, body: dict[str, Any] | None, limit: float) -
 
     from llmdeck.util.deadline import deadline_transport
     from llmdeck.util.http import IDENTITY, BodyTooLarge, NotAnswering, plain_body, read_capped
-    from llmdeck.util.jsonsafe import loads
+    from llmdeck.util.jsonsafe import TooDeepError, loads
 
     until = time.monotonic() + limit
     try:
@@ -98,9 +98,13 @@ def _request(method: str, url: str, body: dict[str, Any] | None, limit: float) -
     try:
         return status, loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
+        what = (
+            "JSON nested deeper than any reply"
+            if isinstance(exc, TooDeepError)
+            else "something that is not JSON"
+        )
         raise EndpointError(
-            f"{url} answered HTTP {status} with something that is not JSON ({raw[:80]!r}), so it is not "
-            "Ollama's API.",
+            f"{url} answered HTTP {status} with {what} ({raw[:80]!r}), so it is not Ollama's API.",
             hint="Pass Ollama's own URL with --ollama (its port is 11434 unless OLLAMA_HOST says else).",
         ) from exc
 
