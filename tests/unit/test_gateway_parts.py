@@ -242,9 +242,11 @@ def test_the_first_key_made_while_the_gateway_runs_open_closes_it(tmp_path: Path
     requests without a key till a restart, while nothing said so."""
     store = KeyStore(tmp_path / "keys.json")
     ring = KeyRing(store)
+    now = [ring._checked]
+    ring._clock = lambda: now[0]
     assert ring.enabled is False
     secret = store.create("alice")
-    ring.refresh(force=True)
+    now[0] += 1.1  # the gateway's next request, a second on: asking whether keys are on looks again
     assert ring.enabled and ring.lookup(secret) is not None and ring.lookup("sk-other") is None
     store.revoke("alice")
     ring.refresh(force=True)

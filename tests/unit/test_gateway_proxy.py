@@ -324,6 +324,20 @@ def test_keys_models_and_rpm(settings: Settings, tmp_path: Path) -> None:
             assert httpx.post(url, json=chat("b"), headers=h_carol).status_code == 200
 
 
+def test_the_first_key_made_closes_a_running_open_gateway(settings: Settings, tmp_path: Path) -> None:
+    """`keys create` on an open gateway ("no restart needed"): requests without a key had gone on
+    getting 200 (till a /metrics scrape happened to re-read the keys file)."""
+    with fake() as up:
+        cfg = f"routes:\n  - model: a\n    backends: ['{up.url}']\n" + FAST  # type: ignore[attr-defined]
+        with gateway(cfg, settings, tmp_path) as gw:
+            url = f"{gw}/v1/chat/completions"
+            assert httpx.post(url, json=chat()).status_code == 200  # open: no keys file
+            key = KeyStore(settings.state_dir / "gateway" / "keys.json").create("dave")
+            time.sleep(1.2)  # the keys file is looked at once a second at most
+            assert httpx.post(url, json=chat()).status_code == 401
+            assert httpx.post(url, json=chat(), headers={"Authorization": f"Bearer {key}"}).status_code == 200
+
+
 def test_gateway_up_status_down_in_background(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

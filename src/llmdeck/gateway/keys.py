@@ -316,8 +316,15 @@ class KeyRing:
         self._stamp: tuple[int, int, int] | None = None  # the keys file's (inode, mtime_ns, size)
         self.keys: list[KeyRecord] = []
         self.on_gone: list[Callable[[set[str]], None]] = []  # told the names a re-read found gone
-        self.enabled = False
+        self._enabled = False
         self.refresh(force=True)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether keys are required: from the moment the file exists (looked at once a second at most;
+        an open gateway had looked only when asked for a key, so never)."""
+        self.refresh()
+        return self._enabled
 
     def refresh(self, *, force: bool = False) -> None:
         now = self._clock()
@@ -342,8 +349,8 @@ class KeyRing:
             logging.getLogger("llmdeck.gateway").warning("keys file not re-read: %s", exc.message)
             return
         self._stamp = stamp
-        if stamp is not None and not self.enabled:
-            self.enabled = True  # never off again
+        if stamp is not None and not self._enabled:
+            self._enabled = True  # never off again
             if not force:
                 import logging
 
