@@ -279,9 +279,32 @@ def test_what_llmdeck_wrote_may_be_replaced(tmp_path: Path, capsys: pytest.Captu
     refuse_foreign_file(result, "bench result", json_kind_is("llmdeck.bench.result"))  # a big one too
     plot = tmp_path / "p.png"
     plot.write_bytes(PNG_MAGIC + b"...")
-    refuse_foreign_file(plot, "plot", is_plot)
+    with pytest.raises(AlreadyExistsError):  # a PNG of the user's: any PNG had counted as llmdeck's
+        refuse_foreign_file(plot, "plot", is_plot, tail_too=True)
     (tmp_path / "empty.json").write_text("")
     refuse_foreign_file(tmp_path / "empty.json", "bench result", json_kind_is("llmdeck.bench.result"))
+
+
+@pytest.mark.parametrize("kind", ["png", "pdf", "svg"])
+def test_report_plot_replaces_its_own_picture_and_never_the_users(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`report r.json --plot thesis.pdf` had replaced the user's PDF (any PNG, PDF or SVG counted as a
+    plot llmdeck wrote): a plot carries its mark now, in the picture's metadata (a PDF's at its end)."""
+    from llmdeck.util.owned import PNG_MAGIC
+    from repo_paths import ROOT
+
+    result = str(ROOT / "evidence" / "report" / "results" / "cmp-seqs2.json")
+    out = tmp_path / f"plot.{kind}"
+    for _ in range(2):  # a second run replaces the first's picture
+        code, _o, err = run_cli(["report", result, "--plot", str(out)], capsys)
+        assert code == 0, err
+    theirs = tmp_path / f"thesis.{kind}"
+    pictures = {"png": PNG_MAGIC, "pdf": b"%PDF-1.4\n", "svg": b'<?xml version="1.0"?>\n<svg>'}
+    theirs.write_bytes(pictures[kind] + b"their own" + b"x" * 200_000)
+    code, _o, err = run_cli(["report", result, "--plot", str(theirs)], capsys)
+    assert code == 2 and "llmdeck will not replace it" in err
+    assert theirs.read_bytes().startswith(pictures[kind] + b"their own")
 
 
 def test_report_html_never_replaces_an_input_or_a_users_file(

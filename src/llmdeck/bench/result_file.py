@@ -111,10 +111,10 @@ def plot_result(result: BenchResult, out: Path) -> None:
     fig.tight_layout()
     import io
 
-    from llmdeck.util.owned import is_plot, refuse_foreign_file
+    from llmdeck.util.owned import PLOT_MARK, is_plot, refuse_foreign_file
 
-    refuse_foreign_file(Path(out), "plot", is_plot)
+    refuse_foreign_file(Path(out), "plot", is_plot, tail_too=True)
     buf = io.BytesIO()
-    fig.savefig(buf, dpi=110, format=kind)
+    fig.savefig(buf, dpi=110, format=kind, metadata={"Software" if kind == "png" else "Creator": PLOT_MARK})
     plt.close(fig)
     atomic_write_bytes(Path(out), buf.getvalue())

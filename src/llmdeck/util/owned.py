@@ -160,9 +160,12 @@ def refuse_user_files(dir: Path, names: Iterable[str]) -> None:
         )
 
 
-def refuse_foreign_file(path: Path, what: str, is_ours: Callable[[bytes], bool]) -> None:
+def refuse_foreign_file(
+    path: Path, what: str, is_ours: Callable[[bytes], bool], *, tail_too: bool = False
+) -> None:
     """AlreadyExistsError (exit 2) when ``path`` exists, is not empty, and ``is_ours(first bytes)``
-    says llmdeck did not write it: an output path must never replace the user's own file."""
+    (``tail_too``: and the last 64 KiB) says llmdeck did not write it: an output path must never replace
+    the user's own file."""
     target = Path(os.path.realpath(Path(path).expanduser()))
     try:
         mode = target.stat().st_mode
@@ -178,6 +181,9 @@ def refuse_foreign_file(path: Path, what: str, is_ours: Callable[[bytes], bool])
     try:
         with open(target, "rb") as fh:
             head = fh.read(65536)
+            if tail_too:
+                fh.seek(max(len(head), os.fstat(fh.fileno()).st_size - 65536))
+                head += fh.read(65536)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError):
         return  # nothing there (or a folder / unreadable: the writer says what is wrong)
     if not head.strip() or is_ours(head):
@@ -214,9 +220,13 @@ def json_has_keys(*keys: str) -> Callable[[bytes], bool]:
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def is_plot(head: bytes) -> bool:
-    """A picture matplotlib writes for `report --plot` (PNG, PDF or SVG)."""
-    return head.startswith((PNG_MAGIC, b"%PDF")) or (head.lstrip().startswith(b"<?xml") and b"<svg" in head)
+PLOT_MARK = "llmdeck report --plot"  # in the picture's metadata (PNG Software, SVG/PDF Creator)
+
+
+def is_plot(ends: bytes) -> bool:
+    """A picture `report --plot` wrote (its first and last 64 KiB: a PDF's metadata is at its end). Any
+    PNG, PDF or SVG had counted, and a user's own was replaced."""
+    return PLOT_MARK.encode() in ends
 
 
 HTML_GENERATOR = '<meta name="generator" content="llmdeck">'
