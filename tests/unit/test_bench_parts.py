@@ -468,6 +468,26 @@ def test_plot_of_a_format_llmdeck_does_not_draw_is_a_usage_error(tmp_path: Path)
     assert info.value.exit_code == 2 and not (tmp_path / "x.txt").exists()
 
 
+def test_a_duration_that_ends_before_the_first_request_says_so(tmp_path: Path) -> None:
+    """`--duration 1e-9`: "Every request failed (0 of them) ... Check that the model answers", where
+    no request had been sent at all."""
+    from llmdeck.bench.outcome import run_failure
+    from llmdeck.bench.result_schema import ScenarioMetrics
+
+    none = ScenarioMetrics(
+        completed=0, failed=0, duration_s=0.0, total_input_tokens=0, total_output_tokens=0,
+        request_throughput=0.0, output_throughput=0.0, total_token_throughput=0.0,
+    )  # fmt: skip
+    res = _result()
+    spec = ScenarioSpec(name="s", duration_s=1e-9)
+    res.scenarios = [ScenarioResult(spec=spec, status="done", metrics=none)]
+    error = run_failure(res, tmp_path / "d.json")
+    assert error is not None and error.exit_code == 1
+    assert "No request was sent" in error.message
+    assert "--duration 1e-09 s ended before the first" in error.message
+    assert "Every request failed" not in error.message
+
+
 # ---- report --against: a `vllm bench serve` result next to ours --------------------------------
 
 

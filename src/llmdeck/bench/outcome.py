@@ -28,6 +28,13 @@ def run_failure(result: BenchResult, out_path: Path) -> OperationError | None:
     errors = [r.error for sc in ran for r in sc.requests if r.error]
     first = f" The first: {errors[0][:300]}" if errors else ""
     failed = sum(sc.metrics.failed for sc in ran if sc.metrics is not None)
+    if failed == 0:  # none was sent: it had said "Every request failed (0 of them)"
+        cut = min((sc.spec.duration_s for sc in ran if sc.spec.duration_s), default=None)
+        why = f": --duration {cut:g} s ended before the first" if cut is not None else ""
+        return OperationError(
+            f"No request was sent, so nothing was measured{why}. The result is saved in {out_path}.",
+            hint="Give --duration a few seconds at least, or leave it out (the scenario's prompts decide).",
+        )
     return OperationError(
         f"Every request failed ({failed} of them), so nothing was measured.{first} The failures are "
         f"saved in {out_path}.",
