@@ -151,12 +151,15 @@ class Settings(BaseSettings):
         p = value.expanduser()
         try:  # a folder above it that this user may not enter: exists() raises (it had been a crash)
             file_there = p.exists() and not p.is_dir()
-            parent = p
+            parent, dangling = p, None
             while not parent.exists() and parent != parent.parent:
+                dangling = dangling or (parent if parent.is_symlink() else None)
                 parent = parent.parent
         except OSError as exc:
             raise ValueError(f"{str(value)!r} cannot be looked at ({exc.strerror or exc})") from exc
-        if file_there:
+        if dangling is not None:  # a loop had read as an empty state, or "is a file" when written to
+            why = f"{str(dangling)!r} is a symlink that leads to no folder (a loop, or its target is gone)"
+        elif file_there:
             why = f"{str(value)!r} is a file, not a folder"
         elif not parent.is_dir():  # HOME a file: nothing can be made there, nor anything read
             why = f"{str(parent)!r} is a file, so no folder can be made under it"

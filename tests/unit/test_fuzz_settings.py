@@ -357,6 +357,19 @@ def test_setting_end_to_end(
     assert proc.stdout == ""
 
 
+@pytest.mark.parametrize("argv", [["status"], ["keys", "list"], ["down", "--all"], ["keys", "create", "x"]])
+def test_a_state_dir_that_is_a_symlink_loop_is_named(
+    argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It had read as an empty, healthy state (status, keys list, down --all: exit 0), and `keys create`
+    had called the loop a file to move away."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    monkeypatch.setenv("LLMDECK_STATE_DIR", str(tmp_path / "a"))
+    code, _out, err, _ = run_main(argv, capsys)
+    assert code == 2 and "is a symlink that leads to no folder" in err
+
+
 def test_folders_from_settings_are_expanded_and_made_absolute(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
