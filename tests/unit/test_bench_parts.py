@@ -468,6 +468,15 @@ def test_plot_of_a_format_llmdeck_does_not_draw_is_a_usage_error(tmp_path: Path)
     assert info.value.exit_code == 2 and not (tmp_path / "x.txt").exists()
 
 
+def test_a_result_that_lists_no_scenario_is_refused(tmp_path: Path) -> None:
+    """`scenarios: []` had been rendered as an empty table, exit 0."""
+    res = _result()
+    res.scenarios = []
+    atomic_write_json(tmp_path / "r.json", res)
+    with pytest.raises(ResultFileError, match="it lists no scenario"):
+        load_result(tmp_path / "r.json")
+
+
 def test_a_duration_that_ends_before_the_first_request_says_so(tmp_path: Path) -> None:
     """`--duration 1e-9`: "Every request failed (0 of them) ... Check that the model answers", where
     no request had been sent at all."""

@@ -66,6 +66,8 @@ def load_result(path: Path) -> BenchResult:
         BenchResult.model_validate_json(json.dumps(data), strict=True)
     except ValidationError as exc:
         raise ResultFileError(f"{p} is not a valid bench result: {first_problem(exc)}.", hint=hint) from exc
+    if not result.scenarios:  # a bench writes every scenario it was asked (pending ones too): an empty table
+        raise ResultFileError(f"{p} is not a valid bench result: it lists no scenario.", hint=hint)
     return result
 
 
