@@ -561,6 +561,9 @@ def test_a_path_that_steps_out_of_v1_is_refused(settings: Settings, tmp_path: Pa
         ("POST", "/chat/completions", 404, "The API is under /v1"),
         ("POST", "/health", 405, "POST is not allowed on /health"),
         ("PUT", "/metrics", 405, "PUT is not allowed on /metrics"),
+        # had been sent on to the backend, whose own error page (HTML, from a plain HTTP server) came back
+        ("PUT", "/v1/chat/completions", 405, "PUT is not allowed on /v1/chat/completions"),
+        ("PATCH", "/v1/messages", 405, "PATCH is not allowed on /v1/messages"),
     ],
 )
 def test_no_such_endpoint_is_an_api_error_not_plain_text(

@@ -113,7 +113,7 @@ def build_app(loaded: LoadedConfig, *, insecure: bool = False, settings: Any = N
         Route("/gateway/status", _status, methods=["GET"]),
         Route("/v1/models", _models, methods=["GET"]),
         Route("/v1/models/{model:path}", _model, methods=["GET"]),
-        Route("/v1/{path:path}", _proxy, methods=["GET", "POST", "PUT", "DELETE", "PATCH"]),
+        Route("/v1/{path:path}", _proxy, methods=["GET", "POST", "DELETE"]),  # no API of /v1 has PUT/PATCH
         Route("/tokenize", _proxy, methods=["POST"]),  # vLLM's, used by `llmdeck check` / `connect`
         Route("/detokenize", _proxy, methods=["POST"]),
         *ui_routes(),  # the dashboard: /ui, /ui/api/state, its actions (ui_app.py)
