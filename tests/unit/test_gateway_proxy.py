@@ -517,11 +517,15 @@ def test_what_the_client_sends_that_httpx_would_not_encode_is_no_500(
             assert 'llmdeck_gateway_in_flight{route="a"} 0.0' in httpx.get(f"{gw}/metrics").text
 
 
+@pytest.mark.parametrize(
+    "kind", ["text/plain", "application/x-www-form-urlencoded", "application/octet-stream"]
+)
 def test_a_json_body_sent_as_text_plain_gets_the_alias_and_the_routes_rules(
-    settings: Settings, tmp_path: Path
+    kind: str, settings: Settings, tmp_path: Path
 ) -> None:
     """A browser's fetch sends JSON as text/plain: it had reached the backend unread, with the alias
-    for a model name and without the route's defaults (an override cap skipped the same way)."""
+    for a model name and without the route's defaults (an override cap skipped the same way);
+    `curl -d '{...}'` sends it as a form, which had been told "Say which model in the body's `model`"."""
     with fake() as up:
         cfg = (
             f"routes:\n  - model: a\n    backends: ['{up.url}']\n"  # type: ignore[attr-defined]
@@ -529,7 +533,7 @@ def test_a_json_body_sent_as_text_plain_gets_the_alias_and_the_routes_rules(
         )
         with gateway(cfg, settings, tmp_path) as gw:
             body = json.dumps(chat(max_tokens=100000)).encode()
-            r = httpx.post(f"{gw}/v1/chat/completions", content=body, headers={"content-type": "text/plain"})
+            r = httpx.post(f"{gw}/v1/chat/completions", content=body, headers={"content-type": kind})
             assert r.status_code == 200 and up.bodies[-1]["model"] == "fake-served"
             assert up.bodies[-1]["max_tokens"] == 64
 

@@ -71,10 +71,13 @@ async def parse_body(raw: bytes, request: Request) -> dict[str, Any] | JSONRespo
     """The body as a JSON object; None when there is none or it is a form or a file (an audio upload).
 
     Any other body is read as JSON whatever its content type says (a browser's fetch sends JSON as
-    text/plain): one passed on unread would skip the alias, the route's defaults and its override.
-    A body over ``OFF_LOOP_BYTES`` is parsed in a thread: 30 MB took seconds, every client waiting."""
+    text/plain; `curl -d '{...}'` as a form): one passed on unread would skip the alias, the route's
+    defaults and its override ("Say which model", to a body that did). A body over ``OFF_LOOP_BYTES``
+    is parsed in a thread: 30 MB took seconds, every client waiting."""
     kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if not raw or kind.startswith("multipart/") or kind in NOT_JSON_TYPES:
+    if not raw or kind.startswith("multipart/"):
+        return None
+    if kind in NOT_JSON_TYPES and raw.lstrip()[:1] != b"{":  # a form's a=1&b=2, a file's bytes
         return None
     return await parse_json_object(raw)
 
