@@ -14,10 +14,10 @@ from llmdeck.cli.validate import ForwardingCommand, nonempty, number
 from llmdeck.cli.validate import host as host_check
 
 MAX_CONCURRENCY = 1_000_000
-MAX_CONTEXT = 1 << 40  # plan.flags.MAX_FLAG_INT: beyond it the error had named --max-model-len, not --context
 """The most --concurrency a plan takes: far above any server's max_num_seqs (a 20-digit value had been
 planned and printed as asked for, exit 0).
 """
+MAX_CONTEXT = 1 << 40  # plan.flags.MAX_FLAG_INT: beyond it the error had named --max-model-len, not --context
 
 PLAN_HELP = """Plan a vLLM server before starting it: memory, KV tokens, concurrency, flag lint, commands.
 
