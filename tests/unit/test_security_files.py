@@ -108,6 +108,15 @@ def test_a_marker_of_an_older_llmdeck_without_a_list_deletes_nothing(tmp_path: P
     assert sorted(p.name for p in made.iterdir()) == [MADE_MARKER, "old.bin"]
 
 
+def test_an_empty_folder_is_made_into(tmp_path: Path) -> None:
+    """An empty folder (made by `mkdir`, or by a start cut short before its marker) has nothing to
+    delete: it had been refused as an older llmdeck's (a fresh clone's tests failed on .cache/test-tiny)."""
+    from llmdeck.util.owned import clear_made_dir
+
+    (tmp_path / "empty").mkdir()
+    assert clear_made_dir(tmp_path / "empty", "x") == []
+
+
 def test_a_legacy_tiny_marker_deletes_only_the_files_it_lists(tmp_path: Path) -> None:
     """`make-tiny --force` in a folder of an older make-tiny (llmdeck-tiny.json, no .llmdeck-made) to
     which the user had added an adapter and notes: both were deleted."""

@@ -12,7 +12,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -38,7 +38,7 @@ def mark_made(dir: Path, what: str, *, private: bool = False) -> None:
         dir.mkdir(parents=True, exist_ok=True)
     now = datetime.now(UTC).isoformat()
     body = {"kind": MADE_KIND, "what": what, "created": now, "files": [], "kept": _files_in(dir)}
-    (dir / MADE_MARKER).write_text(json.dumps(body) + "\n", encoding="utf-8")
+    _write_marker(dir / MADE_MARKER, body)
 
 
 def seal_made(dir: Path) -> None:
@@ -48,7 +48,15 @@ def seal_made(dir: Path) -> None:
     body = _json_loads(marker.read_text("utf-8"))
     kept = set(body.get("kept") or [])
     body["files"] = [f for f in _files_in(dir) if f not in kept]
-    marker.write_text(json.dumps(body) + "\n", encoding="utf-8")
+    _write_marker(marker, body)
+
+
+def _write_marker(marker: Path, body: Mapping[str, object]) -> None:
+    """Whole or not at all: a marker read half-written (two makers at once: a test session's workers) is
+    no list, which refuses the folder."""
+    from llmdeck.util.atomic import atomic_write_text
+
+    atomic_write_text(marker, json.dumps(body) + "\n")
 
 
 def _files_in(dir: Path) -> list[str]:
@@ -122,6 +130,8 @@ def clear_made_dir(dir: Path, what: str, legacy_markers: Iterable[tuple[str, str
         return []
     refuse_unless_made(dir, what, legacy_markers)
     made = _made_files(dir, legacy_markers)
+    if made is None and not any(dir.iterdir()):
+        return []  # an empty folder: nothing of anyone's to delete
     if made is None:
         raise AlreadyExistsError(
             f"{dir} was made by an older llmdeck, which did not list the files it wrote: llmdeck cannot "
