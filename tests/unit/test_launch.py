@@ -144,7 +144,7 @@ def test_a_launchs_folder_goes_once_its_client_has_exited(tmp_path: Path) -> Non
     import sys
     import threading
 
-    from llmdeck.connect.launch_sweep import start_tick, sweep
+    from llmdeck.util.after_exit import start_tick, sweep
 
     folder = tmp_path / "launch" / "claude-code" / "42"
     folder.mkdir(parents=True)

@@ -208,13 +208,13 @@ def write_files(plan: LaunchPlan) -> None:
 
 def _sweep_after(plan: LaunchPlan) -> None:
     """This launch's folder removed once the client (this pid, after the exec) has exited."""
-    from llmdeck.connect.launch_sweep import start_tick
     from llmdeck.engines.process import spawn_module
+    from llmdeck.util.after_exit import start_tick
 
     tick = start_tick(os.getpid())
     if plan.files and tick is not None:  # off Linux the next launch's prune removes it
         folder = str(Path(next(iter(plan.files))).parent)
-        spawn_module("llmdeck.connect.launch_sweep", [str(os.getpid()), tick, folder])
+        spawn_module("llmdeck.util.after_exit", [str(os.getpid()), tick, folder])
 
 
 def exec_client(plan: LaunchPlan) -> None:

@@ -24,6 +24,7 @@ import psutil
 from pydantic import BaseModel
 
 from llmdeck.util import leash
+from llmdeck.util.after_exit import read_stat
 from llmdeck.util.procgroup import signal_group
 
 Owner = Literal["ours", "gone", "other"]
@@ -77,14 +78,8 @@ class ProcessIdentity(BaseModel):
 def since_boot(pid: int) -> float | None:
     """Seconds from boot to ``pid``'s start: /proc/PID/stat's ``starttime`` tick, which no clock step
     moves (None off Linux, or when the process is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode("utf-8", "replace")
-        # the command name (field 2) is in parentheses and may hold anything: count from after it
-        ticks = int(stat.rsplit(")", 1)[1].split()[19])
-        return ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
+    stat = read_stat(pid)
+    return None if stat is None else stat[1] / os.sysconf("SC_CLK_TCK")
 
 
 def identify(pid: int) -> ProcessIdentity | None:

@@ -21,7 +21,14 @@ from llmdeck import __version__
 from llmdeck.errors import DownloadError, LlmdeckError, MissingDependencyError, UsageError
 from llmdeck.fetch.guards import HubFiles, hub_files, refuse_files_not_from_the_hub, refuse_nothing_matched
 from llmdeck.fetch.hubreply import check_hub_reply, not_a_hub, other_failure, received
-from llmdeck.fetch.verify import MIRROR_HINT, OFFLINE_VARS, VerifyReport, offline_error, verify_download
+from llmdeck.fetch.verify import (
+    MIRROR_HINT,
+    OFFLINE_VARS,
+    VerifyReport,
+    offline_error,
+    offline_set,
+    verify_download,
+)
 from llmdeck.util.http import BodyTooLarge, NotAnswering
 from llmdeck.util.pagecache import drop_files
 from llmdeck.util.redact import redact_url
@@ -77,10 +84,6 @@ def _ignore(_: str) -> None:
     return None
 
 
-def _is_true(value: str | None) -> bool:
-    return value is not None and value.strip().upper() in {"1", "ON", "YES", "TRUE"}
-
-
 def validate_repo_id(repo_id: str) -> str:
     """Return ``repo_id`` if it looks like ``owner/name`` (or a bare ``name``), else raise UsageError."""
     value = repo_id.strip()
@@ -122,7 +125,7 @@ def environment_warnings(env: Mapping[str, str] | None = None) -> list[str]:
     """Warnings about variables that break or bend downloads (seed 004 §2: check them first)."""
     env = os.environ if env is None else env
     warnings: list[str] = []
-    offline = [v for v in OFFLINE_VARS if _is_true(env.get(v))]
+    offline = offline_set(env)
     if offline:
         warnings.append(
             f"{' and '.join(offline)} {'is' if len(offline) == 1 else 'are'} set: huggingface_hub will not "
@@ -169,13 +172,9 @@ def map_hub_error(exc: BaseException, repo_id: str, endpoint: str, revision: str
     if isinstance(exc, hub_errors.HFValidationError):
         return UsageError(f"{repo_id!r} is not a valid repo id: {exc}", hint="Use owner/name.")
     if isinstance(exc, hub_errors.LocalEntryNotFoundError):
-        if (offline := offline_error(repo_id)) is not None:
-            return offline
-        if "HF_HUB_OFFLINE" in str(exc) or "outgoing traffic has been disabled" in str(exc):
-            return UsageError(
-                f"Cannot download {repo_id}: Hugging Face offline mode is on, and no whole copy is on disk.",
-                hint=f"Unset its variables before fetching: `unset {' '.join(OFFLINE_VARS)}`.",
-            )
+        said = "HF_HUB_OFFLINE" in str(exc) or "outgoing traffic has been disabled" in str(exc)
+        if said or offline_set():  # as huggingface_hub read the environment
+            return offline_error(repo_id)
         return DownloadError(
             f"Cannot reach {endpoint} to download {repo_id}, and no complete copy is on disk "
             f"({str(exc).splitlines()[0]}).",
@@ -202,7 +201,7 @@ def _ask_first(
 ) -> HubFiles | None:
     """Online: the hub answers about the repo (bounded), and its files' sizes and hashes (None offline
     or unknown)."""
-    if any(_is_true(env.get(v)) for v in OFFLINE_VARS):
+    if offline_set(env):
         return None
     check_answers(endpoint, repo_id, revision, limit, on_wait)
     return hub_files(endpoint, repo_id, revision, limit)

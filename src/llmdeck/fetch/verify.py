@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -47,11 +48,14 @@ class VerifyReport(BaseModel):
 OFFLINE_VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 
 
-def offline_error(repo_id: str) -> UsageError | None:
-    """The error of a fetch in Hugging Face's offline mode (set in this environment, as huggingface_hub
-    read it), else None."""
-    if not any((os.environ.get(v) or "").strip().upper() in {"1", "ON", "YES", "TRUE"} for v in OFFLINE_VARS):
-        return None
+def offline_set(env: Mapping[str, str] | None = None) -> list[str]:
+    """The offline variables set to a true value (huggingface_hub's reading: 1, on, yes, true)."""
+    env = os.environ if env is None else env
+    return [v for v in OFFLINE_VARS if (env.get(v) or "").strip().upper() in {"1", "ON", "YES", "TRUE"}]
+
+
+def offline_error(repo_id: str) -> UsageError:
+    """The error of a fetch in Hugging Face's offline mode."""
     return UsageError(
         f"Cannot download {repo_id}: Hugging Face offline mode is on (HF_HUB_OFFLINE or "
         "TRANSFORMERS_OFFLINE) and no complete copy is on disk.",
@@ -192,8 +196,8 @@ def verify_download(
         # huggingface_hub, when the hub cannot be reached, hands back any non-empty --local-dir as
         # it is ("Returning existing local_dir"): that is no copy of the model (nor of its config)
         held = "no config.json" if no_config else "no model weights"
-        if (offline := offline_error(repo_id)) is not None:  # not the network's doing: it had said so
-            raise offline
+        if offline_set():  # not the network's doing: it had said so
+            raise offline_error(repo_id)
         raise DownloadError(
             f"Cannot reach {endpoint} to download {repo_id}, and {target} holds {held} "
             "(huggingface_hub handed back the folder as it was, without downloading anything).",

@@ -1,5 +1,6 @@
-"""A launch's own folder removed once its client has exited (``python -m llmdeck.connect.launch_sweep PID
-TICK FOLDER``, detached, the standard library only).
+"""A folder removed once a process has exited (``python -m llmdeck.util.after_exit PID TICK FOLDER``,
+detached; util/ imports nothing heavy, so it starts in tens of milliseconds); and a process's start
+tick, read from /proc/PID/stat (engines.process.since_boot reads it there too).
 
 `llmdeck launch` writes the client's settings under ``<state>/launch/CLIENT/PID/`` (Claude Code's hold the
 key: its env block must win over the user's own settings) and then execs the client, so nothing of
@@ -18,14 +19,21 @@ from pathlib import Path
 POLL_S = 1.0
 
 
-def start_tick(pid: int) -> str | None:
-    """``pid``'s start tick since boot (/proc/PID/stat), or None when it has ended (or is a zombie)."""
+def read_stat(pid: int) -> tuple[str, int] | None:
+    """``pid``'s state letter and start tick since boot (None when it is gone, or off Linux). The command
+    name (field 2) is in parentheses and may hold anything: fields are counted from after it."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             fields = fh.read().decode("utf-8", "replace").rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
+        return fields[0], int(fields[19])
+    except (OSError, IndexError, ValueError):
         return None
-    return None if fields[0] == "Z" else fields[19]
+
+
+def start_tick(pid: int) -> str | None:
+    """``pid``'s start tick, or None when it has ended (or is a zombie)."""
+    stat = read_stat(pid)
+    return None if stat is None or stat[0] == "Z" else str(stat[1])
 
 
 def sweep(pid: int, tick: str, folder: Path, poll_s: float = POLL_S) -> None:
